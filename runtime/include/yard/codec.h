@@ -1,0 +1,86 @@
+// yard::Codec<T>: how user values become bytes and back.
+//
+// The default codec is MessagePack (msgpack-cxx): arithmetic types, std::string, vectors, maps,
+// tuples, pairs, std::optional and user structs that declare their fields with one line:
+//
+//   struct Point { double x, y; YARD_FIELDS(x, y); };
+//
+// Specialise yard::Codec<T> for a type to give it another encoding (e.g. raw tensor bytes).
+#pragma once
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include <msgpack.hpp>
+
+#define YARD_FIELDS(...) MSGPACK_DEFINE_ARRAY(__VA_ARGS__)
+
+namespace yard {
+
+// The value of a call that returns void.
+struct Void {
+  bool operator==(const Void&) const { return true; }
+  MSGPACK_DEFINE_ARRAY();
+};
+
+namespace detail {
+
+// Immutable bytes shared between the runtime's threads without copying.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual const char* data() const = 0;
+  virtual size_t size() const = 0;
+};
+using Bytes = std::shared_ptr<const Buffer>;
+
+class StringBuffer final : public Buffer {
+ public:
+  explicit StringBuffer(std::string s) : s_(std::move(s)) {}
+  const char* data() const override { return s_.data(); }
+  size_t size() const override { return s_.size(); }
+
+ private:
+  std::string s_;
+};
+
+class SBuffer final : public Buffer {
+ public:
+  explicit SBuffer(msgpack::sbuffer&& b) : b_(std::move(b)) {}
+  const char* data() const override { return b_.data(); }
+  size_t size() const override { return b_.size(); }
+
+ private:
+  msgpack::sbuffer b_;
+};
+
+}  // namespace detail
+
+template <class T, class Enable = void>
+struct Codec {
+  static detail::Bytes encode(const T& v) {
+    msgpack::sbuffer buf;
+    msgpack::pack(buf, v);
+    return std::make_shared<detail::SBuffer>(std::move(buf));
+  }
+  static T decode(const char* data, size_t size) {
+    // Strings and binaries are referenced, not copied into the zone; as<T>() copies once.
+    auto no_copy = [](msgpack::type::object_type, std::size_t, void*) { return true; };
+    msgpack::object_handle h = msgpack::unpack(data, size, no_copy);
+    return h.get().as<T>();
+  }
+};
+
+template <class T>
+detail::Bytes encode(const T& v) {
+  return Codec<T>::encode(v);
+}
+
+template <class T>
+T decode(const detail::Bytes& b) {
+  return Codec<T>::decode(b->data(), b->size());
+}
+
+}  // namespace yard

@@ -1,0 +1,188 @@
+// The registry of remote functions and actor classes.
+//
+// Worker processes run the job's own binary, so the same registrations exist on both sides: a
+// task names its function, an actor call names its class and method. YARD_REMOTE and YARD_ACTOR
+// are thin sugar over Registry::add_function / add_actor, run during static initialisation.
+#pragma once
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <typeindex>
+#include <utility>
+#include <vector>
+
+#include "yard/codec.h"
+#include "yard/errors.h"
+
+namespace yard {
+
+// Tag naming an actor class's constructor parameters: YARD_ACTOR(Counter, yard::ctor<int>, ...).
+template <class... Args>
+struct ctor {};
+
+namespace detail {
+
+using Invoker = std::function<Bytes(const std::vector<Bytes>& args)>;
+using MethodInvoker = std::function<Bytes(void* self, const std::vector<Bytes>& args)>;
+using Factory = std::function<std::shared_ptr<void>(const std::vector<Bytes>& args)>;
+
+struct ActorClass {
+  std::string name;
+  Factory factory;
+  std::map<std::string, MethodInvoker> methods;
+  std::map<std::string, std::string> method_by_key;  // member-pointer bytes -> method name
+};
+
+template <class T>
+using ret_t = std::conditional_t<std::is_void_v<T>, Void, std::decay_t<T>>;
+
+template <class Sig>
+struct fn_traits;
+template <class R, class... P>
+struct fn_traits<R (*)(P...)> {
+  using result = R;
+  using params = std::tuple<std::decay_t<P>...>;
+  static constexpr size_t arity = sizeof...(P);
+};
+template <class C, class R, class... P>
+struct fn_traits<R (C::*)(P...)> {
+  using klass = C;
+  using result = R;
+  using params = std::tuple<std::decay_t<P>...>;
+  static constexpr size_t arity = sizeof...(P);
+};
+template <class C, class R, class... P>
+struct fn_traits<R (C::*)(P...) const> : fn_traits<R (C::*)(P...)> {};
+
+template <class Tuple, size_t... I>
+Tuple decode_args(const std::vector<Bytes>& args, std::index_sequence<I...>) {
+  return Tuple{Codec<std::tuple_element_t<I, Tuple>>::decode(args[I]->data(), args[I]->size())...};
+}
+
+template <class Tuple>
+Tuple decode_all(const std::vector<Bytes>& args) {
+  constexpr size_t n = std::tuple_size_v<Tuple>;
+  if (args.size() != n)
+    throw Error("expected " + std::to_string(n) + " arguments, got " + std::to_string(args.size()));
+  return decode_args<Tuple>(args, std::make_index_sequence<n>{});
+}
+
+template <class F>
+Bytes invoke_encoded(F&& call) {
+  using R = decltype(call());
+  if constexpr (std::is_void_v<R>) {
+    call();
+    return Codec<Void>::encode(Void{});
+  } else {
+    return Codec<std::decay_t<R>>::encode(call());
+  }
+}
+
+template <class Key>
+std::string key_bytes(Key k) {
+  std::string s(sizeof(k), '\0');
+  std::memcpy(s.data(), &k, sizeof(k));
+  return s;
+}
+
+std::vector<std::string> split_names(const char* stringified);
+
+}  // namespace detail
+
+class Registry {
+ public:
+  // The process-wide registry that YARD_REMOTE and YARD_ACTOR fill.
+  static Registry& global();
+
+  template <class R, class... P>
+  bool add_function(const std::string& name, R (*fn)(P...)) {
+    using Params = std::tuple<std::decay_t<P>...>;
+    add_function_erased(name, detail::key_bytes(fn), [fn](const std::vector<detail::Bytes>& args) {
+      Params p = detail::decode_all<Params>(args);
+      return detail::invoke_encoded([&] { return std::apply(fn, std::move(p)); });
+    });
+    return true;
+  }
+
+  template <class T, class... CtorArgs, class... Methods>
+  bool add_actor(const std::string& name, ctor<CtorArgs...>, const char* method_names,
+                 Methods... methods) {
+    detail::ActorClass cls;
+    cls.name = name;
+    cls.factory = [](const std::vector<detail::Bytes>& args) -> std::shared_ptr<void> {
+      auto p = detail::decode_all<std::tuple<std::decay_t<CtorArgs>...>>(args);
+      return std::apply([](auto&&... a) { return std::make_shared<T>(std::move(a)...); },
+                        std::move(p));
+    };
+    auto names = detail::split_names(method_names);
+    size_t i = 0;
+    (add_method<T>(cls, names.at(i++), methods), ...);
+    add_actor_erased(typeid(T), std::move(cls));
+    return true;
+  }
+
+  // Look-ups; nullptr / empty when absent.
+  const detail::Invoker* function(const std::string& name) const;
+  std::string function_name(const std::string& key) const;
+  const detail::ActorClass* actor_class(const std::string& name) const;
+  const detail::ActorClass* actor_class(std::type_index type) const;
+
+  template <class F>
+  std::string name_of_function(F fn) const {
+    auto n = function_name(detail::key_bytes(fn));
+    if (n.empty()) throw NotFoundError("function is not registered with YARD_REMOTE");
+    return n;
+  }
+
+ private:
+  template <class T, class M>
+  static void add_method(detail::ActorClass& cls, const std::string& name, M m) {
+    using Params = typename detail::fn_traits<M>::params;
+    cls.methods[name] = [m](void* self, const std::vector<detail::Bytes>& args) {
+      Params p = detail::decode_all<Params>(args);
+      T* obj = static_cast<T*>(self);
+      return detail::invoke_encoded([&] {
+        return std::apply([&](auto&&... a) { return (obj->*m)(std::move(a)...); }, std::move(p));
+      });
+    };
+    cls.method_by_key[detail::key_bytes(m)] = name;
+  }
+
+  void add_function_erased(const std::string& name, std::string key, detail::Invoker inv);
+  void add_actor_erased(std::type_index type, detail::ActorClass cls);
+
+  std::map<std::string, detail::Invoker> functions_;
+  std::map<std::string, std::string> function_by_key_;
+  std::map<std::string, detail::ActorClass> classes_;
+  std::map<std::type_index, std::string> class_by_type_;
+};
+
+namespace detail {
+template <class... Fns>
+bool register_functions(const char* names, Fns... fns) {
+  auto list = split_names(names);
+  size_t i = 0;
+  (Registry::global().add_function(list.at(i++), fns), ...);
+  return true;
+}
+}  // namespace detail
+
+}  // namespace yard
+
+#define YARD_CONCAT_INNER(a, b) a##b
+#define YARD_CONCAT(a, b) YARD_CONCAT_INNER(a, b)
+
+// Registers one or more free functions as remote tasks: YARD_REMOTE(add, mul);
+#define YARD_REMOTE(...)                                                                   \
+  static const bool YARD_CONCAT(yard_remote_reg_, __LINE__) = ::yard::detail::register_functions( \
+      #__VA_ARGS__, __VA_ARGS__)
+
+// Registers an actor class, its constructor parameters and its remote methods:
+//   YARD_ACTOR(Counter, yard::ctor<int>, &Counter::incr, &Counter::value);
+#define YARD_ACTOR(Class, Ctor, ...)                                                    \
+  static const bool YARD_CONCAT(yard_actor_reg_, __LINE__) =                            \
+      ::yard::Registry::global().add_actor<Class>(#Class, Ctor{}, #__VA_ARGS__, __VA_ARGS__)

@@ -1,0 +1,330 @@
+// Switchyard public API: tasks, actors and typed object references.
+//
+//   int add(int a, int b) { return a + b; }
+//   YARD_REMOTE(add);
+//
+//   int main(int argc, char** argv) {
+//     yard::init(argc, argv);   // joins YARD_ADDRESS, or starts an embedded local cluster
+//     auto sum = yard::task(add).remote(1, 2);
+//     return *sum.get() == 3 ? 0 : 1;
+//   }
+//
+// Worker processes run the same binary: yard::init() in a worker never returns; it serves calls
+// until the node manager tells it to stop. Call yard::init() first thing in main().
+//
+// Thread-safety: every function here may be called from any thread and from inside remote code.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "yard/codec.h"
+#include "yard/errors.h"
+#include "yard/registry.h"
+
+namespace yard {
+
+using Duration = std::chrono::milliseconds;
+inline constexpr Duration kForever = Duration::max();
+
+struct InitOptions {
+  // host:port of a head. Empty: YARD_ADDRESS, and if that is unset an embedded local cluster.
+  std::string address;
+  // Cluster token. Empty: YARD_TOKEN, else the token file of a local session with that address.
+  std::string token;
+  // Embedded cluster only: CPUs to offer (0: the machine's).
+  int num_cpus = 0;
+  // Connect/start deadline.
+  Duration timeout = std::chrono::seconds(30);
+};
+
+// Connects this process to a cluster (or, in a worker process, serves calls and never returns).
+// Throws ConnectionError / AuthError with the address and reason when it cannot.
+void init(int argc = 0, char** argv = nullptr);
+void init(const InitOptions& options, int argc = 0, char** argv = nullptr);
+// Disconnects; an embedded cluster is torn down. Called at exit if the program does not.
+void shutdown();
+bool is_initialized();
+// The address (host:port) of the cluster this process is connected to.
+std::string cluster_address();
+
+namespace detail {
+
+// Keeps an object alive in its owner's store while any ObjectRef to it exists.
+class ObjectHolder {
+ public:
+  explicit ObjectHolder(std::string id) : id_(std::move(id)) {}
+  ~ObjectHolder();
+  ObjectHolder(const ObjectHolder&) = delete;
+  ObjectHolder& operator=(const ObjectHolder&) = delete;
+  const std::string& id() const { return id_; }
+
+ private:
+  std::string id_;
+};
+using Holder = std::shared_ptr<ObjectHolder>;
+
+struct Arg {
+  Bytes value;    // an inline value, or
+  Holder ref;     // a reference, resolved before the call runs
+};
+
+struct TaskOptions {
+  int max_retries = 3;   // re-runs after the worker crashed
+};
+
+struct ActorOptions {
+  std::string name;
+  std::map<std::string, double> resources;
+  int max_concurrency = 1;
+};
+
+class ActorState;  // defined by the runtime
+using ActorPtr = std::shared_ptr<ActorState>;
+
+Holder submit_task(const std::string& function, std::vector<Arg> args, const TaskOptions& options);
+Holder put_bytes(Bytes value);
+Bytes get_bytes(const std::string& id, Duration timeout);
+// Indices of ready objects once at least num_returns are ready or the timeout passed.
+std::vector<size_t> wait_ids(const std::vector<std::string>& ids, size_t num_returns,
+                             Duration timeout);
+ActorPtr create_actor(const std::string& class_name, std::vector<Arg> args,
+                      const ActorOptions& options);
+ActorPtr lookup_actor(const std::string& name, const std::string& class_name);
+Holder submit_actor_call(const ActorPtr& actor, const std::string& method, std::vector<Arg> args);
+void kill_actor(const ActorPtr& actor);
+std::string actor_id(const ActorPtr& actor);
+
+template <class T>
+struct is_object_ref : std::false_type {};
+
+}  // namespace detail
+
+// A typed reference to a value that exists (or will exist) somewhere in the cluster.
+// Copies share the reference; the value is freed when the last copy is gone.
+template <class T>
+class ObjectRef {
+ public:
+  ObjectRef() = default;
+  explicit ObjectRef(detail::Holder h) : h_(std::move(h)) {}
+
+  // Blocks (this fiber only) until the value is ready. Throws the remote error, WorkerCrashed,
+  // ActorDied, or TimeoutError after `timeout`.
+  std::shared_ptr<T> get(Duration timeout = kForever) const {
+    detail::Bytes b = detail::get_bytes(id(), timeout);
+    try {
+      return std::make_shared<T>(yard::decode<T>(b));
+    } catch (const msgpack::type_error& e) {
+      throw Error("object " + id() + " does not decode as the requested type: " + e.what());
+    }
+  }
+  const std::string& id() const {
+    static const std::string empty;
+    return h_ ? h_->id() : empty;
+  }
+  bool valid() const { return h_ != nullptr; }
+  const detail::Holder& holder() const { return h_; }
+
+ private:
+  detail::Holder h_;
+};
+
+namespace detail {
+template <class T>
+struct is_object_ref<ObjectRef<T>> : std::true_type {};
+
+template <class P, class A>
+Arg make_arg(A&& a) {
+  using D = std::decay_t<A>;
+  if constexpr (is_object_ref<D>::value) {
+    return Arg{nullptr, a.holder()};
+  } else {
+    return Arg{Codec<std::decay_t<P>>::encode(static_cast<std::decay_t<P>>(std::forward<A>(a))),
+               nullptr};
+  }
+}
+
+template <class Params, class... A, size_t... I>
+std::vector<Arg> make_args(std::index_sequence<I...>, A&&... a) {
+  return {make_arg<std::tuple_element_t<I, Params>>(std::forward<A>(a))...};
+}
+}  // namespace detail
+
+// Stores a value in this process's object store.
+template <class T>
+ObjectRef<T> put(const T& value) {
+  return ObjectRef<T>(detail::put_bytes(Codec<T>::encode(value)));
+}
+
+template <class T>
+std::vector<std::shared_ptr<T>> get(const std::vector<ObjectRef<T>>& refs,
+                                    Duration timeout = kForever) {
+  auto deadline = timeout == kForever ? std::chrono::steady_clock::time_point::max()
+                                      : std::chrono::steady_clock::now() + timeout;
+  std::vector<std::shared_ptr<T>> out;
+  out.reserve(refs.size());
+  for (const auto& r : refs) {
+    Duration left = kForever;
+    if (timeout != kForever)
+      left = std::max(Duration(0), std::chrono::duration_cast<Duration>(
+                                       deadline - std::chrono::steady_clock::now()));
+    out.push_back(r.get(left));
+  }
+  return out;
+}
+
+template <class T>
+struct WaitResult {
+  std::vector<ObjectRef<T>> ready;
+  std::vector<ObjectRef<T>> not_ready;
+};
+
+// Returns once num_returns refs are ready (values or errors) or the timeout passed.
+template <class T>
+WaitResult<T> wait(const std::vector<ObjectRef<T>>& refs, size_t num_returns,
+                   Duration timeout = kForever) {
+  std::vector<std::string> ids;
+  ids.reserve(refs.size());
+  for (const auto& r : refs) ids.push_back(r.id());
+  auto ready_idx = detail::wait_ids(ids, num_returns, timeout);
+  std::vector<bool> is_ready(refs.size(), false);
+  for (auto i : ready_idx) is_ready[i] = true;
+  WaitResult<T> res;
+  for (size_t i = 0; i < refs.size(); ++i) (is_ready[i] ? res.ready : res.not_ready).push_back(refs[i]);
+  return res;
+}
+
+// ---- tasks ----------------------------------------------------------------------------------
+
+template <class F>
+class TaskCaller {
+  using traits = detail::fn_traits<F>;
+
+ public:
+  explicit TaskCaller(F fn) : name_(Registry::global().name_of_function(fn)) {}
+  TaskCaller& max_retries(int n) {
+    opts_.max_retries = n;
+    return *this;
+  }
+  template <class... A>
+  ObjectRef<detail::ret_t<typename traits::result>> remote(A&&... a) {
+    static_assert(sizeof...(A) == traits::arity, "wrong number of arguments for this function");
+    auto args = detail::make_args<typename traits::params>(std::index_sequence_for<A...>{},
+                                                           std::forward<A>(a)...);
+    return ObjectRef<detail::ret_t<typename traits::result>>(
+        detail::submit_task(name_, std::move(args), opts_));
+  }
+
+ private:
+  std::string name_;
+  detail::TaskOptions opts_;
+};
+
+template <class R, class... P>
+TaskCaller<R (*)(P...)> task(R (*fn)(P...)) {
+  return TaskCaller<R (*)(P...)>(fn);
+}
+
+// ---- actors ---------------------------------------------------------------------------------
+
+template <class T>
+class ActorHandle;
+
+template <class T, class M>
+class MethodCaller {
+  using traits = detail::fn_traits<M>;
+
+ public:
+  MethodCaller(detail::ActorPtr a, std::string method) : a_(std::move(a)), method_(std::move(method)) {}
+  template <class... A>
+  ObjectRef<detail::ret_t<typename traits::result>> remote(A&&... a) {
+    static_assert(sizeof...(A) == traits::arity, "wrong number of arguments for this method");
+    auto args = detail::make_args<typename traits::params>(std::index_sequence_for<A...>{},
+                                                           std::forward<A>(a)...);
+    return ObjectRef<detail::ret_t<typename traits::result>>(
+        detail::submit_actor_call(a_, method_, std::move(args)));
+  }
+
+ private:
+  detail::ActorPtr a_;
+  std::string method_;
+};
+
+template <class T>
+class ActorHandle {
+ public:
+  ActorHandle() = default;
+  explicit ActorHandle(detail::ActorPtr a) : a_(std::move(a)) {}
+
+  // Calls go straight to the actor's worker, in the order they are made.
+  template <class M>
+  MethodCaller<T, M> call(M method) const {
+    const auto* cls = Registry::global().actor_class(typeid(T));
+    if (!cls) throw NotFoundError("actor class is not registered with YARD_ACTOR");
+    auto it = cls->method_by_key.find(detail::key_bytes(method));
+    if (it == cls->method_by_key.end())
+      throw NotFoundError("method is not registered for actor class " + cls->name);
+    return MethodCaller<T, M>(a_, it->second);
+  }
+  std::string id() const { return detail::actor_id(a_); }
+  // Kills the actor's process; pending and later calls fail with ActorDied.
+  void kill() const { detail::kill_actor(a_); }
+
+ private:
+  detail::ActorPtr a_;
+};
+
+template <class T>
+class ActorCreator {
+ public:
+  explicit ActorCreator(std::vector<detail::Arg> args) : args_(std::move(args)) {}
+  ActorCreator& name(std::string n) {
+    opts_.name = std::move(n);
+    return *this;
+  }
+  ActorCreator& resources(std::map<std::string, double> r) {
+    opts_.resources = std::move(r);
+    return *this;
+  }
+  ActorCreator& max_concurrency(int n) {
+    opts_.max_concurrency = n;
+    return *this;
+  }
+  // Starts the actor. Returns at once; calls made before it is up wait for it.
+  ActorHandle<T> remote() {
+    const auto* cls = Registry::global().actor_class(typeid(T));
+    if (!cls) throw NotFoundError("actor class is not registered with YARD_ACTOR");
+    return ActorHandle<T>(detail::create_actor(cls->name, std::move(args_), opts_));
+  }
+
+ private:
+  std::vector<detail::Arg> args_;
+  detail::ActorOptions opts_;
+};
+
+template <class T, class... A>
+ActorCreator<T> actor(A&&... ctor_args) {
+  std::vector<detail::Arg> args{
+      detail::make_arg<std::decay_t<A>>(std::forward<A>(ctor_args))...};
+  return ActorCreator<T>(std::move(args));
+}
+
+// Looks up a named actor. Throws NotFoundError if there is none, or if it has another class.
+template <class T>
+ActorHandle<T> get_actor(const std::string& name) {
+  const auto* cls = Registry::global().actor_class(typeid(T));
+  if (!cls) throw NotFoundError("actor class is not registered with YARD_ACTOR");
+  return ActorHandle<T>(detail::lookup_actor(name, cls->name));
+}
+
+template <class T>
+void kill(const ActorHandle<T>& h) {
+  h.kill();
+}
+
+}  // namespace yard

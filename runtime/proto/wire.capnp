@@ -1,0 +1,190 @@
+# Switchyard wire protocol: every message between Switchyard processes is an Envelope.
+#
+# Framing on ZeroMQ: frame 0 is the Envelope (a flat Cap'n Proto message); frames 1..n are
+# out-of-band blobs that a Value refers to by index (large user values travel this way, so the
+# bytes are never copied into the Cap'n Proto segment). Readers set the traversal limit from the
+# received size and reject anything that does not decode, with an Error reply.
+@0xe2b14835e4bbeaf3;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("yard::wire");
+
+const protocolVersion :UInt16 = 1;
+
+enum ErrorCode {
+  ok @0;
+  badRequest @1;       # the message did not decode or made no sense
+  unauthenticated @2;  # missing or wrong cluster token
+  notFound @3;         # no such actor, job, function, method
+  infeasible @4;       # no node can ever satisfy the request: do not retry
+  unavailable @5;      # not now: retry later
+  taskError @6;        # user code threw; type/message/location say what and where
+  workerCrashed @7;    # the worker process died while running the call
+  actorDied @8;        # the actor is dead (killed, crashed, or its constructor failed)
+  timeout @9;
+  versionMismatch @10;
+  internal @11;
+}
+
+struct Error {
+  code @0 :ErrorCode;
+  type @1 :Text;       # remote exception type (demangled)
+  message @2 :Text;
+  location @3 :Text;   # where it was thrown: function, worker, pid, node
+}
+
+struct Value {
+  union {
+    inline @0 :Data;   # codec bytes
+    frame @1 :UInt32;  # index of an out-of-band frame (1-based) holding the codec bytes
+  }
+}
+
+struct Resource {
+  name @0 :Text;
+  amount @1 :Float64;
+}
+
+struct RegisterJob {
+  binary @0 :Text;         # absolute path of the driver binary; workers run it in worker mode
+  argv @1 :List(Text);
+  cwd @2 :Text;
+  pid @3 :Int32;           # driver pid: the job ends when it exits
+  submissionId @4 :Text;   # set when started by `yard submit`
+}
+
+struct JobRegistered {
+  jobId @0 :Text;
+  nodeId @1 :Text;
+  numCpus @2 :Float64;
+}
+
+struct RequestLease {
+  jobId @0 :Text;
+  count @1 :UInt32;        # workers wanted (each takes one CPU)
+  timeoutMs @2 :UInt32;
+}
+
+struct LeasedWorker {
+  workerId @0 :Text;
+  address @1 :Text;
+}
+
+struct LeaseGranted {
+  workers @0 :List(LeasedWorker);
+}
+
+struct ReturnLease {
+  jobId @0 :Text;
+  workerIds @1 :List(Text);
+}
+
+struct RegisterWorker {
+  workerId @0 :Text;
+  address @1 :Text;
+  pid @2 :Int32;
+}
+
+struct CreateActor {
+  actorId @0 :Text;
+  jobId @1 :Text;
+  className @2 :Text;
+  args @3 :List(Value);
+  name @4 :Text;             # empty: anonymous
+  resources @5 :List(Resource);
+  maxConcurrency @6 :UInt32;
+}
+
+struct ActorInfo {
+  actorId @0 :Text;
+  className @1 :Text;
+  address @2 :Text;
+  state @3 :Text;            # PENDING | ALIVE | DEAD
+  name @4 :Text;
+  workerId @5 :Text;
+  deathCause @6 :Text;
+}
+
+struct GetActor {
+  name @0 :Text;
+}
+
+struct KillActor {
+  actorId @0 :Text;
+}
+
+struct PushTask {
+  taskId @0 :Text;
+  function @1 :Text;         # registered function name, or method name for actor calls
+  actorId @2 :Text;          # empty for a normal task
+  args @3 :List(Value);
+}
+
+struct TaskReply {
+  result @0 :Value;
+}
+
+struct SubmitJob {
+  entrypoint @0 :List(Text);
+  cwd @1 :Text;
+  env @2 :List(Text);        # extra KEY=VALUE pairs
+}
+
+struct JobInfo {
+  jobId @0 :Text;
+  entrypoint @1 :Text;
+  status @2 :Text;           # RUNNING | SUCCEEDED | FAILED | STOPPED
+  exitCode @3 :Int32;
+  startTime @4 :Float64;
+  endTime @5 :Float64;
+  logPath @6 :Text;
+}
+
+struct JobLogs {
+  jobId @0 :Text;
+  offset @1 :UInt64;
+  maxBytes @2 :UInt32;
+}
+
+struct JobLogsReply {
+  data @0 :Data;
+  nextOffset @1 :UInt64;
+  finished @2 :Bool;         # the job has ended and everything up to nextOffset is all there is
+  exitCode @3 :Int32;
+}
+
+struct Envelope {
+  version @0 :UInt16;
+  token @1 :Text;
+  requestId @2 :UInt64;
+  isReply @3 :Bool;
+  body :union {
+    error @4 :Error;
+    ok @5 :Void;
+    ping @6 :Void;
+    registerJob @7 :RegisterJob;
+    jobRegistered @8 :JobRegistered;
+    requestLease @9 :RequestLease;
+    leaseGranted @10 :LeaseGranted;
+    returnLease @11 :ReturnLease;
+    registerWorker @12 :RegisterWorker;
+    createActor @13 :CreateActor;
+    actorInfo @14 :ActorInfo;
+    getActor @15 :GetActor;
+    killActor @16 :KillActor;
+    pushTask @17 :PushTask;
+    taskReply @18 :TaskReply;
+    status @19 :Void;
+    statusReply @20 :Text;   # JSON document, for display
+    submitJob @21 :SubmitJob;
+    jobInfo @22 :JobInfo;
+    listJobs @23 :Void;
+    jobList @24 :List(JobInfo);
+    jobLogs @25 :JobLogs;
+    jobLogsReply @26 :JobLogsReply;
+    stopJob @27 :Text;
+    finishJob @28 :Text;
+    shutdown @29 :Void;
+    instantiateActor @30 :CreateActor;
+  }
+}

@@ -1,0 +1,189 @@
+// The public API's entry points: init, shutdown, and the detail:: functions the templates call.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <mutex>
+
+#include <spdlog/spdlog.h>
+
+#include "core_worker.h"
+#include "process.h"
+#include "session.h"
+#include "yard/yard.h"
+
+namespace yard {
+namespace detail {
+
+namespace {
+std::mutex g_mu;
+std::unique_ptr<CoreWorker> g_worker;         // guarded by g_mu for (re)assignment
+std::atomic<CoreWorker*> g_current{nullptr};
+pid_t g_embedded_pid = 0;
+std::string g_embedded_dir;
+std::string g_address;
+
+CoreWorker& rt() {
+  auto* w = g_current.load();
+  if (!w) throw Error("yard::init() has not been called");
+  return *w;
+}
+
+// Starts `yard start --head --block` as a child that dies with this process; returns its address.
+std::string start_embedded(const InitOptions& o) {
+  std::string yard_bin = find_yard_binary();
+  std::filesystem::create_directories(yard_home());
+  std::string tmpl = yard_home() + "/embedded-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (!mkdtemp(buf.data())) throw ConnectionError("cannot create a session directory under " + yard_home());
+  g_embedded_dir = buf.data();
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw ConnectionError("pipe failed");
+  std::vector<std::string> argv = {yard_bin, "start", "--head", "--block", "--embedded",
+                                   "--port", "0", "--session-dir", g_embedded_dir,
+                                   "--ready-fd", std::to_string(fds[1])};
+  if (o.num_cpus > 0) {
+    argv.push_back("--num-cpus");
+    argv.push_back(std::to_string(o.num_cpus));
+  }
+  SpawnOptions so;
+  so.death_signal = SIGTERM;
+  so.keep_fd = fds[1];
+  so.env["YARD_PARENT_PID"] = std::to_string(getpid());
+  g_embedded_pid = spawn(argv, so);
+  close(fds[1]);
+  std::string line;
+  auto deadline = std::chrono::steady_clock::now() + o.timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{fds[0], POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    char c;
+    ssize_t n = read(fds[0], &c, 1);
+    if (n <= 0) break;
+    if (c == '\n') break;
+    line.push_back(c);
+  }
+  close(fds[0]);
+  if (line.empty()) {
+    terminate(g_embedded_pid, SIGTERM, std::chrono::seconds(2));
+    g_embedded_pid = 0;
+    throw ConnectionError("the embedded cluster (" + yard_bin + ") did not start within " +
+                          std::to_string(o.timeout.count()) + " ms; see its messages above");
+  }
+  return line;
+}
+
+void at_exit() { shutdown(); }
+}  // namespace
+
+CoreWorker* current() { return g_current.load(); }
+
+ObjectHolder::~ObjectHolder() {
+  if (auto* w = g_current.load()) w->release(id_);
+}
+
+Holder submit_task(const std::string& function, std::vector<Arg> args, const TaskOptions& options) {
+  return rt().submit_task(function, std::move(args), options);
+}
+Holder put_bytes(Bytes value) { return rt().put(std::move(value)); }
+Bytes get_bytes(const std::string& id, Duration timeout) { return rt().get(id, timeout); }
+std::vector<size_t> wait_ids(const std::vector<std::string>& ids, size_t num_returns, Duration timeout) {
+  return rt().wait(ids, num_returns, timeout);
+}
+ActorPtr create_actor(const std::string& class_name, std::vector<Arg> args, const ActorOptions& options) {
+  return rt().create_actor(class_name, std::move(args), options);
+}
+ActorPtr lookup_actor(const std::string& name, const std::string& class_name) {
+  return rt().lookup_actor(name, class_name);
+}
+Holder submit_actor_call(const ActorPtr& actor, const std::string& method, std::vector<Arg> args) {
+  if (!actor) throw Error("call on an empty actor handle");
+  return rt().submit_actor_call(actor, method, std::move(args));
+}
+void kill_actor(const ActorPtr& actor) {
+  if (!actor) throw Error("kill on an empty actor handle");
+  rt().kill_actor(actor);
+}
+std::string actor_id(const ActorPtr& actor) { return actor ? actor->id : std::string(); }
+
+}  // namespace detail
+
+void init(int argc, char** argv) { init(InitOptions{}, argc, argv); }
+
+void init(const InitOptions& options, int argc, char** argv) {
+  using namespace detail;
+  std::lock_guard<std::mutex> l(g_mu);
+  if (g_current.load()) return;
+  if (const char* lvl = getenv("YARD_LOG_LEVEL")) spdlog::set_level(spdlog::level::from_str(lvl));
+  if (const char* w = getenv("YARD_WORKER"); w && std::string(w) == "1") {
+    WorkerConfig cfg;
+    auto env = [](const char* k) { const char* v = getenv(k); return std::string(v ? v : ""); };
+    cfg.node_address = env("YARD_NODE_ADDRESS");
+    cfg.token = env("YARD_TOKEN");
+    cfg.job_id = env("YARD_JOB_ID");
+    cfg.worker_id = env("YARD_WORKER_ID");
+    cfg.actor_id = env("YARD_ACTOR_ID");
+    auto* w_ptr = new CoreWorker(cfg);
+    g_current.store(w_ptr);
+    w_ptr->run_worker();  // never returns
+  }
+  std::string address = options.address;
+  std::string token = options.token;
+  if (address.empty())
+    if (const char* a = getenv("YARD_ADDRESS"); a && *a) address = a;
+  if (address.empty()) {
+    address = start_embedded(options);
+    auto space = address.find(' ');
+    std::string token_file = space == std::string::npos ? "" : address.substr(space + 1);
+    address = address.substr(0, space);
+    if (token.empty()) token = read_token(token_file);
+  }
+  Endpoint ep = resolve_endpoint(address, token);
+  try {
+    g_worker = std::make_unique<CoreWorker>(ep.address, ep.token, options.timeout);
+  } catch (...) {
+    if (g_embedded_pid) {
+      terminate(g_embedded_pid, SIGTERM, std::chrono::seconds(5));
+      g_embedded_pid = 0;
+    }
+    throw;
+  }
+  g_address = ep.address;
+  g_current.store(g_worker.get());
+  static bool registered = false;
+  if (!registered) {
+    std::atexit(at_exit);
+    registered = true;
+  }
+}
+
+void shutdown() {
+  using namespace detail;
+  std::lock_guard<std::mutex> l(g_mu);
+  auto* w = g_current.exchange(nullptr);
+  if (!w) return;
+  if (g_worker.get() == w) {
+    g_worker->disconnect();
+    g_worker.reset();
+  }
+  if (g_embedded_pid) {
+    terminate(g_embedded_pid, SIGTERM, std::chrono::seconds(10));
+    g_embedded_pid = 0;
+    std::error_code ec;
+    std::filesystem::remove_all(g_embedded_dir, ec);
+  }
+  g_address.clear();
+}
+
+bool is_initialized() { return detail::g_current.load() != nullptr; }
+std::string cluster_address() { return detail::g_address; }
+
+}  // namespace yard

@@ -1,0 +1,669 @@
+#include "core_worker.h"
+
+#include <cxxabi.h>
+#include <unistd.h>
+
+#include <boost/fiber/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "process.h"
+
+namespace yard::detail {
+
+namespace {
+constexpr int kPipelinePerWorker = 16;
+constexpr auto kControlTimeout = std::chrono::seconds(30);
+constexpr auto kCreateTimeout = std::chrono::seconds(120);
+
+std::string demangle(const char* name) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string s = status == 0 && d ? d : name;
+  free(d);
+  return s;
+}
+
+ErrorInfo info_of(int code, const std::string& msg) {
+  ErrorInfo e;
+  e.code = code;
+  e.message = msg;
+  return e;
+}
+}  // namespace
+
+// ---- construction -----------------------------------------------------------------------------
+
+CoreWorker::CoreWorker(const std::string& address, const std::string& token,
+                       std::chrono::milliseconds timeout)
+    : token_(token), head_(address), id_prefix_(random_hex(6)) {
+  io_ = std::make_unique<IoLoop>("127.0.0.1", 0, token_, [this](IoLoop::Incoming in) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "a driver does not serve calls");
+  });
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto rj = m.env().getBody().initRegisterJob();
+  rj.setBinary(self_exe());
+  rj.setPid(getpid());
+  if (const char* s = getenv("YARD_SUBMISSION_ID")) rj.setSubmissionId(s);
+  char cwd[4096];
+  if (getcwd(cwd, sizeof cwd)) rj.setCwd(cwd);
+  std::unique_ptr<InMessage> r;
+  try {
+    r = io_->call(head_, m, rid, timeout);
+  } catch (const TimeoutError&) {
+    throw ConnectionError("no answer from a Switchyard head at " + address + " within " +
+                          std::to_string(timeout.count()) + " ms (is the address right?)");
+  } catch (const ConnectionError& e) {
+    throw ConnectionError("cannot reach a Switchyard head at " + address + ": " + e.what());
+  }
+  auto body = r->env().getBody();
+  if (body.isError()) {
+    auto e = body.getError();
+    if (e.getCode() == wire::ErrorCode::UNAUTHENTICATED)
+      throw AuthError("the head at " + address + " rejected this program: " + e.getMessage().cStr());
+    throw ConnectionError("the head at " + address + " refused to register the job: " + describe(e));
+  }
+  if (!body.isJobRegistered()) throw ConnectionError("unexpected reply from " + address);
+  job_id_ = body.getJobRegistered().getJobId();
+  io_->post([this] { io_->every(std::chrono::milliseconds(500), [this] { return_idle_leases(); }); });
+}
+
+CoreWorker::CoreWorker(WorkerConfig cfg)
+    : worker_mode_(true), token_(cfg.token), head_(cfg.node_address), job_id_(cfg.job_id),
+      wcfg_(std::move(cfg)), id_prefix_(random_hex(6)) {}
+
+CoreWorker::~CoreWorker() { disconnect(); }
+
+void CoreWorker::disconnect() {
+  if (!io_) return;
+  if (!worker_mode_ && !job_id_.empty()) {
+    try {
+      uint64_t rid = io_->next_request_id();
+      OutMessage m(token_, rid, false);
+      m.env().getBody().setFinishJob(job_id_);
+      io_->call(head_, m, rid, std::chrono::seconds(5));
+    } catch (const std::exception& e) {
+      spdlog::debug("finishing job {}: {}", job_id_, e.what());
+    }
+  }
+  io_->stop();
+  io_.reset();
+}
+
+std::string CoreWorker::new_id() {
+  return id_prefix_ + std::to_string(id_seq_.fetch_add(1, std::memory_order_relaxed));
+}
+
+// ---- objects ----------------------------------------------------------------------------------
+
+Holder CoreWorker::put(Bytes value) {
+  std::string id = new_id();
+  store_.create(id);
+  store_.set_value(id, std::move(value));
+  return std::make_shared<ObjectHolder>(id);
+}
+
+Bytes CoreWorker::get(const std::string& id, std::chrono::milliseconds timeout) {
+  return store_.get(id, timeout);
+}
+
+std::vector<size_t> CoreWorker::wait(const std::vector<std::string>& ids, size_t num,
+                                     std::chrono::milliseconds t) {
+  return store_.wait(ids, num, t);
+}
+
+void CoreWorker::fail(const std::string& id, int code, const std::string& msg) {
+  store_.set_error(id, info_of(code, msg));
+}
+
+void CoreWorker::on_error_reply(const std::string& id, wire::Error::Reader e) {
+  ErrorInfo info;
+  info.code = static_cast<int>(e.getCode());
+  info.type = e.getType();
+  info.message = e.getMessage();
+  info.location = e.getLocation();
+  store_.set_error(id, std::move(info));
+}
+
+std::shared_ptr<TaskSpec> CoreWorker::make_spec(std::string fn, std::vector<Arg> args) {
+  auto spec = std::make_shared<TaskSpec>();
+  spec->id = new_id();
+  spec->function = std::move(fn);
+  spec->args = std::move(args);
+  store_.create(spec->id);
+  return spec;
+}
+
+// Waits (without blocking anyone) for the spec's ObjectRef arguments, then runs on_loop on the
+// I/O thread.
+void CoreWorker::resolve_then(const std::shared_ptr<TaskSpec>& spec, std::function<void()> on_loop) {
+  int refs = 0;
+  for (auto& a : spec->args) refs += a.ref ? 1 : 0;
+  if (refs == 0) {
+    spec->resolved = true;
+    io_->post(std::move(on_loop));
+    return;
+  }
+  spec->unresolved.store(refs + 1);
+  auto shared = std::make_shared<std::function<void()>>(std::move(on_loop));
+  auto done = [this, spec, shared] {
+    if (spec->unresolved.fetch_sub(1) == 1) {
+      io_->post([spec, shared] {
+        spec->resolved = true;
+        (*shared)();
+      });
+    }
+  };
+  for (auto& a : spec->args)
+    if (a.ref) store_.on_ready(a.ref->id(), done);
+  done();
+}
+
+// Copies resolved argument values into the request. False (and the task failed) when an
+// argument is an error or is gone.
+bool CoreWorker::fill_args(wire::PushTask::Builder b, OutMessage& m, TaskSpec& spec) {
+  auto list = b.initArgs(static_cast<unsigned>(spec.args.size()));
+  for (size_t i = 0; i < spec.args.size(); ++i) {
+    auto& a = spec.args[i];
+    Bytes v = a.value;
+    if (a.ref) {
+      auto snap = store_.peek(a.ref->id());
+      if (!snap.present) {
+        fail(spec.id, static_cast<int>(wire::ErrorCode::NOT_FOUND),
+             "argument " + std::to_string(i) + " refers to object " + a.ref->id() +
+                 ", which this process does not own");
+        return false;
+      }
+      if (snap.error) {
+        store_.set_error(spec.id, *snap.error);  // the error propagates to the dependent call
+        return false;
+      }
+      v = snap.value;
+    }
+    m.set_value(list[static_cast<unsigned>(i)], v);
+  }
+  return true;
+}
+
+// ---- tasks ------------------------------------------------------------------------------------
+
+Holder CoreWorker::submit_task(const std::string& function, std::vector<Arg> args,
+                               const TaskOptions& o) {
+  auto spec = make_spec(function, std::move(args));
+  spec->retries_left = o.max_retries;
+  auto holder = std::make_shared<ObjectHolder>(spec->id);
+  resolve_then(spec, [this, spec] {
+    task_queue_.push_back(spec);
+    pump_tasks();
+  });
+  return holder;
+}
+
+void CoreWorker::pump_tasks() {
+  while (!task_queue_.empty()) {
+    Lease* best = nullptr;
+    for (auto& l : leases_)
+      if (l.inflight < kPipelinePerWorker && (!best || l.inflight < best->inflight)) best = &l;
+    if (!best) break;
+    auto spec = task_queue_.front();
+    task_queue_.pop_front();
+    send_task(spec, *best);
+  }
+  if (!task_queue_.empty()) request_lease();
+}
+
+void CoreWorker::send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
+  last_task_activity_ = std::chrono::steady_clock::now();
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto pt = m.env().getBody().initPushTask();
+  pt.setTaskId(spec->id);
+  pt.setFunction(spec->function);
+  if (!fill_args(pt, m, *spec)) return;
+  ++w.inflight;
+  std::string wid = w.worker_id, addr = w.address;
+  io_->request(addr, rid, m.finish(),
+               [this, spec, wid, addr](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 last_task_activity_ = std::chrono::steady_clock::now();
+                 auto it = std::find_if(leases_.begin(), leases_.end(),
+                                        [&](const Lease& l) { return l.worker_id == wid; });
+                 if (err) {
+                   if (it != leases_.end()) leases_.erase(it);
+                   if (spec->retries_left > 0) {
+                     --spec->retries_left;
+                     spdlog::warn("worker {} at {} was lost ({}); retrying task {}", wid, addr,
+                                  err->message, spec->function);
+                     task_queue_.push_back(spec);
+                   } else {
+                     fail(spec->id, static_cast<int>(wire::ErrorCode::WORKER_CRASHED),
+                          "the worker running task " + spec->function + " (worker " + wid + " at " +
+                              addr + ") died: " + err->message);
+                   }
+                 } else {
+                   if (it != leases_.end()) --it->inflight;
+                   auto body = r->env().getBody();
+                   if (body.isTaskReply()) {
+                     try {
+                       store_.set_value(spec->id, r->value(body.getTaskReply().getResult()));
+                     } catch (const DecodeError& e) {
+                       fail(spec->id, static_cast<int>(wire::ErrorCode::BAD_REQUEST), e.what());
+                     }
+                   } else if (body.isError()) {
+                     on_error_reply(spec->id, body.getError());
+                   } else {
+                     fail(spec->id, static_cast<int>(wire::ErrorCode::INTERNAL), "unexpected reply to a task");
+                   }
+                 }
+                 pump_tasks();
+               },
+               std::chrono::milliseconds::max());
+}
+
+void CoreWorker::request_lease() {
+  if (lease_in_flight_) return;
+  lease_in_flight_ = true;
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto rl = m.env().getBody().initRequestLease();
+  rl.setJobId(job_id_);
+  rl.setCount(static_cast<uint32_t>(std::min<size_t>(task_queue_.size(), 64)));
+  rl.setTimeoutMs(60000);
+  io_->request(head_, rid, m.finish(),
+               [this](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 lease_in_flight_ = false;
+                 if (err) {
+                   if (err->code == wire::ErrorCode::TIMEOUT) {
+                     pump_tasks();  // asks again
+                     return;
+                   }
+                   auto q = std::move(task_queue_);
+                   task_queue_.clear();
+                   for (auto& s : q)
+                     fail(s->id, static_cast<int>(wire::ErrorCode::UNAVAILABLE),
+                          "cannot lease workers from " + head_ + ": " + err->message);
+                   return;
+                 }
+                 auto body = r->env().getBody();
+                 if (body.isError()) {
+                   auto q = std::move(task_queue_);
+                   task_queue_.clear();
+                   for (auto& s : q) on_error_reply(s->id, body.getError());
+                   return;
+                 }
+                 for (auto w : body.getLeaseGranted().getWorkers())
+                   leases_.push_back(Lease{w.getWorkerId(), w.getAddress(), 0});
+                 pump_tasks();
+               },
+               std::chrono::milliseconds(65000));
+}
+
+void CoreWorker::return_idle_leases() {
+  if (leases_.empty() || !task_queue_.empty()) return;
+  for (auto& l : leases_)
+    if (l.inflight) return;
+  if (std::chrono::steady_clock::now() - last_task_activity_ < std::chrono::seconds(2)) return;
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto rl = m.env().getBody().initReturnLease();
+  rl.setJobId(job_id_);
+  auto ids = rl.initWorkerIds(static_cast<unsigned>(leases_.size()));
+  for (size_t i = 0; i < leases_.size(); ++i) ids.set(static_cast<unsigned>(i), leases_[i].worker_id);
+  leases_.clear();
+  io_->request(head_, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+               std::chrono::seconds(10));
+}
+
+// ---- actors -----------------------------------------------------------------------------------
+
+ActorPtr CoreWorker::create_actor(const std::string& cls, std::vector<Arg> args, const ActorOptions& o) {
+  auto a = std::make_shared<ActorState>();
+  a->id = "actor-" + random_hex(8);
+  a->class_name = cls;
+  a->name = o.name;
+  a->max_concurrency = std::max(1, o.max_concurrency);
+  auto spec = make_spec(cls, std::move(args));
+  spec->actor = a;
+  spec->is_creation = true;
+  spec->actor_options = o;
+  auto holder = std::make_shared<ObjectHolder>(spec->id);
+  resolve_then(spec, [this, spec, holder] { send_creation(spec); });
+  return a;
+}
+
+void CoreWorker::send_creation(const std::shared_ptr<TaskSpec>& spec) {
+  auto a = spec->actor;
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto ca = m.env().getBody().initCreateActor();
+  ca.setActorId(a->id);
+  ca.setJobId(job_id_);
+  ca.setClassName(a->class_name);
+  ca.setName(a->name);
+  ca.setMaxConcurrency(static_cast<uint32_t>(a->max_concurrency));
+  auto res = ca.initResources(static_cast<unsigned>(spec->actor_options.resources.size()));
+  unsigned i = 0;
+  for (auto& [k, v] : spec->actor_options.resources) {
+    res[i].setName(k);
+    res[i].setAmount(v);
+    ++i;
+  }
+  auto args = ca.initArgs(static_cast<unsigned>(spec->args.size()));
+  for (size_t j = 0; j < spec->args.size(); ++j) {
+    auto& arg = spec->args[j];
+    Bytes v = arg.value;
+    if (arg.ref) {
+      auto snap = store_.peek(arg.ref->id());
+      if (!snap.present || snap.error) {
+        actor_dead(a, "constructor argument " + std::to_string(j) + " is not available" +
+                          (snap.error ? ": " + snap.error->message : std::string()));
+        return;
+      }
+      v = snap.value;
+    }
+    m.set_value(args[static_cast<unsigned>(j)], v);
+  }
+  io_->request(head_, rid, m.finish(),
+               [this, a](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 if (err) {
+                   actor_dead(a, "creating the actor failed: " + err->message);
+                   return;
+                 }
+                 auto body = r->env().getBody();
+                 if (body.isError()) {
+                   auto e = body.getError();
+                   a->state = ActorState::State::kDead;
+                   a->death_cause = e.getMessage();
+                   if (e.getCode() == wire::ErrorCode::INFEASIBLE) {
+                     auto q = std::move(a->queue);
+                     a->queue.clear();
+                     for (auto& s : q) on_error_reply(s->id, e);
+                     return;
+                   }
+                   actor_dead(a, std::string("creating the actor failed: ") + e.getMessage().cStr());
+                   return;
+                 }
+                 a->address = body.getActorInfo().getAddress();
+                 a->state = ActorState::State::kAlive;
+                 flush_actor(a);
+               },
+               kCreateTimeout);
+}
+
+ActorPtr CoreWorker::lookup_actor(const std::string& name, const std::string& cls) {
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().initGetActor().setName(name);
+  auto r = io_->call(head_, m, rid, kControlTimeout);
+  auto body = r->env().getBody();
+  if (body.isError()) {
+    ErrorInfo e;
+    e.code = static_cast<int>(body.getError().getCode());
+    e.message = body.getError().getMessage();
+    throw_error(e);
+  }
+  auto info = body.getActorInfo();
+  if (std::string(info.getClassName()) != cls)
+    throw NotFoundError("actor '" + name + "' is a " + std::string(info.getClassName()) + ", not a " + cls);
+  if (std::string(info.getState()) == "DEAD")
+    throw ActorDied("actor '" + name + "' is dead: " + std::string(info.getDeathCause()));
+  auto a = std::make_shared<ActorState>();
+  a->id = info.getActorId();
+  a->class_name = cls;
+  a->name = name;
+  a->address = info.getAddress();
+  a->state = ActorState::State::kAlive;
+  return a;
+}
+
+Holder CoreWorker::submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args) {
+  auto spec = make_spec(method, std::move(args));
+  spec->actor = a;
+  auto holder = std::make_shared<ObjectHolder>(spec->id);
+  // Queue first (keeps submission order), then let resolution release it.
+  io_->post([this, a, spec] {
+    if (a->state == ActorState::State::kDead) {
+      fail(spec->id, static_cast<int>(wire::ErrorCode::ACTOR_DIED),
+           "actor " + a->id + " (" + a->class_name + ") is dead: " + a->death_cause);
+      return;
+    }
+    a->queue.push_back(spec);
+  });
+  resolve_then(spec, [this, a] { flush_actor(a); });
+  return holder;
+}
+
+void CoreWorker::flush_actor(const ActorPtr& a) {
+  if (a->state != ActorState::State::kAlive) return;
+  while (!a->queue.empty() && a->queue.front()->resolved) {
+    auto spec = a->queue.front();
+    a->queue.pop_front();
+    send_actor_call(a, spec);
+  }
+}
+
+void CoreWorker::send_actor_call(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec) {
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto pt = m.env().getBody().initPushTask();
+  pt.setTaskId(spec->id);
+  pt.setFunction(spec->function);
+  pt.setActorId(a->id);
+  if (!fill_args(pt, m, *spec)) return;
+  io_->request(a->address, rid, m.finish(),
+               [this, a, spec](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 if (err) {
+                   actor_dead(a, "its worker at " + a->address + " is gone (" + err->message + ")");
+                   fail(spec->id, static_cast<int>(wire::ErrorCode::ACTOR_DIED),
+                        "actor " + a->id + " (" + a->class_name + ") died while running " +
+                            spec->function + ": " + a->death_cause);
+                   return;
+                 }
+                 auto body = r->env().getBody();
+                 if (body.isTaskReply()) {
+                   try {
+                     store_.set_value(spec->id, r->value(body.getTaskReply().getResult()));
+                   } catch (const DecodeError& e) {
+                     fail(spec->id, static_cast<int>(wire::ErrorCode::BAD_REQUEST), e.what());
+                   }
+                 } else if (body.isError()) {
+                   on_error_reply(spec->id, body.getError());
+                 }
+               },
+               std::chrono::milliseconds::max());
+}
+
+void CoreWorker::actor_dead(const ActorPtr& a, const std::string& cause) {
+  if (a->state != ActorState::State::kDead || a->death_cause.empty()) a->death_cause = cause;
+  a->state = ActorState::State::kDead;
+  auto q = std::move(a->queue);
+  a->queue.clear();
+  for (auto& s : q)
+    fail(s->id, static_cast<int>(wire::ErrorCode::ACTOR_DIED),
+         "actor " + a->id + " (" + a->class_name + ") is dead: " + a->death_cause);
+}
+
+void CoreWorker::kill_actor(const ActorPtr& a) {
+  // Wait until the creation request has been answered so the node manager knows the actor.
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().initKillActor().setActorId(a->id);
+  auto r = io_->call(head_, m, rid, kControlTimeout);
+  auto body = r->env().getBody();
+  if (body.isError() && body.getError().getCode() != wire::ErrorCode::NOT_FOUND)
+    throw Error("killing actor " + a->id + ": " + describe(body.getError()));
+  io_->post([this, a] { actor_dead(a, "killed by yard::kill"); });
+}
+
+// ---- worker side ------------------------------------------------------------------------------
+
+struct CoreWorker::Executor {
+  boost::fibers::buffered_channel<std::shared_ptr<IoLoop::Incoming>> channel{4096};
+  std::shared_ptr<void> actor;
+  const ActorClass* cls = nullptr;
+  int max_concurrency = 1;
+  boost::fibers::mutex mu;
+  boost::fibers::condition_variable cv;
+  int running = 0;
+  std::string location_suffix;
+};
+
+void CoreWorker::handle_request(IoLoop::Incoming in) {
+  auto body = in.msg->env().getBody();
+  switch (body.which()) {
+    case wire::Envelope::Body::PING: {
+      OutMessage m(token_, in.msg->env().getRequestId(), true);
+      m.env().getBody().setOk();
+      io_->reply(in.routing_id, m.finish());
+      return;
+    }
+    case wire::Envelope::Body::PUSH_TASK:
+    case wire::Envelope::Body::INSTANTIATE_ACTOR:
+    case wire::Envelope::Body::SHUTDOWN: {
+      auto item = std::make_shared<IoLoop::Incoming>(std::move(in));
+      exec_->channel.push(std::move(item));
+      return;
+    }
+    default:
+      reply_error(in, wire::ErrorCode::BAD_REQUEST, "a worker does not serve this request");
+  }
+}
+
+void CoreWorker::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg,
+                             const std::string& type, const std::string& location) {
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  set_error(m.env(), code, msg, type, location);
+  io_->reply(in.routing_id, m.finish());
+}
+
+void CoreWorker::run_worker() {
+  exec_ = std::make_unique<Executor>();
+  exec_->location_suffix = " on worker " + wcfg_.worker_id + " (pid " + std::to_string(getpid()) +
+                           ", host " + hostname() + ")";
+  io_ = std::make_unique<IoLoop>("127.0.0.1", 0, token_,
+                                 [this](IoLoop::Incoming in) { handle_request(std::move(in)); });
+  {
+    uint64_t rid = io_->next_request_id();
+    OutMessage m(token_, rid, false);
+    auto rw = m.env().getBody().initRegisterWorker();
+    rw.setWorkerId(wcfg_.worker_id);
+    rw.setAddress(io_->address());
+    rw.setPid(getpid());
+    try {
+      auto r = io_->call(head_, m, rid, kControlTimeout);
+      if (r->env().getBody().isError()) {
+        spdlog::error("node manager refused worker {}: {}", wcfg_.worker_id,
+                      describe(r->env().getBody().getError()));
+        _exit(3);
+      }
+    } catch (const std::exception& e) {
+      spdlog::error("worker {} cannot register with {}: {}", wcfg_.worker_id, head_, e.what());
+      _exit(3);
+    }
+  }
+  std::shared_ptr<IoLoop::Incoming> item;
+  while (exec_->channel.pop(item) == boost::fibers::channel_op_status::success) {
+    auto which = item->msg->env().getBody().which();
+    if (which == wire::Envelope::Body::SHUTDOWN) {
+      OutMessage m(token_, item->msg->env().getRequestId(), true);
+      m.env().getBody().setOk();
+      io_->reply(item->routing_id, m.finish());
+      break;
+    }
+    if (which == wire::Envelope::Body::INSTANTIATE_ACTOR) {
+      instantiate(*item);
+      continue;
+    }
+    if (exec_->actor && exec_->max_concurrency > 1) {
+      // Run concurrently on a fiber, at most max_concurrency at once.
+      {
+        std::unique_lock<boost::fibers::mutex> l(exec_->mu);
+        exec_->cv.wait(l, [&] { return exec_->running < exec_->max_concurrency; });
+        ++exec_->running;
+      }
+      boost::fibers::fiber([this, item] {
+        execute(*item);
+        std::unique_lock<boost::fibers::mutex> l(exec_->mu);
+        --exec_->running;
+        exec_->cv.notify_all();
+      }).detach();
+    } else {
+      execute(*item);
+    }
+    item.reset();
+  }
+  io_->stop();  // flushes nothing more; replies already handed to the loop were sent
+  _exit(0);
+}
+
+void CoreWorker::instantiate(IoLoop::Incoming& in) {
+  auto ca = in.msg->env().getBody().getInstantiateActor();
+  std::string cls_name = ca.getClassName();
+  const auto* cls = Registry::global().actor_class(cls_name);
+  if (!cls) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "actor class " + cls_name + " is not registered in " + self_exe());
+    return;
+  }
+  try {
+    std::vector<Bytes> args;
+    for (auto v : ca.getArgs()) args.push_back(in.msg->value(v));
+    exec_->actor = cls->factory(args);
+    exec_->cls = cls;
+    exec_->max_concurrency = std::max<int>(1, static_cast<int>(ca.getMaxConcurrency()));
+  } catch (const std::exception& e) {
+    reply_error(in, wire::ErrorCode::TASK_ERROR,
+                "the constructor of " + cls_name + " threw " + demangle(typeid(e).name()) + ": " + e.what(),
+                demangle(typeid(e).name()), cls_name + "::" + cls_name + exec_->location_suffix);
+    return;
+  }
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.env().getBody().setOk();
+  io_->reply(in.routing_id, m.finish());
+}
+
+void CoreWorker::execute(IoLoop::Incoming& in) {
+  auto pt = in.msg->env().getBody().getPushTask();
+  std::string fn = pt.getFunction();
+  bool is_actor = pt.getActorId().size() > 0;
+  std::string where = (is_actor && exec_->cls ? exec_->cls->name + "::" : std::string()) + fn +
+                      exec_->location_suffix;
+  Bytes result;
+  try {
+    std::vector<Bytes> args;
+    args.reserve(pt.getArgs().size());
+    for (auto v : pt.getArgs()) args.push_back(in.msg->value(v));
+    if (is_actor) {
+      if (!exec_->actor) {
+        reply_error(in, wire::ErrorCode::ACTOR_DIED, "this worker hosts no actor", {}, where);
+        return;
+      }
+      auto it = exec_->cls->methods.find(fn);
+      if (it == exec_->cls->methods.end()) {
+        reply_error(in, wire::ErrorCode::NOT_FOUND, "actor class " + exec_->cls->name + " has no method " + fn, {}, where);
+        return;
+      }
+      result = it->second(exec_->actor.get(), args);
+    } else {
+      const auto* inv = Registry::global().function(fn);
+      if (!inv) {
+        reply_error(in, wire::ErrorCode::NOT_FOUND, "function " + fn + " is not registered in " + self_exe(), {}, where);
+        return;
+      }
+      result = (*inv)(args);
+    }
+  } catch (const RemoteError& e) {
+    // A nested remote failure keeps its original type and place.
+    reply_error(in, wire::ErrorCode::TASK_ERROR, e.remote_message(), e.remote_type(), e.location() + " <- " + where);
+    return;
+  } catch (const std::exception& e) {
+    reply_error(in, wire::ErrorCode::TASK_ERROR, e.what(), demangle(typeid(e).name()), where);
+    return;
+  } catch (...) {
+    reply_error(in, wire::ErrorCode::TASK_ERROR, "a non-standard exception was thrown", "unknown", where);
+    return;
+  }
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.set_value(m.env().getBody().initTaskReply().initResult(), result);
+  io_->reply(in.routing_id, m.finish());
+}
+
+}  // namespace yard::detail

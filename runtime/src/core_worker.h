@@ -1,0 +1,140 @@
+// CoreWorker: what every Switchyard process that runs user code has — a driver or a worker.
+//
+// It owns the process's IoLoop and MemoryStore and three parts:
+//  * the task submitter (leases workers from the node manager, pipelines tasks to them
+//    directly, retries a task whose worker crashed, fails it with WorkerCrashed after that);
+//  * the actor submitter (creates actors through the node manager, then sends calls straight to
+//    the actor's worker, in order; a lost connection means ActorDied);
+//  * in a worker process, the executor: a fiber per call on the main thread, fed from the I/O
+//    thread through a fiber channel, so a call blocked in get() suspends only its own fiber.
+// Submitter state lives on the I/O thread only: user threads post work to it, no locks.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "io_loop.h"
+#include "memory_store.h"
+#include "yard/yard.h"
+
+namespace yard::detail {
+
+struct TaskSpec;
+
+class ActorState {
+ public:
+  enum class State { kPending, kAlive, kDead };
+  std::string id, class_name, name;
+  int max_concurrency = 1;
+  // I/O thread only.
+  State state = State::kPending;
+  std::string address;
+  std::string death_cause;
+  std::deque<std::shared_ptr<TaskSpec>> queue;  // submission order, not yet sent
+};
+
+struct TaskSpec {
+  std::string id;        // also the id of the result object
+  std::string function;  // function, method or class name
+  std::vector<Arg> args;
+  int retries_left = 0;
+  ActorPtr actor;        // set for actor calls and creation
+  bool is_creation = false;
+  ActorOptions actor_options;
+  std::atomic<int> unresolved{0};
+  bool resolved = false;  // I/O thread
+};
+
+struct WorkerConfig {
+  std::string node_address;  // the node manager this worker belongs to
+  std::string token;
+  std::string job_id;
+  std::string worker_id;
+  std::string actor_id;      // set for a dedicated actor worker
+};
+
+class CoreWorker {
+ public:
+  // Driver: connects to the head at `address`, registers a job. Throws ConnectionError/AuthError.
+  CoreWorker(const std::string& address, const std::string& token, std::chrono::milliseconds timeout);
+  // Worker: binds, then run_worker() registers with the node manager and serves.
+  explicit CoreWorker(WorkerConfig cfg);
+  ~CoreWorker();
+
+  [[noreturn]] void run_worker();
+
+  Holder submit_task(const std::string& function, std::vector<Arg> args, const TaskOptions& o);
+  Holder put(Bytes value);
+  Bytes get(const std::string& id, std::chrono::milliseconds timeout);
+  std::vector<size_t> wait(const std::vector<std::string>& ids, size_t num, std::chrono::milliseconds t);
+  ActorPtr create_actor(const std::string& cls, std::vector<Arg> args, const ActorOptions& o);
+  ActorPtr lookup_actor(const std::string& name, const std::string& cls);
+  Holder submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args);
+  void kill_actor(const ActorPtr& a);
+  void release(const std::string& id) { store_.release(id); }
+
+  // Ends the job at the node manager (its workers stop) and stops the I/O thread.
+  void disconnect();
+  const std::string& head_address() const { return head_; }
+  const std::string& job_id() const { return job_id_; }
+
+ private:
+  struct Lease {
+    std::string worker_id, address;
+    int inflight = 0;
+  };
+
+  std::string new_id();
+  std::shared_ptr<TaskSpec> make_spec(std::string fn, std::vector<Arg> args);
+  void resolve_then(const std::shared_ptr<TaskSpec>& spec, std::function<void()> on_loop);
+  bool fill_args(wire::PushTask::Builder b, OutMessage& m, TaskSpec& spec);
+  void fail(const std::string& id, int code, const std::string& msg);
+  void on_error_reply(const std::string& id, wire::Error::Reader e);
+
+  // I/O thread only: tasks.
+  void pump_tasks();
+  void send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w);
+  void request_lease();
+  void return_idle_leases();
+  // I/O thread only: actors.
+  void send_creation(const std::shared_ptr<TaskSpec>& spec);
+  void flush_actor(const ActorPtr& a);
+  void send_actor_call(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec);
+  void actor_dead(const ActorPtr& a, const std::string& cause);
+
+  // Worker side.
+  void handle_request(IoLoop::Incoming in);
+  void execute(IoLoop::Incoming& in);
+  void instantiate(IoLoop::Incoming& in);
+  void reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg,
+                   const std::string& type = {}, const std::string& location = {});
+
+  bool worker_mode_ = false;
+  std::string token_;
+  std::string head_;   // where control requests go (head or, for workers, the node manager)
+  std::string job_id_;
+  WorkerConfig wcfg_;
+  std::string id_prefix_;
+  std::atomic<uint64_t> id_seq_{0};
+  MemoryStore store_;
+  std::unique_ptr<IoLoop> io_;
+
+  // I/O thread only.
+  std::deque<std::shared_ptr<TaskSpec>> task_queue_;
+  std::vector<Lease> leases_;
+  bool lease_in_flight_ = false;
+  std::chrono::steady_clock::time_point last_task_activity_{};
+
+  // Worker side state (executor thread).
+  struct Executor;
+  std::unique_ptr<Executor> exec_;
+};
+
+// The process's runtime, or nullptr before init / after shutdown.
+CoreWorker* current();
+
+}  // namespace yard::detail

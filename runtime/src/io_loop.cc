@@ -1,0 +1,337 @@
+#include "io_loop.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <future>
+
+#include <spdlog/spdlog.h>
+
+#include "yard/errors.h"
+
+namespace yard::detail {
+
+namespace {
+void tune(zmq::socket_t& s) {
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::sndhwm, 0);
+  s.set(zmq::sockopt::rcvhwm, 0);
+}
+}  // namespace
+
+IoLoop::IoLoop(const std::string& host, int port, std::string token, RequestHandler handler)
+    : ctx_(1), token_(std::move(token)), handler_(std::move(handler)) {
+  router_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::router);
+  tune(*router_);
+  router_->set(zmq::sockopt::router_mandatory, 0);
+  std::string ep = "tcp://" + host + ":" + (port == 0 ? std::string("*") : std::to_string(port));
+  if (port == 0) ep = "tcp://" + host + ":*";
+  try {
+    router_->bind(ep);
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EADDRINUSE)
+      throw ConnectionError("cannot listen on " + host + ":" + std::to_string(port) +
+                            ": the port is already in use");
+    throw ConnectionError("cannot listen on " + host + ":" + std::to_string(port) + ": " + e.what());
+  }
+  std::string last = router_->get(zmq::sockopt::last_endpoint);  // tcp://127.0.0.1:12345
+  auto colon = last.rfind(':');
+  address_ = host + ":" + last.substr(colon + 1);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  thread_ = std::thread([this] { run(); });
+}
+
+IoLoop::~IoLoop() {
+  stop();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void IoLoop::stop() {
+  if (!running_.exchange(false)) {
+    if (thread_.joinable() && !in_loop()) thread_.join();
+    return;
+  }
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
+  if (thread_.joinable()) {
+    if (in_loop())
+      thread_.detach();
+    else
+      thread_.join();
+  }
+}
+
+void IoLoop::post(std::function<void()> fn) {
+  bool wake;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    wake = posted_.empty();
+    posted_.push_back(std::move(fn));
+  }
+  if (wake) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+  }
+}
+
+void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, ReplyCallback cb,
+                     std::chrono::milliseconds timeout) {
+  auto shared = std::make_shared<Frames>(std::move(frames));
+  post([this, peer_addr, id, shared, cb = std::move(cb), timeout]() mutable {
+    Peer* p;
+    try {
+      p = &peer(peer_addr);
+    } catch (const zmq::error_t& e) {
+      cb(nullptr, LocalError{wire::ErrorCode::UNAVAILABLE,
+                             "cannot connect to " + peer_addr + ": " + e.what()});
+      return;
+    }
+    auto deadline = timeout.count() <= 0 || timeout == std::chrono::milliseconds::max()
+                        ? Clock::time_point::max()
+                        : Clock::now() + timeout;
+    pending_.emplace(id, Pending{peer_addr, std::move(cb), deadline});
+    auto& fr = *shared;
+    for (size_t i = 0; i < fr.size(); ++i)
+      p->dealer->send(fr[i], i + 1 < fr.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  });
+}
+
+void IoLoop::reply(std::string routing_id, Frames frames) {
+  auto shared = std::make_shared<Frames>(std::move(frames));
+  post([this, rid = std::move(routing_id), shared] {
+    router_->send(zmq::buffer(rid), zmq::send_flags::sndmore);
+    auto& fr = *shared;
+    for (size_t i = 0; i < fr.size(); ++i)
+      router_->send(fr[i], i + 1 < fr.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  });
+}
+
+void IoLoop::every(std::chrono::milliseconds period, std::function<void()> fn) {
+  timers_.push_back(Timer{period, Clock::now() + period, std::move(fn)});
+}
+
+std::unique_ptr<InMessage> IoLoop::call(const std::string& peer_addr, OutMessage& msg, uint64_t id,
+                                        std::chrono::milliseconds timeout) {
+  auto prom = std::make_shared<std::promise<std::pair<std::unique_ptr<InMessage>, std::optional<LocalError>>>>();
+  auto fut = prom->get_future();
+  request(peer_addr, id, msg.finish(),
+          [prom](std::unique_ptr<InMessage> r, std::optional<LocalError> e) {
+            prom->set_value({std::move(r), std::move(e)});
+          },
+          timeout);
+  auto res = fut.get();
+  if (res.second) {
+    if (res.second->code == wire::ErrorCode::TIMEOUT) throw TimeoutError(res.second->message);
+    throw ConnectionError(res.second->message);
+  }
+  return std::move(res.first);
+}
+
+IoLoop::Peer& IoLoop::peer(const std::string& addr) {
+  auto it = peers_.find(addr);
+  if (it != peers_.end()) return it->second;
+  Peer p;
+  p.dealer = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
+  tune(*p.dealer);
+  std::string mon = "inproc://yard-monitor-" + std::to_string(++monitor_seq_);
+  if (zmq_socket_monitor(p.dealer->handle(), mon.c_str(),
+                         ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED) != 0)
+    throw zmq::error_t();
+  p.monitor = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
+  p.monitor->set(zmq::sockopt::linger, 0);
+  p.monitor->connect(mon);
+  p.dealer->connect("tcp://" + addr);
+  return peers_.emplace(addr, std::move(p)).first->second;
+}
+
+void IoLoop::drain_posted() {
+  std::vector<std::function<void()>> work;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    work.swap(posted_);
+  }
+  for (auto& fn : work) fn();
+}
+
+void IoLoop::run() {
+  std::vector<zmq::pollitem_t> items;
+  std::vector<std::string> addrs;
+  while (running_.load(std::memory_order_relaxed)) {
+    items.clear();
+    addrs.clear();
+    items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
+    items.push_back({router_->handle(), 0, ZMQ_POLLIN, 0});
+    for (auto& [addr, p] : peers_) {
+      addrs.push_back(addr);
+      items.push_back({p.dealer->handle(), 0, ZMQ_POLLIN, 0});
+      items.push_back({p.monitor->handle(), 0, ZMQ_POLLIN, 0});
+    }
+    auto now = Clock::now();
+    auto wait = std::chrono::milliseconds(100);
+    for (auto& t : timers_)
+      wait = std::min(wait, std::max(std::chrono::milliseconds(0),
+                                     std::chrono::duration_cast<std::chrono::milliseconds>(t.next - now)));
+    try {
+      zmq::poll(items.data(), items.size(), wait);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      throw;
+    }
+    if (items[0].revents & ZMQ_POLLIN) {
+      uint64_t v;
+      (void)!read(wake_fd_, &v, sizeof v);
+    }
+    drain_posted();
+    if (items[1].revents & ZMQ_POLLIN) on_router_readable();
+    for (size_t i = 0; i < addrs.size(); ++i) {
+      auto it = peers_.find(addrs[i]);
+      if (it == peers_.end()) continue;
+      if (items[2 + 2 * i].revents & ZMQ_POLLIN) on_dealer_readable(addrs[i], it->second);
+      it = peers_.find(addrs[i]);
+      if (it == peers_.end()) continue;
+      if (items[3 + 2 * i].revents & ZMQ_POLLIN) on_monitor_readable(addrs[i], it->second);
+    }
+    now = Clock::now();
+    for (size_t i = 0; i < timers_.size(); ++i) {
+      if (timers_[i].next <= now) {
+        timers_[i].next = now + timers_[i].period;
+        auto fn = timers_[i].fn;  // the timer may add timers
+        fn();
+      }
+    }
+    expire(now);
+  }
+  // Fail whatever is still waiting so no caller hangs on a stopped loop.
+  auto pending = std::move(pending_);
+  pending_.clear();
+  for (auto& [id, p] : pending) p.cb(nullptr, LocalError{wire::ErrorCode::UNAVAILABLE, "runtime is shutting down"});
+}
+
+void IoLoop::on_router_readable() {
+  for (int budget = 0; budget < 4096; ++budget) {
+    zmq::message_t rid;
+    if (!router_->recv(rid, zmq::recv_flags::dontwait)) return;
+    Frames frames;
+    bool more = rid.more();
+    while (more) {
+      zmq::message_t m;
+      (void)router_->recv(m, zmq::recv_flags::none);
+      more = m.more();
+      frames.push_back(std::move(m));
+    }
+    std::string routing(static_cast<const char*>(rid.data()), rid.size());
+    std::unique_ptr<InMessage> msg;
+    try {
+      msg = std::make_unique<InMessage>(std::move(frames));
+    } catch (const DecodeError& e) {
+      malformed_.fetch_add(1);
+      spdlog::warn("dropped a malformed message from a peer on {}: {}", address_, e.what());
+      OutMessage out(token_, 0, true);
+      set_error(out.env(), wire::ErrorCode::BAD_REQUEST, e.what());
+      router_->send(zmq::buffer(routing), zmq::send_flags::sndmore);
+      auto f = out.finish();
+      router_->send(f[0], zmq::send_flags::none);
+      continue;
+    }
+    if (msg->env().getToken() != token_) {
+      malformed_.fetch_add(1);
+      OutMessage out(token_, msg->env().getRequestId(), true);
+      set_error(out.env(), wire::ErrorCode::UNAUTHENTICATED,
+                msg->env().getToken().size() == 0 ? "missing cluster token"
+                                                  : "wrong cluster token");
+      router_->send(zmq::buffer(routing), zmq::send_flags::sndmore);
+      auto f = out.finish();
+      router_->send(f[0], zmq::send_flags::none);
+      continue;
+    }
+    try {
+      handler_(Incoming{std::move(routing), std::move(msg)});
+    } catch (const std::exception& e) {
+      spdlog::error("request handler failed: {}", e.what());
+    }
+  }
+}
+
+void IoLoop::on_dealer_readable(const std::string& addr, Peer& p) {
+  for (int budget = 0; budget < 4096; ++budget) {
+    Frames frames;
+    zmq::message_t m;
+    if (!p.dealer->recv(m, zmq::recv_flags::dontwait)) return;
+    bool more = m.more();
+    frames.push_back(std::move(m));
+    while (more) {
+      zmq::message_t n;
+      (void)p.dealer->recv(n, zmq::recv_flags::none);
+      more = n.more();
+      frames.push_back(std::move(n));
+    }
+    std::unique_ptr<InMessage> msg;
+    try {
+      msg = std::make_unique<InMessage>(std::move(frames));
+    } catch (const DecodeError& e) {
+      malformed_.fetch_add(1);
+      spdlog::warn("dropped a malformed reply from {}: {}", addr, e.what());
+      continue;
+    }
+    auto it = pending_.find(msg->env().getRequestId());
+    if (it == pending_.end()) continue;  // late reply after a deadline
+    auto cb = std::move(it->second.cb);
+    pending_.erase(it);
+    cb(std::move(msg), std::nullopt);
+  }
+}
+
+void IoLoop::on_monitor_readable(const std::string& addr, Peer& p) {
+  for (;;) {
+    zmq::message_t ev, ep;
+    if (!p.monitor->recv(ev, zmq::recv_flags::dontwait)) return;
+    if (ev.more()) (void)p.monitor->recv(ep, zmq::recv_flags::none);
+    uint16_t event = 0;
+    if (ev.size() >= 2) std::memcpy(&event, ev.data(), 2);
+    if (event == ZMQ_EVENT_CONNECTED) {
+      p.connected = true;
+    } else if (event == ZMQ_EVENT_DISCONNECTED) {
+      fail_peer(addr, "connection to " + addr + " was lost");
+      return;
+    } else if (event == ZMQ_EVENT_CONNECT_RETRIED && !p.connected) {
+      fail_peer(addr, "cannot connect to " + addr + ": connection refused");
+      return;
+    }
+  }
+}
+
+void IoLoop::fail_peer(const std::string& addr, const std::string& why) {
+  std::vector<ReplyCallback> cbs;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.peer == addr) {
+      cbs.push_back(std::move(it->second.cb));
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto it = peers_.find(addr);
+  if (it != peers_.end()) {
+    zmq_socket_monitor(it->second.dealer->handle(), nullptr, 0);
+    peers_.erase(it);
+  }
+  for (auto& cb : cbs) cb(nullptr, LocalError{wire::ErrorCode::WORKER_CRASHED, why});
+}
+
+void IoLoop::expire(Clock::time_point now) {
+  if (now < next_expiry_scan_) return;
+  next_expiry_scan_ = now + std::chrono::milliseconds(20);
+  std::vector<std::pair<ReplyCallback, std::string>> expired;
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.deadline <= now) {
+      expired.emplace_back(std::move(it->second.cb), it->second.peer);
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& [cb, peer] : expired)
+    cb(nullptr, LocalError{wire::ErrorCode::TIMEOUT, "no reply from " + peer + " before the deadline"});
+}
+
+}  // namespace yard::detail

@@ -1,0 +1,127 @@
+// IoLoop: the one thread of a process that owns its ZeroMQ sockets.
+//
+// It binds a ROUTER for requests from others and keeps one DEALER (with a connection monitor)
+// per peer it sends requests to. Other threads hand it work through post(), which queues a
+// closure and wakes the loop through an eventfd; replies complete callbacks on the loop thread.
+// A request fails locally (never hangs) when its deadline passes or when the connection to its
+// peer is lost or refused: that is how a crashed worker or a wrong address is noticed.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "wire.h"
+
+namespace yard::detail {
+
+struct LocalError {
+  wire::ErrorCode code;
+  std::string message;
+};
+
+class IoLoop {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Incoming {
+    std::string routing_id;
+    std::unique_ptr<InMessage> msg;
+  };
+  // Runs on the loop thread for every decoded request arriving at the ROUTER.
+  using RequestHandler = std::function<void(Incoming)>;
+  // Runs on the loop thread with the reply, or with the local error (lost peer, deadline).
+  using ReplyCallback =
+      std::function<void(std::unique_ptr<InMessage> reply, std::optional<LocalError> error)>;
+
+  // Binds tcp://host:port (port 0: an ephemeral port). Throws ConnectionError when it cannot.
+  IoLoop(const std::string& host, int port, std::string token, RequestHandler handler);
+  ~IoLoop();
+  IoLoop(const IoLoop&) = delete;
+  IoLoop& operator=(const IoLoop&) = delete;
+
+  // "host:port" that peers connect to.
+  const std::string& address() const { return address_; }
+  const std::string& token() const { return token_; }
+  uint64_t next_request_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
+
+  // Thread-safe. Sends a request built with `id` (from next_request_id) to peer "host:port".
+  void request(const std::string& peer, uint64_t id, Frames frames, ReplyCallback cb,
+               std::chrono::milliseconds timeout);
+  // Thread-safe. Sends a reply to the ROUTER peer `routing_id`.
+  void reply(std::string routing_id, Frames frames);
+  // Thread-safe. Runs fn on the loop thread.
+  void post(std::function<void()> fn);
+  // Loop thread only: runs fn every `period`.
+  void every(std::chrono::milliseconds period, std::function<void()> fn);
+  bool in_loop() const { return std::this_thread::get_id() == thread_.get_id(); }
+  void stop();
+
+  // Blocking helper for threads other than the loop: sends and waits for the reply.
+  // Throws ConnectionError on a lost peer, TimeoutError on the deadline.
+  std::unique_ptr<InMessage> call(const std::string& peer, OutMessage& msg, uint64_t id,
+                                  std::chrono::milliseconds timeout);
+
+  // Counters for tests and status.
+  uint64_t malformed_count() const { return malformed_.load(); }
+
+ private:
+  struct Peer {
+    std::unique_ptr<zmq::socket_t> dealer;
+    std::unique_ptr<zmq::socket_t> monitor;
+    bool connected = false;
+  };
+  struct Pending {
+    std::string peer;
+    ReplyCallback cb;
+    Clock::time_point deadline;
+  };
+  struct Timer {
+    std::chrono::milliseconds period;
+    Clock::time_point next;
+    std::function<void()> fn;
+  };
+
+  void run();
+  void drain_posted();
+  Peer& peer(const std::string& addr);
+  void on_router_readable();
+  void on_dealer_readable(const std::string& addr, Peer& p);
+  void on_monitor_readable(const std::string& addr, Peer& p);
+  void fail_peer(const std::string& addr, const std::string& why);
+  void expire(Clock::time_point now);
+
+  zmq::context_t ctx_;
+  std::string token_;
+  RequestHandler handler_;
+  std::unique_ptr<zmq::socket_t> router_;
+  std::string address_;
+  int wake_fd_ = -1;
+  std::atomic<uint64_t> next_id_{1};
+  std::atomic<bool> running_{true};
+  std::atomic<uint64_t> malformed_{0};
+  uint64_t monitor_seq_ = 0;
+
+  std::mutex mu_;
+  std::vector<std::function<void()>> posted_;  // guarded by mu_
+
+  // Loop thread only.
+  std::map<std::string, Peer> peers_;
+  std::unordered_map<uint64_t, Pending> pending_;
+  std::vector<Timer> timers_;
+  Clock::time_point next_expiry_scan_{};
+
+  std::thread thread_;
+};
+
+}  // namespace yard::detail

@@ -1,0 +1,66 @@
+// MemoryStore: the objects this process owns (task results it is waiting for, put values).
+//
+// Entries are created when a task is submitted or a value is put, completed once (value or
+// error) from any thread, and erased when the last ObjectRef is gone. Waiting suspends only the
+// calling fiber and always has a deadline.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "yard/codec.h"
+
+namespace yard::detail {
+
+struct ErrorInfo {
+  int code = 0;  // wire::ErrorCode
+  std::string type, message, location;
+};
+
+class MemoryStore {
+ public:
+  using Duration = std::chrono::milliseconds;
+  void create(const std::string& id);
+  // Completes an entry; ignored when the entry was released or already completed.
+  void set_value(const std::string& id, Bytes value);
+  void set_error(const std::string& id, ErrorInfo error);
+  void release(const std::string& id);
+  // Runs fn (on the completing thread, or now) once the entry is complete or gone.
+  void on_ready(const std::string& id, std::function<void()> fn);
+  // The value now; nullopt when not ready. An error entry returns its error.
+  struct Snapshot {
+    Bytes value;
+    std::optional<ErrorInfo> error;
+    bool present = false;
+  };
+  Snapshot peek(const std::string& id);
+  // Blocks the calling fiber until ready or timeout. Throws the stored error as a typed exception.
+  Bytes get(const std::string& id, Duration timeout);
+  std::vector<size_t> wait(const std::vector<std::string>& ids, size_t num, Duration timeout);
+  size_t size();
+
+ private:
+  struct Waiter;
+  struct Entry {
+    bool ready = false;
+    Bytes value;
+    std::optional<ErrorInfo> error;
+    std::vector<std::shared_ptr<Waiter>> waiters;
+    std::vector<std::function<void()>> callbacks;
+  };
+  void complete(const std::string& id, Bytes value, std::optional<ErrorInfo> error);
+
+  std::mutex mu_;
+  std::unordered_map<std::string, Entry> entries_;  // guarded by mu_
+};
+
+// Throws the yard exception that matches an ErrorInfo.
+[[noreturn]] void throw_error(const ErrorInfo& e);
+
+}  // namespace yard::detail

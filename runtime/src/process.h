@@ -1,0 +1,42 @@
+// Process helpers: spawning children that die with their parent, ports, paths, ids.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace yard::detail {
+
+struct SpawnOptions {
+  std::map<std::string, std::string> env;  // added to (or replacing in) the current environment
+  std::string cwd;
+  std::string stdout_path;                 // empty: inherit
+  std::string stderr_path;                 // empty: same as stdout_path, or inherit
+  int death_signal = 0;                    // signal sent to the child when this thread's process dies
+  bool new_process_group = false;
+  int keep_fd = -1;                        // an extra fd the child inherits
+};
+
+// fork + exec. Throws yard::Error with the reason when exec fails.
+pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& opts);
+// True while pid exists (and is not a zombie we can reap).
+bool pid_alive(pid_t pid);
+// Sends sig, waits until gone or deadline, then SIGKILL. Reaps when it is our child.
+void terminate(pid_t pid, int sig, std::chrono::milliseconds grace);
+// A TCP port on host that was free a moment ago.
+int free_port(const std::string& host);
+// True when something accepts TCP connections at host:port.
+bool port_open(const std::string& host, int port);
+std::string self_exe();
+// The `yard` executable: $YARD_BIN, next to this binary, on PATH, or in the build tree.
+std::string find_yard_binary();
+std::string random_hex(size_t bytes);
+std::string hostname();
+double unix_time();
+// "host:port" -> {host, port}; throws yard::Error with the bad text.
+std::pair<std::string, int> split_address(const std::string& addr);
+
+}  // namespace yard::detail

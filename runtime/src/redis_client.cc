@@ -1,0 +1,78 @@
+#include "redis_client.h"
+
+#include <hiredis/hiredis.h>
+
+#include "yard/errors.h"
+
+namespace yard::detail {
+
+RedisReply::~RedisReply() {
+  if (r_) freeReplyObject(r_);
+}
+bool RedisReply::is_nil() const { return !r_ || r_->type == REDIS_REPLY_NIL; }
+std::string RedisReply::str() const {
+  if (!r_ || (r_->type != REDIS_REPLY_STRING && r_->type != REDIS_REPLY_STATUS)) return {};
+  return std::string(r_->str, r_->len);
+}
+long long RedisReply::integer() const {
+  if (!r_) return 0;
+  if (r_->type == REDIS_REPLY_INTEGER) return r_->integer;
+  if (r_->type == REDIS_REPLY_STRING) return std::stoll(std::string(r_->str, r_->len));
+  return 0;
+}
+size_t RedisReply::size() const { return r_ && r_->type == REDIS_REPLY_ARRAY ? r_->elements : 0; }
+std::string RedisReply::at(size_t i) const {
+  auto* e = r_->element[i];
+  if (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS) return std::string(e->str, e->len);
+  if (e->type == REDIS_REPLY_INTEGER) return std::to_string(e->integer);
+  return {};
+}
+std::vector<std::string> RedisReply::strings() const {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < size(); ++i) out.push_back(at(i));
+  return out;
+}
+
+Redis::Redis(const std::string& host, int port, const std::string& password,
+             std::chrono::milliseconds timeout)
+    : address_(host + ":" + std::to_string(port)) {
+  timeval tv{static_cast<time_t>(timeout.count() / 1000),
+             static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+  c_ = redisConnectWithTimeout(host.c_str(), port, tv);
+  if (!c_ || c_->err) {
+    std::string why = c_ ? c_->errstr : "out of memory";
+    if (c_) redisFree(c_);
+    c_ = nullptr;
+    throw ConnectionError("cannot reach Redis at " + address_ + ": " + why);
+  }
+  redisSetTimeout(c_, tv);
+  if (!password.empty()) {
+    auto r = cmd({"AUTH", password});
+    (void)r;
+  }
+  cmd({"PING"});
+}
+
+Redis::~Redis() {
+  if (c_) redisFree(c_);
+}
+
+RedisReply Redis::cmd(const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lens;
+  for (auto& a : args) {
+    argv.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  auto* r = static_cast<redisReply*>(
+      redisCommandArgv(c_, static_cast<int>(args.size()), argv.data(), lens.data()));
+  if (!r) throw ConnectionError("Redis at " + address_ + ": " + (c_->errstr[0] ? c_->errstr : "connection lost"));
+  if (r->type == REDIS_REPLY_ERROR) {
+    std::string e(r->str, r->len);
+    freeReplyObject(r);
+    throw Error("Redis at " + address_ + " refused " + args[0] + ": " + e);
+  }
+  return RedisReply(r);
+}
+
+}  // namespace yard::detail

@@ -1,0 +1,48 @@
+// A small synchronous Redis client over hiredis: the control store's only door.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+struct redisContext;
+struct redisReply;
+
+namespace yard::detail {
+
+class RedisReply {
+ public:
+  explicit RedisReply(redisReply* r) : r_(r) {}
+  ~RedisReply();
+  RedisReply(RedisReply&& o) noexcept : r_(o.r_) { o.r_ = nullptr; }
+  RedisReply(const RedisReply&) = delete;
+  bool is_nil() const;
+  std::string str() const;
+  long long integer() const;
+  size_t size() const;  // array elements
+  std::string at(size_t i) const;
+  std::vector<std::string> strings() const;
+
+ private:
+  redisReply* r_;
+};
+
+class Redis {
+ public:
+  // Connects and authenticates. Throws ConnectionError naming the address and the reason.
+  Redis(const std::string& host, int port, const std::string& password,
+        std::chrono::milliseconds timeout);
+  ~Redis();
+  Redis(const Redis&) = delete;
+  // Runs one command given as separate arguments (binary safe). Throws yard::Error on a
+  // connection or command error.
+  RedisReply cmd(const std::vector<std::string>& args);
+  const std::string& address() const { return address_; }
+
+ private:
+  redisContext* c_ = nullptr;
+  std::string address_;
+};
+
+}  // namespace yard::detail

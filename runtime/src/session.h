@@ -1,0 +1,42 @@
+// Where a local cluster keeps its session: the token file, logs, and the address record that
+// lets `yard` commands and programs on this machine find it.
+//
+//   $YARD_HOME (default /tmp/yard-<uid>)/clusters/<port>.json   one per running head
+//   $YARD_HOME/latest.json                                      the most recent head
+//   <session dir>/token (mode 0600), <session dir>/logs/, <session dir>/redis/
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace yard::detail {
+
+struct ClusterRecord {
+  std::string address;     // host:port of the head
+  std::string session_dir;
+  std::string log_dir;
+  std::string token_file;
+  int pid = 0;             // the head daemon
+};
+
+std::string yard_home();
+void write_record(const ClusterRecord& r, bool latest);
+void remove_record(const ClusterRecord& r);
+std::optional<ClusterRecord> read_record_file(const std::string& path);
+std::optional<ClusterRecord> latest_record();
+std::optional<ClusterRecord> record_for(const std::string& address);
+
+// Writes a fresh token with mode 0600 and returns it.
+std::string create_token(const std::string& path);
+std::string read_token(const std::string& path);
+
+struct Endpoint {
+  std::string address;
+  std::string token;
+};
+// The cluster to talk to: the explicit address, else YARD_ADDRESS, else the latest local head;
+// the token: explicit, else YARD_TOKEN, else the local session's token file.
+// Throws ConnectionError saying what is missing.
+Endpoint resolve_endpoint(const std::string& address, const std::string& token);
+
+}  // namespace yard::detail

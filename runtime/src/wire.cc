@@ -1,0 +1,123 @@
+#include "wire.h"
+
+#include <cstring>
+
+#include <kj/exception.h>
+
+namespace yard::detail {
+
+zmq::message_t frame_of(const Bytes& b) {
+  auto* keep = new Bytes(b);
+  return zmq::message_t(const_cast<char*>(b->data()), b->size(),
+                        [](void*, void* hint) { delete static_cast<Bytes*>(hint); }, keep);
+}
+
+OutMessage::OutMessage(const std::string& token, uint64_t request_id, bool is_reply)
+    : builder_(1024), env_(builder_.initRoot<wire::Envelope>()) {
+  env_.setVersion(wire::PROTOCOL_VERSION);
+  env_.setToken(token);
+  env_.setRequestId(request_id);
+  env_.setIsReply(is_reply);
+}
+
+void OutMessage::set_value(wire::Value::Builder v, const Bytes& b) {
+  if (b->size() >= kLargeValueBytes) {
+    blobs_.push_back(b);
+    v.setFrame(static_cast<uint32_t>(blobs_.size()));
+  } else {
+    v.setInline(kj::arrayPtr(reinterpret_cast<const kj::byte*>(b->data()), b->size()));
+  }
+}
+
+Frames OutMessage::finish() {
+  Frames out;
+  out.reserve(1 + blobs_.size());
+  kj::Array<capnp::word> flat = capnp::messageToFlatArray(builder_);
+  auto bytes = flat.asBytes();
+  out.emplace_back(bytes.begin(), bytes.size());
+  for (auto& b : blobs_) out.push_back(frame_of(b));
+  return out;
+}
+
+InMessage::InMessage(Frames frames) : frames_(std::move(frames)) {
+  if (frames_.empty()) throw DecodeError("empty message");
+  auto& f = frames_[0];
+  size_t size = f.size();
+  if (size == 0 || size % sizeof(capnp::word) != 0)
+    throw DecodeError("envelope of " + std::to_string(size) + " bytes is not a whole number of words");
+  const capnp::word* words;
+  if (reinterpret_cast<uintptr_t>(f.data()) % alignof(capnp::word) == 0) {
+    words = static_cast<const capnp::word*>(f.data());
+  } else {
+    aligned_ = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
+    std::memcpy(aligned_.begin(), f.data(), size);
+    words = aligned_.begin();
+  }
+  capnp::ReaderOptions opts;
+  opts.traversalLimitInWords = size / sizeof(capnp::word) * 4 + 64;
+  opts.nestingLimit = 16;
+  try {
+    reader_ = std::make_unique<capnp::FlatArrayMessageReader>(
+        kj::arrayPtr(words, size / sizeof(capnp::word)), opts);
+    env_ = reader_->getRoot<wire::Envelope>();
+    if (env_.getVersion() != wire::PROTOCOL_VERSION)
+      throw DecodeError("protocol version " + std::to_string(env_.getVersion()) + ", expected " +
+                        std::to_string(wire::PROTOCOL_VERSION));
+    env_.getBody().which();  // touches the union tag
+    (void)env_.getToken();
+  } catch (const kj::Exception& e) {
+    throw DecodeError(std::string("malformed envelope: ") + e.getDescription().cStr());
+  }
+}
+
+Bytes InMessage::value(wire::Value::Reader v) const {
+  try {
+    if (v.isFrame()) {
+      uint32_t i = v.getFrame();
+      if (i == 0 || i >= frames_.size())
+        throw DecodeError("value refers to frame " + std::to_string(i) + " of " +
+                          std::to_string(frames_.size()));
+      // Frames are shared by copying the message reference (ZeroMQ counts it), not the bytes.
+      zmq::message_t ref;
+      ref.copy(const_cast<zmq::message_t&>(frames_[i]));
+      return std::make_shared<FrameBuffer>(std::move(ref));
+    }
+    auto d = v.getInline();
+    return std::make_shared<StringBuffer>(std::string(reinterpret_cast<const char*>(d.begin()), d.size()));
+  } catch (const kj::Exception& e) {
+    throw DecodeError(std::string("malformed value: ") + e.getDescription().cStr());
+  }
+}
+
+const char* code_name(wire::ErrorCode c) {
+  switch (c) {
+    case wire::ErrorCode::OK: return "ok";
+    case wire::ErrorCode::BAD_REQUEST: return "bad request";
+    case wire::ErrorCode::UNAUTHENTICATED: return "unauthenticated";
+    case wire::ErrorCode::NOT_FOUND: return "not found";
+    case wire::ErrorCode::INFEASIBLE: return "infeasible";
+    case wire::ErrorCode::UNAVAILABLE: return "unavailable";
+    case wire::ErrorCode::TASK_ERROR: return "task error";
+    case wire::ErrorCode::WORKER_CRASHED: return "worker crashed";
+    case wire::ErrorCode::ACTOR_DIED: return "actor died";
+    case wire::ErrorCode::TIMEOUT: return "timeout";
+    case wire::ErrorCode::VERSION_MISMATCH: return "version mismatch";
+    case wire::ErrorCode::INTERNAL: return "internal";
+  }
+  return "unknown";
+}
+
+std::string describe(wire::Error::Reader e) {
+  return std::string(code_name(e.getCode())) + ": " + e.getMessage().cStr();
+}
+
+void set_error(wire::Envelope::Builder env, wire::ErrorCode code, const std::string& message,
+               const std::string& type, const std::string& location) {
+  auto e = env.getBody().initError();
+  e.setCode(code);
+  e.setMessage(message);
+  e.setType(type);
+  e.setLocation(location);
+}
+
+}  // namespace yard::detail

@@ -1,0 +1,79 @@
+// Building and reading Envelopes (runtime/proto/wire.capnp) as ZeroMQ multipart messages.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <zmq.hpp>
+
+#include "wire.capnp.h"
+#include "yard/codec.h"
+
+namespace yard::detail {
+
+// Values at or above this size travel as their own frame instead of inside the Envelope.
+inline constexpr size_t kLargeValueBytes = 100 * 1024;
+
+using Frames = std::vector<zmq::message_t>;
+
+// A user value backed by a received ZeroMQ frame: no copy between the socket and the decoder.
+class FrameBuffer final : public Buffer {
+ public:
+  explicit FrameBuffer(zmq::message_t m) : m_(std::move(m)) {}
+  const char* data() const override { return static_cast<const char*>(m_.data()); }
+  size_t size() const override { return m_.size(); }
+
+ private:
+  zmq::message_t m_;
+};
+
+// Zero-copy frame over shared bytes: the frame keeps the bytes alive until ZeroMQ has sent them.
+zmq::message_t frame_of(const Bytes& b);
+
+class OutMessage {
+ public:
+  OutMessage(const std::string& token, uint64_t request_id, bool is_reply);
+  wire::Envelope::Builder env() { return env_; }
+  // Stores a value inline when small, as an out-of-band frame when large.
+  void set_value(wire::Value::Builder v, const Bytes& b);
+  Frames finish();
+
+ private:
+  capnp::MallocMessageBuilder builder_;
+  wire::Envelope::Builder env_;
+  std::vector<Bytes> blobs_;
+};
+
+// Thrown by InMessage when the bytes are not a valid Envelope.
+class DecodeError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class InMessage {
+ public:
+  // Takes the frames of one message (without routing frames). Throws DecodeError.
+  explicit InMessage(Frames frames);
+  wire::Envelope::Reader env() const { return env_; }
+  // The bytes of a value; large values are not copied. Throws DecodeError on a bad frame index.
+  Bytes value(wire::Value::Reader v) const;
+
+ private:
+  Frames frames_;
+  kj::Array<capnp::word> aligned_;
+  std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
+  wire::Envelope::Reader env_;
+};
+
+// One-line description of an error body, "<code>: message".
+std::string describe(wire::Error::Reader e);
+const char* code_name(wire::ErrorCode c);
+
+// Fills an Error reply body.
+void set_error(wire::Envelope::Builder env, wire::ErrorCode code, const std::string& message,
+               const std::string& type = {}, const std::string& location = {});
+
+}  // namespace yard::detail

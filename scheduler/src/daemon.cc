@@ -1,0 +1,1057 @@
+#include "daemon.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include <kj/exception.h>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "io_loop.h"
+#include "process.h"
+#include "redis_client.h"
+#include "session.h"
+#include "yard/errors.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace yard::sched {
+
+using namespace detail;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+std::string which(const std::string& prog) {
+  if (prog.find('/') != std::string::npos) return prog;
+  if (const char* path = getenv("PATH")) {
+    std::string p(path);
+    size_t start = 0;
+    while (start <= p.size()) {
+      auto end = p.find(':', start);
+      if (end == std::string::npos) end = p.size();
+      auto cand = fs::path(p.substr(start, end - start)) / prog;
+      if (access(cand.c_str(), X_OK) == 0) return cand.string();
+      start = end + 1;
+    }
+  }
+  return prog;
+}
+
+std::string describe_exit(int status) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    return "killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+std::string res_json(const std::map<std::string, double>& m) { return json(m).dump(); }
+
+}  // namespace
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonOptions o) : o_(std::move(o)) {}
+  int run();
+
+ private:
+  enum class WState { kStarting, kIdle, kLeased, kActor };
+  struct Worker {
+    std::string id, job_id, address, actor_id, log;
+    pid_t pid = 0;
+    WState state = WState::kStarting;
+    std::map<std::string, double> held;
+    uint64_t lease = 0;  // lease this starting worker is reserved for
+  };
+  struct Job {
+    std::string id, binary, cwd, entrypoint, log_path, status = "RUNNING";
+    pid_t driver_pid = 0, proc_pid = 0;
+    int exit_code = 0;
+    double start = 0, end = 0;
+    bool submitted = false, ended = false;
+    int startup_failures = 0;
+  };
+  struct Lease {
+    uint64_t seq;
+    std::string routing;
+    uint64_t req;
+    std::string job;
+    uint32_t count;
+    Clock::time_point deadline;
+    std::vector<std::string> assigned;
+    int starting = 0;
+  };
+  struct Actor {
+    std::string id, class_name, name, job, state = "PENDING", worker, address, cause;
+    std::map<std::string, double> resources;
+    std::shared_ptr<InMessage> create_msg;  // kept until the worker has built the actor
+    std::string creator_routing;
+    uint64_t creator_req = 0;
+    bool replied = false;
+  };
+
+  // Requests (I/O thread).
+  void handle(IoLoop::Incoming in);
+  void on_register_job(IoLoop::Incoming& in);
+  void on_register_worker(IoLoop::Incoming& in);
+  void on_request_lease(IoLoop::Incoming& in);
+  void on_return_lease(IoLoop::Incoming& in);
+  void on_create_actor(IoLoop::Incoming& in);
+  void on_get_actor(IoLoop::Incoming& in);
+  void on_kill_actor(IoLoop::Incoming& in);
+  void on_submit_job(IoLoop::Incoming& in);
+  void on_job_logs(IoLoop::Incoming& in);
+  void on_stop_job(IoLoop::Incoming& in);
+  void on_status(IoLoop::Incoming& in);
+  void reply_ok(IoLoop::Incoming& in);
+  void reply_error(const std::string& routing, uint64_t req, wire::ErrorCode code, const std::string& msg);
+  void reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg) {
+    reply_error(in.routing_id, in.msg->env().getRequestId(), code, msg);
+  }
+
+  // Scheduling (I/O thread).
+  bool fits(const std::map<std::string, double>& need, const std::map<std::string, double>& have) const;
+  void take(const std::map<std::string, double>& need);
+  void give(const std::map<std::string, double>& need);
+  std::string spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease);
+  void process_leases();
+  void answer_lease(Lease& l);
+  void process_actors();
+  void instantiate(Actor& a, Worker& w);
+  void actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause);
+  void reap();
+  void end_job(Job& j, const std::string& status, int exit_code);
+  void fill_actor_info(wire::ActorInfo::Builder b, const Actor& a);
+  void save_actor(const Actor& a);
+  void save_job(const Job& j);
+  void save_node();
+  void periodic();
+  void shutdown_all();
+  std::string new_job_id();
+
+  DaemonOptions o_;
+  std::string token_, token_file_, log_dir_, node_id_;
+  std::unique_ptr<Redis> redis_;
+  pid_t redis_pid_ = 0;
+  std::unique_ptr<IoLoop> io_;
+  std::map<std::string, double> total_, avail_;
+  std::map<std::string, Worker> workers_;
+  std::map<pid_t, std::string> worker_by_pid_;
+  std::map<std::string, Job> jobs_;
+  std::deque<Lease> leases_;
+  uint64_t lease_seq_ = 0;
+  std::map<std::string, Actor> actors_;
+  std::deque<std::string> pending_actors_;
+  std::map<std::string, std::string> actor_names_;
+  pid_t parent_pid_ = 0;
+  double start_time_ = 0;
+};
+
+// ---- start-up ---------------------------------------------------------------------------------
+
+int Daemon::run() {
+  auto ready = [&](const std::string& line) {
+    if (o_.ready_fd >= 0) {
+      std::string l = line + "\n";
+      (void)!write(o_.ready_fd, l.data(), l.size());
+      close(o_.ready_fd);
+      o_.ready_fd = -1;
+    }
+  };
+  try {
+    start_time_ = unix_time();
+    if (o_.session_dir.empty()) {
+      o_.session_dir = yard_home() + "/session-" + std::to_string(static_cast<long>(start_time_)) + "-" + random_hex(3);
+    }
+    log_dir_ = o_.session_dir + "/logs";
+    fs::create_directories(log_dir_);
+    fs::create_directories(o_.session_dir + "/redis");
+    auto file_sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_dir_ + "/head.log");
+    auto logger = std::make_shared<spdlog::logger>("head", spdlog::sinks_init_list{file_sink});
+    logger->flush_on(spdlog::level::info);
+    spdlog::set_default_logger(logger);
+    token_file_ = o_.session_dir + "/token";
+    token_ = create_token(token_file_);
+    node_id_ = "node-" + random_hex(4);
+    if (const char* pp = getenv("YARD_PARENT_PID")) parent_pid_ = atoi(pp);
+
+    double cpus = o_.num_cpus > 0 ? o_.num_cpus : std::max(1u, std::thread::hardware_concurrency());
+    total_ = o_.resources;
+    total_["CPU"] = cpus;
+    total_["memory"] = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+    avail_ = total_;
+
+    // Listen first: a busy port is the most common start-up error and should fail fast.
+    io_ = std::make_unique<IoLoop>(o_.host, o_.port, token_, [this](IoLoop::Incoming in) { handle(std::move(in)); });
+
+    if (o_.redis_address.empty()) {
+      int rport = free_port("127.0.0.1");
+      SpawnOptions so;
+      so.death_signal = SIGTERM;
+      so.stdout_path = log_dir_ + "/redis.log";
+      redis_pid_ = spawn({which("redis-server"), "--port", std::to_string(rport), "--bind", "127.0.0.1",
+                          "--dir", o_.session_dir + "/redis", "--appendonly", "yes", "--save", "",
+                          "--requirepass", token_, "--daemonize", "no", "--protected-mode", "yes"},
+                         so);
+      auto deadline = Clock::now() + std::chrono::seconds(10);
+      while (!redis_) {
+        try {
+          redis_ = std::make_unique<Redis>("127.0.0.1", rport, token_, std::chrono::milliseconds(500));
+        } catch (const Error& e) {
+          if (Clock::now() > deadline || !pid_alive(redis_pid_))
+            throw ConnectionError(std::string("redis-server did not start (see ") + log_dir_ + "/redis.log): " + e.what());
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        }
+      }
+      o_.redis_address = "127.0.0.1:" + std::to_string(rport);
+    } else {
+      auto [rh, rp] = split_address(o_.redis_address);
+      const char* pw = getenv("YARD_REDIS_PASSWORD");
+      redis_ = std::make_unique<Redis>(rh, rp, pw ? pw : "", std::chrono::seconds(3));
+    }
+    redis_->cmd({"HSET", "yard:cluster", "address", io_->address(), "session_dir", o_.session_dir,
+                 "log_dir", log_dir_, "start_time", std::to_string(start_time_), "head_node", node_id_});
+    redis_->cmd({"SADD", "yard:nodes", node_id_});
+    save_node();
+
+    io_->post([this] { io_->every(std::chrono::milliseconds(50), [this] { periodic(); }); });
+    io_->post([this] { io_->every(std::chrono::seconds(1), [this] { save_node(); }); });
+
+    ClusterRecord rec{io_->address(), o_.session_dir, log_dir_, token_file_, getpid()};
+    if (!o_.embedded) write_record(rec, true);
+    spdlog::info("head {} listening on {}, redis at {}, {} CPUs, session {}", node_id_, io_->address(),
+                 o_.redis_address, total_["CPU"], o_.session_dir);
+    ready(io_->address() + " " + token_file_);
+
+    while (!g_stop.load()) {
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, SIGTERM);
+      sigaddset(&set, SIGINT);
+      sigaddset(&set, SIGHUP);
+      timespec ts{0, 100 * 1000 * 1000};
+      int sig = sigtimedwait(&set, nullptr, &ts);
+      if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+        spdlog::info("signal {}: shutting down", sig);
+        break;
+      }
+      if (parent_pid_ && kill(parent_pid_, 0) != 0) {
+        spdlog::info("parent {} is gone: shutting down", parent_pid_);
+        break;
+      }
+    }
+    std::promise<void> done;
+    auto f = done.get_future();
+    io_->post([this, &done] {
+      shutdown_all();
+      done.set_value();
+    });
+    f.wait_for(std::chrono::seconds(10));
+    io_->stop();
+    if (!o_.embedded) remove_record(rec);
+    if (redis_pid_) terminate(redis_pid_, SIGTERM, std::chrono::seconds(5));
+    spdlog::info("stopped");
+    return 0;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    ready(std::string("ERROR: ") + e.what());
+    fprintf(stderr, "yard: %s\n", e.what());
+    if (redis_pid_) terminate(redis_pid_, SIGTERM, std::chrono::seconds(5));
+    return 1;
+  }
+}
+
+void Daemon::save_node() {
+  try {
+    redis_->cmd({"HSET", "yard:node:" + node_id_, "address", io_->address(), "hostname", hostname(),
+                 "pid", std::to_string(getpid()), "log_dir", log_dir_, "resources_total", res_json(total_),
+                 "resources_available", res_json(avail_), "start_time", std::to_string(start_time_),
+                 "workers", std::to_string(workers_.size())});
+    redis_->cmd({"SET", "yard:node:" + node_id_ + ":heartbeat", std::to_string(unix_time()), "EX", "5"});
+  } catch (const std::exception& e) {
+    spdlog::error("cannot update the node record: {}", e.what());
+  }
+}
+
+void Daemon::shutdown_all() {
+  for (auto& [id, w] : workers_) kill(w.pid, SIGKILL);
+  for (auto& [id, j] : jobs_)
+    if (j.proc_pid && !j.ended) kill(-j.proc_pid, SIGTERM);
+  auto deadline = Clock::now() + std::chrono::seconds(3);
+  while (Clock::now() < deadline) {
+    bool any = false;
+    for (auto& [id, w] : workers_) any |= pid_alive(w.pid);
+    for (auto& [id, j] : jobs_) if (j.proc_pid && !j.ended) any |= pid_alive(j.proc_pid);
+    if (!any) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (auto& [id, j] : jobs_)
+    if (j.proc_pid && !j.ended) {
+      kill(-j.proc_pid, SIGKILL);
+      if (j.status == "RUNNING") {
+        j.status = "STOPPED";
+        j.end = unix_time();
+        try { save_job(j); } catch (...) {}
+      }
+    }
+  try {
+    redis_->cmd({"SREM", "yard:nodes", node_id_});
+    redis_->cmd({"DEL", "yard:node:" + node_id_ + ":heartbeat"});
+  } catch (...) {
+  }
+}
+
+// ---- requests ---------------------------------------------------------------------------------
+
+void Daemon::handle(IoLoop::Incoming in) {
+  using B = wire::Envelope::Body;
+  auto body = in.msg->env().getBody();
+  try {
+    switch (body.which()) {
+      case B::PING: reply_ok(in); return;
+      case B::REGISTER_JOB: on_register_job(in); return;
+      case B::REGISTER_WORKER: on_register_worker(in); return;
+      case B::REQUEST_LEASE: on_request_lease(in); return;
+      case B::RETURN_LEASE: on_return_lease(in); return;
+      case B::CREATE_ACTOR: on_create_actor(in); return;
+      case B::GET_ACTOR: on_get_actor(in); return;
+      case B::KILL_ACTOR: on_kill_actor(in); return;
+      case B::SUBMIT_JOB: on_submit_job(in); return;
+      case B::JOB_LOGS: on_job_logs(in); return;
+      case B::STOP_JOB: on_stop_job(in); return;
+      case B::STATUS: on_status(in); return;
+      case B::LIST_JOBS: {
+        OutMessage m(token_, in.msg->env().getRequestId(), true);
+        auto ids = redis_->cmd({"LRANGE", "yard:jobs", "0", "-1"}).strings();
+        auto list = m.env().getBody().initJobList(static_cast<unsigned>(ids.size()));
+        for (unsigned i = 0; i < ids.size(); ++i) {
+          auto h = redis_->cmd({"HGETALL", "yard:job:" + ids[i]}).strings();
+          std::map<std::string, std::string> f;
+          for (size_t k = 0; k + 1 < h.size(); k += 2) f[h[k]] = h[k + 1];
+          list[i].setJobId(ids[i]);
+          list[i].setEntrypoint(f["entrypoint"]);
+          list[i].setStatus(f["status"]);
+          list[i].setExitCode(f["exit_code"].empty() ? 0 : std::stoi(f["exit_code"]));
+          list[i].setStartTime(f["start"].empty() ? 0 : std::stod(f["start"]));
+          list[i].setEndTime(f["end"].empty() ? 0 : std::stod(f["end"]));
+          list[i].setLogPath(f["log"]);
+        }
+        io_->reply(in.routing_id, m.finish());
+        return;
+      }
+      case B::FINISH_JOB: {
+        auto it = jobs_.find(body.getFinishJob());
+        if (it != jobs_.end() && !it->second.submitted) end_job(it->second, "SUCCEEDED", 0);
+        else if (it != jobs_.end()) end_job(it->second, "", 0);
+        reply_ok(in);
+        return;
+      }
+      case B::SHUTDOWN:
+        spdlog::info("shutdown requested");
+        reply_ok(in);
+        g_stop.store(true);
+        return;
+      default:
+        reply_error(in, wire::ErrorCode::BAD_REQUEST, "the head does not serve this request");
+    }
+  } catch (const kj::Exception& e) {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST, std::string("malformed request: ") + e.getDescription().cStr());
+  } catch (const DecodeError& e) {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST, e.what());
+  } catch (const std::exception& e) {
+    spdlog::error("request failed: {}", e.what());
+    reply_error(in, wire::ErrorCode::INTERNAL, e.what());
+  }
+}
+
+void Daemon::reply_ok(IoLoop::Incoming& in) {
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.env().getBody().setOk();
+  io_->reply(in.routing_id, m.finish());
+}
+
+void Daemon::reply_error(const std::string& routing, uint64_t req, wire::ErrorCode code, const std::string& msg) {
+  OutMessage m(token_, req, true);
+  set_error(m.env(), code, msg);
+  io_->reply(routing, m.finish());
+}
+
+std::string Daemon::new_job_id() {
+  return "job-" + std::to_string(redis_->cmd({"INCR", "yard:counter:job"}).integer());
+}
+
+void Daemon::save_job(const Job& j) {
+  redis_->cmd({"HSET", "yard:job:" + j.id, "entrypoint", j.entrypoint, "status", j.status, "exit_code",
+               std::to_string(j.exit_code), "start", std::to_string(j.start), "end", std::to_string(j.end),
+               "log", j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", node_id_});
+}
+
+void Daemon::on_register_job(IoLoop::Incoming& in) {
+  auto rj = in.msg->env().getBody().getRegisterJob();
+  std::string sub = rj.getSubmissionId();
+  Job* j = nullptr;
+  if (!sub.empty()) {
+    auto it = jobs_.find(sub);
+    if (it != jobs_.end()) j = &it->second;
+  }
+  if (!j) {
+    std::string id = new_job_id();
+    j = &jobs_[id];
+    j->id = id;
+    j->entrypoint = std::string(rj.getBinary()) + " (driver pid " + std::to_string(rj.getPid()) + ")";
+    j->start = unix_time();
+    redis_->cmd({"RPUSH", "yard:jobs", id});
+  }
+  j->binary = rj.getBinary();
+  j->cwd = rj.getCwd();
+  j->driver_pid = rj.getPid();
+  save_job(*j);
+  spdlog::info("job {} registered: driver pid {}, binary {}", j->id, j->driver_pid, j->binary);
+  // Warm the pool: workers start while the driver gets going.
+  int warm = std::min<int>(2, static_cast<int>(total_["CPU"]));
+  for (int i = 0; i < warm; ++i) spawn_worker(j->id, "", 0);
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  auto jr = m.env().getBody().initJobRegistered();
+  jr.setJobId(j->id);
+  jr.setNodeId(node_id_);
+  jr.setNumCpus(total_["CPU"]);
+  io_->reply(in.routing_id, m.finish());
+}
+
+std::string Daemon::spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease) {
+  auto& j = jobs_.at(job_id);
+  Worker w;
+  w.id = "worker-" + random_hex(5);
+  w.job_id = job_id;
+  w.actor_id = actor_id;
+  w.lease = lease;
+  w.log = log_dir_ + "/" + w.id + ".log";
+  SpawnOptions so;
+  so.env = {{"YARD_WORKER", "1"}, {"YARD_NODE_ADDRESS", io_->address()}, {"YARD_TOKEN", token_},
+            {"YARD_JOB_ID", job_id}, {"YARD_WORKER_ID", w.id}, {"YARD_ACTOR_ID", actor_id},
+            {"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}};
+  so.cwd = j.cwd;
+  so.stdout_path = w.log;
+  so.death_signal = SIGKILL;
+  w.pid = spawn({j.binary}, so);
+  worker_by_pid_[w.pid] = w.id;
+  spdlog::info("started {} (pid {}) for job {}{}", w.id, w.pid, job_id, actor_id.empty() ? "" : " actor " + actor_id);
+  std::string id = w.id;
+  workers_.emplace(id, std::move(w));
+  return id;
+}
+
+void Daemon::on_register_worker(IoLoop::Incoming& in) {
+  auto rw = in.msg->env().getBody().getRegisterWorker();
+  auto it = workers_.find(rw.getWorkerId());
+  if (it == workers_.end()) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "unknown worker id");
+    return;
+  }
+  auto& w = it->second;
+  w.address = rw.getAddress();
+  reply_ok(in);
+  if (!w.actor_id.empty()) {
+    auto a = actors_.find(w.actor_id);
+    if (a == actors_.end() || a->second.state == "DEAD") {
+      kill(w.pid, SIGKILL);
+      return;
+    }
+    instantiate(a->second, w);
+    return;
+  }
+  if (w.lease) {
+    auto l = std::find_if(leases_.begin(), leases_.end(), [&](const Lease& x) { return x.seq == w.lease; });
+    w.lease = 0;
+    if (l != leases_.end()) {
+      w.state = WState::kLeased;
+      l->assigned.push_back(w.id);
+      --l->starting;
+      if (l->starting == 0) {
+        answer_lease(*l);
+        leases_.erase(l);
+      }
+      return;
+    }
+    give(w.held);
+    w.held.clear();
+  }
+  w.state = WState::kIdle;
+  process_leases();
+}
+
+void Daemon::on_request_lease(IoLoop::Incoming& in) {
+  auto rl = in.msg->env().getBody().getRequestLease();
+  auto j = jobs_.find(rl.getJobId());
+  if (j == jobs_.end() || j->second.ended) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "job " + std::string(rl.getJobId()) + " is not running");
+    return;
+  }
+  Lease l;
+  l.seq = ++lease_seq_;
+  l.routing = in.routing_id;
+  l.req = in.msg->env().getRequestId();
+  l.job = rl.getJobId();
+  l.count = std::max<uint32_t>(1, rl.getCount());
+  l.deadline = Clock::now() + std::chrono::milliseconds(std::max<uint32_t>(1000, rl.getTimeoutMs()) - 500);
+  leases_.push_back(std::move(l));
+  process_leases();
+}
+
+void Daemon::answer_lease(Lease& l) {
+  OutMessage m(token_, l.req, true);
+  auto ws = m.env().getBody().initLeaseGranted().initWorkers(static_cast<unsigned>(l.assigned.size()));
+  for (unsigned i = 0; i < l.assigned.size(); ++i) {
+    auto& w = workers_.at(l.assigned[i]);
+    ws[i].setWorkerId(w.id);
+    ws[i].setAddress(w.address);
+  }
+  io_->reply(l.routing, m.finish());
+}
+
+void Daemon::process_leases() {
+  const std::map<std::string, double> one_cpu{{"CPU", 1.0}};
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    auto& l = *it;
+    auto& job = jobs_.at(l.job);
+    while (l.assigned.size() + l.starting < l.count && fits(one_cpu, avail_)) {
+      auto idle = std::find_if(workers_.begin(), workers_.end(), [&](auto& kv) {
+        return kv.second.state == WState::kIdle && kv.second.job_id == l.job;
+      });
+      take(one_cpu);
+      if (idle != workers_.end()) {
+        idle->second.state = WState::kLeased;
+        idle->second.held = one_cpu;
+        l.assigned.push_back(idle->first);
+      } else {
+        std::string wid;
+        try {
+          wid = spawn_worker(job.id, "", l.seq);
+        } catch (const std::exception& e) {
+          give(one_cpu);
+          reply_error(l.routing, l.req, wire::ErrorCode::INTERNAL, std::string("cannot start a worker: ") + e.what());
+          it = leases_.erase(it);
+          goto next;
+        }
+        workers_.at(wid).held = one_cpu;
+        ++l.starting;
+      }
+    }
+    if (l.starting == 0 && !l.assigned.empty()) {
+      answer_lease(l);
+      it = leases_.erase(it);
+      continue;
+    }
+    ++it;
+  next:;
+  }
+}
+
+void Daemon::on_return_lease(IoLoop::Incoming& in) {
+  auto rl = in.msg->env().getBody().getReturnLease();
+  for (auto id : rl.getWorkerIds()) {
+    auto it = workers_.find(id);
+    if (it == workers_.end() || it->second.state != WState::kLeased) continue;
+    give(it->second.held);
+    it->second.held.clear();
+    it->second.state = WState::kIdle;
+  }
+  reply_ok(in);
+  process_leases();
+  process_actors();
+}
+
+bool Daemon::fits(const std::map<std::string, double>& need, const std::map<std::string, double>& have) const {
+  for (auto& [k, v] : need) {
+    if (v <= 0) continue;
+    auto it = have.find(k);
+    if (it == have.end() || it->second + 1e-9 < v) return false;
+  }
+  return true;
+}
+void Daemon::take(const std::map<std::string, double>& need) {
+  for (auto& [k, v] : need) avail_[k] -= v;
+}
+void Daemon::give(const std::map<std::string, double>& need) {
+  for (auto& [k, v] : need) avail_[k] = std::min(total_[k], avail_[k] + v);
+}
+
+// ---- actors -----------------------------------------------------------------------------------
+
+void Daemon::on_create_actor(IoLoop::Incoming& in) {
+  auto ca = in.msg->env().getBody().getCreateActor();
+  std::string job = ca.getJobId();
+  if (!jobs_.count(job) || jobs_.at(job).ended) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "job " + job + " is not running");
+    return;
+  }
+  Actor a;
+  a.id = ca.getActorId();
+  a.class_name = ca.getClassName();
+  a.name = ca.getName();
+  a.job = job;
+  for (auto r : ca.getResources()) {
+    if (!(r.getAmount() >= 0) || !std::isfinite(r.getAmount())) {
+      reply_error(in, wire::ErrorCode::BAD_REQUEST, "resource " + std::string(r.getName()) + " has a bad amount");
+      return;
+    }
+    a.resources[r.getName()] = r.getAmount();
+  }
+  if (a.id.empty() || a.class_name.empty() || actors_.count(a.id)) {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST, "actor id missing or already used");
+    return;
+  }
+  if (!fits(a.resources, total_)) {
+    std::string what;
+    for (auto& [k, v] : a.resources) {
+      double have = total_.count(k) ? total_.at(k) : 0;
+      if (v > have + 1e-9) what += (what.empty() ? "" : ", ") + k + ": " + std::to_string(v) + " wanted, the largest node has " + std::to_string(have);
+    }
+    reply_error(in, wire::ErrorCode::INFEASIBLE, "actor " + a.class_name + " cannot be placed on any node (" + what + ")");
+    return;
+  }
+  if (!a.name.empty()) {
+    auto n = actor_names_.find(a.name);
+    if (n != actor_names_.end() && actors_.count(n->second) && actors_.at(n->second).state != "DEAD") {
+      reply_error(in, wire::ErrorCode::BAD_REQUEST, "an actor named '" + a.name + "' already exists");
+      return;
+    }
+    actor_names_[a.name] = a.id;
+    redis_->cmd({"HSET", "yard:actor_names", a.name, a.id});
+  }
+  a.creator_routing = in.routing_id;
+  a.creator_req = in.msg->env().getRequestId();
+  a.create_msg = std::shared_ptr<InMessage>(std::move(in.msg));
+  std::string id = a.id;
+  actors_.emplace(id, std::move(a));
+  redis_->cmd({"SADD", "yard:actors", id});
+  save_actor(actors_.at(id));
+  pending_actors_.push_back(id);
+  process_actors();
+}
+
+void Daemon::process_actors() {
+  for (auto it = pending_actors_.begin(); it != pending_actors_.end();) {
+    auto a = actors_.find(*it);
+    if (a == actors_.end() || a->second.state == "DEAD") {
+      it = pending_actors_.erase(it);
+      continue;
+    }
+    if (!fits(a->second.resources, avail_)) {
+      ++it;  // waits for resources; later ones that fit may go first
+      continue;
+    }
+    take(a->second.resources);
+    try {
+      auto wid = spawn_worker(a->second.job, a->second.id, 0);
+      workers_.at(wid).held = a->second.resources;
+      workers_.at(wid).state = WState::kStarting;
+      a->second.worker = wid;
+    } catch (const std::exception& e) {
+      give(a->second.resources);
+      actor_failed(a->second, wire::ErrorCode::INTERNAL, std::string("cannot start its worker: ") + e.what());
+    }
+    it = pending_actors_.erase(it);
+  }
+}
+
+void Daemon::instantiate(Actor& a, Worker& w) {
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto src = a.create_msg->env().getBody().getCreateActor();
+  auto ia = m.env().getBody().initInstantiateActor();
+  ia.setActorId(a.id);
+  ia.setJobId(a.job);
+  ia.setClassName(a.class_name);
+  ia.setName(a.name);
+  ia.setMaxConcurrency(src.getMaxConcurrency());
+  auto args = ia.initArgs(src.getArgs().size());
+  for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], a.create_msg->value(src.getArgs()[i]));
+  std::string aid = a.id, wid = w.id;
+  io_->request(w.address, rid, m.finish(),
+               [this, aid, wid](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 auto it = actors_.find(aid);
+                 if (it == actors_.end()) return;
+                 auto& a = it->second;
+                 if (a.state == "DEAD") return;
+                 if (err) {
+                   actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its worker died while constructing it: " + err->message);
+                   return;
+                 }
+                 auto body = r->env().getBody();
+                 if (body.isError()) {
+                   auto w = workers_.find(wid);
+                   if (w != workers_.end()) kill(w->second.pid, SIGKILL);
+                   actor_failed(a, body.getError().getCode() == wire::ErrorCode::TASK_ERROR ? wire::ErrorCode::ACTOR_DIED
+                                                                                            : body.getError().getCode(),
+                                body.getError().getMessage());
+                   return;
+                 }
+                 auto w = workers_.find(wid);
+                 if (w == workers_.end()) return;
+                 w->second.state = WState::kActor;
+                 a.state = "ALIVE";
+                 a.address = w->second.address;
+                 a.create_msg.reset();
+                 save_actor(a);
+                 spdlog::info("actor {} ({}) alive on {} at {}", a.id, a.class_name, wid, a.address);
+                 if (!a.replied) {
+                   a.replied = true;
+                   OutMessage m(token_, a.creator_req, true);
+                   fill_actor_info(m.env().getBody().initActorInfo(), a);
+                   io_->reply(a.creator_routing, m.finish());
+                 }
+               },
+               std::chrono::seconds(120));
+}
+
+void Daemon::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause) {
+  a.state = "DEAD";
+  a.cause = cause;
+  a.create_msg.reset();
+  spdlog::warn("actor {} ({}) is dead: {}", a.id, a.class_name, cause);
+  try { save_actor(a); } catch (...) {}
+  if (!a.replied) {
+    a.replied = true;
+    reply_error(a.creator_routing, a.creator_req, code, cause);
+  }
+}
+
+void Daemon::fill_actor_info(wire::ActorInfo::Builder b, const Actor& a) {
+  b.setActorId(a.id);
+  b.setClassName(a.class_name);
+  b.setAddress(a.address);
+  b.setState(a.state);
+  b.setName(a.name);
+  b.setWorkerId(a.worker);
+  b.setDeathCause(a.cause);
+}
+
+void Daemon::save_actor(const Actor& a) {
+  redis_->cmd({"HSET", "yard:actor:" + a.id, "class", a.class_name, "name", a.name, "state", a.state, "address",
+               a.address, "worker", a.worker, "job", a.job, "node", node_id_, "death_cause", a.cause,
+               "resources", res_json(a.resources)});
+}
+
+void Daemon::on_get_actor(IoLoop::Incoming& in) {
+  std::string name = in.msg->env().getBody().getGetActor().getName();
+  auto n = actor_names_.find(name);
+  if (n == actor_names_.end() || !actors_.count(n->second)) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "no actor named '" + name + "'");
+    return;
+  }
+  auto& a = actors_.at(n->second);
+  if (a.state == "PENDING") {
+    reply_error(in, wire::ErrorCode::UNAVAILABLE, "actor '" + name + "' is still starting");
+    return;
+  }
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  fill_actor_info(m.env().getBody().initActorInfo(), a);
+  io_->reply(in.routing_id, m.finish());
+}
+
+void Daemon::on_kill_actor(IoLoop::Incoming& in) {
+  std::string id = in.msg->env().getBody().getKillActor().getActorId();
+  auto it = actors_.find(id);
+  if (it == actors_.end()) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "no actor " + id);
+    return;
+  }
+  auto& a = it->second;
+  auto w = workers_.find(a.worker);
+  if (w != workers_.end()) kill(w->second.pid, SIGKILL);
+  if (a.state != "DEAD") actor_failed(a, wire::ErrorCode::ACTOR_DIED, "killed by request");
+  reply_ok(in);
+}
+
+// ---- jobs -------------------------------------------------------------------------------------
+
+void Daemon::on_submit_job(IoLoop::Incoming& in) {
+  auto sj = in.msg->env().getBody().getSubmitJob();
+  if (sj.getEntrypoint().size() == 0) {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST, "empty entrypoint");
+    return;
+  }
+  std::vector<std::string> argv;
+  std::string ep;
+  for (auto a : sj.getEntrypoint()) {
+    argv.push_back(a);
+    ep += (ep.empty() ? "" : " ") + std::string(a.cStr());
+  }
+  argv[0] = which(argv[0]);
+  std::string id = new_job_id();
+  Job j;
+  j.id = id;
+  j.submitted = true;
+  j.entrypoint = ep;
+  j.cwd = sj.getCwd();
+  j.log_path = log_dir_ + "/" + id + ".log";
+  j.start = unix_time();
+  SpawnOptions so;
+  so.env = {{"YARD_ADDRESS", io_->address()}, {"YARD_TOKEN", token_}, {"YARD_SUBMISSION_ID", id}};
+  for (auto kv : sj.getEnv()) {
+    std::string s = kv;
+    auto eq = s.find('=');
+    if (eq != std::string::npos) so.env[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  so.cwd = j.cwd;
+  so.stdout_path = j.log_path;
+  so.new_process_group = true;
+  so.death_signal = SIGTERM;
+  { std::ofstream(j.log_path, std::ios::app); }
+  try {
+    j.proc_pid = spawn(argv, so);
+  } catch (const std::exception& e) {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST, std::string("cannot start the job: ") + e.what());
+    return;
+  }
+  redis_->cmd({"RPUSH", "yard:jobs", id});
+  save_job(j);
+  spdlog::info("job {} submitted: {} (pid {})", id, ep, j.proc_pid);
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  auto ji = m.env().getBody().initJobInfo();
+  ji.setJobId(id);
+  ji.setEntrypoint(ep);
+  ji.setStatus(j.status);
+  ji.setStartTime(j.start);
+  ji.setLogPath(j.log_path);
+  jobs_.emplace(id, std::move(j));
+  io_->reply(in.routing_id, m.finish());
+}
+
+void Daemon::on_job_logs(IoLoop::Incoming& in) {
+  auto jl = in.msg->env().getBody().getJobLogs();
+  std::string id = jl.getJobId();
+  auto h = redis_->cmd({"HGETALL", "yard:job:" + id}).strings();
+  std::map<std::string, std::string> f;
+  for (size_t k = 0; k + 1 < h.size(); k += 2) f[h[k]] = h[k + 1];
+  if (f.empty()) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "no job " + id);
+    return;
+  }
+  std::string data;
+  uint64_t off = jl.getOffset();
+  size_t max = std::min<uint32_t>(jl.getMaxBytes() ? jl.getMaxBytes() : 1 << 20, 4 << 20);
+  uint64_t size = 0;
+  if (!f["log"].empty()) {
+    std::ifstream in_f(f["log"], std::ios::binary);
+    if (in_f) {
+      in_f.seekg(0, std::ios::end);
+      size = static_cast<uint64_t>(in_f.tellg());
+      if (off < size) {
+        in_f.seekg(static_cast<std::streamoff>(off));
+        data.resize(std::min<uint64_t>(max, size - off));
+        in_f.read(data.data(), static_cast<std::streamsize>(data.size()));
+        data.resize(static_cast<size_t>(in_f.gcount()));
+      }
+    }
+  }
+  bool ended = f["status"] != "RUNNING";
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  auto r = m.env().getBody().initJobLogsReply();
+  r.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
+  r.setNextOffset(off + data.size());
+  r.setFinished(ended && off + data.size() >= size);
+  r.setExitCode(f["exit_code"].empty() ? 0 : std::stoi(f["exit_code"]));
+  io_->reply(in.routing_id, m.finish());
+}
+
+void Daemon::on_stop_job(IoLoop::Incoming& in) {
+  std::string id = in.msg->env().getBody().getStopJob();
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "no job " + id);
+    return;
+  }
+  auto& j = it->second;
+  if (j.ended) {
+    reply_ok(in);
+    return;
+  }
+  j.status = "STOPPED";
+  if (j.proc_pid) kill(-j.proc_pid, SIGTERM);
+  else if (j.driver_pid) kill(j.driver_pid, SIGTERM);
+  save_job(j);
+  spdlog::info("job {} stop requested", id);
+  reply_ok(in);
+}
+
+void Daemon::end_job(Job& j, const std::string& status, int exit_code) {
+  if (!status.empty() && j.status != "STOPPED") j.status = status;
+  if (j.ended && status.empty()) return;
+  if (!status.empty()) {
+    j.ended = true;
+    j.exit_code = exit_code;
+    j.end = unix_time();
+  }
+  // Its workers and actors go with the driver.
+  for (auto& [id, w] : workers_)
+    if (w.job_id == j.id) kill(w.pid, SIGKILL);
+  for (auto& [id, a] : actors_)
+    if (a.job == j.id && a.state != "DEAD") actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its job " + j.id + " ended");
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->job == j.id) {
+      reply_error(it->routing, it->req, wire::ErrorCode::NOT_FOUND, "job " + j.id + " ended");
+      it = leases_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  j.driver_pid = 0;
+  if (!status.empty() || !j.submitted) save_job(j);
+  spdlog::info("job {} ended: {}", j.id, j.status);
+}
+
+// ---- housekeeping -----------------------------------------------------------------------------
+
+void Daemon::reap() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    if (pid == redis_pid_) {
+      spdlog::error("redis-server (pid {}) {}", pid, describe_exit(status));
+      redis_pid_ = 0;
+      continue;
+    }
+    auto wp = worker_by_pid_.find(pid);
+    if (wp != worker_by_pid_.end()) {
+      auto wit = workers_.find(wp->second);
+      worker_by_pid_.erase(wp);
+      if (wit == workers_.end()) continue;
+      Worker w = wit->second;
+      workers_.erase(wit);
+      give(w.held);
+      auto job = jobs_.find(w.job_id);
+      bool job_live = job != jobs_.end() && !job->second.ended;
+      if (job_live) spdlog::warn("{} (pid {}) of job {} {}; log: {}", w.id, pid, w.job_id, describe_exit(status), w.log);
+      if (!w.actor_id.empty()) {
+        auto a = actors_.find(w.actor_id);
+        if (a != actors_.end() && a->second.state != "DEAD")
+          actor_failed(a->second, wire::ErrorCode::ACTOR_DIED, "its worker process " + describe_exit(status) + " (log: " + w.log + ")");
+      } else if (w.state == WState::kStarting && w.lease) {
+        auto l = std::find_if(leases_.begin(), leases_.end(), [&](const Lease& x) { return x.seq == w.lease; });
+        if (l != leases_.end()) {
+          --l->starting;
+          if (job_live && ++job->second.startup_failures > 3) {
+            reply_error(l->routing, l->req, wire::ErrorCode::INTERNAL,
+                        "workers of job " + w.job_id + " keep dying during start-up (last " + describe_exit(status) + ", log: " + w.log + ")");
+            leases_.erase(l);
+          }
+        }
+      } else if (job_live && (w.state == WState::kLeased || w.state == WState::kIdle)) {
+        try {
+          spawn_worker(w.job_id, "", 0);  // the pool keeps its size
+        } catch (const std::exception& e) {
+          spdlog::error("cannot replace {}: {}", w.id, e.what());
+        }
+      }
+      continue;
+    }
+    for (auto& [id, j] : jobs_) {
+      if (j.proc_pid == pid) {
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        {
+          std::ofstream log(j.log_path, std::ios::app);
+          if (code != 0) log << "[yard] job " << id << " " << describe_exit(status) << "\n";
+        }
+        end_job(j, code == 0 ? "SUCCEEDED" : "FAILED", code);
+        break;
+      }
+    }
+  }
+}
+
+void Daemon::periodic() {
+  reap();
+  for (auto& [id, j] : jobs_)
+    if (!j.ended && !j.submitted && j.driver_pid && kill(j.driver_pid, 0) != 0) {
+      spdlog::warn("driver of job {} (pid {}) is gone", id, j.driver_pid);
+      end_job(j, "FAILED", -1);
+    }
+  auto now = Clock::now();
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->deadline <= now) {
+      answer_lease(*it);
+      it = leases_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  process_leases();
+  process_actors();
+}
+
+void Daemon::on_status(IoLoop::Incoming& in) {
+  json j;
+  auto cluster = redis_->cmd({"HGETALL", "yard:cluster"}).strings();
+  json c;
+  for (size_t k = 0; k + 1 < cluster.size(); k += 2) c[cluster[k]] = cluster[k + 1];
+  c["redis"] = o_.redis_address;
+  j["cluster"] = c;
+  json nodes = json::array();
+  for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings()) {
+    auto h = redis_->cmd({"HGETALL", "yard:node:" + id}).strings();
+    json n;
+    n["node_id"] = id;
+    for (size_t k = 0; k + 1 < h.size(); k += 2) {
+      if (h[k].rfind("resources_", 0) == 0) n[h[k]] = json::parse(h[k + 1]);
+      else n[h[k]] = h[k + 1];
+    }
+    n["alive"] = !redis_->cmd({"GET", "yard:node:" + id + ":heartbeat"}).is_nil();
+    if (id == node_id_) {
+      n["resources_available"] = avail_;
+      n["workers"] = workers_.size();
+    }
+    nodes.push_back(n);
+  }
+  j["nodes"] = nodes;
+  json actors = json::array();
+  for (auto& [id, a] : actors_)
+    actors.push_back({{"actor_id", id}, {"class", a.class_name}, {"name", a.name}, {"state", a.state},
+                      {"job", a.job}, {"node", node_id_}, {"address", a.address}, {"death_cause", a.cause}});
+  j["actors"] = actors;
+  json jobs = json::array();
+  for (auto& id : redis_->cmd({"LRANGE", "yard:jobs", "0", "-1"}).strings()) {
+    auto h = redis_->cmd({"HGETALL", "yard:job:" + id}).strings();
+    json jj;
+    jj["job_id"] = id;
+    for (size_t k = 0; k + 1 < h.size(); k += 2) jj[h[k]] = h[k + 1];
+    jobs.push_back(jj);
+  }
+  j["jobs"] = jobs;
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.env().getBody().setStatusReply(j.dump());
+  io_->reply(in.routing_id, m.finish());
+}
+
+int run_daemon(const DaemonOptions& opts) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  Daemon d(opts);
+  return d.run();
+}
+
+}  // namespace yard::sched

@@ -1,0 +1,24 @@
+// The head daemon of a single-node cluster: control store (Redis), job manager, actor manager and
+// this node's node manager (resources, worker pool), all driven by one I/O thread.
+#pragma once
+
+#include <map>
+#include <string>
+
+namespace yard::sched {
+
+struct DaemonOptions {
+  std::string host = "127.0.0.1";
+  int port = 6380;
+  std::string redis_address;   // empty: start our own redis-server
+  double num_cpus = 0;         // 0: hardware concurrency
+  std::map<std::string, double> resources;  // extra custom resources
+  std::string session_dir;     // empty: a new one under $YARD_HOME
+  bool embedded = false;       // started by yard::init(): no cluster record, dies with its parent
+  int ready_fd = -1;           // "address token_file\n" (or "ERROR: ...\n") is written here
+};
+
+// Runs until SIGTERM/SIGINT or a shutdown request. Returns the process exit code.
+int run_daemon(const DaemonOptions& opts);
+
+}  // namespace yard::sched

@@ -1,0 +1,309 @@
+// `yard`: start and stop a cluster, look at it, and run jobs on it.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "control_client.h"
+#include "daemon.h"
+#include "process.h"
+#include "session.h"
+#include "yard/errors.h"
+
+using json = nlohmann::json;
+using namespace yard;
+
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+sched::ControlClient connect(const std::string& address, const std::string& token) {
+  auto ep = detail::resolve_endpoint(address, token);
+  return sched::ControlClient(ep.address, ep.token);
+}
+
+int start(sched::DaemonOptions o, bool block) {
+  if (block) return sched::run_daemon(o);
+  int fds[2];
+  if (pipe(fds) != 0) throw Error("pipe failed");
+  pid_t pid = fork();
+  if (pid < 0) throw Error("fork failed");
+  if (pid == 0) {
+    close(fds[0]);
+    setsid();
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, 0);
+    o.ready_fd = fds[1];
+    // Errors before the log file exists still reach the parent through the ready pipe.
+    int rc = sched::run_daemon(o);
+    _exit(rc);
+  }
+  close(fds[1]);
+  std::string line;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, 200) <= 0) continue;
+    char c;
+    if (read(fds[0], &c, 1) <= 0 || c == '\n') break;
+    line.push_back(c);
+  }
+  close(fds[0]);
+  if (line.empty()) {
+    std::cerr << "yard: the head did not report ready within 30 s\n";
+    return 1;
+  }
+  if (line.rfind("ERROR: ", 0) == 0) {
+    std::cerr << "yard: " << line.substr(7) << "\n";
+    return 1;
+  }
+  auto space = line.find(' ');
+  std::string addr = line.substr(0, space);
+  auto rec = detail::record_for(addr);
+  std::cout << "Switchyard head started at " << addr << " (pid " << pid << ")\n"
+            << "  token file: " << line.substr(space + 1) << "\n";
+  if (rec) std::cout << "  logs:       " << rec->log_dir << "\n";
+  std::cout << "Connect a program with:  YARD_ADDRESS=" << addr << " ./your_program\n"
+            << "Submit a job with:       yard submit --address " << addr << " -- ./your_program\n"
+            << "Stop it with:            yard stop\n";
+  return 0;
+}
+
+int stop(const std::string& address, const std::string& token) {
+  std::optional<detail::ClusterRecord> rec;
+  std::string addr = address;
+  if (addr.empty()) {
+    if (const char* a = getenv("YARD_ADDRESS"); a && *a) addr = a;
+  }
+  rec = addr.empty() ? detail::latest_record() : detail::record_for(addr);
+  if (!rec && addr.empty()) {
+    std::cout << "No running Switchyard cluster found in " << detail::yard_home() << "\n";
+    return 0;
+  }
+  auto c = connect(rec ? rec->address : addr, token);
+  c.call([](auto env) { env.getBody().setShutdown(); });
+  if (rec && rec->pid > 0) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (kill(rec->pid, 0) == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (kill(rec->pid, 0) == 0) {
+      std::cerr << "yard: the head (pid " << rec->pid << ") did not stop within 20 s\n";
+      return 1;
+    }
+  }
+  std::cout << "Stopped the Switchyard cluster at " << c.address() << "\n";
+  return 0;
+}
+
+std::string fmt_res(const json& total, const json& avail) {
+  std::string out;
+  for (auto& [k, v] : total.items()) {
+    double t = v.get<double>();
+    double a = avail.contains(k) ? avail[k].get<double>() : t;
+    if (k == "memory")
+      out += fmt::format("{}{}: {:.1f}/{:.1f} GiB", out.empty() ? "" : ", ", k, (t - a) / (1 << 30), t / (1 << 30));
+    else
+      out += fmt::format("{}{}: {:g}/{:g}", out.empty() ? "" : ", ", k, t - a, t);
+  }
+  return out;
+}
+
+int status(const std::string& address, const std::string& token, bool as_json) {
+  auto c = connect(address, token);
+  auto r = c.call([](auto env) { env.getBody().setStatus(); });
+  auto j = json::parse(std::string(r->env().getBody().getStatusReply()));
+  if (as_json) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "Cluster " << c.address() << "\n"
+            << "  session: " << j["cluster"].value("session_dir", "") << "\n"
+            << "  logs:    " << j["cluster"].value("log_dir", "") << "\n"
+            << "  redis:   " << j["cluster"].value("redis", "") << "\n\n"
+            << "Nodes (" << j["nodes"].size() << ")\n";
+  for (auto& n : j["nodes"])
+    std::cout << fmt::format("  {}  {}  {}  used/total: {}  workers: {}  logs: {}\n", n.value("node_id", ""),
+                             n.value("address", ""), n.value("alive", false) ? "ALIVE" : "DEAD",
+                             fmt_res(n["resources_total"], n["resources_available"]),
+                             n["workers"].is_number() ? std::to_string(n["workers"].get<int>()) : n.value("workers", std::string("?")),
+                             n.value("log_dir", ""));
+  std::cout << "\nActors (" << j["actors"].size() << ")\n";
+  for (auto& a : j["actors"])
+    std::cout << fmt::format("  {}  {}{}  {}  {}{}\n", a.value("actor_id", ""), a.value("class", ""),
+                             a.value("name", "").empty() ? "" : " '" + a.value("name", "") + "'", a.value("state", ""),
+                             a.value("job", ""), a.value("death_cause", "").empty() ? "" : "  (" + a.value("death_cause", "") + ")");
+  std::cout << "\nJobs (" << j["jobs"].size() << ")\n";
+  for (auto& jb : j["jobs"])
+    std::cout << fmt::format("  {}  {}  {}\n", jb.value("job_id", ""), jb.value("status", ""), jb.value("entrypoint", ""));
+  return 0;
+}
+
+// Streams a job's log from `offset`; returns the job's exit code once it has ended, or -1 when
+// not following and the job is still running.
+int follow_logs(sched::ControlClient& c, const std::string& job, bool follow) {
+  uint64_t off = 0;
+  for (;;) {
+    auto r = c.call([&](auto env) {
+      auto jl = env.getBody().initJobLogs();
+      jl.setJobId(job);
+      jl.setOffset(off);
+      jl.setMaxBytes(1 << 20);
+    });
+    auto lr = r->env().getBody().getJobLogsReply();
+    auto d = lr.getData();
+    if (d.size()) {
+      fwrite(d.begin(), 1, d.size(), stdout);
+      fflush(stdout);
+    }
+    off = lr.getNextOffset();
+    if (lr.getFinished()) return lr.getExitCode();
+    if (d.size() == 0) {
+      if (!follow) return -1;
+      if (g_interrupted.load()) {
+        std::cerr << "\nyard: stopped following; job " << job << " keeps running (yard stop-job " << job << ")\n";
+        return 130;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Switchyard: a task/actor framework for distributed training.", "yard"};
+  app.require_subcommand(1);
+  std::string address, token;
+  auto add_conn = [&](CLI::App* sc) {
+    sc->add_option("--address", address, "head address host:port (default: YARD_ADDRESS, else the latest local head)");
+    sc->add_option("--token", token, "cluster token (default: YARD_TOKEN, else the local session's token file)");
+  };
+
+  sched::DaemonOptions dopts;
+  bool head = false, block = false;
+  std::string resources_json;
+  auto* s_start = app.add_subcommand("start", "start a head node (a cluster of one node)");
+  s_start->add_flag("--head", head, "start the head: Redis, scheduler and this node's node manager");
+  s_start->add_option("--port", dopts.port, "port the head listens on (0: any free port)")->default_val(6380);
+  s_start->add_option("--host", dopts.host, "interface to listen on")->default_val("127.0.0.1");
+  s_start->add_option("--redis-address", dopts.redis_address, "use this Redis (host:port) instead of starting one; password from YARD_REDIS_PASSWORD");
+  s_start->add_option("--num-cpus", dopts.num_cpus, "CPUs this node offers (default: all)");
+  s_start->add_option("--resources", resources_json, "custom resources as JSON, e.g. '{\"disk\": 2}'");
+  s_start->add_flag("--block", block, "stay in the foreground");
+  s_start->add_flag("--embedded", dopts.embedded, "started by yard::init() (internal)")->group("");
+  s_start->add_option("--session-dir", dopts.session_dir, "session directory (internal)")->group("");
+  s_start->add_option("--ready-fd", dopts.ready_fd, "fd to report readiness on (internal)")->group("");
+
+  auto* s_stop = app.add_subcommand("stop", "stop the cluster: the head, its Redis, workers and jobs");
+  add_conn(s_stop);
+
+  bool as_json = false;
+  auto* s_status = app.add_subcommand("status", "nodes, resources used/total, actors and jobs");
+  add_conn(s_status);
+  s_status->add_flag("--json", as_json, "print JSON");
+
+  std::vector<std::string> entry;
+  bool no_wait = false;
+  std::vector<std::string> env_kv;
+  auto* s_submit = app.add_subcommand("submit", "run a program as a job on the cluster, streaming its output");
+  add_conn(s_submit);
+  s_submit->add_flag("--no-wait", no_wait, "print the job id and return at once");
+  s_submit->add_option("--env", env_kv, "extra KEY=VALUE for the job's environment");
+  s_submit->add_option("entrypoint", entry, "program and arguments, after --")->required();
+
+  auto* s_jobs = app.add_subcommand("jobs", "list jobs");
+  add_conn(s_jobs);
+
+  std::string job_id;
+  bool follow = false;
+  auto* s_logs = app.add_subcommand("logs", "print a job's output");
+  add_conn(s_logs);
+  s_logs->add_option("job", job_id, "job id")->required();
+  s_logs->add_flag("-f,--follow", follow, "keep printing until the job ends");
+
+  auto* s_stopjob = app.add_subcommand("stop-job", "stop a running job");
+  add_conn(s_stopjob);
+  s_stopjob->add_option("job", job_id, "job id")->required();
+
+  CLI11_PARSE(app, argc, argv);
+  signal(SIGINT, [](int) { g_interrupted.store(true); });
+
+  try {
+    if (s_start->parsed()) {
+      if (!head) {
+        std::cerr << "yard: only `yard start --head` is available: joining more nodes comes with the multi-node scheduler\n";
+        return 2;
+      }
+      if (!resources_json.empty()) {
+        try {
+          auto r = json::parse(resources_json);
+          for (auto& [k, v] : r.items()) dopts.resources[k] = v.get<double>();
+        } catch (const std::exception& e) {
+          std::cerr << "yard: --resources is not a JSON object of numbers: " << e.what() << "\n";
+          return 2;
+        }
+      }
+      if (block) signal(SIGINT, SIG_DFL);
+      return start(dopts, block);
+    }
+    if (s_stop->parsed()) return stop(address, token);
+    if (s_status->parsed()) return status(address, token, as_json);
+    if (s_submit->parsed()) {
+      auto c = connect(address, token);
+      char cwd[4096];
+      std::string wd = getcwd(cwd, sizeof cwd) ? cwd : ".";
+      auto r = c.call([&](auto env) {
+        auto sj = env.getBody().initSubmitJob();
+        auto ep = sj.initEntrypoint(static_cast<unsigned>(entry.size()));
+        for (unsigned i = 0; i < entry.size(); ++i) ep.set(i, entry[i]);
+        sj.setCwd(wd);
+        auto e = sj.initEnv(static_cast<unsigned>(env_kv.size()));
+        for (unsigned i = 0; i < env_kv.size(); ++i) e.set(i, env_kv[i]);
+      });
+      std::string id = r->env().getBody().getJobInfo().getJobId();
+      std::cerr << "yard: submitted " << id << "\n";
+      if (no_wait) {
+        std::cout << id << "\n";
+        return 0;
+      }
+      int code = follow_logs(c, id, true);
+      std::cerr << "yard: " << id << " finished with exit code " << code << "\n";
+      return code;
+    }
+    if (s_jobs->parsed()) {
+      auto c = connect(address, token);
+      auto r = c.call([](auto env) { env.getBody().setListJobs(); });
+      std::cout << fmt::format("{:<10} {:<10} {:>5}  {}\n", "JOB", "STATUS", "EXIT", "ENTRYPOINT");
+      for (auto j : r->env().getBody().getJobList())
+        std::cout << fmt::format("{:<10} {:<10} {:>5}  {}\n", j.getJobId().cStr(), j.getStatus().cStr(),
+                                 j.getStatus() == "RUNNING" ? std::string("-") : std::to_string(j.getExitCode()),
+                                 j.getEntrypoint().cStr());
+      return 0;
+    }
+    if (s_logs->parsed()) {
+      auto c = connect(address, token);
+      int code = follow_logs(c, job_id, follow);
+      return follow ? code : 0;
+    }
+    if (s_stopjob->parsed()) {
+      auto c = connect(address, token);
+      c.call([&](auto env) { env.getBody().setStopJob(job_id); });
+      std::cout << "Stopping " << job_id << "\n";
+      return 0;
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "yard: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
