@@ -863,7 +863,9 @@ void Daemon::on_job_logs(IoLoop::Incoming& in) {
       }
     }
   }
-  bool ended = f["status"] != "RUNNING";
+  // A stopped job has ended only once its process is gone and its exit code is known.
+  auto live = jobs_.find(id);
+  bool ended = live != jobs_.end() ? live->second.ended : f["status"] != "RUNNING";
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   auto r = m.env().getBody().initJobLogsReply();
   r.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(data.data()), data.size()));

@@ -43,6 +43,9 @@ int start(sched::DaemonOptions o, bool block) {
     setsid();
     int devnull = open("/dev/null", O_RDWR);
     dup2(devnull, 0);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    if (devnull > 2) close(devnull);
     o.ready_fd = fds[1];
     // Errors before the log file exists still reach the parent through the ready pipe.
     int rc = sched::run_daemon(o);

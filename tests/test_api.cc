@@ -1,0 +1,258 @@
+// The public API against a real embedded cluster: this binary starts one (redis-server, head,
+// worker processes running this same binary) and every test case shares it.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <boost/fiber/condition_variable.hpp>
+#include <boost/fiber/mutex.hpp>
+
+#include "yard/yard.h"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+int add(int a, int b) { return a + b; }
+std::string greet(std::string who) { return "hello " + who; }
+std::vector<double> scale(std::vector<double> v, double k) {
+  for (auto& x : v) x *= k;
+  return v;
+}
+int fail_with(std::string msg) { throw std::out_of_range(msg); }
+int crash_segv(int) {
+  raise(SIGSEGV);
+  return 0;
+}
+int crash_abort(int) { abort(); }
+int worker_pid() { return getpid(); }
+int slow_echo(int v, int ms) {
+  usleep(ms * 1000);
+  return v;
+}
+int nested_sum(int n) {
+  // A task that submits tasks: the worker is a client of the cluster too.
+  std::vector<yard::ObjectRef<int>> refs;
+  for (int i = 0; i < n; ++i) refs.push_back(yard::task(add).remote(i, 1));
+  int s = 0;
+  for (auto& v : yard::get(refs, 30s)) s += *v;
+  return s;
+}
+YARD_REMOTE(add, greet, scale, fail_with, crash_segv, crash_abort, worker_pid, slow_echo, nested_sum);
+
+class Counter {
+ public:
+  explicit Counter(int start) : n_(start) {}
+  int incr(int by) { return n_ += by; }
+  int value() { return n_; }
+  int pid() { return getpid(); }
+  int boom() { abort(); }
+  int throws() { throw std::runtime_error("counter says no"); }
+
+ private:
+  int n_;
+};
+YARD_ACTOR(Counter, yard::ctor<int>, &Counter::incr, &Counter::value, &Counter::pid, &Counter::boom, &Counter::throws);
+
+class Picky {
+ public:
+  explicit Picky(int v) {
+    if (v < 0) throw std::invalid_argument("negative start");
+  }
+  int ok() { return 1; }
+};
+YARD_ACTOR(Picky, yard::ctor<int>, &Picky::ok);
+
+// Calls wait for each other: they only all return if they run at the same time.
+class Rendezvous {
+ public:
+  Rendezvous() = default;
+  int arrive(int expected) {
+    std::unique_lock<boost::fibers::mutex> l(mu_);
+    ++arrived_;
+    cv_.notify_all();
+    bool all = cv_.wait_for(l, 10s, [&] { return arrived_ >= expected; });
+    return all ? arrived_ : -1;
+  }
+
+ private:
+  boost::fibers::mutex mu_;
+  boost::fibers::condition_variable cv_;
+  int arrived_ = 0;
+};
+YARD_ACTOR(Rendezvous, yard::ctor<>, &Rendezvous::arrive);
+
+}  // namespace
+
+void yard_test_worker_hook(int argc, char** argv) {
+  yard::InitOptions o;
+  o.num_cpus = 2;
+  yard::init(o, argc, argv);  // workers never return from here
+}
+
+TEST_CASE("tasks return typed values", "[api][tasks]") {
+  CHECK(*yard::task(add).remote(2, 40).get() == 42);
+  CHECK(*yard::task(greet).remote("yard").get() == "hello yard");
+  auto v = yard::task(scale).remote(std::vector<double>{1, 2, 3}, 2.0).get();
+  CHECK(*v == std::vector<double>{2, 4, 6});
+}
+
+TEST_CASE("many tasks in flight all complete", "[api][tasks]") {
+  std::vector<yard::ObjectRef<int>> refs;
+  for (int i = 0; i < 500; ++i) refs.push_back(yard::task(add).remote(i, 1));
+  auto vals = yard::get(refs, 60s);
+  long sum = 0;
+  for (auto& x : vals) sum += *x;
+  CHECK(sum == 500L * 501 / 2);
+}
+
+TEST_CASE("large values travel and come back intact", "[api][objects]") {
+  std::vector<double> big(1 << 18);  // 2 MiB
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<double>(i);
+  auto r = yard::task(scale).remote(big, 0.5).get(60s);
+  REQUIRE(r->size() == big.size());
+  CHECK((*r)[12345] == 12345 * 0.5);
+  CHECK(r->back() == (big.size() - 1) * 0.5);
+}
+
+TEST_CASE("put, get and refs as arguments", "[api][objects]") {
+  auto a = yard::put(20);
+  CHECK(*a.get() == 20);
+  auto b = yard::task(add).remote(a, 1);             // a put value as an argument
+  auto c = yard::task(add).remote(b, b);             // a pending task result as an argument
+  CHECK(*c.get(30s) == 42);
+  auto s = yard::put(std::string("refs"));
+  CHECK(*yard::task(greet).remote(s).get() == "hello refs");
+}
+
+TEST_CASE("errors propagate through dependent tasks", "[api][errors]") {
+  auto bad = yard::task(fail_with).remote("first");
+  auto dependent = yard::task(add).remote(bad, 1);
+  CHECK_THROWS_AS(dependent.get(30s), yard::RemoteError);
+}
+
+TEST_CASE("remote exceptions carry type, message and place", "[api][errors]") {
+  try {
+    yard::task(fail_with).remote("index 7").get(30s);
+    FAIL("no exception");
+  } catch (const yard::RemoteError& e) {
+    CHECK(e.remote_type() == "std::out_of_range");
+    CHECK(e.remote_message() == "index 7");
+    CHECK_THAT(e.location(), Catch::Contains("fail_with") && Catch::Contains("pid"));
+  }
+}
+
+TEST_CASE("wait returns the ready refs first and honours its timeout", "[api][objects]") {
+  auto fast = yard::task(slow_echo).remote(1, 0);
+  auto slow = yard::task(slow_echo).remote(2, 3000);
+  auto res = yard::wait(std::vector<yard::ObjectRef<int>>{fast, slow}, 1, 20s);
+  REQUIRE(res.ready.size() == 1);
+  CHECK(res.ready[0].id() == fast.id());
+  CHECK(res.not_ready.size() == 1);
+  auto none = yard::wait(std::vector<yard::ObjectRef<int>>{slow}, 1, 50ms);
+  CHECK(none.ready.empty());
+  CHECK_THROWS_AS(slow.get(10ms), yard::TimeoutError);
+  CHECK(*slow.get(30s) == 2);
+}
+
+TEST_CASE("a task whose worker segfaults fails with WorkerCrashed and the pool recovers", "[api][crash]") {
+  CHECK_THROWS_AS(yard::task(crash_segv).max_retries(0).remote(1).get(60s), yard::WorkerCrashed);
+  CHECK_THROWS_AS(yard::task(crash_abort).max_retries(1).remote(1).get(60s), yard::WorkerCrashed);
+  // Workers were replaced: new tasks run.
+  CHECK(*yard::task(add).remote(1, 1).get(60s) == 2);
+}
+
+TEST_CASE("kill -9 of a worker mid-task gives WorkerCrashed", "[api][crash]") {
+  // Find a worker pid, then kill it while it sleeps in a task.
+  auto pid = *yard::task(worker_pid).remote().get(30s);
+  REQUIRE(pid > 0);
+  std::vector<yard::ObjectRef<int>> refs;
+  for (int i = 0; i < 4; ++i) refs.push_back(yard::task(slow_echo).max_retries(0).remote(i, 2000));
+  usleep(300 * 1000);  // lets the tasks start; the outcome below does not depend on it
+  kill(pid, SIGKILL);
+  int crashed = 0, ok = 0;
+  for (auto& r : refs) {
+    try {
+      r.get(30s);
+      ++ok;
+    } catch (const yard::WorkerCrashed&) {
+      ++crashed;
+    }
+  }
+  CHECK(crashed + ok == 4);
+  CHECK(*yard::task(add).remote(2, 2).get(60s) == 4);
+}
+
+TEST_CASE("actors keep state and run calls in order", "[api][actors]") {
+  auto c = yard::actor<Counter>(10).remote();
+  std::vector<yard::ObjectRef<int>> refs;
+  for (int i = 0; i < 100; ++i) refs.push_back(c.call(&Counter::incr).remote(1));
+  auto vals = yard::get(refs, 30s);
+  for (int i = 0; i < 100; ++i) CHECK(*vals[i] == 11 + i);
+  CHECK(*c.call(&Counter::value).remote().get() == 110);
+}
+
+TEST_CASE("actor calls take refs as arguments", "[api][actors]") {
+  auto c = yard::actor<Counter>(0).remote();
+  auto x = yard::task(add).remote(3, 4);
+  CHECK(*c.call(&Counter::incr).remote(x).get(30s) == 7);
+}
+
+TEST_CASE("named actors are found by name and checked by class", "[api][actors]") {
+  auto c = yard::actor<Counter>(5).name("the-counter").remote();
+  CHECK(*c.call(&Counter::incr).remote(1).get(30s) == 6);
+  auto again = yard::get_actor<Counter>("the-counter");
+  CHECK(*again.call(&Counter::value).remote().get(30s) == 6);
+  CHECK_THROWS_AS(yard::get_actor<Counter>("nobody"), yard::NotFoundError);
+  CHECK_THROWS_AS(yard::get_actor<Picky>("the-counter"), yard::NotFoundError);
+}
+
+TEST_CASE("killing an actor fails later calls with ActorDied", "[api][actors]") {
+  auto c = yard::actor<Counter>(1).remote();
+  CHECK(*c.call(&Counter::value).remote().get(30s) == 1);
+  yard::kill(c);
+  CHECK_THROWS_AS(c.call(&Counter::value).remote().get(30s), yard::ActorDied);
+}
+
+TEST_CASE("an actor whose process crashes gives ActorDied, never a hang", "[api][actors][crash]") {
+  auto c = yard::actor<Counter>(1).remote();
+  CHECK_THROWS_AS(c.call(&Counter::boom).remote().get(30s), yard::ActorDied);
+  CHECK_THROWS_AS(c.call(&Counter::value).remote().get(30s), yard::ActorDied);
+
+  auto d = yard::actor<Counter>(1).remote();
+  auto pid = *d.call(&Counter::pid).remote().get(30s);
+  kill(pid, SIGKILL);
+  CHECK_THROWS_AS(d.call(&Counter::value).remote().get(30s), yard::ActorDied);
+}
+
+TEST_CASE("a method that throws leaves the actor alive", "[api][actors][errors]") {
+  auto c = yard::actor<Counter>(3).remote();
+  CHECK_THROWS_WITH(c.call(&Counter::throws).remote().get(30s), Catch::Contains("counter says no"));
+  CHECK(*c.call(&Counter::value).remote().get(30s) == 3);
+}
+
+TEST_CASE("a constructor that throws gives ActorDied with its message", "[api][actors][errors]") {
+  auto p = yard::actor<Picky>(-1).remote();
+  CHECK_THROWS_WITH(p.call(&Picky::ok).remote().get(30s), Catch::Contains("negative start"));
+  auto q = yard::actor<Picky>(1).remote();
+  CHECK(*q.call(&Picky::ok).remote().get(30s) == 1);
+}
+
+TEST_CASE("an infeasible actor fails at once naming the resource", "[api][actors][errors]") {
+  auto c = yard::actor<Counter>(1).resources({{"CPU", 64}}).remote();
+  CHECK_THROWS_AS(c.call(&Counter::value).remote().get(30s), yard::InfeasibleError);
+  auto g = yard::actor<Counter>(1).resources({{"GPU", 1}}).remote();
+  CHECK_THROWS_WITH(g.call(&Counter::value).remote().get(30s), Catch::Contains("GPU"));
+}
+
+TEST_CASE("max_concurrency runs calls concurrently on fibers", "[api][actors]") {
+  auto r = yard::actor<Rendezvous>().max_concurrency(4).remote();
+  std::vector<yard::ObjectRef<int>> refs;
+  for (int i = 0; i < 4; ++i) refs.push_back(r.call(&Rendezvous::arrive).remote(4));
+  for (auto& v : yard::get(refs, 30s)) CHECK(*v >= 4);
+}
+
+TEST_CASE("tasks can submit tasks", "[api][tasks]") {
+  CHECK(*yard::task(nested_sum).remote(10).get(60s) == 55);
+}

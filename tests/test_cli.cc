@@ -1,0 +1,276 @@
+// The yard CLI and head daemon driven as a user would, with real processes. Every cluster a test
+// starts is stopped by a guard, also when the test fails.
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <zmq.hpp>
+
+#include "process.h"
+#include "session.h"
+#include "wire.h"
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string yard_bin() { return getenv("YARD_BIN"); }
+std::string counter_bin() { return getenv("COUNTER_BIN"); }
+
+struct Result {
+  int code;
+  std::string out;
+};
+
+// Runs a shell command line, capturing stdout and stderr together.
+Result sh(const std::string& cmd) {
+  std::string full = cmd + " 2>&1";
+  FILE* p = popen(full.c_str(), "r");
+  REQUIRE(p);
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
+}
+
+template <class F>
+bool eventually(F f, std::chrono::milliseconds deadline) {
+  auto end = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < end) {
+    if (f()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return f();
+}
+
+// A private YARD_HOME and a head started with `yard start --head`; stopped (or killed) at the end.
+struct Cluster {
+  std::string home, addr;
+  int port = 0;
+  int pid = 0;
+  explicit Cluster(bool start = true) {
+    char tmpl[] = "/tmp/yard-cli-test-XXXXXX";
+    home = mkdtemp(tmpl);
+    setenv("YARD_HOME", home.c_str(), 1);
+    unsetenv("YARD_ADDRESS");
+    unsetenv("YARD_TOKEN");
+    if (!start) return;
+    port = yard::detail::free_port("127.0.0.1");
+    auto r = sh(yard_bin() + " start --head --num-cpus 2 --port " + std::to_string(port));
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    addr = "127.0.0.1:" + std::to_string(port);
+    auto rec = yard::detail::latest_record();
+    REQUIRE(rec);
+    pid = rec->pid;
+  }
+  ~Cluster() {
+    if (pid > 0 && kill(pid, 0) == 0) {
+      sh(yard_bin() + " stop --address " + addr);
+      if (!eventually([&] { return kill(pid, 0) != 0; }, 10s)) kill(pid, SIGKILL);
+    }
+    std::error_code ec;
+    fs::remove_all(home, ec);
+  }
+  std::string yard(const std::string& args) const { return yard_bin() + " " + args; }
+};
+
+}  // namespace
+
+TEST_CASE("--help works on every command", "[cli]") {
+  for (std::string c : {"", "start", "stop", "status", "submit", "jobs", "logs", "stop-job"}) {
+    auto r = sh(yard_bin() + " " + c + " --help");
+    INFO(c << ": " << r.out);
+    CHECK(r.code == 0);
+    CHECK_THAT(r.out, Catch::Contains("Usage"));
+  }
+}
+
+TEST_CASE("start, status and stop a head", "[cli]") {
+  Cluster c;
+  auto rec = yard::detail::latest_record();
+  REQUIRE(rec);
+  CHECK(rec->address == c.addr);
+  struct stat st;
+  REQUIRE(stat(rec->token_file.c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+
+  auto r = sh(c.yard("status"));
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("ALIVE") && Catch::Contains("CPU: 0/2") && Catch::Contains(rec->log_dir));
+
+  auto j = sh(c.yard("status --json"));
+  REQUIRE(j.code == 0);
+  auto doc = json::parse(j.out);
+  REQUIRE(doc["nodes"].size() == 1);
+  CHECK(doc["nodes"][0]["resources_total"]["CPU"].get<double>() == 2.0);
+  CHECK(doc["nodes"][0]["alive"].get<bool>());
+
+  auto s = sh(c.yard("stop"));
+  INFO(s.out);
+  CHECK(s.code == 0);
+  CHECK(eventually([&] { return kill(c.pid, 0) != 0; }, 10s));
+  CHECK_FALSE(yard::detail::latest_record());
+}
+
+TEST_CASE("a second head on a busy port fails with a clear error", "[cli][errors]") {
+  Cluster c;
+  auto r = sh(c.yard("start --head --port " + std::to_string(c.port)));
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("already in use"));
+  CHECK(sh(c.yard("status")).code == 0);  // the first one is unharmed
+}
+
+TEST_CASE("a program joins a running head through YARD_ADDRESS", "[cli][jobs]") {
+  Cluster c;
+  auto r = sh("YARD_ADDRESS=" + c.addr + " " + counter_bin());
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("connected to " + c.addr) && Catch::Contains("sum of 100 tasks = 9900"));
+}
+
+TEST_CASE("submit runs a job, streams its output and returns its exit code", "[cli][jobs]") {
+  Cluster c;
+  auto r = sh(c.yard("submit --address " + c.addr + " -- " + counter_bin()));
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("sum of 100 tasks = 9900") && Catch::Contains("job-"));
+
+  auto f = sh(c.yard("submit -- sh -c 'echo bye; exit 3'"));
+  INFO(f.out);
+  CHECK(f.code == 3);
+  CHECK_THAT(f.out, Catch::Contains("bye"));
+
+  auto jobs = sh(c.yard("jobs"));
+  INFO(jobs.out);
+  CHECK_THAT(jobs.out, Catch::Contains("SUCCEEDED") && Catch::Contains("FAILED"));
+}
+
+TEST_CASE("logs and stop-job on a running job", "[cli][jobs]") {
+  Cluster c;
+  auto s = sh(c.yard("submit --no-wait -- sh -c 'echo started; exec sleep 60'"));
+  REQUIRE(s.code == 0);
+  std::string id = s.out.substr(s.out.rfind("job-"));
+  id = id.substr(0, id.find_first_of(" \n"));
+  CHECK(eventually([&] { return sh(c.yard("logs " + id)).out.find("started") != std::string::npos; }, 10s));
+  auto st = sh(c.yard("stop-job " + id));
+  CHECK(st.code == 0);
+  CHECK(eventually([&] { return sh(c.yard("jobs")).out.find("STOPPED") != std::string::npos; }, 10s));
+  auto f = sh(c.yard("logs --follow " + id));
+  CHECK(f.code != 0);
+  CHECK(sh(c.yard("logs job-999")).code == 1);
+}
+
+TEST_CASE("a wrong or missing token is rejected with a clear error", "[cli][security]") {
+  Cluster c;
+  auto r = sh("YARD_TOKEN=not-the-token " + c.yard("status"));
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("wrong cluster token"));
+  auto p = sh("YARD_ADDRESS=" + c.addr + " YARD_TOKEN=not-the-token " + counter_bin());
+  CHECK(p.code != 0);
+  CHECK_THAT(p.out, Catch::Contains("rejected"));
+}
+
+TEST_CASE("a wrong address fails fast with the address in the message", "[cli][errors]") {
+  Cluster c(false);
+  int dead = yard::detail::free_port("127.0.0.1");
+  std::string addr = "127.0.0.1:" + std::to_string(dead);
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = sh("YARD_TOKEN=x " + c.yard("status --address " + addr));
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains(addr));
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  auto b = sh("YARD_TOKEN=x " + c.yard("status --address nonsense"));
+  CHECK(b.code == 1);
+  CHECK_THAT(b.out, Catch::Contains("host:port"));
+  auto p = sh("YARD_ADDRESS=" + addr + " YARD_TOKEN=x " + counter_bin());
+  CHECK(p.code != 0);
+  CHECK_THAT(p.out, Catch::Contains(addr));
+}
+
+TEST_CASE("Redis unreachable: the head says so and exits", "[cli][errors]") {
+  Cluster c(false);
+  int dead = yard::detail::free_port("127.0.0.1");
+  auto r = sh(c.yard("start --head --port 0 --redis-address 127.0.0.1:" + std::to_string(dead)));
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("cannot reach Redis"));
+}
+
+TEST_CASE("malformed, truncated and random bytes leave the head serving", "[cli][robustness]") {
+  Cluster c;
+  auto prog = sh("YARD_ADDRESS=" + c.addr + " " + counter_bin());
+  REQUIRE(prog.code == 0);
+  auto tok = yard::detail::read_token(yard::detail::latest_record()->token_file);
+
+  zmq::context_t ctx;
+  std::mt19937 rng(7);
+  auto probe = [&](const std::string& target) {
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::rcvtimeo, 5000);
+    s.connect("tcp://" + target);
+    int answered = 0;
+    for (int i = 0; i < 50; ++i) {
+      std::string junk(rng() % 200, '\0');
+      for (auto& ch : junk) ch = static_cast<char>(rng());
+      s.send(zmq::buffer(junk), zmq::send_flags::none);
+      zmq::message_t m;
+      if (s.recv(m)) {
+        yard::detail::Frames f;
+        f.push_back(std::move(m));
+        yard::detail::InMessage in(std::move(f));
+        CHECK(in.env().getBody().isError());
+        ++answered;
+      }
+    }
+    CHECK(answered == 50);
+    // A valid request still works.
+    yard::detail::OutMessage ping(tok, 99, false);
+    ping.env().getBody().setPing();
+    auto fr = ping.finish();
+    s.send(fr[0], zmq::send_flags::none);
+    zmq::message_t m;
+    REQUIRE(s.recv(m));
+    yard::detail::Frames f;
+    f.push_back(std::move(m));
+    yard::detail::InMessage in(std::move(f));
+    CHECK(in.env().getBody().isOk());
+  };
+  probe(c.addr);
+
+  // Raw TCP garbage (not even ZMTP) on the head's port.
+  for (int i = 0; i < 20; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(c.port));
+    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+    if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+      std::string junk(1 + rng() % 500, '\0');
+      for (auto& ch : junk) ch = static_cast<char>(rng());
+      (void)!write(fd, junk.data(), junk.size());
+    }
+    close(fd);
+  }
+  auto r = sh(c.yard("status"));
+  CHECK(r.code == 0);
+  CHECK(sh("YARD_ADDRESS=" + c.addr + " " + counter_bin()).code == 0);
+}

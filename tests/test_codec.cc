@@ -1,0 +1,92 @@
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <optional>
+#include <tuple>
+
+#include "yard/codec.h"
+#include "yard/registry.h"
+
+namespace {
+struct Point {
+  double x = 0, y = 0;
+  std::string label;
+  YARD_FIELDS(x, y, label);
+  bool operator==(const Point& o) const { return x == o.x && y == o.y && label == o.label; }
+};
+
+template <class T>
+T round_trip(const T& v) {
+  return yard::decode<T>(yard::encode(v));
+}
+
+int twice(int a) { return 2 * a; }
+std::string join(std::string a, const std::string& b) { return a + b; }
+void nothing() {}
+YARD_REMOTE(twice, join, nothing);
+
+struct Acc {
+  explicit Acc(std::string p) : prefix(std::move(p)) {}
+  std::string add(std::string s) { return prefix += s; }
+  size_t size() const { return prefix.size(); }
+  std::string prefix;
+};
+YARD_ACTOR(Acc, yard::ctor<std::string>, &Acc::add, &Acc::size);
+}  // namespace
+
+TEST_CASE("codec round-trips the documented value kinds", "[codec]") {
+  CHECK(round_trip(42) == 42);
+  CHECK(round_trip(-7LL) == -7LL);
+  CHECK(round_trip(3.25) == 3.25);
+  CHECK(round_trip(true) == true);
+  CHECK(round_trip(std::string("héllo\0x", 7)) == std::string("héllo\0x", 7));
+  CHECK(round_trip(std::vector<float>{1.5f, -2.f}) == std::vector<float>{1.5f, -2.f});
+  CHECK(round_trip(std::map<std::string, int>{{"a", 1}, {"b", 2}}) == std::map<std::string, int>{{"a", 1}, {"b", 2}});
+  CHECK(round_trip(std::tuple<int, std::string>{1, "x"}) == std::tuple<int, std::string>{1, "x"});
+  CHECK(round_trip(std::optional<int>{}) == std::optional<int>{});
+  CHECK(round_trip(std::optional<int>{5}) == std::optional<int>{5});
+  CHECK(round_trip(Point{1, 2, "p"}) == Point{1, 2, "p"});
+  CHECK(round_trip(std::vector<Point>{{1, 2, "a"}, {3, 4, "b"}}).size() == 2);
+}
+
+TEST_CASE("codec reports bytes of the wrong type", "[codec]") {
+  auto b = yard::encode(std::string("not a number"));
+  CHECK_THROWS_AS(yard::decode<int>(b), msgpack::type_error);
+}
+
+TEST_CASE("large values survive the codec unchanged", "[codec]") {
+  std::vector<double> big(1 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<double>(i) * 0.5;
+  CHECK(round_trip(big) == big);
+}
+
+TEST_CASE("registry finds functions and actor methods by name and by pointer", "[registry]") {
+  auto& r = yard::Registry::global();
+  CHECK(r.name_of_function(&twice) == "twice");
+  CHECK(r.name_of_function(&join) == "join");
+  auto* inv = r.function("twice");
+  REQUIRE(inv);
+  auto out = (*inv)({yard::encode(21)});
+  CHECK(yard::decode<int>(out) == 42);
+  CHECK_THROWS_WITH((*inv)({}), Catch::Contains("expected 1 arguments, got 0"));
+  auto v = (*r.function("nothing"))({});
+  CHECK(yard::decode<yard::Void>(v) == yard::Void{});
+
+  const auto* cls = r.actor_class(typeid(Acc));
+  REQUIRE(cls);
+  CHECK(cls->name == "Acc");
+  CHECK(cls->methods.count("add") == 1);
+  CHECK(cls->methods.count("size") == 1);
+  CHECK(cls->method_by_key.at(yard::detail::key_bytes(&Acc::add)) == "add");
+  auto obj = cls->factory({yard::encode(std::string("ab"))});
+  auto res = cls->methods.at("add")(obj.get(), {yard::encode(std::string("c"))});
+  CHECK(yard::decode<std::string>(res) == "abc");
+}
+
+TEST_CASE("split_names strips class prefixes and ampersands", "[registry]") {
+  auto n = yard::detail::split_names("&A::f, &ns::B::g,h");
+  REQUIRE(n.size() == 3);
+  CHECK(n[0] == "f");
+  CHECK(n[1] == "g");
+  CHECK(n[2] == "h");
+}

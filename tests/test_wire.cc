@@ -1,0 +1,92 @@
+#include <catch2/catch.hpp>
+
+#include <random>
+
+#include "wire.h"
+
+using namespace yard::detail;
+
+namespace {
+Frames copy_frames(Frames& f) {
+  Frames out;
+  for (auto& m : f) {
+    zmq::message_t c;
+    c.copy(m);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("an envelope round-trips with inline and out-of-band values", "[wire]") {
+  OutMessage m("tok", 7, false);
+  auto pt = m.env().getBody().initPushTask();
+  pt.setFunction("f");
+  auto args = pt.initArgs(2);
+  std::string small(10, 'a'), large(kLargeValueBytes + 1, 'b');
+  m.set_value(args[0], std::make_shared<StringBuffer>(small));
+  m.set_value(args[1], std::make_shared<StringBuffer>(large));
+  auto frames = m.finish();
+  REQUIRE(frames.size() == 2);  // the large value travels as its own frame
+  InMessage in(std::move(frames));
+  CHECK(std::string(in.env().getToken()) == "tok");
+  CHECK(in.env().getRequestId() == 7);
+  auto rargs = in.env().getBody().getPushTask().getArgs();
+  CHECK(rargs[0].isInline());
+  CHECK(rargs[1].isFrame());
+  auto a0 = in.value(rargs[0]);
+  auto a1 = in.value(rargs[1]);
+  CHECK(std::string(a0->data(), a0->size()) == small);
+  CHECK(std::string(a1->data(), a1->size()) == large);
+}
+
+TEST_CASE("malformed, truncated and random bytes raise DecodeError, never crash", "[wire]") {
+  OutMessage m("tok", 1, false);
+  m.env().getBody().initSubmitJob().initEntrypoint(3).set(0, "prog");
+  auto good = m.finish();
+  std::string bytes(static_cast<const char*>(good[0].data()), good[0].size());
+
+  SECTION("empty") { CHECK_THROWS_AS(InMessage(Frames{}), DecodeError); }
+  SECTION("truncated at every length") {
+    for (size_t n = 0; n < bytes.size(); ++n) {
+      Frames f;
+      f.emplace_back(bytes.data(), n);
+      try {
+        InMessage in(std::move(f));
+        (void)in.env().getBody().which();
+      } catch (const DecodeError&) {
+      }
+    }
+    SUCCEED("no crash");
+  }
+  SECTION("random bytes") {
+    std::mt19937 rng(1234);
+    int rejected = 0;
+    for (int i = 0; i < 2000; ++i) {
+      std::string r(8 * (1 + rng() % 16), '\0');
+      for (auto& c : r) c = static_cast<char>(rng());
+      Frames f;
+      f.emplace_back(r.data(), r.size());
+      try {
+        InMessage in(std::move(f));
+        (void)in.env().getBody().which();
+      } catch (const DecodeError&) {
+        ++rejected;
+      }
+    }
+    CHECK(rejected > 1900);
+  }
+  SECTION("a value pointing at a missing frame") {
+    OutMessage m2("tok", 1, false);
+    auto args = m2.env().getBody().initPushTask().initArgs(1);
+    args[0].setFrame(5);
+    InMessage in(m2.finish());
+    CHECK_THROWS_AS(in.value(in.env().getBody().getPushTask().getArgs()[0]), DecodeError);
+  }
+  SECTION("wrong protocol version") {
+    OutMessage m3("tok", 1, false);
+    m3.env().setVersion(99);
+    CHECK_THROWS_WITH(InMessage(m3.finish()), Catch::Contains("protocol version 99"));
+  }
+  (void)copy_frames;
+}
