@@ -50,8 +50,23 @@ TEST_CASE("codec round-trips the documented value kinds", "[codec]") {
 }
 
 TEST_CASE("codec reports bytes of the wrong type", "[codec]") {
-  auto b = yard::encode(std::string("not a number"));
+  auto b = yard::encode(std::map<std::string, int>{{"a", 1}});
   CHECK_THROWS_AS(yard::decode<int>(b), msgpack::type_error);
+  auto odd = yard::encode(std::string("12345"));  // 5 bytes are no whole number of floats
+  CHECK_THROWS_AS(yard::decode<std::vector<float>>(odd), msgpack::type_error);
+}
+
+TEST_CASE("vectors of numbers are raw bytes; rvalues are moved, not copied", "[codec]") {
+  std::vector<float> v{1.f, 2.f, 3.f};
+  auto b = yard::encode(v);
+  CHECK(b->size() == 3 * sizeof(float));
+  std::vector<int64_t> big(1000, 9);
+  const void* storage = big.data();
+  auto owned = yard::Codec<std::vector<int64_t>>::encode_owned(std::move(big));
+  CHECK(static_cast<const void*>(owned->data()) == storage);
+  CHECK(yard::decode<std::vector<int64_t>>(owned) == std::vector<int64_t>(1000, 9));
+  CHECK(yard::decode<std::vector<bool>>(yard::encode(std::vector<bool>{true, false})) ==
+        std::vector<bool>{true, false});
 }
 
 TEST_CASE("large values survive the codec unchanged", "[codec]") {

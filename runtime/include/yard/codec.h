@@ -73,6 +73,53 @@ struct Codec {
   }
 };
 
+namespace detail {
+// Owns a vector's storage: an rvalue vector becomes bytes without a copy.
+template <class V>
+class VectorBuffer final : public Buffer {
+ public:
+  explicit VectorBuffer(V v) : v_(std::move(v)) {}
+  const char* data() const override { return reinterpret_cast<const char*>(v_.data()); }
+  size_t size() const override { return v_.size() * sizeof(typename V::value_type); }
+
+ private:
+  V v_;
+};
+}  // namespace detail
+
+// Contiguous vectors of arithmetic values and strings are their raw bytes: one memcpy each way
+// (none when an rvalue is put), which is what large arrays and tensors need. Nested inside other
+// types they are MessagePack like everything else.
+template <class E, class A>
+struct Codec<std::vector<E, A>, std::enable_if_t<std::is_arithmetic_v<E> && !std::is_same_v<E, bool>>> {
+  using V = std::vector<E, A>;
+  static detail::Bytes encode(const V& v) {
+    return std::make_shared<detail::StringBuffer>(
+        std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(E)));
+  }
+  static detail::Bytes encode_owned(V&& v) {
+    return std::make_shared<detail::VectorBuffer<V>>(std::move(v));
+  }
+  static V decode(const char* data, size_t size) {
+    if (size % sizeof(E) != 0) throw msgpack::type_error();
+    V v(size / sizeof(E));
+    if (size) std::memcpy(v.data(), data, size);
+    return v;
+  }
+};
+
+template <>
+struct Codec<std::string> {
+  static detail::Bytes encode(const std::string& s) { return std::make_shared<detail::StringBuffer>(s); }
+  static detail::Bytes encode_owned(std::string&& s) {
+    return std::make_shared<detail::StringBuffer>(std::move(s));
+  }
+  static std::string decode(const char* data, size_t size) { return std::string(data, size); }
+};
+
+template <class T>
+concept OwnedEncodable = requires(T&& v) { Codec<T>::encode_owned(std::move(v)); };
+
 template <class T>
 detail::Bytes encode(const T& v) {
   return Codec<T>::encode(v);

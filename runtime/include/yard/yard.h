@@ -143,6 +143,11 @@ Arg make_arg(A&& a) {
   using D = std::decay_t<A>;
   if constexpr (is_object_ref<D>::value) {
     return Arg{nullptr, a.holder()};
+  } else if constexpr (std::is_same_v<D, std::decay_t<P>>) {
+    if constexpr (!std::is_lvalue_reference_v<A> && OwnedEncodable<D>)
+      return Arg{Codec<D>::encode_owned(std::move(a)), nullptr};
+    else
+      return Arg{Codec<D>::encode(a), nullptr};
   } else {
     return Arg{Codec<std::decay_t<P>>::encode(static_cast<std::decay_t<P>>(std::forward<A>(a))),
                nullptr};
@@ -155,10 +160,14 @@ std::vector<Arg> make_args(std::index_sequence<I...>, A&&... a) {
 }
 }  // namespace detail
 
-// Stores a value in this process's object store.
+// Stores a value in this process's object store. An rvalue vector or string is moved in, not copied.
 template <class T>
-ObjectRef<T> put(const T& value) {
-  return ObjectRef<T>(detail::put_bytes(Codec<T>::encode(value)));
+ObjectRef<std::decay_t<T>> put(T&& value) {
+  using D = std::decay_t<T>;
+  if constexpr (!std::is_lvalue_reference_v<T> && OwnedEncodable<D>)
+    return ObjectRef<D>(detail::put_bytes(Codec<D>::encode_owned(std::move(value))));
+  else
+    return ObjectRef<D>(detail::put_bytes(Codec<D>::encode(value)));
 }
 
 template <class T>

@@ -1,0 +1,204 @@
+// bench/run runtime: the runtime microbenchmarks, named after Ray's so the figures compare.
+// One JSON object per line: {"suite","case","value","unit"[,"peer","peer_value","ratio"]}.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "process.h"
+#include "yard/yard.h"
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+int noop(int x) { return x; }
+YARD_REMOTE(noop);
+
+class Echo {
+ public:
+  Echo() = default;
+  int echo(int x) { return x; }
+};
+YARD_ACTOR(Echo, yard::ctor<>, &Echo::echo);
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void emit(const char* name, double value, const char* unit, const char* peer = nullptr, double peer_value = 0) {
+  if (peer)
+    std::printf("{\"suite\":\"runtime\",\"case\":\"%s\",\"value\":%.6g,\"unit\":\"%s\",\"peer\":\"%s\",\"peer_value\":%.6g,\"ratio\":%.4g}\n",
+                name, value, unit, peer, peer_value, value / peer_value);
+  else
+    std::printf("{\"suite\":\"runtime\",\"case\":\"%s\",\"value\":%.6g,\"unit\":\"%s\"}\n", name, value, unit);
+  std::fflush(stdout);
+}
+
+// Runs `op` in rounds for about `budget`, returns operations per second.
+template <class F>
+double rate(F op, int per_round, double budget = 2.0) {
+  for (int i = 0; i < 2; ++i) op();  // warm-up
+  auto t0 = Clock::now();
+  long ops = 0;
+  while (seconds_since(t0) < budget) {
+    op();
+    ops += per_round;
+  }
+  return ops / seconds_since(t0);
+}
+
+// The peer for the sync cases: a raw ZeroMQ REQ/REP round trip between two processes on loopback.
+void zmq_rep_server(int port) {
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::rep);
+  s.bind("tcp://127.0.0.1:" + std::to_string(port));
+  for (;;) {
+    zmq::message_t m;
+    if (!s.recv(m)) break;
+    s.send(m, zmq::send_flags::none);
+  }
+}
+
+double zmq_round_trips() {
+  int port = yard::detail::free_port("127.0.0.1");
+  yard::detail::SpawnOptions so;
+  so.env["BENCH_ZMQ_REP"] = std::to_string(port);
+  so.death_signal = SIGKILL;
+  pid_t pid = yard::detail::spawn({yard::detail::self_exe()}, so);
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::req);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect("tcp://127.0.0.1:" + std::to_string(port));
+  char payload[64] = {0};
+  double r = rate([&] {
+    for (int i = 0; i < 100; ++i) {
+      s.send(zmq::buffer(payload, sizeof payload), zmq::send_flags::none);
+      zmq::message_t m;
+      (void)s.recv(m);
+    }
+  }, 100);
+  kill(pid, SIGKILL);
+  yard::detail::terminate(pid, SIGKILL, 1s);
+  return r;
+}
+
+double memcpy_gbps(size_t bytes) {
+  std::vector<char> a(bytes, 1), b(bytes, 0);
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    best = std::max(best, bytes / seconds_since(t0) / 1e9);
+  }
+  if (b[bytes / 2] != 1) std::abort();
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (const char* p = getenv("BENCH_ZMQ_REP")) {
+    zmq_rep_server(std::atoi(p));
+    return 0;
+  }
+  yard::init(argc, argv);
+  std::string only = argc > 1 ? argv[1] : "";
+  auto want = [&](const char* c) { return only.empty() || only == c; };
+
+  double zmq_rt = zmq_round_trips();
+
+  if (want("tasks_sync"))
+    emit("tasks_sync", rate([] { yard::task(noop).remote(1).get(); }, 1), "ops/s", "zmq_req_rep_roundtrip", zmq_rt);
+
+  if (want("tasks_async"))
+    emit("tasks_async", rate([] {
+      std::vector<yard::ObjectRef<int>> refs;
+      refs.reserve(1000);
+      for (int i = 0; i < 1000; ++i) refs.push_back(yard::task(noop).remote(i));
+      yard::get(refs);
+    }, 1000, 3.0), "ops/s");
+
+  auto a = yard::actor<Echo>().remote();
+  a.call(&Echo::echo).remote(0).get();
+  if (want("actor_calls_sync"))
+    emit("actor_calls_sync", rate([&] { a.call(&Echo::echo).remote(1).get(); }, 1), "ops/s",
+         "zmq_req_rep_roundtrip", zmq_rt);
+
+  if (want("actor_calls_async"))
+    emit("actor_calls_async", rate([&] {
+      std::vector<yard::ObjectRef<int>> refs;
+      refs.reserve(1000);
+      for (int i = 0; i < 1000; ++i) refs.push_back(a.call(&Echo::echo).remote(i));
+      yard::get(refs);
+    }, 1000, 3.0), "ops/s");
+
+  if (want("actor_calls_concurrent")) {
+    auto c = yard::actor<Echo>().max_concurrency(16).remote();
+    c.call(&Echo::echo).remote(0).get();
+    emit("actor_calls_concurrent", rate([&] {
+      std::vector<yard::ObjectRef<int>> refs;
+      refs.reserve(1000);
+      for (int i = 0; i < 1000; ++i) refs.push_back(c.call(&Echo::echo).remote(i));
+      yard::get(refs);
+    }, 1000, 3.0), "ops/s");
+  }
+
+  if (want("n_n_actor_calls_async")) {
+    // n caller threads, each with its own actor (n = 2, the machine's cores).
+    const int n = 2;
+    std::vector<yard::ActorHandle<Echo>> actors;
+    for (int i = 0; i < n; ++i) {
+      actors.push_back(yard::actor<Echo>().remote());
+      actors.back().call(&Echo::echo).remote(0).get();
+    }
+    std::atomic<long> total{0};
+    auto t0 = Clock::now();
+    std::vector<std::thread> ts;
+    for (int i = 0; i < n; ++i)
+      ts.emplace_back([&, i] {
+        while (seconds_since(t0) < 3.0) {
+          std::vector<yard::ObjectRef<int>> refs;
+          for (int k = 0; k < 1000; ++k) refs.push_back(actors[i].call(&Echo::echo).remote(k));
+          yard::get(refs);
+          total += 1000;
+        }
+      });
+    for (auto& t : ts) t.join();
+    emit("n_n_actor_calls_async", total / seconds_since(t0), "ops/s");
+  }
+
+  if (want("put_calls"))
+    emit("put_calls", rate([] {
+      for (int i = 0; i < 1000; ++i) (void)yard::put(i);
+    }, 1000), "ops/s");
+
+  if (want("get_calls")) {
+    auto r = yard::put(std::string(64, 'x'));
+    emit("get_calls", rate([&] {
+      for (int i = 0; i < 1000; ++i) (void)r.get();
+    }, 1000), "ops/s");
+  }
+
+  if (want("put_get_100MB")) {
+    const size_t bytes = 100u << 20;
+    double best = 0;
+    for (int i = 0; i < 5; ++i) {
+      std::vector<uint8_t> big(bytes, 7);
+      auto t0 = Clock::now();
+      auto r = yard::put(std::move(big));  // moved in; get() makes the one copy
+      auto back = r.get();
+      double s = seconds_since(t0);
+      if ((*back)[bytes - 1] != 7) std::abort();
+      best = std::max(best, bytes / s / 1e9);
+    }
+    emit("put_get_100MB", best, "GB/s", "memcpy", memcpy_gbps(bytes));
+  }
+  return 0;
+}
