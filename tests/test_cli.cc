@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -31,6 +32,67 @@ namespace {
 
 std::string yard_bin() { return getenv("YARD_BIN"); }
 std::string counter_bin() { return getenv("COUNTER_BIN"); }
+std::string probe_bin() { return getenv("PROBE_BIN"); }
+
+// Pids of processes whose command line mentions `needle` (other than this one).
+std::vector<int> processes_mentioning(const std::string& needle) {
+  std::vector<int> out;
+  for (auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream f(e.path() / "cmdline", std::ios::binary);
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    for (auto& c : cmd) if (c == '\0') c = ' ';
+    if (cmd.find(needle) != std::string::npos && std::stoi(name) != getpid()) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+// Starts `argv` with stdout (and stdin) on pipes. Stays alive until the caller kills it.
+struct Child {
+  pid_t pid = -1;
+  FILE* out = nullptr;
+  int in_fd = -1;
+  explicit Child(const std::vector<std::string>& argv) {
+    int o[2], i[2];
+    REQUIRE(pipe(o) == 0);
+    REQUIRE(pipe(i) == 0);
+    pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+      dup2(o[1], 1);
+      dup2(i[0], 0);
+      close(o[0]); close(o[1]); close(i[0]); close(i[1]);
+      std::vector<char*> a;
+      for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+      a.push_back(nullptr);
+      execv(a[0], a.data());
+      _exit(127);
+    }
+    close(o[1]);
+    close(i[0]);
+    out = fdopen(o[0], "r");
+    in_fd = i[1];
+  }
+  std::string line() {
+    char buf[512];
+    return fgets(buf, sizeof buf, out) ? std::string(buf) : std::string();
+  }
+  int wait_exit() {
+    int st = 0;
+    waitpid(pid, &st, 0);
+    pid = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
+  ~Child() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+    if (out) fclose(out);
+    if (in_fd >= 0) close(in_fd);
+  }
+};
 
 struct Result {
   int code;
@@ -273,4 +335,67 @@ TEST_CASE("malformed, truncated and random bytes leave the head serving", "[cli]
   auto r = sh(c.yard("status"));
   CHECK(r.code == 0);
   CHECK(sh("YARD_ADDRESS=" + c.addr + " " + counter_bin()).code == 0);
+}
+
+TEST_CASE("an embedded cluster goes away with its program: exit, kill -9, Ctrl-C", "[cli][embedded]") {
+  Cluster c(false);
+  for (int sig : {0, SIGKILL, SIGINT}) {
+    INFO("signal " << sig);
+    Child p({probe_bin(), "embedded"});
+    std::string l = p.line();
+    REQUIRE(l.rfind("ready ", 0) == 0);
+    auto [host, port] = yard::detail::split_address(l.substr(6, l.size() - 7));
+    CHECK(yard::detail::port_open(host, port));
+    CHECK_FALSE(processes_mentioning(c.home).empty());  // its redis-server and head
+    if (sig == 0) sig = SIGTERM;
+    kill(p.pid, sig);
+    p.wait_exit();
+    CHECK(eventually([&] { return !yard::detail::port_open(host, port); }, 15s));
+    CHECK(eventually([&] { return processes_mentioning(c.home).empty(); }, 15s));
+  }
+}
+
+TEST_CASE("malformed bytes to a worker's socket leave the actor serving", "[cli][robustness]") {
+  Cluster c;
+  setenv("YARD_ADDRESS", c.addr.c_str(), 1);
+  Child p({probe_bin(), "actor"});
+  unsetenv("YARD_ADDRESS");
+  REQUIRE(p.line() == "ready\n");
+  auto doc = json::parse(sh(c.yard("status --json")).out);
+  std::string worker_addr;
+  for (auto& a : doc["actors"])
+    if (a["name"] == "probe-holder") worker_addr = a["address"];
+  REQUIRE_FALSE(worker_addr.empty());
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::rcvtimeo, 5000);
+  s.connect("tcp://" + worker_addr);
+  std::mt19937 rng(11);
+  for (int i = 0; i < 50; ++i) {
+    std::string junk(rng() % 300, '\0');
+    for (auto& ch : junk) ch = static_cast<char>(rng());
+    s.send(zmq::buffer(junk), zmq::send_flags::none);
+    zmq::message_t m;
+    REQUIRE(s.recv(m));
+    yard::detail::Frames f;
+    f.push_back(std::move(m));
+    yard::detail::InMessage in(std::move(f));
+    CHECK(in.env().getBody().isError());
+  }
+  // A well-formed call with a wrong token is refused too.
+  yard::detail::OutMessage bad("wrong", 5, false);
+  bad.env().getBody().initPushTask().setFunction("ping");
+  auto fr = bad.finish();
+  s.send(fr[0], zmq::send_flags::none);
+  zmq::message_t m;
+  REQUIRE(s.recv(m));
+  yard::detail::Frames f;
+  f.push_back(std::move(m));
+  yard::detail::InMessage in(std::move(f));
+  REQUIRE(in.env().getBody().isError());
+  CHECK(in.env().getBody().getError().getCode() == yard::wire::ErrorCode::UNAUTHENTICATED);
+  // The actor still answers its owner.
+  (void)!write(p.in_fd, "\n", 1);
+  CHECK(p.wait_exit() == 0);
 }
