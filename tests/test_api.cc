@@ -41,6 +41,9 @@ int nested_sum(int n) {
 }
 YARD_REMOTE(add, greet, scale, fail_with, crash_segv, crash_abort, worker_pid, slow_echo, nested_sum);
 
+class Counter;
+int bump_via(yard::ActorHandle<Counter> c, int by);
+
 class Counter {
  public:
   explicit Counter(int start) : n_(start) {}
@@ -54,6 +57,12 @@ class Counter {
   int n_;
 };
 YARD_ACTOR(Counter, yard::ctor<int>, &Counter::incr, &Counter::value, &Counter::pid, &Counter::boom, &Counter::throws);
+
+// A task that receives an actor handle as an argument and calls the actor.
+int bump_via(yard::ActorHandle<Counter> c, int by) {
+  return *c.call(&Counter::incr).remote(by).get(std::chrono::seconds(30));
+}
+YARD_REMOTE(bump_via);
 
 class Picky {
  public:
@@ -255,4 +264,14 @@ TEST_CASE("max_concurrency runs calls concurrently on fibers", "[api][actors]") 
 
 TEST_CASE("tasks can submit tasks", "[api][tasks]") {
   CHECK(*yard::task(nested_sum).remote(10).get(60s) == 55);
+}
+
+TEST_CASE("actor handles travel as arguments", "[api][actors]") {
+  auto c = yard::actor<Counter>(100).remote();  // passed on before it is even up
+  auto r = yard::task(bump_via).remote(c, 5);
+  CHECK(*r.get(60s) == 105);
+  CHECK(*c.call(&Counter::value).remote().get(30s) == 105);
+  auto dead = yard::actor<Counter>(1).remote();
+  yard::kill(dead);
+  CHECK_THROWS_AS(yard::task(bump_via).remote(dead, 1).get(60s), yard::RemoteError);
 }

@@ -106,7 +106,8 @@ struct ActorInfo {
 }
 
 struct GetActor {
-  name @0 :Text;
+  name @0 :Text;       # by name, or
+  actorId @1 :Text;    # by id (a handle received as a value); answered once the actor is up
 }
 
 struct KillActor {

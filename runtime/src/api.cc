@@ -115,6 +115,10 @@ void kill_actor(const ActorPtr& actor) {
   rt().kill_actor(actor);
 }
 std::string actor_id(const ActorPtr& actor) { return actor ? actor->id : std::string(); }
+std::string actor_class(const ActorPtr& actor) { return actor ? actor->class_name : std::string(); }
+ActorPtr actor_from_id(const std::string& id, const std::string& class_name) {
+  return rt().actor_from_id(id, class_name);
+}
 
 }  // namespace detail
 

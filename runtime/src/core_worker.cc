@@ -1,6 +1,7 @@
 #include "core_worker.h"
 
 #include <cxxabi.h>
+#include <future>
 #include <unistd.h>
 
 #include <boost/fiber/all.hpp>
@@ -321,6 +322,7 @@ ActorPtr CoreWorker::create_actor(const std::string& cls, std::vector<Arg> args,
   a->class_name = cls;
   a->name = o.name;
   a->max_concurrency = std::max(1, o.max_concurrency);
+  a->created_here = true;
   auto spec = make_spec(cls, std::move(args));
   spec->actor = a;
   spec->is_creation = true;
@@ -332,6 +334,11 @@ ActorPtr CoreWorker::create_actor(const std::string& cls, std::vector<Arg> args,
 
 void CoreWorker::send_creation(const std::shared_ptr<TaskSpec>& spec) {
   auto a = spec->actor;
+  if (a->kill_requested) {
+    actor_dead(a, "killed by yard::kill before it started");
+    return;
+  }
+  a->creation_sent = true;
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   auto ca = m.env().getBody().initCreateActor();
@@ -415,6 +422,45 @@ ActorPtr CoreWorker::lookup_actor(const std::string& name, const std::string& cl
   return a;
 }
 
+ActorPtr CoreWorker::actor_from_id(const std::string& id, const std::string& cls) {
+  auto a = std::make_shared<ActorState>();
+  a->id = id;
+  a->class_name = cls;
+  a->needs_lookup = true;
+  return a;
+}
+
+void CoreWorker::lookup_address(const ActorPtr& a) {
+  if (!a->needs_lookup || a->lookup_in_flight) return;
+  a->lookup_in_flight = true;
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().initGetActor().setActorId(a->id);
+  io_->request(head_, rid, m.finish(),
+               [this, a](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 a->lookup_in_flight = false;
+                 a->needs_lookup = false;
+                 if (err) {
+                   actor_dead(a, "cannot look up where it lives: " + err->message);
+                   return;
+                 }
+                 auto body = r->env().getBody();
+                 if (body.isError()) {
+                   actor_dead(a, body.getError().getMessage());
+                   return;
+                 }
+                 auto info = body.getActorInfo();
+                 if (std::string(info.getState()) != "ALIVE") {
+                   actor_dead(a, info.getDeathCause());
+                   return;
+                 }
+                 a->address = info.getAddress();
+                 a->state = ActorState::State::kAlive;
+                 flush_actor(a);
+               },
+               kCreateTimeout);
+}
+
 Holder CoreWorker::submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args) {
   auto spec = make_spec(method, std::move(args));
   spec->actor = a;
@@ -427,6 +473,7 @@ Holder CoreWorker::submit_actor_call(const ActorPtr& a, const std::string& metho
       return;
     }
     a->queue.push_back(spec);
+    if (a->needs_lookup) lookup_address(a);
   });
   resolve_then(spec, [this, a] { flush_actor(a); });
   return holder;
@@ -483,15 +530,34 @@ void CoreWorker::actor_dead(const ActorPtr& a, const std::string& cause) {
 }
 
 void CoreWorker::kill_actor(const ActorPtr& a) {
-  // Wait until the creation request has been answered so the node manager knows the actor.
-  uint64_t rid = io_->next_request_id();
-  OutMessage m(token_, rid, false);
-  m.env().getBody().initKillActor().setActorId(a->id);
-  auto r = io_->call(head_, m, rid, kControlTimeout);
-  auto body = r->env().getBody();
-  if (body.isError() && body.getError().getCode() != wire::ErrorCode::NOT_FOUND)
-    throw Error("killing actor " + a->id + ": " + describe(body.getError()));
-  io_->post([this, a] { actor_dead(a, "killed by yard::kill"); });
+  // Sequenced on the I/O thread after the creation request, so a kill never overtakes it.
+  auto done = std::make_shared<std::promise<std::optional<std::string>>>();
+  auto fut = done->get_future();
+  io_->post([this, a, done] {
+    a->kill_requested = true;
+    if (a->created_here && !a->creation_sent) {
+      actor_dead(a, "killed by yard::kill before it started");
+      done->set_value(std::nullopt);
+      return;
+    }
+    uint64_t rid = io_->next_request_id();
+    OutMessage m(token_, rid, false);
+    m.env().getBody().initKillActor().setActorId(a->id);
+    io_->request(head_, rid, m.finish(),
+                 [this, a, done](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                   actor_dead(a, "killed by yard::kill");
+                   if (err) return done->set_value(err->message);
+                   auto body = r->env().getBody();
+                   if (body.isError() && body.getError().getCode() != wire::ErrorCode::NOT_FOUND)
+                     return done->set_value(describe(body.getError()));
+                   done->set_value(std::nullopt);
+                 },
+                 kControlTimeout);
+  });
+  if (fut.wait_for(kControlTimeout + std::chrono::seconds(5)) != std::future_status::ready)
+    throw TimeoutError("killing actor " + a->id + ": no answer from " + head_);
+  auto err = fut.get();
+  if (err) throw Error("killing actor " + a->id + ": " + *err);
 }
 
 // ---- worker side ------------------------------------------------------------------------------

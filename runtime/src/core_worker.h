@@ -34,6 +34,11 @@ class ActorState {
   State state = State::kPending;
   std::string address;
   std::string death_cause;
+  bool created_here = false;    // creation request not yet sent while false and created here
+  bool creation_sent = false;
+  bool kill_requested = false;
+  bool needs_lookup = false;    // received as a value: ask the head where it lives
+  bool lookup_in_flight = false;
   std::deque<std::shared_ptr<TaskSpec>> queue;  // submission order, not yet sent
 };
 
@@ -73,6 +78,7 @@ class CoreWorker {
   std::vector<size_t> wait(const std::vector<std::string>& ids, size_t num, std::chrono::milliseconds t);
   ActorPtr create_actor(const std::string& cls, std::vector<Arg> args, const ActorOptions& o);
   ActorPtr lookup_actor(const std::string& name, const std::string& cls);
+  ActorPtr actor_from_id(const std::string& id, const std::string& cls);
   Holder submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args);
   void kill_actor(const ActorPtr& a);
   void release(const std::string& id) { store_.release(id); }
@@ -105,6 +111,7 @@ class CoreWorker {
   void flush_actor(const ActorPtr& a);
   void send_actor_call(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec);
   void actor_dead(const ActorPtr& a, const std::string& cause);
+  void lookup_address(const ActorPtr& a);
 
   // Worker side.
   void handle_request(IoLoop::Incoming in);

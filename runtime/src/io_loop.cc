@@ -74,10 +74,18 @@ void IoLoop::post(std::function<void()> fn) {
   }
 }
 
+void IoLoop::run_or_post(std::function<void()> fn) {
+  if (in_loop())
+    fn();
+  else
+    post(std::move(fn));
+}
+
 void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, ReplyCallback cb,
                      std::chrono::milliseconds timeout) {
   auto shared = std::make_shared<Frames>(std::move(frames));
-  post([this, peer_addr, id, shared, cb = std::move(cb), timeout]() mutable {
+  // On the loop thread the send happens now, so requests leave in the order they are made.
+  run_or_post([this, peer_addr, id, shared, cb = std::move(cb), timeout]() mutable {
     Peer* p;
     try {
       p = &peer(peer_addr);
@@ -98,7 +106,7 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, R
 
 void IoLoop::reply(std::string routing_id, Frames frames) {
   auto shared = std::make_shared<Frames>(std::move(frames));
-  post([this, rid = std::move(routing_id), shared] {
+  run_or_post([this, rid = std::move(routing_id), shared] {
     router_->send(zmq::buffer(rid), zmq::send_flags::sndmore);
     auto& fr = *shared;
     for (size_t i = 0; i < fr.size(); ++i)

@@ -93,6 +93,7 @@ class IoLoop {
   };
 
   void run();
+  void run_or_post(std::function<void()> fn);
   void drain_posted();
   Peer& peer(const std::string& addr);
   void on_router_readable();

@@ -104,6 +104,7 @@ class Daemon {
     std::shared_ptr<InMessage> create_msg;  // kept until the worker has built the actor
     std::string creator_routing;
     uint64_t creator_req = 0;
+    std::vector<std::pair<std::string, uint64_t>> lookups;  // GetActor by id, answered once up
     bool replied = false;
   };
 
@@ -139,6 +140,7 @@ class Daemon {
   void reap();
   void end_job(Job& j, const std::string& status, int exit_code);
   void fill_actor_info(wire::ActorInfo::Builder b, const Actor& a);
+  void answer_lookups(Actor& a);
   void save_actor(const Actor& a);
   void save_job(const Job& j);
   void save_node();
@@ -718,6 +720,7 @@ void Daemon::instantiate(Actor& a, Worker& w) {
                    fill_actor_info(m.env().getBody().initActorInfo(), a);
                    io_->reply(a.creator_routing, m.finish());
                  }
+                 answer_lookups(a);
                },
                std::chrono::seconds(120));
 }
@@ -732,6 +735,16 @@ void Daemon::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cau
     a.replied = true;
     reply_error(a.creator_routing, a.creator_req, code, cause);
   }
+  answer_lookups(a);
+}
+
+void Daemon::answer_lookups(Actor& a) {
+  for (auto& [routing, req] : a.lookups) {
+    OutMessage m(token_, req, true);
+    fill_actor_info(m.env().getBody().initActorInfo(), a);
+    io_->reply(routing, m.finish());
+  }
+  a.lookups.clear();
 }
 
 void Daemon::fill_actor_info(wire::ActorInfo::Builder b, const Actor& a) {
@@ -751,7 +764,23 @@ void Daemon::save_actor(const Actor& a) {
 }
 
 void Daemon::on_get_actor(IoLoop::Incoming& in) {
-  std::string name = in.msg->env().getBody().getGetActor().getName();
+  auto ga = in.msg->env().getBody().getGetActor();
+  if (ga.getActorId().size()) {
+    auto it = actors_.find(ga.getActorId());
+    if (it == actors_.end()) {
+      reply_error(in, wire::ErrorCode::NOT_FOUND, "no actor " + std::string(ga.getActorId()));
+      return;
+    }
+    if (it->second.state == "PENDING") {
+      it->second.lookups.emplace_back(in.routing_id, in.msg->env().getRequestId());
+      return;
+    }
+    OutMessage m(token_, in.msg->env().getRequestId(), true);
+    fill_actor_info(m.env().getBody().initActorInfo(), it->second);
+    io_->reply(in.routing_id, m.finish());
+    return;
+  }
+  std::string name = ga.getName();
   auto n = actor_names_.find(name);
   if (n == actor_names_.end() || !actors_.count(n->second)) {
     reply_error(in, wire::ErrorCode::NOT_FOUND, "no actor named '" + name + "'");

@@ -77,6 +77,8 @@ Bytes invoke_encoded(F&& call) {
   if constexpr (std::is_void_v<R>) {
     call();
     return Codec<Void>::encode(Void{});
+  } else if constexpr (!std::is_reference_v<R> && OwnedEncodable<std::decay_t<R>>) {
+    return Codec<std::decay_t<R>>::encode_owned(call());  // a returned vector is not copied
   } else {
     return Codec<std::decay_t<R>>::encode(call());
   }

@@ -99,6 +99,9 @@ ActorPtr lookup_actor(const std::string& name, const std::string& class_name);
 Holder submit_actor_call(const ActorPtr& actor, const std::string& method, std::vector<Arg> args);
 void kill_actor(const ActorPtr& actor);
 std::string actor_id(const ActorPtr& actor);
+std::string actor_class(const ActorPtr& actor);
+// A handle that arrived as a value: its address is looked up on first use.
+ActorPtr actor_from_id(const std::string& id, const std::string& class_name);
 
 template <class T>
 struct is_object_ref : std::false_type {};
@@ -281,11 +284,24 @@ class ActorHandle {
     return MethodCaller<T, M>(a_, it->second);
   }
   std::string id() const { return detail::actor_id(a_); }
+  std::string class_name() const { return detail::actor_class(a_); }
   // Kills the actor's process; pending and later calls fail with ActorDied.
   void kill() const { detail::kill_actor(a_); }
 
  private:
   detail::ActorPtr a_;
+};
+
+// Actor handles are values: pass them to tasks and actors, return them from calls.
+template <class T>
+struct Codec<ActorHandle<T>> {
+  static detail::Bytes encode(const ActorHandle<T>& h) {
+    return Codec<std::tuple<std::string, std::string>>::encode({h.id(), h.class_name()});
+  }
+  static ActorHandle<T> decode(const char* data, size_t size) {
+    auto [id, cls] = Codec<std::tuple<std::string, std::string>>::decode(data, size);
+    return ActorHandle<T>(detail::actor_from_id(id, cls));
+  }
 };
 
 template <class T>
