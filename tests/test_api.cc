@@ -41,6 +41,15 @@ int nested_sum(int n) {
 }
 YARD_REMOTE(add, greet, scale, fail_with, crash_segv, crash_abort, worker_pid, slow_echo, nested_sum);
 
+// Refs inside values: the worker owns what it puts and the driver borrows it, and back.
+yard::ObjectRef<std::string> make_owned(std::string s) { return yard::put(s + "!"); }
+int sum_refs(std::vector<yard::ObjectRef<int>> refs) {
+  int s = 0;
+  for (auto& r : refs) s += *r.get(std::chrono::seconds(30));
+  return s;
+}
+YARD_REMOTE(make_owned, sum_refs);
+
 class Counter;
 int bump_via(yard::ActorHandle<Counter> c, int by);
 
@@ -52,11 +61,12 @@ class Counter {
   int pid() { return getpid(); }
   int boom() { abort(); }
   int throws() { throw std::runtime_error("counter says no"); }
+  yard::ObjectRef<int> stash() { return yard::put(n_); }
 
  private:
   int n_;
 };
-YARD_ACTOR(Counter, yard::ctor<int>, &Counter::incr, &Counter::value, &Counter::pid, &Counter::boom, &Counter::throws);
+YARD_ACTOR(Counter, yard::ctor<int>, &Counter::incr, &Counter::value, &Counter::pid, &Counter::boom, &Counter::throws, &Counter::stash);
 
 // A task that receives an actor handle as an argument and calls the actor.
 int bump_via(yard::ActorHandle<Counter> c, int by) {
@@ -274,4 +284,24 @@ TEST_CASE("actor handles travel as arguments", "[api][actors]") {
   auto dead = yard::actor<Counter>(1).remote();
   yard::kill(dead);
   CHECK_THROWS_AS(yard::task(bump_via).remote(dead, 1).get(60s), yard::RemoteError);
+}
+
+TEST_CASE("refs travel inside values and are fetched from their owner", "[api][objects]") {
+  // Owned by a worker, borrowed by the driver.
+  auto outer = yard::task(make_owned).remote("hi");
+  auto inner = *outer.get(30s);
+  CHECK(*inner.get(30s) == "hi!");
+  // Owned by the driver, borrowed by a worker: a vector of refs as one argument.
+  std::vector<yard::ObjectRef<int>> refs;
+  for (int i = 1; i <= 10; ++i) refs.push_back(i % 2 ? yard::put(i) : yard::task(add).remote(i, 0));
+  CHECK(*yard::task(sum_refs).remote(refs).get(60s) == 55);
+  // A borrowed ref passed on as a task argument.
+  CHECK(*yard::task(greet).remote(inner).get(30s) == "hello hi!");
+}
+
+TEST_CASE("a borrowed ref whose owner died fails with a message naming the owner", "[api][objects][crash]") {
+  auto c = yard::actor<Counter>(7).remote();
+  auto ref = *c.call(&Counter::stash).remote().get(30s);
+  yard::kill(c);
+  CHECK_THROWS_WITH(ref.get(30s), Catch::Contains("owner"));
 }

@@ -187,5 +187,7 @@ struct Envelope {
     finishJob @28 :Text;
     shutdown @29 :Void;
     instantiateActor @30 :CreateActor;
+    getObject @31 :Text;       # to an object's owner: answered with taskReply once it is ready
+    releaseObject @32 :Text;   # a borrower dropped its last reference
   }
 }

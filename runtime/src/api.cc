@@ -89,8 +89,14 @@ void at_exit() { shutdown(); }
 CoreWorker* current() { return g_current.load(); }
 
 ObjectHolder::~ObjectHolder() {
-  if (auto* w = g_current.load()) w->release(id_);
+  if (auto* w = g_current.load()) w->release(id_, owner_);
 }
+
+std::pair<std::string, std::string> export_ref(const Holder& h) {
+  if (!h) throw Error("cannot pass an empty ObjectRef");
+  return rt().export_ref(h);
+}
+Holder import_ref(const std::string& id, const std::string& owner) { return rt().import_ref(id, owner); }
 
 Holder submit_task(const std::string& function, std::vector<Arg> args, const TaskOptions& options) {
   return rt().submit_task(function, std::move(args), options);

@@ -38,7 +38,7 @@ CoreWorker::CoreWorker(const std::string& address, const std::string& token,
                        std::chrono::milliseconds timeout)
     : token_(token), head_(address), id_prefix_(random_hex(6)) {
   io_ = std::make_unique<IoLoop>("127.0.0.1", 0, token_, [this](IoLoop::Incoming in) {
-    reply_error(in, wire::ErrorCode::NOT_FOUND, "a driver does not serve calls");
+    if (!serve_objects(in)) reply_error(in, wire::ErrorCode::NOT_FOUND, "a driver serves only its objects");
   });
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
@@ -105,12 +105,148 @@ Holder CoreWorker::put(Bytes value) {
 }
 
 Bytes CoreWorker::get(const std::string& id, std::chrono::milliseconds timeout) {
+  ensure_fetched(id);
   return store_.get(id, timeout);
 }
 
 std::vector<size_t> CoreWorker::wait(const std::vector<std::string>& ids, size_t num,
                                      std::chrono::milliseconds t) {
+  for (auto& id : ids) ensure_fetched(id);
   return store_.wait(ids, num, t);
+}
+
+// ---- ownership --------------------------------------------------------------------------------
+//
+// The process that creates an object owns it. A ref that leaves the process (inside a value) is
+// exported: the owner pins the object until the borrower says it dropped the ref. A borrower
+// fetches the value from the owner on first use; if the owner is gone the get fails with a
+// message naming the owner, never a hang.
+
+std::pair<std::string, std::string> CoreWorker::export_ref(const Holder& h) {
+  if (!h->owner().empty()) {
+    // Passing on a borrowed ref: the new borrower gets it from the owner directly. This process
+    // keeps its own borrow until its holder goes, so the owner still pins the object meanwhile.
+    return {h->id(), h->owner()};
+  }
+  std::lock_guard<std::mutex> l(own_mu_);
+  auto& e = exported_[h->id()];
+  e.first = h;
+  ++e.second;
+  return {h->id(), io_->address()};
+}
+
+Holder CoreWorker::import_ref(const std::string& id, const std::string& owner) {
+  if (owner == io_->address()) {
+    // One of ours came back: use the pinned holder and consume the export.
+    std::lock_guard<std::mutex> l(own_mu_);
+    auto it = exported_.find(id);
+    if (it == exported_.end()) return std::make_shared<ObjectHolder>(id);
+    Holder h = it->second.first;
+    if (--it->second.second <= 0) exported_.erase(it);
+    return h;
+  }
+  {
+    std::lock_guard<std::mutex> l(own_mu_);
+    auto& b = borrowed_[id];
+    b.owner = owner;
+    ++b.holders;
+  }
+  store_.create(id);
+  return std::make_shared<ObjectHolder>(id, owner);
+}
+
+void CoreWorker::release(const std::string& id, const std::string& owner) {
+  if (owner.empty()) {
+    store_.release(id);
+    return;
+  }
+  // Each imported holder is one borrow at the owner; the local entry goes with the last one.
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> l(own_mu_);
+    auto it = borrowed_.find(id);
+    if (it != borrowed_.end() && --it->second.holders <= 0) {
+      borrowed_.erase(it);
+      last = true;
+    }
+  }
+  if (last) store_.release(id);
+  if (!io_) return;
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().setReleaseObject(id);
+  io_->request(owner, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+               std::chrono::seconds(10));
+}
+
+void CoreWorker::ensure_fetched(const std::string& id) {
+  std::string owner;
+  {
+    std::lock_guard<std::mutex> l(own_mu_);
+    auto it = borrowed_.find(id);
+    if (it == borrowed_.end() || it->second.fetching) return;
+    it->second.fetching = true;
+    owner = it->second.owner;
+  }
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().setGetObject(id);
+  io_->request(owner, rid, m.finish(),
+               [this, id, owner](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 if (err) {
+                   fail(id, static_cast<int>(wire::ErrorCode::UNAVAILABLE),
+                        "the owner of object " + id + " (" + owner + ") is gone: " + err->message);
+                   return;
+                 }
+                 auto body = r->env().getBody();
+                 if (body.isError()) {
+                   on_error_reply(id, body.getError());
+                 } else if (body.isTaskReply()) {
+                   try {
+                     store_.set_value(id, r->value(body.getTaskReply().getResult()));
+                   } catch (const DecodeError& e) {
+                     fail(id, static_cast<int>(wire::ErrorCode::BAD_REQUEST), e.what());
+                   }
+                 }
+               },
+               std::chrono::milliseconds::max());
+}
+
+bool CoreWorker::serve_objects(IoLoop::Incoming& in) {
+  auto body = in.msg->env().getBody();
+  if (body.isReleaseObject()) {
+    {
+      std::lock_guard<std::mutex> l(own_mu_);
+      auto it = exported_.find(body.getReleaseObject());
+      if (it != exported_.end() && --it->second.second <= 0) exported_.erase(it);
+    }
+    OutMessage m(token_, in.msg->env().getRequestId(), true);
+    m.env().getBody().setOk();
+    io_->reply(in.routing_id, m.finish());
+    return true;
+  }
+  if (!body.isGetObject()) return false;
+  std::string id = body.getGetObject();
+  std::string routing = in.routing_id;
+  uint64_t req = in.msg->env().getRequestId();
+  if (!store_.contains(id)) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "object " + id + " was freed by its owner " + io_->address());
+    return true;
+  }
+  store_.on_ready(id, [this, id, routing, req] {
+    auto snap = store_.peek(id);
+    OutMessage m(token_, req, true);
+    if (!snap.present) {
+      set_error(m.env(), wire::ErrorCode::NOT_FOUND, "object " + id + " was freed by its owner");
+    } else if (snap.error) {
+      set_error(m.env(), static_cast<wire::ErrorCode>(snap.error->code), snap.error->message,
+                snap.error->type, snap.error->location);
+    } else {
+      m.set_value(m.env().getBody().initTaskReply().initResult(), snap.value);
+    }
+    io_->reply(routing, m.finish());
+  });
+  return true;
 }
 
 void CoreWorker::fail(const std::string& id, int code, const std::string& msg) {
@@ -156,7 +292,10 @@ void CoreWorker::resolve_then(const std::shared_ptr<TaskSpec>& spec, std::functi
     }
   };
   for (auto& a : spec->args)
-    if (a.ref) store_.on_ready(a.ref->id(), done);
+    if (a.ref) {
+      ensure_fetched(a.ref->id());
+      store_.on_ready(a.ref->id(), done);
+    }
   done();
 }
 
@@ -574,6 +713,7 @@ struct CoreWorker::Executor {
 };
 
 void CoreWorker::handle_request(IoLoop::Incoming in) {
+  if (serve_objects(in)) return;
   auto body = in.msg->env().getBody();
   switch (body.which()) {
     case wire::Envelope::Body::PING: {

@@ -81,7 +81,9 @@ class CoreWorker {
   ActorPtr actor_from_id(const std::string& id, const std::string& cls);
   Holder submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args);
   void kill_actor(const ActorPtr& a);
-  void release(const std::string& id) { store_.release(id); }
+  void release(const std::string& id, const std::string& owner);
+  std::pair<std::string, std::string> export_ref(const Holder& h);
+  Holder import_ref(const std::string& id, const std::string& owner);
 
   // Ends the job at the node manager (its workers stop) and stops the I/O thread.
   void disconnect();
@@ -113,6 +115,10 @@ class CoreWorker {
   void actor_dead(const ActorPtr& a, const std::string& cause);
   void lookup_address(const ActorPtr& a);
 
+  // Ownership: serving our objects to borrowers, fetching borrowed ones.
+  bool serve_objects(IoLoop::Incoming& in);  // true when the request was an object request
+  void ensure_fetched(const std::string& id);
+
   // Worker side.
   void handle_request(IoLoop::Incoming in);
   void execute(IoLoop::Incoming& in);
@@ -135,6 +141,16 @@ class CoreWorker {
   std::vector<Lease> leases_;
   bool lease_in_flight_ = false;
   std::chrono::steady_clock::time_point last_task_activity_{};
+
+  // Objects that left this process, kept for their borrowers (id -> holder, count of exports).
+  std::mutex own_mu_;
+  std::unordered_map<std::string, std::pair<Holder, int>> exported_;  // guarded by own_mu_
+  struct Borrow {
+    std::string owner;
+    bool fetching = false;
+    int holders = 0;
+  };
+  std::unordered_map<std::string, Borrow> borrowed_;  // guarded by own_mu_
 
   // Worker side state (executor thread).
   struct Executor;

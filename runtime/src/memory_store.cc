@@ -155,6 +155,11 @@ std::vector<size_t> MemoryStore::wait(const std::vector<std::string>& ids, size_
   return out;
 }
 
+bool MemoryStore::contains(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  return entries_.count(id) > 0;
+}
+
 size_t MemoryStore::size() {
   std::lock_guard<std::mutex> l(mu_);
   return entries_.size();

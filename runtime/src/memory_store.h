@@ -40,6 +40,7 @@ class MemoryStore {
     bool present = false;
   };
   Snapshot peek(const std::string& id);
+  bool contains(const std::string& id);
   // Blocks the calling fiber until ready or timeout. Throws the stored error as a typed exception.
   Bytes get(const std::string& id, Duration timeout);
   std::vector<size_t> wait(const std::vector<std::string>& ids, size_t num, Duration timeout);

@@ -58,14 +58,17 @@ namespace detail {
 // Keeps an object alive in its owner's store while any ObjectRef to it exists.
 class ObjectHolder {
  public:
-  explicit ObjectHolder(std::string id) : id_(std::move(id)) {}
+  // owner: empty when this process owns the object, else the owner's address (a borrowed ref).
+  explicit ObjectHolder(std::string id, std::string owner = {})
+      : id_(std::move(id)), owner_(std::move(owner)) {}
   ~ObjectHolder();
   ObjectHolder(const ObjectHolder&) = delete;
   ObjectHolder& operator=(const ObjectHolder&) = delete;
   const std::string& id() const { return id_; }
+  const std::string& owner() const { return owner_; }
 
  private:
-  std::string id_;
+  std::string id_, owner_;
 };
 using Holder = std::shared_ptr<ObjectHolder>;
 
@@ -99,6 +102,10 @@ ActorPtr lookup_actor(const std::string& name, const std::string& class_name);
 Holder submit_actor_call(const ActorPtr& actor, const std::string& method, std::vector<Arg> args);
 void kill_actor(const ActorPtr& actor);
 std::string actor_id(const ActorPtr& actor);
+// A ref leaving this process: (id, owner address); the owner keeps the object for borrowers.
+std::pair<std::string, std::string> export_ref(const Holder& h);
+// A ref arriving in this process.
+Holder import_ref(const std::string& id, const std::string& owner);
 std::string actor_class(const ActorPtr& actor);
 // A handle that arrived as a value: its address is looked up on first use.
 ActorPtr actor_from_id(const std::string& id, const std::string& class_name);
@@ -162,6 +169,44 @@ std::vector<Arg> make_args(std::index_sequence<I...>, A&&... a) {
   return {make_arg<std::tuple_element_t<I, Params>>(std::forward<A>(a))...};
 }
 }  // namespace detail
+
+// ObjectRefs are values too: put them in containers, return them from tasks, pass them on. The
+// process that made the object owns it; others fetch it from the owner on first get().
+template <class T>
+struct Codec<ObjectRef<T>> {
+  static detail::Bytes encode(const ObjectRef<T>& r) {
+    return Codec<std::pair<std::string, std::string>>::encode(detail::export_ref(r.holder()));
+  }
+  static ObjectRef<T> decode(const char* data, size_t size) {
+    auto [id, owner] = Codec<std::pair<std::string, std::string>>::decode(data, size);
+    return ObjectRef<T>(detail::import_ref(id, owner));
+  }
+};
+
+// msgpack adaptor so ObjectRefs nest inside vectors, maps and YARD_FIELDS structs.
+}  // namespace yard
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+namespace adaptor {
+template <class T>
+struct convert<yard::ObjectRef<T>> {
+  const msgpack::object& operator()(const msgpack::object& o, yard::ObjectRef<T>& v) const {
+    auto p = o.as<std::pair<std::string, std::string>>();
+    v = yard::ObjectRef<T>(yard::detail::import_ref(p.first, p.second));
+    return o;
+  }
+};
+template <class T>
+struct pack<yard::ObjectRef<T>> {
+  template <class Stream>
+  msgpack::packer<Stream>& operator()(msgpack::packer<Stream>& o, const yard::ObjectRef<T>& v) const {
+    return o.pack(yard::detail::export_ref(v.holder()));
+  }
+};
+}  // namespace adaptor
+}  // MSGPACK_API_VERSION_NAMESPACE
+}  // namespace msgpack
+namespace yard {
 
 // Stores a value in this process's object store. An rvalue vector or string is moved in, not copied.
 template <class T>
