@@ -33,6 +33,15 @@ std::vector<std::string> RedisReply::strings() const {
   return out;
 }
 
+std::vector<std::string> RedisReply::nested_strings(size_t i) const {
+  std::vector<std::string> out;
+  if (i >= size()) return out;
+  auto* e = r_->element[i];
+  if (e->type != REDIS_REPLY_ARRAY) return out;
+  for (size_t k = 0; k < e->elements; ++k) out.emplace_back(e->element[k]->str, e->element[k]->len);
+  return out;
+}
+
 Redis::Redis(const std::string& host, int port, const std::string& password,
              std::chrono::milliseconds timeout)
     : address_(host + ":" + std::to_string(port)) {

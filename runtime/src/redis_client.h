@@ -23,6 +23,8 @@ class RedisReply {
   size_t size() const;  // array elements
   std::string at(size_t i) const;
   std::vector<std::string> strings() const;
+  // Strings of the array at element i (e.g. SCAN's key list).
+  std::vector<std::string> nested_strings(size_t i) const;
 
  private:
   redisReply* r_;

@@ -1,0 +1,92 @@
+// yard::collective — allreduce and friends over a group of ranks (actors, processes or threads).
+//
+// A group is a name, a world size and a rank per member. Members meet through Redis (the
+// cluster's control store): each publishes its transport address under keys namespaced by group
+// name and generation, and the keys are removed when the group is destroyed, so a re-created
+// group never meets stale keys.
+//
+// Every operation takes Options with a timeout and a tag; a rank that dies or never arrives makes
+// the operation fail on the others with CollectiveError (group, operation, reason), never a hang.
+// Buffers are raw memory; a LibTorch layer on top maps tensors to these calls.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "yard/errors.h"
+
+namespace yard::collective {
+
+enum class DType { kFloat32, kFloat64, kInt32, kInt64, kUInt8 };
+enum class ReduceOp { kSum, kAvg, kMin, kMax, kProduct };
+enum class Backend { kAuto, kGloo, kNccl };
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);
+const char* op_name(ReduceOp op);
+
+class CollectiveError : public Error {
+ public:
+  using Error::Error;
+};
+
+struct Options {
+  std::chrono::milliseconds timeout = std::chrono::seconds(30);
+  uint32_t tag = 0;  // tells concurrent operations of one group apart
+};
+
+struct GroupSpec {
+  std::string name;
+  int world_size = 1;
+  int rank = 0;
+  Backend backend = Backend::kAuto;
+  bool on_gpu = false;               // the tensors' device: kAuto picks NCCL for GPU, Gloo for CPU
+  std::string redis_address;         // host:port of the control store
+  std::string redis_password;
+  std::string generation = "0";      // distinguishes incarnations of a group name
+  std::string host = "127.0.0.1";    // interface this rank's transport listens on
+  std::chrono::milliseconds timeout = std::chrono::seconds(30);  // rendezvous deadline
+};
+
+// A member's view of a group. Not thread-safe: one operation at a time per Communicator (use tags
+// and separate groups for concurrency).
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual const std::string& name() const = 0;
+  virtual Backend backend() const = 0;
+
+  // In place: data holds count elements on every rank; afterwards, the reduction of all ranks'.
+  virtual void allreduce(void* data, size_t count, DType t, ReduceOp op, const Options& o = {}) = 0;
+  // Several buffers reduced as one operation (what gradient buckets use).
+  virtual void allreduce_coalesced(const std::vector<std::pair<void*, size_t>>& buffers, DType t,
+                                   ReduceOp op, const Options& o = {}) = 0;
+  virtual void broadcast(void* data, size_t count, DType t, int root, const Options& o = {}) = 0;
+  // In place; only root's data holds the result afterwards.
+  virtual void reduce(void* data, size_t count, DType t, ReduceOp op, int root, const Options& o = {}) = 0;
+  // out holds world_size * count elements, rank r's input at offset r * count.
+  virtual void allgather(const void* in, void* out, size_t count, DType t, const Options& o = {}) = 0;
+  // in holds world_size * count elements; out gets this rank's count-element slice of the reduction.
+  virtual void reduce_scatter(const void* in, void* out, size_t count, DType t, ReduceOp op,
+                              const Options& o = {}) = 0;
+  virtual void barrier(const Options& o = {}) = 0;
+  virtual void send(const void* data, size_t count, DType t, int peer, const Options& o = {}) = 0;
+  virtual void recv(void* data, size_t count, DType t, int peer, const Options& o = {}) = 0;
+
+  // Leaves the group: waits (up to the timeout) for every member to leave, then removes the
+  // group's rendezvous keys. After destroy, the same name and generation can be created again.
+  virtual void destroy(const Options& o = {}) = 0;
+};
+
+// Joins (creates) a group; blocks until all world_size members have arrived or spec.timeout.
+// Throws CollectiveError naming the group and the ranks that did not arrive, or the backend that
+// is unavailable (e.g. NCCL without a CUDA device).
+std::unique_ptr<Communicator> create_group(const GroupSpec& spec);
+
+}  // namespace yard::collective

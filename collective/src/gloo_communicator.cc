@@ -1,0 +1,268 @@
+#include "gloo_communicator.h"
+
+#include <cstring>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/math.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include "redis_store.h"
+
+namespace yard::collective {
+
+namespace {
+
+template <class F>
+void dispatch(DType t, F&& f) {
+  switch (t) {
+    case DType::kFloat32: return f(float{});
+    case DType::kFloat64: return f(double{});
+    case DType::kInt32: return f(int32_t{});
+    case DType::kInt64: return f(int64_t{});
+    case DType::kUInt8: return f(uint8_t{});
+  }
+  throw CollectiveError("unknown dtype");
+}
+
+template <class T>
+gloo::AllreduceOptions::Func reducer(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return [](void* c, const void* a, const void* b, size_t n) { gloo::sum<T>(c, a, b, n); };
+    case ReduceOp::kProduct: return [](void* c, const void* a, const void* b, size_t n) { gloo::product<T>(c, a, b, n); };
+    case ReduceOp::kMin: return [](void* c, const void* a, const void* b, size_t n) { gloo::min<T>(c, a, b, n); };
+    case ReduceOp::kMax: return [](void* c, const void* a, const void* b, size_t n) { gloo::max<T>(c, a, b, n); };
+  }
+  throw CollectiveError("unknown reduce op");
+}
+
+template <class T>
+void divide(void* data, size_t count, int n) {
+  T* p = static_cast<T*>(data);
+  for (size_t i = 0; i < count; ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(n));
+}
+
+class GlooCommunicator final : public Communicator {
+ public:
+  explicit GlooCommunicator(const GroupSpec& spec) : spec_(spec) {
+    if (spec.world_size < 1 || spec.rank < 0 || spec.rank >= spec.world_size)
+      throw CollectiveError("group '" + spec.name + "': rank " + std::to_string(spec.rank) +
+                            " is outside world size " + std::to_string(spec.world_size));
+    store_ = std::make_unique<RedisStore>(spec.redis_address, spec.redis_password,
+                                          "yard:coll:" + spec.name + ":" + spec.generation + ":", spec.name,
+                                          spec.timeout);
+    gloo::transport::tcp::attr attr;
+    attr.hostname = spec.host;
+    try {
+      device_ = gloo::transport::tcp::CreateDevice(attr);
+      context_ = std::make_shared<gloo::rendezvous::Context>(spec.rank, spec.world_size);
+      context_->setTimeout(spec.timeout);
+      context_->connectFullMesh(*store_, device_);
+    } catch (const CollectiveError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw CollectiveError("group '" + spec.name + "': rank " + std::to_string(spec.rank) +
+                            " could not connect to its peers: " + e.what());
+    }
+  }
+
+  int rank() const override { return spec_.rank; }
+  int world_size() const override { return spec_.world_size; }
+  const std::string& name() const override { return spec_.name; }
+  Backend backend() const override { return Backend::kGloo; }
+
+  void allreduce(void* data, size_t count, DType t, ReduceOp op, const Options& o) override {
+    guard("allreduce", [&] {
+      if (count == 0 || spec_.world_size == 1) return;
+      dispatch(t, [&](auto tag) {
+        using T = decltype(tag);
+        gloo::AllreduceOptions opts(context_);
+        opts.setOutput(static_cast<T*>(data), count);
+        opts.setReduceFunction(reducer<T>(op));
+        opts.setTag(o.tag);
+        opts.setTimeout(o.timeout);
+        gloo::allreduce(opts);
+        if (op == ReduceOp::kAvg) divide<T>(data, count, spec_.world_size);
+      });
+    });
+  }
+
+  void allreduce_coalesced(const std::vector<std::pair<void*, size_t>>& buffers, DType t, ReduceOp op,
+                           const Options& o) override {
+    // One staging buffer: a single operation instead of one per buffer.
+    size_t total = 0;
+    for (auto& b : buffers) total += b.second;
+    if (total == 0) return;
+    size_t es = dtype_size(t);
+    std::vector<char> staging(total * es);
+    size_t off = 0;
+    for (auto& b : buffers) {
+      std::memcpy(staging.data() + off, b.first, b.second * es);
+      off += b.second * es;
+    }
+    allreduce(staging.data(), total, t, op, o);
+    off = 0;
+    for (auto& b : buffers) {
+      std::memcpy(b.first, staging.data() + off, b.second * es);
+      off += b.second * es;
+    }
+  }
+
+  void broadcast(void* data, size_t count, DType t, int root, const Options& o) override {
+    check_rank(root, "broadcast root");
+    guard("broadcast", [&] {
+      if (count == 0 || spec_.world_size == 1) return;
+      dispatch(t, [&](auto tag) {
+        using T = decltype(tag);
+        gloo::BroadcastOptions opts(context_);
+        opts.setOutput(static_cast<T*>(data), count);
+        opts.setRoot(root);
+        opts.setTag(o.tag);
+        opts.setTimeout(o.timeout);
+        gloo::broadcast(opts);
+      });
+    });
+  }
+
+  void reduce(void* data, size_t count, DType t, ReduceOp op, int root, const Options& o) override {
+    check_rank(root, "reduce root");
+    guard("reduce", [&] {
+      if (count == 0 || spec_.world_size == 1) return;
+      dispatch(t, [&](auto tag) {
+        using T = decltype(tag);
+        gloo::ReduceOptions opts(context_);
+        opts.setOutput(static_cast<T*>(data), count);
+        opts.setRoot(root);
+        opts.setReduceFunction(reducer<T>(op));
+        opts.setTag(o.tag);
+        opts.setTimeout(o.timeout);
+        gloo::reduce(opts);
+        if (op == ReduceOp::kAvg && spec_.rank == root) divide<T>(data, count, spec_.world_size);
+      });
+    });
+  }
+
+  void allgather(const void* in, void* out, size_t count, DType t, const Options& o) override {
+    guard("allgather", [&] {
+      size_t es = dtype_size(t);
+      if (count == 0) return;
+      if (spec_.world_size == 1) {
+        std::memcpy(out, in, count * es);
+        return;
+      }
+      dispatch(t, [&](auto tag) {
+        using T = decltype(tag);
+        gloo::AllgatherOptions opts(context_);
+        opts.setInput(const_cast<T*>(static_cast<const T*>(in)), count);
+        opts.setOutput(static_cast<T*>(out), count * spec_.world_size);
+        opts.setTag(o.tag);
+        opts.setTimeout(o.timeout);
+        gloo::allgather(opts);
+      });
+    });
+  }
+
+  void reduce_scatter(const void* in, void* out, size_t count, DType t, ReduceOp op, const Options& o) override {
+    // The full reduction, then this rank's slice.
+    size_t es = dtype_size(t);
+    std::vector<char> all(count * spec_.world_size * es);
+    if (!all.empty()) std::memcpy(all.data(), in, all.size());
+    allreduce(all.data(), count * spec_.world_size, t, op, o);
+    if (count) std::memcpy(out, all.data() + spec_.rank * count * es, count * es);
+  }
+
+  void barrier(const Options& o) override {
+    guard("barrier", [&] {
+      if (spec_.world_size == 1) return;
+      gloo::BarrierOptions opts(context_);
+      opts.setTag(o.tag);
+      opts.setTimeout(o.timeout);
+      gloo::barrier(opts);
+    });
+  }
+
+  void send(const void* data, size_t count, DType t, int peer, const Options& o) override {
+    check_rank(peer, "send peer");
+    guard("send", [&] {
+      auto buf = context_->createUnboundBuffer(const_cast<void*>(data), count * dtype_size(t));
+      buf->send(peer, o.tag);
+      if (!buf->waitSend(o.timeout))
+        throw CollectiveError("send to rank " + std::to_string(peer) + " did not complete within " +
+                              std::to_string(o.timeout.count()) + " ms");
+    });
+  }
+
+  void recv(void* data, size_t count, DType t, int peer, const Options& o) override {
+    check_rank(peer, "recv peer");
+    guard("recv", [&] {
+      auto buf = context_->createUnboundBuffer(data, count * dtype_size(t));
+      buf->recv(peer, o.tag);
+      if (!buf->waitRecv(o.timeout))
+        throw CollectiveError("nothing from rank " + std::to_string(peer) + " within " +
+                              std::to_string(o.timeout.count()) + " ms");
+    });
+  }
+
+  void destroy(const Options& o) override {
+    if (destroyed_) return;
+    destroyed_ = true;
+    // Everyone signs out; the last one out removes the keys, so no member still reading them
+    // loses them and a re-created group starts clean.
+    long long out = store_->incr("left");
+    if (out >= spec_.world_size) {
+      store_->remove_all();
+    } else {
+      (void)o;
+    }
+    context_.reset();
+  }
+
+  ~GlooCommunicator() override {
+    try {
+      destroy({});
+    } catch (...) {
+    }
+  }
+
+ private:
+  void check_rank(int r, const char* what) const {
+    if (r < 0 || r >= spec_.world_size)
+      throw CollectiveError("group '" + spec_.name + "': " + what + " " + std::to_string(r) +
+                            " is outside world size " + std::to_string(spec_.world_size));
+  }
+
+  template <class F>
+  void guard(const char* op, F&& f) {
+    if (destroyed_) throw CollectiveError("group '" + spec_.name + "' was destroyed");
+    try {
+      f();
+    } catch (const CollectiveError& e) {
+      throw CollectiveError("group '" + spec_.name + "' rank " + std::to_string(spec_.rank) + ": " + op +
+                            " failed: " + e.what());
+    } catch (const std::exception& e) {
+      throw CollectiveError("group '" + spec_.name + "' rank " + std::to_string(spec_.rank) + ": " + op +
+                            " failed (a peer died, left or timed out): " + e.what());
+    }
+  }
+
+  GroupSpec spec_;
+  std::unique_ptr<RedisStore> store_;
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::shared_ptr<gloo::rendezvous::Context> context_;
+  bool destroyed_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> create_gloo(const GroupSpec& spec) {
+  return std::make_unique<GlooCommunicator>(spec);
+}
+
+}  // namespace yard::collective

@@ -1,0 +1,232 @@
+// Collective operations with N ranks as threads, each with its own transport and store
+// connection, meeting through a real redis-server. Every result is checked element by element
+// against a locally computed reference.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <functional>
+#include <thread>
+
+#include "support.h"
+#include "yard/collective.h"
+
+using namespace yard::collective;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Started on the first call, which must be on the main thread: the server is tied to the thread
+// that started it (it dies with it), and test threads come and go.
+yard::test::RedisServer& redis() {
+  static yard::test::RedisServer r;
+  return r;
+}
+
+GroupSpec spec_for(const std::string& name, int world, int rank) {
+  GroupSpec s;
+  s.name = name;
+  s.world_size = world;
+  s.rank = rank;
+  s.redis_address = redis().address();
+  s.timeout = 20s;
+  return s;
+}
+
+// Runs fn(rank, comm) on `world` threads; rethrows the first failure.
+void run_ranks(const std::string& name, int world, const std::function<void(int, Communicator&)>& fn) {
+  redis();
+  std::vector<std::thread> ts;
+  std::vector<std::exception_ptr> errs(world);
+  for (int r = 0; r < world; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        auto c = create_group(spec_for(name, world, r));
+        fn(r, *c);
+        c->destroy();
+      } catch (...) {
+        errs[r] = std::current_exception();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (auto& e : errs)
+    if (e) std::rethrow_exception(e);
+}
+
+template <class T>
+T value(int rank, size_t i, ReduceOp op) {
+  if (op == ReduceOp::kProduct) return static_cast<T>(1 + (i + rank) % 3);
+  return static_cast<T>((rank + 1) * 3 + static_cast<int>(i % 5));
+}
+
+template <class T>
+T reference(int world, size_t i, ReduceOp op) {
+  T acc = value<T>(0, i, op);
+  for (int r = 1; r < world; ++r) {
+    T v = value<T>(r, i, op);
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: acc = static_cast<T>(acc + v); break;
+      case ReduceOp::kProduct: acc = static_cast<T>(acc * v); break;
+      case ReduceOp::kMin: acc = std::min(acc, v); break;
+      case ReduceOp::kMax: acc = std::max(acc, v); break;
+    }
+  }
+  if (op == ReduceOp::kAvg) acc = static_cast<T>(acc / static_cast<T>(world));
+  return acc;
+}
+
+template <class T>
+DType dtype_of();
+template <> DType dtype_of<float>() { return DType::kFloat32; }
+template <> DType dtype_of<double>() { return DType::kFloat64; }
+template <> DType dtype_of<int32_t>() { return DType::kInt32; }
+template <> DType dtype_of<int64_t>() { return DType::kInt64; }
+
+template <class T>
+void check_allreduce(Communicator& c, size_t n, ReduceOp op, std::atomic<int>& bad) {
+  std::vector<T> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = value<T>(c.rank(), i, op);
+  c.allreduce(v.data(), n, dtype_of<T>(), op);
+  for (size_t i = 0; i < n; ++i) {
+    T want = reference<T>(c.world_size(), i, op);
+    bool ok = std::is_floating_point_v<T> ? std::abs(double(v[i]) - double(want)) <= 1e-5 * std::abs(double(want))
+                                          : v[i] == want;
+    if (!ok) {
+      ++bad;
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("allreduce over world sizes, sizes, dtypes and ops matches the reference", "[collective]") {
+  for (int world : {1, 2, 3, 4, 7}) {
+    std::atomic<int> bad{0};
+    run_ranks("sweep-" + std::to_string(world), world, [&](int, Communicator& c) {
+      for (size_t n : {size_t(0), size_t(1), size_t(1031), size_t(1) << 18})
+        for (auto op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+          check_allreduce<float>(c, n, op, bad);
+          check_allreduce<double>(c, n, op, bad);
+          check_allreduce<int32_t>(c, n, op, bad);
+          check_allreduce<int64_t>(c, n, op, bad);
+        }
+    });
+    INFO("world " << world);
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("broadcast, reduce, allgather, reduce_scatter, coalesced allreduce, send/recv", "[collective]") {
+  for (int world : {1, 2, 3, 4, 7}) {
+    std::atomic<int> bad{0};
+    run_ranks("ops-" + std::to_string(world), world, [&](int rank, Communicator& c) {
+      for (size_t n : {size_t(0), size_t(1), size_t(1031)}) {
+        int root = world - 1;
+        std::vector<double> b(n, rank == root ? 2.5 : -1.0);
+        c.broadcast(b.data(), n, DType::kFloat64, root);
+        for (auto x : b) bad += x != 2.5;
+
+        std::vector<int64_t> r(n, rank + 1);
+        c.reduce(r.data(), n, DType::kInt64, ReduceOp::kSum, 0);
+        if (rank == 0)
+          for (auto x : r) bad += x != int64_t(world) * (world + 1) / 2;
+
+        std::vector<int32_t> in(n), out(n * world, -1);
+        for (size_t i = 0; i < n; ++i) in[i] = rank * 1000 + static_cast<int>(i);
+        c.allgather(in.data(), out.data(), n, DType::kInt32);
+        for (int q = 0; q < world; ++q)
+          for (size_t i = 0; i < n; ++i) bad += out[q * n + i] != q * 1000 + static_cast<int>(i);
+
+        std::vector<float> rs_in(n * world), rs_out(n, -1);
+        for (size_t i = 0; i < rs_in.size(); ++i) rs_in[i] = static_cast<float>(i % 11 + rank);
+        c.reduce_scatter(rs_in.data(), rs_out.data(), n, DType::kFloat32, ReduceOp::kSum);
+        for (size_t i = 0; i < n; ++i) {
+          size_t g = rank * n + i;
+          float want = static_cast<float>(world * (g % 11)) + static_cast<float>(world * (world - 1) / 2);
+          bad += rs_out[i] != want;
+        }
+
+        std::vector<float> a(n, float(rank)), bb(n + 3, float(2 * rank));
+        c.allreduce_coalesced({{a.data(), a.size()}, {bb.data(), bb.size()}}, DType::kFloat32, ReduceOp::kSum);
+        float s = float(world * (world - 1) / 2);
+        for (auto x : a) bad += x != s;
+        for (auto x : bb) bad += x != 2 * s;
+      }
+      c.barrier();
+      if (world > 1) {
+        // A ring: everyone sends to the next and receives from the previous.
+        std::vector<int64_t> mine(17, rank), theirs(17, -1);
+        Options o;
+        o.tag = 7;
+        std::thread sender([&] { c.send(mine.data(), mine.size(), DType::kInt64, (rank + 1) % world, o); });
+        c.recv(theirs.data(), theirs.size(), DType::kInt64, (rank + world - 1) % world, o);
+        sender.join();
+        for (auto x : theirs) bad += x != (rank + world - 1) % world;
+      }
+    });
+    INFO("world " << world);
+    CHECK(bad == 0);
+  }
+}
+
+TEST_CASE("a rank that never arrives fails the others with a clear error", "[collective][failure]") {
+  redis();
+  auto s = spec_for("absent", 3, 0);
+  s.timeout = 800ms;
+  std::exception_ptr e1;
+  std::thread t([&] {
+    try {
+      auto s1 = spec_for("absent", 3, 1);
+      s1.timeout = 800ms;
+      create_group(s1);
+    } catch (...) {
+      e1 = std::current_exception();
+    }
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_WITH(create_group(s), Catch::Contains("absent") && Catch::Contains("did not arrive"));
+  CHECK(std::chrono::steady_clock::now() - t0 < 10s);
+  t.join();
+  CHECK(e1);
+}
+
+TEST_CASE("a rank that leaves mid-operation fails the survivor within its timeout", "[collective][failure]") {
+  redis();
+  std::thread other([&] {
+    auto c = create_group(spec_for("leaver", 2, 1));
+    c.reset();  // gone without taking part
+  });
+  auto c = create_group(spec_for("leaver", 2, 0));
+  other.join();
+  std::vector<float> v(1000, 1.f);
+  Options o;
+  o.timeout = 1s;
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(c->allreduce(v.data(), v.size(), DType::kFloat32, ReduceOp::kSum, o), CollectiveError);
+  CHECK(std::chrono::steady_clock::now() - t0 < 15s);
+}
+
+TEST_CASE("the same group name is destroyed and re-created 100 times without stale keys", "[collective]") {
+  for (int i = 0; i < 100; ++i) {
+    std::atomic<int> bad{0};
+    run_ranks("again", 2, [&](int rank, Communicator& c) {
+      int64_t v = rank + i;
+      c.allreduce(&v, 1, DType::kInt64, ReduceOp::kSum);
+      bad += v != 2 * i + 1;
+    });
+    REQUIRE(bad == 0);
+  }
+  yard::detail::Redis r("127.0.0.1", redis().port(), "", 2s);
+  auto left = r.cmd({"KEYS", "yard:coll:again:*"});
+  CHECK(left.size() == 0);
+}
+
+TEST_CASE("asking for NCCL without it, or bad ranks, gives a clear error", "[collective]") {
+  auto s = spec_for("nccl", 1, 0);
+  s.backend = Backend::kNccl;
+  CHECK_THROWS_WITH(create_group(s), Catch::Contains("NCCL"));
+  auto bad = spec_for("badrank", 2, 5);
+  CHECK_THROWS_WITH(create_group(bad), Catch::Contains("outside world size"));
+}
