@@ -1,0 +1,152 @@
+// bench/run collective: allreduce, broadcast and allgather with ranks as processes on this node,
+// side by side with torch.distributed's gloo backend (Debian's python3-torch) and memcpy.
+// Bandwidths follow the nccl-tests convention: algbw = bytes / time; busbw = algbw * 2(n-1)/n for
+// allreduce, algbw for broadcast, algbw * (n-1)/n for allgather (bytes = the gathered total).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "../tests/support.h"
+#include "process.h"
+#include "yard/collective.h"
+
+using namespace yard::collective;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+const std::vector<size_t> kSizes = {4 << 10, 1 << 20, 16 << 20, 64 << 20};
+
+int iters_for(size_t bytes) { return std::max<int>(3, std::min<int>(200, static_cast<int>(64e6 / bytes * 0.5))); }
+
+// One rank: runs every case, rank 0 writes "op bytes seconds_per_op" lines to out_path.
+int rank_main(int rank, int world, const std::string& redis, const std::string& out_path) {
+  GroupSpec s;
+  s.name = "bench";
+  s.world_size = world;
+  s.rank = rank;
+  s.redis_address = redis;
+  s.generation = std::to_string(getppid());
+  auto c = create_group(s);
+  std::ostringstream lines;
+  for (size_t bytes : kSizes) {
+    size_t n = bytes / 4;
+    std::vector<float> x(n, 1.f), gathered(n * world);
+    for (std::string op : {"allreduce", "broadcast", "allgather"}) {
+      auto step = [&] {
+        if (op == "allreduce") c->allreduce(x.data(), n, DType::kFloat32, ReduceOp::kSum);
+        else if (op == "broadcast") c->broadcast(x.data(), n, DType::kFloat32, 0);
+        else c->allgather(x.data(), gathered.data(), n, DType::kFloat32);
+      };
+      step();
+      step();
+      int k = iters_for(bytes);
+      c->barrier();
+      auto t0 = Clock::now();
+      for (int i = 0; i < k; ++i) step();
+      c->barrier();
+      double dt = std::chrono::duration<double>(Clock::now() - t0).count() / k;
+      lines << op << " " << bytes << " " << dt << "\n";
+    }
+  }
+  c->destroy();
+  if (rank == 0) std::ofstream(out_path) << lines.str();
+  return 0;
+}
+
+std::map<std::pair<std::string, size_t>, double> read_results(const std::string& path) {
+  std::map<std::pair<std::string, size_t>, double> r;
+  std::ifstream in(path);
+  std::string op;
+  size_t bytes;
+  double t;
+  while (in >> op >> bytes >> t) r[{op, bytes}] = t;
+  return r;
+}
+
+double busbw(const std::string& op, size_t bytes, int n, double t) {
+  double algbw = (op == "allgather" ? bytes * double(n) : double(bytes)) / t / 1e9;
+  if (op == "allreduce") return algbw * 2.0 * (n - 1) / n;
+  if (op == "allgather") return algbw * (n - 1) / n;
+  return algbw;
+}
+
+std::string size_name(size_t b) {
+  return b >= (1 << 20) ? std::to_string(b >> 20) + "MiB" : std::to_string(b >> 10) + "KiB";
+}
+
+double memcpy_gbps(size_t bytes) {
+  std::vector<char> a(bytes, 1), b(bytes, 0);
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    best = std::max(best, bytes / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (const char* r = getenv("BENCH_RANK"))
+    return rank_main(atoi(r), atoi(getenv("BENCH_WORLD")), getenv("BENCH_REDIS"), getenv("BENCH_OUT"));
+  std::string only = argc > 1 ? argv[1] : "";
+  std::string peer_script = std::string(argc > 2 ? argv[2] : "bench/torch_gloo_peer.py");
+  yard::test::RedisServer redis;
+  double mem = memcpy_gbps(64 << 20);
+  std::printf("{\"suite\":\"collective\",\"case\":\"memcpy_64MiB\",\"value\":%.4g,\"unit\":\"GB/s\"}\n", mem);
+  for (int world : {2, 4}) {
+    std::string ours = "/tmp/yard-coll-bench-" + std::to_string(getpid()) + "-" + std::to_string(world);
+    std::vector<pid_t> pids;
+    for (int r = 0; r < world; ++r) {
+      yard::detail::SpawnOptions so;
+      so.env = {{"BENCH_RANK", std::to_string(r)}, {"BENCH_WORLD", std::to_string(world)},
+                {"BENCH_REDIS", redis.address()}, {"BENCH_OUT", ours}};
+      so.death_signal = SIGKILL;
+      pids.push_back(yard::detail::spawn({yard::detail::self_exe()}, so));
+    }
+    for (auto p : pids) waitpid(p, nullptr, 0);
+    std::string theirs = ours + ".torch";
+    std::vector<std::string> cmd = {"/usr/bin/python3", peer_script, std::to_string(world),
+                                    std::to_string(yard::detail::free_port("127.0.0.1")), theirs};
+    for (auto b : kSizes) cmd.push_back(std::to_string(b));
+    yard::detail::SpawnOptions so;
+    so.env = {{"OMP_NUM_THREADS", "1"}};
+    so.death_signal = SIGKILL;
+    pid_t tp = yard::detail::spawn(cmd, so);
+    waitpid(tp, nullptr, 0);
+    auto a = read_results(ours), b = read_results(theirs);
+    std::remove(ours.c_str());
+    std::remove(theirs.c_str());
+    for (auto& [key, t] : a) {
+      auto [op, bytes] = key;
+      std::string name = op + "_busbw_" + size_name(bytes) + "_w" + std::to_string(world);
+      if (!only.empty() && name.find(only) == std::string::npos) continue;
+      double v = busbw(op, bytes, world, t);
+      if (b.count(key)) {
+        double pv = busbw(op, bytes, world, b[key]);
+        std::printf("{\"suite\":\"collective\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"GB/s\",\"peer\":\"torch_gloo\",\"peer_value\":%.4g,\"ratio\":%.4g}\n",
+                    name.c_str(), v, pv, v / pv);
+      } else {
+        std::printf("{\"suite\":\"collective\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"GB/s\"}\n", name.c_str(), v);
+      }
+      if (bytes == (4 << 10)) {
+        std::string lat = op + "_lat_4KiB_w" + std::to_string(world);
+        double us = t * 1e6;
+        if (b.count(key))
+          std::printf("{\"suite\":\"collective\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"us\",\"peer\":\"torch_gloo\",\"peer_value\":%.4g,\"ratio\":%.4g}\n",
+                      lat.c_str(), us, b[key] * 1e6, us / (b[key] * 1e6));
+      }
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
