@@ -35,6 +35,17 @@ int rank_main(int rank, int world, const std::string& redis, const std::string& 
   s.redis_address = redis;
   s.generation = std::to_string(getppid());
   auto c = create_group(s);
+  // The timed loops do not look at results; this does, once, on the path they take.
+  {
+    std::vector<float> v(1 << 20, float(rank + 1));
+    c->allreduce(v.data(), v.size(), DType::kFloat32, ReduceOp::kSum);
+    float want = float(world * (world + 1) / 2);
+    for (float x : v)
+      if (x != want) {
+        std::fprintf(stderr, "rank %d: allreduce gave %g, expected %g\n", rank, x, want);
+        return 1;
+      }
+  }
   std::ostringstream lines;
   for (size_t bytes : kSizes) {
     size_t n = bytes / 4;
@@ -113,7 +124,14 @@ int main(int argc, char** argv) {
       so.death_signal = SIGKILL;
       pids.push_back(yard::detail::spawn({yard::detail::self_exe()}, so));
     }
-    for (auto p : pids) waitpid(p, nullptr, 0);
+    for (auto p : pids) {
+      int st = 0;
+      waitpid(p, &st, 0);
+      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        std::fprintf(stderr, "a rank failed\n");
+        return 1;
+      }
+    }
     std::string theirs = ours + ".torch";
     std::vector<std::string> cmd = {"/usr/bin/python3", peer_script, std::to_string(world),
                                     std::to_string(yard::detail::free_port("127.0.0.1")), theirs};

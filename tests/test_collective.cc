@@ -33,15 +33,26 @@ GroupSpec spec_for(const std::string& name, int world, int rank) {
   return s;
 }
 
+// The transports under test: loopback TCP (Gloo), shared memory, and shared memory with tiny
+// chunks so every multi-chunk and uneven-split path runs on small inputs.
+enum class Path { kTcp, kShm, kShmTiny };
+const char* path_name(Path p) { return p == Path::kTcp ? "tcp" : p == Path::kShm ? "shm" : "shm-tiny"; }
+
 // Runs fn(rank, comm) on `world` threads; rethrows the first failure.
-void run_ranks(const std::string& name, int world, const std::function<void(int, Communicator&)>& fn) {
+void run_ranks(const std::string& name, int world, const std::function<void(int, Communicator&)>& fn,
+               Path path = Path::kShm) {
   redis();
   std::vector<std::thread> ts;
   std::vector<std::exception_ptr> errs(world);
   for (int r = 0; r < world; ++r)
     ts.emplace_back([&, r] {
       try {
-        auto c = create_group(spec_for(name, world, r));
+        auto s = spec_for(name + "-" + path_name(path), world, r);
+        s.shared_memory = path != Path::kTcp;
+        if (path == Path::kShmTiny) s.shm_chunk_bytes = 64;
+        auto c = create_group(s);
+        if (world > 1 && c->uses_shared_memory() != (path != Path::kTcp))
+          throw std::runtime_error("wrong transport chosen");
         fn(r, *c);
         c->destroy();
       } catch (...) {
@@ -102,23 +113,28 @@ void check_allreduce(Communicator& c, size_t n, ReduceOp op, std::atomic<int>& b
 }  // namespace
 
 TEST_CASE("allreduce over world sizes, sizes, dtypes and ops matches the reference", "[collective]") {
+  auto path = GENERATE(Path::kTcp, Path::kShm, Path::kShmTiny);
+  INFO(path_name(path));
   for (int world : {1, 2, 3, 4, 7}) {
     std::atomic<int> bad{0};
     run_ranks("sweep-" + std::to_string(world), world, [&](int, Communicator& c) {
-      for (size_t n : {size_t(0), size_t(1), size_t(1031), size_t(1) << 18})
+      // Tiny chunks make every element a barrier: the large size adds nothing there but time.
+      for (size_t n : {size_t(0), size_t(1), size_t(1031), path == Path::kShmTiny ? size_t(4099) : size_t(1) << 18})
         for (auto op : {ReduceOp::kSum, ReduceOp::kAvg, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
           check_allreduce<float>(c, n, op, bad);
           check_allreduce<double>(c, n, op, bad);
           check_allreduce<int32_t>(c, n, op, bad);
           check_allreduce<int64_t>(c, n, op, bad);
         }
-    });
+    }, path);
     INFO("world " << world);
     CHECK(bad == 0);
   }
 }
 
 TEST_CASE("broadcast, reduce, allgather, reduce_scatter, coalesced allreduce, send/recv", "[collective]") {
+  auto path = GENERATE(Path::kTcp, Path::kShm, Path::kShmTiny);
+  INFO(path_name(path));
   for (int world : {1, 2, 3, 4, 7}) {
     std::atomic<int> bad{0};
     run_ranks("ops-" + std::to_string(world), world, [&](int rank, Communicator& c) {
@@ -165,7 +181,7 @@ TEST_CASE("broadcast, reduce, allgather, reduce_scatter, coalesced allreduce, se
         sender.join();
         for (auto x : theirs) bad += x != (rank + world - 1) % world;
       }
-    });
+    }, path);
     INFO("world " << world);
     CHECK(bad == 0);
   }
@@ -194,17 +210,27 @@ TEST_CASE("a rank that never arrives fails the others with a clear error", "[col
 
 TEST_CASE("a rank that leaves mid-operation fails the survivor within its timeout", "[collective][failure]") {
   redis();
+  bool shm = GENERATE(false, true);
+  std::string name = shm ? "leaver-shm" : "leaver-tcp";
   std::thread other([&] {
-    auto c = create_group(spec_for("leaver", 2, 1));
+    auto s = spec_for(name, 2, 1);
+    s.shared_memory = shm;
+    auto c = create_group(s);
     c.reset();  // gone without taking part
   });
-  auto c = create_group(spec_for("leaver", 2, 0));
+  auto s0 = spec_for(name, 2, 0);
+  s0.shared_memory = shm;
+  auto c = create_group(s0);
   other.join();
   std::vector<float> v(1000, 1.f);
   Options o;
   o.timeout = 1s;
   auto t0 = std::chrono::steady_clock::now();
-  CHECK_THROWS_AS(c->allreduce(v.data(), v.size(), DType::kFloat32, ReduceOp::kSum, o), CollectiveError);
+  if (shm)
+    CHECK_THROWS_WITH(c->allreduce(v.data(), v.size(), DType::kFloat32, ReduceOp::kSum, o),
+                      Catch::Contains("group '" + name + "'") && Catch::Contains("rank(s) 1"));
+  else
+    CHECK_THROWS_AS(c->allreduce(v.data(), v.size(), DType::kFloat32, ReduceOp::kSum, o), CollectiveError);
   CHECK(std::chrono::steady_clock::now() - t0 < 15s);
 }
 
@@ -219,7 +245,7 @@ TEST_CASE("the same group name is destroyed and re-created 100 times without sta
     REQUIRE(bad == 0);
   }
   yard::detail::Redis r("127.0.0.1", redis().port(), "", 2s);
-  auto left = r.cmd({"KEYS", "yard:coll:again:*"});
+  auto left = r.cmd({"KEYS", "yard:coll:again*"});
   CHECK(left.size() == 0);
 }
 

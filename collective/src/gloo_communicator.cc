@@ -13,11 +13,23 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "process.h"
 #include "redis_store.h"
+#include "shm_channel.h"
 
 namespace yard::collective {
 
 namespace {
+
+std::string boot_id() {
+  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  char buf[64] = {0};
+  if (f) {
+    if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
+    fclose(f);
+  }
+  return buf;
+}
 
 template <class F>
 void dispatch(DType t, F&& f) {
@@ -64,7 +76,17 @@ class GlooCommunicator final : public Communicator {
       device_ = gloo::transport::tcp::CreateDevice(attr);
       context_ = std::make_shared<gloo::rendezvous::Context>(spec.rank, spec.world_size);
       context_->setTimeout(spec.timeout);
+      // Which host each rank is on decides the same-node fast path.
+      std::string me = detail::hostname() + "/" + boot_id();
+      store_->set("host_" + std::to_string(spec.rank), std::vector<char>(me.begin(), me.end()));
       context_->connectFullMesh(*store_, device_);
+      bool one_host = true;
+      for (int r = 0; r < spec.world_size && one_host; ++r) {
+        auto v = store_->get("host_" + std::to_string(r));
+        one_host = std::string(v.begin(), v.end()) == me;
+      }
+      if (one_host && spec.shared_memory && spec.world_size > 1)
+        shm_ = std::make_unique<ShmChannel>(*store_, spec, spec.shm_chunk_bytes);
     } catch (const CollectiveError&) {
       throw;
     } catch (const std::exception& e) {
@@ -77,10 +99,12 @@ class GlooCommunicator final : public Communicator {
   int world_size() const override { return spec_.world_size; }
   const std::string& name() const override { return spec_.name; }
   Backend backend() const override { return Backend::kGloo; }
+  bool uses_shared_memory() const override { return shm_ != nullptr; }
 
   void allreduce(void* data, size_t count, DType t, ReduceOp op, const Options& o) override {
     guard("allreduce", [&] {
       if (count == 0 || spec_.world_size == 1) return;
+      if (shm_) return shm_->allreduce(data, count, t, op, o.timeout);
       dispatch(t, [&](auto tag) {
         using T = decltype(tag);
         gloo::AllreduceOptions opts(context_);
@@ -119,6 +143,7 @@ class GlooCommunicator final : public Communicator {
     check_rank(root, "broadcast root");
     guard("broadcast", [&] {
       if (count == 0 || spec_.world_size == 1) return;
+      if (shm_) return shm_->broadcast(data, count, t, root, o.timeout);
       dispatch(t, [&](auto tag) {
         using T = decltype(tag);
         gloo::BroadcastOptions opts(context_);
@@ -135,6 +160,13 @@ class GlooCommunicator final : public Communicator {
     check_rank(root, "reduce root");
     guard("reduce", [&] {
       if (count == 0 || spec_.world_size == 1) return;
+      if (shm_) {
+        std::vector<char> tmp(count * dtype_size(t));
+        std::memcpy(tmp.data(), data, tmp.size());
+        shm_->allreduce(tmp.data(), count, t, op, o.timeout);
+        if (spec_.rank == root) std::memcpy(data, tmp.data(), tmp.size());
+        return;
+      }
       dispatch(t, [&](auto tag) {
         using T = decltype(tag);
         gloo::ReduceOptions opts(context_);
@@ -157,6 +189,7 @@ class GlooCommunicator final : public Communicator {
         std::memcpy(out, in, count * es);
         return;
       }
+      if (shm_) return shm_->allgather(in, out, count, t, o.timeout);
       dispatch(t, [&](auto tag) {
         using T = decltype(tag);
         gloo::AllgatherOptions opts(context_);
@@ -181,6 +214,7 @@ class GlooCommunicator final : public Communicator {
   void barrier(const Options& o) override {
     guard("barrier", [&] {
       if (spec_.world_size == 1) return;
+      if (shm_) return shm_->barrier(o.timeout);
       gloo::BarrierOptions opts(context_);
       opts.setTag(o.tag);
       opts.setTimeout(o.timeout);
@@ -221,6 +255,7 @@ class GlooCommunicator final : public Communicator {
     } else {
       (void)o;
     }
+    shm_.reset();
     context_.reset();
   }
 
@@ -256,6 +291,7 @@ class GlooCommunicator final : public Communicator {
   std::unique_ptr<RedisStore> store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
+  std::unique_ptr<ShmChannel> shm_;
   bool destroyed_ = false;
 };
 

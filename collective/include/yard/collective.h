@@ -50,6 +50,10 @@ struct GroupSpec {
   std::string generation = "0";      // distinguishes incarnations of a group name
   std::string host = "127.0.0.1";    // interface this rank's transport listens on
   std::chrono::milliseconds timeout = std::chrono::seconds(30);  // rendezvous deadline
+  // Same-node fast path: when every rank is on one host, allreduce, broadcast, allgather, reduce,
+  // reduce_scatter and barrier go through shared memory instead of loopback TCP.
+  bool shared_memory = true;
+  size_t shm_chunk_bytes = 2 << 20;  // tests set it tiny to exercise the multi-chunk paths
 };
 
 // A member's view of a group. Not thread-safe: one operation at a time per Communicator (use tags
@@ -61,6 +65,8 @@ class Communicator {
   virtual int world_size() const = 0;
   virtual const std::string& name() const = 0;
   virtual Backend backend() const = 0;
+  // True when operations go through the same-node shared-memory path.
+  virtual bool uses_shared_memory() const { return false; }
 
   // In place: data holds count elements on every rank; afterwards, the reduction of all ranks'.
   virtual void allreduce(void* data, size_t count, DType t, ReduceOp op, const Options& o = {}) = 0;
