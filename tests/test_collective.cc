@@ -6,6 +6,8 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <sys/wait.h>
+
 #include <thread>
 
 #include "support.h"
@@ -262,4 +264,51 @@ TEST_CASE("asking for NCCL without a GPU, or bad ranks, gives a clear error", "[
   CHECK_THROWS_AS(create_group(s), CollectiveError);
   auto bad = spec_for("badrank", 2, 5);
   CHECK_THROWS_WITH(create_group(bad), Catch::Contains("outside world size"));
+}
+
+namespace {
+// Starts `world` coll_rank processes; returns their exit codes (a killed rank: 128 + signal).
+std::vector<int> run_processes(const std::string& name, int world, bool shm, int die_rank = -1) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    yard::detail::SpawnOptions so;
+    so.env = {{"RANK", std::to_string(r)}, {"WORLD", std::to_string(world)}, {"REDIS", redis().address()},
+              {"NAME", name}, {"SHM", shm ? "1" : "0"}};
+    if (die_rank >= 0) so.env["DIE_RANK"] = std::to_string(die_rank);
+    so.death_signal = SIGKILL;
+    pids.push_back(yard::detail::spawn({getenv("COLL_RANK_BIN")}, so));
+  }
+  std::vector<int> codes;
+  for (auto p : pids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+  }
+  return codes;
+}
+}  // namespace
+
+TEST_CASE("ranks as separate processes agree element by element", "[collective][processes]") {
+  redis();
+  for (bool shm : {false, true})
+    for (int world : {2, 3, 4}) {
+      INFO("world " << world << (shm ? " shm" : " tcp"));
+      auto codes = run_processes("proc-" + std::to_string(world) + (shm ? "-shm" : "-tcp"), world, shm);
+      for (int c : codes) CHECK(c == 0);
+    }
+}
+
+TEST_CASE("kill -9 of a rank: the others fail with CollectiveError, never hang", "[collective][processes][failure]") {
+  redis();
+  for (bool shm : {false, true}) {
+    INFO((shm ? "shm" : "tcp"));
+    auto t0 = std::chrono::steady_clock::now();
+    auto codes = run_processes(std::string("killed-") + (shm ? "shm" : "tcp"), 3, shm, 2);
+    CHECK(codes[2] == 128 + SIGKILL);
+    CHECK(codes[0] == 3);
+    CHECK(codes[1] == 3);
+    // The TCP path notices the closed connections, the shared-memory path the dead pid: both
+    // long before the 3 s operation timeout.
+    CHECK(std::chrono::steady_clock::now() - t0 < 60s);
+  }
 }

@@ -1,11 +1,13 @@
 #include "shm_channel.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -20,6 +22,10 @@ constexpr size_t kLine = 64;
 
 std::atomic<uint64_t>* epoch_of(char* base, int r) {
   return reinterpret_cast<std::atomic<uint64_t>*>(base + static_cast<size_t>(r) * kLine);
+}
+// Each rank's process id, next to its epoch: a waiting rank notices a dead peer at once.
+std::atomic<int32_t>* pid_of(char* base, int r) {
+  return reinterpret_cast<std::atomic<int32_t>*>(base + static_cast<size_t>(r) * kLine + 8);
 }
 
 template <class T>
@@ -46,6 +52,20 @@ void reduce_into(T* out, const char* const* srcs, int n, size_t count, ReduceOp 
   }
   if (op == ReduceOp::kAvg)
     for (size_t i = 0; i < count; ++i) out[i] = static_cast<T>(out[i] / static_cast<T>(n));
+}
+
+// Gone, or a zombie waiting to be reaped.
+bool process_dead(int32_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (!f) return true;
+  char buf[256] = {0};
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  const char* close_paren = std::strrchr(buf, ')');
+  return n > 0 && close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z';
 }
 
 void reduce_dispatch(DType t, char* out, const char* const* srcs, int n, size_t count, ReduceOp op) {
@@ -87,6 +107,7 @@ ShmChannel::ShmChannel(RedisStore& store, const GroupSpec& spec, size_t chunk_by
   if (p == MAP_FAILED) throw CollectiveError("group '" + group_ + "': cannot map shared memory: " + strerror(errno));
   base_ = static_cast<char*>(p);
   slots_ = base_ + header;
+  pid_of(base_, rank_)->store(getpid(), std::memory_order_release);
   // Everyone attached: the name can go; the memory lives while anyone maps it.
   if (store.incr("shm_attached") == world_) shm_unlink(name.c_str());
 }
@@ -109,13 +130,17 @@ void ShmChannel::sync(std::chrono::steady_clock::time_point deadline, const char
       continue;
     }
     sched_yield();
+    if ((spins & 255) == 0) {
+      int32_t pid = pid_of(base_, q)->load(std::memory_order_acquire);
+      if (pid > 0 && pid != getpid() && process_dead(pid))
+        throw CollectiveError("rank " + std::to_string(q) + " (pid " + std::to_string(pid) + ") died");
+    }
     if ((spins & 255) == 0 && std::chrono::steady_clock::now() > deadline) {
       std::string missing;
       for (int m = 0; m < world_; ++m)
         if (epoch_of(base_, m)->load(std::memory_order_acquire) < epoch_)
           missing += (missing.empty() ? "" : ", ") + std::to_string(m);
-      throw CollectiveError(std::string(op) + " timed out: rank(s) " + missing +
-                            " did not arrive (died, left, or are stuck)");
+      throw CollectiveError("timed out: rank(s) " + missing + " did not arrive (died, left, or are stuck)");
     }
   }
 }

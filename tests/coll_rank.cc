@@ -1,0 +1,51 @@
+// One rank of a collective group as its own process, for the multi-process collective tests.
+// Environment: RANK, WORLD, REDIS, NAME, SHM (0/1), DIE_RANK (this rank SIGKILLs itself after
+// joining). Exit codes: 0 all results right, 1 a wrong result, 3 CollectiveError (printed).
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "yard/collective.h"
+
+using namespace yard::collective;
+
+int main() {
+  int rank = atoi(getenv("RANK")), world = atoi(getenv("WORLD"));
+  GroupSpec s;
+  s.name = getenv("NAME");
+  s.world_size = world;
+  s.rank = rank;
+  s.redis_address = getenv("REDIS");
+  s.shared_memory = std::string(getenv("SHM")) == "1";
+  s.timeout = std::chrono::seconds(20);
+  try {
+    auto c = create_group(s);
+    if (const char* d = getenv("DIE_RANK"); d && atoi(d) == rank) raise(SIGKILL);
+    Options o;
+    o.timeout = std::chrono::seconds(3);
+    int bad = 0;
+    for (size_t n : {size_t(1), size_t(1031), size_t(3) << 20}) {
+      std::vector<double> v(n);
+      for (size_t i = 0; i < n; ++i) v[i] = rank + 0.25 * static_cast<double>(i % 8);
+      c->allreduce(v.data(), n, DType::kFloat64, ReduceOp::kSum, o);
+      for (size_t i = 0; i < n; ++i)
+        bad += v[i] != world * (world - 1) / 2.0 + world * 0.25 * static_cast<double>(i % 8);
+      std::vector<int32_t> b(n, rank == 1 % world ? 42 : 0);
+      c->broadcast(b.data(), n, DType::kInt32, 1 % world, o);
+      for (auto x : b) bad += x != 42;
+      std::vector<int64_t> in(n, rank), out(n * world);
+      c->allgather(in.data(), out.data(), n, DType::kInt64, o);
+      for (int q = 0; q < world; ++q) bad += out[q * n] != q || out[q * n + n - 1] != q;
+    }
+    c->destroy(o);
+    if (bad) std::fprintf(stderr, "rank %d: %d wrong elements\n", rank, bad);
+    return bad ? 1 : 0;
+  } catch (const CollectiveError& e) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+    return 3;
+  }
+}
