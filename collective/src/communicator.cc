@@ -6,6 +6,7 @@
 
 #include "gloo_communicator.h"
 #include "yard/collective.h"
+#include "yard/yard.h"
 
 namespace yard::collective {
 
@@ -70,6 +71,18 @@ std::unique_ptr<Communicator> create_nccl(const GroupSpec& spec) {
   return std::unique_ptr<Communicator>(c);
 }
 }  // namespace
+
+GroupSpec cluster_group(const std::string& name, int world_size, int rank, const std::string& generation) {
+  auto cs = yard::control_store();
+  GroupSpec s;
+  s.name = name;
+  s.world_size = world_size;
+  s.rank = rank;
+  s.redis_address = cs.address;
+  s.redis_password = cs.password;
+  s.generation = generation;
+  return s;
+}
 
 std::unique_ptr<Communicator> create_group(const GroupSpec& spec) {
   if (spec.name.empty()) throw CollectiveError("a group needs a name");

@@ -154,6 +154,11 @@ struct JobLogsReply {
   exitCode @3 :Int32;
 }
 
+struct ControlStore {
+  address @0 :Text;    # host:port of the cluster's Redis
+  password @1 :Text;
+}
+
 struct Envelope {
   version @0 :UInt16;
   token @1 :Text;
@@ -189,5 +194,7 @@ struct Envelope {
     instantiateActor @30 :CreateActor;
     getObject @31 :Text;       # to an object's owner: answered with taskReply once it is ready
     releaseObject @32 :Text;   # a borrower dropped its last reference
+    getControlStore @33 :Void;
+    controlStore @34 :ControlStore;
   }
 }

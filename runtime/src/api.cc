@@ -202,6 +202,11 @@ void shutdown() {
   g_address.clear();
 }
 
+ControlStore control_store() {
+  auto [address, password] = detail::rt().control_store();
+  return ControlStore{address, password};
+}
+
 bool is_initialized() { return detail::g_current.load() != nullptr; }
 std::string cluster_address() { return detail::g_address; }
 

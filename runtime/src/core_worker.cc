@@ -699,6 +699,16 @@ void CoreWorker::kill_actor(const ActorPtr& a) {
   if (err) throw Error("killing actor " + a->id + ": " + *err);
 }
 
+std::pair<std::string, std::string> CoreWorker::control_store() {
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().setGetControlStore();
+  auto r = io_->call(head_, m, rid, kControlTimeout);
+  auto body = r->env().getBody();
+  if (!body.isControlStore()) throw Error("the head did not say where its control store is");
+  return {body.getControlStore().getAddress(), body.getControlStore().getPassword()};
+}
+
 // ---- worker side ------------------------------------------------------------------------------
 
 struct CoreWorker::Executor {

@@ -81,6 +81,7 @@ class CoreWorker {
   ActorPtr actor_from_id(const std::string& id, const std::string& cls);
   Holder submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args);
   void kill_actor(const ActorPtr& a);
+  std::pair<std::string, std::string> control_store();
   void release(const std::string& id, const std::string& owner);
   std::pair<std::string, std::string> export_ref(const Holder& h);
   Holder import_ref(const std::string& id, const std::string& owner);

@@ -151,6 +151,7 @@ class Daemon {
   DaemonOptions o_;
   std::string token_, token_file_, log_dir_, node_id_;
   std::unique_ptr<Redis> redis_;
+  std::string redis_password_;
   pid_t redis_pid_ = 0;
   std::unique_ptr<IoLoop> io_;
   std::map<std::string, double> total_, avail_;
@@ -223,10 +224,12 @@ int Daemon::run() {
         }
       }
       o_.redis_address = "127.0.0.1:" + std::to_string(rport);
+      redis_password_ = token_;
     } else {
       auto [rh, rp] = split_address(o_.redis_address);
       const char* pw = getenv("YARD_REDIS_PASSWORD");
-      redis_ = std::make_unique<Redis>(rh, rp, pw ? pw : "", std::chrono::seconds(3));
+      redis_password_ = pw ? pw : "";
+      redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
     }
     redis_->cmd({"HSET", "yard:cluster", "address", io_->address(), "session_dir", o_.session_dir,
                  "log_dir", log_dir_, "start_time", std::to_string(start_time_), "head_node", node_id_});
@@ -339,6 +342,14 @@ void Daemon::handle(IoLoop::Incoming in) {
       case B::JOB_LOGS: on_job_logs(in); return;
       case B::STOP_JOB: on_stop_job(in); return;
       case B::STATUS: on_status(in); return;
+      case B::GET_CONTROL_STORE: {
+        OutMessage m(token_, in.msg->env().getRequestId(), true);
+        auto cs = m.env().getBody().initControlStore();
+        cs.setAddress(o_.redis_address);
+        cs.setPassword(redis_password_);
+        io_->reply(in.routing_id, m.finish());
+        return;
+      }
       case B::LIST_JOBS: {
         OutMessage m(token_, in.msg->env().getRequestId(), true);
         auto ids = redis_->cmd({"LRANGE", "yard:jobs", "0", "-1"}).strings();

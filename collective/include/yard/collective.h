@@ -90,6 +90,12 @@ class Communicator {
   virtual void destroy(const Options& o = {}) = 0;
 };
 
+// A GroupSpec that meets through the control store of the cluster this process belongs to (after
+// yard::init): what actors and tasks use. The driver picks the name, ranks and a generation and
+// hands them to the members, e.g. as method arguments.
+GroupSpec cluster_group(const std::string& name, int world_size, int rank,
+                        const std::string& generation = "0");
+
 // Joins (creates) a group; blocks until all world_size members have arrived or spec.timeout.
 // Throws CollectiveError naming the group and the ranks that did not arrive, or the backend that
 // is unavailable (e.g. NCCL without a CUDA device).

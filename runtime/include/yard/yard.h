@@ -53,6 +53,13 @@ bool is_initialized();
 // The address (host:port) of the cluster this process is connected to.
 std::string cluster_address();
 
+// The cluster's control store (Redis), for libraries that rendezvous through it (collectives).
+struct ControlStore {
+  std::string address;
+  std::string password;
+};
+ControlStore control_store();
+
 namespace detail {
 
 // Keeps an object alive in its owner's store while any ObjectRef to it exists.
