@@ -312,3 +312,26 @@ TEST_CASE("kill -9 of a rank: the others fail with CollectiveError, never hang",
     CHECK(std::chrono::steady_clock::now() - t0 < 60s);
   }
 }
+
+TEST_CASE("asynchronous operations complete in order and report errors through wait", "[collective]") {
+  std::atomic<int> bad{0};
+  run_ranks("async", 3, [&](int rank, Communicator& c) {
+    std::vector<std::vector<float>> bufs(8, std::vector<float>(5000, float(rank + 1)));
+    std::vector<WorkPtr> work;
+    for (auto& b : bufs) work.push_back(c.allreduce_async(b.data(), b.size(), DType::kFloat32, ReduceOp::kSum));
+    std::vector<float> all(3 * 100);
+    std::vector<float> mine(100, float(rank));
+    work.push_back(c.allgather_async(mine.data(), all.data(), 100, DType::kFloat32));
+    for (auto& w : work) bad += !w->wait(30s);
+    for (auto& b : bufs)
+      for (float x : b) bad += x != 6.f;
+    for (int q = 0; q < 3; ++q) bad += all[q * 100] != float(q);
+    auto failing = c.async([](Communicator& cc) { cc.broadcast(nullptr, 1, DType::kFloat32, 99); });
+    try {
+      failing->wait(30s);
+      ++bad;
+    } catch (const CollectiveError&) {
+    }
+  });
+  CHECK(bad == 0);
+}

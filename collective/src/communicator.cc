@@ -2,46 +2,17 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <condition_variable>
+#include <deque>
+#include <future>
 #include <mutex>
+#include <thread>
 
 #include "gloo_communicator.h"
 #include "yard/collective.h"
 #include "yard/yard.h"
 
 namespace yard::collective {
-
-size_t dtype_size(DType t) {
-  switch (t) {
-    case DType::kFloat32: return 4;
-    case DType::kFloat64: return 8;
-    case DType::kInt32: return 4;
-    case DType::kInt64: return 8;
-    case DType::kUInt8: return 1;
-  }
-  return 0;
-}
-
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
-    case DType::kUInt8: return "uint8";
-  }
-  return "?";
-}
-
-const char* op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAvg: return "avg";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kProduct: return "product";
-  }
-  return "?";
-}
 
 namespace {
 // Loads the NCCL backend library on first use; CPU-only programs never load it.

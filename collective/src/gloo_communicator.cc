@@ -245,6 +245,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   void destroy(const Options& o) override {
+    stop_async();
     if (destroyed_) return;
     destroyed_ = true;
     // Everyone signs out; the last one out removes the keys, so no member still reading them

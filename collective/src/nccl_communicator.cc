@@ -115,6 +115,7 @@ class NcclCommunicator final : public Communicator {
     run("recv", o, [&] { return ncclRecv(d, n, nccl_type(t), peer, comm_, stream_); });
   }
   void destroy(const Options&) override {
+    stop_async();
     if (!comm_) return;
     ncclCommDestroy(comm_);
     comm_ = nullptr;

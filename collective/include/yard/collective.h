@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -56,6 +57,20 @@ struct GroupSpec {
   size_t shm_chunk_bytes = 2 << 20;  // tests set it tiny to exercise the multi-chunk paths
 };
 
+// A handle on an operation running in the background.
+class Work {
+ public:
+  virtual ~Work() = default;
+  // Waits until the operation finished; rethrows its error. False when the timeout passed first.
+  virtual bool wait(std::chrono::milliseconds timeout = std::chrono::hours(24 * 365)) = 0;
+  virtual bool done() const = 0;
+};
+using WorkPtr = std::shared_ptr<Work>;
+
+namespace impl {
+class AsyncRunner;
+}
+
 // A member's view of a group. Not thread-safe: one operation at a time per Communicator (use tags
 // and separate groups for concurrency).
 class Communicator {
@@ -88,6 +103,23 @@ class Communicator {
   // Leaves the group: waits (up to the timeout) for every member to leave, then removes the
   // group's rendezvous keys. After destroy, the same name and generation can be created again.
   virtual void destroy(const Options& o = {}) = 0;
+
+  // Asynchronous operations run one after another, in submission order, on this communicator's
+  // background thread; the caller keeps the buffers alive until the Work is done. Do not start
+  // synchronous operations while asynchronous ones are pending.
+  WorkPtr async(std::function<void(Communicator&)> op);
+  WorkPtr allreduce_async(void* data, size_t count, DType t, ReduceOp op, const Options& o = {});
+  WorkPtr allreduce_coalesced_async(std::vector<std::pair<void*, size_t>> buffers, DType t, ReduceOp op,
+                                    const Options& o = {});
+  WorkPtr broadcast_async(void* data, size_t count, DType t, int root, const Options& o = {});
+  WorkPtr allgather_async(const void* in, void* out, size_t count, DType t, const Options& o = {});
+
+ protected:
+  // Backends call this first in their destructor and destroy(): waits for pending work.
+  void stop_async();
+
+ private:
+  std::shared_ptr<impl::AsyncRunner> runner_;
 };
 
 // A GroupSpec that meets through the control store of the cluster this process belongs to (after
