@@ -8,8 +8,11 @@
 #include <functional>
 #include <sys/wait.h>
 
+#include <fstream>
+
 #include <thread>
 
+#include "../collective/src/bf16.h"
 #include "support.h"
 #include "yard/collective.h"
 
@@ -112,6 +115,19 @@ void check_allreduce(Communicator& c, size_t n, ReduceOp op, std::atomic<int>& b
   }
 }
 
+void check_allreduce_bf16(Communicator& c, size_t n, ReduceOp op, std::atomic<int>& bad) {
+  std::vector<uint16_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = float_to_bf16(value<float>(c.rank(), i, op));
+  c.allreduce(v.data(), n, DType::kBFloat16, op);
+  for (size_t i = 0; i < n; ++i) {
+    float want = reference<float>(c.world_size(), i, op);
+    if (std::abs(bf16_to_float(v[i]) - want) > std::abs(want) / 128.f + 1e-6f) {
+      ++bad;
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("allreduce over world sizes, sizes, dtypes and ops matches the reference", "[collective]") {
@@ -127,6 +143,7 @@ TEST_CASE("allreduce over world sizes, sizes, dtypes and ops matches the referen
           check_allreduce<double>(c, n, op, bad);
           check_allreduce<int32_t>(c, n, op, bad);
           check_allreduce<int64_t>(c, n, op, bad);
+          check_allreduce_bf16(c, n, op, bad);
         }
     }, path);
     INFO("world " << world);
@@ -268,14 +285,18 @@ TEST_CASE("asking for NCCL without a GPU, or bad ranks, gives a clear error", "[
 
 namespace {
 // Starts `world` coll_rank processes; returns their exit codes (a killed rank: 128 + signal).
-std::vector<int> run_processes(const std::string& name, int world, bool shm, int die_rank = -1) {
+std::vector<int> run_processes(const std::string& name, int world, bool shm, int die_rank = -1,
+                               bool expect_named = false) {
   std::vector<pid_t> pids;
+  std::string err_file = "/tmp/yard-coll-rank-" + std::to_string(getpid()) + ".err";
+  std::remove(err_file.c_str());
   for (int r = 0; r < world; ++r) {
     yard::detail::SpawnOptions so;
     so.env = {{"RANK", std::to_string(r)}, {"WORLD", std::to_string(world)}, {"REDIS", redis().address()},
               {"NAME", name}, {"SHM", shm ? "1" : "0"}};
     if (die_rank >= 0) so.env["DIE_RANK"] = std::to_string(die_rank);
     so.death_signal = SIGKILL;
+    so.stderr_path = err_file;
     pids.push_back(yard::detail::spawn({getenv("COLL_RANK_BIN")}, so));
   }
   std::vector<int> codes;
@@ -283,6 +304,19 @@ std::vector<int> run_processes(const std::string& name, int world, bool shm, int
     int st = 0;
     waitpid(p, &st, 0);
     codes.push_back(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+  }
+  std::ifstream in(err_file);
+  std::string errs((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(err_file.c_str());
+  if (expect_named) {
+    // Every survivor names the group and the dead rank.
+    INFO(errs);
+    CHECK(errs.find("rank 0: group '" + name + "'") != std::string::npos);
+    CHECK(errs.find("rank 1: group '" + name + "'") != std::string::npos);
+    size_t named = 0;
+    for (size_t at = errs.find("rank(s) 2 died"); at != std::string::npos; at = errs.find("rank(s) 2 died", at + 1)) ++named;
+    for (size_t at = errs.find("rank 2 (pid"); at != std::string::npos; at = errs.find("rank 2 (pid", at + 1)) ++named;
+    CHECK(named == 2);
   }
   return codes;
 }
@@ -303,7 +337,7 @@ TEST_CASE("kill -9 of a rank: the others fail with CollectiveError, never hang",
   for (bool shm : {false, true}) {
     INFO((shm ? "shm" : "tcp"));
     auto t0 = std::chrono::steady_clock::now();
-    auto codes = run_processes(std::string("killed-") + (shm ? "shm" : "tcp"), 3, shm, 2);
+    auto codes = run_processes(std::string("killed-") + (shm ? "shm" : "tcp"), 3, shm, 2, true);
     CHECK(codes[2] == 128 + SIGKILL);
     CHECK(codes[0] == 3);
     CHECK(codes[1] == 3);
@@ -334,4 +368,28 @@ TEST_CASE("asynchronous operations complete in order and report errors through w
     }
   });
   CHECK(bad == 0);
+}
+
+TEST_CASE("64 MiB messages: allreduce, broadcast, allgather on TCP and shared memory", "[collective][large]") {
+  for (auto path : {Path::kTcp, Path::kShm})
+    for (int world : {2, 4}) {
+      std::atomic<int> bad{0};
+      run_ranks("large-" + std::to_string(world), world, [&](int rank, Communicator& c) {
+        const size_t n = (64u << 20) / sizeof(float);
+        std::vector<float> v(n);
+        for (size_t i = 0; i < n; ++i) v[i] = float(rank + (i % 13));
+        c.allreduce(v.data(), n, DType::kFloat32, ReduceOp::kSum);
+        for (size_t i = 0; i < n; i += 4093)
+          bad += v[i] != float(world * (world - 1) / 2 + world * (i % 13));
+        bad += v[n - 1] != float(world * (world - 1) / 2 + world * ((n - 1) % 13));
+        std::vector<float> b(n, rank == 0 ? 3.f : 0.f);
+        c.broadcast(b.data(), n, DType::kFloat32, 0);
+        for (size_t i = 0; i < n; i += 4093) bad += b[i] != 3.f;
+        std::vector<float> in(n / world, float(rank)), out(n);
+        c.allgather(in.data(), out.data(), n / world, DType::kFloat32);
+        for (int q = 0; q < world; ++q) bad += out[q * (n / world)] != float(q) || out[(q + 1) * (n / world) - 1] != float(q);
+      }, path);
+      INFO(path_name(path) << " world " << world);
+      CHECK(bad == 0);
+    }
 }

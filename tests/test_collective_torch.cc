@@ -46,6 +46,10 @@ CATCH_TEST_CASE("tensors: allreduce, coalesced, broadcast, allgather, reduce_sca
         allreduce_coalesced(*c, grads, ReduceOp::kAvg);
         check(at::allclose(grads[0], at::full({7}, 1.f)) && at::allclose(grads[1], at::full({2, 3}, 2.f)), "coalesced");
 
+        auto h16 = at::full({33}, 1.5, at::kBFloat16);
+        allreduce(*c, h16);
+        check(at::allclose(h16.to(at::kFloat), at::full({33}, 4.5f)), "bfloat16");
+
         auto b = r == 0 ? at::arange(10, at::kLong) : at::zeros({10}, at::kLong);
         broadcast(*c, b, 0);
         check(at::equal(b, at::arange(10, at::kLong)), "broadcast");

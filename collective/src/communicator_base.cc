@@ -17,6 +17,7 @@ size_t dtype_size(DType t) {
     case DType::kInt32: return 4;
     case DType::kInt64: return 8;
     case DType::kUInt8: return 1;
+    case DType::kBFloat16: return 2;
   }
   return 0;
 }
@@ -28,6 +29,7 @@ const char* dtype_name(DType t) {
     case DType::kInt32: return "int32";
     case DType::kInt64: return "int64";
     case DType::kUInt8: return "uint8";
+    case DType::kBFloat16: return "bfloat16";
   }
   return "?";
 }

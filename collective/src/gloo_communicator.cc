@@ -1,5 +1,7 @@
 #include "gloo_communicator.h"
 
+#include <unistd.h>
+
 #include <cstring>
 
 #include <gloo/allgather.h>
@@ -13,6 +15,7 @@
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/transport/tcp/device.h>
 
+#include "bf16.h"
 #include "process.h"
 #include "redis_store.h"
 #include "shm_channel.h"
@@ -39,6 +42,7 @@ void dispatch(DType t, F&& f) {
     case DType::kInt32: return f(int32_t{});
     case DType::kInt64: return f(int64_t{});
     case DType::kUInt8: return f(uint8_t{});
+    case DType::kBFloat16: return f(uint16_t{});  // moved as raw 16-bit values; reduced via float32
   }
   throw CollectiveError("unknown dtype");
 }
@@ -79,11 +83,19 @@ class GlooCommunicator final : public Communicator {
       // Which host each rank is on decides the same-node fast path.
       std::string me = detail::hostname() + "/" + boot_id();
       store_->set("host_" + std::to_string(spec.rank), std::vector<char>(me.begin(), me.end()));
+      std::string pid = std::to_string(getpid());
+      store_->set("pid_" + std::to_string(spec.rank), std::vector<char>(pid.begin(), pid.end()));
       context_->connectFullMesh(*store_, device_);
       bool one_host = true;
       for (int r = 0; r < spec.world_size && one_host; ++r) {
         auto v = store_->get("host_" + std::to_string(r));
         one_host = std::string(v.begin(), v.end()) == me;
+      }
+      if (one_host) {
+        for (int r = 0; r < spec.world_size; ++r) {
+          auto v = store_->get("pid_" + std::to_string(r));
+          peer_pids_.push_back(std::stoi(std::string(v.begin(), v.end())));
+        }
       }
       if (one_host && spec.shared_memory && spec.world_size > 1)
         shm_ = std::make_unique<ShmChannel>(*store_, spec, spec.shm_chunk_bytes);
@@ -105,6 +117,7 @@ class GlooCommunicator final : public Communicator {
     guard("allreduce", [&] {
       if (count == 0 || spec_.world_size == 1) return;
       if (shm_) return shm_->allreduce(data, count, t, op, o.timeout);
+      if (t == DType::kBFloat16) return via_float32(data, count, [&](float* f) { allreduce(f, count, DType::kFloat32, op, o); });
       dispatch(t, [&](auto tag) {
         using T = decltype(tag);
         gloo::AllreduceOptions opts(context_);
@@ -160,6 +173,8 @@ class GlooCommunicator final : public Communicator {
     check_rank(root, "reduce root");
     guard("reduce", [&] {
       if (count == 0 || spec_.world_size == 1) return;
+      if (t == DType::kBFloat16 && !shm_)
+        return via_float32(data, count, [&](float* f) { reduce(f, count, DType::kFloat32, op, root, o); });
       if (shm_) {
         std::vector<char> tmp(count * dtype_size(t));
         std::memcpy(tmp.data(), data, tmp.size());
@@ -274,6 +289,16 @@ class GlooCommunicator final : public Communicator {
                             " is outside world size " + std::to_string(spec_.world_size));
   }
 
+  // bfloat16 over TCP: reduced as float32, rounded back.
+  template <class F>
+  void via_float32(void* data, size_t count, F&& f) {
+    auto* b = static_cast<uint16_t*>(data);
+    std::vector<float> tmp(count);
+    for (size_t i = 0; i < count; ++i) tmp[i] = bf16_to_float(b[i]);
+    f(tmp.data());
+    for (size_t i = 0; i < count; ++i) b[i] = float_to_bf16(tmp[i]);
+  }
+
   template <class F>
   void guard(const char* op, F&& f) {
     if (destroyed_) throw CollectiveError("group '" + spec_.name + "' was destroyed");
@@ -283,8 +308,15 @@ class GlooCommunicator final : public Communicator {
       throw CollectiveError("group '" + spec_.name + "' rank " + std::to_string(spec_.rank) + ": " + op +
                             " failed: " + e.what());
     } catch (const std::exception& e) {
-      throw CollectiveError("group '" + spec_.name + "' rank " + std::to_string(spec_.rank) + ": " + op +
-                            " failed (a peer died, left or timed out): " + e.what());
+      // On one host we can say which peers are gone.
+      std::string dead;
+      for (size_t q = 0; q < peer_pids_.size(); ++q)
+        if (peer_pids_[q] != getpid() && detail::process_dead(peer_pids_[q]))
+          dead += (dead.empty() ? "" : ", ") + std::to_string(q);
+      throw CollectiveError("group '" + spec_.name + "' rank " + std::to_string(spec_.rank) + ": " + op + " failed (" +
+                            (dead.empty() ? std::string("a peer died, left or timed out")
+                                          : "rank(s) " + dead + " died") +
+                            "): " + e.what());
     }
   }
 
@@ -293,6 +325,7 @@ class GlooCommunicator final : public Communicator {
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
   std::unique_ptr<ShmChannel> shm_;
+  std::vector<int> peer_pids_;  // when every rank is on this host
   bool destroyed_ = false;
 };
 

@@ -24,6 +24,7 @@ ncclDataType_t nccl_type(DType t) {
     case DType::kInt32: return ncclInt32;
     case DType::kInt64: return ncclInt64;
     case DType::kUInt8: return ncclUint8;
+    case DType::kBFloat16: return ncclBfloat16;
   }
   return ncclFloat32;
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "process.h"
+#include "bf16.h"
 #include "redis_store.h"
 
 namespace yard::collective {
@@ -31,7 +32,7 @@ std::atomic<int32_t>* pid_of(char* base, int r) {
 template <class T>
 void reduce_into(T* out, const char* const* srcs, int n, size_t count, ReduceOp op) {
   const T* first = reinterpret_cast<const T*>(srcs[0]);
-  std::memcpy(out, first, count * sizeof(T));
+  if (out != first) std::memcpy(out, first, count * sizeof(T));
   for (int q = 1; q < n; ++q) {
     const T* s = reinterpret_cast<const T*>(srcs[q]);
     switch (op) {
@@ -54,20 +55,6 @@ void reduce_into(T* out, const char* const* srcs, int n, size_t count, ReduceOp 
     for (size_t i = 0; i < count; ++i) out[i] = static_cast<T>(out[i] / static_cast<T>(n));
 }
 
-// Gone, or a zombie waiting to be reaped.
-bool process_dead(int32_t pid) {
-  if (kill(pid, 0) != 0) return errno == ESRCH;
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
-  FILE* f = std::fopen(path, "r");
-  if (!f) return true;
-  char buf[256] = {0};
-  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
-  std::fclose(f);
-  const char* close_paren = std::strrchr(buf, ')');
-  return n > 0 && close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z';
-}
-
 void reduce_dispatch(DType t, char* out, const char* const* srcs, int n, size_t count, ReduceOp op) {
   switch (t) {
     case DType::kFloat32: return reduce_into(reinterpret_cast<float*>(out), srcs, n, count, op);
@@ -75,6 +62,27 @@ void reduce_dispatch(DType t, char* out, const char* const* srcs, int n, size_t 
     case DType::kInt32: return reduce_into(reinterpret_cast<int32_t*>(out), srcs, n, count, op);
     case DType::kInt64: return reduce_into(reinterpret_cast<int64_t*>(out), srcs, n, count, op);
     case DType::kUInt8: return reduce_into(reinterpret_cast<uint8_t*>(out), srcs, n, count, op);
+    case DType::kBFloat16: {
+      // In float32 blocks, rounded back once at the end.
+      constexpr size_t kBlock = 1024;
+      float acc[kBlock], v[kBlock];
+      uint16_t* o = reinterpret_cast<uint16_t*>(out);
+      for (size_t base = 0; base < count; base += kBlock) {
+        size_t m = std::min(kBlock, count - base);
+        const uint16_t* s0 = reinterpret_cast<const uint16_t*>(srcs[0]) + base;
+        for (size_t i = 0; i < m; ++i) acc[i] = bf16_to_float(s0[i]);
+        for (int q = 1; q < n; ++q) {
+          const uint16_t* sq = reinterpret_cast<const uint16_t*>(srcs[q]) + base;
+          for (size_t i = 0; i < m; ++i) v[i] = bf16_to_float(sq[i]);
+          const char* two[2] = {reinterpret_cast<const char*>(acc), reinterpret_cast<const char*>(v)};
+          reduce_into(acc, two, 2, m, op == ReduceOp::kAvg ? ReduceOp::kSum : op);
+        }
+        if (op == ReduceOp::kAvg)
+          for (size_t i = 0; i < m; ++i) acc[i] /= static_cast<float>(n);
+        for (size_t i = 0; i < m; ++i) o[base + i] = float_to_bf16(acc[i]);
+      }
+      return;
+    }
   }
 }
 
@@ -132,7 +140,7 @@ void ShmChannel::sync(std::chrono::steady_clock::time_point deadline, const char
     sched_yield();
     if ((spins & 255) == 0) {
       int32_t pid = pid_of(base_, q)->load(std::memory_order_acquire);
-      if (pid > 0 && pid != getpid() && process_dead(pid))
+      if (pid > 0 && pid != getpid() && detail::process_dead(pid))
         throw CollectiveError("rank " + std::to_string(q) + " (pid " + std::to_string(pid) + ") died");
     }
     if ((spins & 255) == 0 && std::chrono::steady_clock::now() > deadline) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -98,6 +99,19 @@ bool pid_alive(pid_t pid) {
   pid_t r = waitpid(pid, &status, WNOHANG);
   if (r == pid) return false;  // reaped
   return kill(pid, 0) == 0 || errno == EPERM;
+}
+
+bool process_dead(pid_t pid) {
+  if (kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (!f) return true;
+  char buf[256] = {0};
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  const char* close_paren = std::strrchr(buf, ')');
+  return n > 0 && close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z';
 }
 
 void terminate(pid_t pid, int sig, std::chrono::milliseconds grace) {

@@ -24,6 +24,8 @@ struct SpawnOptions {
 pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& opts);
 // True while pid exists (and is not a zombie we can reap).
 bool pid_alive(pid_t pid);
+// True when pid is gone or a zombie waiting to be reaped (works for processes we did not start).
+bool process_dead(pid_t pid);
 // Sends sig, waits until gone or deadline, then SIGKILL. Reaps when it is our child.
 void terminate(pid_t pid, int sig, std::chrono::milliseconds grace);
 // A TCP port on host that was free a moment ago.

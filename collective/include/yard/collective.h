@@ -22,7 +22,8 @@
 
 namespace yard::collective {
 
-enum class DType { kFloat32, kFloat64, kInt32, kInt64, kUInt8 };
+// kBFloat16 reduces in float32 and rounds back to nearest-even.
+enum class DType { kFloat32, kFloat64, kInt32, kInt64, kUInt8, kBFloat16 };
 enum class ReduceOp { kSum, kAvg, kMin, kMax, kProduct };
 enum class Backend { kAuto, kGloo, kNccl };
 

@@ -23,6 +23,7 @@ DType dtype_of(const at::Tensor& t) {
     case at::kInt: return DType::kInt32;
     case at::kLong: return DType::kInt64;
     case at::kByte: return DType::kUInt8;
+    case at::kBFloat16: return DType::kBFloat16;
     default:
       throw CollectiveError(std::string("tensors of dtype ") + c10::toString(t.scalar_type()) +
                             " are not supported by yard::collective");
