@@ -250,6 +250,13 @@ TEST_CASE("a rank that leaves mid-operation fails the survivor within its timeou
                       Catch::Contains("group '" + name + "'") && Catch::Contains("rank(s) 1"));
   else
     CHECK_THROWS_AS(c->allreduce(v.data(), v.size(), DType::kFloat32, ReduceOp::kSum, o), CollectiveError);
+  // The survivor leaves and forms a new group (a new generation) with who is left.
+  c->destroy();
+  auto again = spec_for(name, 1, 0);
+  again.generation = "after-failure";
+  auto c2 = create_group(again);
+  c2->allreduce(v.data(), v.size(), DType::kFloat32, ReduceOp::kSum);
+  CHECK(v[0] == 1.f);
   CHECK(std::chrono::steady_clock::now() - t0 < 15s);
 }
 
