@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "../tests/support.h"
+#include "bench_util.h"
 #include "process.h"
 #include "yard/collective.h"
 
@@ -93,16 +94,6 @@ std::string size_name(size_t b) {
   return b >= (1 << 20) ? std::to_string(b >> 20) + "MiB" : std::to_string(b >> 10) + "KiB";
 }
 
-double memcpy_gbps(size_t bytes) {
-  std::vector<char> a(bytes, 1), b(bytes, 0);
-  double best = 0;
-  for (int i = 0; i < 5; ++i) {
-    auto t0 = Clock::now();
-    std::memcpy(b.data(), a.data(), bytes);
-    best = std::max(best, bytes / std::chrono::duration<double>(Clock::now() - t0).count() / 1e9);
-  }
-  return best;
-}
 
 }  // namespace
 
@@ -112,7 +103,7 @@ int main(int argc, char** argv) {
   std::string only = argc > 1 ? argv[1] : "";
   std::string peer_script = std::string(argc > 2 ? argv[2] : "bench/torch_gloo_peer.py");
   yard::test::RedisServer redis;
-  double mem = memcpy_gbps(64 << 20);
+  double mem = yard::bench::memcpy_gbps(64 << 20);
   std::printf("{\"suite\":\"collective\",\"case\":\"memcpy_64MiB\",\"value\":%.4g,\"unit\":\"GB/s\"}\n", mem);
   for (int world : {2, 4}) {
     std::string ours = "/tmp/yard-coll-bench-" + std::to_string(getpid()) + "-" + std::to_string(world);

@@ -12,6 +12,7 @@
 
 #include <zmq.hpp>
 
+#include "bench_util.h"
 #include "process.h"
 #include "yard/yard.h"
 
@@ -90,17 +91,6 @@ double zmq_round_trips() {
   return r;
 }
 
-double memcpy_gbps(size_t bytes) {
-  std::vector<char> a(bytes, 1), b(bytes, 0);
-  double best = 0;
-  for (int i = 0; i < 5; ++i) {
-    auto t0 = Clock::now();
-    std::memcpy(b.data(), a.data(), bytes);
-    best = std::max(best, bytes / seconds_since(t0) / 1e9);
-  }
-  if (b[bytes / 2] != 1) std::abort();
-  return best;
-}
 
 }  // namespace
 
@@ -199,7 +189,7 @@ int main(int argc, char** argv) {
       if ((*back)[bytes - 1] != 7) std::abort();
       best = std::max(best, bytes / s / 1e9);
     }
-    emit("put_get_100MB", best, "GB/s", "memcpy", memcpy_gbps(bytes));
+    emit("put_get_100MB", best, "GB/s", "memcpy", yard::bench::memcpy_gbps(bytes));
   }
   if (want("task_return_100MB")) {
     // A worker's 100 MB result read by the driver on the same node: bytes per second of the
@@ -212,7 +202,7 @@ int main(int argc, char** argv) {
       if ((*r)[(100u << 20) - 1] != 7) std::abort();
       best = std::max(best, (100u << 20) / s / 1e9);
     }
-    emit("task_return_100MB", best, "GB/s", "memcpy", memcpy_gbps(100u << 20));
+    emit("task_return_100MB", best, "GB/s", "memcpy", yard::bench::memcpy_gbps(100u << 20));
   }
   return 0;
 }

@@ -53,4 +53,11 @@ class RedisServer {
   pid_t pid_ = 0;
 };
 
+// One server for a whole test binary. The first call must be on the main thread: the server dies
+// with the thread that started it, and test threads come and go.
+inline RedisServer& shared_redis() {
+  static RedisServer r;
+  return r;
+}
+
 }  // namespace yard::test

@@ -122,6 +122,15 @@ bool eventually(F f, std::chrono::milliseconds deadline) {
   return f();
 }
 
+// The next single-frame reply on a DEALER, decoded; nullptr when none came before its timeout.
+std::unique_ptr<yard::detail::InMessage> recv_reply(zmq::socket_t& s) {
+  zmq::message_t m;
+  if (!s.recv(m)) return nullptr;
+  yard::detail::Frames f;
+  f.push_back(std::move(m));
+  return std::make_unique<yard::detail::InMessage>(std::move(f));
+}
+
 // A private YARD_HOME and a head started with `yard start --head`; stopped (or killed) at the end.
 struct Cluster {
   std::string home, addr;
@@ -294,12 +303,8 @@ TEST_CASE("malformed, truncated and random bytes leave the head serving", "[cli]
       std::string junk(rng() % 200, '\0');
       for (auto& ch : junk) ch = static_cast<char>(rng());
       s.send(zmq::buffer(junk), zmq::send_flags::none);
-      zmq::message_t m;
-      if (s.recv(m)) {
-        yard::detail::Frames f;
-        f.push_back(std::move(m));
-        yard::detail::InMessage in(std::move(f));
-        CHECK(in.env().getBody().isError());
+      if (auto in = recv_reply(s)) {
+        CHECK(in->env().getBody().isError());
         ++answered;
       }
     }
@@ -309,12 +314,9 @@ TEST_CASE("malformed, truncated and random bytes leave the head serving", "[cli]
     ping.env().getBody().setPing();
     auto fr = ping.finish();
     s.send(fr[0], zmq::send_flags::none);
-    zmq::message_t m;
-    REQUIRE(s.recv(m));
-    yard::detail::Frames f;
-    f.push_back(std::move(m));
-    yard::detail::InMessage in(std::move(f));
-    CHECK(in.env().getBody().isOk());
+    auto in = recv_reply(s);
+    REQUIRE(in);
+    CHECK(in->env().getBody().isOk());
   };
   probe(c.addr);
 
@@ -376,25 +378,19 @@ TEST_CASE("malformed bytes to a worker's socket leave the actor serving", "[cli]
     std::string junk(rng() % 300, '\0');
     for (auto& ch : junk) ch = static_cast<char>(rng());
     s.send(zmq::buffer(junk), zmq::send_flags::none);
-    zmq::message_t m;
-    REQUIRE(s.recv(m));
-    yard::detail::Frames f;
-    f.push_back(std::move(m));
-    yard::detail::InMessage in(std::move(f));
-    CHECK(in.env().getBody().isError());
+    auto in = recv_reply(s);
+    REQUIRE(in);
+    CHECK(in->env().getBody().isError());
   }
   // A well-formed call with a wrong token is refused too.
   yard::detail::OutMessage bad("wrong", 5, false);
   bad.env().getBody().initPushTask().setFunction("ping");
   auto fr = bad.finish();
   s.send(fr[0], zmq::send_flags::none);
-  zmq::message_t m;
-  REQUIRE(s.recv(m));
-  yard::detail::Frames f;
-  f.push_back(std::move(m));
-  yard::detail::InMessage in(std::move(f));
-  REQUIRE(in.env().getBody().isError());
-  CHECK(in.env().getBody().getError().getCode() == yard::wire::ErrorCode::UNAUTHENTICATED);
+  auto in = recv_reply(s);
+  REQUIRE(in);
+  REQUIRE(in->env().getBody().isError());
+  CHECK(in->env().getBody().getError().getCode() == yard::wire::ErrorCode::UNAUTHENTICATED);
   // The actor still answers its owner.
   (void)!write(p.in_fd, "\n", 1);
   CHECK(p.wait_exit() == 0);

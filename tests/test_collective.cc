@@ -21,12 +21,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Started on the first call, which must be on the main thread: the server is tied to the thread
-// that started it (it dies with it), and test threads come and go.
-yard::test::RedisServer& redis() {
-  static yard::test::RedisServer r;
-  return r;
-}
+yard::test::RedisServer& redis() { return yard::test::shared_redis(); }
 
 GroupSpec spec_for(const std::string& name, int world, int rank) {
   GroupSpec s;

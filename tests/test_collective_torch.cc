@@ -14,10 +14,7 @@ using namespace yard::collective;
 using namespace std::chrono_literals;
 
 namespace {
-yard::test::RedisServer& redis() {
-  static yard::test::RedisServer r;
-  return r;
-}
+yard::test::RedisServer& redis() { return yard::test::shared_redis(); }
 }  // namespace
 
 CATCH_TEST_CASE("tensors: allreduce, coalesced, broadcast, allgather, reduce_scatter, async", "[collective][torch]") {

@@ -198,16 +198,7 @@ void CoreWorker::ensure_fetched(const std::string& id) {
                         "the owner of object " + id + " (" + owner + ") is gone: " + err->message);
                    return;
                  }
-                 auto body = r->env().getBody();
-                 if (body.isError()) {
-                   on_error_reply(id, body.getError());
-                 } else if (body.isTaskReply()) {
-                   try {
-                     store_.set_value(id, r->value(body.getTaskReply().getResult()));
-                   } catch (const DecodeError& e) {
-                     fail(id, static_cast<int>(wire::ErrorCode::BAD_REQUEST), e.what());
-                   }
-                 }
+                 complete_from_reply(id, *r);
                },
                std::chrono::milliseconds::max());
 }
@@ -260,6 +251,22 @@ void CoreWorker::on_error_reply(const std::string& id, wire::Error::Reader e) {
   info.message = e.getMessage();
   info.location = e.getLocation();
   store_.set_error(id, std::move(info));
+}
+
+// Completes an object from a reply: its value, the remote error, or a protocol error.
+void CoreWorker::complete_from_reply(const std::string& id, const InMessage& r) {
+  auto body = r.env().getBody();
+  if (body.isTaskReply()) {
+    try {
+      store_.set_value(id, r.value(body.getTaskReply().getResult()));
+    } catch (const DecodeError& e) {
+      fail(id, static_cast<int>(wire::ErrorCode::BAD_REQUEST), e.what());
+    }
+  } else if (body.isError()) {
+    on_error_reply(id, body.getError());
+  } else {
+    fail(id, static_cast<int>(wire::ErrorCode::INTERNAL), "unexpected reply");
+  }
 }
 
 std::shared_ptr<TaskSpec> CoreWorker::make_spec(std::string fn, std::vector<Arg> args) {
@@ -381,18 +388,7 @@ void CoreWorker::send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
                    }
                  } else {
                    if (it != leases_.end()) --it->inflight;
-                   auto body = r->env().getBody();
-                   if (body.isTaskReply()) {
-                     try {
-                       store_.set_value(spec->id, r->value(body.getTaskReply().getResult()));
-                     } catch (const DecodeError& e) {
-                       fail(spec->id, static_cast<int>(wire::ErrorCode::BAD_REQUEST), e.what());
-                     }
-                   } else if (body.isError()) {
-                     on_error_reply(spec->id, body.getError());
-                   } else {
-                     fail(spec->id, static_cast<int>(wire::ErrorCode::INTERNAL), "unexpected reply to a task");
-                   }
+                   complete_from_reply(spec->id, *r);
                  }
                  pump_tasks();
                },
@@ -644,16 +640,7 @@ void CoreWorker::send_actor_call(const ActorPtr& a, const std::shared_ptr<TaskSp
                             spec->function + ": " + a->death_cause);
                    return;
                  }
-                 auto body = r->env().getBody();
-                 if (body.isTaskReply()) {
-                   try {
-                     store_.set_value(spec->id, r->value(body.getTaskReply().getResult()));
-                   } catch (const DecodeError& e) {
-                     fail(spec->id, static_cast<int>(wire::ErrorCode::BAD_REQUEST), e.what());
-                   }
-                 } else if (body.isError()) {
-                   on_error_reply(spec->id, body.getError());
-                 }
+                 complete_from_reply(spec->id, *r);
                },
                std::chrono::milliseconds::max());
 }

@@ -103,6 +103,7 @@ class CoreWorker {
   bool fill_args(wire::PushTask::Builder b, OutMessage& m, TaskSpec& spec);
   void fail(const std::string& id, int code, const std::string& msg);
   void on_error_reply(const std::string& id, wire::Error::Reader e);
+  void complete_from_reply(const std::string& id, const InMessage& r);
 
   // I/O thread only: tasks.
   void pump_tasks();

@@ -162,6 +162,23 @@ std::string self_exe() {
   return ec ? std::string() : p.string();
 }
 
+std::string which(const std::string& prog) {
+  namespace fs = std::filesystem;
+  if (prog.find('/') != std::string::npos) return prog;
+  if (const char* path = getenv("PATH")) {
+    std::string p(path);
+    size_t start = 0;
+    while (start <= p.size()) {
+      auto end = p.find(':', start);
+      if (end == std::string::npos) end = p.size();
+      auto cand = fs::path(p.substr(start, end - start)) / prog;
+      if (access(cand.c_str(), X_OK) == 0 && !fs::is_directory(cand)) return cand.string();
+      start = end + 1;
+    }
+  }
+  return prog;
+}
+
 std::string find_yard_binary() {
   namespace fs = std::filesystem;
   if (const char* b = getenv("YARD_BIN"); b && *b) return b;
@@ -170,17 +187,7 @@ std::string find_yard_binary() {
                     self.parent_path().parent_path().parent_path() / "scheduler" / "yard"}) {
     if (fs::exists(cand) && !fs::is_directory(cand)) return cand.string();
   }
-  if (const char* path = getenv("PATH")) {
-    std::string p(path);
-    size_t start = 0;
-    while (start <= p.size()) {
-      auto end = p.find(':', start);
-      if (end == std::string::npos) end = p.size();
-      auto cand = fs::path(p.substr(start, end - start)) / "yard";
-      if (access(cand.c_str(), X_OK) == 0) return cand.string();
-      start = end + 1;
-    }
-  }
+  if (auto onpath = which("yard"); onpath != "yard") return onpath;
 #ifdef YARD_BUILD_BIN
   if (fs::exists(YARD_BUILD_BIN)) return YARD_BUILD_BIN;
 #endif

@@ -33,6 +33,8 @@ int free_port(const std::string& host);
 // True when something accepts TCP connections at host:port.
 bool port_open(const std::string& host, int port);
 std::string self_exe();
+// prog as found on PATH (prog itself when it has a slash or is not found).
+std::string which(const std::string& prog);
 // The `yard` executable: $YARD_BIN, next to this binary, on PATH, or in the build tree.
 std::string find_yard_binary();
 std::string random_hex(size_t bytes);

@@ -38,22 +38,6 @@ namespace {
 
 std::atomic<bool> g_stop{false};
 
-std::string which(const std::string& prog) {
-  if (prog.find('/') != std::string::npos) return prog;
-  if (const char* path = getenv("PATH")) {
-    std::string p(path);
-    size_t start = 0;
-    while (start <= p.size()) {
-      auto end = p.find(':', start);
-      if (end == std::string::npos) end = p.size();
-      auto cand = fs::path(p.substr(start, end - start)) / prog;
-      if (access(cand.c_str(), X_OK) == 0) return cand.string();
-      start = end + 1;
-    }
-  }
-  return prog;
-}
-
 std::string describe_exit(int status) {
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);

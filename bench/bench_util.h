@@ -1,0 +1,26 @@
+// Shared by the benchmark programs: the memory-bandwidth peer.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace yard::bench {
+
+// Best of five memcpy's of `bytes` between warm buffers, in GB/s.
+inline double memcpy_gbps(size_t bytes) {
+  std::vector<char> a(bytes, 1), b(bytes, 0);
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, bytes / s / 1e9);
+  }
+  if (b[bytes / 2] != 1) std::abort();
+  return best;
+}
+
+}  // namespace yard::bench
