@@ -1,0 +1,457 @@
+// The train run and the sensors. See sim.h for what is written.
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "rng.h"
+#include "yard/railway/sim.h"
+
+namespace yard::railway {
+
+namespace {
+
+constexpr double kG = 9.81;
+
+// s(t), v(t), a(t) of the train: knots every metre, plus a held knot for each station dwell.
+struct Trajectory {
+  std::vector<double> T, S, V;
+  double end_time() const { return T.back(); }
+  struct State {
+    double s, v, a;
+  };
+  // Sequential lookups: `k` is the caller's cursor (times must not go backwards for one cursor).
+  State at(double t, size_t& k) const {
+    while (k + 1 < T.size() && T[k + 1] <= t) ++k;
+    if (k + 1 >= T.size()) return {S.back(), 0, 0};
+    if (S[k + 1] == S[k]) return {S[k], 0, 0};
+    double f = (t - T[k]) / (T[k + 1] - T[k]);
+    double v = V[k] + (V[k + 1] - V[k]) * f;
+    double a = (V[k + 1] * V[k + 1] - V[k] * V[k]) / (2 * (S[k + 1] - S[k]));
+    return {S[k] + (S[k + 1] - S[k]) * f, v, a};
+  }
+  // The time the train passes chainage s (the first time).
+  double time_at(double s) const {
+    auto it = std::lower_bound(S.begin(), S.end(), s);
+    if (it == S.end()) return T.back();
+    size_t i = static_cast<size_t>(it - S.begin());
+    if (i == 0) return T[0];
+    double f = (s - S[i - 1]) / std::max(1e-9, S[i] - S[i - 1]);
+    return T[i - 1] + (T[i] - T[i - 1]) * f;
+  }
+};
+
+Trajectory run_train(const Line& L, Rng& rng) {
+  const double ds = 1.0, acc = 0.5, brake = 0.7;
+  size_t n = static_cast<size_t>(L.length / ds) + 1;
+  double style = rng.uniform(0.93, 0.99);  // the driver runs a little under the limits
+  std::vector<double> lim(n), vf(n), vb(n);
+  for (size_t i = 0; i < n; ++i) lim[i] = L.limit(i * ds) * style;
+  std::vector<bool> stop(n, false);
+  for (auto& st : L.stations) stop[std::min(n - 1, static_cast<size_t>(st.chainage / ds))] = true;
+  vf[0] = 0;
+  for (size_t i = 1; i < n; ++i) vf[i] = stop[i] ? 0 : std::min(lim[i], std::sqrt(vf[i - 1] * vf[i - 1] + 2 * acc * ds));
+  vb[n - 1] = 0;
+  for (size_t i = n - 1; i-- > 0;) vb[i] = stop[i] ? 0 : std::min(lim[i], std::sqrt(vb[i + 1] * vb[i + 1] + 2 * brake * ds));
+  Trajectory tr;
+  double t = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double v = std::min(vf[i], vb[i]);
+    if (i > 0) {
+      double avg = std::max(0.05, 0.5 * (v + tr.V.back()));
+      t += ds / avg;
+    }
+    tr.T.push_back(t);
+    tr.S.push_back(i * ds);
+    tr.V.push_back(v);
+    if (stop[i] && i > 0 && i + 1 < n) {
+      for (auto& st : L.stations)
+        if (static_cast<size_t>(st.chainage / ds) == i) t += st.dwell_s;
+      tr.T.push_back(t);
+      tr.S.push_back(i * ds);
+      tr.V.push_back(0);
+    }
+  }
+  return tr;
+}
+
+// Second derivative of the irregularity along chainage (1/m · mm), for the axle-box response.
+std::vector<float> curvature_of(const std::vector<float>& z, double step) {
+  std::vector<float> d(z.size(), 0.f);
+  for (size_t i = 1; i + 1 < z.size(); ++i) d[i] = static_cast<float>((z[i + 1] - 2 * z[i] + z[i - 1]) / (step * step));
+  return d;
+}
+
+// One sensor's output file: rows are buffered, a few written swapped (out of order), gaps left
+// where the logger dropped out.
+class Writer {
+ public:
+  Writer(const std::string& path, const std::string& header, const SensorConfig& cfg, Rng& rng, double duration)
+      : f_(std::fopen(path.c_str(), "w")), cfg_(cfg), rng_(rng) {
+    if (!f_) throw std::runtime_error("cannot write " + path);
+    std::setvbuf(f_, nullptr, _IOFBF, 1 << 20);
+    std::fprintf(f_, "%s\n", header.c_str());
+    int drops = static_cast<int>(std::round(cfg.dropout_per_hour * duration / 3600));
+    for (int i = 0; i < drops; ++i) {
+      double s = rng_.uniform(0, duration);
+      gaps_.push_back({s, s + rng_.uniform(1, 20)});
+    }
+  }
+  ~Writer() { close(); }
+  bool dropped(double t) const {
+    for (auto& [a, b] : gaps_)
+      if (t >= a && t < b) return true;
+    return false;
+  }
+  void row(std::string line) {
+    ++count_;
+    if (!held_.empty()) {
+      std::fputs(line.c_str(), f_);  // written before the held one: out of order
+      std::fputs(held_.c_str(), f_);
+      held_.clear();
+      return;
+    }
+    if (rng_.chance(cfg_.out_of_order)) {
+      held_ = std::move(line);
+      return;
+    }
+    std::fputs(line.c_str(), f_);
+  }
+  void close() {
+    if (!f_) return;
+    if (!held_.empty()) std::fputs(held_.c_str(), f_);
+    std::fclose(f_);
+    f_ = nullptr;
+  }
+  uint64_t count() const { return count_; }
+  const std::vector<std::pair<double, double>>& gaps() const { return gaps_; }
+
+ private:
+  FILE* f_;
+  const SensorConfig& cfg_;
+  Rng& rng_;
+  std::string held_;
+  std::vector<std::pair<double, double>> gaps_;
+  uint64_t count_ = 0;
+};
+
+double local_time(const ClockModel& c, double t, Rng& rng) { return c.local(t) + c.jitter_s * rng.normal(); }
+
+nlohmann::json clock_json(const ClockModel& c) {
+  nlohmann::json steps = nlohmann::json::array();
+  for (auto& [t, d] : c.steps) steps.push_back({{"time_s", t}, {"step_s", d}});
+  return {{"offset_s", c.offset_s}, {"drift_ppm", c.drift_ppm}, {"jitter_s", c.jitter_s}, {"steps", steps}};
+}
+
+}  // namespace
+
+double ClockModel::local(double t) const {
+  double v = offset_s + (1 + drift_ppm * 1e-6) * t;
+  for (auto& [when, step] : steps)
+    if (t >= when) v += step;
+  return v;
+}
+
+SimConfig default_config(uint64_t seed) {
+  SimConfig c;
+  c.seed = seed;
+  Rng rng(seed, "clocks");
+  struct Spec {
+    const char* name;
+    double rate, jitter, max_offset;
+    int steps;
+  };
+  for (auto sp : {Spec{"gnss", 1, 50e-6, 2, 0}, Spec{"odometer", 20, 200e-6, 3, 1}, Spec{"imu", 200, 20e-6, 3, 1},
+                  Spec{"axlebox", 2500, 5e-6, 3, 1}, Spec{"balise", 0, 1e-3, 3, 0}}) {
+    SensorConfig s;
+    s.rate_hz = sp.rate;
+    s.clock.offset_s = rng.uniform(-sp.max_offset, sp.max_offset);
+    s.clock.drift_ppm = rng.uniform(-20, 20);
+    s.clock.jitter_s = sp.jitter;
+    for (int i = 0; i < sp.steps; ++i)
+      s.clock.steps.emplace_back(rng.uniform(300, 3300), rng.uniform(0.01, 0.5) * (rng.chance(0.5) ? 1 : -1));
+    c.sensors[sp.name] = s;
+  }
+  return c;
+}
+
+SimSummary simulate(const SimConfig& cfg, const std::string& dir) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  Line L = make_line(cfg.seed, cfg.length_m);
+  Rng traj_rng(cfg.seed, "train");
+  Trajectory tr = run_train(L, traj_rng);
+  double duration = std::min(tr.end_time(), cfg.max_duration_s);
+  SimSummary sum;
+  sum.duration_s = duration;
+  {
+    size_t k = 0;
+    sum.distance_m = tr.at(duration, k).s;
+  }
+  std::map<std::string, SensorConfig> sensors = cfg.sensors;
+  if (!cfg.bad_logger.empty()) {
+    auto it = sensors.find(cfg.bad_logger);
+    if (it == sensors.end()) throw std::runtime_error("no sensor named " + cfg.bad_logger);
+    it->second.clock.drift_ppm = 1600;
+  }
+  auto sensor = [&](const char* name) -> const SensorConfig& {
+    auto it = sensors.find(name);
+    if (it == sensors.end()) throw std::runtime_error(std::string("no configuration for sensor ") + name);
+    return it->second;
+  };
+  nlohmann::json events;
+
+  // PPS edges as each logger timestamps them: the (local, reference) pairs alignment starts from.
+  for (const char* name : {"gnss", "imu", "axlebox", "balise"}) {
+    const auto& sc = sensor(name);
+    Rng rng(cfg.seed, std::string("pps.") + name);
+    Writer w(dir + "/" + name + "_pps.csv", "local_time,gps_time", sc, rng, duration);
+    for (double t = 1; t < duration; t += 1) {
+      if (w.dropped(t)) continue;
+      double local = local_time(sc.clock, t, rng);
+      if (rng.chance(0.002)) local += rng.chance(0.5) ? 1.0 : -1.0;  // an edge counted in the wrong second
+      w.row(fmt::format("{:.7f},{:.0f}\n", local, t));
+    }
+  }
+
+  // GNSS: 1 Hz fixes, messages arriving 10-700 ms after the PPS edge, none in tunnels, multipath
+  // outliers in cuttings.
+  {
+    const auto& sc = sensor("gnss");
+    Rng rng(cfg.seed, "gnss");
+    Writer w(dir + "/gnss.csv", "local_time,gps_time,x_m,y_m,speed_mps,sats", sc, rng, duration);
+    size_t k = 0;
+    nlohmann::json outages = nlohmann::json::array();
+    double outage_start = -1;
+    for (double t = 0; t < duration; t += 1.0 / std::max(1.0, sc.rate_hz)) {
+      auto st = tr.at(t, k);
+      bool tunnel = L.in(L.tunnels, st.s);
+      if (tunnel && outage_start < 0) outage_start = t;
+      if (!tunnel && outage_start >= 0) {
+        outages.push_back({outage_start, t});
+        outage_start = -1;
+      }
+      if (tunnel || w.dropped(t)) continue;
+      auto [x, y] = L.position(st.s);
+      double sigma = 1.5;
+      x += sigma * rng.normal();
+      y += sigma * rng.normal();
+      int sats = 12;
+      if (L.in(L.cuttings, st.s)) {
+        sats = 6;
+        if (rng.chance(0.25)) {
+          double d = rng.uniform(5, 50), ang = rng.uniform(0, 2 * M_PI);
+          x += d * std::cos(ang);
+          y += d * std::sin(ang);
+        }
+      }
+      double arrival = t + rng.uniform(0.01, 0.7);
+      w.row(fmt::format("{:.6f},{:.0f},{:.3f},{:.3f},{:.3f},{}\n", local_time(sc.clock, arrival, rng), t, x, y,
+                        std::max(0.0, st.v + 0.05 * rng.normal()), sats));
+    }
+    events["gnss_outages"] = outages;
+    sum.records["gnss"] = w.count();
+  }
+
+  // Odometer: speed with a wheel-diameter scale error, slip while accelerating and slide while
+  // braking, and the distance it integrates.
+  {
+    const auto& sc = sensor("odometer");
+    Rng rng(cfg.seed, "odometer");
+    Writer w(dir + "/odometer.csv", "local_time,speed_mps,distance_m", sc, rng, duration);
+    double scale = 1 + rng.uniform(-0.02, 0.02);
+    size_t k = 0;
+    double dist = 0, dt = 1.0 / sc.rate_hz;
+    double episode_end = -1, episode_gain = 0;
+    nlohmann::json episodes = nlohmann::json::array();
+    for (double t = 0; t < duration; t += dt) {
+      auto st = tr.at(t, k);
+      if (t >= episode_end && st.v > 3 && std::abs(st.a) > 0.2 && rng.chance(dt / 120.0)) {
+        double len = rng.uniform(0.5, 5);
+        episode_gain = (st.a > 0 ? 1 : -1) * rng.uniform(0.05, 0.2);
+        episode_end = t + len;
+        episodes.push_back({{"start_s", t}, {"end_s", t + len}, {"kind", st.a > 0 ? "slip" : "slide"}, {"gain", episode_gain}});
+      }
+      double gain = t < episode_end ? episode_gain : 0;
+      double v = std::max(0.0, st.v * scale * (1 + gain) + 0.02 * rng.normal());
+      dist += v * dt;
+      if (w.dropped(t)) continue;
+      w.row(fmt::format("{:.6f},{:.4f},{:.3f}\n", local_time(sc.clock, t, rng), v, dist));
+    }
+    events["odometer_scale"] = scale;
+    events["slip_slide"] = episodes;
+    sum.records["odometer"] = w.count();
+  }
+
+  // IMU: longitudinal acceleration with the gradient, lateral v^2/R minus the cant term, yaw rate
+  // v/R; biases and noise.
+  {
+    const auto& sc = sensor("imu");
+    Rng rng(cfg.seed, "imu");
+    Writer w(dir + "/imu.csv", "local_time,ax,ay,az,gx,gy,gz", sc, rng, duration);
+    double bx = rng.uniform(-0.05, 0.05), by = rng.uniform(-0.05, 0.05), bz = rng.uniform(-0.05, 0.05);
+    size_t k = 0;
+    for (double t = 0, dt = 1.0 / sc.rate_hz; t < duration; t += dt) {
+      if (w.dropped(t)) continue;
+      auto st = tr.at(t, k);
+      double kappa = L.curvature(st.s);
+      double ax = st.a + kG * L.gradient(st.s) / 1000 + bx + 0.02 * rng.normal();
+      double ay = st.v * st.v * kappa - kG * L.cant(st.s) / 1500 + by + 0.02 * rng.normal();
+      double az = kG + bz + 0.05 * rng.normal();
+      w.row(fmt::format("{:.6f},{:.4f},{:.4f},{:.4f},{:.5f},{:.5f},{:.5f}\n", local_time(sc.clock, t, rng), ax, ay, az,
+                        0.001 * rng.normal(), 0.001 * rng.normal(), st.v * kappa + 0.001 * rng.normal()));
+    }
+    sum.records["imu"] = w.count();
+  }
+
+  // Axle-box vertical acceleration: the irregularity seen at speed (v^2 z''), the sleeper-passing
+  // tone, defect impulses ringing at their resonances, corrugation, noise.
+  {
+    const auto& sc = sensor("axlebox");
+    Rng rng(cfg.seed, "axlebox");
+    Writer w(dir + "/axlebox.csv", "local_time,acc_z", sc, rng, duration);
+    auto z2 = curvature_of(L.irregularity, L.step);
+    struct Mode {
+      double f, amp, zeta;
+    };
+    struct Hit {
+      double t0, severity;
+      std::vector<Mode> modes;
+    };
+    std::vector<Hit> hits;
+    for (auto& d : L.defects) {
+      if (d.kind == DefectClass::kCorrugation) continue;
+      double t0 = tr.time_at(d.chainage);
+      if (t0 >= duration) continue;
+      Hit h{t0, d.severity, {}};
+      switch (d.kind) {
+        case DefectClass::kSquat: h.modes = {{300, 8, 0.08}, {1100, 5, 0.05}}; break;
+        case DefectClass::kWeld: h.modes = {{150, 3, 0.1}, {600, 1.5, 0.08}}; break;
+        case DefectClass::kInsulatedJoint: h.modes = {{320, 7, 0.08}, {1050, 4, 0.05}}; break;  // a squat look-alike
+        default: break;
+      }
+      hits.push_back(h);
+      if (d.kind == DefectClass::kInsulatedJoint) hits.push_back({t0 + 0.004, d.severity * 0.6, h.modes});
+    }
+    std::sort(hits.begin(), hits.end(), [](auto& a, auto& b) { return a.t0 < b.t0; });
+    size_t k = 0, next_hit = 0;
+    std::deque<Hit> active;
+    double nyquist = sc.rate_hz / 2;
+    for (double t = 0, dt = 1.0 / sc.rate_hz; t < duration; t += dt) {
+      auto st = tr.at(t, k);
+      size_t i = std::min(z2.size() - 1, static_cast<size_t>(st.s / L.step));
+      double vs = st.v / 44.4;
+      double acc = st.v * st.v * z2[i] / 1000.0;
+      acc += 0.5 * vs * vs * std::sin(2 * M_PI * st.s / 0.6);
+      while (next_hit < hits.size() && hits[next_hit].t0 <= t) active.push_back(hits[next_hit++]);
+      while (!active.empty() && t - active.front().t0 > 0.05) active.pop_front();
+      for (auto& h : active) {
+        double tau = t - h.t0;
+        for (auto& m : h.modes) {
+          if (m.f > 0.9 * nyquist) continue;
+          double wn = 2 * M_PI * m.f;
+          acc += h.severity * m.amp * (0.2 + vs * vs) * std::exp(-m.zeta * wn * tau) * std::sin(wn * tau);
+        }
+      }
+      if (L.label(st.s) == DefectClass::kCorrugation && st.v > 1) {
+        double f = st.v / 0.05;
+        if (f < 0.9 * nyquist) acc += 2.0 * vs * vs * std::sin(2 * M_PI * st.s / 0.05);
+      }
+      acc += 0.3 * rng.normal();
+      if (w.dropped(t)) continue;
+      w.row(fmt::format("{:.7f},{:.3f}\n", local_time(sc.clock, t, rng), acc));
+    }
+    sum.records["axlebox"] = w.count();
+  }
+
+  // Balise detections: a position error of about a metre, rarely missed.
+  {
+    const auto& sc = sensor("balise");
+    Rng rng(cfg.seed, "balise");
+    Writer w(dir + "/balise.csv", "local_time,balise_id", sc, rng, duration);
+    for (auto& b : L.balises) {
+      if (rng.chance(0.01)) continue;
+      double t = tr.time_at(b.chainage + 0.5 * rng.normal());
+      if (t >= duration || w.dropped(t)) continue;
+      w.row(fmt::format("{:.6f},{}\n", local_time(sc.clock, t, rng), b.id));
+    }
+    sum.records["balise"] = w.count();
+  }
+
+  // Ground truth every step (0.25 m) over the distance run: time, speed, label, irregularity and
+  // its D1-band amplitude (RMS over 25 m).
+  {
+    FILE* f = std::fopen((dir + "/truth.csv").c_str(), "w");
+    if (!f) throw std::runtime_error("cannot write truth.csv");
+    std::setvbuf(f, nullptr, _IOFBF, 1 << 20);
+    std::fprintf(f, "chainage_m,time_s,speed_mps,label,irregularity_mm,amplitude_mm\n");
+    size_t n = static_cast<size_t>(sum.distance_m / L.step);
+    size_t half = static_cast<size_t>(12.5 / L.step);
+    std::vector<double> sq(L.irregularity.size() + 1, 0);
+    for (size_t i = 0; i < L.irregularity.size(); ++i) sq[i + 1] = sq[i] + double(L.irregularity[i]) * L.irregularity[i];
+    size_t k = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double s = i * L.step;
+      double t = tr.time_at(s);
+      while (k + 1 < tr.T.size() && tr.T[k + 1] <= t) ++k;
+      size_t lo = i > half ? i - half : 0, hi = std::min(L.irregularity.size(), i + half);
+      double amp = std::sqrt((sq[hi] - sq[lo]) / std::max<size_t>(1, hi - lo));
+      std::fprintf(f, "%.2f,%.6f,%.3f,%d,%.3f,%.3f\n", s, t, tr.V[std::min(k, tr.V.size() - 1)],
+                   static_cast<int>(L.label(s)), L.irregularity[i], amp);
+    }
+    std::fclose(f);
+  }
+
+  // The line as the aligner may know it (no defects), and the truth it may not.
+  {
+    nlohmann::json j;
+    j["length_m"] = L.length;
+    j["curves"] = nlohmann::json::array();
+    for (auto& c : L.curves) j["curves"].push_back({{"start", c.start}, {"end", c.end}, {"radius", c.radius}, {"cant_mm", c.cant}});
+    j["gradients"] = nlohmann::json::array();
+    for (auto& [s, g] : L.gradients) j["gradients"].push_back({{"start", s}, {"permille", g}});
+    j["speed_limits"] = nlohmann::json::array();
+    for (auto& l : L.limits) j["speed_limits"].push_back({{"start", l.start}, {"end", l.end}, {"v_max_mps", l.v_max}});
+    auto zones = [](const std::vector<Zone>& z) {
+      nlohmann::json a = nlohmann::json::array();
+      for (auto& x : z) a.push_back({{"start", x.start}, {"end", x.end}});
+      return a;
+    };
+    j["tunnels"] = zones(L.tunnels);
+    j["cuttings"] = zones(L.cuttings);
+    j["stations"] = nlohmann::json::array();
+    for (auto& s : L.stations) j["stations"].push_back({{"name", s.name}, {"chainage", s.chainage}});
+    j["balises"] = nlohmann::json::array();
+    for (auto& b : L.balises) j["balises"].push_back({{"id", b.id}, {"chainage", b.chainage}});
+    j["km_posts"] = L.km_posts;
+    nlohmann::json poly = nlohmann::json::array();
+    size_t every = static_cast<size_t>(10 / L.step);
+    for (size_t i = 0; i < L.x.size(); i += every) poly.push_back({i * L.step, L.x[i], L.y[i]});
+    j["polyline"] = poly;  // [chainage, x, y] every 10 m
+    std::ofstream(dir + "/line.json") << j.dump(1) << "\n";
+
+    nlohmann::json t;
+    t["seed"] = cfg.seed;
+    t["duration_s"] = duration;
+    t["distance_m"] = sum.distance_m;
+    t["clocks"] = nlohmann::json::object();
+    for (auto& [name, sc] : sensors) t["clocks"][name] = clock_json(sc.clock);
+    t["defects"] = nlohmann::json::array();
+    for (auto& d : L.defects)
+      t["defects"].push_back({{"kind", defect_name(d.kind)}, {"chainage", d.chainage}, {"length", d.length}, {"severity", d.severity}});
+    t["degraded"] = zones(L.degraded);
+    t["events"] = events;
+    std::ofstream(dir + "/truth.json") << t.dump(1) << "\n";
+  }
+  return sum;
+}
+
+}  // namespace yard::railway
