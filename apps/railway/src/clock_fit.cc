@@ -1,0 +1,165 @@
+#include "yard/railway/clock_fit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace yard::railway {
+
+namespace {
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  auto mid = v.begin() + static_cast<long>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  return *mid;
+}
+}  // namespace
+
+double ClockFit::to_reference(double local, size_t k) const {
+  return (local - segments[k].offset_s) / (1 + drift_ppm * 1e-6);
+}
+
+size_t ClockFit::segment_at_reference(double ref) const {
+  for (size_t k = 0; k < segments.size(); ++k)
+    if (ref < segments[k].ref_end || k + 1 == segments.size()) {
+      if (k + 1 < segments.size() && ref >= segments[k].ref_end) continue;
+      // Between segment k-1's end and k's start: the step happened somewhere in the gap; take
+      // the nearer.
+      if (k > 0 && ref < segments[k].ref_start &&
+          ref - segments[k - 1].ref_end < segments[k].ref_start - ref)
+        return k - 1;
+      return k;
+    }
+  return segments.size() - 1;
+}
+
+double ClockFit::to_local(double ref) const {
+  size_t k = segment_at_reference(ref);
+  return segments[k].offset_s + (1 + drift_ppm * 1e-6) * ref;
+}
+
+ClockFit fit_clock(std::vector<std::pair<double, double>> p) {
+  std::sort(p.begin(), p.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  p.erase(std::unique(p.begin(), p.end(), [](auto& a, auto& b) { return a.second == b.second; }), p.end());
+  if (p.size() < 10) throw std::runtime_error("clock fit: fewer than 10 (local, reference) pairs");
+  ClockFit fit;
+
+  // Excess local time per step of reference time.
+  size_t n = p.size();
+  std::vector<double> e(n, 0), dr(n, 1);
+  for (size_t i = 1; i < n; ++i) {
+    dr[i] = p[i].second - p[i - 1].second;
+    e[i] = (p[i].first - p[i - 1].first) - dr[i];
+  }
+  // Outliers: a spike of about a second that the next pair takes back.
+  std::vector<bool> out(n, false);
+  for (size_t i = 1; i + 1 < n; ++i)
+    if (std::abs(e[i]) > 0.3 && std::abs(e[i] + e[i + 1]) < 0.1 * std::abs(e[i])) {
+      out[i] = true;
+      ++fit.outliers;
+    }
+  // Recompute differences across removed points.
+  std::vector<size_t> idx;
+  for (size_t i = 0; i < n; ++i)
+    if (!out[i]) idx.push_back(i);
+  std::vector<double> rates, excess(idx.size(), 0), gap(idx.size(), 1);
+  for (size_t j = 1; j < idx.size(); ++j) {
+    gap[j] = p[idx[j]].second - p[idx[j - 1]].second;
+    excess[j] = (p[idx[j]].first - p[idx[j - 1]].first) - gap[j];
+    if (std::abs(excess[j]) < 0.05 * gap[j]) rates.push_back(excess[j] / gap[j]);
+  }
+  double b0 = median(rates);
+  std::vector<double> dev;
+  for (size_t j = 1; j < idx.size(); ++j) dev.push_back(std::abs(excess[j] - b0 * gap[j]));
+  double sigma_pair = std::max(1e-7, 1.4826 * median(dev));
+  // Steps: a jump beyond the pair noise that the following pairs keep (their mean level stays
+  // shifted), not a lone spike.
+  std::vector<size_t> starts{0};
+  for (size_t j = 1; j < idx.size(); ++j) {
+    double jump = excess[j] - b0 * gap[j];
+    if (std::abs(jump) < std::max(6 * sigma_pair, 2e-4)) continue;
+    size_t w = std::min<size_t>(10, std::min(j, idx.size() - j - 1));
+    if (w < 2) continue;
+    double before = 0, after = 0;
+    for (size_t q = 1; q <= w; ++q) {
+      before += p[idx[j - q]].first - (1 + b0) * p[idx[j - q]].second;
+      after += p[idx[j + q - 1]].first - (1 + b0) * p[idx[j + q - 1]].second;
+    }
+    double level = (after - before) / w;
+    if (std::abs(level - jump) < std::max(0.5 * std::abs(jump), 4 * sigma_pair)) starts.push_back(j);
+  }
+  // Least squares: common slope, one intercept per segment; two passes of 4-sigma rejection.
+  std::vector<int> seg(idx.size());
+  for (size_t s = 0, j = 0; j < idx.size(); ++j) {
+    while (s + 1 < starts.size() && j >= starts[s + 1]) ++s;
+    seg[j] = static_cast<int>(s);
+  }
+  size_t S = starts.size();
+  std::vector<bool> keep(idx.size(), true);
+  double slope = 1 + b0;
+  std::vector<double> icpt(S, 0);
+  for (int pass = 0; pass < 3; ++pass) {
+    // Normal equations for [slope, c_0..c_{S-1}] reduced: slope = sum_k Sxy_k' / Sxx_k'.
+    std::vector<double> sx(S, 0), sy(S, 0), cnt(S, 0);
+    for (size_t j = 0; j < idx.size(); ++j)
+      if (keep[j]) {
+        sx[seg[j]] += p[idx[j]].second;
+        sy[seg[j]] += p[idx[j]].first;
+        cnt[seg[j]] += 1;
+      }
+    double num = 0, den = 0;
+    for (size_t j = 0; j < idx.size(); ++j)
+      if (keep[j] && cnt[seg[j]] > 0) {
+        double mx = sx[seg[j]] / cnt[seg[j]], my = sy[seg[j]] / cnt[seg[j]];
+        num += (p[idx[j]].second - mx) * (p[idx[j]].first - my);
+        den += (p[idx[j]].second - mx) * (p[idx[j]].second - mx);
+      }
+    if (den > 0) slope = num / den;
+    for (size_t k = 0; k < S; ++k)
+      icpt[k] = cnt[k] > 0 ? (sy[k] - slope * sx[k]) / cnt[k] : 0;
+    double ss = 0;
+    size_t m = 0;
+    for (size_t j = 0; j < idx.size(); ++j)
+      if (keep[j]) {
+        double r = p[idx[j]].first - icpt[seg[j]] - slope * p[idx[j]].second;
+        ss += r * r;
+        ++m;
+      }
+    fit.sigma_s = std::sqrt(ss / std::max<size_t>(1, m));
+    if (pass == 2) break;
+    for (size_t j = 0; j < idx.size(); ++j) {
+      double r = p[idx[j]].first - icpt[seg[j]] - slope * p[idx[j]].second;
+      keep[j] = std::abs(r) <= 4 * fit.sigma_s + 1e-9;
+    }
+  }
+  fit.drift_ppm = (slope - 1) * 1e6;
+  for (size_t k = 0; k < S; ++k) {
+    size_t first = starts[k], last = (k + 1 < S ? starts[k + 1] : idx.size()) - 1;
+    fit.segments.push_back({p[idx[first]].second, p[idx[last]].second, icpt[k]});
+  }
+  for (size_t j = 0; j < idx.size(); ++j) fit.pairs_used += keep[j];
+  return fit;
+}
+
+double ClockMapper::map(double local) {
+  double ref = fit_.to_reference(local, seg_);
+  // Across a step: the next segment applies once the reference time has reached its start and
+  // its mapping is the one that continues the stream.
+  while (seg_ + 1 < fit_.segments.size()) {
+    double next = fit_.to_reference(local, seg_ + 1);
+    const auto& ns = fit_.segments[seg_ + 1];
+    const auto& cs = fit_.segments[seg_];
+    bool past_current = ref > ns.ref_start + 0.5 * (ns.ref_start - cs.ref_end) + 1.0;
+    bool next_continues = next >= cs.ref_end - 1.0 && std::abs(next - last_ref_) < std::abs(ref - last_ref_);
+    if (past_current || (last_ref_ > cs.ref_end - 1.0 && next_continues)) {
+      ++seg_;
+      ref = next;
+    } else {
+      break;
+    }
+  }
+  last_ref_ = ref;
+  return ref;
+}
+
+}  // namespace yard::railway
