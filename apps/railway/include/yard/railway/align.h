@@ -1,0 +1,31 @@
+// The alignment pipeline over a log directory (the simulator's layout): per-sensor clock fits
+// against the GNSS PPS reference and, where the ground truth is present, their errors.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "yard/railway/clock_fit.h"
+#include "yard/railway/readers.h"
+
+namespace yard::railway {
+
+struct ClockReport {
+  ClockFit fit;
+  ReadSummary read;
+  // Against truth.json, when present: mapped reference time minus true time over the run (the
+  // second around each true step left out).
+  std::optional<double> error_rms_s, error_max_s;
+  std::optional<double> true_drift_ppm;
+};
+
+// Fits every <sensor>_pps.csv in dir. Throws ReadError / std::runtime_error on unusable input.
+std::map<std::string, ClockReport> align_clocks(const std::string& dir, const ReadPolicy& policy = {});
+
+nlohmann::json to_json(const std::map<std::string, ClockReport>& r);
+std::string to_table(const std::map<std::string, ClockReport>& r);
+
+}  // namespace yard::railway
