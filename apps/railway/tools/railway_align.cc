@@ -7,6 +7,9 @@
 #include <CLI/CLI.hpp>
 
 #include "yard/railway/align.h"
+#include "yard/railway/position.h"
+
+#include <filesystem>
 
 int main(int argc, char** argv) {
   CLI::App app{"Align railway sensor logs: clock offset, drift and steps per sensor against GNSS time.", "railway-align"};
@@ -26,7 +29,29 @@ int main(int argc, char** argv) {
       for (auto& [name, rep] : r)
         if (rep.read.dropped_total()) std::cout << name << ": " << rep.read.to_string() << "\n";
     }
-    if (!json_out.empty()) std::ofstream(json_out) << yard::railway::to_json(r).dump(2) << "\n";
+    auto j = yard::railway::to_json(r);
+    if (std::filesystem::exists(in + "/line.json") && std::filesystem::exists(in + "/odometer.csv")) {
+      auto track = yard::railway::estimate_position(in);
+      std::printf("\nposition: %zu estimates, GNSS fixes used %llu (rejected %llu), balises %llu, %zu slip/slide intervals\n",
+                  track.t.size(), (unsigned long long)track.gnss_used, (unsigned long long)track.gnss_rejected,
+                  (unsigned long long)track.balises_used, track.slips.size());
+      std::printf("odometer clock (from speed cross-correlation): drift %.2f ppm, offset %.4f s\n",
+                  track.odometer_clock.drift_ppm, track.odometer_clock.segments[0].offset_s);
+      j["position"] = {{"estimates", track.t.size()}, {"gnss_used", track.gnss_used}, {"gnss_rejected", track.gnss_rejected},
+                       {"slips", track.slips.size()}};
+      if (report && std::filesystem::exists(in + "/truth.csv")) {
+        auto pr = yard::railway::evaluate_position(in, track);
+        std::printf("chainage error: rms %.3f m, max %.3f m, worst in a GNSS outage >= 30 s: %.3f m\n"
+                    "slip/slide detection: recall %.3f, precision %.3f\n",
+                    pr.chainage_rms_m, pr.chainage_max_m, pr.outage_max_m, pr.slip_recall, pr.slip_precision);
+        j["position"]["chainage_rms_m"] = pr.chainage_rms_m;
+        j["position"]["chainage_max_m"] = pr.chainage_max_m;
+        j["position"]["chainage_outage30s_max_m"] = pr.outage_max_m;
+        j["position"]["slip_detect_recall"] = pr.slip_recall;
+        j["position"]["slip_detect_precision"] = pr.slip_precision;
+      }
+    }
+    if (!json_out.empty()) std::ofstream(json_out) << j.dump(2) << "\n";
   } catch (const std::exception& e) {
     std::cerr << "railway-align: " << e.what() << "\n";
     return 1;
