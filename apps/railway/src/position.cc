@@ -6,6 +6,7 @@
 #include <optional>
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -243,9 +244,37 @@ PositionTrack estimate_position(const std::string& dir) {
   bool slipping = false;
   int calm = 0, suspicious = 0;
   double slip_start = 0, slip_last = 0;
+  // For the smoother: at every measurement event, the prior (after prediction) and the posterior.
+  struct Step {
+    double t;
+    double xp[3], Pp[3][3], xf[3], Pf[3][3];
+    bool odo;
+  };
+  std::vector<Step> steps;
+  steps.reserve(ev.size() / 8);
+  auto begin_step = [&](double when, bool odo) {
+    Step st;
+    st.t = when;
+    st.odo = odo;
+    std::copy(X, X + 3, st.xp);
+    std::copy(&P[0][0], &P[0][0] + 9, &st.Pp[0][0]);
+    steps.push_back(st);
+  };
+  auto end_step = [&] {
+    std::copy(X, X + 3, steps.back().xf);
+    std::copy(&P[0][0], &P[0][0] + 9, &steps.back().Pf[0][0]);
+  };
   for (auto& e : ev) {
     if (e.t < t) continue;
     predict(e.t);
+    if (e.kind != 0) begin_step(e.t, e.kind == 1);
+    struct EndStep {
+      std::function<void()> f;
+      bool on;
+      ~EndStep() {
+        if (on) f();
+      }
+    } guard{end_step, e.kind != 0};
     if (e.kind == 0) {
       accel = imu[e.i][1] - kG * geo.gradient(X[0]) / 1000.0;
     } else if (e.kind == 1) {
@@ -274,10 +303,6 @@ PositionTrack estimate_position(const std::string& dir) {
         double H[3] = {0, X[2], X[1]};
         update(H, y, 0.03 * 0.03);
       }
-      out.t.push_back(e.t);
-      out.s.push_back(X[0]);
-      out.v.push_back(X[1]);
-      out.k.push_back(X[2]);
     } else if (e.kind == 2) {
       auto& f = gnss[e.i];
       double s = geo.project(f[1], f[2], X[0], 300, &lateral);
@@ -301,6 +326,59 @@ PositionTrack estimate_position(const std::string& dir) {
     }
   }
   if (slipping) out.slips.emplace_back(slip_start, slip_last);
+
+  // Rauch-Tung-Striebel smoothing backwards over the stored steps: the aligner works offline, so
+  // every estimate can use the measurements after it too (what bridges tunnels best).
+  auto inv3 = [](const double m[3][3], double r[3][3]) {
+    double det = m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
+                 m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
+    if (std::abs(det) < 1e-300) return false;
+    r[0][0] = (m[1][1] * m[2][2] - m[1][2] * m[2][1]) / det;
+    r[0][1] = (m[0][2] * m[2][1] - m[0][1] * m[2][2]) / det;
+    r[0][2] = (m[0][1] * m[1][2] - m[0][2] * m[1][1]) / det;
+    r[1][0] = (m[1][2] * m[2][0] - m[1][0] * m[2][2]) / det;
+    r[1][1] = (m[0][0] * m[2][2] - m[0][2] * m[2][0]) / det;
+    r[1][2] = (m[0][2] * m[1][0] - m[0][0] * m[1][2]) / det;
+    r[2][0] = (m[1][0] * m[2][1] - m[1][1] * m[2][0]) / det;
+    r[2][1] = (m[0][1] * m[2][0] - m[0][0] * m[2][1]) / det;
+    r[2][2] = (m[0][0] * m[1][1] - m[0][1] * m[1][0]) / det;
+    return true;
+  };
+  std::vector<std::array<double, 3>> xs(steps.size());
+  if (!steps.empty()) {
+    std::copy(steps.back().xf, steps.back().xf + 3, xs.back().begin());
+    for (size_t k = steps.size() - 1; k-- > 0;) {
+      const Step& a = steps[k];
+      const Step& b = steps[k + 1];
+      double T = b.t - a.t;
+      double F[3][3] = {{1, T, 0}, {0, 1, 0}, {0, 0, 1}};
+      double PF[3][3] = {};  // Pf_k F'
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j)
+          for (int q = 0; q < 3; ++q) PF[i][j] += a.Pf[i][q] * F[j][q];
+      double Pinv[3][3];
+      if (!inv3(b.Pp, Pinv)) {
+        std::copy(a.xf, a.xf + 3, xs[k].begin());
+        continue;
+      }
+      double C[3][3] = {};
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j)
+          for (int q = 0; q < 3; ++q) C[i][j] += PF[i][q] * Pinv[q][j];
+      for (int i = 0; i < 3; ++i) {
+        double d = 0;
+        for (int j = 0; j < 3; ++j) d += C[i][j] * (xs[k + 1][j] - b.xp[j]);
+        xs[k][i] = a.xf[i] + d;
+      }
+    }
+  }
+  for (size_t k = 0; k < steps.size(); ++k)
+    if (steps[k].odo) {
+      out.t.push_back(steps[k].t);
+      out.s.push_back(xs[k][0]);
+      out.v.push_back(xs[k][1]);
+      out.k.push_back(xs[k][2]);
+    }
   return out;
 }
 
