@@ -8,6 +8,7 @@
 
 #include "yard/railway/align.h"
 #include "yard/railway/position.h"
+#include "yard/railway/shards.h"
 
 #include <filesystem>
 
@@ -19,6 +20,13 @@ int main(int argc, char** argv) {
   app.add_flag("--report", report, "print the errors against truth.json (when present)");
   app.add_option("--json", json_out, "write the fits (and errors) as JSON here");
   app.add_flag("--strict", strict, "stop at the first malformed line instead of dropping and counting it");
+  std::string shards;
+  yard::railway::ShardOptions so;
+  bool unaligned = false;
+  app.add_option("--shards", shards, "write training shards (windows of distance-domain tokens) here");
+  app.add_option("--window", so.tokens, "tokens per window (0.25 m each)")->default_val(128)->check(CLI::Range(16, 1024));
+  app.add_option("--stride", so.stride, "tokens between window starts")->default_val(64)->check(CLI::Range(1, 1024));
+  app.add_flag("--unaligned", unaligned, "the baseline without alignment: raw clocks and raw odometer distance");
   CLI11_PARSE(app, argc, argv);
   try {
     yard::railway::ReadPolicy policy;
@@ -50,6 +58,15 @@ int main(int argc, char** argv) {
         j["position"]["slip_detect_recall"] = pr.slip_recall;
         j["position"]["slip_detect_precision"] = pr.slip_precision;
       }
+    }
+    if (!shards.empty()) {
+      so.aligned = !unaligned;
+      auto windows = yard::railway::build_windows(in, so);
+      auto m = yard::railway::write_shards(windows, shards, so);
+      std::printf("\nwrote %llu windows in %zu shards to %s (classes none/squat/weld/insulated/corrugation: %llu/%llu/%llu/%llu/%llu)\n",
+                  (unsigned long long)m.windows, m.files.size(), shards.c_str(), (unsigned long long)m.class_counts[0],
+                  (unsigned long long)m.class_counts[1], (unsigned long long)m.class_counts[2],
+                  (unsigned long long)m.class_counts[3], (unsigned long long)m.class_counts[4]);
     }
     if (!json_out.empty()) std::ofstream(json_out) << j.dump(2) << "\n";
   } catch (const std::exception& e) {
