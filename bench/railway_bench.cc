@@ -9,6 +9,7 @@
 
 #include "yard/railway/align.h"
 #include "yard/railway/position.h"
+#include "yard/railway/shards.h"
 #include "yard/railway/sim.h"
 
 int main() {
@@ -41,9 +42,14 @@ int main() {
   emit("chainage_rms_m", pr.chainage_rms_m, "m");
   emit("chainage_outage30s_max_m", pr.outage_max_m, "m");
   emit("slip_detect_recall", pr.slip_recall, "fraction");
-  // Train-seconds through clock alignment and the position filter (GNSS, odometer, IMU, balise)
-  // per wall second; the axle-box stream is not part of it yet.
-  emit("position_x_realtime", track.t.empty() ? 0 : (track.t.back() - track.t.front()) / (wall + pos_wall), "x");
+  // The whole aligner on one core: clocks, position, and the axle-box stream into distance-domain
+  // windows — train-seconds of logs (all sensors) per wall second.
+  auto t2 = std::chrono::steady_clock::now();
+  auto windows = yard::railway::build_windows(dir, {});
+  double all_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
+  (void)pos_wall;
+  emit("aligner_x_realtime", r.begin()->second.fit.segments.back().ref_end / all_wall, "x");
+  if (windows.empty()) return 1;
   fs::remove_all(dir);
   return 0;
 }

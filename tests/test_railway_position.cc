@@ -2,7 +2,11 @@
 // through a 30 s GNSS outage within 10 m, and slip/slide episodes found.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
 
 #include "yard/railway/position.h"
 #include "yard/railway/sim.h"
@@ -35,5 +39,31 @@ TEST_CASE("a directory without the needed logs is a clear error", "[railway][pos
   auto dir = (fs::temp_directory_path() / ("yard-pos-empty-" + std::to_string(getpid()))).string();
   fs::create_directories(dir);
   CHECK_THROWS_WITH(estimate_position(dir), Catch::Contains("line.json"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("railway-align --report writes the table, JSON and plots", "[railway][report]") {
+  const char* bin = getenv("RAILWAY_ALIGN_BIN");
+  REQUIRE(bin);
+  auto dir = (fs::temp_directory_path() / ("yard-report-" + std::to_string(getpid()))).string();
+  auto cfg = default_config(5);
+  cfg.length_m = 8000;
+  cfg.max_duration_s = 900;
+  simulate(cfg, dir);
+  std::string cmd = std::string(bin) + " --in " + dir + " --report --json " + dir + "/report.json --shards " + dir +
+                    "/shards > " + dir + "/out.txt 2>&1";
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  std::ifstream out(dir + "/out.txt");
+  std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  CHECK_THAT(text, Catch::Contains("err rms us") && Catch::Contains("chainage error: rms") && Catch::Contains("wrote"));
+  for (auto f : {"time_error_over_time.svg", "position_error_over_time.svg", "position_error_over_chainage.svg",
+                 "report.json", "shards/manifest.json", "shards/shard-00000.bin"})
+    CHECK(fs::exists(dir + "/" + f));
+  std::ifstream j(dir + "/report.json");
+  auto doc = nlohmann::json::parse(j);
+  CHECK(doc["position"]["chainage_rms_m"].get<double>() < 5.0);  // accuracy is tested on longer runs
+  CHECK(doc["imu"]["time_error_rms_us"].get<double>() < 100);
+  // A missing directory is a clear error, not a crash.
+  CHECK(std::system((std::string(bin) + " --in /nonexistent > /dev/null 2>&1").c_str()) != 0);
   fs::remove_all(dir);
 }

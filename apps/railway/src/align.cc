@@ -50,6 +50,10 @@ std::map<std::string, ClockReport> align_clocks(const std::string& dir, const Re
         for (auto& s : m.steps) near_step |= std::abs(t - s.first) < 1.0;
         if (near_step) continue;
         double e = rep.fit.to_reference(m.local(t), rep.fit.segment_at_reference(t)) - t;
+        if (std::fmod(t, 10.0) < 0.25) {
+          rep.error_t.push_back(t);
+          rep.error_us.push_back(e * 1e6);
+        }
         ss += e * e;
         mx = std::max(mx, std::abs(e));
         ++n;

@@ -159,7 +159,9 @@ PositionTrack estimate_position(const std::string& dir) {
   for (auto& o : odo) ospeed.t.push_back(o[0]), ospeed.v.push_back(o[1]);
   double t_end = gnss.back()[0];
   std::optional<double> coarse;
-  for (double w = 0; w + 300 <= t_end && !coarse; w += 150) coarse = best_lag(gspeed, ospeed, w, w + 300, -10, 10, 0.1);
+  double coarse_win = std::min(300.0, t_end - gnss.front()[0]);
+  for (double w = gnss.front()[0]; w + coarse_win <= t_end + 1e-9 && !coarse; w += coarse_win / 2)
+    coarse = best_lag(gspeed, ospeed, w, w + coarse_win, -10, 10, 0.1);
   if (!coarse) throw std::runtime_error(dir + ": the odometer never correlates with GNSS speed");
   // Fine lags per window, searched around the coarse one (wide enough for drift and steps).
   std::vector<std::pair<double, double>> pairs;
@@ -168,7 +170,15 @@ PositionTrack estimate_position(const std::string& dir) {
     auto lag = best_lag(gspeed, ospeed, w, w + win, *coarse - 0.8, *coarse + 0.8, 0.005);
     if (lag) pairs.emplace_back(w + win / 2 + *lag, w + win / 2);
   }
-  out.odometer_clock = fit_clock(pairs);
+  if (pairs.size() >= 10) {
+    out.odometer_clock = fit_clock(pairs);
+  } else {
+    // A short run: too few windows for a drift; one offset (the median lag) is what it supports.
+    std::vector<double> lags{*coarse};
+    for (auto& [l, r] : pairs) lags.push_back(l - r);
+    std::nth_element(lags.begin(), lags.begin() + lags.size() / 2, lags.end());
+    out.odometer_clock.segments.push_back({0, t_end, lags[lags.size() / 2]});
+  }
 
   // Everything on the reference timebase.
   std::vector<std::array<double, 2>> imu;  // t, ax
@@ -407,7 +417,12 @@ PositionReport evaluate_position(const std::string& dir, const PositionTrack& tr
   double ss = 0;
   size_t n = 0;
   for (size_t i = 0; i < track.t.size(); ++i) {
-    double e = std::abs(track.s[i] - truth_s.at(track.t[i]));
+    double truth_here = truth_s.at(track.t[i]);
+    double signed_e = track.s[i] - truth_here;
+    double e = std::abs(signed_e);
+    rep.t.push_back(track.t[i]);
+    rep.chainage.push_back(truth_here);
+    rep.error_m.push_back(signed_e);
     ss += e * e;
     ++n;
     rep.chainage_max_m = std::max(rep.chainage_max_m, e);

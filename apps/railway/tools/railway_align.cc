@@ -8,6 +8,7 @@
 
 #include "yard/railway/align.h"
 #include "yard/railway/position.h"
+#include "yard/railway/plot.h"
 #include "yard/railway/shards.h"
 
 #include <filesystem>
@@ -17,7 +18,9 @@ int main(int argc, char** argv) {
   std::string in, json_out;
   bool report = false, strict = false;
   app.add_option("--in", in, "log directory (one CSV per sensor, *_pps.csv pairs)")->required()->check(CLI::ExistingDirectory);
-  app.add_flag("--report", report, "print the errors against truth.json (when present)");
+  app.add_flag("--report", report, "print the errors against the truth (when present) and plot them");
+  std::string plots;
+  app.add_option("--plots", plots, "with --report: directory for the SVG plots (default: the input directory)");
   app.add_option("--json", json_out, "write the fits (and errors) as JSON here");
   app.add_flag("--strict", strict, "stop at the first malformed line instead of dropping and counting it");
   std::string shards;
@@ -57,6 +60,18 @@ int main(int argc, char** argv) {
         j["position"]["chainage_outage30s_max_m"] = pr.outage_max_m;
         j["position"]["slip_detect_recall"] = pr.slip_recall;
         j["position"]["slip_detect_precision"] = pr.slip_precision;
+        std::string pd = plots.empty() ? in : plots;
+        std::filesystem::create_directories(pd);
+        yard::railway::write_svg_plot(pd + "/position_error_over_time.svg", "Along-track position error", "GNSS time (s)",
+                                      "estimate - truth (m)", {{"chainage error", pr.t, pr.error_m}});
+        yard::railway::write_svg_plot(pd + "/position_error_over_chainage.svg", "Along-track position error",
+                                      "chainage (m)", "estimate - truth (m)", {{"chainage error", pr.chainage, pr.error_m}});
+        std::vector<yard::railway::PlotSeries> clock_series;
+        for (auto& [name, rep] : r)
+          if (!rep.error_t.empty()) clock_series.push_back({name, rep.error_t, rep.error_us});
+        yard::railway::write_svg_plot(pd + "/time_error_over_time.svg", "Clock alignment error per sensor",
+                                      "GNSS time (s)", "mapped - true time (us)", clock_series);
+        std::printf("plots: %s/{time_error_over_time,position_error_over_time,position_error_over_chainage}.svg\n", pd.c_str());
       }
     }
     if (!shards.empty()) {

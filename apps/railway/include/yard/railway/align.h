@@ -20,6 +20,7 @@ struct ClockReport {
   // second around each true step left out).
   std::optional<double> error_rms_s, error_max_s;
   std::optional<double> true_drift_ppm;
+  std::vector<double> error_t, error_us;  // the error every 10 s, for plots
 };
 
 // Fits every <sensor>_pps.csv in dir. Throws ReadError / std::runtime_error on unusable input.

@@ -43,6 +43,8 @@ struct PositionReport {
   double slip_recall = 0;           // true slip/slide episodes overlapped by a flagged interval
   double slip_precision = 0;        // flagged intervals that overlap a true episode
   double odometer_time_error_rms_us = 0;
+  // The error (estimate - truth) at every estimate, for plots.
+  std::vector<double> t, chainage, error_m;
 };
 
 // Compares with truth.csv / truth.json in dir.
