@@ -50,14 +50,14 @@ TEST_CASE("railway-align --report writes the table, JSON and plots", "[railway][
   cfg.length_m = 8000;
   cfg.max_duration_s = 900;
   simulate(cfg, dir);
-  std::string cmd = std::string(bin) + " --in " + dir + " --report --json " + dir + "/report.json --shards " + dir +
+  std::string cmd = std::string(bin) + " --in " + dir + " --report --timebase 100 --json " + dir + "/report.json --shards " + dir +
                     "/shards > " + dir + "/out.txt 2>&1";
   REQUIRE(std::system(cmd.c_str()) == 0);
   std::ifstream out(dir + "/out.txt");
   std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
   CHECK_THAT(text, Catch::Contains("err rms us") && Catch::Contains("chainage error: rms") && Catch::Contains("wrote"));
   for (auto f : {"time_error_over_time.svg", "position_error_over_time.svg", "position_error_over_chainage.svg",
-                 "report.json", "shards/manifest.json", "shards/shard-00000.bin"})
+                 "report.json", "shards/manifest.json", "shards/shard-00000.bin", "aligned/imu.csv", "aligned/odometer.csv"})
     CHECK(fs::exists(dir + "/" + f));
   std::ifstream j(dir + "/report.json");
   auto doc = nlohmann::json::parse(j);

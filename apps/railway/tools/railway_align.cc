@@ -1,5 +1,6 @@
 // railway-align: aligns a log directory's sensor clocks to the GNSS PPS reference and, with
 // --report, prints the errors against the ground truth.
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include "yard/railway/align.h"
 #include "yard/railway/position.h"
 #include "yard/railway/plot.h"
+#include "yard/railway/resample.h"
 #include "yard/railway/shards.h"
 
 #include <filesystem>
@@ -30,6 +32,9 @@ int main(int argc, char** argv) {
   app.add_option("--window", so.tokens, "tokens per window (0.25 m each)")->default_val(128)->check(CLI::Range(16, 1024));
   app.add_option("--stride", so.stride, "tokens between window starts")->default_val(64)->check(CLI::Range(1, 1024));
   app.add_flag("--unaligned", unaligned, "the baseline without alignment: raw clocks and raw odometer distance");
+  double timebase_hz = 0;
+  app.add_option("--timebase", timebase_hz, "also write the IMU and odometer resampled onto one GNSS-time grid at this rate (Hz) into DIR/aligned/")
+      ->check(CLI::Range(1.0, 1000.0));
   CLI11_PARSE(app, argc, argv);
   try {
     yard::railway::ReadPolicy policy;
@@ -73,6 +78,42 @@ int main(int argc, char** argv) {
                                       "GNSS time (s)", "mapped - true time (us)", clock_series);
         std::printf("plots: %s/{time_error_over_time,position_error_over_time,position_error_over_chainage}.svg\n", pd.c_str());
       }
+    }
+    if (timebase_hz > 0) {
+      auto track = yard::railway::estimate_position(in);
+      std::filesystem::create_directories(in + "/aligned");
+      auto write_stream = [&](const std::string& name, const yard::railway::ClockFit& fit) {
+        yard::railway::ReadPolicy p;
+        p.non_monotonic = yard::railway::OnBad::kDrop;
+        yard::railway::SensorCsvReader rd(in + "/" + name + ".csv", p);
+        yard::railway::ClockMapper mapper(fit);
+        std::vector<double> t;
+        std::vector<std::vector<double>> cols(rd.columns().size() - 1);
+        yard::railway::SensorRow row;
+        while (rd.next(row)) {
+          double ref = mapper.map(row.time);
+          if (!t.empty() && ref <= t.back()) continue;
+          t.push_back(ref);
+          for (size_t c = 0; c < cols.size() && c < row.values.size(); ++c) cols[c].push_back(row.values[c]);
+        }
+        if (t.size() < 2) return;
+        double t0 = std::ceil(t.front()), t1 = std::floor(t.back());
+        std::vector<yard::railway::Grid> grids;
+        for (auto& c : cols) grids.push_back(yard::railway::resample(t, c, timebase_hz, t0, t1));
+        FILE* f = std::fopen((in + "/aligned/" + name + ".csv").c_str(), "w");
+        std::fprintf(f, "gps_time");
+        for (size_t c = 1; c < rd.columns().size(); ++c) std::fprintf(f, ",%s", rd.columns()[c].c_str());
+        std::fprintf(f, "\n");
+        for (size_t i = 0; i < grids[0].values.size(); ++i) {
+          std::fprintf(f, "%.6f", t0 + i / timebase_hz);
+          for (auto& g : grids) std::fprintf(f, ",%.5f", g.values[i]);
+          std::fprintf(f, "\n");
+        }
+        std::fclose(f);
+      };
+      if (r.count("imu")) write_stream("imu", r.at("imu").fit);
+      write_stream("odometer", track.odometer_clock);
+      std::printf("\nresampled imu and odometer onto a %.0f Hz GNSS-time grid in %s/aligned/\n", timebase_hz, in.c_str());
     }
     if (!shards.empty()) {
       so.aligned = !unaligned;
