@@ -5,6 +5,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <thread>
+
 #include <boost/fiber/condition_variable.hpp>
 #include <boost/fiber/mutex.hpp>
 
@@ -48,7 +51,8 @@ int sum_refs(std::vector<yard::ObjectRef<int>> refs) {
   for (auto& r : refs) s += *r.get(std::chrono::seconds(30));
   return s;
 }
-YARD_REMOTE(make_owned, sum_refs);
+std::vector<uint8_t> big_bytes(int mb, int fill) { return std::vector<uint8_t>(size_t(mb) << 20, uint8_t(fill)); }
+YARD_REMOTE(make_owned, sum_refs, big_bytes);
 
 class Counter;
 int bump_via(yard::ActorHandle<Counter> c, int by);
@@ -62,11 +66,12 @@ class Counter {
   int boom() { abort(); }
   int throws() { throw std::runtime_error("counter says no"); }
   yard::ObjectRef<int> stash() { return yard::put(n_); }
+  std::vector<uint8_t> blob(int mb) { return std::vector<uint8_t>(size_t(mb) << 20, 9); }
 
  private:
   int n_;
 };
-YARD_ACTOR(Counter, yard::ctor<int>, &Counter::incr, &Counter::value, &Counter::pid, &Counter::boom, &Counter::throws, &Counter::stash);
+YARD_ACTOR(Counter, yard::ctor<int>, &Counter::incr, &Counter::value, &Counter::pid, &Counter::boom, &Counter::throws, &Counter::stash, &Counter::blob);
 
 // A task that receives an actor handle as an argument and calls the actor.
 int bump_via(yard::ActorHandle<Counter> c, int by) {
@@ -304,4 +309,55 @@ TEST_CASE("a borrowed ref whose owner died fails with a message naming the owner
   auto ref = *c.call(&Counter::stash).remote().get(30s);
   yard::kill(c);
   CHECK_THROWS_WITH(ref.get(30s), Catch::Contains("owner"));
+}
+
+namespace {
+// Shared-memory segments that worker processes of this host currently have.
+int worker_segments() {
+  int n = 0;
+  for (auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    n += e.path().filename().string().rfind("yard-obj-", 0) == 0;
+  return n;
+}
+}  // namespace
+
+TEST_CASE("large results on the same node travel through reused shared memory", "[api][objects][shm]") {
+  std::vector<yard::ObjectRef<std::vector<uint8_t>>> held;
+  for (int i = 0; i < 3; ++i) held.push_back(yard::task(big_bytes).remote(4, i + 1));
+  for (int i = 0; i < 3; ++i) {
+    auto v = held[i].get(60s);
+    REQUIRE(v->size() == (4u << 20));
+    CHECK((*v)[0] == i + 1);
+    CHECK(v->back() == i + 1);
+  }
+  held.clear();
+  // Released values free their segments for reuse: many more results, a bounded pool.
+  for (int i = 0; i < 40; ++i) {
+    auto v = yard::task(big_bytes).remote(2, i % 200).get(60s);
+    REQUIRE(v->size() == (2u << 20));
+    REQUIRE((*v)[12345] == i % 200);
+  }
+  CHECK(worker_segments() <= 2 * 16);
+  // A large object borrowed from a worker comes the same way.
+  auto outer = yard::task(make_owned).remote(std::string(3 << 20, 'z'));
+  auto inner = *outer.get(30s);
+  CHECK(inner.get(30s)->size() == (3u << 20) + 1);
+}
+
+TEST_CASE("a dead worker's shared-memory segments are removed by the node manager", "[api][objects][shm][crash]") {
+  auto c = yard::actor<Counter>(0).remote();
+  auto pid = *c.call(&Counter::pid).remote().get(30s);
+  auto held = c.call(&Counter::blob).remote(2);
+  CHECK(held.get(30s)->size() == (2u << 20));
+  std::string prefix = "yard-obj-" + std::to_string(pid) + "-";
+  auto count = [&] {
+    int n = 0;
+    for (auto& e : std::filesystem::directory_iterator("/dev/shm")) n += e.path().filename().string().rfind(prefix, 0) == 0;
+    return n;
+  };
+  REQUIRE(count() > 0);
+  kill(pid, SIGKILL);
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (count() > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  CHECK(count() == 0);
 }

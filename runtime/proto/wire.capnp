@@ -33,10 +33,17 @@ struct Error {
   location @3 :Text;   # where it was thrown: function, worker, pid, node
 }
 
+struct ShmRef {
+  name @0 :Text;       # a shared-memory segment of the sender's pool (same host only)
+  offset @1 :UInt64;
+  size @2 :UInt64;
+}
+
 struct Value {
   union {
     inline @0 :Data;   # codec bytes
     frame @1 :UInt32;  # index of an out-of-band frame (1-based) holding the codec bytes
+    shm @2 :ShmRef;    # the codec bytes in shared memory, for a receiver on the same host
   }
 }
 
@@ -197,4 +204,5 @@ struct Envelope {
     getControlStore @33 :Void;
     controlStore @34 :ControlStore;
   }
+  senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
 }

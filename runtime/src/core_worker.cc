@@ -224,9 +224,11 @@ bool CoreWorker::serve_objects(IoLoop::Incoming& in) {
     reply_error(in, wire::ErrorCode::NOT_FOUND, "object " + id + " was freed by its owner " + io_->address());
     return true;
   }
-  store_.on_ready(id, [this, id, routing, req] {
+  bool same_host = in.msg->same_host();
+  store_.on_ready(id, [this, id, routing, req, same_host] {
     auto snap = store_.peek(id);
     OutMessage m(token_, req, true);
+    if (same_host) m.allow_shared_memory();
     if (!snap.present) {
       set_error(m.env(), wire::ErrorCode::NOT_FOUND, "object " + id + " was freed by its owner");
     } else if (snap.error) {
@@ -865,6 +867,7 @@ void CoreWorker::execute(IoLoop::Incoming& in) {
     return;
   }
   OutMessage m(token_, in.msg->env().getRequestId(), true);
+  if (in.msg->same_host()) m.allow_shared_memory();
   m.set_value(m.env().getBody().initTaskReply().initResult(), result);
   io_->reply(in.routing_id, m.finish());
 }

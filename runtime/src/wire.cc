@@ -4,6 +4,8 @@
 
 #include <kj/exception.h>
 
+#include "shm_store.h"
+
 namespace yard::detail {
 
 zmq::message_t frame_of(const Bytes& b) {
@@ -18,9 +20,19 @@ OutMessage::OutMessage(const std::string& token, uint64_t request_id, bool is_re
   env_.setToken(token);
   env_.setRequestId(request_id);
   env_.setIsReply(is_reply);
+  env_.setSenderHost(host_id());
 }
 
 void OutMessage::set_value(wire::Value::Builder v, const Bytes& b) {
+  if (shm_ && b->size() >= kShmMinBytes) {
+    if (auto slot = ShmPool::instance().put(b->data(), b->size())) {
+      auto r = v.initShm();
+      r.setName(slot->name);
+      r.setOffset(slot->offset);
+      r.setSize(slot->size);
+      return;
+    }
+  }
   if (b->size() >= kLargeValueBytes) {
     blobs_.push_back(b);
     v.setFrame(static_cast<uint32_t>(blobs_.size()));
@@ -70,8 +82,25 @@ InMessage::InMessage(Frames frames) : frames_(std::move(frames)) {
   }
 }
 
+bool InMessage::same_host() const {
+  try {
+    return env_.getSenderHost() == host_id();
+  } catch (const kj::Exception&) {
+    return false;
+  }
+}
+
 Bytes InMessage::value(wire::Value::Reader v) const {
   try {
+    if (v.isShm()) {
+      auto r = v.getShm();
+      std::string name = r.getName();
+      if (name.rfind("/yard-obj-", 0) != 0 || name.find('/', 1) != std::string::npos)
+        throw DecodeError("value refers to a shared-memory segment with a bad name");
+      auto b = open_shm_slot({name, r.getOffset(), r.getSize()});
+      if (!b) throw DecodeError("cannot map shared-memory segment " + name);
+      return b;
+    }
     if (v.isFrame()) {
       uint32_t i = v.getFrame();
       if (i == 0 || i >= frames_.size())

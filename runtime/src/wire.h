@@ -37,14 +37,17 @@ class OutMessage {
  public:
   OutMessage(const std::string& token, uint64_t request_id, bool is_reply);
   wire::Envelope::Builder env() { return env_; }
-  // Stores a value inline when small, as an out-of-band frame when large.
+  // Stores a value inline when small, as an out-of-band frame when large, in shared memory when
+  // large and allow_shared_memory() was called (the receiver is on this host).
   void set_value(wire::Value::Builder v, const Bytes& b);
+  void allow_shared_memory() { shm_ = true; }
   Frames finish();
 
  private:
   capnp::MallocMessageBuilder builder_;
   wire::Envelope::Builder env_;
   std::vector<Bytes> blobs_;
+  bool shm_ = false;
 };
 
 // Thrown by InMessage when the bytes are not a valid Envelope.
@@ -58,6 +61,8 @@ class InMessage {
   // Takes the frames of one message (without routing frames). Throws DecodeError.
   explicit InMessage(Frames frames);
   wire::Envelope::Reader env() const { return env_; }
+  // True when the sender runs on this host (large replies to it may use shared memory).
+  bool same_host() const;
   // The bytes of a value; large values are not copied. Throws DecodeError on a bad frame index.
   Bytes value(wire::Value::Reader v) const;
 

@@ -24,6 +24,7 @@
 #include "process.h"
 #include "redis_client.h"
 #include "session.h"
+#include "shm_store.h"
 #include "yard/errors.h"
 
 namespace fs = std::filesystem;
@@ -47,6 +48,16 @@ std::string describe_exit(int status) {
 }
 
 std::string res_json(const std::map<std::string, double>& m) { return json(m).dump(); }
+
+// Removes the shared-memory segments a (dead) worker left behind.
+void remove_worker_segments(pid_t pid) {
+  std::string prefix = ShmPool::prefix_for(pid).substr(1);  // without the leading '/'
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator("/dev/shm", ec)) {
+    auto name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) fs::remove(e.path(), ec);
+  }
+}
 
 }  // namespace
 
@@ -291,6 +302,7 @@ void Daemon::shutdown_all() {
     if (!any) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  for (auto& [id, w] : workers_) remove_worker_segments(w.pid);
   for (auto& [id, j] : jobs_)
     if (j.proc_pid && !j.ended) {
       kill(-j.proc_pid, SIGKILL);
@@ -965,6 +977,7 @@ void Daemon::reap() {
       Worker w = wit->second;
       workers_.erase(wit);
       give(w.held);
+      remove_worker_segments(pid);
       auto job = jobs_.find(w.job_id);
       bool job_live = job != jobs_.end() && !job->second.ended;
       if (job_live) spdlog::warn("{} (pid {}) of job {} {}; log: {}", w.id, pid, w.job_id, describe_exit(status), w.log);
