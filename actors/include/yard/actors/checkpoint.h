@@ -1,0 +1,77 @@
+// Checkpoints that survive crashes: written atomically, verified on load, the last K kept.
+//
+// A checkpoint is a step number and named blobs (model, optimizer, LR schedule, data-loader
+// position...). write() serialises them to "<dir>/ckpt-<step>.bin.tmp", fsyncs it, renames it to
+// "ckpt-<step>.bin", fsyncs the directory, then moves the "latest" pointer (a LATEST file written
+// the same way, and, when a Redis client is given, the key "yard:ckpt:<name>:latest"), then
+// deletes checkpoints beyond the newest K. A crash at any point leaves the previous checkpoint
+// whole.
+//
+// File format (little-endian): char[8] "YRDCKPT1"; u32 version (1); u64 step; u32 entries; per
+// entry: u32 name length, name, u64 size, bytes; then u32 CRC-32 of everything before it.
+//
+// restore() takes the newest checkpoint that verifies, skipping (with a warning in `skipped`)
+// truncated, corrupt or half-written ones. write_async() hands a snapshot to a background thread
+// so training goes on while it is written; wait() waits for the writes in flight.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace yard::actors {
+
+struct Checkpoint {
+  uint64_t step = 0;
+  std::map<std::string, std::string> blobs;
+};
+
+class CheckpointStore {
+ public:
+  // `on_latest` (optional) is called with (step, path) after each successful write: where a Redis
+  // "latest" pointer is set.
+  CheckpointStore(std::string dir, size_t keep = 3,
+                  std::function<void(uint64_t, const std::string&)> on_latest = {});
+  ~CheckpointStore();
+
+  // Writes now; returns the file path. Throws std::runtime_error (with the path) on I/O errors.
+  std::string write(const Checkpoint& c);
+  // Takes the snapshot and writes it on the background thread.
+  void write_async(Checkpoint c);
+  // Waits for every write handed over so far; rethrows the first failure.
+  void wait();
+
+  // The newest checkpoint that verifies; nullopt when there is none.
+  std::optional<Checkpoint> restore();
+  // What restore() passed over, and why ("<path>: <reason>").
+  const std::vector<std::string>& skipped() const { return skipped_; }
+  // Checkpoint files present, newest first.
+  std::vector<std::string> list() const;
+
+  // Reads and verifies one file. Throws std::runtime_error saying what is wrong.
+  static Checkpoint read_file(const std::string& path);
+
+ private:
+  void worker();
+
+  std::string dir_;
+  size_t keep_;
+  std::function<void(uint64_t, const std::string&)> on_latest_;
+  std::vector<std::string> skipped_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Checkpoint> queue_;   // guarded by mu_
+  bool busy_ = false, stop_ = false;
+  std::string error_;              // guarded by mu_
+  std::thread thread_;
+};
+
+}  // namespace yard::actors

@@ -1,0 +1,56 @@
+// DistributedSampler: which samples each rank sees, epoch by epoch.
+//
+// Every epoch is a permutation of the dataset seeded by (seed, epoch) — the same on every rank
+// without any communication — split across ranks by striding (rank r takes positions r, r+W,
+// ...). In an epoch every sample is seen exactly once over all ranks: nothing is repeated to even
+// the ranks out (unlike padding samplers) and nothing is dropped. Ranks then differ by at most one
+// sample; every rank runs the same number of steps, and a rank's last batch may be short or empty
+// (the trainer weights gradients by batch size, so the step still averages over the global batch).
+//
+// Class-balanced mode draws, per epoch, the same number of samples from every class (with
+// replacement for the small ones) — an optional departure from "each sample once".
+//
+// The position (epoch, step) is all the state there is: a checkpoint restores it exactly.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace yard::actors {
+
+struct SamplerState {
+  uint64_t epoch = 0;
+  uint64_t step = 0;  // batches already taken in this epoch
+};
+
+class DistributedSampler {
+ public:
+  DistributedSampler(uint64_t dataset_size, int world_size, int rank, uint64_t seed, bool shuffle = true);
+  // Balanced mode: labels[i] is sample i's class.
+  void set_class_balanced(std::vector<int> labels);
+
+  // This rank's sample indices for an epoch.
+  std::vector<uint64_t> indices(uint64_t epoch) const;
+  // Steps per epoch at this batch size: the same on every rank.
+  uint64_t steps_per_epoch(uint64_t batch_size) const;
+  // The batch of a step (may be shorter than batch_size, or empty, at the end of an epoch).
+  std::vector<uint64_t> batch(uint64_t epoch, uint64_t step, uint64_t batch_size) const;
+
+  int world_size() const { return world_; }
+  int rank() const { return rank_; }
+  uint64_t epoch_size() const;  // samples per epoch over all ranks
+
+ private:
+  std::vector<uint64_t> epoch_order(uint64_t epoch) const;
+
+  uint64_t n_;
+  int world_, rank_;
+  uint64_t seed_;
+  bool shuffle_;
+  std::vector<int> labels_;  // non-empty: class-balanced
+  // The last epoch's indices (batch() is called step after step). Not thread-safe.
+  mutable uint64_t cached_epoch_ = UINT64_MAX;
+  mutable std::vector<uint64_t> cached_;
+};
+
+}  // namespace yard::actors

@@ -1,0 +1,89 @@
+#include "yard/actors/sampler.h"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+
+namespace yard::actors {
+
+namespace {
+// splitmix64: a portable, seedable generator (the same stream on every machine and build).
+struct Mix {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  uint64_t below(uint64_t n) { return n ? next() % n : 0; }
+};
+}  // namespace
+
+DistributedSampler::DistributedSampler(uint64_t dataset_size, int world_size, int rank, uint64_t seed, bool shuffle)
+    : n_(dataset_size), world_(world_size), rank_(rank), seed_(seed), shuffle_(shuffle) {
+  if (world_size < 1 || rank < 0 || rank >= world_size)
+    throw std::invalid_argument("sampler: rank " + std::to_string(rank) + " outside world size " + std::to_string(world_size));
+}
+
+void DistributedSampler::set_class_balanced(std::vector<int> labels) {
+  if (labels.size() != n_) throw std::invalid_argument("sampler: one label per sample is needed");
+  labels_ = std::move(labels);
+}
+
+uint64_t DistributedSampler::epoch_size() const {
+  if (labels_.empty()) return n_;
+  std::map<int, uint64_t> counts;
+  for (int l : labels_) ++counts[l];
+  uint64_t most = 0;
+  for (auto& [c, k] : counts) most = std::max(most, k);
+  return most * counts.size();
+}
+
+std::vector<uint64_t> DistributedSampler::epoch_order(uint64_t epoch) const {
+  Mix rng{seed_ * 0x100000001b3ull ^ (epoch + 1) * 0x9e3779b97f4a7c15ull};
+  std::vector<uint64_t> order;
+  if (labels_.empty()) {
+    order.resize(n_);
+    for (uint64_t i = 0; i < n_; ++i) order[i] = i;
+  } else {
+    std::map<int, std::vector<uint64_t>> by_class;
+    for (uint64_t i = 0; i < n_; ++i) by_class[labels_[i]].push_back(i);
+    uint64_t most = 0;
+    for (auto& [c, v] : by_class) most = std::max<uint64_t>(most, v.size());
+    for (auto& [c, v] : by_class) {
+      // Every member once, then random repeats up to the largest class's count.
+      order.insert(order.end(), v.begin(), v.end());
+      for (uint64_t k = v.size(); k < most; ++k) order.push_back(v[rng.below(v.size())]);
+    }
+  }
+  if (shuffle_)
+    for (uint64_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);  // Fisher-Yates
+  return order;
+}
+
+std::vector<uint64_t> DistributedSampler::indices(uint64_t epoch) const {
+  auto order = epoch_order(epoch);
+  std::vector<uint64_t> mine;
+  for (uint64_t i = static_cast<uint64_t>(rank_); i < order.size(); i += static_cast<uint64_t>(world_)) mine.push_back(order[i]);
+  return mine;
+}
+
+uint64_t DistributedSampler::steps_per_epoch(uint64_t batch_size) const {
+  if (batch_size == 0) throw std::invalid_argument("sampler: batch size 0");
+  uint64_t per_rank_max = (epoch_size() + world_ - 1) / world_;
+  return (per_rank_max + batch_size - 1) / batch_size;
+}
+
+std::vector<uint64_t> DistributedSampler::batch(uint64_t epoch, uint64_t step, uint64_t batch_size) const {
+  if (cached_epoch_ != epoch) {
+    cached_ = indices(epoch);
+    cached_epoch_ = epoch;
+  }
+  const auto& mine = cached_;
+  uint64_t lo = std::min<uint64_t>(mine.size(), step * batch_size);
+  uint64_t hi = std::min<uint64_t>(mine.size(), lo + batch_size);
+  return std::vector<uint64_t>(mine.begin() + static_cast<long>(lo), mine.begin() + static_cast<long>(hi));
+}
+
+}  // namespace yard::actors
