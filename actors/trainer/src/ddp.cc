@@ -1,0 +1,136 @@
+#include "yard/actors/ddp.h"
+
+#include "yard/collective_torch.h"
+
+namespace yard::actors {
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> model,
+                                                 collective::Communicator& comm, DdpOptions o)
+    : model_(std::move(model)), comm_(comm), o_(o) {
+  for (auto& p : model_->parameters())
+    if (p.requires_grad()) params_.push_back(p);
+  // Buckets in reverse registration order, up to bucket_bytes each.
+  bucket_of_.assign(params_.size(), 0);
+  seen_.assign(params_.size(), false);
+  size_t bytes = 0;
+  for (size_t k = params_.size(); k-- > 0;) {
+    size_t pb = static_cast<size_t>(params_[k].numel()) * params_[k].element_size();
+    if (buckets_.empty() || (bytes + pb > o_.bucket_bytes && !buckets_.back().params.empty())) {
+      buckets_.emplace_back();
+      bytes = 0;
+    }
+    auto& b = buckets_.back();
+    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + params_[b.params.back()].numel());
+    b.params.push_back(k);
+    bucket_of_[k] = buckets_.size() - 1;
+    bytes += pb;
+  }
+  for (auto& b : buckets_) {
+    int64_t n = b.offsets.back() + params_[b.params.back()].numel();
+    b.flat = torch::zeros({n}, params_[b.params.front()].options());
+  }
+  for (size_t k = 0; k < params_.size(); ++k)
+    params_[k].register_hook([this, k](torch::Tensor g) {
+      on_grad(k, g);
+      return g;
+    });
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (auto& b : buckets_)
+    if (b.work) try {
+        b.work->wait();
+      } catch (...) {
+      }
+}
+
+void DistributedDataParallel::broadcast_state(int root) {
+  torch::NoGradGuard ng;
+  for (auto& p : model_->parameters()) {
+    auto t = p.detach();
+    collective::broadcast(comm_, t, root);
+  }
+  for (auto& b : model_->buffers()) {
+    auto t = b.detach();
+    collective::broadcast(comm_, t, root);
+  }
+}
+
+void DistributedDataParallel::begin_step(int64_t local_batch) {
+  if (no_sync_) return;
+  int64_t n = local_batch;
+  comm_.allreduce(&n, 1, collective::DType::kInt64, collective::ReduceOp::kSum);
+  if (n <= 0) throw std::runtime_error("DDP: the global batch is empty");
+  global_batch_ = n;
+  // Each rank's loss is a mean over its own batch: weight it by its share of the global batch.
+  scale_ = static_cast<double>(local_batch) / static_cast<double>(n);
+  for (auto& b : buckets_) {
+    b.ready = 0;
+    b.launched = false;
+    b.work.reset();
+  }
+  std::fill(seen_.begin(), seen_.end(), false);
+  next_launch_ = 0;
+  in_step_ = true;
+}
+
+void DistributedDataParallel::on_grad(size_t k, const torch::Tensor& g) {
+  if (!in_step_ || no_sync_ || seen_[k]) return;
+  seen_[k] = true;
+  auto& b = buckets_[bucket_of_[k]];
+  size_t slot = static_cast<size_t>(std::find(b.params.begin(), b.params.end(), k) - b.params.begin());
+  torch::NoGradGuard ng;
+  // The gradient .grad will hold after this backward: what earlier no_sync steps accumulated plus
+  // this one.
+  auto total = params_[k].grad().defined() ? params_[k].grad() + g : g;
+  b.flat.narrow(0, b.offsets[slot], g.numel()).copy_(total.reshape({-1}) * scale_);
+  ++b.ready;
+  if (o_.overlap) launch_ready();
+}
+
+void DistributedDataParallel::launch_ready() {
+  while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
+    auto& b = buckets_[next_launch_++];
+    b.launched = true;
+    b.work = collective::allreduce_async(comm_, b.flat, collective::ReduceOp::kSum);
+  }
+}
+
+void DistributedDataParallel::finish_step() {
+  if (no_sync_) return;
+  if (!in_step_) throw std::runtime_error("DDP: finish_step without begin_step");
+  torch::NoGradGuard ng;
+  // Parameters that got no gradient this step contribute zeros, so every bucket completes.
+  for (size_t k = 0; k < params_.size(); ++k)
+    if (!seen_[k]) {
+      auto& b = buckets_[bucket_of_[k]];
+      size_t slot = static_cast<size_t>(std::find(b.params.begin(), b.params.end(), k) - b.params.begin());
+      auto cur = params_[k].grad();
+      auto part = b.flat.narrow(0, b.offsets[slot], params_[k].numel());
+      if (cur.defined()) part.copy_(cur.reshape({-1}) * scale_);
+      else part.zero_();
+      seen_[k] = true;
+      ++b.ready;
+    }
+  launch_ready();
+  for (auto& b : buckets_) {
+    b.work->wait();
+    for (size_t j = 0; j < b.params.size(); ++j) {
+      auto& p = params_[b.params[j]];
+      auto reduced = b.flat.narrow(0, b.offsets[j], p.numel()).view_as(p);
+      if (p.grad().defined()) p.mutable_grad().copy_(reduced);
+      else p.mutable_grad() = reduced.clone();
+    }
+  }
+  in_step_ = false;
+}
+
+double scaled_lr(double base_lr, int64_t base_batch, int64_t global_batch, int64_t step, int64_t warmup_steps) {
+  double k = static_cast<double>(global_batch) / static_cast<double>(std::max<int64_t>(1, base_batch));
+  double target = base_lr * k;
+  if (warmup_steps <= 0 || step >= warmup_steps) return target;
+  double f = static_cast<double>(step) / static_cast<double>(warmup_steps);
+  return base_lr + (target - base_lr) * f;
+}
+
+}  // namespace yard::actors

@@ -1,0 +1,181 @@
+// Data-parallel training over yard::collective, ranks as threads. c10 brings glog, whose CHECK
+// macro would shadow Catch's: this file uses Catch's prefixed macros.
+#define CATCH_CONFIG_PREFIX_ALL
+#include <catch2/catch.hpp>
+
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "support.h"
+#include "yard/actors/ddp.h"
+
+using namespace yard;
+using namespace yard::actors;
+
+namespace {
+
+// LibTorch's default generator is process-wide: ranks (threads) seed and draw one at a time.
+std::mutex g_rng_mu;
+
+std::shared_ptr<torch::nn::SequentialImpl> make_model(uint64_t seed) {
+  std::lock_guard<std::mutex> l(g_rng_mu);
+  torch::manual_seed(seed);
+  return std::make_shared<torch::nn::SequentialImpl>(torch::nn::Linear(8, 16), torch::nn::Tanh(), torch::nn::Linear(16, 3));
+}
+
+struct Data {
+  torch::Tensor x, y;
+  Data() {
+    std::lock_guard<std::mutex> l(g_rng_mu);
+    torch::manual_seed(1234);
+    x = torch::randn({8, 8});
+    y = torch::randn({8, 3});
+  }
+};
+
+// Single-process reference: the whole batch, plain SGD.
+std::vector<torch::Tensor> reference(int steps) {
+  Data d;
+  auto m = make_model(7);
+  torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1));
+  for (int s = 0; s < steps; ++s) {
+    opt.zero_grad();
+    torch::mse_loss(m->forward(d.x), d.y).backward();
+    opt.step();
+  }
+  std::vector<torch::Tensor> out;
+  for (auto& p : m->parameters()) out.push_back(p.detach().clone());
+  return out;
+}
+
+// Two ranks, uneven halves of the batch (5 and 3 rows); rank 1 starts from other weights and is
+// brought in line by the broadcast. Returns rank 0's parameters.
+std::vector<torch::Tensor> ddp(int steps, DdpOptions o, const std::string& group, bool accumulate = false) {
+  torch::set_num_threads(1);
+  auto& redis = test::shared_redis();
+  std::vector<std::vector<torch::Tensor>> result(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        collective::GroupSpec s;
+        s.name = group;
+        s.world_size = 2;
+        s.rank = r;
+        s.redis_address = redis.address();
+        auto comm = collective::create_group(s);
+        Data d;
+        auto m = make_model(r == 0 ? 7 : 99);
+        DistributedDataParallel dp(m, *comm, o);
+        dp.broadcast_state(0);
+        torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1));
+        auto rows = r == 0 ? d.x.slice(0, 0, 5) : d.x.slice(0, 5, 8);
+        auto ys = r == 0 ? d.y.slice(0, 0, 5) : d.y.slice(0, 5, 8);
+        int64_t n = rows.size(0);
+        for (int st = 0; st < steps; ++st) {
+          opt.zero_grad();
+          if (accumulate && n > 1) {
+            // Two micro-batches: the first only accumulates; each loss is its share of the local mean.
+            auto half = n / 2;
+            dp.set_no_sync(true);
+            (torch::mse_loss(m->forward(rows.slice(0, 0, half)), ys.slice(0, 0, half), torch::Reduction::Sum) /
+             (n * 3)).backward();
+            dp.set_no_sync(false);
+            dp.begin_step(n);
+            (torch::mse_loss(m->forward(rows.slice(0, half, n)), ys.slice(0, half, n), torch::Reduction::Sum) /
+             (n * 3)).backward();
+          } else {
+            dp.begin_step(n);
+            torch::mse_loss(m->forward(rows), ys).backward();
+          }
+          dp.finish_step();
+          opt.step();
+        }
+        for (auto& p : m->parameters()) result[r].push_back(p.detach().clone());
+        comm->destroy();
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (auto& e : errors) CATCH_REQUIRE(e.empty());
+  for (size_t i = 0; i < result[0].size(); ++i) CATCH_REQUIRE(torch::equal(result[0][i], result[1][i]));  // replicas agree
+  return result[0];
+}
+
+double max_diff(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, (a[i] - b[i]).abs().max().item<double>());
+  return m;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("DDP on uneven shards equals single-process training on the whole batch", "[trainer][ddp]") {
+  auto ref = reference(5);
+  auto got = ddp(5, {}, "ddp-eq");
+  CATCH_CHECK(max_diff(ref, got) < 1e-5);
+}
+
+CATCH_TEST_CASE("bucketing on and off, overlap on and off, agree", "[trainer][ddp]") {
+  auto ref = reference(3);
+  DdpOptions tiny;
+  tiny.bucket_bytes = 64;  // a bucket per parameter
+  DdpOptions late;
+  late.overlap = false;
+  CATCH_CHECK(max_diff(ref, ddp(3, tiny, "ddp-tiny")) < 1e-5);
+  CATCH_CHECK(max_diff(ref, ddp(3, late, "ddp-late")) < 1e-5);
+}
+
+CATCH_TEST_CASE("gradient accumulation with no_sync gives the same step", "[trainer][ddp]") {
+  auto ref = reference(3);
+  CATCH_CHECK(max_diff(ref, ddp(3, {}, "ddp-accum", true)) < 1e-5);
+}
+
+CATCH_TEST_CASE("a checkpoint restored continues bit for bit", "[trainer][checkpoint]") {
+  torch::set_num_threads(1);
+  Data d;
+  auto train = [&](std::shared_ptr<torch::nn::SequentialImpl> m, torch::optim::AdamW& opt, int steps) {
+    for (int s = 0; s < steps; ++s) {
+      opt.zero_grad();
+      torch::mse_loss(m->forward(d.x), d.y).backward();
+      opt.step();
+    }
+  };
+  auto m = make_model(3);
+  torch::optim::AdamW opt(m->parameters(), torch::optim::AdamWOptions(0.01));
+  train(m, opt, 3);
+  std::stringstream model_blob, opt_blob;
+  {
+    torch::serialize::OutputArchive a;
+    m->save(a);
+    a.save_to(model_blob);
+    torch::serialize::OutputArchive b;
+    opt.save(b);
+    b.save_to(opt_blob);
+  }
+  train(m, opt, 4);
+  auto m2 = make_model(999);
+  torch::optim::AdamW opt2(m2->parameters(), torch::optim::AdamWOptions(0.01));
+  {
+    torch::serialize::InputArchive a;
+    a.load_from(model_blob);
+    m2->load(a);
+    torch::serialize::InputArchive b;
+    b.load_from(opt_blob);
+    opt2.load(b);
+  }
+  train(m2, opt2, 4);
+  auto p1 = m->parameters(), p2 = m2->parameters();
+  for (size_t i = 0; i < p1.size(); ++i) CATCH_CHECK(torch::equal(p1[i], p2[i]));
+}
+
+CATCH_TEST_CASE("linear LR scaling with warm-up, never divided by the workers", "[trainer][lr]") {
+  CATCH_CHECK(scaled_lr(0.1, 32, 128, 0, 10) == Approx(0.1));
+  CATCH_CHECK(scaled_lr(0.1, 32, 128, 5, 10) == Approx(0.25));
+  CATCH_CHECK(scaled_lr(0.1, 32, 128, 10, 10) == Approx(0.4));
+  CATCH_CHECK(scaled_lr(0.1, 32, 128, 1000, 10) == Approx(0.4));
+  CATCH_CHECK(scaled_lr(0.1, 32, 32, 3, 10) == Approx(0.1));
+}
