@@ -12,7 +12,7 @@ grep -q "epoch 2/2" out.txt
 test "$(wc -l < railway-out/metrics.jsonl)" -eq 2
 grep -q '"val_macro_f1"' railway-out/metrics.jsonl
 test -s railway-out/curves.svg
-ls railway-out/checkpoints/ckpt-*.bin > /dev/null
+ls railway-out/checkpoints/run-*/ckpt-*.bin > /dev/null
 test -f railway-data/shards-0/manifest.json
 # A second run reuses the shards instead of simulating again.
 "$bin" --epochs 1 --workers 1 --logs 1 --length-km 8 --batch 16 --out again > out2.txt 2>&1 || { cat out2.txt; exit 1; }

@@ -9,6 +9,8 @@
 // (JSON lines) and a loss/F1 curve (SVG), and checkpoints (rank 0, atomically, last 3 kept).
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -41,8 +43,9 @@ struct TrainConfig {
   uint64_t seed = 17;
   double clip = 1.0;
   bool balanced = true;        // class-balanced epochs (defect windows are rare)
+  bool resume = false;         // start from the newest complete checkpoint, if any
   YARD_FIELDS(data, checkpoints, d_model, layers, heads, batch, base_lr, base_batch, warmup_steps, holdout, seed, clip,
-              balanced);
+              balanced, resume);
 };
 
 struct EpochStats {
@@ -165,8 +168,27 @@ class RailwayTrainer {
     class_w_ = cfg.balanced ? torch::ones({5}) : (counts.sum() / counts).sqrt();
     class_w_ = class_w_ / class_w_.mean();
     if (!cfg.checkpoints.empty() && rank == 0) ckpt_ = std::make_unique<yard::actors::CheckpointStore>(cfg.checkpoints, 3);
+    if (cfg.resume && !cfg.checkpoints.empty()) {
+      // Every rank reads the same newest complete checkpoint: identical replicas and optimizers.
+      yard::actors::CheckpointStore store(cfg.checkpoints, 3);
+      if (auto c = store.restore()) {
+        std::stringstream m(c->blobs.at("model")), o(c->blobs.at("optimizer"));
+        torch::serialize::InputArchive am, ao;
+        am.load_from(m);
+        net_->load(am);
+        ao.load_from(o);
+        opt_->load(ao);
+        global_step_ = static_cast<int64_t>(c->step);
+        resume_epoch_ = std::stoll(c->blobs.at("loader"));
+        for (auto& why : store.skipped()) std::fprintf(stderr, "skipped checkpoint %s\n", why.c_str());
+      }
+    }
     return train_.x.size(0);
   }
+
+  // The epoch to continue with (0 unless setup restored a checkpoint).
+  int64_t resume_epoch() { return resume_epoch_; }
+  int pid() { return getpid(); }
 
   EpochStats train_epoch(int64_t epoch) {
     EpochStats st;
@@ -256,9 +278,10 @@ class RailwayTrainer {
   std::unique_ptr<yard::actors::CheckpointStore> ckpt_;
   torch::Tensor class_w_;
   int64_t global_step_ = 0;
+  int64_t resume_epoch_ = 0;
 };
 YARD_ACTOR(RailwayTrainer, yard::ctor<>, &RailwayTrainer::setup, &RailwayTrainer::train_epoch, &RailwayTrainer::evaluate,
-           &RailwayTrainer::finish);
+           &RailwayTrainer::finish, &RailwayTrainer::resume_epoch, &RailwayTrainer::pid);
 
 // ---- the aligner, one log per call --------------------------------------------------------------------
 
@@ -317,38 +340,71 @@ int main(int argc, char** argv) {
     }
     for (auto& a : aligned) std::printf("  %lld windows\n", static_cast<long long>(*a.get()));
     cfg.data = fs::absolute(data).string();
-    cfg.checkpoints = fs::absolute(out + "/checkpoints").string();
+    // Each run keeps its own checkpoints: a restart resumes this run, never an older one.
+    cfg.checkpoints = fs::absolute(out + "/checkpoints/run-" +
+                                   std::to_string(std::chrono::system_clock::now().time_since_epoch().count() / 1000000))
+                          .string();
 
-    // 2. Trainers: a group of `workers` replicas.
+    // 2. Trainers: a group of `workers` replicas (again, from the newest checkpoint, after a loss).
     std::vector<yard::ActorHandle<RailwayTrainer>> trainers;
-    for (int r = 0; r < workers; ++r) trainers.push_back(yard::actor<RailwayTrainer>().resources({{"CPU", 1}}).remote());
-    std::string gen = std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
-    std::vector<yard::ObjectRef<int64_t>> ready;
-    for (int r = 0; r < workers; ++r) ready.push_back(trainers[r].call(&RailwayTrainer::setup).remote(cfg, r, workers, gen));
-    int64_t n_train = *ready[0].get(600s);
-    for (auto& x : ready) x.get(600s);
+    int64_t n_train = 0, start_epoch = 0;
+    auto start_group = [&](bool resume) {
+      for (auto& t : trainers) {
+        try {
+          yard::kill(t);
+        } catch (const std::exception&) {
+        }
+      }
+      trainers.clear();
+      for (int r = 0; r < workers; ++r) trainers.push_back(yard::actor<RailwayTrainer>().resources({{"CPU", 1}}).remote());
+      std::string gen = std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+      auto c = cfg;
+      c.resume = resume;
+      std::vector<yard::ObjectRef<int64_t>> ready;
+      for (int r = 0; r < workers; ++r) ready.push_back(trainers[r].call(&RailwayTrainer::setup).remote(c, r, workers, gen));
+      n_train = *ready[0].get(600s);
+      for (auto& x : ready) x.get(600s);
+      start_epoch = *trainers[0].call(&RailwayTrainer::resume_epoch).remote().get(60s);
+      std::string pids;
+      for (auto& t : trainers) pids += " " + std::to_string(*t.call(&RailwayTrainer::pid).remote().get(60s));
+      std::printf("trainer pids:%s\n", pids.c_str());
+    };
+    start_group(false);
     std::printf("training on %lld windows with %d workers, global batch %lld, lr %.2e after %lld warm-up steps\n",
                 static_cast<long long>(n_train), workers, static_cast<long long>(cfg.batch * workers),
                 yard::actors::scaled_lr(cfg.base_lr, cfg.base_batch, cfg.batch * workers, 1 << 30, cfg.warmup_steps),
                 static_cast<long long>(cfg.warmup_steps));
 
-    // 3. Epochs.
+    // 3. Epochs. A lost trainer (crash, kill, dead node) ends the epoch with an error on every
+    // rank; the group is started again from the newest complete checkpoint.
     std::ofstream metrics(out + "/metrics.jsonl");
     yard::railway::PlotSeries train_loss{"train loss", {}, {}}, val_loss{"validation loss", {}, {}}, f1{"validation macro F1", {}, {}};
     auto t_start = std::chrono::steady_clock::now();
-    for (int e = 0; e < epochs; ++e) {
+    int restarts = 0;
+    for (int e = static_cast<int>(start_epoch); e < epochs;) {
       std::vector<yard::ObjectRef<EpochStats>> parts;
       for (auto& t : trainers) parts.push_back(t.call(&RailwayTrainer::train_epoch).remote(int64_t(e)));
       EpochStats total;
-      for (auto& p : yard::get(parts, 3600s)) {
-        total.loss_sum += p->loss_sum;
-        total.samples += p->samples;
-        total.steps = std::max(total.steps, p->steps);
-        total.seconds = std::max(total.seconds, p->seconds);
+      try {
+        for (auto& p : yard::get(parts, 3600s)) {
+          total.loss_sum += p->loss_sum;
+          total.samples += p->samples;
+          total.steps = std::max(total.steps, p->steps);
+          total.seconds = std::max(total.seconds, p->seconds);
+        }
+      } catch (const yard::Error& err) {
+        if (++restarts > 3) throw;
+        std::printf("epoch %d: a trainer was lost (%s); restarting the group from the latest checkpoint\n", e + 1,
+                    err.what());
+        std::fflush(stdout);
+        start_group(true);
+        e = static_cast<int>(start_epoch);
+        std::printf("resumed at epoch %d\n", e + 1);
+        continue;
       }
       auto ev = *trainers[0].call(&RailwayTrainer::evaluate).remote().get(600s);
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-      double eta = elapsed / (e + 1) * (epochs - e - 1);
+      double eta = elapsed / (e + 1 - start_epoch) * (epochs - e - 1);
       double loss = total.loss_sum / std::max<int64_t>(1, total.samples);
       std::printf("epoch %d/%d  steps %lld  loss %.4f  val loss %.4f  val F1 %.3f  acc %.3f  %.0f samples/s  ETA %.0f s\n",
                   e + 1, epochs, static_cast<long long>(total.steps), loss, ev.loss, ev.macro_f1, ev.accuracy,
@@ -357,11 +413,13 @@ int main(int argc, char** argv) {
       metrics << "{\"epoch\":" << e + 1 << ",\"steps\":" << total.steps << ",\"train_loss\":" << loss
               << ",\"val_loss\":" << ev.loss << ",\"val_macro_f1\":" << ev.macro_f1 << ",\"val_accuracy\":" << ev.accuracy
               << ",\"val_amplitude_rmse_mm\":" << ev.amplitude_rmse << ",\"samples_per_s\":"
-              << total.samples / std::max(1e-9, total.seconds) << ",\"workers\":" << workers << "}\n";
+              << total.samples / std::max(1e-9, total.seconds) << ",\"workers\":" << workers << ",\"restarts\":" << restarts
+              << "}\n";
       metrics.flush();
       train_loss.x.push_back(e + 1), train_loss.y.push_back(loss);
       val_loss.x.push_back(e + 1), val_loss.y.push_back(ev.loss);
       f1.x.push_back(e + 1), f1.y.push_back(ev.macro_f1);
+      ++e;
     }
     for (auto& t : trainers) t.call(&RailwayTrainer::finish).remote().get(120s);
     yard::railway::write_svg_plot(out + "/curves.svg", "Railway model training", "epoch", "loss / F1", {train_loss, val_loss, f1});
