@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <time.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -137,7 +138,15 @@ void ShmChannel::sync(std::chrono::steady_clock::time_point deadline, const char
       __builtin_ia32_pause();
       continue;
     }
-    sched_yield();
+    // Then yield; past that, sleep in growing naps: a waiting rank must not take the core from the
+    // computation (its own or a neighbour's) when the peer is late.
+    if (spins < 2000) {
+      sched_yield();
+    } else {
+      int nap = std::min(200, 5 + (spins - 2000) / 4);
+      struct timespec ts{0, nap * 1000L};
+      nanosleep(&ts, nullptr);
+    }
     if ((spins & 255) == 0) {
       int32_t pid = pid_of(base_, q)->load(std::memory_order_acquire);
       if (pid > 0 && pid != getpid() && detail::process_dead(pid))

@@ -1,0 +1,193 @@
+// bench/run train: data-parallel training throughput against PyTorch DDP (gloo) on the same model
+// (the railway Transformer: input projection, learned positions, encoder, max-pool, two heads),
+// the same batch, one thread per worker, the same OpenBLAS; plus DDP efficiency and the training
+// time a checkpoint costs.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "../tests/support.h"
+#include "process.h"
+#include "yard/actors/checkpoint.h"
+#include "yard/actors/ddp.h"
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct NetImpl : torch::nn::Module {
+  NetImpl(int64_t d, int64_t layers)
+      : input(register_module("input", torch::nn::Linear(6, d))),
+        pos(register_parameter("pos", torch::randn({128, 1, d}) * 0.02)),
+        encoder(register_module("encoder", torch::nn::TransformerEncoder(torch::nn::TransformerEncoderOptions(
+                                               torch::nn::TransformerEncoderLayer(
+                                                   torch::nn::TransformerEncoderLayerOptions(d, 4).dim_feedforward(2 * d).dropout(0.0)),
+                                               layers)))),
+        cls(register_module("cls", torch::nn::Linear(d, 5))),
+        amp(register_module("amp", torch::nn::Linear(d, 1))) {}
+  std::pair<torch::Tensor, torch::Tensor> forward(torch::Tensor x) {
+    auto h = encoder->forward(input->forward(x).transpose(0, 1) + pos);
+    auto p = std::get<0>(h.max(0));
+    return {cls->forward(p), amp->forward(p).squeeze(-1)};
+  }
+  torch::nn::Linear input;
+  torch::Tensor pos;
+  torch::nn::TransformerEncoder encoder;
+  torch::nn::Linear cls, amp;
+};
+TORCH_MODULE(Net);
+
+// One rank: trains `steps` steps; rank 0 writes samples/s (and the checkpoint stall) to out.
+int rank_main(int rank, int world, const std::string& redis, int64_t d, int64_t layers, int64_t batch, int steps,
+              bool sync, const std::string& out, bool checkpoint) {
+  torch::set_num_threads(1);
+  torch::manual_seed(1);
+  Net net(d, layers);
+  std::unique_ptr<yard::collective::Communicator> comm;
+  std::unique_ptr<yard::actors::DistributedDataParallel> dp;
+  if (sync) {
+    yard::collective::GroupSpec s;
+    s.name = "train-bench";
+    s.world_size = world;
+    s.rank = rank;
+    s.redis_address = redis;
+    s.generation = std::to_string(getppid()) + "-" + std::to_string(d);
+    comm = yard::collective::create_group(s);
+    dp = std::make_unique<yard::actors::DistributedDataParallel>(net.ptr(), *comm);
+    dp->broadcast_state(0);
+  }
+  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+  auto x = torch::randn({batch, 128, 6});
+  auto y = torch::randint(0, 5, {batch}, torch::kLong);
+  auto a = torch::randn({batch});
+  auto step = [&] {
+    if (dp) dp->begin_step(batch);
+    opt.zero_grad();
+    auto [logits, amp] = net->forward(x);
+    (torch::nn::functional::cross_entropy(logits, y) + torch::mse_loss(amp, a)).backward();
+    if (dp) dp->finish_step();
+    opt.step();
+  };
+  for (int i = 0; i < 3; ++i) step();
+  if (comm) comm->barrier();
+  auto t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  if (comm) comm->barrier();
+  double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+  double stall = 0;
+  if (checkpoint) {
+    // The training time a checkpoint costs: the snapshot taken on the training thread (the file
+    // is written on the store's thread), as a fraction of one step. Every rank keeps stepping.
+    auto dir = "/tmp/yard-train-bench-ckpt-" + std::to_string(getpid());
+    yard::actors::CheckpointStore store(dir, 2);
+    double best = 1e9;
+    for (int i = 0; i < 5; ++i) {
+      if (rank != 0) {
+        step();
+        continue;
+      }
+      auto c0 = Clock::now();
+      yard::actors::Checkpoint c;
+      c.step = static_cast<uint64_t>(i);
+      std::stringstream m, o;
+      torch::serialize::OutputArchive am, ao;
+      net->save(am);
+      am.save_to(m);
+      opt.save(ao);
+      ao.save_to(o);
+      c.blobs["model"] = m.str();
+      c.blobs["optimizer"] = o.str();
+      store.write_async(std::move(c));
+      best = std::min(best, std::chrono::duration<double>(Clock::now() - c0).count());
+      step();
+    }
+    store.wait();
+    std::filesystem::remove_all(dir);
+    stall = best / (dt / steps);
+  }
+  if (comm) comm->destroy();
+  if (rank == 0) std::ofstream(out) << steps * batch * world / dt << " " << stall << "\n";
+  return 0;
+}
+
+// Runs `world` ranks as processes; returns rank 0's figures.
+std::pair<double, double> run_ours(int world, const std::string& redis, int64_t d, int64_t layers, int64_t batch, int steps,
+                                   bool sync, bool checkpoint = false) {
+  std::string out = "/tmp/yard-train-bench-" + std::to_string(getpid());
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    yard::detail::SpawnOptions so;
+    so.env = {{"TB_RANK", std::to_string(r)}, {"TB_WORLD", std::to_string(world)}, {"TB_REDIS", redis},
+              {"TB_D", std::to_string(d)}, {"TB_LAYERS", std::to_string(layers)}, {"TB_BATCH", std::to_string(batch)},
+              {"TB_STEPS", std::to_string(steps)}, {"TB_SYNC", sync ? "1" : "0"}, {"TB_CKPT", checkpoint ? "1" : "0"},
+              {"TB_OUT", sync || r == 0 ? out : out + ".r" + std::to_string(r)}, {"OMP_NUM_THREADS", "1"},
+              {"OPENBLAS_NUM_THREADS", "1"}};
+    so.death_signal = SIGKILL;
+    pids.push_back(yard::detail::spawn({yard::detail::self_exe()}, so));
+  }
+  for (auto p : pids) waitpid(p, nullptr, 0);
+  double v = 0, stall = 0;
+  std::ifstream(out) >> v >> stall;
+  std::remove(out.c_str());
+  if (!sync) {
+    // Independent trainers: their throughputs add up.
+    for (int r = 1; r < world; ++r) {
+      double o = 0, s = 0;
+      std::ifstream(out + ".r" + std::to_string(r)) >> o >> s;
+      v += o;
+      std::remove((out + ".r" + std::to_string(r)).c_str());
+    }
+  }
+  return {v, stall};
+}
+
+double run_torch(int world, int64_t d, int64_t layers, int64_t batch, int steps, const std::string& script) {
+  std::string out = "/tmp/yard-train-bench-torch-" + std::to_string(getpid());
+  yard::detail::SpawnOptions so;
+  so.env = {{"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}};
+  so.death_signal = SIGKILL;
+  pid_t p = yard::detail::spawn({"/usr/bin/python3", script, std::to_string(world),
+                                 std::to_string(yard::detail::free_port("127.0.0.1")), std::to_string(d),
+                                 std::to_string(layers), std::to_string(batch), std::to_string(steps), out},
+                                so);
+  waitpid(p, nullptr, 0);
+  double v = 0;
+  std::ifstream(out) >> v;
+  std::remove(out.c_str());
+  return v;
+}
+
+void emit(const char* name, double v, const char* unit, const char* peer = nullptr, double pv = 0) {
+  if (peer)
+    std::printf("{\"suite\":\"train\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"%s\",\"peer\":\"%s\",\"peer_value\":%.4g,\"ratio\":%.4g}\n",
+                name, v, unit, peer, pv, v / pv);
+  else
+    std::printf("{\"suite\":\"train\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"%s\"}\n", name, v, unit);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (const char* r = getenv("TB_RANK"))
+    return rank_main(atoi(r), atoi(getenv("TB_WORLD")), getenv("TB_REDIS"), atoll(getenv("TB_D")), atoll(getenv("TB_LAYERS")),
+                     atoll(getenv("TB_BATCH")), atoi(getenv("TB_STEPS")), std::string(getenv("TB_SYNC")) == "1",
+                     getenv("TB_OUT"), std::string(getenv("TB_CKPT")) == "1");
+  std::string script = argc > 1 ? argv[1] : "bench/torch_ddp_peer.py";
+  yard::test::RedisServer redis;
+  auto small = run_ours(2, redis.address(), 64, 2, 32, 40, true, true);
+  emit("ddp_samples_per_s_w2_small", small.first, "samples/s", "pytorch_ddp_gloo", run_torch(2, 64, 2, 32, 40, script));
+  auto large = run_ours(2, redis.address(), 256, 4, 32, 10, true);
+  emit("ddp_samples_per_s_w2_large", large.first, "samples/s", "pytorch_ddp_gloo", run_torch(2, 256, 4, 32, 10, script));
+  auto indep = run_ours(2, redis.address(), 256, 4, 32, 10, false);
+  emit("ddp_efficiency_w2_large", large.first / indep.first, "ratio");
+  emit("checkpoint_stall_frac", small.second, "fraction");
+  return 0;
+}
