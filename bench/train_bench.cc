@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -182,12 +183,40 @@ int main(int argc, char** argv) {
                      getenv("TB_OUT"), std::string(getenv("TB_CKPT")) == "1");
   std::string script = argc > 1 ? argv[1] : "bench/torch_ddp_peer.py";
   yard::test::RedisServer redis;
-  auto small = run_ours(2, redis.address(), 64, 2, 32, 40, true, true);
-  emit("ddp_samples_per_s_w2_small", small.first, "samples/s", "pytorch_ddp_gloo", run_torch(2, 64, 2, 32, 40, script));
+  auto small = run_ours(2, redis.address(), 64, 2, 32, 100, true, true);
+  emit("ddp_samples_per_s_w2_small", small.first, "samples/s", "pytorch_ddp_gloo", run_torch(2, 64, 2, 32, 100, script));
   auto large = run_ours(2, redis.address(), 256, 4, 32, 10, true);
   emit("ddp_samples_per_s_w2_large", large.first, "samples/s", "pytorch_ddp_gloo", run_torch(2, 256, 4, 32, 10, script));
   auto indep = run_ours(2, redis.address(), 256, 4, 32, 10, false);
   emit("ddp_efficiency_w2_large", large.first / indep.first, "ratio");
   emit("checkpoint_stall_frac", small.second, "fraction");
+
+  // Convergence: the railway job with 1, 2 and 4 trainers (linear LR scaling with warm-up), the
+  // same epochs and data; then the same job on shards made without alignment.
+  if (argc > 2) {
+    std::string job = argv[2];
+    auto dir = std::filesystem::temp_directory_path() / ("yard-train-conv-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    auto run_job = [&](int workers, bool unaligned) {
+      std::string out = (dir / ("w" + std::to_string(workers) + (unaligned ? "-raw" : ""))).string();
+      std::string cmd = job + " --workers " + std::to_string(workers) + " --epochs 4 --logs 2 --length-km 20 --data " +
+                        (dir / "data").string() + " --out " + out + (unaligned ? " --unaligned" : "") + " > " + out + ".log 2>&1";
+      if (std::system(cmd.c_str()) != 0) return std::pair<double, double>{NAN, NAN};
+      std::ifstream m(out + "/metrics.jsonl");
+      std::string line, last;
+      while (std::getline(m, line)) last = line;
+      auto field = [&](const std::string& k) {
+        auto at = last.find("\"" + k + "\":");
+        return at == std::string::npos ? NAN : std::atof(last.c_str() + at + k.size() + 3);
+      };
+      return std::pair<double, double>{field("val_loss"), field("val_macro_f1")};
+    };
+    auto w1 = run_job(1, false), w2 = run_job(2, false), w4 = run_job(4, false);
+    double lo = std::min({w1.first, w2.first, w4.first}), hi = std::max({w1.first, w2.first, w4.first});
+    emit("convergence_val_loss_spread", (hi - lo) / lo, "fraction");
+    auto raw = run_job(2, true);
+    emit("aligned_val_macro_f1", w2.second, "F1", "unaligned_val_macro_f1", raw.second);
+    std::filesystem::remove_all(dir);
+  }
   return 0;
 }

@@ -97,7 +97,12 @@ struct Split {
 // Loads every shard under dir; windows in the last `holdout` of each line's chainage go to val.
 std::pair<Split, Split> load_data(const std::string& dir, double holdout) {
   std::vector<std::vector<yard::railway::Window>> per_dir;
-  for (auto& e : fs::recursive_directory_iterator(dir)) {
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
+    const auto& e = *it;
+    if (e.is_directory() && e.path().filename() == "unaligned" && e.path().parent_path() == fs::path(dir)) {
+      it.disable_recursion_pending();  // the baseline's shards are not training data of the aligned run
+      continue;
+    }
     if (e.path().filename() != "manifest.json") continue;
     std::vector<yard::railway::Window> ws;
     for (auto& f : fs::directory_iterator(e.path().parent_path()))
@@ -286,7 +291,8 @@ YARD_ACTOR(RailwayTrainer, yard::ctor<>, &RailwayTrainer::setup, &RailwayTrainer
 // ---- the aligner, one log per call --------------------------------------------------------------------
 
 // Simulates a log (when `simulate`) and turns it into shards; returns the number of windows.
-int64_t align_log(std::string log_dir, std::string shard_dir, uint64_t seed, double length_km, bool simulate) {
+int64_t align_log(std::string log_dir, std::string shard_dir, uint64_t seed, double length_km, bool simulate,
+                  bool aligned) {
   if (simulate) {
     auto cfg = yard::railway::default_config(seed);
     cfg.length_m = length_km * 1000;
@@ -294,6 +300,7 @@ int64_t align_log(std::string log_dir, std::string shard_dir, uint64_t seed, dou
     yard::railway::simulate(cfg, log_dir);
   }
   yard::railway::ShardOptions o;
+  o.aligned = aligned;  // false: the baseline without clock alignment and position correction
   auto ws = yard::railway::build_windows(log_dir, o);
   return static_cast<int64_t>(yard::railway::write_shards(ws, shard_dir, o).windows);
 }
@@ -321,7 +328,8 @@ int main(int argc, char** argv) {
   app.add_option("--d-model", cfg.d_model, "model width")->default_val(64);
   app.add_option("--layers", cfg.layers, "encoder layers")->default_val(2);
   app.add_option("--seed", cfg.seed, "seed")->default_val(17);
-  bool unbalanced = false;
+  bool unbalanced = false, unaligned = false;
+  app.add_flag("--unaligned", unaligned, "train on shards made without alignment (the baseline the aligner is measured against)");
   app.add_flag("--unbalanced", unbalanced, "plain epochs (every window once) instead of class-balanced ones");
   CLI11_PARSE(app, argc, argv);
   cfg.balanced = !unbalanced;
@@ -331,15 +339,16 @@ int main(int argc, char** argv) {
     // 1. Shards: one aligner task per log, in parallel.
     std::vector<yard::ObjectRef<int64_t>> aligned;
     for (int i = 0; i < logs; ++i) {
-      std::string log = data + "/log-" + std::to_string(i), shards = data + "/shards-" + std::to_string(i);
+      std::string log = data + "/log-" + std::to_string(i),
+                  shards = data + (unaligned ? "/unaligned/shards-" : "/shards-") + std::to_string(i);
       if (fs::exists(shards + "/manifest.json")) continue;
       bool have_log = fs::exists(log + "/truth.csv");
       std::printf("aligning %s%s\n", log.c_str(), have_log ? "" : " (simulating it first)");
       aligned.push_back(yard::task(align_log).remote(fs::absolute(log).string(), fs::absolute(shards).string(),
-                                                      uint64_t(100 + i), length_km, !have_log));
+                                                      uint64_t(100 + i), length_km, !have_log, !unaligned));
     }
     for (auto& a : aligned) std::printf("  %lld windows\n", static_cast<long long>(*a.get()));
-    cfg.data = fs::absolute(data).string();
+    cfg.data = fs::absolute(unaligned ? data + "/unaligned" : data).string();
     // Each run keeps its own checkpoints: a restart resumes this run, never an older one.
     cfg.checkpoints = fs::absolute(out + "/checkpoints/run-" +
                                    std::to_string(std::chrono::system_clock::now().time_since_epoch().count() / 1000000))
