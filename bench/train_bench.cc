@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../apps/railway/train/model.h"
 #include "../tests/support.h"
 #include "process.h"
 #include "yard/actors/checkpoint.h"
@@ -23,27 +24,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-struct NetImpl : torch::nn::Module {
-  NetImpl(int64_t d, int64_t layers)
-      : input(register_module("input", torch::nn::Linear(6, d))),
-        pos(register_parameter("pos", torch::randn({128, 1, d}) * 0.02)),
-        encoder(register_module("encoder", torch::nn::TransformerEncoder(torch::nn::TransformerEncoderOptions(
-                                               torch::nn::TransformerEncoderLayer(
-                                                   torch::nn::TransformerEncoderLayerOptions(d, 4).dim_feedforward(2 * d).dropout(0.0)),
-                                               layers)))),
-        cls(register_module("cls", torch::nn::Linear(d, 5))),
-        amp(register_module("amp", torch::nn::Linear(d, 1))) {}
-  std::pair<torch::Tensor, torch::Tensor> forward(torch::Tensor x) {
-    auto h = encoder->forward(input->forward(x).transpose(0, 1) + pos);
-    auto p = std::get<0>(h.max(0));
-    return {cls->forward(p), amp->forward(p).squeeze(-1)};
-  }
-  torch::nn::Linear input;
-  torch::Tensor pos;
-  torch::nn::TransformerEncoder encoder;
-  torch::nn::Linear cls, amp;
+// The railway model itself, 6 features and 128 tokens per window.
+struct Net : RailwayNet {
+  Net(int64_t d, int64_t layers) : RailwayNet(6, 128, d, layers) {}
 };
-TORCH_MODULE(Net);
 
 // One rank: trains `steps` steps; rank 0 writes samples/s (and the checkpoint stall) to out.
 int rank_main(int rank, int world, const std::string& redis, int64_t d, int64_t layers, int64_t batch, int steps,

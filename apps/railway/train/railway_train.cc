@@ -19,6 +19,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "model.h"
 #include "yard/actors/checkpoint.h"
 #include "yard/actors/ddp.h"
 #include "yard/actors/sampler.h"
@@ -61,32 +62,6 @@ struct EvalStats {
   int64_t samples = 0;
   YARD_FIELDS(loss, accuracy, macro_f1, amplitude_rmse, samples);
 };
-
-// ---- the model: a Transformer encoder over the distance-domain tokens, two heads ------------------
-
-struct RailwayNetImpl : torch::nn::Module {
-  RailwayNetImpl(int64_t features, int64_t tokens, int64_t d, int64_t layers, int64_t heads)
-      : input(register_module("input", torch::nn::Linear(features, d))),
-        pos(register_parameter("pos", torch::randn({tokens, 1, d}) * 0.02)),
-        encoder(register_module("encoder", torch::nn::TransformerEncoder(torch::nn::TransformerEncoderOptions(
-                                               torch::nn::TransformerEncoderLayer(
-                                                   torch::nn::TransformerEncoderLayerOptions(d, heads).dim_feedforward(2 * d).dropout(0.0)),
-                                               layers)))),
-        cls(register_module("cls", torch::nn::Linear(d, 5))),
-        amp(register_module("amp", torch::nn::Linear(d, 1))) {}
-  // x: (N, T, F) -> class logits (N, 5), amplitude (N)
-  std::pair<torch::Tensor, torch::Tensor> forward(torch::Tensor x) {
-    auto h = input->forward(x).transpose(0, 1) + pos;  // (T, N, d)
-    h = encoder->forward(h);
-    auto pooled = std::get<0>(h.max(0));                // (N, d): a defect is a local event
-    return {cls->forward(pooled), amp->forward(pooled).squeeze(-1)};
-  }
-  torch::nn::Linear input;
-  torch::Tensor pos;
-  torch::nn::TransformerEncoder encoder;
-  torch::nn::Linear cls, amp;
-};
-TORCH_MODULE(RailwayNet);
 
 // ---- data -------------------------------------------------------------------------------------------
 
