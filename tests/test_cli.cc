@@ -21,6 +21,7 @@
 #include <zmq.hpp>
 
 #include "process.h"
+#include "redis_client.h"
 #include "session.h"
 #include "wire.h"
 
@@ -394,4 +395,66 @@ TEST_CASE("malformed bytes to a worker's socket leave the actor serving", "[cli]
   // The actor still answers its owner.
   (void)!write(p.in_fd, "\n", 1);
   CHECK(p.wait_exit() == 0);
+}
+
+TEST_CASE("nodes join a head; a silent node is declared dead and announced", "[cli][nodes]") {
+  Cluster c;  // the head, heartbeat timeout as default
+  auto rec = *yard::detail::latest_record();
+  std::vector<int> node_pids;
+  std::vector<std::string> node_addrs;
+  for (int i = 0; i < 2; ++i) {
+    auto r = sh(c.yard("start --address " + c.addr + " --num-cpus 1 --heartbeat-timeout 1.5"));
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    auto at = r.out.find("node started at ");
+    REQUIRE(at != std::string::npos);
+    std::string addr = r.out.substr(at + 16, r.out.find(',', at) - at - 16);
+    auto nrec = yard::detail::record_for(addr);
+    REQUIRE(nrec);
+    node_addrs.push_back(addr);
+    node_pids.push_back(nrec->pid);
+  }
+  struct Reaper {
+    std::vector<int>& pids;
+    ~Reaper() {
+      for (int p : pids) kill(p, SIGKILL);
+    }
+  } reaper{node_pids};
+
+  auto nodes = [&] { return json::parse(sh(c.yard("status --json")).out)["nodes"]; };
+  auto alive = [&] {
+    int n = 0;
+    for (auto& x : nodes()) n += x["alive"].get<bool>();
+    return n;
+  };
+  CHECK(nodes().size() == 3);
+  CHECK(alive() == 3);
+  double cpus = 0;
+  for (auto& x : nodes()) cpus += x["resources_total"]["CPU"].get<double>();
+  CHECK(cpus == 4.0);  // 2 on the head, 1 on each node
+
+  // A wrong token cannot join.
+  auto bad = sh("YARD_TOKEN=wrong " + c.yard("start --address " + c.addr));
+  CHECK(bad.code == 1);
+  CHECK_THAT(bad.out, Catch::Contains("wrong cluster token"));
+
+  // kill -9 of a node: the head marks it dead within its timeout and announces it.
+  kill(node_pids[0], SIGKILL);
+  auto marked = [&] {
+    for (auto& x : nodes())
+      if (!x["alive"].get<bool>() && x.value("state", "") == "DEAD") return true;
+    return false;
+  };
+  CHECK(eventually(marked, 15s));
+  CHECK(alive() == 2);
+  auto status = json::parse(sh(c.yard("status --json")).out);
+  auto [rh, rp] = yard::detail::split_address(status["cluster"]["redis"].get<std::string>());
+  yard::detail::Redis redis(rh, rp, yard::detail::read_token(rec.token_file), 2s);
+  auto events = redis.cmd({"LRANGE", "yard:events:log", "0", "-1"}).strings();
+  REQUIRE(events.size() == 1);
+  CHECK_THAT(events[0], Catch::Contains("node_dead"));
+
+  // A node stopped on purpose leaves the cluster instead of dying.
+  CHECK(sh(c.yard("stop --address " + node_addrs[1])).code == 0);
+  CHECK(eventually([&] { return nodes().size() == 2; }, 10s));
 }

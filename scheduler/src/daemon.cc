@@ -1,5 +1,6 @@
 #include "daemon.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -8,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <deque>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -140,6 +142,7 @@ class Daemon {
   void save_job(const Job& j);
   void save_node();
   void periodic();
+  void check_nodes();
   void shutdown_all();
   std::string new_job_id();
 
@@ -160,6 +163,7 @@ class Daemon {
   std::map<std::string, std::string> actor_names_;
   pid_t parent_pid_ = 0;
   double start_time_ = 0;
+  std::set<std::string> dead_nodes_;
 };
 
 // ---- start-up ---------------------------------------------------------------------------------
@@ -181,12 +185,21 @@ int Daemon::run() {
     log_dir_ = o_.session_dir + "/logs";
     fs::create_directories(log_dir_);
     fs::create_directories(o_.session_dir + "/redis");
-    auto file_sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_dir_ + "/head.log");
-    auto logger = std::make_shared<spdlog::logger>("head", spdlog::sinks_init_list{file_sink});
+    bool joining = !o_.join_address.empty();
+    auto file_sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_dir_ + (joining ? "/node.log" : "/head.log"));
+    auto logger = std::make_shared<spdlog::logger>(joining ? "node" : "head", spdlog::sinks_init_list{file_sink});
     logger->flush_on(spdlog::level::info);
     spdlog::set_default_logger(logger);
     token_file_ = o_.session_dir + "/token";
-    token_ = create_token(token_file_);
+    if (joining) {
+      token_ = o_.join_token;
+      int fd = ::open(token_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      if (fd < 0) throw Error("cannot write " + token_file_);
+      (void)!::write(fd, token_.data(), token_.size());
+      ::close(fd);
+    } else {
+      token_ = create_token(token_file_);
+    }
     node_id_ = "node-" + random_hex(4);
     if (const char* pp = getenv("YARD_PARENT_PID")) parent_pid_ = atoi(pp);
 
@@ -199,7 +212,24 @@ int Daemon::run() {
     // Listen first: a busy port is the most common start-up error and should fail fast.
     io_ = std::make_unique<IoLoop>(o_.host, o_.port, token_, [this](IoLoop::Incoming in) { handle(std::move(in)); });
 
-    if (o_.redis_address.empty()) {
+    if (joining) {
+      // The head says where the control store is; a wrong token is refused here, clearly.
+      uint64_t rid = io_->next_request_id();
+      OutMessage m(token_, rid, false);
+      m.env().getBody().setGetControlStore();
+      std::unique_ptr<InMessage> r;
+      try {
+        r = io_->call(o_.join_address, m, rid, std::chrono::seconds(10));
+      } catch (const std::exception& e) {
+        throw ConnectionError("cannot reach the head at " + o_.join_address + ": " + e.what());
+      }
+      auto body = r->env().getBody();
+      if (body.isError()) throw AuthError("the head at " + o_.join_address + " refused this node: " + describe(body.getError()));
+      o_.redis_address = body.getControlStore().getAddress();
+      redis_password_ = body.getControlStore().getPassword();
+      auto [rh, rp] = split_address(o_.redis_address);
+      redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
+    } else if (o_.redis_address.empty()) {
       int rport = free_port("127.0.0.1");
       SpawnOptions so;
       so.death_signal = SIGTERM;
@@ -226,18 +256,23 @@ int Daemon::run() {
       redis_password_ = pw ? pw : "";
       redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
     }
-    redis_->cmd({"HSET", "yard:cluster", "address", io_->address(), "session_dir", o_.session_dir,
-                 "log_dir", log_dir_, "start_time", std::to_string(start_time_), "head_node", node_id_});
-    redis_->cmd({"SADD", "yard:nodes", node_id_});
+    if (!joining)
+      redis_->cmd({"HSET", "yard:cluster", "address", io_->address(), "session_dir", o_.session_dir,
+                   "log_dir", log_dir_, "start_time", std::to_string(start_time_), "head_node", node_id_});
+    // The heartbeat first, then the membership: the failure detector never sees a member without one.
     save_node();
+    redis_->cmd({"HSET", "yard:node:" + node_id_, "role", joining ? "node" : "head", "state", "ALIVE"});
+    redis_->cmd({"SADD", "yard:nodes", node_id_});
 
     io_->post([this] { io_->every(std::chrono::milliseconds(50), [this] { periodic(); }); });
-    io_->post([this] { io_->every(std::chrono::seconds(1), [this] { save_node(); }); });
+    auto beat = std::chrono::milliseconds(std::max<long>(100, static_cast<long>(o_.heartbeat_timeout_s * 250)));
+    io_->post([this, beat] { io_->every(beat, [this] { save_node(); }); });
+    if (!joining) io_->post([this] { io_->every(std::chrono::milliseconds(250), [this] { check_nodes(); }); });
 
     ClusterRecord rec{io_->address(), o_.session_dir, log_dir_, token_file_, getpid()};
-    if (!o_.embedded) write_record(rec, true);
-    spdlog::info("head {} listening on {}, redis at {}, {} CPUs, session {}", node_id_, io_->address(),
-                 o_.redis_address, total_["CPU"], o_.session_dir);
+    if (!o_.embedded) write_record(rec, !joining);
+    spdlog::info("{} {} listening on {}, redis at {}, {} CPUs, session {}", joining ? "node" : "head", node_id_,
+                 io_->address(), o_.redis_address, total_["CPU"], o_.session_dir);
     ready(io_->address() + " " + token_file_);
 
     while (!g_stop.load()) {
@@ -284,9 +319,41 @@ void Daemon::save_node() {
                  "pid", std::to_string(getpid()), "log_dir", log_dir_, "resources_total", res_json(total_),
                  "resources_available", res_json(avail_), "start_time", std::to_string(start_time_),
                  "workers", std::to_string(workers_.size())});
-    redis_->cmd({"SET", "yard:node:" + node_id_ + ":heartbeat", std::to_string(unix_time()), "EX", "5"});
+    redis_->cmd({"SET", "yard:node:" + node_id_ + ":heartbeat", std::to_string(unix_time()), "PX",
+                 std::to_string(static_cast<long>(o_.heartbeat_timeout_s * 1000))});
   } catch (const std::exception& e) {
     spdlog::error("cannot update the node record: {}", e.what());
+  }
+}
+
+// The head's failure detector: a node whose heartbeat key expired is dead. It is marked in its
+// record and announced on the "yard:events" channel.
+void Daemon::check_nodes() {
+  try {
+    for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings()) {
+      if (id == node_id_) continue;
+      bool beating = !redis_->cmd({"GET", "yard:node:" + id + ":heartbeat"}).is_nil();
+      if (beating && dead_nodes_.count(id)) {
+        // Back (a healed partition, a paused process): alive again, and said so.
+        dead_nodes_.erase(id);
+        redis_->cmd({"HSET", "yard:node:" + id, "state", "ALIVE"});
+        json ev = {{"type", "node_alive"}, {"node_id", id}, {"time", unix_time()}};
+        redis_->cmd({"PUBLISH", "yard:events", ev.dump()});
+        redis_->cmd({"RPUSH", "yard:events:log", ev.dump()});
+        spdlog::warn("node {} is heartbeating again", id);
+        continue;
+      }
+      if (beating || dead_nodes_.count(id)) continue;
+      dead_nodes_.insert(id);
+      double now = unix_time();
+      redis_->cmd({"HSET", "yard:node:" + id, "state", "DEAD", "dead_at", std::to_string(now)});
+      json ev = {{"type", "node_dead"}, {"node_id", id}, {"time", now}};
+      redis_->cmd({"PUBLISH", "yard:events", ev.dump()});
+      redis_->cmd({"RPUSH", "yard:events:log", ev.dump()});
+      spdlog::warn("node {}: its heartbeat expired: marked dead", id);
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("checking nodes: {}", e.what());
   }
 }
 

@@ -16,6 +16,11 @@ struct DaemonOptions {
   std::string session_dir;     // empty: a new one under $YARD_HOME
   bool embedded = false;       // started by yard::init(): no cluster record, dies with its parent
   int ready_fd = -1;           // "address token_file\n" (or "ERROR: ...\n") is written here
+  // Joining an existing cluster instead of heading one: the head's address and the cluster token.
+  std::string join_address;
+  std::string join_token;
+  // A node whose heartbeat is older than this is dead (heartbeats go every timeout / 4).
+  double heartbeat_timeout_s = 4;
 };
 
 // Runs until SIGTERM/SIGINT or a shutdown request. Returns the process exit code.

@@ -73,9 +73,14 @@ int start(sched::DaemonOptions o, bool block) {
   auto space = line.find(' ');
   std::string addr = line.substr(0, space);
   auto rec = detail::record_for(addr);
-  std::cout << "Switchyard head started at " << addr << " (pid " << pid << ")\n"
+  std::cout << (o.join_address.empty() ? "Switchyard head started at " : "Switchyard node started at ") << addr
+            << (o.join_address.empty() ? "" : ", joined " + o.join_address) << " (pid " << pid << ")\n"
             << "  token file: " << line.substr(space + 1) << "\n";
   if (rec) std::cout << "  logs:       " << rec->log_dir << "\n";
+  if (!o.join_address.empty()) {
+    std::cout << "Stop it with:            yard stop --address " << addr << "\n";
+    return 0;
+  }
   std::cout << "Connect a program with:  YARD_ADDRESS=" << addr << " ./your_program\n"
             << "Submit a job with:       yard submit --address " << addr << " -- ./your_program\n"
             << "Stop it with:            yard stop\n";
@@ -195,8 +200,13 @@ int main(int argc, char** argv) {
   sched::DaemonOptions dopts;
   bool head = false, block = false;
   std::string resources_json;
-  auto* s_start = app.add_subcommand("start", "start a head node (a cluster of one node)");
+  auto* s_start = app.add_subcommand("start", "start a head node, or a node that joins a head (--address)");
   s_start->add_flag("--head", head, "start the head: Redis, scheduler and this node's node manager");
+  std::string join;
+  s_start->add_option("--address", join, "join the cluster whose head is at host:port (token: --token, YARD_TOKEN, or the local head's file)");
+  s_start->add_option("--token", token, "cluster token when joining");
+  s_start->add_option("--heartbeat-timeout", dopts.heartbeat_timeout_s, "seconds without a heartbeat after which a node is dead")
+      ->default_val(4)->check(CLI::Range(0.5, 600.0));
   s_start->add_option("--port", dopts.port, "port the head listens on (0: any free port)")->default_val(6380);
   s_start->add_option("--host", dopts.host, "interface to listen on")->default_val("127.0.0.1");
   s_start->add_option("--redis-address", dopts.redis_address, "use this Redis (host:port) instead of starting one; password from YARD_REDIS_PASSWORD");
@@ -243,9 +253,15 @@ int main(int argc, char** argv) {
 
   try {
     if (s_start->parsed()) {
-      if (!head) {
-        std::cerr << "yard: only `yard start --head` is available: joining more nodes comes with the multi-node scheduler\n";
+      if (head == !join.empty()) {
+        std::cerr << "yard: say either --head (start a cluster) or --address HEAD:PORT (join one)\n";
         return 2;
+      }
+      if (!join.empty()) {
+        auto ep = detail::resolve_endpoint(join, token);
+        dopts.join_address = ep.address;
+        dopts.join_token = ep.token;
+        if (dopts.port == 6380) dopts.port = 0;  // the head's default port is not this node's
       }
       if (!resources_json.empty()) {
         try {
