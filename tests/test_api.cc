@@ -6,7 +6,12 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <random>
 #include <thread>
+
+#include <zmq.hpp>
+
+#include "wire.h"
 
 #include <boost/fiber/condition_variable.hpp>
 #include <boost/fiber/mutex.hpp>
@@ -360,4 +365,30 @@ TEST_CASE("a dead worker's shared-memory segments are removed by the node manage
   auto deadline = std::chrono::steady_clock::now() + 20s;
   while (count() > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
   CHECK(count() == 0);
+}
+
+TEST_CASE("malformed bytes to the driver's own socket leave it serving its objects", "[api][robustness]") {
+  auto r = yard::put(41);
+  auto [id, owner] = yard::detail::export_ref(r.holder());
+  REQUIRE_FALSE(owner.empty());
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::rcvtimeo, 5000);
+  s.connect("tcp://" + owner);
+  std::mt19937 rng(5);
+  for (int i = 0; i < 30; ++i) {
+    std::string junk(rng() % 200, '\0');
+    for (auto& ch : junk) ch = static_cast<char>(rng());
+    s.send(zmq::buffer(junk), zmq::send_flags::none);
+    zmq::message_t m;
+    REQUIRE(s.recv(m));
+    yard::detail::Frames f;
+    f.push_back(std::move(m));
+    yard::detail::InMessage in(std::move(f));
+    CHECK(in.env().getBody().isError());
+  }
+  // Workers still fetch the driver's objects.
+  std::vector<yard::ObjectRef<int>> refs{r, yard::put(1)};
+  CHECK(*yard::task(sum_refs).remote(refs).get(30s) == 42);
 }
