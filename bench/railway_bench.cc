@@ -33,7 +33,7 @@ int main() {
   std::printf("{\"suite\":\"railway\",\"case\":\"time_error_rms_us\",\"value\":%.3f,\"unit\":\"us\"}\n", std::sqrt(ss / n) * 1e6);
   std::printf("{\"suite\":\"railway\",\"case\":\"time_error_max_us\",\"value\":%.3f,\"unit\":\"us\"}\n", mx * 1e6);
   auto t1 = std::chrono::steady_clock::now();
-  auto track = yard::railway::estimate_position(dir);
+  auto track = yard::railway::estimate_position(dir, r);
   double pos_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
   auto pr = yard::railway::evaluate_position(dir, track);
   auto emit = [](const char* name, double v, const char* unit) {

@@ -19,6 +19,7 @@
 #include "process.h"
 #include "yard/actors/checkpoint.h"
 #include "yard/actors/ddp.h"
+#include "yard/actors/torch_state.h"
 
 using Clock = std::chrono::steady_clock;
 
@@ -81,14 +82,8 @@ int rank_main(int rank, int world, const std::string& redis, int64_t d, int64_t 
       auto c0 = Clock::now();
       yard::actors::Checkpoint c;
       c.step = static_cast<uint64_t>(i);
-      std::stringstream m, o;
-      torch::serialize::OutputArchive am, ao;
-      net->save(am);
-      am.save_to(m);
-      opt.save(ao);
-      ao.save_to(o);
-      c.blobs["model"] = m.str();
-      c.blobs["optimizer"] = o.str();
+      c.blobs["model"] = yard::actors::state_bytes(*net);
+      c.blobs["optimizer"] = yard::actors::state_bytes(opt);
       store.write_async(std::move(c));
       best = std::min(best, std::chrono::duration<double>(Clock::now() - c0).count());
       step();

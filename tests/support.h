@@ -10,8 +10,11 @@
 #include <string>
 #include <thread>
 
+#include <zmq.hpp>
+
 #include "process.h"
 #include "redis_client.h"
+#include "wire.h"
 
 namespace yard::test {
 
@@ -52,6 +55,15 @@ class RedisServer {
   int port_ = 0;
   pid_t pid_ = 0;
 };
+
+// The next single-frame reply on a DEALER, decoded; nullptr when none came before its timeout.
+inline std::unique_ptr<detail::InMessage> recv_reply(zmq::socket_t& s) {
+  zmq::message_t m;
+  if (!s.recv(m)) return nullptr;
+  detail::Frames f;
+  f.push_back(std::move(m));
+  return std::make_unique<detail::InMessage>(std::move(f));
+}
 
 // One server for a whole test binary. The first call must be on the main thread: the server dies
 // with the thread that started it, and test threads come and go.

@@ -11,7 +11,7 @@
 
 #include <zmq.hpp>
 
-#include "wire.h"
+#include "support.h"
 
 #include <boost/fiber/condition_variable.hpp>
 #include <boost/fiber/mutex.hpp>
@@ -381,12 +381,9 @@ TEST_CASE("malformed bytes to the driver's own socket leave it serving its objec
     std::string junk(rng() % 200, '\0');
     for (auto& ch : junk) ch = static_cast<char>(rng());
     s.send(zmq::buffer(junk), zmq::send_flags::none);
-    zmq::message_t m;
-    REQUIRE(s.recv(m));
-    yard::detail::Frames f;
-    f.push_back(std::move(m));
-    yard::detail::InMessage in(std::move(f));
-    CHECK(in.env().getBody().isError());
+    auto in = yard::test::recv_reply(s);
+    REQUIRE(in);
+    CHECK(in->env().getBody().isError());
   }
   // Workers still fetch the driver's objects.
   std::vector<yard::ObjectRef<int>> refs{r, yard::put(1)};

@@ -21,6 +21,7 @@
 #include <zmq.hpp>
 
 #include "process.h"
+#include "support.h"
 #include "redis_client.h"
 #include "session.h"
 #include "wire.h"
@@ -121,15 +122,6 @@ bool eventually(F f, std::chrono::milliseconds deadline) {
     std::this_thread::sleep_for(20ms);
   }
   return f();
-}
-
-// The next single-frame reply on a DEALER, decoded; nullptr when none came before its timeout.
-std::unique_ptr<yard::detail::InMessage> recv_reply(zmq::socket_t& s) {
-  zmq::message_t m;
-  if (!s.recv(m)) return nullptr;
-  yard::detail::Frames f;
-  f.push_back(std::move(m));
-  return std::make_unique<yard::detail::InMessage>(std::move(f));
 }
 
 // A private YARD_HOME and a head started with `yard start --head`; stopped (or killed) at the end.
@@ -304,7 +296,7 @@ TEST_CASE("malformed, truncated and random bytes leave the head serving", "[cli]
       std::string junk(rng() % 200, '\0');
       for (auto& ch : junk) ch = static_cast<char>(rng());
       s.send(zmq::buffer(junk), zmq::send_flags::none);
-      if (auto in = recv_reply(s)) {
+      if (auto in = yard::test::recv_reply(s)) {
         CHECK(in->env().getBody().isError());
         ++answered;
       }
@@ -315,7 +307,7 @@ TEST_CASE("malformed, truncated and random bytes leave the head serving", "[cli]
     ping.env().getBody().setPing();
     auto fr = ping.finish();
     s.send(fr[0], zmq::send_flags::none);
-    auto in = recv_reply(s);
+    auto in = yard::test::recv_reply(s);
     REQUIRE(in);
     CHECK(in->env().getBody().isOk());
   };
@@ -379,7 +371,7 @@ TEST_CASE("malformed bytes to a worker's socket leave the actor serving", "[cli]
     std::string junk(rng() % 300, '\0');
     for (auto& ch : junk) ch = static_cast<char>(rng());
     s.send(zmq::buffer(junk), zmq::send_flags::none);
-    auto in = recv_reply(s);
+    auto in = yard::test::recv_reply(s);
     REQUIRE(in);
     CHECK(in->env().getBody().isError());
   }
@@ -388,7 +380,7 @@ TEST_CASE("malformed bytes to a worker's socket leave the actor serving", "[cli]
   bad.env().getBody().initPushTask().setFunction("ping");
   auto fr = bad.finish();
   s.send(fr[0], zmq::send_flags::none);
-  auto in = recv_reply(s);
+  auto in = yard::test::recv_reply(s);
   REQUIRE(in);
   REQUIRE(in->env().getBody().isError());
   CHECK(in->env().getBody().getError().getCode() == yard::wire::ErrorCode::UNAUTHENTICATED);

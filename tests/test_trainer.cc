@@ -9,6 +9,7 @@
 
 #include "support.h"
 #include "yard/actors/ddp.h"
+#include "yard/actors/torch_state.h"
 
 using namespace yard;
 using namespace yard::actors;
@@ -147,26 +148,12 @@ CATCH_TEST_CASE("a checkpoint restored continues bit for bit", "[trainer][checkp
   auto m = make_model(3);
   torch::optim::AdamW opt(m->parameters(), torch::optim::AdamWOptions(0.01));
   train(m, opt, 3);
-  std::stringstream model_blob, opt_blob;
-  {
-    torch::serialize::OutputArchive a;
-    m->save(a);
-    a.save_to(model_blob);
-    torch::serialize::OutputArchive b;
-    opt.save(b);
-    b.save_to(opt_blob);
-  }
+  auto model_blob = state_bytes(*m), opt_blob = state_bytes(opt);
   train(m, opt, 4);
   auto m2 = make_model(999);
   torch::optim::AdamW opt2(m2->parameters(), torch::optim::AdamWOptions(0.01));
-  {
-    torch::serialize::InputArchive a;
-    a.load_from(model_blob);
-    m2->load(a);
-    torch::serialize::InputArchive b;
-    b.load_from(opt_blob);
-    opt2.load(b);
-  }
+  load_state(*m2, model_blob);
+  load_state(opt2, opt_blob);
   train(m2, opt2, 4);
   auto p1 = m->parameters(), p2 = m2->parameters();
   for (size_t i = 0; i < p1.size(); ++i) CATCH_CHECK(torch::equal(p1[i], p2[i]));

@@ -1,5 +1,7 @@
 #include "yard/actors/checkpoint.h"
 
+#include "yard/actors/crc32.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -14,22 +16,6 @@ namespace yard::actors {
 namespace fs = std::filesystem;
 
 namespace {
-
-uint32_t crc32(const uint8_t* data, size_t n) {
-  static uint32_t table[256];
-  static bool init = [] {
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-      table[i] = c;
-    }
-    return true;
-  }();
-  (void)init;
-  uint32_t crc = ~0u;
-  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ data[i]) & 0xff] ^ (crc >> 8);
-  return ~crc;
-}
 
 void write_all(int fd, const void* p, size_t n, const std::string& path) {
   auto* b = static_cast<const char*>(p);

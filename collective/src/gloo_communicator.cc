@@ -265,12 +265,8 @@ class GlooCommunicator final : public Communicator {
     destroyed_ = true;
     // Everyone signs out; the last one out removes the keys, so no member still reading them
     // loses them and a re-created group starts clean.
-    long long out = store_->incr("left");
-    if (out >= spec_.world_size) {
-      store_->remove_all();
-    } else {
-      (void)o;
-    }
+    (void)o;
+    if (store_->incr("left") >= spec_.world_size) store_->remove_all();
     shm_.reset();
     context_.reset();
   }

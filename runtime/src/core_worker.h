@@ -34,8 +34,8 @@ class ActorState {
   State state = State::kPending;
   std::string address;
   std::string death_cause;
-  bool created_here = false;    // creation request not yet sent while false and created here
-  bool creation_sent = false;
+  bool created_here = false;    // made by this process's create_actor (not looked up or received)
+  bool creation_sent = false;   // its creation request has gone to the head
   bool kill_requested = false;
   bool needs_lookup = false;    // received as a value: ask the head where it lives
   bool lookup_in_flight = false;

@@ -25,7 +25,6 @@ IoLoop::IoLoop(const std::string& host, int port, std::string token, RequestHand
   tune(*router_);
   router_->set(zmq::sockopt::router_mandatory, 0);
   std::string ep = "tcp://" + host + ":" + (port == 0 ? std::string("*") : std::to_string(port));
-  if (port == 0) ep = "tcp://" + host + ":*";
   try {
     router_->bind(ep);
   } catch (const zmq::error_t& e) {

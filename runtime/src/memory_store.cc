@@ -121,11 +121,9 @@ std::vector<size_t> MemoryStore::wait(const std::vector<std::string>& ids, size_
   size_t ready = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
-    size_t not_ready = 0;
     for (auto& id : ids) {
       auto it = entries_.find(id);
       if (it == entries_.end() || it->second.ready) ++ready;
-      else ++not_ready;
     }
     if (ready < num) {
       // Wake when enough of the others complete.

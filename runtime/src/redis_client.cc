@@ -85,3 +85,12 @@ RedisReply Redis::cmd(const std::vector<std::string>& args) {
 }
 
 }  // namespace yard::detail
+
+namespace yard::detail {
+std::map<std::string, std::string> Redis::hgetall(const std::string& key) {
+  auto h = cmd({"HGETALL", key}).strings();
+  std::map<std::string, std::string> out;
+  for (size_t k = 0; k + 1 < h.size(); k += 2) out[h[k]] = h[k + 1];
+  return out;
+}
+}  // namespace yard::detail

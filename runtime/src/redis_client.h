@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,8 @@ class Redis {
   // Runs one command given as separate arguments (binary safe). Throws yard::Error on a
   // connection or command error.
   RedisReply cmd(const std::vector<std::string>& args);
+  // HGETALL as a map (empty when the key does not exist).
+  std::map<std::string, std::string> hgetall(const std::string& key);
   const std::string& address() const { return address_; }
 
  private:

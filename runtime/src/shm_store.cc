@@ -68,8 +68,6 @@ ShmPool& ShmPool::instance() {
   return *p;
 }
 
-ShmPool::~ShmPool() { unlink_all(); }
-
 std::string ShmPool::prefix_for(int pid) { return "/yard-obj-" + std::to_string(pid) + "-"; }
 
 std::optional<ShmSlot> ShmPool::put(const char* data, size_t size) {

@@ -34,8 +34,8 @@ struct ShmSlot {
 
 class ShmPool {
  public:
+  // Process-wide; its segment names are unlinked at exit.
   static ShmPool& instance();
-  ~ShmPool();
   // Copies the bytes into a free segment (creating one if needed); nullopt when the pool is full.
   std::optional<ShmSlot> put(const char* data, size_t size);
   // Removes this process's segment names (their memory lives on while mapped elsewhere).

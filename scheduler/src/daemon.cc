@@ -418,9 +418,7 @@ void Daemon::handle(IoLoop::Incoming in) {
         auto ids = redis_->cmd({"LRANGE", "yard:jobs", "0", "-1"}).strings();
         auto list = m.env().getBody().initJobList(static_cast<unsigned>(ids.size()));
         for (unsigned i = 0; i < ids.size(); ++i) {
-          auto h = redis_->cmd({"HGETALL", "yard:job:" + ids[i]}).strings();
-          std::map<std::string, std::string> f;
-          for (size_t k = 0; k + 1 < h.size(); k += 2) f[h[k]] = h[k + 1];
+          auto f = redis_->hgetall("yard:job:" + ids[i]);
           list[i].setJobId(ids[i]);
           list[i].setEntrypoint(f["entrypoint"]);
           list[i].setStatus(f["status"]);
@@ -942,9 +940,7 @@ void Daemon::on_submit_job(IoLoop::Incoming& in) {
 void Daemon::on_job_logs(IoLoop::Incoming& in) {
   auto jl = in.msg->env().getBody().getJobLogs();
   std::string id = jl.getJobId();
-  auto h = redis_->cmd({"HGETALL", "yard:job:" + id}).strings();
-  std::map<std::string, std::string> f;
-  for (size_t k = 0; k + 1 < h.size(); k += 2) f[h[k]] = h[k + 1];
+  auto f = redis_->hgetall("yard:job:" + id);
   if (f.empty()) {
     reply_error(in, wire::ErrorCode::NOT_FOUND, "no job " + id);
     return;
@@ -1107,20 +1103,15 @@ void Daemon::periodic() {
 
 void Daemon::on_status(IoLoop::Incoming& in) {
   json j;
-  auto cluster = redis_->cmd({"HGETALL", "yard:cluster"}).strings();
   json c;
-  for (size_t k = 0; k + 1 < cluster.size(); k += 2) c[cluster[k]] = cluster[k + 1];
+  for (auto& [k, v] : redis_->hgetall("yard:cluster")) c[k] = v;
   c["redis"] = o_.redis_address;
   j["cluster"] = c;
   json nodes = json::array();
   for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings()) {
-    auto h = redis_->cmd({"HGETALL", "yard:node:" + id}).strings();
     json n;
     n["node_id"] = id;
-    for (size_t k = 0; k + 1 < h.size(); k += 2) {
-      if (h[k].rfind("resources_", 0) == 0) n[h[k]] = json::parse(h[k + 1]);
-      else n[h[k]] = h[k + 1];
-    }
+    for (auto& [k, v] : redis_->hgetall("yard:node:" + id)) n[k] = k.rfind("resources_", 0) == 0 ? json::parse(v) : json(v);
     n["alive"] = !redis_->cmd({"GET", "yard:node:" + id + ":heartbeat"}).is_nil();
     if (id == node_id_) {
       n["resources_available"] = avail_;
@@ -1136,10 +1127,9 @@ void Daemon::on_status(IoLoop::Incoming& in) {
   j["actors"] = actors;
   json jobs = json::array();
   for (auto& id : redis_->cmd({"LRANGE", "yard:jobs", "0", "-1"}).strings()) {
-    auto h = redis_->cmd({"HGETALL", "yard:job:" + id}).strings();
     json jj;
     jj["job_id"] = id;
-    for (size_t k = 0; k + 1 < h.size(); k += 2) jj[h[k]] = h[k + 1];
+    for (auto& [k, v] : redis_->hgetall("yard:job:" + id)) jj[k] = v;
     jobs.push_back(jj);
   }
   j["jobs"] = jobs;

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <optional>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
-#include <functional>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -127,9 +127,14 @@ TrackGeometry TrackGeometry::load(const std::string& path) {
 }
 
 PositionTrack estimate_position(const std::string& dir) {
+  // The track comes first: without it there is nothing to align to.
+  if (!std::filesystem::exists(dir + "/line.json")) throw std::runtime_error("cannot read " + dir + "/line.json");
+  return estimate_position(dir, align_clocks(dir));
+}
+
+PositionTrack estimate_position(const std::string& dir, const std::map<std::string, ClockReport>& clocks) {
   PositionTrack out;
   auto geo = TrackGeometry::load(dir + "/line.json");
-  auto clocks = align_clocks(dir);
 
   // GNSS: fixes at their GPS time.
   std::vector<std::array<double, 4>> gnss;  // t, x, y, speed
@@ -274,17 +279,8 @@ PositionTrack estimate_position(const std::string& dir) {
     std::copy(X, X + 3, steps.back().xf);
     std::copy(&P[0][0], &P[0][0] + 9, &steps.back().Pf[0][0]);
   };
-  for (auto& e : ev) {
-    if (e.t < t) continue;
-    predict(e.t);
-    if (e.kind != 0) begin_step(e.t, e.kind == 1);
-    struct EndStep {
-      std::function<void()> f;
-      bool on;
-      ~EndStep() {
-        if (on) f();
-      }
-    } guard{end_step, e.kind != 0};
+  // One measurement event: an update, or none (a rejected fix returns early).
+  auto measure = [&](const Event& e) {
     if (e.kind == 0) {
       accel = imu[e.i][1] - kG * geo.gradient(X[0]) / 1000.0;
     } else if (e.kind == 1) {
@@ -320,7 +316,7 @@ PositionTrack estimate_position(const std::string& dir) {
       double R = 1.5 * 1.5;
       if (lateral > 6 || std::abs(y) > 4 * std::sqrt(P[0][0] + R) + 2) {
         ++out.gnss_rejected;
-        continue;
+        return;
       }
       double Hs[3] = {1, 0, 0};
       update(Hs, y, R);
@@ -329,11 +325,18 @@ PositionTrack estimate_position(const std::string& dir) {
       ++out.gnss_used;
     } else {
       double y = bal[e.i].second - X[0];
-      if (std::abs(y) > 50) continue;
+      if (std::abs(y) > 50) return;
       double H[3] = {1, 0, 0};
       update(H, y, 0.6 * 0.6);
       ++out.balises_used;
     }
+  };
+  for (auto& e : ev) {
+    if (e.t < t) continue;
+    predict(e.t);
+    if (e.kind != 0) begin_step(e.t, e.kind == 1);
+    measure(e);
+    if (e.kind != 0) end_step();
   }
   if (slipping) out.slips.emplace_back(slip_start, slip_last);
 

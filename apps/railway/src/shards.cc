@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "yard/actors/crc32.h"
 #include "yard/railway/align.h"
 #include "yard/railway/position.h"
 #include "yard/railway/readers.h"
@@ -62,35 +63,27 @@ uint8_t severity_rank(uint8_t c) {  // squat > insulated joint > weld > corrugat
 
 }  // namespace
 
-uint32_t crc32(const uint8_t* data, size_t n, uint32_t crc) {
-  static uint32_t table[256];
-  static bool init = [] {
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k) c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
-      table[i] = c;
-    }
-    return true;
-  }();
-  (void)init;
-  crc = ~crc;
-  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ data[i]) & 0xff] ^ (crc >> 8);
-  return ~crc;
-}
-
-std::vector<Window> build_windows(const std::string& dir, const ShardOptions& o) {
+std::vector<Window> build_windows(const std::string& dir, const ShardOptions& o, const PositionTrack* given_track,
+                                  const ClockFit* given_axle) {
   // Where the train was: chainage against reference time (smoothed), or, with the aligner off,
   // the raw odometer distance against the odometer's own clock.
   std::vector<double> pt, ps;
   std::optional<ClockFit> axle_clock;
   if (o.aligned) {
-    auto track = estimate_position(dir);
+    std::optional<std::map<std::string, ClockReport>> clocks;
+    if (!given_track || !given_axle) clocks = align_clocks(dir);
+    std::optional<PositionTrack> own;
+    if (!given_track) own = estimate_position(dir, *clocks);
+    const PositionTrack& track = given_track ? *given_track : *own;
     pt = track.t;
     ps = track.s;
-    auto clocks = align_clocks(dir);
-    auto it = clocks.find("axlebox");
-    if (it == clocks.end()) throw std::runtime_error(dir + ": no axlebox_pps.csv");
-    axle_clock = it->second.fit;
+    if (given_axle) {
+      axle_clock = *given_axle;
+    } else {
+      auto it = clocks->find("axlebox");
+      if (it == clocks->end()) throw std::runtime_error(dir + ": no axlebox_pps.csv");
+      axle_clock = it->second.fit;
+    }
   } else {
     SensorCsvReader r(dir + "/odometer.csv");
     SensorRow row;
@@ -218,7 +211,7 @@ ShardManifest write_shards(const std::vector<Window>& ws, const std::string& out
       put(w.x.data(), w.x.size() * 4);
       ++m.class_counts[std::min<size_t>(4, w.label)];
     }
-    uint32_t crc = crc32(buf.data(), buf.size());
+    uint32_t crc = actors::crc32(buf.data(), buf.size());
     put(&crc, 4);
     char name[64];
     std::snprintf(name, sizeof name, "shard-%05zu.bin", shard);
@@ -256,7 +249,7 @@ std::vector<Window> read_shard(const std::string& path) {
     throw std::runtime_error(path + ": not a shard (bad magic or too short)");
   uint32_t stored;
   std::memcpy(&stored, buf.data() + buf.size() - 4, 4);
-  if (crc32(buf.data(), buf.size() - 4) != stored) throw std::runtime_error(path + ": checksum mismatch (corrupt or truncated)");
+  if (actors::crc32(buf.data(), buf.size() - 4) != stored) throw std::runtime_error(path + ": checksum mismatch (corrupt or truncated)");
   uint32_t hdr[4];
   std::memcpy(hdr, buf.data() + 8, 16);
   if (hdr[0] != 1) throw std::runtime_error(path + ": unknown shard version " + std::to_string(hdr[0]));

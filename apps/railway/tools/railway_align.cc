@@ -14,6 +14,7 @@
 #include "yard/railway/shards.h"
 
 #include <filesystem>
+#include <optional>
 
 int main(int argc, char** argv) {
   CLI::App app{"Align railway sensor logs: clock offset, drift and steps per sensor against GNSS time.", "railway-align"};
@@ -46,8 +47,14 @@ int main(int argc, char** argv) {
         if (rep.read.dropped_total()) std::cout << name << ": " << rep.read.to_string() << "\n";
     }
     auto j = yard::railway::to_json(r);
+    // The position track, made once for whatever below needs it.
+    std::optional<yard::railway::PositionTrack> track_cache;
+    auto track_of = [&]() -> const yard::railway::PositionTrack& {
+      if (!track_cache) track_cache = yard::railway::estimate_position(in, r);
+      return *track_cache;
+    };
     if (std::filesystem::exists(in + "/line.json") && std::filesystem::exists(in + "/odometer.csv")) {
-      auto track = yard::railway::estimate_position(in);
+      const auto& track = track_of();
       std::printf("\nposition: %zu estimates, GNSS fixes used %llu (rejected %llu), balises %llu, %zu slip/slide intervals\n",
                   track.t.size(), (unsigned long long)track.gnss_used, (unsigned long long)track.gnss_rejected,
                   (unsigned long long)track.balises_used, track.slips.size());
@@ -80,7 +87,7 @@ int main(int argc, char** argv) {
       }
     }
     if (timebase_hz > 0) {
-      auto track = yard::railway::estimate_position(in);
+      const auto& track = track_of();
       std::filesystem::create_directories(in + "/aligned");
       auto write_stream = [&](const std::string& name, const yard::railway::ClockFit& fit) {
         yard::railway::ReadPolicy p;
@@ -117,7 +124,9 @@ int main(int argc, char** argv) {
     }
     if (!shards.empty()) {
       so.aligned = !unaligned;
-      auto windows = yard::railway::build_windows(in, so);
+      auto axle = r.find("axlebox");
+      auto windows = so.aligned && axle != r.end() ? yard::railway::build_windows(in, so, &track_of(), &axle->second.fit)
+                                                   : yard::railway::build_windows(in, so);
       auto m = yard::railway::write_shards(windows, shards, so);
       std::printf("\nwrote %llu windows in %zu shards to %s (classes none/squat/weld/insulated/corrugation: %llu/%llu/%llu/%llu/%llu)\n",
                   (unsigned long long)m.windows, m.files.size(), shards.c_str(), (unsigned long long)m.class_counts[0],

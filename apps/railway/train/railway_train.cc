@@ -23,6 +23,7 @@
 #include "yard/actors/checkpoint.h"
 #include "yard/actors/ddp.h"
 #include "yard/actors/sampler.h"
+#include "yard/actors/torch_state.h"
 #include "yard/collective.h"
 #include "yard/railway/plot.h"
 #include "yard/railway/shards.h"
@@ -152,12 +153,8 @@ class RailwayTrainer {
       // Every rank reads the same newest complete checkpoint: identical replicas and optimizers.
       yard::actors::CheckpointStore store(cfg.checkpoints, 3);
       if (auto c = store.restore()) {
-        std::stringstream m(c->blobs.at("model")), o(c->blobs.at("optimizer"));
-        torch::serialize::InputArchive am, ao;
-        am.load_from(m);
-        net_->load(am);
-        ao.load_from(o);
-        opt_->load(ao);
+        yard::actors::load_state(*net_, c->blobs.at("model"));
+        yard::actors::load_state(*opt_, c->blobs.at("optimizer"));
         global_step_ = static_cast<int64_t>(c->step);
         resume_epoch_ = std::stoll(c->blobs.at("loader"));
         for (auto& why : store.skipped()) std::fprintf(stderr, "skipped checkpoint %s\n", why.c_str());
@@ -202,14 +199,8 @@ class RailwayTrainer {
     if (ckpt_) {
       yard::actors::Checkpoint c;
       c.step = static_cast<uint64_t>(global_step_);
-      std::stringstream m, o;
-      torch::serialize::OutputArchive am, ao;
-      net_->save(am);
-      am.save_to(m);
-      opt_->save(ao);
-      ao.save_to(o);
-      c.blobs["model"] = m.str();
-      c.blobs["optimizer"] = o.str();
+      c.blobs["model"] = yard::actors::state_bytes(*net_);
+      c.blobs["optimizer"] = yard::actors::state_bytes(*opt_);
       c.blobs["loader"] = std::to_string(epoch + 1) + " 0";
       ckpt_->write_async(std::move(c));  // written on the store's thread: training goes on
     }

@@ -9,9 +9,11 @@
 // speed with GNSS speed over sliding windows, then fitted like the others.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
+#include "yard/railway/align.h"
 #include "yard/railway/clock_fit.h"
 
 namespace yard::railway {
@@ -36,6 +38,8 @@ struct PositionTrack {
 
 // Runs alignment and the filter over a simulator-layout log directory.
 PositionTrack estimate_position(const std::string& dir);
+// The same with the clock fits already made (align_clocks).
+PositionTrack estimate_position(const std::string& dir, const std::map<std::string, ClockReport>& clocks);
 
 struct PositionReport {
   double chainage_rms_m = 0, chainage_max_m = 0;

@@ -43,13 +43,17 @@ struct ShardManifest {
   std::vector<uint64_t> class_counts;
 };
 
-// Builds windows from a simulator-layout log directory (labels from truth.csv).
-std::vector<Window> build_windows(const std::string& dir, const ShardOptions& o);
+struct PositionTrack;
+struct ClockFit;
+
+// Builds windows from a simulator-layout log directory (labels from truth.csv). When aligned, the
+// position track and the axle-box clock are computed unless given.
+std::vector<Window> build_windows(const std::string& dir, const ShardOptions& o, const PositionTrack* track = nullptr,
+                                  const ClockFit* axle_clock = nullptr);
 // Writes shards and manifest.json into out_dir.
 ShardManifest write_shards(const std::vector<Window>& w, const std::string& out_dir, const ShardOptions& o);
 // Reads one shard; throws std::runtime_error naming the file and what is wrong (bad magic,
 // truncated, checksum mismatch).
 std::vector<Window> read_shard(const std::string& path);
-uint32_t crc32(const uint8_t* data, size_t n, uint32_t crc = 0);
 
 }  // namespace yard::railway
