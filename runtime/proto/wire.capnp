@@ -24,6 +24,7 @@ enum ErrorCode {
   timeout @9;
   versionMismatch @10;
   internal @11;
+  actorRestarting @12; # the actor's process was lost while this call ran; it is being restarted
 }
 
 struct Error {
@@ -100,21 +101,69 @@ struct CreateActor {
   name @4 :Text;             # empty: anonymous
   resources @5 :List(Resource);
   maxConcurrency @6 :UInt32;
+  maxRestarts @7 :Int32;     # restarts after its process or node is lost; -1: unlimited
+  strategy @8 :Text;         # "" (default: local first, spill when busy) | "SPREAD"
+  nodeId @9 :Text;           # node affinity: run on this node ...
+  soft @10 :Bool;            # ... or, when soft, anywhere if that node cannot take it
+  callerNode @11 :Text;      # the node of the process creating it ("local" for the default policy)
+  placementGroup @12 :Text;  # place into this placement group's bundle ...
+  bundleIndex @13 :Int32;    # ... with this index (-1: any bundle with room)
+  detached @14 :Bool;        # outlives the job that created it
+}
+
+# Head -> node manager: start a worker for this actor and construct it there.
+struct HostActor {
+  create @0 :CreateActor;
+  numRestarts @1 :UInt32;
+  release @2 :List(Resource); # what the node gives back to its pool when the worker exits
+}
+
+# Node manager -> head: the process of an actor this node hosted has exited.
+struct ActorLost {
+  actorId @0 :Text;
+  cause @1 :Text;
+  nodeId @2 :Text;
+}
+
+struct Bundle {
+  resources @0 :List(Resource);
+}
+
+struct CreatePlacementGroup {
+  groupId @0 :Text;
+  jobId @1 :Text;
+  strategy @2 :Text;         # PACK | SPREAD | STRICT_PACK | STRICT_SPREAD
+  bundles @3 :List(Bundle);
+  name @4 :Text;
+}
+
+struct WaitPlacementGroup {
+  groupId @0 :Text;
+  timeoutMs @1 :UInt32;
+}
+
+struct PlacementGroupInfo {
+  groupId @0 :Text;
+  state @1 :Text;            # PENDING | CREATED | REMOVED
+  bundleNodes @2 :List(Text);
 }
 
 struct ActorInfo {
   actorId @0 :Text;
   className @1 :Text;
   address @2 :Text;
-  state @3 :Text;            # PENDING | ALIVE | DEAD
+  state @3 :Text;            # PENDING | ALIVE | RESTARTING | DEAD
   name @4 :Text;
   workerId @5 :Text;
   deathCause @6 :Text;
+  nodeId @7 :Text;
+  numRestarts @8 :UInt32;
 }
 
 struct GetActor {
   name @0 :Text;       # by name, or
   actorId @1 :Text;    # by id (a handle received as a value); answered once the actor is up
+  lostAddress @2 :Text; # the caller lost the actor's process here: answer once it has moved
 }
 
 struct KillActor {
@@ -203,6 +252,13 @@ struct Envelope {
     releaseObject @32 :Text;   # a borrower dropped its last reference
     getControlStore @33 :Void;
     controlStore @34 :ControlStore;
+    hostActor @36 :HostActor;
+    actorLost @37 :ActorLost;
+    createPlacementGroup @38 :CreatePlacementGroup;
+    waitPlacementGroup @39 :WaitPlacementGroup;
+    placementGroupInfo @40 :PlacementGroupInfo;
+    removePlacementGroup @41 :Text;
+    killHosted @42 :Text;      # head -> node manager: stop this actor's process (no restart)
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
 }

@@ -150,6 +150,8 @@ void init(const InitOptions& options, int argc, char** argv) {
     cfg.job_id = env("YARD_JOB_ID");
     cfg.worker_id = env("YARD_WORKER_ID");
     cfg.actor_id = env("YARD_ACTOR_ID");
+    cfg.head_address = env("YARD_HEAD_ADDRESS");
+    cfg.node_id = env("YARD_NODE_ID");
     auto* w_ptr = new CoreWorker(cfg);
     g_current.store(w_ptr);
     w_ptr->run_worker();  // never returns
@@ -206,6 +208,32 @@ ControlStore control_store() {
   auto [address, password] = detail::rt().control_store();
   return ControlStore{address, password};
 }
+
+std::string node_id() { return detail::rt().node_id(); }
+
+int restart_count() {
+  const char* r = getenv("YARD_ACTOR_RESTARTS");
+  return r && getenv("YARD_WORKER") ? atoi(r) : 0;
+}
+
+PlacementGroup placement_group(std::vector<Bundle> bundles, PlacementStrategy strategy, const std::string& name) {
+  static const char* names[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
+  PlacementGroup g;
+  g.id_ = "pg-" + detail::random_hex(8);
+  g.bundles_ = std::move(bundles);
+  detail::rt().create_placement_group(g.id_, names[static_cast<int>(strategy)], g.bundles_, name);
+  return g;
+}
+
+bool PlacementGroup::wait(std::chrono::milliseconds timeout) const {
+  return detail::rt().wait_placement_group(id_, timeout).first == "CREATED";
+}
+
+std::vector<std::string> PlacementGroup::bundle_nodes() const {
+  return detail::rt().wait_placement_group(id_, std::chrono::milliseconds(0)).second;
+}
+
+void PlacementGroup::remove() const { detail::rt().remove_placement_group(id_); }
 
 bool is_initialized() { return detail::g_current.load() != nullptr; }
 std::string cluster_address() { return detail::g_address; }

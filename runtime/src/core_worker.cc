@@ -36,7 +36,7 @@ ErrorInfo info_of(int code, const std::string& msg) {
 
 CoreWorker::CoreWorker(const std::string& address, const std::string& token,
                        std::chrono::milliseconds timeout)
-    : token_(token), head_(address), id_prefix_(random_hex(6)) {
+    : token_(token), head_(address), gcs_(address), id_prefix_(random_hex(6)) {
   io_ = std::make_unique<IoLoop>("127.0.0.1", 0, token_, [this](IoLoop::Incoming in) {
     if (!serve_objects(in)) reply_error(in, wire::ErrorCode::NOT_FOUND, "a driver serves only its objects");
   });
@@ -66,12 +66,14 @@ CoreWorker::CoreWorker(const std::string& address, const std::string& token,
   }
   if (!body.isJobRegistered()) throw ConnectionError("unexpected reply from " + address);
   job_id_ = body.getJobRegistered().getJobId();
+  node_id_ = body.getJobRegistered().getNodeId();
   io_->post([this] { io_->every(std::chrono::milliseconds(500), [this] { return_idle_leases(); }); });
 }
 
 CoreWorker::CoreWorker(WorkerConfig cfg)
-    : worker_mode_(true), token_(cfg.token), head_(cfg.node_address), job_id_(cfg.job_id),
-      wcfg_(std::move(cfg)), id_prefix_(random_hex(6)) {}
+    : worker_mode_(true), token_(cfg.token), head_(cfg.node_address),
+      gcs_(cfg.head_address.empty() ? cfg.node_address : cfg.head_address), node_id_(cfg.node_id),
+      job_id_(cfg.job_id), wcfg_(std::move(cfg)), id_prefix_(random_hex(6)) {}
 
 CoreWorker::~CoreWorker() { disconnect(); }
 
@@ -484,6 +486,15 @@ void CoreWorker::send_creation(const std::shared_ptr<TaskSpec>& spec) {
   ca.setClassName(a->class_name);
   ca.setName(a->name);
   ca.setMaxConcurrency(static_cast<uint32_t>(a->max_concurrency));
+  const auto& o = spec->actor_options;
+  ca.setMaxRestarts(o.max_restarts);
+  ca.setStrategy(o.strategy);
+  ca.setNodeId(o.node_id);
+  ca.setSoft(o.soft);
+  ca.setCallerNode(node_id_);
+  ca.setPlacementGroup(o.placement_group);
+  ca.setBundleIndex(o.bundle_index);
+  ca.setDetached(o.detached);
   auto res = ca.initResources(static_cast<unsigned>(spec->actor_options.resources.size()));
   unsigned i = 0;
   for (auto& [k, v] : spec->actor_options.resources) {
@@ -506,7 +517,7 @@ void CoreWorker::send_creation(const std::shared_ptr<TaskSpec>& spec) {
     }
     m.set_value(args[static_cast<unsigned>(j)], v);
   }
-  io_->request(head_, rid, m.finish(),
+  io_->request(gcs_, rid, m.finish(),
                [this, a](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  if (err) {
                    actor_dead(a, "creating the actor failed: " + err->message);
@@ -537,7 +548,7 @@ ActorPtr CoreWorker::lookup_actor(const std::string& name, const std::string& cl
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().initGetActor().setName(name);
-  auto r = io_->call(head_, m, rid, kControlTimeout);
+  auto r = io_->call(gcs_, m, rid, kControlTimeout);
   auto body = r->env().getBody();
   if (body.isError()) {
     ErrorInfo e;
@@ -554,8 +565,12 @@ ActorPtr CoreWorker::lookup_actor(const std::string& name, const std::string& cl
   a->id = info.getActorId();
   a->class_name = cls;
   a->name = name;
-  a->address = info.getAddress();
-  a->state = ActorState::State::kAlive;
+  if (std::string(info.getState()) == "ALIVE") {
+    a->address = info.getAddress();
+    a->state = ActorState::State::kAlive;
+  } else {
+    a->needs_lookup = true;  // restarting: found on first use
+  }
   return a;
 }
 
@@ -572,8 +587,10 @@ void CoreWorker::lookup_address(const ActorPtr& a) {
   a->lookup_in_flight = true;
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
-  m.env().getBody().initGetActor().setActorId(a->id);
-  io_->request(head_, rid, m.finish(),
+  auto ga = m.env().getBody().initGetActor();
+  ga.setActorId(a->id);
+  ga.setLostAddress(a->lost_address);
+  io_->request(gcs_, rid, m.finish(),
                [this, a](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  a->lookup_in_flight = false;
                  a->needs_lookup = false;
@@ -593,6 +610,14 @@ void CoreWorker::lookup_address(const ActorPtr& a) {
                  }
                  a->address = info.getAddress();
                  a->state = ActorState::State::kAlive;
+                 auto lost = std::move(a->lost_calls);
+                 a->lost_calls.clear();
+                 for (auto& s : lost)
+                   fail(s->id, static_cast<int>(wire::ErrorCode::ACTOR_RESTARTING),
+                        "actor " + a->id + " (" + a->class_name + ") lost its process while running " + s->function +
+                            " and was restarted (restart " + std::to_string(info.getNumRestarts()) + ", node " +
+                            std::string(info.getNodeId()) + "); the call may or may not have run: " +
+                            std::string(info.getDeathCause()));
                  flush_actor(a);
                },
                kCreateTimeout);
@@ -633,13 +658,11 @@ void CoreWorker::send_actor_call(const ActorPtr& a, const std::shared_ptr<TaskSp
   pt.setFunction(spec->function);
   pt.setActorId(a->id);
   if (!fill_args(pt, m, *spec)) return;
-  io_->request(a->address, rid, m.finish(),
-               [this, a, spec](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+  std::string address = a->address;
+  io_->request(address, rid, m.finish(),
+               [this, a, spec, address](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  if (err) {
-                   actor_dead(a, "its worker at " + a->address + " is gone (" + err->message + ")");
-                   fail(spec->id, static_cast<int>(wire::ErrorCode::ACTOR_DIED),
-                        "actor " + a->id + " (" + a->class_name + ") died while running " +
-                            spec->function + ": " + a->death_cause);
+                   actor_connection_lost(a, spec, address, err->message);
                    return;
                  }
                  complete_from_reply(spec->id, *r);
@@ -647,11 +670,43 @@ void CoreWorker::send_actor_call(const ActorPtr& a, const std::shared_ptr<TaskSp
                std::chrono::milliseconds::max());
 }
 
+// The connection to the actor's worker broke under a call: the head knows whether the actor is
+// dead or coming back. Calls not yet sent wait for the answer; the broken ones learn it then.
+void CoreWorker::actor_connection_lost(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec,
+                                       const std::string& address, const std::string& why) {
+  if (a->state == ActorState::State::kDead) {
+    fail(spec->id, static_cast<int>(wire::ErrorCode::ACTOR_DIED),
+         "actor " + a->id + " (" + a->class_name + ") died while running " + spec->function + ": " + a->death_cause);
+    return;
+  }
+  if (a->state == ActorState::State::kAlive && a->address != address) {
+    // Already known to have restarted elsewhere.
+    fail(spec->id, static_cast<int>(wire::ErrorCode::ACTOR_RESTARTING),
+         "actor " + a->id + " (" + a->class_name + ") lost its process while running " + spec->function +
+             " and was restarted; the call may or may not have run");
+    return;
+  }
+  a->lost_calls.push_back(spec);
+  if (a->state == ActorState::State::kAlive) {
+    spdlog::debug("actor {}: its worker at {} is gone ({}): asking the head", a->id, address, why);
+    a->state = ActorState::State::kPending;
+    a->lost_address = address;
+    a->address.clear();
+    a->death_cause = "its worker at " + address + " is gone (" + why + ")";
+    a->needs_lookup = true;
+    lookup_address(a);
+  }
+}
+
 void CoreWorker::actor_dead(const ActorPtr& a, const std::string& cause) {
   if (a->state != ActorState::State::kDead || a->death_cause.empty()) a->death_cause = cause;
   a->state = ActorState::State::kDead;
   auto q = std::move(a->queue);
   a->queue.clear();
+  for (auto& s : a->lost_calls)
+    fail(s->id, static_cast<int>(wire::ErrorCode::ACTOR_DIED),
+         "actor " + a->id + " (" + a->class_name + ") died while running " + s->function + ": " + a->death_cause);
+  a->lost_calls.clear();
   for (auto& s : q)
     fail(s->id, static_cast<int>(wire::ErrorCode::ACTOR_DIED),
          "actor " + a->id + " (" + a->class_name + ") is dead: " + a->death_cause);
@@ -671,7 +726,7 @@ void CoreWorker::kill_actor(const ActorPtr& a) {
     uint64_t rid = io_->next_request_id();
     OutMessage m(token_, rid, false);
     m.env().getBody().initKillActor().setActorId(a->id);
-    io_->request(head_, rid, m.finish(),
+    io_->request(gcs_, rid, m.finish(),
                  [this, a, done](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                    actor_dead(a, "killed by yard::kill");
                    if (err) return done->set_value(err->message);
@@ -683,16 +738,76 @@ void CoreWorker::kill_actor(const ActorPtr& a) {
                  kControlTimeout);
   });
   if (fut.wait_for(kControlTimeout + std::chrono::seconds(5)) != std::future_status::ready)
-    throw TimeoutError("killing actor " + a->id + ": no answer from " + head_);
+    throw TimeoutError("killing actor " + a->id + ": no answer from " + gcs_);
   auto err = fut.get();
   if (err) throw Error("killing actor " + a->id + ": " + *err);
+}
+
+// ---- placement groups -------------------------------------------------------------------------
+
+namespace {
+void throw_reply_error(wire::Error::Reader e) {
+  ErrorInfo info;
+  info.code = static_cast<int>(e.getCode());
+  info.message = e.getMessage();
+  throw_error(info);
+}
+}  // namespace
+
+void CoreWorker::create_placement_group(const std::string& id, const std::string& strategy,
+                                        const std::vector<std::map<std::string, double>>& bundles,
+                                        const std::string& name) {
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto c = m.env().getBody().initCreatePlacementGroup();
+  c.setGroupId(id);
+  c.setJobId(job_id_);
+  c.setStrategy(strategy);
+  c.setName(name);
+  auto bs = c.initBundles(static_cast<unsigned>(bundles.size()));
+  for (unsigned i = 0; i < bundles.size(); ++i) {
+    auto rs = bs[i].initResources(static_cast<unsigned>(bundles[i].size()));
+    unsigned j = 0;
+    for (auto& [k, v] : bundles[i]) {
+      rs[j].setName(k);
+      rs[j].setAmount(v);
+      ++j;
+    }
+  }
+  auto r = io_->call(gcs_, m, rid, kControlTimeout);
+  if (r->env().getBody().isError()) throw_reply_error(r->env().getBody().getError());
+}
+
+std::pair<std::string, std::vector<std::string>> CoreWorker::wait_placement_group(const std::string& id,
+                                                                                  std::chrono::milliseconds timeout) {
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto w = m.env().getBody().initWaitPlacementGroup();
+  w.setGroupId(id);
+  auto ms = std::min<int64_t>(timeout.count(), 24LL * 3600 * 1000);
+  w.setTimeoutMs(static_cast<uint32_t>(std::max<int64_t>(0, ms)));
+  auto r = io_->call(gcs_, m, rid, std::chrono::milliseconds(ms) + kControlTimeout);
+  auto body = r->env().getBody();
+  if (body.isError()) throw_reply_error(body.getError());
+  auto info = body.getPlacementGroupInfo();
+  std::vector<std::string> nodes;
+  for (auto n : info.getBundleNodes()) nodes.push_back(n);
+  return {info.getState(), nodes};
+}
+
+void CoreWorker::remove_placement_group(const std::string& id) {
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().setRemovePlacementGroup(id);
+  auto r = io_->call(gcs_, m, rid, kControlTimeout);
+  if (r->env().getBody().isError()) throw_reply_error(r->env().getBody().getError());
 }
 
 std::pair<std::string, std::string> CoreWorker::control_store() {
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setGetControlStore();
-  auto r = io_->call(head_, m, rid, kControlTimeout);
+  auto r = io_->call(gcs_, m, rid, kControlTimeout);
   auto body = r->env().getBody();
   if (!body.isControlStore()) throw Error("the head did not say where its control store is");
   return {body.getControlStore().getAddress(), body.getControlStore().getPassword()};

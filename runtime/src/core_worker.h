@@ -39,6 +39,10 @@ class ActorState {
   bool kill_requested = false;
   bool needs_lookup = false;    // received as a value: ask the head where it lives
   bool lookup_in_flight = false;
+  // Calls whose connection broke while they ran: answered once the head says whether the actor
+  // restarted (ActorRestarting) or died (ActorDied).
+  std::vector<std::shared_ptr<TaskSpec>> lost_calls;
+  std::string lost_address;
   std::deque<std::shared_ptr<TaskSpec>> queue;  // submission order, not yet sent
 };
 
@@ -60,6 +64,8 @@ struct WorkerConfig {
   std::string job_id;
   std::string worker_id;
   std::string actor_id;      // set for a dedicated actor worker
+  std::string head_address;  // the cluster's head (actors, placement groups)
+  std::string node_id;
 };
 
 class CoreWorker {
@@ -82,6 +88,13 @@ class CoreWorker {
   Holder submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args);
   void kill_actor(const ActorPtr& a);
   std::pair<std::string, std::string> control_store();
+  void create_placement_group(const std::string& id, const std::string& strategy,
+                              const std::vector<std::map<std::string, double>>& bundles, const std::string& name);
+  // State and bundle nodes once created (or the timeout passed: state PENDING).
+  std::pair<std::string, std::vector<std::string>> wait_placement_group(const std::string& id,
+                                                                        std::chrono::milliseconds timeout);
+  void remove_placement_group(const std::string& id);
+  const std::string& node_id() const { return node_id_; }
   void release(const std::string& id, const std::string& owner);
   std::pair<std::string, std::string> export_ref(const Holder& h);
   Holder import_ref(const std::string& id, const std::string& owner);
@@ -115,6 +128,8 @@ class CoreWorker {
   void flush_actor(const ActorPtr& a);
   void send_actor_call(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec);
   void actor_dead(const ActorPtr& a, const std::string& cause);
+  void actor_connection_lost(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec, const std::string& address,
+                             const std::string& why);
   void lookup_address(const ActorPtr& a);
 
   // Ownership: serving our objects to borrowers, fetching borrowed ones.
@@ -130,7 +145,9 @@ class CoreWorker {
 
   bool worker_mode_ = false;
   std::string token_;
-  std::string head_;   // where control requests go (head or, for workers, the node manager)
+  std::string head_;   // where leases go: the head for a driver, its node manager for a worker
+  std::string gcs_;    // where actor and placement-group requests go: the cluster's head
+  std::string node_id_;
   std::string job_id_;
   WorkerConfig wcfg_;
   std::string id_prefix_;

@@ -132,6 +132,7 @@ const char* code_name(wire::ErrorCode c) {
     case wire::ErrorCode::TIMEOUT: return "timeout";
     case wire::ErrorCode::VERSION_MISMATCH: return "version mismatch";
     case wire::ErrorCode::INTERNAL: return "internal";
+    case wire::ErrorCode::ACTOR_RESTARTING: return "actor restarting";
   }
   return "unknown";
 }

@@ -1,4 +1,4 @@
-#include "daemon.h"
+#include "daemon_impl.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -63,109 +63,6 @@ void remove_worker_segments(pid_t pid) {
 
 }  // namespace
 
-class Daemon {
- public:
-  explicit Daemon(DaemonOptions o) : o_(std::move(o)) {}
-  int run();
-
- private:
-  enum class WState { kStarting, kIdle, kLeased, kActor };
-  struct Worker {
-    std::string id, job_id, address, actor_id, log;
-    pid_t pid = 0;
-    WState state = WState::kStarting;
-    std::map<std::string, double> held;
-    uint64_t lease = 0;  // lease this starting worker is reserved for
-  };
-  struct Job {
-    std::string id, binary, cwd, entrypoint, log_path, status = "RUNNING";
-    pid_t driver_pid = 0, proc_pid = 0;
-    int exit_code = 0;
-    double start = 0, end = 0;
-    bool submitted = false, ended = false;
-    int startup_failures = 0;
-  };
-  struct Lease {
-    uint64_t seq;
-    std::string routing;
-    uint64_t req;
-    std::string job;
-    uint32_t count;
-    Clock::time_point deadline;
-    std::vector<std::string> assigned;
-    int starting = 0;
-  };
-  struct Actor {
-    std::string id, class_name, name, job, state = "PENDING", worker, address, cause;
-    std::map<std::string, double> resources;
-    std::shared_ptr<InMessage> create_msg;  // kept until the worker has built the actor
-    std::string creator_routing;
-    uint64_t creator_req = 0;
-    std::vector<std::pair<std::string, uint64_t>> lookups;  // GetActor by id, answered once up
-    bool replied = false;
-  };
-
-  // Requests (I/O thread).
-  void handle(IoLoop::Incoming in);
-  void on_register_job(IoLoop::Incoming& in);
-  void on_register_worker(IoLoop::Incoming& in);
-  void on_request_lease(IoLoop::Incoming& in);
-  void on_return_lease(IoLoop::Incoming& in);
-  void on_create_actor(IoLoop::Incoming& in);
-  void on_get_actor(IoLoop::Incoming& in);
-  void on_kill_actor(IoLoop::Incoming& in);
-  void on_submit_job(IoLoop::Incoming& in);
-  void on_job_logs(IoLoop::Incoming& in);
-  void on_stop_job(IoLoop::Incoming& in);
-  void on_status(IoLoop::Incoming& in);
-  void reply_ok(IoLoop::Incoming& in);
-  void reply_error(const std::string& routing, uint64_t req, wire::ErrorCode code, const std::string& msg);
-  void reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg) {
-    reply_error(in.routing_id, in.msg->env().getRequestId(), code, msg);
-  }
-
-  // Scheduling (I/O thread).
-  bool fits(const std::map<std::string, double>& need, const std::map<std::string, double>& have) const;
-  void take(const std::map<std::string, double>& need);
-  void give(const std::map<std::string, double>& need);
-  std::string spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease);
-  void process_leases();
-  void answer_lease(Lease& l);
-  void process_actors();
-  void instantiate(Actor& a, Worker& w);
-  void actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause);
-  void reap();
-  void end_job(Job& j, const std::string& status, int exit_code);
-  void fill_actor_info(wire::ActorInfo::Builder b, const Actor& a);
-  void answer_lookups(Actor& a);
-  void save_actor(const Actor& a);
-  void save_job(const Job& j);
-  void save_node();
-  void periodic();
-  void check_nodes();
-  void shutdown_all();
-  std::string new_job_id();
-
-  DaemonOptions o_;
-  std::string token_, token_file_, log_dir_, node_id_;
-  std::unique_ptr<Redis> redis_;
-  std::string redis_password_;
-  pid_t redis_pid_ = 0;
-  std::unique_ptr<IoLoop> io_;
-  std::map<std::string, double> total_, avail_;
-  std::map<std::string, Worker> workers_;
-  std::map<pid_t, std::string> worker_by_pid_;
-  std::map<std::string, Job> jobs_;
-  std::deque<Lease> leases_;
-  uint64_t lease_seq_ = 0;
-  std::map<std::string, Actor> actors_;
-  std::deque<std::string> pending_actors_;
-  std::map<std::string, std::string> actor_names_;
-  pid_t parent_pid_ = 0;
-  double start_time_ = 0;
-  std::set<std::string> dead_nodes_;
-};
-
 // ---- start-up ---------------------------------------------------------------------------------
 
 int Daemon::run() {
@@ -186,6 +83,7 @@ int Daemon::run() {
     fs::create_directories(log_dir_);
     fs::create_directories(o_.session_dir + "/redis");
     bool joining = !o_.join_address.empty();
+    head_ = !joining;
     auto file_sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_dir_ + (joining ? "/node.log" : "/head.log"));
     auto logger = std::make_shared<spdlog::logger>(joining ? "node" : "head", spdlog::sinks_init_list{file_sink});
     logger->flush_on(spdlog::level::info);
@@ -207,7 +105,8 @@ int Daemon::run() {
     total_ = o_.resources;
     total_["CPU"] = cpus;
     total_["memory"] = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-    avail_ = total_;
+    for (auto& [k, v] : o_.resources)
+      if (!(v >= 0) || !std::isfinite(v)) throw Error("resource " + k + " has a bad amount");
 
     // Listen first: a busy port is the most common start-up error and should fail fast.
     io_ = std::make_unique<IoLoop>(o_.host, o_.port, token_, [this](IoLoop::Incoming in) { handle(std::move(in)); });
@@ -259,7 +158,10 @@ int Daemon::run() {
     if (!joining)
       redis_->cmd({"HSET", "yard:cluster", "address", io_->address(), "session_dir", o_.session_dir,
                    "log_dir", log_dir_, "start_time", std::to_string(start_time_), "head_node", node_id_});
-    // The heartbeat first, then the membership: the failure detector never sees a member without one.
+    // Resources and the heartbeat first, then the membership: the failure detector never sees a
+    // member without a heartbeat, and the scheduler never sees one without resources.
+    register_resources(*redis_, node_id_, total_);
+    avail_ = total_;
     save_node();
     redis_->cmd({"HSET", "yard:node:" + node_id_, "role", joining ? "node" : "head", "state", "ALIVE"});
     redis_->cmd({"SADD", "yard:nodes", node_id_});
@@ -267,7 +169,12 @@ int Daemon::run() {
     io_->post([this] { io_->every(std::chrono::milliseconds(50), [this] { periodic(); }); });
     auto beat = std::chrono::milliseconds(std::max<long>(100, static_cast<long>(o_.heartbeat_timeout_s * 250)));
     io_->post([this, beat] { io_->every(beat, [this] { save_node(); }); });
-    if (!joining) io_->post([this] { io_->every(std::chrono::milliseconds(250), [this] { check_nodes(); }); });
+    if (!joining) {
+      io_->post([this] {
+        refresh_nodes();
+        io_->every(std::chrono::milliseconds(250), [this] { check_nodes(); });
+      });
+    }
 
     ClusterRecord rec{io_->address(), o_.session_dir, log_dir_, token_file_, getpid()};
     if (!o_.embedded) write_record(rec, !joining);
@@ -315,45 +222,26 @@ int Daemon::run() {
 
 void Daemon::save_node() {
   try {
+    if (!head_ && redis_->cmd({"EXISTS", avail_key(node_id_)}).integer() == 0 && !fenced_) {
+      // The head declared this node dead (it was cut off too long) and moved its actors away:
+      // what still runs here is stale. Stop it, and come back as an empty node.
+      spdlog::warn("this node was declared dead while it was silent: stopping its workers and rejoining");
+      fenced_ = true;
+      for (auto& [id, w] : workers_) kill(w.pid, SIGKILL);
+    }
+    if (fenced_ && workers_.empty()) {
+      register_resources(*redis_, node_id_, total_);
+      avail_ = total_;
+      fenced_ = false;
+    }
+    if (!fenced_) refresh_local();
     redis_->cmd({"HSET", "yard:node:" + node_id_, "address", io_->address(), "hostname", hostname(),
-                 "pid", std::to_string(getpid()), "log_dir", log_dir_, "resources_total", res_json(total_),
-                 "resources_available", res_json(avail_), "start_time", std::to_string(start_time_),
+                 "pid", std::to_string(getpid()), "log_dir", log_dir_, "start_time", std::to_string(start_time_),
                  "workers", std::to_string(workers_.size())});
     redis_->cmd({"SET", "yard:node:" + node_id_ + ":heartbeat", std::to_string(unix_time()), "PX",
                  std::to_string(static_cast<long>(o_.heartbeat_timeout_s * 1000))});
   } catch (const std::exception& e) {
     spdlog::error("cannot update the node record: {}", e.what());
-  }
-}
-
-// The head's failure detector: a node whose heartbeat key expired is dead. It is marked in its
-// record and announced on the "yard:events" channel.
-void Daemon::check_nodes() {
-  try {
-    for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings()) {
-      if (id == node_id_) continue;
-      bool beating = !redis_->cmd({"GET", "yard:node:" + id + ":heartbeat"}).is_nil();
-      if (beating && dead_nodes_.count(id)) {
-        // Back (a healed partition, a paused process): alive again, and said so.
-        dead_nodes_.erase(id);
-        redis_->cmd({"HSET", "yard:node:" + id, "state", "ALIVE"});
-        json ev = {{"type", "node_alive"}, {"node_id", id}, {"time", unix_time()}};
-        redis_->cmd({"PUBLISH", "yard:events", ev.dump()});
-        redis_->cmd({"RPUSH", "yard:events:log", ev.dump()});
-        spdlog::warn("node {} is heartbeating again", id);
-        continue;
-      }
-      if (beating || dead_nodes_.count(id)) continue;
-      dead_nodes_.insert(id);
-      double now = unix_time();
-      redis_->cmd({"HSET", "yard:node:" + id, "state", "DEAD", "dead_at", std::to_string(now)});
-      json ev = {{"type", "node_dead"}, {"node_id", id}, {"time", now}};
-      redis_->cmd({"PUBLISH", "yard:events", ev.dump()});
-      redis_->cmd({"RPUSH", "yard:events:log", ev.dump()});
-      spdlog::warn("node {}: its heartbeat expired: marked dead", id);
-    }
-  } catch (const std::exception& e) {
-    spdlog::error("checking nodes: {}", e.what());
   }
 }
 
@@ -394,13 +282,32 @@ void Daemon::handle(IoLoop::Incoming in) {
   try {
     switch (body.which()) {
       case B::PING: reply_ok(in); return;
-      case B::REGISTER_JOB: on_register_job(in); return;
       case B::REGISTER_WORKER: on_register_worker(in); return;
       case B::REQUEST_LEASE: on_request_lease(in); return;
       case B::RETURN_LEASE: on_return_lease(in); return;
+      case B::HOST_ACTOR: on_host_actor(in); return;
+      case B::KILL_HOSTED: on_kill_hosted(in); return;
+      case B::SHUTDOWN:
+        spdlog::info("shutdown requested");
+        reply_ok(in);
+        g_stop.store(true);
+        return;
+      default: break;
+    }
+    if (!head_) {
+      reply_error(in, wire::ErrorCode::BAD_REQUEST,
+                  "this is a node manager, not the head: send this request to the cluster's head");
+      return;
+    }
+    switch (body.which()) {
+      case B::REGISTER_JOB: on_register_job(in); return;
+      case B::KILL_ACTOR: on_kill_actor(in); return;
       case B::CREATE_ACTOR: on_create_actor(in); return;
       case B::GET_ACTOR: on_get_actor(in); return;
-      case B::KILL_ACTOR: on_kill_actor(in); return;
+      case B::ACTOR_LOST: on_actor_lost(in); return;
+      case B::CREATE_PLACEMENT_GROUP: on_create_pg(in); return;
+      case B::WAIT_PLACEMENT_GROUP: on_wait_pg(in); return;
+      case B::REMOVE_PLACEMENT_GROUP: on_remove_pg(in); return;
       case B::SUBMIT_JOB: on_submit_job(in); return;
       case B::JOB_LOGS: on_job_logs(in); return;
       case B::STOP_JOB: on_stop_job(in); return;
@@ -437,11 +344,6 @@ void Daemon::handle(IoLoop::Incoming in) {
         reply_ok(in);
         return;
       }
-      case B::SHUTDOWN:
-        spdlog::info("shutdown requested");
-        reply_ok(in);
-        g_stop.store(true);
-        return;
       default:
         reply_error(in, wire::ErrorCode::BAD_REQUEST, "the head does not serve this request");
     }
@@ -474,7 +376,7 @@ std::string Daemon::new_job_id() {
 void Daemon::save_job(const Job& j) {
   redis_->cmd({"HSET", "yard:job:" + j.id, "entrypoint", j.entrypoint, "status", j.status, "exit_code",
                std::to_string(j.exit_code), "start", std::to_string(j.start), "end", std::to_string(j.end),
-               "log", j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", node_id_});
+               "log", j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", node_id_, "binary", j.binary, "cwd", j.cwd});
 }
 
 void Daemon::on_register_job(IoLoop::Incoming& in) {
@@ -509,7 +411,8 @@ void Daemon::on_register_job(IoLoop::Incoming& in) {
   io_->reply(in.routing_id, m.finish());
 }
 
-std::string Daemon::spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease) {
+std::string Daemon::spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease,
+                                 uint32_t restarts) {
   auto& j = jobs_.at(job_id);
   Worker w;
   w.id = "worker-" + random_hex(5);
@@ -520,7 +423,9 @@ std::string Daemon::spawn_worker(const std::string& job_id, const std::string& a
   SpawnOptions so;
   so.env = {{"YARD_WORKER", "1"}, {"YARD_NODE_ADDRESS", io_->address()}, {"YARD_TOKEN", token_},
             {"YARD_JOB_ID", job_id}, {"YARD_WORKER_ID", w.id}, {"YARD_ACTOR_ID", actor_id},
-            {"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}};
+            {"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}, {"YARD_NODE_ID", node_id_},
+            {"YARD_HEAD_ADDRESS", head_ ? io_->address() : o_.join_address},
+            {"YARD_ACTOR_RESTARTS", std::to_string(restarts)}};
   so.cwd = j.cwd;
   so.stdout_path = w.log;
   so.death_signal = SIGKILL;
@@ -543,12 +448,11 @@ void Daemon::on_register_worker(IoLoop::Incoming& in) {
   w.address = rw.getAddress();
   reply_ok(in);
   if (!w.actor_id.empty()) {
-    auto a = actors_.find(w.actor_id);
-    if (a == actors_.end() || a->second.state == "DEAD") {
+    if (!hosted_.count(w.actor_id)) {
       kill(w.pid, SIGKILL);
       return;
     }
-    instantiate(a->second, w);
+    instantiate_hosted(w.actor_id, w);
     return;
   }
   if (w.lease) {
@@ -564,7 +468,7 @@ void Daemon::on_register_worker(IoLoop::Incoming& in) {
       }
       return;
     }
-    give(w.held);
+    give_local(w.held);
     w.held.clear();
   }
   w.state = WState::kIdle;
@@ -605,11 +509,10 @@ void Daemon::process_leases() {
   for (auto it = leases_.begin(); it != leases_.end();) {
     auto& l = *it;
     auto& job = jobs_.at(l.job);
-    while (l.assigned.size() + l.starting < l.count && fits(one_cpu, avail_)) {
+    while (l.assigned.size() + l.starting < l.count && take_local(one_cpu)) {
       auto idle = std::find_if(workers_.begin(), workers_.end(), [&](auto& kv) {
         return kv.second.state == WState::kIdle && kv.second.job_id == l.job;
       });
-      take(one_cpu);
       if (idle != workers_.end()) {
         idle->second.state = WState::kLeased;
         idle->second.held = one_cpu;
@@ -619,7 +522,7 @@ void Daemon::process_leases() {
         try {
           wid = spawn_worker(job.id, "", l.seq);
         } catch (const std::exception& e) {
-          give(one_cpu);
+          give_local(one_cpu);
           reply_error(l.routing, l.req, wire::ErrorCode::INTERNAL, std::string("cannot start a worker: ") + e.what());
           it = leases_.erase(it);
           goto next;
@@ -643,243 +546,47 @@ void Daemon::on_return_lease(IoLoop::Incoming& in) {
   for (auto id : rl.getWorkerIds()) {
     auto it = workers_.find(id);
     if (it == workers_.end() || it->second.state != WState::kLeased) continue;
-    give(it->second.held);
+    give_local(it->second.held);
     it->second.held.clear();
     it->second.state = WState::kIdle;
   }
   reply_ok(in);
   process_leases();
-  process_actors();
+  if (head_) process_actors();
 }
 
-bool Daemon::fits(const std::map<std::string, double>& need, const std::map<std::string, double>& have) const {
-  for (auto& [k, v] : need) {
-    if (v <= 0) continue;
-    auto it = have.find(k);
-    if (it == have.end() || it->second + 1e-9 < v) return false;
-  }
-  return true;
-}
-void Daemon::take(const std::map<std::string, double>& need) {
-  for (auto& [k, v] : need) avail_[k] -= v;
-}
-void Daemon::give(const std::map<std::string, double>& need) {
-  for (auto& [k, v] : need) avail_[k] = std::min(total_[k], avail_[k] + v);
-}
-
-// ---- actors -----------------------------------------------------------------------------------
-
-void Daemon::on_create_actor(IoLoop::Incoming& in) {
-  auto ca = in.msg->env().getBody().getCreateActor();
-  std::string job = ca.getJobId();
-  if (!jobs_.count(job) || jobs_.at(job).ended) {
-    reply_error(in, wire::ErrorCode::NOT_FOUND, "job " + job + " is not running");
-    return;
-  }
-  Actor a;
-  a.id = ca.getActorId();
-  a.class_name = ca.getClassName();
-  a.name = ca.getName();
-  a.job = job;
-  for (auto r : ca.getResources()) {
-    if (!(r.getAmount() >= 0) || !std::isfinite(r.getAmount())) {
-      reply_error(in, wire::ErrorCode::BAD_REQUEST, "resource " + std::string(r.getName()) + " has a bad amount");
-      return;
+// This node's own resources go through the same atomic scripts as the head's placements.
+bool Daemon::take_local(const Res& need) {
+  if (fenced_ || !fits(need, avail_)) return false;
+  try {
+    auto why = reserve(*redis_, {{node_id_, need}});
+    if (why.empty()) {
+      for (auto& [k, v] : need) avail_[k] -= v;
+      return true;
     }
-    a.resources[r.getName()] = r.getAmount();
+  } catch (const std::exception& e) {
+    spdlog::error("reserving {}: {}", res_json(need), e.what());
   }
-  if (a.id.empty() || a.class_name.empty() || actors_.count(a.id)) {
-    reply_error(in, wire::ErrorCode::BAD_REQUEST, "actor id missing or already used");
-    return;
-  }
-  if (!fits(a.resources, total_)) {
-    std::string what;
-    for (auto& [k, v] : a.resources) {
-      double have = total_.count(k) ? total_.at(k) : 0;
-      if (v > have + 1e-9) what += (what.empty() ? "" : ", ") + k + ": " + std::to_string(v) + " wanted, the largest node has " + std::to_string(have);
-    }
-    reply_error(in, wire::ErrorCode::INFEASIBLE, "actor " + a.class_name + " cannot be placed on any node (" + what + ")");
-    return;
-  }
-  if (!a.name.empty()) {
-    auto n = actor_names_.find(a.name);
-    if (n != actor_names_.end() && actors_.count(n->second) && actors_.at(n->second).state != "DEAD") {
-      reply_error(in, wire::ErrorCode::BAD_REQUEST, "an actor named '" + a.name + "' already exists");
-      return;
-    }
-    actor_names_[a.name] = a.id;
-    redis_->cmd({"HSET", "yard:actor_names", a.name, a.id});
-  }
-  a.creator_routing = in.routing_id;
-  a.creator_req = in.msg->env().getRequestId();
-  a.create_msg = std::shared_ptr<InMessage>(std::move(in.msg));
-  std::string id = a.id;
-  actors_.emplace(id, std::move(a));
-  redis_->cmd({"SADD", "yard:actors", id});
-  save_actor(actors_.at(id));
-  pending_actors_.push_back(id);
-  process_actors();
+  refresh_local();
+  return false;
 }
 
-void Daemon::process_actors() {
-  for (auto it = pending_actors_.begin(); it != pending_actors_.end();) {
-    auto a = actors_.find(*it);
-    if (a == actors_.end() || a->second.state == "DEAD") {
-      it = pending_actors_.erase(it);
-      continue;
-    }
-    if (!fits(a->second.resources, avail_)) {
-      ++it;  // waits for resources; later ones that fit may go first
-      continue;
-    }
-    take(a->second.resources);
-    try {
-      auto wid = spawn_worker(a->second.job, a->second.id, 0);
-      workers_.at(wid).held = a->second.resources;
-      workers_.at(wid).state = WState::kStarting;
-      a->second.worker = wid;
-    } catch (const std::exception& e) {
-      give(a->second.resources);
-      actor_failed(a->second, wire::ErrorCode::INTERNAL, std::string("cannot start its worker: ") + e.what());
-    }
-    it = pending_actors_.erase(it);
+void Daemon::give_local(const Res& need) {
+  if (need.empty()) return;
+  try {
+    release(*redis_, node_id_, need);
+  } catch (const std::exception& e) {
+    spdlog::error("releasing {}: {}", res_json(need), e.what());
   }
+  refresh_local();
 }
 
-void Daemon::instantiate(Actor& a, Worker& w) {
-  uint64_t rid = io_->next_request_id();
-  OutMessage m(token_, rid, false);
-  auto src = a.create_msg->env().getBody().getCreateActor();
-  auto ia = m.env().getBody().initInstantiateActor();
-  ia.setActorId(a.id);
-  ia.setJobId(a.job);
-  ia.setClassName(a.class_name);
-  ia.setName(a.name);
-  ia.setMaxConcurrency(src.getMaxConcurrency());
-  auto args = ia.initArgs(src.getArgs().size());
-  for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], a.create_msg->value(src.getArgs()[i]));
-  std::string aid = a.id, wid = w.id;
-  io_->request(w.address, rid, m.finish(),
-               [this, aid, wid](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
-                 auto it = actors_.find(aid);
-                 if (it == actors_.end()) return;
-                 auto& a = it->second;
-                 if (a.state == "DEAD") return;
-                 if (err) {
-                   actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its worker died while constructing it: " + err->message);
-                   return;
-                 }
-                 auto body = r->env().getBody();
-                 if (body.isError()) {
-                   auto w = workers_.find(wid);
-                   if (w != workers_.end()) kill(w->second.pid, SIGKILL);
-                   actor_failed(a, body.getError().getCode() == wire::ErrorCode::TASK_ERROR ? wire::ErrorCode::ACTOR_DIED
-                                                                                            : body.getError().getCode(),
-                                body.getError().getMessage());
-                   return;
-                 }
-                 auto w = workers_.find(wid);
-                 if (w == workers_.end()) return;
-                 w->second.state = WState::kActor;
-                 a.state = "ALIVE";
-                 a.address = w->second.address;
-                 a.create_msg.reset();
-                 save_actor(a);
-                 spdlog::info("actor {} ({}) alive on {} at {}", a.id, a.class_name, wid, a.address);
-                 if (!a.replied) {
-                   a.replied = true;
-                   OutMessage m(token_, a.creator_req, true);
-                   fill_actor_info(m.env().getBody().initActorInfo(), a);
-                   io_->reply(a.creator_routing, m.finish());
-                 }
-                 answer_lookups(a);
-               },
-               std::chrono::seconds(120));
-}
-
-void Daemon::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause) {
-  a.state = "DEAD";
-  a.cause = cause;
-  a.create_msg.reset();
-  spdlog::warn("actor {} ({}) is dead: {}", a.id, a.class_name, cause);
-  try { save_actor(a); } catch (...) {}
-  if (!a.replied) {
-    a.replied = true;
-    reply_error(a.creator_routing, a.creator_req, code, cause);
+void Daemon::refresh_local() {
+  try {
+    avail_ = read_res(*redis_, avail_key(node_id_));
+  } catch (const std::exception& e) {
+    spdlog::error("reading this node's resources: {}", e.what());
   }
-  answer_lookups(a);
-}
-
-void Daemon::answer_lookups(Actor& a) {
-  for (auto& [routing, req] : a.lookups) {
-    OutMessage m(token_, req, true);
-    fill_actor_info(m.env().getBody().initActorInfo(), a);
-    io_->reply(routing, m.finish());
-  }
-  a.lookups.clear();
-}
-
-void Daemon::fill_actor_info(wire::ActorInfo::Builder b, const Actor& a) {
-  b.setActorId(a.id);
-  b.setClassName(a.class_name);
-  b.setAddress(a.address);
-  b.setState(a.state);
-  b.setName(a.name);
-  b.setWorkerId(a.worker);
-  b.setDeathCause(a.cause);
-}
-
-void Daemon::save_actor(const Actor& a) {
-  redis_->cmd({"HSET", "yard:actor:" + a.id, "class", a.class_name, "name", a.name, "state", a.state, "address",
-               a.address, "worker", a.worker, "job", a.job, "node", node_id_, "death_cause", a.cause,
-               "resources", res_json(a.resources)});
-}
-
-void Daemon::on_get_actor(IoLoop::Incoming& in) {
-  auto ga = in.msg->env().getBody().getGetActor();
-  if (ga.getActorId().size()) {
-    auto it = actors_.find(ga.getActorId());
-    if (it == actors_.end()) {
-      reply_error(in, wire::ErrorCode::NOT_FOUND, "no actor " + std::string(ga.getActorId()));
-      return;
-    }
-    if (it->second.state == "PENDING") {
-      it->second.lookups.emplace_back(in.routing_id, in.msg->env().getRequestId());
-      return;
-    }
-    OutMessage m(token_, in.msg->env().getRequestId(), true);
-    fill_actor_info(m.env().getBody().initActorInfo(), it->second);
-    io_->reply(in.routing_id, m.finish());
-    return;
-  }
-  std::string name = ga.getName();
-  auto n = actor_names_.find(name);
-  if (n == actor_names_.end() || !actors_.count(n->second)) {
-    reply_error(in, wire::ErrorCode::NOT_FOUND, "no actor named '" + name + "'");
-    return;
-  }
-  auto& a = actors_.at(n->second);
-  if (a.state == "PENDING") {
-    reply_error(in, wire::ErrorCode::UNAVAILABLE, "actor '" + name + "' is still starting");
-    return;
-  }
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  fill_actor_info(m.env().getBody().initActorInfo(), a);
-  io_->reply(in.routing_id, m.finish());
-}
-
-void Daemon::on_kill_actor(IoLoop::Incoming& in) {
-  std::string id = in.msg->env().getBody().getKillActor().getActorId();
-  auto it = actors_.find(id);
-  if (it == actors_.end()) {
-    reply_error(in, wire::ErrorCode::NOT_FOUND, "no actor " + id);
-    return;
-  }
-  auto& a = it->second;
-  auto w = workers_.find(a.worker);
-  if (w != workers_.end()) kill(w->second.pid, SIGKILL);
-  if (a.state != "DEAD") actor_failed(a, wire::ErrorCode::ACTOR_DIED, "killed by request");
-  reply_ok(in);
 }
 
 // ---- jobs -------------------------------------------------------------------------------------
@@ -1002,11 +709,16 @@ void Daemon::end_job(Job& j, const std::string& status, int exit_code) {
     j.exit_code = exit_code;
     j.end = unix_time();
   }
-  // Its workers and actors go with the driver.
+  // Its workers, actors and placement groups go with the driver; detached actors stay.
   for (auto& [id, w] : workers_)
-    if (w.job_id == j.id) kill(w.pid, SIGKILL);
+    if (w.job_id == j.id && !w.detached) kill(w.pid, SIGKILL);
   for (auto& [id, a] : actors_)
-    if (a.job == j.id && a.state != "DEAD") actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its job " + j.id + " ended");
+    if (a.job == j.id && a.state != "DEAD" && !a.detached) {
+      kill_actor_process(a);
+      actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its job " + j.id + " ended");
+    }
+  for (auto& [id, g] : pgs_)
+    if (g.job == j.id && g.state != "REMOVED") remove_pg(g, "its job " + j.id + " ended");
   for (auto it = leases_.begin(); it != leases_.end();) {
     if (it->job == j.id) {
       reply_error(it->routing, it->req, wire::ErrorCode::NOT_FOUND, "job " + j.id + " ended");
@@ -1016,7 +728,7 @@ void Daemon::end_job(Job& j, const std::string& status, int exit_code) {
     }
   }
   j.driver_pid = 0;
-  if (!status.empty() || !j.submitted) save_job(j);
+  if (!j.remote && (!status.empty() || !j.submitted)) save_job(j);
   spdlog::info("job {} ended: {}", j.id, j.status);
 }
 
@@ -1039,15 +751,22 @@ void Daemon::reap() {
       if (wit == workers_.end()) continue;
       Worker w = wit->second;
       workers_.erase(wit);
-      give(w.held);
+      give_local(w.held);
       remove_worker_segments(pid);
       auto job = jobs_.find(w.job_id);
       bool job_live = job != jobs_.end() && !job->second.ended;
       if (job_live) spdlog::warn("{} (pid {}) of job {} {}; log: {}", w.id, pid, w.job_id, describe_exit(status), w.log);
       if (!w.actor_id.empty()) {
-        auto a = actors_.find(w.actor_id);
-        if (a != actors_.end() && a->second.state != "DEAD")
-          actor_failed(a->second, wire::ErrorCode::ACTOR_DIED, "its worker process " + describe_exit(status) + " (log: " + w.log + ")");
+        auto h = hosted_.find(w.actor_id);
+        if (h != hosted_.end() && h->second.worker == w.id) {
+          std::string cause = "its worker process on node " + node_id_ + " " + describe_exit(status) + " (log: " + w.log + ")";
+          if (!h->second.replied)
+            reply_error(h->second.routing, h->second.req, wire::ErrorCode::ACTOR_DIED,
+                        "its worker died while constructing it: " + cause);
+          else
+            report_lost(w.actor_id, cause);
+          hosted_.erase(h);
+        }
       } else if (w.state == WState::kStarting && w.lease) {
         auto l = std::find_if(leases_.begin(), leases_.end(), [&](const Lease& x) { return x.seq == w.lease; });
         if (l != leases_.end()) {
@@ -1098,44 +817,183 @@ void Daemon::periodic() {
     }
   }
   process_leases();
+  if (!head_) {
+    if (now >= next_job_check_) {
+      next_job_check_ = now + std::chrono::seconds(1);
+      check_remote_jobs();
+    }
+    return;
+  }
   process_actors();
+  for (auto& [id, a] : actors_)
+    if (!a.lookups.empty()) answer_lookups(a, true);
+  for (auto it = pgs_.begin(); it != pgs_.end();) it = it->second.state == "REMOVED" ? pgs_.erase(it) : std::next(it);
+  for (auto& [id, g] : pgs_) {
+    if (g.state == "PENDING") {
+      std::string why;
+      try_place_pg(g, &why);
+    }
+    answer_pg_waiters(g);
+  }
 }
 
-void Daemon::on_status(IoLoop::Incoming& in) {
-  json j;
-  json c;
-  for (auto& [k, v] : redis_->hgetall("yard:cluster")) c[k] = v;
-  c["redis"] = o_.redis_address;
-  j["cluster"] = c;
-  json nodes = json::array();
-  for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings()) {
-    json n;
-    n["node_id"] = id;
-    for (auto& [k, v] : redis_->hgetall("yard:node:" + id)) n[k] = k.rfind("resources_", 0) == 0 ? json::parse(v) : json(v);
-    n["alive"] = !redis_->cmd({"GET", "yard:node:" + id + ":heartbeat"}).is_nil();
-    if (id == node_id_) {
-      n["resources_available"] = avail_;
-      n["workers"] = workers_.size();
+
+// ---- node role: hosting actors the head placed here ------------------------------------------
+
+// A job registered at the head, known here from its record in the control store.
+Daemon::Job* Daemon::ensure_job(const std::string& job_id, std::string* why) {
+  auto it = jobs_.find(job_id);
+  if (it != jobs_.end()) {
+    if (it->second.ended) {
+      *why = "job " + job_id + " has ended";
+      return nullptr;
     }
-    nodes.push_back(n);
+    return &it->second;
   }
-  j["nodes"] = nodes;
-  json actors = json::array();
-  for (auto& [id, a] : actors_)
-    actors.push_back({{"actor_id", id}, {"class", a.class_name}, {"name", a.name}, {"state", a.state},
-                      {"job", a.job}, {"node", node_id_}, {"address", a.address}, {"death_cause", a.cause}});
-  j["actors"] = actors;
-  json jobs = json::array();
-  for (auto& id : redis_->cmd({"LRANGE", "yard:jobs", "0", "-1"}).strings()) {
-    json jj;
-    jj["job_id"] = id;
-    for (auto& [k, v] : redis_->hgetall("yard:job:" + id)) jj[k] = v;
-    jobs.push_back(jj);
+  auto f = redis_->hgetall("yard:job:" + job_id);
+  if (f.empty()) {
+    *why = "no job " + job_id + " in the control store";
+    return nullptr;
   }
-  j["jobs"] = jobs;
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  m.env().getBody().setStatusReply(j.dump());
-  io_->reply(in.routing_id, m.finish());
+  if (f["status"] != "RUNNING") {
+    *why = "job " + job_id + " is " + f["status"];
+    return nullptr;
+  }
+  if (f["binary"].empty() || access(f["binary"].c_str(), X_OK) != 0) {
+    *why = "job " + job_id + "'s program " + f["binary"] + " is not on node " + node_id_;
+    return nullptr;
+  }
+  Job j;
+  j.id = job_id;
+  j.remote = true;
+  j.binary = f["binary"];
+  j.cwd = fs::is_directory(f["cwd"]) ? f["cwd"] : "/";
+  j.entrypoint = f["entrypoint"];
+  j.start = unix_time();
+  spdlog::info("job {} runs workers here: {}", job_id, j.binary);
+  return &jobs_.emplace(job_id, std::move(j)).first->second;
+}
+
+// Jobs whose head-side record says they ended take their workers here with them.
+void Daemon::check_remote_jobs() {
+  for (auto& [id, j] : jobs_) {
+    if (!j.remote || j.ended) continue;
+    try {
+      auto st = redis_->cmd({"HGET", "yard:job:" + id, "status"});
+      if (!st.is_nil() && st.str() == "RUNNING") continue;
+      j.status = st.is_nil() ? "GONE" : st.str();
+    } catch (const std::exception& e) {
+      spdlog::error("checking job {}: {}", id, e.what());
+      continue;
+    }
+    end_job(j, j.status, 0);
+  }
+}
+
+void Daemon::on_host_actor(IoLoop::Incoming& in) {
+  auto ha = in.msg->env().getBody().getHostActor();
+  auto ca = ha.getCreate();
+  std::string aid = ca.getActorId();
+  Res release;
+  for (auto r : ha.getRelease()) release[r.getName()] = r.getAmount();
+  auto fail = [&](wire::ErrorCode code, const std::string& why) {
+    give_local(release);
+    reply_error(in, code, why);
+  };
+  if (aid.empty() || hosted_.count(aid)) return fail(wire::ErrorCode::BAD_REQUEST, "actor id missing or already hosted here");
+  if (fenced_) return fail(wire::ErrorCode::UNAVAILABLE, "node " + node_id_ + " is rejoining");
+  std::string why;
+  Job* j = ensure_job(ca.getJobId(), &why);
+  if (!j) return fail(wire::ErrorCode::NOT_FOUND, why);
+  std::string wid;
+  try {
+    wid = spawn_worker(j->id, aid, 0, ha.getNumRestarts());
+  } catch (const std::exception& e) {
+    return fail(wire::ErrorCode::INTERNAL, std::string("cannot start its worker on node ") + node_id_ + ": " + e.what());
+  }
+  auto& w = workers_.at(wid);
+  w.held = release;
+  w.detached = ca.getDetached();
+  Hosted h;
+  h.routing = in.routing_id;
+  h.req = in.msg->env().getRequestId();
+  h.worker = wid;
+  h.msg = std::shared_ptr<InMessage>(std::move(in.msg));
+  hosted_.emplace(aid, std::move(h));
+}
+
+void Daemon::instantiate_hosted(const std::string& aid, Worker& w) {
+  auto& h = hosted_.at(aid);
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto src = h.msg->env().getBody().getHostActor().getCreate();
+  auto ia = m.env().getBody().initInstantiateActor();
+  ia.setActorId(aid);
+  ia.setJobId(src.getJobId());
+  ia.setClassName(src.getClassName());
+  ia.setName(src.getName());
+  ia.setMaxConcurrency(src.getMaxConcurrency());
+  auto args = ia.initArgs(src.getArgs().size());
+  for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], h.msg->value(src.getArgs()[i]));
+  std::string wid = w.id;
+  io_->request(w.address, rid, m.finish(),
+               [this, aid, wid](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 auto it = hosted_.find(aid);
+                 if (it == hosted_.end() || it->second.worker != wid || it->second.replied) return;
+                 auto& h = it->second;
+                 auto w = workers_.find(wid);
+                 if (err || w == workers_.end()) return;  // the worker's exit answers the head
+                 auto body = r->env().getBody();
+                 if (body.isError()) {
+                   h.replied = true;
+                   auto code = body.getError().getCode() == wire::ErrorCode::TASK_ERROR ? wire::ErrorCode::ACTOR_DIED
+                                                                                        : body.getError().getCode();
+                   reply_error(h.routing, h.req, code, body.getError().getMessage());
+                   hosted_.erase(it);
+                   kill(w->second.pid, SIGKILL);  // its exit then gives its resources back
+                   return;
+                 }
+                 w->second.state = WState::kActor;
+                 h.replied = true;
+                 h.msg.reset();
+                 OutMessage m(token_, h.req, true);
+                 auto info = m.env().getBody().initActorInfo();
+                 info.setActorId(aid);
+                 info.setAddress(w->second.address);
+                 info.setWorkerId(wid);
+                 info.setNodeId(node_id_);
+                 info.setState("ALIVE");
+                 io_->reply(h.routing, m.finish());
+               },
+               std::chrono::seconds(120));
+}
+
+void Daemon::on_kill_hosted(IoLoop::Incoming& in) {
+  std::string aid = in.msg->env().getBody().getKillHosted();
+  auto h = hosted_.find(aid);
+  if (h != hosted_.end()) {
+    auto w = workers_.find(h->second.worker);
+    if (w != workers_.end()) kill(w->second.pid, SIGKILL);
+    if (!h->second.replied) reply_error(h->second.routing, h->second.req, wire::ErrorCode::ACTOR_DIED, "killed by request");
+    hosted_.erase(h);  // killed on purpose: nothing to report
+  }
+  reply_ok(in);
+}
+
+// Tells the head an actor's process here is gone; the head decides whether it restarts.
+void Daemon::report_lost(const std::string& aid, const std::string& cause) {
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto al = m.env().getBody().initActorLost();
+  al.setActorId(aid);
+  al.setCause(cause);
+  al.setNodeId(node_id_);
+  std::string head = head_ ? io_->address() : o_.join_address;
+  io_->request(head, rid, m.finish(),
+               [aid](std::unique_ptr<InMessage>, std::optional<LocalError> err) {
+                 if (err) spdlog::error("cannot tell the head that actor {} was lost: {}", aid, err->message);
+               },
+               std::chrono::seconds(30));
 }
 
 int run_daemon(const DaemonOptions& opts) {

@@ -43,6 +43,13 @@ class ActorDied : public Error {
   using Error::Error;
 };
 
+// The actor's process (or node) was lost while this call ran, and the actor was restarted: the
+// call may or may not have taken effect. Later calls go to the restarted actor.
+class ActorRestarting : public ActorDied {
+ public:
+  using ActorDied::ActorDied;
+};
+
 // A wait passed its deadline.
 class TimeoutError : public Error {
  public:

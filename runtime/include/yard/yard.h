@@ -60,6 +60,41 @@ struct ControlStore {
 };
 ControlStore control_store();
 
+// The node this process runs on (as `yard status` names it).
+std::string node_id();
+// How many times this actor's process has been restarted (0 in its first life, in a driver, and
+// in a task worker). An actor uses it to know that it must restore its state.
+int restart_count();
+
+// A placement group: bundles of resources reserved together, all or nothing, on nodes chosen by
+// the strategy. Actors are placed into its bundles (ActorCreator::placement_group).
+enum class PlacementStrategy { kPack, kSpread, kStrictPack, kStrictSpread };
+using Bundle = std::map<std::string, double>;
+
+class PlacementGroup {
+ public:
+  PlacementGroup() = default;
+  const std::string& id() const { return id_; }
+  size_t bundle_count() const { return bundles_.size(); }
+  const std::vector<Bundle>& bundles() const { return bundles_; }
+  // Waits until every bundle is reserved. False when the timeout passed first.
+  bool wait(std::chrono::milliseconds timeout) const;
+  // The node of each bundle (empty strings until it is created).
+  std::vector<std::string> bundle_nodes() const;
+  // Frees its resources; actors in it are killed.
+  void remove() const;
+
+ private:
+  friend PlacementGroup placement_group(std::vector<Bundle>, PlacementStrategy, const std::string&);
+  std::string id_;
+  std::vector<Bundle> bundles_;
+};
+
+// Asks for a placement group. Returns at once (wait() for it); throws InfeasibleError when no
+// arrangement of the cluster's nodes could ever hold it.
+PlacementGroup placement_group(std::vector<Bundle> bundles, PlacementStrategy strategy = PlacementStrategy::kPack,
+                               const std::string& name = {});
+
 namespace detail {
 
 // Keeps an object alive in its owner's store while any ObjectRef to it exists.
@@ -92,6 +127,13 @@ struct ActorOptions {
   std::string name;
   std::map<std::string, double> resources;
   int max_concurrency = 1;
+  int max_restarts = 0;        // -1: unlimited
+  std::string strategy;        // "" (local first, spill when busy) or "SPREAD"
+  std::string node_id;         // node affinity
+  bool soft = false;
+  std::string placement_group;
+  int bundle_index = -1;
+  bool detached = false;
 };
 
 class ActorState;  // defined by the runtime
@@ -370,6 +412,34 @@ class ActorCreator {
   }
   ActorCreator& max_concurrency(int n) {
     opts_.max_concurrency = n;
+    return *this;
+  }
+  // Restarts after its process or node is lost (-1: without limit). Calls running at that moment
+  // fail with ActorRestarting; later calls go to the new process.
+  ActorCreator& max_restarts(int n) {
+    opts_.max_restarts = n;
+    return *this;
+  }
+  // Spread actors over the nodes instead of filling the local node first.
+  ActorCreator& spread() {
+    opts_.strategy = "SPREAD";
+    return *this;
+  }
+  // Run on this node; with soft = true, elsewhere when that node cannot take it.
+  ActorCreator& node_affinity(std::string node, bool soft = false) {
+    opts_.node_id = std::move(node);
+    opts_.soft = soft;
+    return *this;
+  }
+  // Run inside a bundle of a placement group (-1: any bundle with room).
+  ActorCreator& placement_group(const PlacementGroup& pg, int bundle_index = -1) {
+    opts_.placement_group = pg.id();
+    opts_.bundle_index = bundle_index;
+    return *this;
+  }
+  // Outlive the job that creates it (stop it with kill()).
+  ActorCreator& detached() {
+    opts_.detached = true;
     return *this;
   }
   // Starts the actor. Returns at once; calls made before it is up wait for it.

@@ -1,0 +1,204 @@
+// The daemon's state. One process plays two roles, both driven by its one I/O thread:
+//  * node manager (every node): resources in the control store, the worker pool, leases of
+//    workers to task submitters, hosting actors the head placed here, jobs' worker processes;
+//  * head (the first node): job manager, actor manager (placement, restarts), placement groups,
+//    failure detector. It places work on any node through the Redis resource tables and asks
+//    that node's manager to host it.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "daemon.h"
+#include "io_loop.h"
+#include "redis_client.h"
+#include "resources.h"
+
+namespace yard::sched {
+
+using Clock = std::chrono::steady_clock;
+
+class Daemon {
+ public:
+  explicit Daemon(DaemonOptions o) : o_(std::move(o)) {}
+  int run();
+
+ private:
+  using Incoming = detail::IoLoop::Incoming;
+  enum class WState { kStarting, kIdle, kLeased, kActor };
+  struct Worker {
+    std::string id, job_id, address, actor_id, log;
+    pid_t pid = 0;
+    WState state = WState::kStarting;
+    Res held;            // given back to this node's pool when the worker exits
+    uint64_t lease = 0;  // lease this starting worker is reserved for
+    bool detached = false;
+  };
+  struct Job {
+    std::string id, binary, cwd, entrypoint, log_path, status = "RUNNING";
+    pid_t driver_pid = 0, proc_pid = 0;
+    int exit_code = 0;
+    double start = 0, end = 0;
+    bool submitted = false, ended = false;
+    bool remote = false;  // registered at the head; this node only runs its workers
+    int startup_failures = 0;
+  };
+  struct Lease {
+    uint64_t seq;
+    std::string routing;
+    uint64_t req;
+    std::string job;
+    uint32_t count;
+    Clock::time_point deadline;
+    std::vector<std::string> assigned;
+    int starting = 0;
+  };
+  // Node role: an actor the head asked this node to host.
+  struct Hosted {
+    std::string routing;  // the head's request, answered once the actor is constructed
+    uint64_t req = 0;
+    bool replied = false;
+    std::shared_ptr<detail::InMessage> msg;  // the HostActor request (constructor arguments)
+    std::string worker;
+  };
+  // Head role.
+  struct NodeView {
+    std::string id, address, hostname;
+    Res total, avail;
+    bool alive = false;
+  };
+  struct Actor {
+    std::string id, class_name, name, job, state = "PENDING", worker, address, node, cause;
+    Res resources;
+    std::shared_ptr<detail::InMessage> create_msg;  // kept while it may still be (re)started
+    std::string creator_routing;
+    uint64_t creator_req = 0;
+    struct Lookup {
+      std::string routing;
+      uint64_t req;
+      Clock::time_point deadline;  // answered by then whatever the state
+    };
+    std::vector<Lookup> lookups;  // GetActor by id, answered once up (or moved, or dead)
+    bool replied = false;
+    int max_restarts = 0;
+    uint32_t num_restarts = 0;
+    std::string strategy, affinity_node, caller_node, pg;
+    bool soft = false, detached = false, killed = false, placing = false;
+    int bundle = -1;        // the bundle of `pg` it runs in
+    int place_bundle = -1;  // the bundle it asked for (-1: any with room)
+    uint64_t epoch = 0;     // placement attempts: a late answer to an old one is ignored
+    int place_failures = 0;
+  };
+  struct PGroup {
+    std::string id, name, job, strategy, state = "PENDING";
+    std::vector<Res> bundles, bundle_avail;
+    std::vector<std::string> nodes;
+    struct Waiter {
+      std::string routing;
+      uint64_t req;
+      Clock::time_point deadline;
+    };
+    std::vector<Waiter> waiters;
+    double created_at = 0;
+  };
+
+  // Requests (I/O thread).
+  void handle(Incoming in);
+  void on_register_job(Incoming& in);
+  void on_register_worker(Incoming& in);
+  void on_request_lease(Incoming& in);
+  void on_return_lease(Incoming& in);
+  void on_submit_job(Incoming& in);
+  void on_job_logs(Incoming& in);
+  void on_stop_job(Incoming& in);
+  void on_status(Incoming& in);
+  void reply_ok(Incoming& in);
+  void reply_error(const std::string& routing, uint64_t req, wire::ErrorCode code, const std::string& msg);
+  void reply_error(Incoming& in, wire::ErrorCode code, const std::string& msg) {
+    reply_error(in.routing_id, in.msg->env().getRequestId(), code, msg);
+  }
+
+  // Node role (I/O thread).
+  bool take_local(const Res& need);
+  void give_local(const Res& need);
+  void refresh_local();
+  std::string spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease,
+                           uint32_t restarts = 0);
+  Job* ensure_job(const std::string& job_id, std::string* why);
+  void process_leases();
+  void answer_lease(Lease& l);
+  void on_host_actor(Incoming& in);
+  void instantiate_hosted(const std::string& actor_id, Worker& w);
+  void on_kill_hosted(Incoming& in);
+  void report_lost(const std::string& actor_id, const std::string& cause);
+  void reap();
+  void end_job(Job& j, const std::string& status, int exit_code);
+  void check_remote_jobs();
+  void save_job(const Job& j);
+  void save_node();
+  void periodic();
+  void shutdown_all();
+  std::string new_job_id();
+
+  // Head role (I/O thread).
+  void on_create_actor(Incoming& in);
+  void on_get_actor(Incoming& in);
+  void on_kill_actor(Incoming& in);
+  void on_actor_lost(Incoming& in);
+  void on_create_pg(Incoming& in);
+  void on_wait_pg(Incoming& in);
+  void on_remove_pg(Incoming& in);
+  void refresh_nodes();
+  void check_nodes();
+  std::string pick_node(const Actor& a, std::string* infeasible) const;
+  std::string infeasible_reason(const Res& need) const;
+  void process_actors();
+  void place_actor(Actor& a, const std::string& node);
+  void actor_up(Actor& a, const detail::InMessage& info);
+  void actor_lost(Actor& a, const std::string& cause, bool count_restart);
+  void actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause);
+  void free_actor_bundle(Actor& a);
+  void kill_actor_process(Actor& a);
+  void fill_actor_info(wire::ActorInfo::Builder b, const Actor& a);
+  void answer_lookups(Actor& a, bool expired_only = false);
+  void save_actor(const Actor& a);
+  bool try_place_pg(PGroup& g, std::string* infeasible);
+  void answer_pg_waiters(PGroup& g);
+  void remove_pg(PGroup& g, const std::string& why);
+  void save_pg(const PGroup& g);
+  void publish(const std::string& event_json);
+
+  DaemonOptions o_;
+  bool head_ = true;
+  std::string token_, token_file_, log_dir_, node_id_;
+  std::unique_ptr<detail::Redis> redis_;
+  std::string redis_password_;
+  pid_t redis_pid_ = 0;
+  std::unique_ptr<detail::IoLoop> io_;
+  Res total_, avail_;  // avail_: this node's view of its own Redis hash
+  std::map<std::string, Worker> workers_;
+  std::map<pid_t, std::string> worker_by_pid_;
+  std::map<std::string, Job> jobs_;
+  std::deque<Lease> leases_;
+  uint64_t lease_seq_ = 0;
+  std::map<std::string, Hosted> hosted_;
+  pid_t parent_pid_ = 0;
+  double start_time_ = 0;
+  Clock::time_point next_job_check_{};
+  bool fenced_ = false;
+
+  // Head.
+  std::map<std::string, NodeView> nodes_;
+  std::set<std::string> dead_nodes_;
+  std::map<std::string, Actor> actors_;
+  std::deque<std::string> pending_actors_;
+  std::map<std::string, std::string> actor_names_;
+  std::map<std::string, PGroup> pgs_;
+};
+
+}  // namespace yard::sched

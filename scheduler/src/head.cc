@@ -1,0 +1,900 @@
+// The head's half of the daemon: the actor manager (placement across nodes, restarts, lookups),
+// placement groups, the failure detector, and the cluster status. Every decision reads the nodes'
+// resources from the control store and takes them with an atomic script there; the chosen node's
+// manager then hosts the actor.
+#include <signal.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "daemon_impl.h"
+#include "process.h"
+#include "session.h"
+#include "yard/errors.h"
+
+using json = nlohmann::json;
+
+namespace yard::sched {
+
+using namespace detail;
+
+namespace {
+
+std::string res_text(const Res& r) {
+  std::string s;
+  for (auto& [k, v] : r) {
+    char b[64];
+    std::snprintf(b, sizeof b, "%s%s: %g", s.empty() ? "" : ", ", k.c_str(), v);
+    s += b;
+  }
+  return s.empty() ? "nothing" : s;
+}
+
+void sub(Res& from, const Res& r) {
+  for (auto& [k, v] : r) from[k] -= v;
+}
+void add(Res& to, const Res& r) {
+  for (auto& [k, v] : r) to[k] += v;
+}
+
+bool read_resources(capnp::List<wire::Resource>::Reader list, Res& out, std::string* why) {
+  for (auto r : list) {
+    if (!(r.getAmount() >= 0) || !std::isfinite(r.getAmount())) {
+      *why = "resource " + std::string(r.getName()) + " has a bad amount";
+      return false;
+    }
+    out[r.getName()] += r.getAmount();
+  }
+  return true;
+}
+
+}  // namespace
+
+void Daemon::publish(const std::string& ev) {
+  try {
+    redis_->cmd({"PUBLISH", "yard:events", ev});
+    redis_->cmd({"RPUSH", "yard:events:log", ev});
+    redis_->cmd({"LTRIM", "yard:events:log", "-10000", "-1"});
+  } catch (const std::exception& e) {
+    spdlog::error("publishing an event: {}", e.what());
+  }
+}
+
+// ---- nodes ------------------------------------------------------------------------------------
+
+void Daemon::refresh_nodes() {
+  std::set<std::string> seen;
+  for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings()) {
+    seen.insert(id);
+    auto& n = nodes_[id];
+    n.id = id;
+    auto f = redis_->hgetall("yard:node:" + id);
+    n.address = f["address"];
+    n.hostname = f["hostname"];
+    n.total = read_res(*redis_, total_key(id));
+    n.avail = read_res(*redis_, avail_key(id));
+    n.alive = !dead_nodes_.count(id) && !n.address.empty() &&
+              redis_->cmd({"EXISTS", avail_key(id)}).integer() == 1;
+  }
+  for (auto it = nodes_.begin(); it != nodes_.end();) it = seen.count(it->first) ? std::next(it) : nodes_.erase(it);
+}
+
+// The failure detector: a node whose heartbeat key expired is dead. It is marked in its record,
+// announced on "yard:events", its resources are withdrawn, its actors restart elsewhere (as far as
+// their max_restarts allow) and its placement-group bundles are placed again.
+void Daemon::check_nodes() {
+  try {
+    for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings()) {
+      if (id == node_id_) continue;
+      bool beating = !redis_->cmd({"GET", "yard:node:" + id + ":heartbeat"}).is_nil();
+      if (beating && dead_nodes_.count(id)) {
+        // Back (a healed partition, a paused process): it fences itself and rejoins empty.
+        dead_nodes_.erase(id);
+        redis_->cmd({"HSET", "yard:node:" + id, "state", "ALIVE"});
+        publish(json{{"type", "node_alive"}, {"node_id", id}, {"time", unix_time()}}.dump());
+        spdlog::warn("node {} is heartbeating again", id);
+        continue;
+      }
+      if (beating || dead_nodes_.count(id)) continue;
+      dead_nodes_.insert(id);
+      double now = unix_time();
+      unregister_resources(*redis_, id);
+      redis_->cmd({"HSET", "yard:node:" + id, "state", "DEAD", "dead_at", std::to_string(now)});
+      publish(json{{"type", "node_dead"}, {"node_id", id}, {"time", now}}.dump());
+      spdlog::warn("node {}: its heartbeat expired: marked dead", id);
+      if (nodes_.count(id)) nodes_[id].alive = false;
+      for (auto& [aid, a] : actors_)
+        if (a.node == id && (a.state == "ALIVE" || a.placing)) actor_lost(a, "its node " + id + " died", true);
+      for (auto& [gid, g] : pgs_) {
+        bool hit = false;
+        for (size_t i = 0; i < g.nodes.size(); ++i)
+          if (g.nodes[i] == id) {
+            g.nodes[i].clear();
+            hit = true;
+          }
+        if (hit && g.state == "CREATED") {
+          g.state = "RESCHEDULING";
+          save_pg(g);
+        }
+      }
+    }
+    refresh_nodes();
+  } catch (const std::exception& e) {
+    spdlog::error("checking nodes: {}", e.what());
+  }
+}
+
+std::string Daemon::infeasible_reason(const Res& need) const {
+  std::string what;
+  for (auto& [k, v] : need) {
+    if (v <= 0) continue;
+    double best = 0;
+    for (auto& [id, n] : nodes_)
+      if (n.alive && n.total.count(k)) best = std::max(best, n.total.at(k));
+    if (v > best + 1e-9) {
+      char b[160];
+      std::snprintf(b, sizeof b, "%s%s: %g wanted, the largest node has %g", what.empty() ? "" : ", ", k.c_str(), v, best);
+      what += b;
+    }
+  }
+  if (what.empty()) what = "no single node has all of " + res_text(need);
+  return what;
+}
+
+// Where an actor goes now: a node id, "" to wait for room, or "" with *infeasible set.
+std::string Daemon::pick_node(const Actor& a, std::string* infeasible) const {
+  if (!a.affinity_node.empty()) {
+    auto it = nodes_.find(a.affinity_node);
+    bool ok = it != nodes_.end() && it->second.alive;
+    if (!a.soft) {
+      if (!ok) {
+        *infeasible = "node " + a.affinity_node + " (asked for by node affinity) is not alive";
+        return "";
+      }
+      if (!fits(a.resources, it->second.total)) {
+        *infeasible = "node " + a.affinity_node + " never has " + res_text(a.resources);
+        return "";
+      }
+      return fits(a.resources, it->second.avail) ? a.affinity_node : "";
+    }
+    if (ok && fits(a.resources, it->second.avail)) return a.affinity_node;
+  }
+  std::vector<const NodeView*> feasible, fitting;
+  for (auto& [id, n] : nodes_)
+    if (n.alive && fits(a.resources, n.total)) {
+      feasible.push_back(&n);
+      if (fits(a.resources, n.avail)) fitting.push_back(&n);
+    }
+  if (feasible.empty()) {
+    *infeasible = infeasible_reason(a.resources);
+    return "";
+  }
+  if (fitting.empty()) return "";
+  std::string local = a.caller_node.empty() ? node_id_ : a.caller_node;
+  if (a.strategy == "SPREAD") {
+    std::map<std::string, int> count;
+    for (auto& [id, x] : actors_)
+      if (x.state != "DEAD" && !x.node.empty()) ++count[x.node];
+    auto best = std::min_element(fitting.begin(), fitting.end(), [&](const NodeView* x, const NodeView* y) {
+      int cx = count[x->id], cy = count[y->id];
+      if (cx != cy) return cx < cy;
+      return utilisation(x->total, x->avail) < utilisation(y->total, y->avail);
+    });
+    return (*best)->id;
+  }
+  // Default: local first while the local node is less than half busy, else the least busy.
+  constexpr double kSpillAt = 0.5;
+  for (auto* n : fitting)
+    if (n->id == local && utilisation(n->total, n->avail) < kSpillAt) return local;
+  auto best = std::min_element(fitting.begin(), fitting.end(), [&](const NodeView* x, const NodeView* y) {
+    double ux = utilisation(x->total, x->avail), uy = utilisation(y->total, y->avail);
+    if (std::abs(ux - uy) > 1e-9) return ux < uy;
+    return (x->id == local) > (y->id == local);
+  });
+  return (*best)->id;
+}
+
+// ---- actors -----------------------------------------------------------------------------------
+
+void Daemon::on_create_actor(Incoming& in) {
+  auto ca = in.msg->env().getBody().getCreateActor();
+  std::string job = ca.getJobId();
+  if (!jobs_.count(job) || jobs_.at(job).ended) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "job " + job + " is not running");
+    return;
+  }
+  Actor a;
+  a.id = ca.getActorId();
+  a.class_name = ca.getClassName();
+  a.name = ca.getName();
+  a.job = job;
+  a.max_restarts = ca.getMaxRestarts();
+  a.strategy = ca.getStrategy();
+  a.affinity_node = ca.getNodeId();
+  a.soft = ca.getSoft();
+  a.caller_node = ca.getCallerNode();
+  a.pg = ca.getPlacementGroup();
+  a.bundle = ca.getBundleIndex();
+  a.detached = ca.getDetached();
+  std::string why;
+  if (!read_resources(ca.getResources(), a.resources, &why)) {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST, why);
+    return;
+  }
+  if (a.id.empty() || a.class_name.empty() || actors_.count(a.id)) {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST, "actor id missing or already used");
+    return;
+  }
+  if (!a.strategy.empty() && a.strategy != "SPREAD" && a.strategy != "DEFAULT") {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST, "unknown scheduling strategy '" + a.strategy + "'");
+    return;
+  }
+  if (!a.pg.empty()) {
+    auto g = pgs_.find(a.pg);
+    if (g == pgs_.end() || g->second.state == "REMOVED") {
+      reply_error(in, wire::ErrorCode::NOT_FOUND, "no placement group " + a.pg);
+      return;
+    }
+    auto& b = g->second.bundles;
+    if (a.bundle >= static_cast<int>(b.size()) || a.bundle < -1) {
+      reply_error(in, wire::ErrorCode::BAD_REQUEST, "placement group " + a.pg + " has " + std::to_string(b.size()) +
+                                                        " bundles; there is no bundle " + std::to_string(a.bundle));
+      return;
+    }
+    bool any = false;
+    for (int i = 0; i < static_cast<int>(b.size()); ++i)
+      if ((a.bundle < 0 || a.bundle == i) && fits(a.resources, b[i])) any = true;
+    if (!any) {
+      reply_error(in, wire::ErrorCode::INFEASIBLE, "actor " + a.class_name + " (" + res_text(a.resources) +
+                                                       ") does not fit in placement group " + a.pg +
+                                                       (a.bundle >= 0 ? " bundle " + std::to_string(a.bundle) : ""));
+      return;
+    }
+  } else {
+    std::string infeasible;
+    Actor probe = a;
+    probe.caller_node.clear();
+    refresh_nodes();
+    pick_node(probe, &infeasible);
+    if (!infeasible.empty()) {
+      reply_error(in, wire::ErrorCode::INFEASIBLE, "actor " + a.class_name + " cannot be placed on any node (" + infeasible + ")");
+      return;
+    }
+  }
+  if (!a.name.empty()) {
+    auto n = actor_names_.find(a.name);
+    if (n != actor_names_.end() && actors_.count(n->second) && actors_.at(n->second).state != "DEAD") {
+      reply_error(in, wire::ErrorCode::BAD_REQUEST, "an actor named '" + a.name + "' already exists");
+      return;
+    }
+    actor_names_[a.name] = a.id;
+    redis_->cmd({"HSET", "yard:actor_names", a.name, a.id});
+  }
+  a.creator_routing = in.routing_id;
+  a.creator_req = in.msg->env().getRequestId();
+  a.create_msg = std::shared_ptr<InMessage>(std::move(in.msg));
+  a.place_bundle = a.bundle;
+  a.bundle = -1;
+  std::string id = a.id;
+  actors_.emplace(id, std::move(a));
+  redis_->cmd({"SADD", "yard:actors", id});
+  save_actor(actors_.at(id));
+  pending_actors_.push_back(id);
+  process_actors();
+}
+
+void Daemon::process_actors() {
+  for (auto it = pending_actors_.begin(); it != pending_actors_.end();) {
+    auto f = actors_.find(*it);
+    if (f == actors_.end() || f->second.state == "DEAD" || f->second.state == "ALIVE" || f->second.placing) {
+      it = pending_actors_.erase(it);
+      continue;
+    }
+    auto& a = f->second;
+    std::string node;
+    if (!a.pg.empty()) {
+      auto g = pgs_.find(a.pg);
+      if (g == pgs_.end() || g->second.state == "REMOVED") {
+        actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its placement group " + a.pg + " was removed");
+        it = pending_actors_.erase(it);
+        continue;
+      }
+      auto& pg = g->second;
+      for (int i = 0; i < static_cast<int>(pg.bundles.size()); ++i) {
+        if (a.place_bundle >= 0 && a.place_bundle != i) continue;
+        if (pg.nodes[i].empty() || !fits(a.resources, pg.bundle_avail[i])) continue;
+        a.bundle = i;
+        sub(pg.bundle_avail[i], a.resources);
+        node = pg.nodes[i];
+        break;
+      }
+      if (node.empty()) {
+        ++it;
+        continue;
+      }
+    } else {
+      std::string infeasible;
+      node = pick_node(a, &infeasible);
+      if (node.empty()) {
+        ++it;  // waits for room (or for a feasible node to join); later ones that fit may go first
+        continue;
+      }
+      std::string why;
+      try {
+        why = reserve(*redis_, {{node, a.resources}});
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+      if (!why.empty()) {
+        nodes_[node].avail = read_res(*redis_, avail_key(node));
+        ++it;
+        continue;
+      }
+      sub(nodes_[node].avail, a.resources);
+    }
+    it = pending_actors_.erase(it);
+    place_actor(a, node);
+  }
+}
+
+// Asks `node`'s manager to host the actor; its resources are already taken there.
+void Daemon::place_actor(Actor& a, const std::string& node) {
+  a.node = node;
+  a.placing = true;
+  uint64_t epoch = ++a.epoch;
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto ha = m.env().getBody().initHostActor();
+  ha.setNumRestarts(a.num_restarts);
+  auto src = a.create_msg->env().getBody().getCreateActor();
+  auto ca = ha.initCreate();
+  ca.setActorId(a.id);
+  ca.setJobId(a.job);
+  ca.setClassName(a.class_name);
+  ca.setName(a.name);
+  ca.setMaxConcurrency(src.getMaxConcurrency());
+  ca.setDetached(a.detached);
+  auto args = ca.initArgs(src.getArgs().size());
+  for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], a.create_msg->value(src.getArgs()[i]));
+  // Resources of a placement-group actor belong to its bundle, which the group gives back.
+  if (a.pg.empty()) {
+    auto rel = ha.initRelease(static_cast<unsigned>(a.resources.size()));
+    unsigned i = 0;
+    for (auto& [k, v] : a.resources) {
+      rel[i].setName(k);
+      rel[i].setAmount(v);
+      ++i;
+    }
+  }
+  std::string address = node == node_id_ ? io_->address() : nodes_[node].address;
+  std::string aid = a.id;
+  spdlog::info("actor {} ({}) placed on node {}{}", a.id, a.class_name, node,
+               a.num_restarts ? " (restart " + std::to_string(a.num_restarts) + ")" : "");
+  io_->request(address, rid, m.finish(),
+               [this, aid, node, epoch](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 auto it = actors_.find(aid);
+                 if (it == actors_.end()) return;
+                 auto& a = it->second;
+                 if (a.epoch != epoch || !a.placing) {
+                   // Killed or moved meanwhile: a process that did come up there is not wanted.
+                   if (!err && !r->env().getBody().isError()) {
+                     uint64_t k = io_->next_request_id();
+                     OutMessage km(token_, k, false);
+                     km.env().getBody().setKillHosted(aid);
+                     io_->request(node == node_id_ ? io_->address() : nodes_[node].address, k, km.finish(),
+                                  [](std::unique_ptr<InMessage>, std::optional<LocalError>) {}, std::chrono::seconds(10));
+                   }
+                   return;
+                 }
+                 a.placing = false;
+                 if (err) {
+                   actor_lost(a, "node " + node + " could not host it: " + err->message, false);
+                   return;
+                 }
+                 auto body = r->env().getBody();
+                 if (body.isError()) {
+                   auto e = body.getError();
+                   if (e.getCode() == wire::ErrorCode::UNAVAILABLE) {
+                     actor_lost(a, "node " + node + ": " + std::string(e.getMessage()), false);
+                     return;
+                   }
+                   actor_failed(a, e.getCode() == wire::ErrorCode::TASK_ERROR ? wire::ErrorCode::ACTOR_DIED : e.getCode(),
+                                e.getMessage());
+                   return;
+                 }
+                 actor_up(a, *r);
+               },
+               std::chrono::seconds(150));
+}
+
+void Daemon::actor_up(Actor& a, const InMessage& r) {
+  auto info = r.env().getBody().getActorInfo();
+  a.state = "ALIVE";
+  a.address = info.getAddress();
+  a.worker = info.getWorkerId();
+  a.node = info.getNodeId();
+  a.place_failures = 0;
+  if (a.max_restarts == 0) a.create_msg.reset();
+  save_actor(a);
+  spdlog::info("actor {} ({}) alive on node {} at {}", a.id, a.class_name, a.node, a.address);
+  if (a.num_restarts)
+    publish(json{{"type", "actor_restarted"}, {"actor_id", a.id}, {"node_id", a.node}, {"restarts", a.num_restarts},
+                 {"time", unix_time()}}.dump());
+  if (!a.replied) {
+    a.replied = true;
+    OutMessage m(token_, a.creator_req, true);
+    fill_actor_info(m.env().getBody().initActorInfo(), a);
+    io_->reply(a.creator_routing, m.finish());
+  }
+  answer_lookups(a);
+}
+
+// The actor's process (or node) is gone without anyone asking: restart it if it may.
+void Daemon::actor_lost(Actor& a, const std::string& cause, bool count_restart) {
+  if (a.state == "DEAD" || a.killed) return;
+  free_actor_bundle(a);
+  bool may = count_restart ? (a.max_restarts < 0 || static_cast<int>(a.num_restarts) < a.max_restarts)
+                           : ++a.place_failures <= 3;
+  if (!may || !a.create_msg) {
+    actor_failed(a, wire::ErrorCode::ACTOR_DIED,
+                 cause + (count_restart ? (a.max_restarts == 0 ? "" : " (no restarts left of " + std::to_string(a.max_restarts) + ")")
+                                        : " (placement failed 3 times)"));
+    return;
+  }
+  if (count_restart) ++a.num_restarts;
+  a.state = a.num_restarts ? "RESTARTING" : "PENDING";
+  a.placing = false;
+  a.address.clear();
+  a.worker.clear();
+  a.node.clear();
+  a.cause = cause;
+  spdlog::warn("actor {} ({}) lost: {}; restarting ({} of {})", a.id, a.class_name, cause, a.num_restarts,
+               a.max_restarts < 0 ? std::string("unlimited") : std::to_string(a.max_restarts));
+  try { save_actor(a); } catch (...) {}
+  publish(json{{"type", "actor_restarting"}, {"actor_id", a.id}, {"cause", cause}, {"restarts", a.num_restarts},
+               {"time", unix_time()}}.dump());
+  pending_actors_.push_back(a.id);
+}
+
+void Daemon::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause) {
+  free_actor_bundle(a);
+  a.state = "DEAD";
+  a.cause = cause;
+  a.placing = false;
+  a.create_msg.reset();
+  spdlog::warn("actor {} ({}) is dead: {}", a.id, a.class_name, cause);
+  try { save_actor(a); } catch (...) {}
+  if (!a.replied) {
+    a.replied = true;
+    reply_error(a.creator_routing, a.creator_req, code, cause);
+  }
+  answer_lookups(a);
+}
+
+void Daemon::free_actor_bundle(Actor& a) {
+  if (a.pg.empty() || a.bundle < 0) return;
+  auto g = pgs_.find(a.pg);
+  if (g != pgs_.end() && a.bundle < static_cast<int>(g->second.bundle_avail.size()))
+    add(g->second.bundle_avail[a.bundle], a.resources);
+  a.bundle = -1;
+}
+
+// Stops the actor's process wherever it runs (its node gives the resources back).
+void Daemon::kill_actor_process(Actor& a) {
+  if (a.node.empty() || (a.state != "ALIVE" && !a.placing)) return;
+  auto n = nodes_.find(a.node);
+  std::string address = a.node == node_id_ ? io_->address() : (n != nodes_.end() ? n->second.address : "");
+  if (address.empty()) return;
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().setKillHosted(a.id);
+  io_->request(address, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+               std::chrono::seconds(10));
+}
+
+void Daemon::answer_lookups(Actor& a, bool expired_only) {
+  auto now = Clock::now();
+  for (auto it = a.lookups.begin(); it != a.lookups.end();) {
+    if (expired_only && it->deadline > now) {
+      ++it;
+      continue;
+    }
+    OutMessage m(token_, it->req, true);
+    fill_actor_info(m.env().getBody().initActorInfo(), a);
+    io_->reply(it->routing, m.finish());
+    it = a.lookups.erase(it);
+  }
+}
+
+void Daemon::fill_actor_info(wire::ActorInfo::Builder b, const Actor& a) {
+  b.setActorId(a.id);
+  b.setClassName(a.class_name);
+  b.setAddress(a.address);
+  b.setState(a.state);
+  b.setName(a.name);
+  b.setWorkerId(a.worker);
+  b.setDeathCause(a.cause);
+  b.setNodeId(a.node);
+  b.setNumRestarts(a.num_restarts);
+}
+
+void Daemon::save_actor(const Actor& a) {
+  redis_->cmd({"HSET", "yard:actor:" + a.id, "class", a.class_name, "name", a.name, "state", a.state, "address",
+               a.address, "worker", a.worker, "job", a.job, "node", a.node, "death_cause", a.cause,
+               "resources", json(a.resources).dump(), "max_restarts", std::to_string(a.max_restarts),
+               "num_restarts", std::to_string(a.num_restarts), "placement_group", a.pg,
+               "detached", a.detached ? "1" : "0"});
+}
+
+void Daemon::on_get_actor(Incoming& in) {
+  auto ga = in.msg->env().getBody().getGetActor();
+  if (ga.getActorId().size()) {
+    auto it = actors_.find(ga.getActorId());
+    if (it == actors_.end()) {
+      reply_error(in, wire::ErrorCode::NOT_FOUND, "no actor " + std::string(ga.getActorId()));
+      return;
+    }
+    auto& a = it->second;
+    // Still starting, restarting, or (as far as the head knows) alive where the caller just lost
+    // it: the answer waits for the actor to come up, move, or die (a node's death takes up to the
+    // heartbeat timeout to be noticed).
+    if ((a.state != "ALIVE" && a.state != "DEAD") || (a.state == "ALIVE" && a.address == std::string(ga.getLostAddress()))) {
+      auto wait = std::chrono::seconds(a.state == "ALIVE" ? 30 : 300);
+      a.lookups.push_back({in.routing_id, in.msg->env().getRequestId(), Clock::now() + wait});
+      return;
+    }
+    OutMessage m(token_, in.msg->env().getRequestId(), true);
+    fill_actor_info(m.env().getBody().initActorInfo(), it->second);
+    io_->reply(in.routing_id, m.finish());
+    return;
+  }
+  std::string name = ga.getName();
+  auto n = actor_names_.find(name);
+  if (n == actor_names_.end() || !actors_.count(n->second)) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "no actor named '" + name + "'");
+    return;
+  }
+  auto& a = actors_.at(n->second);
+  if (a.state == "PENDING") {
+    reply_error(in, wire::ErrorCode::UNAVAILABLE, "actor '" + name + "' is still starting");
+    return;
+  }
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  fill_actor_info(m.env().getBody().initActorInfo(), a);
+  io_->reply(in.routing_id, m.finish());
+}
+
+void Daemon::on_kill_actor(Incoming& in) {
+  std::string id = in.msg->env().getBody().getKillActor().getActorId();
+  auto it = actors_.find(id);
+  if (it == actors_.end()) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "no actor " + id);
+    return;
+  }
+  auto& a = it->second;
+  a.killed = true;
+  kill_actor_process(a);
+  if (a.state != "DEAD") actor_failed(a, wire::ErrorCode::ACTOR_DIED, "killed by request");
+  reply_ok(in);
+}
+
+void Daemon::on_actor_lost(Incoming& in) {
+  auto al = in.msg->env().getBody().getActorLost();
+  auto it = actors_.find(al.getActorId());
+  if (it != actors_.end() && it->second.state == "ALIVE" && it->second.node == std::string(al.getNodeId()))
+    actor_lost(it->second, al.getCause(), true);
+  reply_ok(in);
+  process_actors();
+}
+
+// ---- placement groups -------------------------------------------------------------------------
+
+void Daemon::save_pg(const PGroup& g) {
+  redis_->cmd({"HSET", "yard:pg:" + g.id, "name", g.name, "job", g.job, "strategy", g.strategy, "state", g.state,
+               "bundles", json(g.bundles).dump(), "nodes", json(g.nodes).dump()});
+}
+
+// Places the group's unplaced bundles: plans on the cached view, then takes everything in one
+// atomic script. False when it does not fit now (it is tried again as resources free up).
+bool Daemon::try_place_pg(PGroup& g, std::string* infeasible) {
+  std::vector<const NodeView*> alive;
+  for (auto& [id, n] : nodes_)
+    if (n.alive) alive.push_back(&n);
+  const auto& B = g.bundles;
+  size_t nb = B.size();
+  // Feasibility against totals.
+  if (g.state == "PENDING" && infeasible) {
+    for (size_t i = 0; i < nb; ++i) {
+      bool any = false;
+      for (auto* n : alive) any |= fits(B[i], n->total);
+      if (!any) {
+        *infeasible = "bundle " + std::to_string(i) + " (" + res_text(B[i]) + ") fits no node: " + infeasible_reason(B[i]);
+        return false;
+      }
+    }
+    if (g.strategy == "STRICT_PACK") {
+      Res sum;
+      for (auto& b : B) add(sum, b);
+      bool any = false;
+      for (auto* n : alive) any |= fits(sum, n->total);
+      if (!any) {
+        *infeasible = "STRICT_PACK needs one node with " + res_text(sum) + ": " + infeasible_reason(sum);
+        return false;
+      }
+    }
+    if (g.strategy == "STRICT_SPREAD") {
+      // A node per bundle: enough distinct nodes that can hold the largest bundles.
+      size_t capable = 0;
+      for (auto* n : alive) {
+        bool any = false;
+        for (auto& b : B) any |= fits(b, n->total);
+        capable += any;
+      }
+      if (capable < nb) {
+        *infeasible = "STRICT_SPREAD needs " + std::to_string(nb) + " nodes, the cluster has " + std::to_string(capable) +
+                      " that can hold a bundle";
+        return false;
+      }
+    }
+  }
+  std::map<std::string, Res> avail;
+  for (auto* n : alive) avail[n->id] = n->avail;
+  std::map<std::string, int> used;  // bundles of this group per node
+  for (auto& n : g.nodes)
+    if (!n.empty()) ++used[n];
+  std::vector<std::string> plan = g.nodes;
+  std::vector<std::pair<std::string, Res>> items;
+  auto choose = [&](size_t i) -> std::string {
+    const NodeView* best = nullptr;
+    auto better = [&](const NodeView* x, const NodeView* y) {
+      // Lower is better.
+      double ux = utilisation(x->total, avail[x->id]), uy = utilisation(y->total, avail[y->id]);
+      if (g.strategy == "PACK" || g.strategy == "STRICT_PACK") {
+        if (used[x->id] != used[y->id]) return used[x->id] > used[y->id];
+        if (std::abs(ux - uy) > 1e-9) return ux > uy;  // fill busy nodes first
+      } else {
+        if (used[x->id] != used[y->id]) return used[x->id] < used[y->id];
+        if (std::abs(ux - uy) > 1e-9) return ux < uy;
+      }
+      return x->id < y->id;
+    };
+    for (auto* n : alive) {
+      if (!fits(B[i], avail[n->id])) continue;
+      if (g.strategy == "STRICT_SPREAD" && used[n->id] > 0) continue;
+      if (g.strategy == "STRICT_PACK") {
+        std::string fixed;
+        for (auto& p : plan)
+          if (!p.empty()) fixed = p;
+        if (!fixed.empty() && n->id != fixed) continue;
+      }
+      if (!best || better(n, best)) best = n;
+    }
+    return best ? best->id : "";
+  };
+  if (g.strategy == "PACK" || g.strategy == "STRICT_PACK") {
+    // One node for everything still unplaced, if any can take it: the one already used, else the
+    // busiest that fits (leaving free nodes whole).
+    Res sum;
+    for (size_t i = 0; i < nb; ++i)
+      if (plan[i].empty()) add(sum, B[i]);
+    const NodeView* one = nullptr;
+    for (auto* n : alive) {
+      if (!fits(sum, avail[n->id])) continue;
+      if (g.strategy == "STRICT_PACK" && !used.empty() && !used.count(n->id)) continue;
+      if (!one || used[n->id] > used[one->id] ||
+          (used[n->id] == used[one->id] && utilisation(n->total, avail[n->id]) > utilisation(one->total, avail[one->id])))
+        one = n;
+    }
+    if (one)
+      for (size_t i = 0; i < nb; ++i)
+        if (plan[i].empty()) {
+          plan[i] = one->id;
+          items.emplace_back(one->id, B[i]);
+        }
+    if (!one && g.strategy == "STRICT_PACK") return false;
+  }
+  for (size_t i = 0; i < nb; ++i) {
+    if (!plan[i].empty()) continue;
+    std::string n = choose(i);
+    if (n.empty()) return false;
+    plan[i] = n;
+    sub(avail[n], B[i]);
+    ++used[n];
+    items.emplace_back(n, B[i]);
+  }
+  if (items.empty()) return true;
+  std::string why;
+  try {
+    why = reserve(*redis_, items);
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  if (!why.empty()) {
+    for (auto& [n, r] : items) nodes_[n].avail = read_res(*redis_, avail_key(n));
+    return false;
+  }
+  for (auto& [n, r] : items) sub(nodes_[n].avail, r);
+  for (size_t i = 0; i < nb; ++i)
+    if (g.nodes[i].empty()) {
+      g.nodes[i] = plan[i];
+      g.bundle_avail[i] = B[i];
+    }
+  g.state = "CREATED";
+  save_pg(g);
+  answer_pg_waiters(g);
+  process_actors();
+  return true;
+}
+
+void Daemon::answer_pg_waiters(PGroup& g) {
+  auto now = Clock::now();
+  for (auto it = g.waiters.begin(); it != g.waiters.end();) {
+    bool done = g.state == "CREATED" || g.state == "REMOVED";
+    if (!done && it->deadline > now) {
+      ++it;
+      continue;
+    }
+    OutMessage m(token_, it->req, true);
+    auto info = m.env().getBody().initPlacementGroupInfo();
+    info.setGroupId(g.id);
+    info.setState(g.state);
+    auto ns = info.initBundleNodes(static_cast<unsigned>(g.nodes.size()));
+    for (unsigned i = 0; i < g.nodes.size(); ++i) ns.set(i, g.nodes[i]);
+    io_->reply(it->routing, m.finish());
+    it = g.waiters.erase(it);
+  }
+}
+
+void Daemon::on_create_pg(Incoming& in) {
+  auto c = in.msg->env().getBody().getCreatePlacementGroup();
+  PGroup g;
+  g.id = c.getGroupId();
+  g.job = c.getJobId();
+  g.name = c.getName();
+  g.strategy = c.getStrategy();
+  if (g.strategy.empty()) g.strategy = "PACK";
+  if (g.strategy != "PACK" && g.strategy != "SPREAD" && g.strategy != "STRICT_PACK" && g.strategy != "STRICT_SPREAD") {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST, "unknown placement strategy '" + g.strategy +
+                                                      "' (PACK, SPREAD, STRICT_PACK or STRICT_SPREAD)");
+    return;
+  }
+  if (g.id.empty() || pgs_.count(g.id)) {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST, "placement group id missing or already used");
+    return;
+  }
+  if (!jobs_.count(g.job) || jobs_.at(g.job).ended) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "job " + g.job + " is not running");
+    return;
+  }
+  if (c.getBundles().size() == 0) {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST, "a placement group needs at least one bundle");
+    return;
+  }
+  for (auto b : c.getBundles()) {
+    Res r;
+    std::string why;
+    if (!read_resources(b.getResources(), r, &why)) {
+      reply_error(in, wire::ErrorCode::BAD_REQUEST, why);
+      return;
+    }
+    g.bundles.push_back(r);
+  }
+  g.bundle_avail.assign(g.bundles.size(), Res{});
+  g.nodes.assign(g.bundles.size(), "");
+  g.created_at = unix_time();
+  std::string infeasible;
+  try_place_pg(g, &infeasible);
+  if (!infeasible.empty()) {
+    reply_error(in, wire::ErrorCode::INFEASIBLE, "placement group " + g.id + " (" + g.strategy + ", " +
+                                                     std::to_string(g.bundles.size()) + " bundles) cannot be placed: " + infeasible);
+    return;
+  }
+  save_pg(g);
+  std::string id = g.id;
+  pgs_.emplace(id, std::move(g));
+  reply_ok(in);
+}
+
+void Daemon::on_wait_pg(Incoming& in) {
+  auto w = in.msg->env().getBody().getWaitPlacementGroup();
+  auto it = pgs_.find(w.getGroupId());
+  if (it == pgs_.end()) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "no placement group " + std::string(w.getGroupId()));
+    return;
+  }
+  it->second.waiters.push_back({in.routing_id, in.msg->env().getRequestId(),
+                                Clock::now() + std::chrono::milliseconds(w.getTimeoutMs())});
+  answer_pg_waiters(it->second);
+}
+
+void Daemon::remove_pg(PGroup& g, const std::string& why) {
+  if (g.state == "REMOVED") return;
+  for (auto& [id, a] : actors_)
+    if (a.pg == g.id && a.state != "DEAD") {
+      a.killed = true;
+      kill_actor_process(a);
+      actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its placement group " + g.id + " was removed (" + why + ")");
+    }
+  std::vector<std::pair<std::string, Res>> items;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!g.nodes[i].empty()) items.emplace_back(g.nodes[i], g.bundles[i]);
+  try {
+    release_all(*redis_, items);
+    redis_->cmd({"DEL", "yard:pg:" + g.id});
+  } catch (const std::exception& e) {
+    spdlog::error("removing placement group {}: {}", g.id, e.what());
+  }
+  for (auto& [n, r] : items)
+    if (nodes_.count(n)) add(nodes_[n].avail, r);
+  g.state = "REMOVED";
+  answer_pg_waiters(g);
+}
+
+void Daemon::on_remove_pg(Incoming& in) {
+  std::string id = in.msg->env().getBody().getRemovePlacementGroup();
+  auto it = pgs_.find(id);
+  if (it == pgs_.end()) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "no placement group " + id);
+    return;
+  }
+  remove_pg(it->second, "removed by request");
+  pgs_.erase(it);
+  reply_ok(in);
+  process_actors();
+}
+
+// ---- status -----------------------------------------------------------------------------------
+
+void Daemon::on_status(Incoming& in) {
+  json j;
+  json c;
+  for (auto& [k, v] : redis_->hgetall("yard:cluster")) c[k] = v;
+  c["redis"] = o_.redis_address;
+  j["cluster"] = c;
+  std::map<std::string, json> per_node;
+  json actors = json::array();
+  for (auto& [id, a] : actors_) {
+    json x = {{"actor_id", id}, {"class", a.class_name}, {"name", a.name}, {"state", a.state}, {"job", a.job},
+              {"node", a.node}, {"address", a.address}, {"death_cause", a.cause}, {"restarts", a.num_restarts},
+              {"max_restarts", a.max_restarts}, {"resources", a.resources}, {"placement_group", a.pg},
+              {"detached", a.detached}};
+    actors.push_back(x);
+    if (a.state == "ALIVE") per_node[a.node].push_back(id);
+  }
+  json nodes = json::array();
+  for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings()) {
+    json n;
+    n["node_id"] = id;
+    for (auto& [k, v] : redis_->hgetall("yard:node:" + id))
+      if (k.rfind("resources_", 0) != 0) n[k] = v;
+    n["resources_total"] = read_res(*redis_, total_key(id));
+    n["resources_available"] = read_res(*redis_, avail_key(id));
+    n["alive"] = !redis_->cmd({"GET", "yard:node:" + id + ":heartbeat"}).is_nil() && !dead_nodes_.count(id);
+    n["actors"] = per_node.count(id) ? per_node[id] : json::array();
+    if (id == node_id_) n["workers"] = workers_.size();
+    nodes.push_back(n);
+  }
+  j["nodes"] = nodes;
+  j["actors"] = actors;
+  json groups = json::array();
+  for (auto& [id, g] : pgs_)
+    groups.push_back({{"placement_group_id", id}, {"name", g.name}, {"job", g.job}, {"strategy", g.strategy},
+                      {"state", g.state}, {"bundles", g.bundles}, {"bundle_nodes", g.nodes}});
+  j["placement_groups"] = groups;
+  json jobs = json::array();
+  for (auto& id : redis_->cmd({"LRANGE", "yard:jobs", "0", "-1"}).strings()) {
+    json jj;
+    jj["job_id"] = id;
+    for (auto& [k, v] : redis_->hgetall("yard:job:" + id)) jj[k] = v;
+    jobs.push_back(jj);
+  }
+  j["jobs"] = jobs;
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.env().getBody().setStatusReply(j.dump());
+  io_->reply(in.routing_id, m.finish());
+}
+
+}  // namespace yard::sched

@@ -1,0 +1,42 @@
+// Resource accounting in the control store: every node's total and available resources are two
+// Redis hashes, changed only by Lua scripts, so concurrent placements from any number of clients
+// (head, node managers, several heads during a restart) never over-commit a node.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace yard::detail {
+class Redis;
+}
+
+namespace yard::sched {
+
+using Res = std::map<std::string, double>;
+
+std::string total_key(const std::string& node);
+std::string avail_key(const std::string& node);
+
+// Writes a node's totals and makes everything available (a node starting or rejoining).
+void register_resources(detail::Redis& r, const std::string& node, const Res& total);
+// Removes a node's resources: nothing can be placed there any more.
+void unregister_resources(detail::Redis& r, const std::string& node);
+
+// Reserves every (node, resources) item, all or nothing. Returns "" on success, else what did not
+// fit ("node-x: CPU" or "node-x: gone").
+std::string reserve(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items);
+// Gives resources back to a node (never above its total; nothing happens for a removed node).
+void release(detail::Redis& r, const std::string& node, const Res& res);
+// Gives back several (node, resources) items in one script.
+void release_all(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items);
+
+// A hash of numbers (empty when the key does not exist).
+Res read_res(detail::Redis& r, const std::string& key);
+
+bool fits(const Res& need, const Res& have);
+// The busiest resource's used fraction (0 idle, 1 full), over resources the node has.
+double utilisation(const Res& total, const Res& avail);
+
+}  // namespace yard::sched

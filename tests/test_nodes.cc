@@ -1,0 +1,368 @@
+// A cluster of several nodes on this machine: a head and node managers on distinct loopback
+// ports, each a real `yard start` process that dies with this test. This binary is the driver and
+// the workers' binary. Covers placement (local first, SPREAD, node affinity, custom resources),
+// placement groups (every strategy, infeasible groups, waiting for room, removal), atomic
+// accounting under concurrent clients, and the loss of a node (actors restart elsewhere).
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include "process.h"
+#include "redis_client.h"
+#include "resources.h"
+#include "session.h"
+#include "support.h"
+#include "yard/yard.h"
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+class Where {
+ public:
+  Where() = default;
+  std::string node() { return yard::node_id(); }
+  int restarts() { return yard::restart_count(); }
+  int incr() { return ++n_; }
+  int sleep_ms(int ms) {
+    usleep(ms * 1000);
+    return ms;
+  }
+
+ private:
+  int n_ = 0;
+};
+YARD_ACTOR(Where, yard::ctor<>, &Where::node, &Where::restarts, &Where::incr, &Where::sleep_ms);
+
+std::string yard_bin() { return getenv("YARD_BIN"); }
+
+// Starts `yard start ... --block --ready-fd` tied to this process; returns (pid, ready line).
+std::pair<pid_t, std::string> start_daemon(std::vector<std::string> argv) {
+  int fds[2];
+  REQUIRE(pipe2(fds, O_CLOEXEC) == 0);
+  argv.push_back("--ready-fd");
+  argv.push_back(std::to_string(fds[1]));
+  yard::detail::SpawnOptions so;
+  so.death_signal = SIGKILL;
+  so.keep_fd = fds[1];
+  so.env["YARD_PARENT_PID"] = std::to_string(getpid());
+  pid_t pid = yard::detail::spawn(argv, so);
+  close(fds[1]);
+  std::string line;
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fds[0], POLLIN, 0};
+    if (::poll(&p, 1, 200) <= 0) continue;
+    char c;
+    if (read(fds[0], &c, 1) <= 0 || c == '\n') break;
+    line.push_back(c);
+  }
+  close(fds[0]);
+  REQUIRE(!line.empty());
+  REQUIRE(line.rfind("ERROR", 0) != 0);
+  return {pid, line.substr(0, line.find(' '))};
+}
+
+template <class F>
+bool eventually(F f, std::chrono::milliseconds deadline) {
+  auto end = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < end) {
+    if (f()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return f();
+}
+
+// head: 1 CPU. n1: 2 CPUs. n2: 2 CPUs and {"disk": 1}. n3: 2 CPUs, a short heartbeat timeout, for
+// the failure cases. The driver is this process.
+struct MultiNode {
+  std::string home, head_addr, token;
+  pid_t head_pid = 0;
+  std::vector<pid_t> node_pids;
+  std::map<std::string, std::string> ids;  // name -> node id
+  std::unique_ptr<yard::detail::Redis> redis;
+
+  MultiNode() {
+    char tmpl[] = "/tmp/yard-nodes-test-XXXXXX";
+    home = mkdtemp(tmpl);
+    setenv("YARD_HOME", home.c_str(), 1);
+    auto [hp, addr] = start_daemon({yard_bin(), "start", "--head", "--block", "--port", "0", "--num-cpus", "1",
+                                    "--heartbeat-timeout", "1.5", "--session-dir", home + "/head"});
+    head_pid = hp;
+    head_addr = addr;
+    token = yard::detail::read_token(home + "/head/token");
+    add_node("n1", "2", "");
+    add_node("n2", "2", R"({"disk": 1})");
+    add_node("n3", "2", "");
+    setenv("YARD_ADDRESS", head_addr.c_str(), 1);
+    setenv("YARD_TOKEN", token.c_str(), 1);
+    yard::init();
+    ids["head"] = yard::node_id();
+    auto cs = yard::control_store();
+    auto [rh, rp] = yard::detail::split_address(cs.address);
+    redis = std::make_unique<yard::detail::Redis>(rh, rp, cs.password, 5s);
+    for (auto& [name, addr] : node_addrs)
+      for (auto& id : redis->cmd({"SMEMBERS", "yard:nodes"}).strings())
+        if (redis->cmd({"HGET", "yard:node:" + id, "address"}).str() == addr) ids[name] = id;
+  }
+  void add_node(const std::string& name, const std::string& cpus, const std::string& resources) {
+    std::vector<std::string> argv{yard_bin(), "start", "--address", head_addr, "--token", token, "--block",
+                                  "--port", "0", "--num-cpus", cpus, "--heartbeat-timeout", "1.5",
+                                  "--session-dir", home + "/" + name};
+    if (!resources.empty()) {
+      argv.push_back("--resources");
+      argv.push_back(resources);
+    }
+    auto [pid, addr] = start_daemon(argv);
+    node_pids.push_back(pid);
+    node_addrs[name] = addr;
+    node_pid[name] = pid;
+  }
+  yard::sched::Res avail(const std::string& name) { return yard::sched::read_res(*redis, yard::sched::avail_key(ids.at(name))); }
+  yard::sched::Res total(const std::string& name) { return yard::sched::read_res(*redis, yard::sched::total_key(ids.at(name))); }
+  // Everything given back: every live node's available CPUs equal its total.
+  bool all_free() {
+    for (auto& [name, id] : ids) {
+      if (dead.count(name)) continue;
+      if (std::abs(avail(name)["CPU"] - total(name)["CPU"]) > 1e-9) return false;
+    }
+    return true;
+  }
+  ~MultiNode() {
+    yard::shutdown();
+    redis.reset();
+    for (auto p : node_pids) kill(p, SIGTERM);
+    if (head_pid) kill(head_pid, SIGTERM);
+    for (auto p : node_pids) yard::detail::terminate(p, SIGKILL, 10s);
+    if (head_pid) yard::detail::terminate(head_pid, SIGKILL, 10s);
+    std::error_code ec;
+    fs::remove_all(home, ec);
+  }
+  std::map<std::string, std::string> node_addrs;
+  std::map<std::string, pid_t> node_pid;
+  std::set<std::string> dead;
+};
+
+MultiNode& cluster() {
+  static MultiNode c;
+  return c;
+}
+
+}  // namespace
+
+void yard_test_worker_hook(int argc, char** argv) {
+  if (getenv("YARD_WORKER")) yard::init(argc, argv);
+}
+
+TEST_CASE("nodes offer their resources; the scheduler places by resources, SPREAD and affinity", "[nodes]") {
+  auto& c = cluster();
+  REQUIRE(c.ids.size() == 4);
+  CHECK(c.total("head")["CPU"] == 1);
+  CHECK(c.total("n2")["disk"] == 1);
+
+  // SPREAD puts four actors on four nodes.
+  std::vector<yard::ActorHandle<Where>> spread;
+  for (int i = 0; i < 4; ++i) spread.push_back(yard::actor<Where>().spread().remote());
+  std::set<std::string> where;
+  for (auto& a : spread) where.insert(*a.call(&Where::node).remote().get(60s));
+  CHECK(where.size() == 4);
+
+  // Hard affinity, and a custom resource only n2 has.
+  auto pinned = yard::actor<Where>().node_affinity(c.ids["n1"]).remote();
+  CHECK(*pinned.call(&Where::node).remote().get(60s) == c.ids["n1"]);
+  auto disk = yard::actor<Where>().resources({{"disk", 1}}).remote();
+  CHECK(*disk.call(&Where::node).remote().get(60s) == c.ids["n2"]);
+  CHECK(c.avail("n2")["disk"] == 0);
+
+  // Default policy: local first (the driver's node is the head) while it is less than half busy,
+  // then the least busy node.
+  auto local = yard::actor<Where>().resources({{"CPU", 0.5}}).remote();
+  CHECK(*local.call(&Where::node).remote().get(60s) == c.ids["head"]);
+  auto spilled = yard::actor<Where>().resources({{"CPU", 0.25}}).remote();
+  CHECK(*spilled.call(&Where::node).remote().get(60s) != c.ids["head"]);
+
+  // Infeasible requests fail at once, naming what no node has.
+  auto gpu = yard::actor<Where>().resources({{"GPU", 1}}).remote();
+  try {
+    gpu.call(&Where::node).remote().get(30s);
+    FAIL("an actor asking for a GPU was placed");
+  } catch (const yard::InfeasibleError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("GPU"));
+  }
+  auto nowhere = yard::actor<Where>().node_affinity("node-does-not-exist").remote();
+  CHECK_THROWS_WITH(nowhere.call(&Where::node).remote().get(30s), Catch::Contains("node-does-not-exist"));
+  // Soft affinity to a missing node runs anyway.
+  auto soft = yard::actor<Where>().node_affinity("node-does-not-exist", true).remote();
+  CHECK(!soft.call(&Where::node).remote().get(60s)->empty());
+
+  for (auto* h : {&pinned, &disk, &local, &spilled, &soft}) h->kill();
+  for (auto& a : spread) a.kill();
+  CHECK(eventually([&] { return c.all_free() && c.avail("n2")["disk"] == 1; }, 20s));
+}
+
+TEST_CASE("placement groups: every strategy, infeasible groups, waiting for room, removal", "[nodes][pg]") {
+  auto& c = cluster();
+  using S = yard::PlacementStrategy;
+
+  // STRICT_SPREAD over three nodes: one bundle per node; actors in the bundles run there.
+  auto ss = yard::placement_group({{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, S::kStrictSpread);
+  REQUIRE(ss.wait(30s));
+  auto nodes = ss.bundle_nodes();
+  CHECK(std::set<std::string>(nodes.begin(), nodes.end()).size() == 3);
+  std::vector<yard::ActorHandle<Where>> in;
+  for (int i = 0; i < 3; ++i) in.push_back(yard::actor<Where>().resources({{"CPU", 1}}).placement_group(ss, i).remote());
+  for (int i = 0; i < 3; ++i) CHECK(*in[i].call(&Where::node).remote().get(60s) == nodes[i]);
+  // The bundle is full: a fourth actor asking for bundle 0 waits, and dies with the group.
+  auto extra = yard::actor<Where>().resources({{"CPU", 1}}).placement_group(ss, 0).remote();
+  auto extra_node = extra.call(&Where::node).remote();
+  CHECK(yard::wait(std::vector{extra_node}, 1, 300ms).ready.empty());
+  ss.remove();
+  CHECK_THROWS_AS(extra_node.get(30s), yard::ActorDied);
+  CHECK_THROWS_AS(in[0].call(&Where::node).remote().get(30s), yard::ActorDied);
+  CHECK(eventually([&] { return c.all_free(); }, 20s));
+
+  // PACK fills one node first.
+  auto pack = yard::placement_group({{{"CPU", 1}}, {{"CPU", 1}}}, S::kPack);
+  REQUIRE(pack.wait(30s));
+  CHECK(pack.bundle_nodes()[0] == pack.bundle_nodes()[1]);
+  pack.remove();
+  // STRICT_PACK: all on one node, or nowhere.
+  auto sp = yard::placement_group({{{"CPU", 1}}, {{"CPU", 0.5}}}, S::kStrictPack);
+  REQUIRE(sp.wait(30s));
+  CHECK(sp.bundle_nodes()[0] == sp.bundle_nodes()[1]);
+  sp.remove();
+  // SPREAD: distinct nodes while there are enough.
+  auto spread = yard::placement_group({{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, S::kSpread);
+  REQUIRE(spread.wait(30s));
+  auto sn = spread.bundle_nodes();
+  CHECK(std::set<std::string>(sn.begin(), sn.end()).size() == 4);
+  spread.remove();
+
+  // Infeasible groups fail at once with the reason.
+  try {
+    yard::placement_group({{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, S::kStrictSpread);
+    FAIL("five STRICT_SPREAD bundles on four nodes were accepted");
+  } catch (const yard::InfeasibleError& e) {
+    CHECK_THAT(e.what(), Catch::Contains("STRICT_SPREAD needs 5 nodes"));
+  }
+  CHECK_THROWS_AS(yard::placement_group({{{"CPU", 2}}, {{"CPU", 1}}}, S::kStrictPack), yard::InfeasibleError);
+  CHECK_THROWS_WITH(yard::placement_group({{{"TPU", 1}}}), Catch::Contains("TPU"));
+
+  // A feasible group that does not fit now waits for room, then is created.
+  auto big = yard::placement_group({{{"CPU", 2}}, {{"CPU", 2}}, {{"CPU", 2}}}, S::kStrictSpread);
+  REQUIRE(big.wait(30s));
+  auto blocked = yard::placement_group({{{"CPU", 2}}});
+  CHECK_FALSE(blocked.wait(300ms));
+  big.remove();
+  CHECK(blocked.wait(30s));
+  blocked.remove();
+  CHECK(eventually([&] { return c.all_free(); }, 20s));
+}
+
+TEST_CASE("concurrent clients never over-commit a node", "[nodes][pg]") {
+  auto& c = cluster();
+  // Four clients of the control store race for one node's CPUs through the reservation script.
+  auto cs = yard::control_store();
+  auto [rh, rp] = yard::detail::split_address(cs.address);
+  const std::string node = c.ids["n1"];
+  std::atomic<int> granted{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, rh = rh, rp = rp] {
+      yard::detail::Redis r(rh, rp, cs.password, 5s);
+      for (int i = 0; i < 50; ++i)
+        if (yard::sched::reserve(r, {{node, {{"CPU", 0.125}}}}).empty()) ++granted;
+    });
+  for (auto& t : ts) t.join();
+  CHECK(granted.load() == 16);  // 2 CPUs / 0.125, not one more
+  CHECK(c.avail("n1")["CPU"] == Approx(0).margin(1e-9));
+  yard::sched::release(*c.redis, node, {{"CPU", 2.0}});
+  CHECK(c.avail("n1")["CPU"] == 2);
+
+  // Four driver threads placing groups and actors at once: never below zero anywhere, and
+  // everything back at the end.
+  std::atomic<bool> stop{false};
+  std::atomic<bool> negative{false};
+  std::thread watch([&] {
+    while (!stop.load()) {
+      for (auto& [name, id] : c.ids)
+        if (!c.dead.count(name)) {
+          for (auto& [k, v] : c.avail(name))
+            if (v < -1e-9) negative = true;
+        }
+      std::this_thread::sleep_for(5ms);
+    }
+  });
+  std::vector<std::thread> clients;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t)
+    clients.emplace_back([&] {
+      try {
+        for (int i = 0; i < 20; ++i) {
+          auto g = yard::placement_group({{{"CPU", 1}}, {{"CPU", 1}}}, yard::PlacementStrategy::kSpread);
+          if (!g.wait(30s)) ++failures;
+          g.remove();
+        }
+      } catch (const std::exception& e) {
+        UNSCOPED_INFO(e.what());
+        ++failures;
+      }
+    });
+  for (auto& t : clients) t.join();
+  stop = true;
+  watch.join();
+  CHECK(failures.load() == 0);
+  CHECK_FALSE(negative.load());
+  CHECK(eventually([&] { return c.all_free(); }, 20s));
+}
+
+TEST_CASE("kill -9 of a node: its actors restart on other nodes; calls after that succeed", "[nodes][failure]") {
+  auto& c = cluster();
+  auto n3 = c.ids["n3"];
+  auto keeper = yard::actor<Where>().node_affinity(n3, true).max_restarts(2).resources({{"CPU", 1}}).remote();
+  auto mortal = yard::actor<Where>().node_affinity(n3, true).resources({{"CPU", 1}}).remote();
+  REQUIRE(*keeper.call(&Where::node).remote().get(60s) == n3);
+  REQUIRE(*mortal.call(&Where::node).remote().get(60s) == n3);
+  CHECK(*keeper.call(&Where::incr).remote().get(30s) == 1);
+  CHECK(*keeper.call(&Where::restarts).remote().get(30s) == 0);
+  auto in_flight = keeper.call(&Where::sleep_ms).remote(30000);
+  auto mortal_flight = mortal.call(&Where::sleep_ms).remote(30000);
+  std::this_thread::sleep_for(200ms);  // let the calls reach the actors (not a synchronisation)
+
+  kill(c.node_pid["n3"], SIGKILL);
+  c.dead.insert("n3");
+  auto t0 = std::chrono::steady_clock::now();
+  // The call that was running fails with ActorRestarting; the next ones run on the new process.
+  CHECK_THROWS_AS(in_flight.get(60s), yard::ActorRestarting);
+  auto node_after = *keeper.call(&Where::node).remote().get(60s);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(node_after != n3);
+  CHECK(took < 15);
+  CHECK(*keeper.call(&Where::restarts).remote().get(30s) == 1);
+  CHECK(*keeper.call(&Where::incr).remote().get(30s) == 1);  // a new process: state starts over
+  // Without restarts the actor is dead, and says why.
+  try {
+    mortal_flight.get(60s);
+    FAIL("a call on an actor of a dead node returned");
+  } catch (const yard::ActorRestarting&) {
+    FAIL("an actor with max_restarts 0 was restarted");
+  } catch (const yard::ActorDied& e) {
+    CHECK_THAT(e.what(), Catch::Contains("died"));
+  }
+  CHECK_THROWS_AS(mortal.call(&Where::node).remote().get(30s), yard::ActorDied);
+  // The dead node's resources are gone from the scheduler's view; the others are whole again.
+  CHECK(c.redis->cmd({"EXISTS", yard::sched::avail_key(n3)}).integer() == 0);
+  keeper.kill();
+  CHECK(eventually([&] { return c.all_free(); }, 20s));
+  for (auto& [name, id] : c.ids)
+    if (!c.dead.count(name)) UNSCOPED_INFO(name << ": " << c.avail(name)["CPU"] << " of " << c.total(name)["CPU"]);
+}
