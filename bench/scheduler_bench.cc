@@ -1,73 +1,197 @@
-// bench/run scheduler: what exists of the multi-node scheduler so far — dead_node_detect, the
-// seconds from kill -9 of a node to the head marking it dead (default heartbeat timeout).
+// bench/run scheduler: the multi-node scheduler on a cluster of this machine (a head and two node
+// managers on loopback ports, started by this program and tied to it).
+//   placement_group_create_remove  single-bundle groups created, waited for and removed per second
+//   schedule_p50 / schedule_p99    ms from asking for a group to its reservation, 4 clients at once
+//   actor_create                   actors per second, from the create call to the first answer
+//   dead_node_detect               s from kill -9 of a node manager to the head marking it dead
+// This binary is also the workers' binary.
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <optional>
-#include <set>
+#include <mutex>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "process.h"
 #include "redis_client.h"
 #include "session.h"
+#include "yard/yard.h"
 
 namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+class Empty {
+ public:
+  Empty() = default;
+  int ping() { return 1; }
+};
+YARD_ACTOR(Empty, yard::ctor<>, &Empty::ping);
+
+std::pair<pid_t, std::string> start_daemon(std::vector<std::string> argv) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
+  argv.push_back("--ready-fd");
+  argv.push_back(std::to_string(fds[1]));
+  yard::detail::SpawnOptions so;
+  so.death_signal = SIGKILL;
+  so.keep_fd = fds[1];
+  so.env["YARD_PARENT_PID"] = std::to_string(getpid());
+  pid_t pid = yard::detail::spawn(argv, so);
+  close(fds[1]);
+  std::string line;
+  for (;;) {
+    pollfd p{fds[0], POLLIN, 0};
+    if (::poll(&p, 1, 20000) <= 0) break;
+    char c;
+    if (read(fds[0], &c, 1) <= 0 || c == '\n') break;
+    line.push_back(c);
+  }
+  close(fds[0]);
+  if (line.empty() || line.rfind("ERROR", 0) == 0) throw std::runtime_error("daemon did not start: " + line);
+  return {pid, line.substr(0, line.find(' '))};
+}
+
+void emit(const char* name, double value, const char* unit) {
+  std::printf("{\"suite\":\"scheduler\",\"case\":\"%s\",\"value\":%.3f,\"unit\":\"%s\"}\n", name, value, unit);
+  std::fflush(stdout);
+}
+
+double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  std::string yard = argc > 1 ? argv[1] : "build/scheduler/yard";
+  if (getenv("YARD_WORKER")) yard::init(argc, argv);
+  std::string yard_bin = argc > 1 ? argv[1] : "build/scheduler/yard";
   auto home = fs::temp_directory_path() / ("yard-sched-bench-" + std::to_string(getpid()));
   fs::create_directories(home);
   setenv("YARD_HOME", home.c_str(), 1);
-  auto run = [&](const std::string& args) { return std::system((yard + " " + args + " > /dev/null 2>&1").c_str()); };
-  if (run("start --head --port 0") != 0) return 1;
-  auto head = *yard::detail::latest_record();
-  double worst = 0, sum = 0;
-  const int trials = 3;
-  for (int i = 0; i < trials; ++i) {
-    auto before = fs::directory_iterator(home / "clusters");
-    std::set<std::string> known;
-    for (auto& e : before) known.insert(e.path().string());
-    if (run("start --address " + head.address + " --num-cpus 1") != 0) return 1;
-    std::optional<yard::detail::ClusterRecord> node;
-    for (auto& e : fs::directory_iterator(home / "clusters"))
-      if (!known.count(e.path().string())) node = yard::detail::read_record_file(e.path().string());
-    if (!node) return 1;
-    // The node's id, from the control store.
-    FILE* p = popen((yard + " status --json").c_str(), "r");
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    pclose(p);
-    auto st = nlohmann::json::parse(out);
-    std::string id;
-    for (auto& x : st["nodes"])
-      if (x["address"] == node->address) id = x["node_id"];
-    auto [rh, rp] = yard::detail::split_address(st["cluster"]["redis"].get<std::string>());
-    yard::detail::Redis redis(rh, rp, yard::detail::read_token(head.token_file), std::chrono::seconds(2));
-    auto t0 = std::chrono::steady_clock::now();
-    kill(node->pid, SIGKILL);
-    double secs = -1;
-    while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(30)) {
-      if (redis.cmd({"HGET", "yard:node:" + id, "state"}).str() == "DEAD") {
-        secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::vector<pid_t> pids;
+  auto [head_pid, head] = start_daemon({yard_bin, "start", "--head", "--block", "--port", "0", "--num-cpus", "4",
+                                        "--session-dir", (home / "head").string()});
+  pids.push_back(head_pid);
+  std::string token = yard::detail::read_token((home / "head" / "token").string());
+  auto add_node = [&](const std::string& name, const std::string& timeout) {
+    auto [pid, addr] = start_daemon({yard_bin, "start", "--address", head, "--token", token, "--block", "--port", "0",
+                                     "--num-cpus", "4", "--heartbeat-timeout", timeout, "--session-dir",
+                                     (home / name).string()});
+    pids.push_back(pid);
+    return std::make_pair(pid, addr);
+  };
+  add_node("n1", "4");
+  add_node("n2", "4");
+  setenv("YARD_ADDRESS", head.c_str(), 1);
+  setenv("YARD_TOKEN", token.c_str(), 1);
+  yard::init();
+
+  // Groups per second, one client.
+  {
+    for (int i = 0; i < 50; ++i) {  // warm-up
+      auto g = yard::placement_group({{{"CPU", 1}}});
+      g.wait(10s);
+      g.remove();
     }
-    if (secs < 0) return 1;
-    worst = std::max(worst, secs);
-    sum += secs;
+    int n = 0;
+    auto t0 = Clock::now();
+    while (secs_since(t0) < 2.0) {
+      auto g = yard::placement_group({{{"CPU", 1}}});
+      if (!g.wait(10s)) return 1;
+      g.remove();
+      ++n;
+    }
+    emit("placement_group_create_remove", n / secs_since(t0), "groups/s");
+    if (getenv("PGPROF")) {
+      double c = 0, w = 0, r = 0;
+      for (int i = 0; i < 500; ++i) {
+        auto a = Clock::now();
+        auto g = yard::placement_group({{{"CPU", 1}}});
+        auto b = Clock::now();
+        g.wait(10s);
+        auto d = Clock::now();
+        g.remove();
+        auto e = Clock::now();
+        c += std::chrono::duration<double>(b - a).count(); w += std::chrono::duration<double>(d - b).count(); r += std::chrono::duration<double>(e - d).count();
+      }
+      std::printf("create %.1f us wait %.1f us remove %.1f us\n", c / 500 * 1e6, w / 500 * 1e6, r / 500 * 1e6);
+      return 0;
+    }
   }
-  run("stop");
+
+  // Placement latency with four clients at once: create + wait, then remove.
+  {
+    std::vector<double> lat;
+    std::mutex mu;
+    std::vector<std::thread> ts;
+    for (int t = 0; t < 4; ++t)
+      ts.emplace_back([&] {
+        std::vector<double> mine;
+        for (int i = 0; i < 500; ++i) {
+          auto t0 = Clock::now();
+          auto g = yard::placement_group({{{"CPU", 1}}}, yard::PlacementStrategy::kSpread);
+          g.wait(10s);
+          mine.push_back(secs_since(t0) * 1000);
+          g.remove();
+        }
+        std::lock_guard<std::mutex> l(mu);
+        lat.insert(lat.end(), mine.begin(), mine.end());
+      });
+    for (auto& t : ts) t.join();
+    std::sort(lat.begin(), lat.end());
+    emit("schedule_p50", lat[lat.size() / 2], "ms");
+    emit("schedule_p99", lat[lat.size() * 99 / 100], "ms");
+  }
+
+  // Actors per second: created together, each answering once, spread over the three nodes.
+  {
+    const int n = 24;
+    auto t0 = Clock::now();
+    std::vector<yard::ActorHandle<Empty>> as;
+    for (int i = 0; i < n; ++i) as.push_back(yard::actor<Empty>().spread().remote());
+    std::vector<yard::ObjectRef<int>> pings;
+    for (auto& a : as) pings.push_back(a.call(&Empty::ping).remote());
+    for (auto& p : pings) *p.get(60s);
+    emit("actor_create", n / secs_since(t0), "actors/s");
+    for (auto& a : as) a.kill();
+  }
+
+  // Dead node detection at the default heartbeat timeout.
+  {
+    auto cs = yard::control_store();
+    auto [rh, rp] = yard::detail::split_address(cs.address);
+    yard::detail::Redis redis(rh, rp, cs.password, 2s);
+    double worst = 0;
+    for (int trial = 0; trial < 3; ++trial) {
+      auto [pid, addr] = add_node("d" + std::to_string(trial), "4");
+      std::string id;
+      for (auto& x : redis.cmd({"SMEMBERS", "yard:nodes"}).strings())
+        if (redis.cmd({"HGET", "yard:node:" + x, "address"}).str() == addr) id = x;
+      auto t0 = Clock::now();
+      kill(pid, SIGKILL);
+      double secs = -1;
+      while (secs_since(t0) < 30) {
+        if (redis.cmd({"HGET", "yard:node:" + id, "state"}).str() == "DEAD") {
+          secs = secs_since(t0);
+          break;
+        }
+        std::this_thread::sleep_for(10ms);
+      }
+      if (secs < 0) return 1;
+      worst = std::max(worst, secs);
+    }
+    emit("dead_node_detect", worst, "s");
+  }
+  yard::shutdown();
+  for (auto p : pids) kill(p, SIGTERM);
+  for (auto p : pids) yard::detail::terminate(p, SIGKILL, 10s);
   fs::remove_all(home);
-  std::printf("{\"suite\":\"scheduler\",\"case\":\"dead_node_detect\",\"value\":%.3f,\"unit\":\"s\"}\n", worst);
-  std::printf("{\"suite\":\"scheduler\",\"case\":\"dead_node_detect_mean\",\"value\":%.3f,\"unit\":\"s\"}\n", sum / trials);
   return 0;
 }

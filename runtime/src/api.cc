@@ -221,12 +221,16 @@ PlacementGroup placement_group(std::vector<Bundle> bundles, PlacementStrategy st
   PlacementGroup g;
   g.id_ = "pg-" + detail::random_hex(8);
   g.bundles_ = std::move(bundles);
-  detail::rt().create_placement_group(g.id_, names[static_cast<int>(strategy)], g.bundles_, name);
+  g.created_ = std::make_shared<std::atomic<bool>>(
+      detail::rt().create_placement_group(g.id_, names[static_cast<int>(strategy)], g.bundles_, name));
   return g;
 }
 
 bool PlacementGroup::wait(std::chrono::milliseconds timeout) const {
-  return detail::rt().wait_placement_group(id_, timeout).first == "CREATED";
+  if (created_ && created_->load()) return true;
+  bool ok = detail::rt().wait_placement_group(id_, timeout).first == "CREATED";
+  if (ok && created_) created_->store(true);
+  return ok;
 }
 
 std::vector<std::string> PlacementGroup::bundle_nodes() const {

@@ -754,7 +754,7 @@ void throw_reply_error(wire::Error::Reader e) {
 }
 }  // namespace
 
-void CoreWorker::create_placement_group(const std::string& id, const std::string& strategy,
+bool CoreWorker::create_placement_group(const std::string& id, const std::string& strategy,
                                         const std::vector<std::map<std::string, double>>& bundles,
                                         const std::string& name) {
   uint64_t rid = io_->next_request_id();
@@ -775,7 +775,9 @@ void CoreWorker::create_placement_group(const std::string& id, const std::string
     }
   }
   auto r = io_->call(gcs_, m, rid, kControlTimeout);
-  if (r->env().getBody().isError()) throw_reply_error(r->env().getBody().getError());
+  auto body = r->env().getBody();
+  if (body.isError()) throw_reply_error(body.getError());
+  return body.isPlacementGroupInfo() && std::string(body.getPlacementGroupInfo().getState()) == "CREATED";
 }
 
 std::pair<std::string, std::vector<std::string>> CoreWorker::wait_placement_group(const std::string& id,
@@ -799,8 +801,15 @@ void CoreWorker::remove_placement_group(const std::string& id) {
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setRemovePlacementGroup(id);
-  auto r = io_->call(gcs_, m, rid, kControlTimeout);
-  if (r->env().getBody().isError()) throw_reply_error(r->env().getBody().getError());
+  // Like Ray's remove_placement_group, this does not wait: requests this process sends later reach
+  // the head after it, so they see the resources freed.
+  io_->request(gcs_, rid, m.finish(),
+               [id](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 if (err) spdlog::warn("removing placement group {}: {}", id, err->message);
+                 else if (r->env().getBody().isError())
+                   spdlog::warn("removing placement group {}: {}", id, describe(r->env().getBody().getError()));
+               },
+               kControlTimeout);
 }
 
 std::pair<std::string, std::string> CoreWorker::control_store() {

@@ -88,7 +88,8 @@ class CoreWorker {
   Holder submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args);
   void kill_actor(const ActorPtr& a);
   std::pair<std::string, std::string> control_store();
-  void create_placement_group(const std::string& id, const std::string& strategy,
+  // True when it was created at once.
+  bool create_placement_group(const std::string& id, const std::string& strategy,
                               const std::vector<std::map<std::string, double>>& bundles, const std::string& name);
   // State and bundle nodes once created (or the timeout passed: state PENDING).
   std::pair<std::string, std::vector<std::string>> wait_placement_group(const std::string& id,

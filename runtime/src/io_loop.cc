@@ -117,6 +117,10 @@ void IoLoop::every(std::chrono::milliseconds period, std::function<void()> fn) {
   timers_.push_back(Timer{period, Clock::now() + period, std::move(fn)});
 }
 
+void IoLoop::after(std::chrono::milliseconds delay, std::function<void()> fn) {
+  timers_.push_back(Timer{delay, Clock::now() + delay, std::move(fn), true});
+}
+
 std::unique_ptr<InMessage> IoLoop::call(const std::string& peer_addr, OutMessage& msg, uint64_t id,
                                         std::chrono::milliseconds timeout) {
   auto prom = std::make_shared<std::promise<std::pair<std::unique_ptr<InMessage>, std::optional<LocalError>>>>();
@@ -199,12 +203,18 @@ void IoLoop::run() {
       if (items[3 + 2 * i].revents & ZMQ_POLLIN) on_monitor_readable(addrs[i], it->second);
     }
     now = Clock::now();
-    for (size_t i = 0; i < timers_.size(); ++i) {
+    for (size_t i = 0; i < timers_.size();) {
       if (timers_[i].next <= now) {
         timers_[i].next = now + timers_[i].period;
         auto fn = timers_[i].fn;  // the timer may add timers
+        if (timers_[i].once) {
+          timers_.erase(timers_.begin() + static_cast<long>(i));
+          fn();
+          continue;
+        }
         fn();
       }
+      ++i;
     }
     expire(now);
   }

@@ -64,6 +64,8 @@ class IoLoop {
   void post(std::function<void()> fn);
   // Loop thread only: runs fn every `period`.
   void every(std::chrono::milliseconds period, std::function<void()> fn);
+  // Loop thread only: runs fn once, `delay` from now.
+  void after(std::chrono::milliseconds delay, std::function<void()> fn);
   bool in_loop() const { return std::this_thread::get_id() == thread_.get_id(); }
   void stop();
 
@@ -90,6 +92,7 @@ class IoLoop {
     std::chrono::milliseconds period;
     Clock::time_point next;
     std::function<void()> fn;
+    bool once = false;
   };
 
   void run();

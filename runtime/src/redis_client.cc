@@ -20,6 +20,9 @@ long long RedisReply::integer() const {
   if (r_->type == REDIS_REPLY_STRING) return std::stoll(std::string(r_->str, r_->len));
   return 0;
 }
+std::string RedisReply::error() const {
+  return r_ && r_->type == REDIS_REPLY_ERROR ? std::string(r_->str, r_->len) : std::string();
+}
 size_t RedisReply::size() const { return r_ && r_->type == REDIS_REPLY_ARRAY ? r_->elements : 0; }
 std::string RedisReply::at(size_t i) const {
   auto* e = r_->element[i];
@@ -82,6 +85,27 @@ RedisReply Redis::cmd(const std::vector<std::string>& args) {
     throw Error("Redis at " + address_ + " refused " + args[0] + ": " + e);
   }
   return RedisReply(r);
+}
+
+std::vector<RedisReply> Redis::pipeline(const std::vector<std::vector<std::string>>& cmds) {
+  for (auto& args : cmds) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    if (redisAppendCommandArgv(c_, static_cast<int>(args.size()), argv.data(), lens.data()) != REDIS_OK)
+      throw ConnectionError("Redis at " + address_ + ": " + c_->errstr);
+  }
+  std::vector<RedisReply> out;
+  for (size_t i = 0; i < cmds.size(); ++i) {
+    void* raw = nullptr;
+    if (redisGetReply(c_, &raw) != REDIS_OK || !raw)
+      throw ConnectionError("Redis at " + address_ + ": " + (c_->errstr[0] ? c_->errstr : "connection lost"));
+    out.emplace_back(static_cast<redisReply*>(raw));
+  }
+  return out;
 }
 
 }  // namespace yard::detail

@@ -19,6 +19,7 @@ class RedisReply {
   RedisReply(RedisReply&& o) noexcept : r_(o.r_) { o.r_ = nullptr; }
   RedisReply(const RedisReply&) = delete;
   bool is_nil() const;
+  std::string error() const;  // the error reply's text, empty for any other reply
   std::string str() const;
   long long integer() const;
   size_t size() const;  // array elements
@@ -41,6 +42,9 @@ class Redis {
   // Runs one command given as separate arguments (binary safe). Throws yard::Error on a
   // connection or command error.
   RedisReply cmd(const std::vector<std::string>& args);
+  // Sends all commands, then reads all replies: one round trip. Error replies are returned as
+  // replies (RedisReply::error()); only a lost connection throws.
+  std::vector<RedisReply> pipeline(const std::vector<std::vector<std::string>>& cmds);
   // HGETALL as a map (empty when the key does not exist).
   std::map<std::string, std::string> hgetall(const std::string& key);
   const std::string& address() const { return address_; }

@@ -246,6 +246,7 @@ void Daemon::save_node() {
 }
 
 void Daemon::shutdown_all() {
+  if (head_) flush_releases();
   for (auto& [id, w] : workers_) kill(w.pid, SIGKILL);
   for (auto& [id, j] : jobs_)
     if (j.proc_pid && !j.ended) kill(-j.proc_pid, SIGTERM);

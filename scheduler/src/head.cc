@@ -63,9 +63,30 @@ void Daemon::publish(const std::string& ev) {
   }
 }
 
+void Daemon::flush_releases() {
+  flush_scheduled_ = false;
+  if (pending_release_.empty() && pending_del_.empty()) return;
+  try {
+    release_all(*redis_, pending_release_, pending_del_);
+    pending_release_.clear();
+    pending_del_.clear();
+  } catch (const std::exception& e) {
+    spdlog::error("giving back resources of removed placement groups: {}", e.what());
+  }
+}
+
+std::string Daemon::reserve_now(const std::vector<std::pair<std::string, Res>>& items,
+                                const std::vector<std::string>& then_hset) {
+  auto why = reserve(*redis_, items, then_hset, pending_release_, pending_del_);
+  pending_release_.clear();
+  pending_del_.clear();
+  return why;
+}
+
 // ---- nodes ------------------------------------------------------------------------------------
 
 void Daemon::refresh_nodes() {
+  flush_releases();
   std::set<std::string> seen;
   for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings()) {
     seen.insert(id);
@@ -324,7 +345,7 @@ void Daemon::process_actors() {
       }
       std::string why;
       try {
-        why = reserve(*redis_, {{node, a.resources}});
+        why = reserve_now({{node, a.resources}});
       } catch (const std::exception& e) {
         why = e.what();
       }
@@ -592,9 +613,19 @@ void Daemon::on_actor_lost(Incoming& in) {
 
 // ---- placement groups -------------------------------------------------------------------------
 
+namespace {
+std::vector<std::string> pg_record(const std::string& id, const std::string& name, const std::string& job,
+                                   const std::string& strategy, const std::string& state, const std::vector<Res>& bundles,
+                                   const std::vector<std::string>& nodes) {
+  return {"yard:pg:" + id, "name", name, "job", job, "strategy", strategy, "state", state,
+          "bundles", json(bundles).dump(), "nodes", json(nodes).dump()};
+}
+}  // namespace
+
 void Daemon::save_pg(const PGroup& g) {
-  redis_->cmd({"HSET", "yard:pg:" + g.id, "name", g.name, "job", g.job, "strategy", g.strategy, "state", g.state,
-               "bundles", json(g.bundles).dump(), "nodes", json(g.nodes).dump()});
+  auto rec = pg_record(g.id, g.name, g.job, g.strategy, g.state, g.bundles, g.nodes);
+  rec.insert(rec.begin(), "HSET");
+  redis_->cmd(rec);
 }
 
 // Places the group's unplaced bundles: plans on the cached view, then takes everything in one
@@ -705,10 +736,15 @@ bool Daemon::try_place_pg(PGroup& g, std::string* infeasible) {
     ++used[n];
     items.emplace_back(n, B[i]);
   }
-  if (items.empty()) return true;
+  if (items.empty()) {
+    g.state = "CREATED";
+    save_pg(g);
+    return true;
+  }
   std::string why;
   try {
-    why = reserve(*redis_, items);
+    // The group's record says CREATED in the same atomic step that takes the resources.
+    why = reserve_now(items, pg_record(g.id, g.name, g.job, g.strategy, "CREATED", g.bundles, plan));
   } catch (const std::exception& e) {
     why = e.what();
   }
@@ -723,7 +759,6 @@ bool Daemon::try_place_pg(PGroup& g, std::string* infeasible) {
       g.bundle_avail[i] = B[i];
     }
   g.state = "CREATED";
-  save_pg(g);
   answer_pg_waiters(g);
   process_actors();
   return true;
@@ -792,10 +827,16 @@ void Daemon::on_create_pg(Incoming& in) {
                                                      std::to_string(g.bundles.size()) + " bundles) cannot be placed: " + infeasible);
     return;
   }
-  save_pg(g);
+  if (g.state == "PENDING") save_pg(g);
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  auto info = m.env().getBody().initPlacementGroupInfo();
+  info.setGroupId(g.id);
+  info.setState(g.state);
+  auto ns = info.initBundleNodes(static_cast<unsigned>(g.nodes.size()));
+  for (unsigned i = 0; i < g.nodes.size(); ++i) ns.set(i, g.nodes[i]);
   std::string id = g.id;
   pgs_.emplace(id, std::move(g));
-  reply_ok(in);
+  io_->reply(in.routing_id, m.finish());
 }
 
 void Daemon::on_wait_pg(Incoming& in) {
@@ -821,11 +862,11 @@ void Daemon::remove_pg(PGroup& g, const std::string& why) {
   std::vector<std::pair<std::string, Res>> items;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!g.nodes[i].empty()) items.emplace_back(g.nodes[i], g.bundles[i]);
-  try {
-    release_all(*redis_, items);
-    redis_->cmd({"DEL", "yard:pg:" + g.id});
-  } catch (const std::exception& e) {
-    spdlog::error("removing placement group {}: {}", g.id, e.what());
+  pending_release_.insert(pending_release_.end(), items.begin(), items.end());
+  pending_del_.push_back("yard:pg:" + g.id);
+  if (!flush_scheduled_) {
+    flush_scheduled_ = true;
+    io_->after(std::chrono::milliseconds(2), [this] { flush_releases(); });
   }
   for (auto& [n, r] : items)
     if (nodes_.count(n)) add(nodes_[n].avail, r);

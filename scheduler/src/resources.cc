@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
 
 #include "redis_client.h"
+#include "yard/errors.h"
 
 namespace yard::sched {
 
@@ -35,6 +37,12 @@ for k, res in pairs(need) do
     if amt > 0 then redis.call('HINCRBYFLOAT', KEYS[k], name, -amt) end
   end
 end
+local h = 2 + n * 3
+if ARGV[h] and ARGV[h] ~= '' then
+  local args = {}
+  for i = h + 1, #ARGV do args[#args + 1] = ARGV[i] end
+  redis.call('HSET', ARGV[h], unpack(args))
+end
 return {1}
 )lua";
 
@@ -52,8 +60,28 @@ for i = 0, n - 1 do
     if now > total then redis.call('HSET', a, name, tostring(total)) end
   end
 end
+for d = 2 + n * 3, #ARGV do redis.call('DEL', ARGV[d]) end
 return 1
 )lua";
+
+// Runs a script by its digest (loaded once per process); a server that does not know it (a new or
+// restarted Redis) gets the script itself.
+detail::RedisReply run_script(detail::Redis& r, const char* script, std::string& sha, std::vector<std::string> args) {
+  if (sha.empty()) sha = r.cmd({"SCRIPT", "LOAD", script}).str();
+  args.insert(args.begin(), sha);
+  args.insert(args.begin(), "EVALSHA");
+  try {
+    return r.cmd(args);
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("NOSCRIPT") == std::string::npos) throw;
+  }
+  args[0] = "EVAL";
+  args[1] = script;
+  return r.cmd(args);
+}
+
+std::string g_reserve_sha, g_release_sha;
+std::mutex g_sha_mu;
 
 std::string num(double v) {
   char b[64];
@@ -82,7 +110,11 @@ void register_resources(detail::Redis& r, const std::string& node, const Res& to
 
 void unregister_resources(detail::Redis& r, const std::string& node) { r.cmd({"DEL", avail_key(node)}); }
 
-std::string reserve(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items) {
+namespace {
+
+// Arguments of the reserve script after its digest; empty when nothing is asked for.
+std::vector<std::string> reserve_args(const std::vector<std::pair<std::string, Res>>& items,
+                                      const std::vector<std::string>& then_hset) {
   std::vector<std::string> keys;
   std::vector<std::string> argv;
   size_t n = 0;
@@ -99,21 +131,17 @@ std::string reserve(detail::Redis& r, const std::vector<std::pair<std::string, R
       ++n;
     }
   }
-  if (keys.empty()) return "";
-  std::vector<std::string> cmd{"EVAL", kReserve, std::to_string(keys.size())};
+  if (keys.empty()) return {};
+  std::vector<std::string> cmd{std::to_string(keys.size())};
   cmd.insert(cmd.end(), keys.begin(), keys.end());
   cmd.push_back(std::to_string(n));
   cmd.insert(cmd.end(), argv.begin(), argv.end());
-  auto rep = r.cmd(cmd);
-  if (rep.size() >= 1 && rep.strings().at(0) == "1") return "";
-  auto s = rep.strings();
-  std::string key = s.size() > 1 ? s[1] : "?";
-  // "yard:res:<node>:avail" -> "<node>"
-  if (key.rfind("yard:res:", 0) == 0) key = key.substr(9, key.size() - 9 - 6);
-  return key + ": " + (s.size() > 2 ? s[2] : "?");
+  cmd.insert(cmd.end(), then_hset.begin(), then_hset.end());
+  return cmd;
 }
 
-void release_all(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items) {
+std::vector<std::string> release_args(const std::vector<std::pair<std::string, Res>>& items,
+                                      const std::vector<std::string>& dels) {
   std::vector<std::string> keys, argv;
   size_t n = 0, pairs = 0;
   for (auto& [node, res] : items) {
@@ -128,12 +156,84 @@ void release_all(detail::Redis& r, const std::vector<std::pair<std::string, Res>
       ++n;
     }
   }
-  if (n == 0) return;
-  std::vector<std::string> cmd{"EVAL", kRelease, std::to_string(keys.size())};
+  if (n == 0 && dels.empty()) return {};
+  std::vector<std::string> cmd{std::to_string(keys.size())};
   cmd.insert(cmd.end(), keys.begin(), keys.end());
   cmd.push_back(std::to_string(n));
   cmd.insert(cmd.end(), argv.begin(), argv.end());
-  r.cmd(cmd);
+  cmd.insert(cmd.end(), dels.begin(), dels.end());
+  return cmd;
+}
+
+std::string reserve_result(const detail::RedisReply& rep) {
+  auto s = rep.strings();
+  if (!s.empty() && s[0] == "1") return "";
+  std::string key = s.size() > 1 ? s[1] : "?";
+  // "yard:res:<node>:avail" -> "<node>"
+  if (key.rfind("yard:res:", 0) == 0) key = key.substr(9, key.size() - 9 - 6);
+  return key + ": " + (s.size() > 2 ? s[2] : "?");
+}
+
+std::string digest(detail::Redis& r, const char* script, std::string& global) {
+  std::lock_guard<std::mutex> l(g_sha_mu);
+  if (global.empty()) global = r.cmd({"SCRIPT", "LOAD", script}).str();
+  return global;
+}
+
+detail::RedisReply run(detail::Redis& r, const char* script, std::string& global, const std::vector<std::string>& args) {
+  std::string sha = digest(r, script, global);
+  return run_script(r, script, sha, args);
+}
+
+}  // namespace
+
+std::string reserve(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items,
+                    const std::vector<std::string>& then_hset,
+                    const std::vector<std::pair<std::string, Res>>& release_first,
+                    const std::vector<std::string>& del_first) {
+  auto rel = release_args(release_first, del_first);
+  auto res = reserve_args(items, then_hset);
+  if (res.empty() && then_hset.size() >= 3) {
+    if (!rel.empty()) run(r, kRelease, g_release_sha, rel);
+    std::vector<std::string> c{"HSET"};
+    c.insert(c.end(), then_hset.begin(), then_hset.end());
+    r.cmd(c);
+    return "";
+  }
+  if (res.empty()) {
+    if (!rel.empty()) run(r, kRelease, g_release_sha, rel);
+    return "";
+  }
+  if (rel.empty()) return reserve_result(run(r, kReserve, g_reserve_sha, res));
+  // Both in one round trip; a server that lost the scripts gets them one by one.
+  std::vector<std::string> a{"EVALSHA", digest(r, kRelease, g_release_sha)};
+  a.insert(a.end(), rel.begin(), rel.end());
+  std::vector<std::string> b{"EVALSHA", digest(r, kReserve, g_reserve_sha)};
+  b.insert(b.end(), res.begin(), res.end());
+  auto reps = r.pipeline({a, b});
+  auto check = [&](const detail::RedisReply& rep, const char* script, const std::vector<std::string>& args) -> bool {
+    auto e = rep.error();
+    if (e.empty()) return true;
+    if (e.find("NOSCRIPT") == std::string::npos) throw Error("Redis at " + r.address() + ": " + e);
+    std::vector<std::string> c{"EVAL", script};
+    c.insert(c.end(), args.begin(), args.end());
+    r.cmd(c);
+    return false;
+  };
+  check(reps[0], kRelease, rel);
+  if (!reps[1].error().empty()) {
+    if (reps[1].error().find("NOSCRIPT") == std::string::npos) throw Error("Redis at " + r.address() + ": " + reps[1].error());
+    std::vector<std::string> c{"EVAL", kReserve};
+    c.insert(c.end(), res.begin(), res.end());
+    return reserve_result(r.cmd(c));
+  }
+  return reserve_result(reps[1]);
+}
+
+void release_all(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items,
+                 const std::vector<std::string>& then_del) {
+  auto rel = release_args(items, then_del);
+  if (!rel.empty()) run(r, kRelease, g_release_sha, rel);
 }
 
 void release(detail::Redis& r, const std::string& node, const Res& res) { release_all(r, {{node, res}}); }

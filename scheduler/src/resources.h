@@ -26,11 +26,19 @@ void unregister_resources(detail::Redis& r, const std::string& node);
 
 // Reserves every (node, resources) item, all or nothing. Returns "" on success, else what did not
 // fit ("node-x: CPU" or "node-x: gone").
-std::string reserve(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items);
+// `then_hset` (key, field, value, field, value...) is written in the same atomic step on success.
+// `release_first` and `del_first` (keys) are given back / deleted just before, in the same round
+// trip.
+std::string reserve(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items,
+                    const std::vector<std::string>& then_hset = {},
+                    const std::vector<std::pair<std::string, Res>>& release_first = {},
+                    const std::vector<std::string>& del_first = {});
 // Gives resources back to a node (never above its total; nothing happens for a removed node).
 void release(detail::Redis& r, const std::string& node, const Res& res);
 // Gives back several (node, resources) items in one script.
-void release_all(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items);
+// `then_del` (keys) are deleted in the same atomic step.
+void release_all(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items,
+                 const std::vector<std::string>& then_del = {});
 
 // A hash of numbers (empty when the key does not exist).
 Res read_res(detail::Redis& r, const std::string& key);

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <map>
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -81,13 +82,15 @@ class PlacementGroup {
   bool wait(std::chrono::milliseconds timeout) const;
   // The node of each bundle (empty strings until it is created).
   std::vector<std::string> bundle_nodes() const;
-  // Frees its resources; actors in it are killed.
+  // Frees its resources; actors in it are killed. Returns at once: requests this process makes
+  // afterwards see the resources freed (other processes, a moment later).
   void remove() const;
 
  private:
   friend PlacementGroup placement_group(std::vector<Bundle>, PlacementStrategy, const std::string&);
   std::string id_;
   std::vector<Bundle> bundles_;
+  std::shared_ptr<std::atomic<bool>> created_;  // known created: wait() needs no round trip
 };
 
 // Asks for a placement group. Returns at once (wait() for it); throws InfeasibleError when no
