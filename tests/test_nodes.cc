@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -70,6 +71,20 @@ std::pair<pid_t, std::string> start_daemon(std::vector<std::string> argv) {
   REQUIRE(!line.empty());
   REQUIRE(line.rfind("ERROR", 0) != 0);
   return {pid, line.substr(0, line.find(' '))};
+}
+
+struct Shell {
+  int code;
+  std::string out;
+};
+Shell sh(const std::string& cmd) {
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
 }
 
 template <class F>
@@ -323,6 +338,50 @@ TEST_CASE("concurrent clients never over-commit a node", "[nodes][pg]") {
   CHECK(failures.load() == 0);
   CHECK_FALSE(negative.load());
   CHECK(eventually([&] { return c.all_free(); }, 20s));
+}
+
+TEST_CASE("yard drain: restartable actors move, the rest is waited for, then the node leaves", "[nodes][drain]") {
+  auto& c = cluster();
+  auto n1 = c.ids["n1"];
+  auto yard = [&](const std::string& args) {
+    return yard_bin() + " " + args + " --address " + c.head_addr + " --token " + c.token;
+  };
+  auto mover = yard::actor<Where>().node_affinity(n1, true).max_restarts(1).resources({{"CPU", 1}}).remote();
+  auto stayer = yard::actor<Where>().node_affinity(n1, true).resources({{"CPU", 1}}).remote();
+  REQUIRE(*mover.call(&Where::node).remote().get(60s) == n1);
+  REQUIRE(*stayer.call(&Where::node).remote().get(60s) == n1);
+  CHECK(*mover.call(&Where::incr).remote().get(30s) == 1);
+
+  // A drain that cannot finish in time says what is left, and the node takes no new work.
+  auto r = sh(yard("drain " + n1 + " --timeout 1"));
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains(stayer.id()) && Catch::Contains("--force"));
+  CHECK(*mover.call(&Where::node).remote().get(60s) != n1);
+  CHECK(*mover.call(&Where::restarts).remote().get(30s) == 1);
+  auto fresh = yard::actor<Where>().node_affinity(n1, true).remote();
+  CHECK(*fresh.call(&Where::node).remote().get(60s) != n1);
+  CHECK(*stayer.call(&Where::incr).remote().get(30s) == 1);  // still serving meanwhile
+  auto status = sh(yard("status"));
+  CHECK_THAT(status.out, Catch::Contains("DRAINING"));
+
+  // Drained for good once its last actor ends: the node process exits and leaves the cluster.
+  Shell r2;
+  std::thread t([&] { r2 = sh(yard("drain " + n1 + " --timeout 60")); });
+  std::this_thread::sleep_for(300ms);  // the drain is waiting (not a synchronisation: it would also finish)
+  stayer.kill();
+  t.join();
+  INFO(r2.out);
+  CHECK(r2.code == 0);
+  CHECK(eventually([&] { return yard::detail::process_dead(c.node_pid["n1"]); }, 15s));
+  c.dead.insert("n1");
+  auto members = c.redis->cmd({"SMEMBERS", "yard:nodes"}).strings();
+  CHECK(std::find(members.begin(), members.end(), n1) == members.end());
+  CHECK(*mover.call(&Where::incr).remote().get(30s) == 1);  // the moved actor started afresh
+  mover.kill();
+  fresh.kill();
+  // Unknown nodes and the head are refused with the reason.
+  CHECK_THAT(sh(yard("drain node-nope --timeout 1")).out, Catch::Contains("no live node"));
+  CHECK_THAT(sh(yard("drain " + c.ids["head"] + " --timeout 1")).out, Catch::Contains("is the head"));
 }
 
 TEST_CASE("kill -9 of a node: its actors restart on other nodes; calls after that succeed", "[nodes][failure]") {

@@ -125,6 +125,12 @@ struct ActorLost {
   nodeId @2 :Text;
 }
 
+struct DrainNode {
+  nodeId @0 :Text;
+  timeoutMs @1 :UInt32;      # answered with an error if the node still has work then
+  force @2 :Bool;            # at the timeout, stop what still runs instead of giving up
+}
+
 struct Bundle {
   resources @0 :List(Resource);
 }
@@ -259,6 +265,7 @@ struct Envelope {
     placementGroupInfo @40 :PlacementGroupInfo;
     removePlacementGroup @41 :Text;
     killHosted @42 :Text;      # head -> node manager: stop this actor's process (no restart)
+    drainNode @43 :DrainNode;  # answered (ok) once the node has no work left and has left
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
 }

@@ -275,6 +275,7 @@ void CoreWorker::complete_from_reply(const std::string& id, const InMessage& r) 
 
 std::shared_ptr<TaskSpec> CoreWorker::make_spec(std::string fn, std::vector<Arg> args) {
   auto spec = std::make_shared<TaskSpec>();
+  spec->seq = id_seq_.load(std::memory_order_relaxed);
   spec->id = new_id();
   spec->function = std::move(fn);
   spec->args = std::move(args);
@@ -662,7 +663,8 @@ void CoreWorker::send_actor_call(const ActorPtr& a, const std::shared_ptr<TaskSp
   io_->request(address, rid, m.finish(),
                [this, a, spec, address](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  if (err) {
-                   actor_connection_lost(a, spec, address, err->message);
+                   actor_connection_lost(a, spec, address, err->message,
+                                         err->code != wire::ErrorCode::UNAVAILABLE);
                    return;
                  }
                  complete_from_reply(spec->id, *r);
@@ -673,20 +675,29 @@ void CoreWorker::send_actor_call(const ActorPtr& a, const std::shared_ptr<TaskSp
 // The connection to the actor's worker broke under a call: the head knows whether the actor is
 // dead or coming back. Calls not yet sent wait for the answer; the broken ones learn it then.
 void CoreWorker::actor_connection_lost(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec,
-                                       const std::string& address, const std::string& why) {
+                                       const std::string& address, const std::string& why, bool delivered) {
   if (a->state == ActorState::State::kDead) {
     fail(spec->id, static_cast<int>(wire::ErrorCode::ACTOR_DIED),
          "actor " + a->id + " (" + a->class_name + ") died while running " + spec->function + ": " + a->death_cause);
     return;
   }
-  if (a->state == ActorState::State::kAlive && a->address != address) {
+  if (!delivered) {
+    // The connection was refused: the call never left this process. It goes back in its place in
+    // the queue and runs wherever the actor is now.
+    auto pos = std::find_if(a->queue.begin(), a->queue.end(), [&](auto& s) { return s->seq > spec->seq; });
+    a->queue.insert(pos, spec);
+    if (a->state == ActorState::State::kAlive && a->address != address) {
+      flush_actor(a);
+      return;
+    }
+  } else if (a->state == ActorState::State::kAlive && a->address != address) {
     // Already known to have restarted elsewhere.
     fail(spec->id, static_cast<int>(wire::ErrorCode::ACTOR_RESTARTING),
          "actor " + a->id + " (" + a->class_name + ") lost its process while running " + spec->function +
              " and was restarted; the call may or may not have run");
     return;
   }
-  a->lost_calls.push_back(spec);
+  if (delivered) a->lost_calls.push_back(spec);
   if (a->state == ActorState::State::kAlive) {
     spdlog::debug("actor {}: its worker at {} is gone ({}): asking the head", a->id, address, why);
     a->state = ActorState::State::kPending;

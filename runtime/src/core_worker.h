@@ -48,6 +48,7 @@ class ActorState {
 
 struct TaskSpec {
   std::string id;        // also the id of the result object
+  uint64_t seq = 0;      // submission order in this process
   std::string function;  // function, method or class name
   std::vector<Arg> args;
   int retries_left = 0;
@@ -130,7 +131,7 @@ class CoreWorker {
   void send_actor_call(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec);
   void actor_dead(const ActorPtr& a, const std::string& cause);
   void actor_connection_lost(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec, const std::string& address,
-                             const std::string& why);
+                             const std::string& why, bool delivered);
   void lookup_address(const ActorPtr& a);
 
   // Ownership: serving our objects to borrowers, fetching borrowed ones.

@@ -311,13 +311,13 @@ void IoLoop::on_monitor_readable(const std::string& addr, Peer& p) {
       fail_peer(addr, "connection to " + addr + " was lost");
       return;
     } else if (event == ZMQ_EVENT_CONNECT_RETRIED && !p.connected) {
-      fail_peer(addr, "cannot connect to " + addr + ": connection refused");
+      fail_peer(addr, "cannot connect to " + addr + ": connection refused", wire::ErrorCode::UNAVAILABLE);
       return;
     }
   }
 }
 
-void IoLoop::fail_peer(const std::string& addr, const std::string& why) {
+void IoLoop::fail_peer(const std::string& addr, const std::string& why, wire::ErrorCode code) {
   std::vector<ReplyCallback> cbs;
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second.peer == addr) {
@@ -332,7 +332,7 @@ void IoLoop::fail_peer(const std::string& addr, const std::string& why) {
     zmq_socket_monitor(it->second.dealer->handle(), nullptr, 0);
     peers_.erase(it);
   }
-  for (auto& cb : cbs) cb(nullptr, LocalError{wire::ErrorCode::WORKER_CRASHED, why});
+  for (auto& cb : cbs) cb(nullptr, LocalError{code, why});
 }
 
 void IoLoop::expire(Clock::time_point now) {

@@ -4,7 +4,8 @@
 // per peer it sends requests to. Other threads hand it work through post(), which queues a
 // closure and wakes the loop through an eventfd; replies complete callbacks on the loop thread.
 // A request fails locally (never hangs) when its deadline passes or when the connection to its
-// peer is lost or refused: that is how a crashed worker or a wrong address is noticed.
+// peer is lost or refused: that is how a crashed worker or a wrong address is noticed. A refused
+// connection (nothing delivered) fails with UNAVAILABLE, a lost one with WORKER_CRASHED.
 #pragma once
 
 #include <atomic>
@@ -102,7 +103,10 @@ class IoLoop {
   void on_router_readable();
   void on_dealer_readable(const std::string& addr, Peer& p);
   void on_monitor_readable(const std::string& addr, Peer& p);
-  void fail_peer(const std::string& addr, const std::string& why);
+  // Fails every request to addr: code UNAVAILABLE when it never connected (nothing was
+  // delivered), WORKER_CRASHED when an established connection was lost.
+  void fail_peer(const std::string& addr, const std::string& why,
+                 wire::ErrorCode code = wire::ErrorCode::WORKER_CRASHED);
   void expire(Clock::time_point now);
 
   zmq::context_t ctx_;

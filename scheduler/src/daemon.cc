@@ -236,7 +236,7 @@ void Daemon::save_node() {
     }
     if (!fenced_) refresh_local();
     redis_->cmd({"HSET", "yard:node:" + node_id_, "address", io_->address(), "hostname", hostname(),
-                 "pid", std::to_string(getpid()), "log_dir", log_dir_, "start_time", std::to_string(start_time_),
+                 "pid", std::to_string(getpid()), "log_dir", log_dir_, "leased", std::to_string(std::count_if(workers_.begin(), workers_.end(), [](auto& kv) { return kv.second.state == WState::kLeased; })), "start_time", std::to_string(start_time_),
                  "workers", std::to_string(workers_.size())});
     redis_->cmd({"SET", "yard:node:" + node_id_ + ":heartbeat", std::to_string(unix_time()), "PX",
                  std::to_string(static_cast<long>(o_.heartbeat_timeout_s * 1000))});
@@ -309,6 +309,7 @@ void Daemon::handle(IoLoop::Incoming in) {
       case B::CREATE_PLACEMENT_GROUP: on_create_pg(in); return;
       case B::WAIT_PLACEMENT_GROUP: on_wait_pg(in); return;
       case B::REMOVE_PLACEMENT_GROUP: on_remove_pg(in); return;
+      case B::DRAIN_NODE: on_drain(in); return;
       case B::SUBMIT_JOB: on_submit_job(in); return;
       case B::JOB_LOGS: on_job_logs(in); return;
       case B::STOP_JOB: on_stop_job(in); return;

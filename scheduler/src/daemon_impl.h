@@ -153,6 +153,8 @@ class Daemon {
   void on_create_pg(Incoming& in);
   void on_wait_pg(Incoming& in);
   void on_remove_pg(Incoming& in);
+  void on_drain(Incoming& in);
+  void check_drains();
   void refresh_nodes();
   void check_nodes();
   std::string pick_node(const Actor& a, std::string* infeasible) const;
@@ -207,6 +209,14 @@ class Daemon {
   std::vector<std::pair<std::string, Res>> pending_release_;
   std::vector<std::string> pending_del_;
   bool flush_scheduled_ = false;
+  struct Drain {
+    std::string node, routing;
+    uint64_t req;
+    Clock::time_point deadline;
+    bool force;
+  };
+  std::vector<Drain> drains_;
+  std::set<std::string> draining_;  // no new placements there
 };
 
 }  // namespace yard::sched

@@ -97,7 +97,7 @@ void Daemon::refresh_nodes() {
     n.hostname = f["hostname"];
     n.total = read_res(*redis_, total_key(id));
     n.avail = read_res(*redis_, avail_key(id));
-    n.alive = !dead_nodes_.count(id) && !n.address.empty() &&
+    n.alive = !dead_nodes_.count(id) && !draining_.count(id) && !n.address.empty() &&
               redis_->cmd({"EXISTS", avail_key(id)}).integer() == 1;
   }
   for (auto it = nodes_.begin(); it != nodes_.end();) it = seen.count(it->first) ? std::next(it) : nodes_.erase(it);
@@ -143,8 +143,122 @@ void Daemon::check_nodes() {
       }
     }
     refresh_nodes();
+    check_drains();
   } catch (const std::exception& e) {
     spdlog::error("checking nodes: {}", e.what());
+  }
+}
+
+// ---- draining ---------------------------------------------------------------------------------
+
+// `yard drain NODE`: nothing new goes there; actors that may restart move elsewhere now (without
+// using up their restarts); the rest, and leased task workers, are waited for. Then the node is
+// told to stop, and leaves the cluster.
+void Daemon::on_drain(Incoming& in) {
+  auto d = in.msg->env().getBody().getDrainNode();
+  std::string id = d.getNodeId();
+  auto n = nodes_.find(id);
+  if (id == node_id_) {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST, "node " + id + " is the head; stop the cluster instead (yard stop)");
+    return;
+  }
+  if (n == nodes_.end() || dead_nodes_.count(id)) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "no live node " + id + " (yard status lists the nodes)");
+    return;
+  }
+  draining_.insert(id);
+  n->second.alive = false;
+  redis_->cmd({"HSET", "yard:node:" + id, "state", "DRAINING"});
+  publish(json{{"type", "node_draining"}, {"node_id", id}, {"time", unix_time()}}.dump());
+  spdlog::info("draining node {}", id);
+  for (auto& [aid, a] : actors_) {
+    if (a.node != id || a.state != "ALIVE" || a.max_restarts == 0 || !a.create_msg) continue;
+    kill_actor_process(a);
+    a.killed = false;
+    free_actor_bundle(a);
+    a.state = "RESTARTING";
+    a.placing = false;
+    a.address.clear();
+    a.worker.clear();
+    a.node.clear();
+    a.cause = "moved off node " + id + ", which is draining";
+    // A move is a restart for the actor (it starts from its constructor) but does not use up its
+    // budget.
+    ++a.num_restarts;
+    if (a.max_restarts > 0) ++a.max_restarts;
+    ++a.epoch;
+    save_actor(a);
+    pending_actors_.push_back(aid);
+  }
+  for (auto& [gid, g] : pgs_) {
+    bool hit = false;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+      if (g.nodes[i] == id) {
+        bool used = false;
+        for (auto& [aid, a] : actors_)
+          if (a.pg == gid && a.bundle == static_cast<int>(i) && a.state != "DEAD") used = true;
+        if (used) continue;  // waits for its actors
+        pending_release_.emplace_back(id, g.bundles[i]);
+        g.nodes[i].clear();
+        g.bundle_avail[i].clear();
+        hit = true;
+      }
+    if (hit && g.state == "CREATED") g.state = "RESCHEDULING";
+  }
+  drains_.push_back({id, in.routing_id, in.msg->env().getRequestId(),
+                     Clock::now() + std::chrono::milliseconds(d.getTimeoutMs()), d.getForce()});
+  process_actors();
+}
+
+void Daemon::check_drains() {
+  auto now = Clock::now();
+  for (auto it = drains_.begin(); it != drains_.end();) {
+    auto& d = *it;
+    std::vector<std::string> left;
+    for (auto& [aid, a] : actors_)
+      if (a.node == d.node && (a.state == "ALIVE" || a.placing)) left.push_back(aid);
+    std::string leased = "0";
+    try {
+      auto r = redis_->cmd({"HGET", "yard:node:" + d.node, "leased"});
+      if (!r.is_nil()) leased = r.str();
+    } catch (...) {
+    }
+    bool gone = dead_nodes_.count(d.node) || !nodes_.count(d.node);
+    bool idle = left.empty() && leased == "0";
+    if (!gone && !idle && now < d.deadline) {
+      ++it;
+      continue;
+    }
+    if (!gone && !idle && !d.force) {
+      std::string ids;
+      for (auto& x : left) ids += (ids.empty() ? "" : ", ") + x;
+      reply_error(d.routing, d.req, wire::ErrorCode::TIMEOUT,
+                  "node " + d.node + " is still busy (" + std::to_string(left.size()) + " actors" +
+                      (ids.empty() ? "" : ": " + ids) + "; " + leased +
+                      " leased task workers); it takes no new work. Wait longer, or stop them with --force");
+      it = drains_.erase(it);
+      continue;
+    }
+    for (auto& aid : left) {
+      auto& a = actors_.at(aid);
+      a.killed = true;
+      kill_actor_process(a);
+      actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its node " + d.node + " was drained");
+    }
+    if (!gone) {
+      uint64_t rid = io_->next_request_id();
+      OutMessage m(token_, rid, false);
+      m.env().getBody().setShutdown();
+      io_->request(nodes_[d.node].address, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+                   std::chrono::seconds(10));
+    }
+    draining_.erase(d.node);
+    spdlog::info("node {} drained", d.node);
+    publish(json{{"type", "node_drained"}, {"node_id", d.node}, {"time", unix_time()}}.dump());
+    OutMessage m(token_, d.req, true);
+    m.env().getBody().setOk();
+    io_->reply(d.routing, m.finish());
+    it = drains_.erase(it);
   }
 }
 

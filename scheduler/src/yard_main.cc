@@ -139,17 +139,34 @@ int status(const std::string& address, const std::string& token, bool as_json) {
             << "  logs:    " << j["cluster"].value("log_dir", "") << "\n"
             << "  redis:   " << j["cluster"].value("redis", "") << "\n\n"
             << "Nodes (" << j["nodes"].size() << ")\n";
-  for (auto& n : j["nodes"])
-    std::cout << fmt::format("  {}  {}  {}  used/total: {}  workers: {}  logs: {}\n", n.value("node_id", ""),
-                             n.value("address", ""), n.value("alive", false) ? "ALIVE" : "DEAD",
-                             fmt_res(n["resources_total"], n["resources_available"]),
+  for (auto& n : j["nodes"]) {
+    std::string state = n.value("alive", false) ? (n.value("state", "") == "DRAINING" ? "DRAINING" : "ALIVE") : "DEAD";
+    std::cout << fmt::format("  {}  {}  {}  used/total: {}  workers: {}  actors: {}  logs: {}\n", n.value("node_id", ""),
+                             n.value("address", ""), state, fmt_res(n["resources_total"], n["resources_available"]),
                              n["workers"].is_number() ? std::to_string(n["workers"].get<int>()) : n.value("workers", std::string("?")),
-                             n.value("log_dir", ""));
+                             n.contains("actors") ? n["actors"].size() : 0, n.value("log_dir", ""));
+  }
   std::cout << "\nActors (" << j["actors"].size() << ")\n";
   for (auto& a : j["actors"])
-    std::cout << fmt::format("  {}  {}{}  {}  {}{}\n", a.value("actor_id", ""), a.value("class", ""),
+    std::cout << fmt::format("  {}  {}{}  {}  {}  node {}{}{}\n", a.value("actor_id", ""), a.value("class", ""),
                              a.value("name", "").empty() ? "" : " '" + a.value("name", "") + "'", a.value("state", ""),
-                             a.value("job", ""), a.value("death_cause", "").empty() ? "" : "  (" + a.value("death_cause", "") + ")");
+                             a.value("job", ""), a.value("node", "").empty() ? "-" : a.value("node", ""),
+                             a.value("restarts", 0) ? fmt::format("  restarts {}", a.value("restarts", 0)) : "",
+                             a.value("death_cause", "").empty() ? "" : "  (" + a.value("death_cause", "") + ")");
+  if (j.contains("placement_groups") && !j["placement_groups"].empty()) {
+    std::cout << "\nPlacement groups (" << j["placement_groups"].size() << ")\n";
+    for (auto& g : j["placement_groups"]) {
+      std::string bundles;
+      for (size_t i = 0; i < g["bundles"].size(); ++i) {
+        std::string res;
+        for (auto& [k, v] : g["bundles"][i].items()) res += fmt::format("{}{}: {:g}", res.empty() ? "" : ", ", k, v.get<double>());
+        std::string node = g["bundle_nodes"][i].get<std::string>();
+        bundles += fmt::format("{}[{}] on {}", bundles.empty() ? "" : "  ", res, node.empty() ? "-" : node);
+      }
+      std::cout << fmt::format("  {}  {}  {}  {}  {}\n", g.value("placement_group_id", ""), g.value("strategy", ""),
+                               g.value("state", ""), g.value("job", ""), bundles);
+    }
+  }
   std::cout << "\nJobs (" << j["jobs"].size() << ")\n";
   for (auto& jb : j["jobs"])
     std::cout << fmt::format("  {}  {}  {}\n", jb.value("job_id", ""), jb.value("status", ""), jb.value("entrypoint", ""));
@@ -248,6 +265,17 @@ int main(int argc, char** argv) {
   add_conn(s_stopjob);
   s_stopjob->add_option("job", job_id, "job id")->required();
 
+  std::string drain_node;
+  double drain_timeout = 600;
+  bool drain_force = false;
+  auto* s_drain = app.add_subcommand("drain", "take a node out of the cluster without failures: no new work goes there, "
+                                              "restartable actors move, the rest is waited for, then it stops");
+  add_conn(s_drain);
+  s_drain->add_option("node", drain_node, "node id (as yard status shows it)")->required();
+  s_drain->add_option("--timeout", drain_timeout, "seconds to wait for its work to finish")->default_val(600)
+      ->check(CLI::Range(0.0, 86400.0));
+  s_drain->add_flag("--force", drain_force, "at the timeout, stop what still runs there");
+
   CLI11_PARSE(app, argc, argv);
   signal(SIGINT, [](int) { g_interrupted.store(true); });
 
@@ -313,6 +341,22 @@ int main(int argc, char** argv) {
       auto c = connect(address, token);
       int code = follow_logs(c, job_id, follow);
       return follow ? code : 0;
+    }
+    if (s_drain->parsed()) {
+      auto c = connect(address, token);
+      std::cout << "Draining " << drain_node << " ..." << std::flush;
+      auto t0 = std::chrono::steady_clock::now();
+      c.call(
+          [&](auto env) {
+            auto d = env.getBody().initDrainNode();
+            d.setNodeId(drain_node);
+            d.setTimeoutMs(static_cast<uint32_t>(drain_timeout * 1000));
+            d.setForce(drain_force);
+          },
+          std::chrono::milliseconds(static_cast<long>(drain_timeout * 1000) + 30000));
+      std::cout << " drained in " << fmt::format("{:.1f}", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
+                << " s; it has left the cluster\n";
+      return 0;
     }
     if (s_stopjob->parsed()) {
       auto c = connect(address, token);
