@@ -33,6 +33,7 @@ class Where {
   Where() = default;
   std::string node() { return yard::node_id(); }
   int restarts() { return yard::restart_count(); }
+  std::string exe() { return fs::read_symlink("/proc/self/exe").string(); }
   int incr() { return ++n_; }
   int sleep_ms(int ms) {
     usleep(ms * 1000);
@@ -42,7 +43,7 @@ class Where {
  private:
   int n_ = 0;
 };
-YARD_ACTOR(Where, yard::ctor<>, &Where::node, &Where::restarts, &Where::incr, &Where::sleep_ms);
+YARD_ACTOR(Where, yard::ctor<>, &Where::node, &Where::restarts, &Where::incr, &Where::sleep_ms, &Where::exe);
 
 std::string yard_bin() { return getenv("YARD_BIN"); }
 
@@ -190,6 +191,20 @@ TEST_CASE("nodes offer their resources; the scheduler places by resources, SPREA
   std::set<std::string> where;
   for (auto& a : spread) where.insert(*a.call(&Where::node).remote().get(60s));
   CHECK(where.size() == 4);
+  // The program was uploaded once and each joined node runs its own copy, fetched by digest: no
+  // shared file system is assumed.
+  std::string self = fs::read_symlink("/proc/self/exe").string();
+  auto digest = yard::detail::sha256_file(self);
+  for (auto& a : spread) {
+    auto node = *a.call(&Where::node).remote().get(30s);
+    auto exe = *a.call(&Where::exe).remote().get(30s);
+    if (node == c.ids["head"]) {
+      CHECK(exe == self);
+    } else {
+      CHECK_THAT(exe, Catch::StartsWith(c.home) && Catch::EndsWith("/blobs/" + digest));
+      CHECK(exe != self);
+    }
+  }
 
   // Hard affinity, and a custom resource only n2 has.
   auto pinned = yard::actor<Where>().node_affinity(c.ids["n1"]).remote();

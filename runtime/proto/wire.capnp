@@ -59,6 +59,13 @@ struct RegisterJob {
   cwd @2 :Text;
   pid @3 :Int32;           # driver pid: the job ends when it exits
   submissionId @4 :Text;   # set when started by `yard submit`
+  binaryDigest @5 :Text;   # sha256 of the binary, uploaded to the head (hasBlob/putBlob) first
+}
+
+# Content-addressed files (job binaries) kept by the head and fetched by nodes.
+struct Blob {
+  digest @0 :Text;         # sha256, hex
+  data @1 :Value;
 }
 
 struct JobRegistered {
@@ -266,6 +273,9 @@ struct Envelope {
     removePlacementGroup @41 :Text;
     killHosted @42 :Text;      # head -> node manager: stop this actor's process (no restart)
     drainNode @43 :DrainNode;  # answered (ok) once the node has no work left and has left
+    hasBlob @44 :Text;         # ok, or notFound
+    putBlob @45 :Blob;
+    getBlob @46 :Text;         # answered with taskReply holding the bytes
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
 }

@@ -1,6 +1,7 @@
 #include "core_worker.h"
 
 #include <cxxabi.h>
+#include <fstream>
 #include <future>
 #include <unistd.h>
 
@@ -40,10 +41,47 @@ CoreWorker::CoreWorker(const std::string& address, const std::string& token,
   io_ = std::make_unique<IoLoop>("127.0.0.1", 0, token_, [this](IoLoop::Incoming in) {
     if (!serve_objects(in)) reply_error(in, wire::ErrorCode::NOT_FOUND, "a driver serves only its objects");
   });
+  // The binary goes to the cluster once, content-addressed: nodes without a shared file system
+  // fetch it from the head.
+  std::string digest;
+  try {
+    std::ifstream f(self_exe(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (f.good() || f.eof()) {
+      digest = sha256_hex(bytes.data(), bytes.size());
+      uint64_t hid = io_->next_request_id();
+      OutMessage hm(token_, hid, false);
+      hm.env().getBody().setHasBlob(digest);
+      auto hr = io_->call(head_, hm, hid, timeout);
+      auto hb = hr->env().getBody();
+      if (hb.isError() && hb.getError().getCode() == wire::ErrorCode::NOT_FOUND) {
+        uint64_t pid = io_->next_request_id();
+        OutMessage pm(token_, pid, false);
+        auto pb = pm.env().getBody().initPutBlob();
+        pb.setDigest(digest);
+        pm.set_value(pb.initData(), std::make_shared<StringBuffer>(std::move(bytes)));
+        auto pr = io_->call(head_, pm, pid, std::chrono::seconds(120));
+        if (pr->env().getBody().isError()) {
+          spdlog::warn("uploading {} to the cluster failed: {}", self_exe(), describe(pr->env().getBody().getError()));
+          digest.clear();
+        }
+      } else if (hb.isError()) {
+        if (hb.getError().getCode() == wire::ErrorCode::UNAUTHENTICATED)
+          throw AuthError("the head at " + address + " rejected this program: " + hb.getError().getMessage().cStr());
+        digest.clear();  // an older head: workers use the path
+      }
+    }
+  } catch (const TimeoutError&) {
+    throw ConnectionError("no answer from a Switchyard head at " + address + " within " +
+                          std::to_string(timeout.count()) + " ms (is the address right?)");
+  } catch (const ConnectionError& e) {
+    throw ConnectionError("cannot reach a Switchyard head at " + address + ": " + e.what());
+  }
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   auto rj = m.env().getBody().initRegisterJob();
   rj.setBinary(self_exe());
+  rj.setBinaryDigest(digest);
   rj.setPid(getpid());
   if (const char* s = getenv("YARD_SUBMISSION_ID")) rj.setSubmissionId(s);
   char cwd[4096];

@@ -1,5 +1,7 @@
 #include "process.h"
 
+#include <openssl/evp.h>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -14,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -235,6 +238,30 @@ std::pair<std::string, int> split_address(const std::string& addr) {
   std::string host = addr.substr(0, colon);
   if (host == "localhost") host = "127.0.0.1";
   return {host, port};
+}
+
+}  // namespace yard::detail
+
+namespace yard::detail {
+
+std::string sha256_hex(const void* data, size_t size) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data, size, md, &len, EVP_sha256(), nullptr);
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (unsigned i = 0; i < len; ++i) {
+    out.push_back(hex[md[i] >> 4]);
+    out.push_back(hex[md[i] & 15]);
+  }
+  return out;
+}
+
+std::string sha256_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot read " + path);
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  return sha256_hex(bytes.data(), bytes.size());
 }
 
 }  // namespace yard::detail

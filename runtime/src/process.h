@@ -38,6 +38,9 @@ std::string which(const std::string& prog);
 // The `yard` executable: $YARD_BIN, next to this binary, on PATH, or in the build tree.
 std::string find_yard_binary();
 std::string random_hex(size_t bytes);
+// SHA-256 (hex) of bytes, and of a file's contents (throws yard::Error when unreadable).
+std::string sha256_hex(const void* data, size_t size);
+std::string sha256_file(const std::string& path);
 std::string hostname();
 double unix_time();
 // "host:port" -> {host, port}; throws yard::Error with the bad text.

@@ -309,6 +309,9 @@ void Daemon::handle(IoLoop::Incoming in) {
       case B::CREATE_PLACEMENT_GROUP: on_create_pg(in); return;
       case B::WAIT_PLACEMENT_GROUP: on_wait_pg(in); return;
       case B::REMOVE_PLACEMENT_GROUP: on_remove_pg(in); return;
+      case B::HAS_BLOB:
+      case B::PUT_BLOB:
+      case B::GET_BLOB: on_blob(in); return;
       case B::DRAIN_NODE: on_drain(in); return;
       case B::SUBMIT_JOB: on_submit_job(in); return;
       case B::JOB_LOGS: on_job_logs(in); return;
@@ -378,7 +381,7 @@ std::string Daemon::new_job_id() {
 void Daemon::save_job(const Job& j) {
   redis_->cmd({"HSET", "yard:job:" + j.id, "entrypoint", j.entrypoint, "status", j.status, "exit_code",
                std::to_string(j.exit_code), "start", std::to_string(j.start), "end", std::to_string(j.end),
-               "log", j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", node_id_, "binary", j.binary, "cwd", j.cwd});
+               "log", j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", node_id_, "binary", j.binary, "binary_digest", j.digest, "cwd", j.cwd});
 }
 
 void Daemon::on_register_job(IoLoop::Incoming& in) {
@@ -398,6 +401,7 @@ void Daemon::on_register_job(IoLoop::Incoming& in) {
     redis_->cmd({"RPUSH", "yard:jobs", id});
   }
   j->binary = rj.getBinary();
+  j->digest = rj.getBinaryDigest();
   j->cwd = rj.getCwd();
   j->driver_pid = rj.getPid();
   save_job(*j);
@@ -842,38 +846,119 @@ void Daemon::periodic() {
 
 // ---- node role: hosting actors the head placed here ------------------------------------------
 
-// A job registered at the head, known here from its record in the control store.
-Daemon::Job* Daemon::ensure_job(const std::string& job_id, std::string* why) {
+// A job registered at the head, known here from its record in the control store. Its binary is
+// fetched from the head by digest (no shared file system is assumed) and kept under this node's
+// session directory.
+void Daemon::with_job(const std::string& job_id, std::function<void(Job*, const std::string&)> k) {
   auto it = jobs_.find(job_id);
   if (it != jobs_.end()) {
-    if (it->second.ended) {
-      *why = "job " + job_id + " has ended";
-      return nullptr;
-    }
-    return &it->second;
+    if (it->second.ended) return k(nullptr, "job " + job_id + " has ended");
+    if (!it->second.binary.empty()) return k(&it->second, "");
   }
   auto f = redis_->hgetall("yard:job:" + job_id);
-  if (f.empty()) {
-    *why = "no job " + job_id + " in the control store";
-    return nullptr;
+  if (f.empty()) return k(nullptr, "no job " + job_id + " in the control store");
+  if (f["status"] != "RUNNING") return k(nullptr, "job " + job_id + " is " + f["status"]);
+  std::string digest = f["binary_digest"];
+  auto make = [this, job_id, f](const std::string& binary) mutable -> Job* {
+    auto& j = jobs_[job_id];
+    j.id = job_id;
+    j.remote = true;
+    j.binary = binary;
+    j.cwd = fs::is_directory(f["cwd"]) ? f["cwd"] : o_.session_dir;
+    j.entrypoint = f["entrypoint"];
+    j.start = unix_time();
+    spdlog::info("job {} runs workers here: {}", job_id, binary);
+    return &j;
+  };
+  if (digest.empty()) {
+    if (access(f["binary"].c_str(), X_OK) != 0)
+      return k(nullptr, "job " + job_id + "'s program " + f["binary"] + " is not on node " + node_id_);
+    return k(make(f["binary"]), "");
   }
-  if (f["status"] != "RUNNING") {
-    *why = "job " + job_id + " is " + f["status"];
-    return nullptr;
+  std::string path = o_.session_dir + "/blobs/" + digest;
+  if (access(path.c_str(), X_OK) == 0) return k(make(path), "");
+  auto& waiters = fetching_[digest];
+  waiters.push_back([this, k, make, path, job_id](const std::string& why) mutable {
+    if (!why.empty()) return k(nullptr, "fetching job " + job_id + "'s program: " + why);
+    k(make(path), "");
+  });
+  if (waiters.size() > 1) return;  // already on its way
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().setGetBlob(digest);
+  spdlog::info("fetching {} (job {}'s program) from the head", digest, job_id);
+  io_->request(o_.join_address, rid, m.finish(),
+               [this, digest, path](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 std::string why;
+                 if (err) why = err->message;
+                 else if (r->env().getBody().isError()) why = describe(r->env().getBody().getError());
+                 else if (!r->env().getBody().isTaskReply()) why = "unexpected reply";
+                 if (why.empty()) {
+                   auto bytes = r->value(r->env().getBody().getTaskReply().getResult());
+                   if (sha256_hex(bytes->data(), bytes->size()) != digest) {
+                     why = "the bytes do not match digest " + digest;
+                   } else {
+                     std::error_code ec;
+                     fs::create_directories(o_.session_dir + "/blobs", ec);
+                     std::string tmp = path + ".tmp" + random_hex(3);
+                     {
+                       std::ofstream out(tmp, std::ios::binary);
+                       out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+                       if (!out) why = "cannot write " + tmp;
+                     }
+                     if (why.empty()) {
+                       chmod(tmp.c_str(), 0755);
+                       fs::rename(tmp, path, ec);
+                       if (ec) why = "cannot write " + path + ": " + ec.message();
+                     }
+                   }
+                 }
+                 if (!why.empty()) spdlog::error("fetching {}: {}", digest, why);
+                 auto ws = std::move(fetching_[digest]);
+                 fetching_.erase(digest);
+                 for (auto& w : ws) w(why);
+               },
+               std::chrono::seconds(120));
+}
+
+// Content-addressed files at the head: job binaries, uploaded once per digest.
+void Daemon::on_blob(IoLoop::Incoming& in) {
+  auto body = in.msg->env().getBody();
+  std::string dir = o_.session_dir + "/blobs";
+  auto valid = [](const std::string& d) {
+    return d.size() == 64 && d.find_first_not_of("0123456789abcdef") == std::string::npos;
+  };
+  if (body.isHasBlob()) {
+    std::string d = body.getHasBlob();
+    if (valid(d) && fs::exists(dir + "/" + d)) return reply_ok(in);
+    return reply_error(in, wire::ErrorCode::NOT_FOUND, "no blob " + d);
   }
-  if (f["binary"].empty() || access(f["binary"].c_str(), X_OK) != 0) {
-    *why = "job " + job_id + "'s program " + f["binary"] + " is not on node " + node_id_;
-    return nullptr;
+  if (body.isPutBlob()) {
+    std::string d = body.getPutBlob().getDigest();
+    auto bytes = in.msg->value(body.getPutBlob().getData());
+    if (!valid(d) || sha256_hex(bytes->data(), bytes->size()) != d)
+      return reply_error(in, wire::ErrorCode::BAD_REQUEST, "the blob's bytes do not match its digest");
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    std::string tmp = dir + "/" + d + ".tmp" + random_hex(3);
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
+      if (!out) return reply_error(in, wire::ErrorCode::INTERNAL, "cannot write " + tmp);
+    }
+    chmod(tmp.c_str(), 0755);
+    fs::rename(tmp, dir + "/" + d, ec);
+    if (ec) return reply_error(in, wire::ErrorCode::INTERNAL, "cannot store blob: " + ec.message());
+    spdlog::info("stored blob {} ({} bytes)", d, bytes->size());
+    return reply_ok(in);
   }
-  Job j;
-  j.id = job_id;
-  j.remote = true;
-  j.binary = f["binary"];
-  j.cwd = fs::is_directory(f["cwd"]) ? f["cwd"] : "/";
-  j.entrypoint = f["entrypoint"];
-  j.start = unix_time();
-  spdlog::info("job {} runs workers here: {}", job_id, j.binary);
-  return &jobs_.emplace(job_id, std::move(j)).first->second;
+  std::string d = body.getGetBlob();
+  std::ifstream f(dir + "/" + d, std::ios::binary);
+  if (!valid(d) || !f) return reply_error(in, wire::ErrorCode::NOT_FOUND, "no blob " + d);
+  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.set_value(m.env().getBody().initTaskReply().initResult(), std::make_shared<StringBuffer>(std::move(data)));
+  io_->reply(in.routing_id, m.finish());
 }
 
 // Jobs whose head-side record says they ended take their workers here with them.
@@ -904,24 +989,37 @@ void Daemon::on_host_actor(IoLoop::Incoming& in) {
   };
   if (aid.empty() || hosted_.count(aid)) return fail(wire::ErrorCode::BAD_REQUEST, "actor id missing or already hosted here");
   if (fenced_) return fail(wire::ErrorCode::UNAVAILABLE, "node " + node_id_ + " is rejoining");
-  std::string why;
-  Job* j = ensure_job(ca.getJobId(), &why);
-  if (!j) return fail(wire::ErrorCode::NOT_FOUND, why);
-  std::string wid;
-  try {
-    wid = spawn_worker(j->id, aid, 0, ha.getNumRestarts());
-  } catch (const std::exception& e) {
-    return fail(wire::ErrorCode::INTERNAL, std::string("cannot start its worker on node ") + node_id_ + ": " + e.what());
-  }
-  auto& w = workers_.at(wid);
-  w.held = release;
-  w.detached = ca.getDetached();
+  // Held while the job's binary may still be on its way; answered when hosting fails or succeeds.
   Hosted h;
   h.routing = in.routing_id;
   h.req = in.msg->env().getRequestId();
-  h.worker = wid;
   h.msg = std::shared_ptr<InMessage>(std::move(in.msg));
   hosted_.emplace(aid, std::move(h));
+  with_job(ca.getJobId(), [this, aid, release](Job* j, const std::string& why) {
+    auto hit = hosted_.find(aid);
+    if (hit == hosted_.end()) {  // killed meanwhile
+      give_local(release);
+      return;
+    }
+    auto& h = hit->second;
+    auto fail = [&](wire::ErrorCode code, const std::string& msg) {
+      give_local(release);
+      reply_error(h.routing, h.req, code, msg);
+      hosted_.erase(hit);
+    };
+    if (!j) return fail(wire::ErrorCode::NOT_FOUND, why);
+    auto c = h.msg->env().getBody().getHostActor();
+    std::string wid;
+    try {
+      wid = spawn_worker(j->id, aid, 0, c.getNumRestarts());
+    } catch (const std::exception& e) {
+      return fail(wire::ErrorCode::INTERNAL, std::string("cannot start its worker on node ") + node_id_ + ": " + e.what());
+    }
+    auto& w = workers_.at(wid);
+    w.held = release;
+    w.detached = c.getCreate().getDetached();
+    h.worker = wid;
+  });
 }
 
 void Daemon::instantiate_hosted(const std::string& aid, Worker& w) {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -40,7 +41,7 @@ class Daemon {
     bool detached = false;
   };
   struct Job {
-    std::string id, binary, cwd, entrypoint, log_path, status = "RUNNING";
+    std::string id, binary, digest, cwd, entrypoint, log_path, status = "RUNNING";
     pid_t driver_pid = 0, proc_pid = 0;
     int exit_code = 0;
     double start = 0, end = 0;
@@ -129,7 +130,10 @@ class Daemon {
   void refresh_local();
   std::string spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease,
                            uint32_t restarts = 0);
-  Job* ensure_job(const std::string& job_id, std::string* why);
+  // Runs k with the job (its binary fetched from the head when this node lacks it), or with
+  // nullptr and the reason.
+  void with_job(const std::string& job_id, std::function<void(Job*, const std::string&)> k);
+  void on_blob(Incoming& in);
   void process_leases();
   void answer_lease(Lease& l);
   void on_host_actor(Incoming& in);
@@ -195,6 +199,7 @@ class Daemon {
   pid_t parent_pid_ = 0;
   double start_time_ = 0;
   Clock::time_point next_job_check_{};
+  std::map<std::string, std::vector<std::function<void(const std::string&)>>> fetching_;  // digest -> waiters
   bool fenced_ = false;
 
   // Head.
