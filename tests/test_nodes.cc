@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <thread>
 
@@ -156,10 +157,18 @@ struct MultiNode {
   ~MultiNode() {
     yard::shutdown();
     redis.reset();
+    // The head's Redis outlives a killed head (so a new head can take over): stop it here too.
+    pid_t redis_pid = 0;
+    {
+      std::ifstream f(home + "/head/redis.address");
+      std::string a;
+      f >> a >> redis_pid;
+    }
     for (auto p : node_pids) kill(p, SIGTERM);
     if (head_pid) kill(head_pid, SIGTERM);
     for (auto p : node_pids) yard::detail::terminate(p, SIGKILL, 10s);
     if (head_pid) yard::detail::terminate(head_pid, SIGKILL, 10s);
+    if (redis_pid > 0 && !yard::detail::process_dead(redis_pid)) yard::detail::terminate(redis_pid, SIGTERM, 5s);
     std::error_code ec;
     fs::remove_all(home, ec);
   }
@@ -352,6 +361,97 @@ TEST_CASE("concurrent clients never over-commit a node", "[nodes][pg]") {
   watch.join();
   CHECK(failures.load() == 0);
   CHECK_FALSE(negative.load());
+  CHECK(eventually([&] { return c.all_free(); }, 20s));
+}
+
+TEST_CASE("kill -9 of the head: actors keep serving; a restarted head takes the cluster over", "[nodes][head]") {
+  auto& c = cluster();
+  auto n2 = c.ids["n2"];
+  auto keeper = yard::actor<Where>().node_affinity(n2, true).max_restarts(1).remote();
+  auto named = yard::actor<Where>().name("survivor").node_affinity(n2, true).remote();
+  REQUIRE(*keeper.call(&Where::node).remote().get(60s) == n2);
+  REQUIRE(*named.call(&Where::node).remote().get(60s) == n2);
+  CHECK(*keeper.call(&Where::incr).remote().get(30s) == 1);
+  auto pg = yard::placement_group({{{"CPU", 1}}}, yard::PlacementStrategy::kStrictSpread);
+  REQUIRE(pg.wait(30s));
+  auto pg_nodes = pg.bundle_nodes();
+
+  kill(c.head_pid, SIGKILL);
+  REQUIRE(eventually([&] { return yard::detail::process_dead(c.head_pid); }, 10s));
+  // Calls go straight to the actors: they keep working while there is no head.
+  CHECK(*keeper.call(&Where::incr).remote().get(30s) == 2);
+  CHECK(*named.call(&Where::incr).remote().get(30s) == 1);
+
+  // A head started again at the same address takes the cluster over from its Redis.
+  auto port = c.head_addr.substr(c.head_addr.rfind(':') + 1);
+  auto [pid, addr] = start_daemon({yard_bin(), "start", "--head", "--block", "--port", port, "--num-cpus", "1",
+                                   "--heartbeat-timeout", "1.5", "--session-dir", c.home + "/head"});
+  c.head_pid = pid;
+  CHECK(addr == c.head_addr);
+  CHECK(yard::detail::read_token(c.home + "/head/token") == c.token);
+  // Nothing was lost: the named actor, the actor table, the placement group, this job.
+  auto found = yard::get_actor<Where>("survivor");
+  CHECK(*found.call(&Where::incr).remote().get(30s) == 2);
+  CHECK(*keeper.call(&Where::incr).remote().get(30s) == 3);
+  CHECK(*keeper.call(&Where::restarts).remote().get(30s) == 0);
+  CHECK(pg.bundle_nodes() == pg_nodes);
+  auto status = sh(yard_bin() + " status --json --address " + c.head_addr + " --token " + c.token);
+  CHECK_THAT(status.out, Catch::Contains("survivor") && Catch::Contains(pg.id()) && Catch::Contains("RUNNING"));
+  // And it schedules again: the old head node is declared dead, a new one took its place.
+  c.ids["head"] = c.redis->cmd({"HGET", "yard:cluster", "head_node"}).str();
+  auto fresh = yard::actor<Where>().spread().remote();
+  CHECK(!fresh.call(&Where::node).remote().get(60s)->empty());
+  pg.remove();
+  for (auto* h : {&keeper, &named, &fresh}) h->kill();
+  CHECK(eventually([&] { return c.all_free(); }, 20s));
+}
+
+TEST_CASE("Redis restarts mid-run: every daemon reconnects and nothing is lost", "[nodes][redis]") {
+  auto& c = cluster();
+  auto keeper = yard::actor<Where>().node_affinity(c.ids["n2"], true).max_restarts(1).remote();
+  CHECK(*keeper.call(&Where::incr).remote().get(60s) == 1);
+  auto pg = yard::placement_group({{{"CPU", 1}}});
+  REQUIRE(pg.wait(30s));
+  std::string addr;
+  pid_t pid = 0;
+  {
+    std::ifstream f(c.home + "/head/redis.address");
+    f >> addr >> pid;
+  }
+  REQUIRE(pid > 0);
+  // As the head started it (redis-server rewrites its own command line, so it is not read back).
+  std::vector<std::string> argv{"/usr/bin/redis-server", "--port", addr.substr(addr.rfind(':') + 1), "--bind",
+                                "127.0.0.1", "--dir", c.home + "/head/redis", "--appendonly", "yes", "--save", "",
+                                "--requirepass", c.token, "--daemonize", "no"};
+  kill(pid, SIGTERM);  // a clean restart (an upgrade, a config change): its append-only file is complete
+  REQUIRE(eventually([&] { return yard::detail::process_dead(pid); }, 10s));
+  yard::detail::SpawnOptions so;
+  so.death_signal = SIGKILL;
+  so.stdout_path = c.home + "/redis-restarted.log";
+  pid_t again = yard::detail::spawn(argv, so);
+  { std::ofstream(c.home + "/head/redis.address") << addr << " " << again << "\n"; }
+  // The control store's clients reconnect: placement works again, and the state is all there.
+  REQUIRE(eventually([&] {
+    try {
+      return c.redis->cmd({"PING"}).str() == "PONG";
+    } catch (const std::exception&) {
+      return false;
+    }
+  }, 10s));
+  auto g = yard::placement_group({{{"CPU", 1}}});
+  CHECK(g.wait(30s));
+  CHECK(c.redis->cmd({"HGET", "yard:pg:" + pg.id(), "state"}).str() == "CREATED");
+  auto fresh = yard::actor<Where>().spread().remote();
+  CHECK(!fresh.call(&Where::node).remote().get(60s)->empty());
+  CHECK(*keeper.call(&Where::incr).remote().get(30s) == 2);
+  // Heartbeats resumed: no node was declared dead.
+  std::this_thread::sleep_for(2s);  // longer than the heartbeat timeout, to let a wrong verdict happen
+  for (auto& [name, id] : c.ids)
+    if (!c.dead.count(name)) CHECK(c.redis->cmd({"HGET", "yard:node:" + id, "state"}).str() == "ALIVE");
+  g.remove();
+  pg.remove();
+  keeper.kill();
+  fresh.kill();
   CHECK(eventually([&] { return c.all_free(); }, 20s));
 }
 

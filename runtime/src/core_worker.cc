@@ -16,6 +16,7 @@ namespace {
 constexpr int kPipelinePerWorker = 16;
 constexpr auto kControlTimeout = std::chrono::seconds(30);
 constexpr auto kCreateTimeout = std::chrono::seconds(120);
+constexpr auto kHeadOutage = std::chrono::seconds(60);  // how long a lost head is waited for
 
 std::string demangle(const char* name) {
   int status = 0;
@@ -632,6 +633,19 @@ void CoreWorker::lookup_address(const ActorPtr& a) {
   io_->request(gcs_, rid, m.finish(),
                [this, a](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  a->lookup_in_flight = false;
+                 // The head may be restarting: ride it out for up to a minute, retrying.
+                 bool retry = err ? err->code != wire::ErrorCode::TIMEOUT
+                                  : (r->env().getBody().isError() &&
+                                     r->env().getBody().getError().getCode() == wire::ErrorCode::UNAVAILABLE);
+                 auto now = std::chrono::steady_clock::now();
+                 if (retry) {
+                   if (a->lookup_since == std::chrono::steady_clock::time_point{}) a->lookup_since = now;
+                   if (now - a->lookup_since < kHeadOutage) {
+                     io_->after(std::chrono::milliseconds(200), [this, a] { lookup_address(a); });
+                     return;
+                   }
+                 }
+                 a->lookup_since = {};
                  a->needs_lookup = false;
                  if (err) {
                    actor_dead(a, "cannot look up where it lives: " + err->message);

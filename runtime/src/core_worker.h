@@ -43,6 +43,7 @@ class ActorState {
   // restarted (ActorRestarting) or died (ActorDied).
   std::vector<std::shared_ptr<TaskSpec>> lost_calls;
   std::string lost_address;
+  std::chrono::steady_clock::time_point lookup_since{};  // retrying while the head is away
   std::deque<std::shared_ptr<TaskSpec>> queue;  // submission order, not yet sent
 };
 

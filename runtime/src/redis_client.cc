@@ -58,6 +58,7 @@ Redis::Redis(const std::string& host, int port, const std::string& password,
     throw ConnectionError("cannot reach Redis at " + address_ + ": " + why);
   }
   redisSetTimeout(c_, tv);
+  password_ = password;
   if (!password.empty()) {
     auto r = cmd({"AUTH", password});
     (void)r;
@@ -65,11 +66,30 @@ Redis::Redis(const std::string& host, int port, const std::string& password,
   cmd({"PING"});
 }
 
+// A connection that broke (Redis restarted, a network blip) is re-established before the next
+// command, never by re-sending a command that may have run.
+void Redis::ensure_connected() {
+  if (!c_->err) return;
+  if (redisReconnect(c_) != REDIS_OK)
+    throw ConnectionError("Redis at " + address_ + " is unreachable: " + (c_->errstr[0] ? c_->errstr : "reconnect failed"));
+  ++reconnects_;
+  if (!password_.empty()) {
+    const char* argv[] = {"AUTH", password_.c_str()};
+    size_t lens[] = {4, password_.size()};
+    auto* r = static_cast<redisReply*>(redisCommandArgv(c_, 2, argv, lens));
+    if (!r) throw ConnectionError("Redis at " + address_ + ": connection lost during AUTH");
+    bool bad = r->type == REDIS_REPLY_ERROR;
+    freeReplyObject(r);
+    if (bad) throw AuthError("Redis at " + address_ + " refused the password after reconnecting");
+  }
+}
+
 Redis::~Redis() {
   if (c_) redisFree(c_);
 }
 
 RedisReply Redis::cmd(const std::vector<std::string>& args) {
+  ensure_connected();
   std::vector<const char*> argv;
   std::vector<size_t> lens;
   for (auto& a : args) {
@@ -88,6 +108,7 @@ RedisReply Redis::cmd(const std::vector<std::string>& args) {
 }
 
 std::vector<RedisReply> Redis::pipeline(const std::vector<std::vector<std::string>>& cmds) {
+  ensure_connected();
   for (auto& args : cmds) {
     std::vector<const char*> argv;
     std::vector<size_t> lens;

@@ -48,10 +48,15 @@ class Redis {
   // HGETALL as a map (empty when the key does not exist).
   std::map<std::string, std::string> hgetall(const std::string& key);
   const std::string& address() const { return address_; }
+  // How many times the connection was re-established (a restarted Redis, a network blip).
+  uint64_t reconnects() const { return reconnects_; }
 
  private:
+  void ensure_connected();
   redisContext* c_ = nullptr;
   std::string address_;
+  std::string password_;
+  uint64_t reconnects_ = 0;
 };
 
 }  // namespace yard::detail

@@ -76,6 +76,28 @@ int Daemon::run() {
   };
   try {
     start_time_ = unix_time();
+    // A head started where a killed head left its cluster (same address, its Redis still up)
+    // takes the cluster over instead of starting a new one.
+    std::string recover_redis;
+    pid_t recover_redis_pid = 0;
+    if (o_.join_address.empty() && o_.redis_address.empty() && !o_.embedded && o_.port != 0) {
+      if (auto rec = record_for(o_.host + ":" + std::to_string(o_.port)); rec && process_dead(rec->pid)) {
+        std::ifstream f(rec->session_dir + "/redis.address");
+        std::string addr;
+        long rpid = 0;
+        if (f >> addr >> rpid) {
+          try {
+            auto [rh, rp] = split_address(addr);
+            Redis probe(rh, rp, read_token(rec->token_file), std::chrono::milliseconds(500));
+            o_.session_dir = rec->session_dir;
+            recover_redis = addr;
+            recover_redis_pid = static_cast<pid_t>(rpid);
+          } catch (const std::exception&) {
+            // Its Redis is gone too: a new cluster.
+          }
+        }
+      }
+    }
     if (o_.session_dir.empty()) {
       o_.session_dir = yard_home() + "/session-" + std::to_string(static_cast<long>(start_time_)) + "-" + random_hex(3);
     }
@@ -95,6 +117,8 @@ int Daemon::run() {
       if (fd < 0) throw Error("cannot write " + token_file_);
       (void)!::write(fd, token_.data(), token_.size());
       ::close(fd);
+    } else if (!recover_redis.empty()) {
+      token_ = read_token(token_file_);
     } else {
       token_ = create_token(token_file_);
     }
@@ -128,10 +152,22 @@ int Daemon::run() {
       redis_password_ = body.getControlStore().getPassword();
       auto [rh, rp] = split_address(o_.redis_address);
       redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
+    } else if (!recover_redis.empty()) {
+      auto [rh, rp] = split_address(recover_redis);
+      redis_ = std::make_unique<Redis>(rh, rp, token_, std::chrono::seconds(3));
+      o_.redis_address = recover_redis;
+      redis_password_ = token_;
+      redis_pid_ = recover_redis_pid;
+      redis_owned_ = false;
+      spdlog::warn("taking over the cluster of session {}: its head is gone, its Redis at {} is up", o_.session_dir,
+                   recover_redis);
     } else if (o_.redis_address.empty()) {
       int rport = free_port("127.0.0.1");
       SpawnOptions so;
-      so.death_signal = SIGTERM;
+      // A standalone head's Redis outlives the head (a restarted head takes the cluster over);
+      // `yard stop` stops it. An embedded cluster's dies with its program.
+      so.death_signal = o_.embedded ? SIGTERM : 0;
+      so.new_process_group = !o_.embedded;
       so.stdout_path = log_dir_ + "/redis.log";
       redis_pid_ = spawn({which("redis-server"), "--port", std::to_string(rport), "--bind", "127.0.0.1",
                           "--dir", o_.session_dir + "/redis", "--appendonly", "yes", "--save", "",
@@ -148,6 +184,7 @@ int Daemon::run() {
         }
       }
       o_.redis_address = "127.0.0.1:" + std::to_string(rport);
+      std::ofstream(o_.session_dir + "/redis.address") << o_.redis_address << " " << redis_pid_ << "\n";
       redis_password_ = token_;
     } else {
       auto [rh, rp] = split_address(o_.redis_address);
@@ -155,6 +192,23 @@ int Daemon::run() {
       redis_password_ = pw ? pw : "";
       redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
     }
+    recovered_ = !recover_redis.empty();
+    if (recovered_) {
+      // State is rebuilt on the loop thread before any request is served (requests arriving
+      // meanwhile are answered "unavailable, retry").
+      std::promise<void> built;
+      auto fut = built.get_future();
+      io_->post([this, &built] {
+        try {
+          rebuild();
+        } catch (const std::exception& e) {
+          spdlog::error("rebuilding the cluster state from Redis: {}", e.what());
+        }
+        built.set_value();
+      });
+      fut.wait();
+    }
+    serving_.store(true);
     if (!joining)
       redis_->cmd({"HSET", "yard:cluster", "address", io_->address(), "session_dir", o_.session_dir,
                    "log_dir", log_dir_, "start_time", std::to_string(start_time_), "head_node", node_id_});
@@ -215,7 +269,7 @@ int Daemon::run() {
     spdlog::error("{}", e.what());
     ready(std::string("ERROR: ") + e.what());
     fprintf(stderr, "yard: %s\n", e.what());
-    if (redis_pid_) terminate(redis_pid_, SIGTERM, std::chrono::seconds(5));
+    if (redis_pid_ && redis_owned_) terminate(redis_pid_, SIGTERM, std::chrono::seconds(5));
     return 1;
   }
 }
@@ -280,6 +334,10 @@ void Daemon::shutdown_all() {
 void Daemon::handle(IoLoop::Incoming in) {
   using B = wire::Envelope::Body;
   auto body = in.msg->env().getBody();
+  if (!serving_.load()) {
+    reply_error(in, wire::ErrorCode::UNAVAILABLE, "the head is starting; retry");
+    return;
+  }
   try {
     switch (body.which()) {
       case B::PING: reply_ok(in); return;
@@ -381,7 +439,8 @@ std::string Daemon::new_job_id() {
 void Daemon::save_job(const Job& j) {
   redis_->cmd({"HSET", "yard:job:" + j.id, "entrypoint", j.entrypoint, "status", j.status, "exit_code",
                std::to_string(j.exit_code), "start", std::to_string(j.start), "end", std::to_string(j.end),
-               "log", j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", node_id_, "binary", j.binary, "binary_digest", j.digest, "cwd", j.cwd});
+               "log", j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", node_id_,
+               "submitted", j.submitted ? "1" : "0", "proc_pid", std::to_string(j.proc_pid), "binary", j.binary, "binary_digest", j.digest, "cwd", j.cwd});
 }
 
 void Daemon::on_register_job(IoLoop::Incoming& in) {
@@ -1081,7 +1140,7 @@ void Daemon::on_kill_hosted(IoLoop::Incoming& in) {
 }
 
 // Tells the head an actor's process here is gone; the head decides whether it restarts.
-void Daemon::report_lost(const std::string& aid, const std::string& cause) {
+void Daemon::report_lost(const std::string& aid, const std::string& cause, int attempt) {
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   auto al = m.env().getBody().initActorLost();
@@ -1090,10 +1149,18 @@ void Daemon::report_lost(const std::string& aid, const std::string& cause) {
   al.setNodeId(node_id_);
   std::string head = head_ ? io_->address() : o_.join_address;
   io_->request(head, rid, m.finish(),
-               [aid](std::unique_ptr<InMessage>, std::optional<LocalError> err) {
-                 if (err) spdlog::error("cannot tell the head that actor {} was lost: {}", aid, err->message);
+               [this, aid, cause, attempt](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 bool again = err || (r->env().getBody().isError() &&
+                                      r->env().getBody().getError().getCode() == wire::ErrorCode::UNAVAILABLE);
+                 if (!again) return;
+                 // The head may be restarting: keep telling it for about a minute.
+                 if (attempt < 120) {
+                   io_->after(std::chrono::milliseconds(500), [this, aid, cause, attempt] { report_lost(aid, cause, attempt + 1); });
+                 } else {
+                   spdlog::error("cannot tell the head that actor {} was lost: {}", aid, err ? err->message : "unavailable");
+                 }
                },
-               std::chrono::seconds(30));
+               std::chrono::seconds(10));
 }
 
 int run_daemon(const DaemonOptions& opts) {

@@ -6,6 +6,7 @@
 //    that node's manager to host it.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -139,7 +140,7 @@ class Daemon {
   void on_host_actor(Incoming& in);
   void instantiate_hosted(const std::string& actor_id, Worker& w);
   void on_kill_hosted(Incoming& in);
-  void report_lost(const std::string& actor_id, const std::string& cause);
+  void report_lost(const std::string& actor_id, const std::string& cause, int attempt = 0);
   void reap();
   void end_job(Job& j, const std::string& status, int exit_code);
   void check_remote_jobs();
@@ -173,6 +174,7 @@ class Daemon {
   void fill_actor_info(wire::ActorInfo::Builder b, const Actor& a);
   void answer_lookups(Actor& a, bool expired_only = false);
   void save_actor(const Actor& a);
+  void save_actor_spec(const Actor& a);
   bool try_place_pg(PGroup& g, std::string* infeasible);
   void answer_pg_waiters(PGroup& g);
   void remove_pg(PGroup& g, const std::string& why);
@@ -188,6 +190,10 @@ class Daemon {
   std::unique_ptr<detail::Redis> redis_;
   std::string redis_password_;
   pid_t redis_pid_ = 0;
+  bool redis_owned_ = true;  // spawned by this process (else: taken over from a killed head)
+  bool recovered_ = false;
+  std::atomic<bool> serving_{false};
+  void rebuild();
   std::unique_ptr<detail::IoLoop> io_;
   Res total_, avail_;  // avail_: this node's view of its own Redis hash
   std::map<std::string, Worker> workers_;
@@ -205,6 +211,8 @@ class Daemon {
   // Head.
   std::map<std::string, NodeView> nodes_;
   std::set<std::string> dead_nodes_;
+  uint64_t seen_reconnects_ = 0;
+  Clock::time_point grace_until_{};
   std::map<std::string, Actor> actors_;
   std::deque<std::string> pending_actors_;
   std::map<std::string, std::string> actor_names_;

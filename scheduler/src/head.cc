@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -83,6 +84,168 @@ std::string Daemon::reserve_now(const std::vector<std::pair<std::string, Res>>& 
   return why;
 }
 
+// ---- taking over after a killed head -----------------------------------------------------------
+
+namespace {
+// Frames <-> one string, to keep an actor's creation message (arguments included) in Redis.
+std::string pack_frames(const Frames& frames) {
+  std::string out;
+  auto put = [&](uint64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(frames.size());
+  for (auto& f : frames) {
+    put(f.size());
+    out.append(static_cast<const char*>(f.data()), f.size());
+  }
+  return out;
+}
+Frames unpack_frames(const std::string& s) {
+  Frames out;
+  size_t off = 0;
+  auto get = [&]() -> uint64_t {
+    if (off + 8 > s.size()) throw Error("truncated actor record");
+    uint64_t v;
+    std::memcpy(&v, s.data() + off, 8);
+    off += 8;
+    return v;
+  };
+  uint64_t n = get();
+  if (n > 1024) throw Error("corrupt actor record");
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t len = get();
+    if (off + len > s.size()) throw Error("truncated actor record");
+    out.emplace_back(s.data() + off, len);
+    off += len;
+  }
+  return out;
+}
+}  // namespace
+
+// The actor's creation message, with its arguments as bytes, for restarts by a later head.
+void Daemon::save_actor_spec(const Actor& a) {
+  OutMessage m(token_, 0, false);
+  auto src = a.create_msg->env().getBody().getCreateActor();
+  m.env().getBody().setCreateActor(src);
+  auto dst = m.env().getBody().getCreateActor();
+  auto args = dst.initArgs(src.getArgs().size());
+  for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], a.create_msg->value(src.getArgs()[i]));
+  redis_->cmd({"SET", "yard:actor:" + a.id + ":spec", pack_frames(m.finish())});
+}
+
+// Reads the cluster back from Redis: jobs, actors (with their creation messages), placement
+// groups, names and dead nodes. Nodes and their resources are read by refresh_nodes().
+void Daemon::rebuild() {
+  for (auto& id : redis_->cmd({"LRANGE", "yard:jobs", "0", "-1"}).strings()) {
+    auto f = redis_->hgetall("yard:job:" + id);
+    if (f["status"] != "RUNNING") continue;
+    Job j;
+    j.id = id;
+    j.binary = f["binary"];
+    j.digest = f["binary_digest"];
+    j.cwd = f["cwd"];
+    j.entrypoint = f["entrypoint"];
+    j.log_path = f["log"];
+    j.submitted = f["submitted"] == "1";
+    j.start = f["start"].empty() ? unix_time() : std::stod(f["start"]);
+    j.driver_pid = f["driver_pid"].empty() ? 0 : std::stoi(f["driver_pid"]);
+    pid_t proc = f["proc_pid"].empty() ? 0 : std::stoi(f["proc_pid"]);
+    auto& jj = jobs_.emplace(id, std::move(j)).first->second;
+    // A submitted job's process was the old head's child and went with it; a driver started by
+    // hand keeps running and is watched again.
+    bool alive = jj.submitted ? (proc > 0 && !process_dead(proc)) : (jj.driver_pid > 0 && !process_dead(jj.driver_pid));
+    if (!alive) {
+      jj.status = "FAILED";
+      jj.ended = true;
+      jj.exit_code = -1;
+      jj.end = unix_time();
+      save_job(jj);
+      spdlog::warn("job {} ended with the previous head", id);
+    } else {
+      spdlog::info("job {} is still running (driver pid {})", id, jj.driver_pid);
+    }
+  }
+  for (auto& id : redis_->cmd({"SMEMBERS", "yard:actors"}).strings()) {
+    auto f = redis_->hgetall("yard:actor:" + id);
+    if (f.empty()) continue;
+    Actor a;
+    a.id = id;
+    a.class_name = f["class"];
+    a.name = f["name"];
+    a.job = f["job"];
+    a.state = f["state"];
+    a.address = f["address"];
+    a.worker = f["worker"];
+    a.node = f["node"];
+    a.cause = f["death_cause"];
+    try {
+      for (auto& [k, v] : json::parse(f["resources"]).items()) a.resources[k] = v.get<double>();
+    } catch (...) {
+    }
+    a.max_restarts = f["max_restarts"].empty() ? 0 : std::stoi(f["max_restarts"]);
+    a.num_restarts = f["num_restarts"].empty() ? 0 : static_cast<uint32_t>(std::stoul(f["num_restarts"]));
+    a.pg = f["placement_group"];
+    a.bundle = f["bundle"].empty() ? -1 : std::stoi(f["bundle"]);
+    a.place_bundle = f["place_bundle"].empty() ? -1 : std::stoi(f["place_bundle"]);
+    a.detached = f["detached"] == "1";
+    a.replied = true;
+    auto spec = redis_->cmd({"GET", "yard:actor:" + id + ":spec"});
+    if (!spec.is_nil()) {
+      try {
+        a.create_msg = std::make_shared<InMessage>(unpack_frames(spec.str()));
+      } catch (const std::exception& e) {
+        spdlog::error("actor {}: its creation record is unreadable ({}): it cannot be restarted", id, e.what());
+      }
+    }
+    auto job = jobs_.find(a.job);
+    bool job_live = job != jobs_.end() && !job->second.ended;
+    if (a.state != "DEAD" && !job_live && !a.detached) {
+      a.state = "DEAD";
+      a.cause = "its job " + a.job + " ended while the head was down";
+      kill_actor_process(a);
+      save_actor(a);
+    } else if (a.state == "PENDING" || a.state == "RESTARTING") {
+      if (a.create_msg) {
+        a.node.clear();
+        pending_actors_.push_back(id);
+      } else {
+        a.state = "DEAD";
+        a.cause = "the head was replaced before it was placed";
+        save_actor(a);
+      }
+    }
+    if (!a.name.empty() && a.state != "DEAD") actor_names_[a.name] = id;
+    actors_.emplace(id, std::move(a));
+  }
+  for (auto& id : redis_->cmd({"SMEMBERS", "yard:pgs"}).strings()) {
+    auto f = redis_->hgetall("yard:pg:" + id);
+    if (f.empty()) continue;
+    PGroup g;
+    g.id = id;
+    g.name = f["name"];
+    g.job = f["job"];
+    g.strategy = f["strategy"];
+    g.state = f["state"];
+    try {
+      g.bundles = json::parse(f["bundles"]).get<std::vector<Res>>();
+      g.nodes = json::parse(f["nodes"]).get<std::vector<std::string>>();
+    } catch (...) {
+      continue;
+    }
+    g.nodes.resize(g.bundles.size());
+    g.bundle_avail = g.bundles;
+    for (size_t i = 0; i < g.bundles.size(); ++i)
+      if (g.nodes[i].empty()) g.bundle_avail[i].clear();
+    for (auto& [aid, a] : actors_)
+      if (a.pg == id && a.state != "DEAD" && a.bundle >= 0 && a.bundle < static_cast<int>(g.bundles.size()))
+        sub(g.bundle_avail[a.bundle], a.resources);
+    pgs_.emplace(id, std::move(g));
+  }
+  for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings())
+    if (redis_->cmd({"HGET", "yard:node:" + id, "state"}).str() == "DEAD") dead_nodes_.insert(id);
+  spdlog::warn("rebuilt from Redis: {} running jobs, {} actors, {} placement groups", 
+               std::count_if(jobs_.begin(), jobs_.end(), [](auto& kv) { return !kv.second.ended; }), actors_.size(),
+               pgs_.size());
+}
+
 // ---- nodes ------------------------------------------------------------------------------------
 
 void Daemon::refresh_nodes() {
@@ -108,7 +271,16 @@ void Daemon::refresh_nodes() {
 // their max_restarts allow) and its placement-group bundles are placed again.
 void Daemon::check_nodes() {
   try {
-    for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings()) {
+    auto members = redis_->cmd({"SMEMBERS", "yard:nodes"}).strings();
+    // After the control store was away (restarted, unreachable), nodes get one full timeout to
+    // heartbeat again before anyone is declared dead.
+    if (redis_->reconnects() != seen_reconnects_) {
+      seen_reconnects_ = redis_->reconnects();
+      grace_until_ = Clock::now() + std::chrono::milliseconds(static_cast<long>(o_.heartbeat_timeout_s * 1000));
+      spdlog::warn("reconnected to Redis: no node is declared dead for {} s", o_.heartbeat_timeout_s);
+    }
+    bool grace = Clock::now() < grace_until_;
+    for (auto& id : members) {
       if (id == node_id_) continue;
       bool beating = !redis_->cmd({"GET", "yard:node:" + id + ":heartbeat"}).is_nil();
       if (beating && dead_nodes_.count(id)) {
@@ -119,7 +291,7 @@ void Daemon::check_nodes() {
         spdlog::warn("node {} is heartbeating again", id);
         continue;
       }
-      if (beating || dead_nodes_.count(id)) continue;
+      if (beating || dead_nodes_.count(id) || grace) continue;
       dead_nodes_.insert(id);
       double now = unix_time();
       unregister_resources(*redis_, id);
@@ -417,6 +589,7 @@ void Daemon::on_create_actor(Incoming& in) {
   actors_.emplace(id, std::move(a));
   redis_->cmd({"SADD", "yard:actors", id});
   save_actor(actors_.at(id));
+  if (actors_.at(id).max_restarts != 0) save_actor_spec(actors_.at(id));
   pending_actors_.push_back(id);
   process_actors();
 }
@@ -601,7 +774,11 @@ void Daemon::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cau
   a.placing = false;
   a.create_msg.reset();
   spdlog::warn("actor {} ({}) is dead: {}", a.id, a.class_name, cause);
-  try { save_actor(a); } catch (...) {}
+  try {
+    save_actor(a);
+    redis_->cmd({"DEL", "yard:actor:" + a.id + ":spec"});
+  } catch (...) {
+  }
   if (!a.replied) {
     a.replied = true;
     reply_error(a.creator_routing, a.creator_req, code, cause);
@@ -661,6 +838,7 @@ void Daemon::save_actor(const Actor& a) {
                a.address, "worker", a.worker, "job", a.job, "node", a.node, "death_cause", a.cause,
                "resources", json(a.resources).dump(), "max_restarts", std::to_string(a.max_restarts),
                "num_restarts", std::to_string(a.num_restarts), "placement_group", a.pg,
+               "bundle", std::to_string(a.bundle), "place_bundle", std::to_string(a.place_bundle),
                "detached", a.detached ? "1" : "0"});
 }
 
@@ -942,6 +1120,7 @@ void Daemon::on_create_pg(Incoming& in) {
     return;
   }
   if (g.state == "PENDING") save_pg(g);
+  redis_->cmd({"SADD", "yard:pgs", g.id});
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   auto info = m.env().getBody().initPlacementGroupInfo();
   info.setGroupId(g.id);
@@ -978,6 +1157,10 @@ void Daemon::remove_pg(PGroup& g, const std::string& why) {
     if (!g.nodes[i].empty()) items.emplace_back(g.nodes[i], g.bundles[i]);
   pending_release_.insert(pending_release_.end(), items.begin(), items.end());
   pending_del_.push_back("yard:pg:" + g.id);
+  try {
+    redis_->cmd({"SREM", "yard:pgs", g.id});
+  } catch (...) {
+  }
   if (!flush_scheduled_) {
     flush_scheduled_ = true;
     io_->after(std::chrono::milliseconds(2), [this] { flush_releases(); });
