@@ -1,6 +1,8 @@
 // A helper program for the CLI tests.
 //   probe embedded   starts an embedded cluster, prints "ready <address>", then waits to be killed
 //   probe actor      joins YARD_ADDRESS, starts a named actor, prints "ready", waits for stdin EOF
+//   probe remote N   joins YARD_ADDRESS, starts a restartable actor on node N, prints "on <node>",
+//                    waits for a line on stdin, calls it again and prints "now <node>"
 #include <unistd.h>
 
 #include <cstdio>
@@ -14,8 +16,9 @@ class Holder {
  public:
   Holder() = default;
   int ping() { return 1; }
+  std::string where() { return yard::node_id(); }
 };
-YARD_ACTOR(Holder, yard::ctor<>, &Holder::ping);
+YARD_ACTOR(Holder, yard::ctor<>, &Holder::ping, &Holder::where);
 
 int main(int argc, char** argv) {
   yard::init(argc, argv);
@@ -33,6 +36,21 @@ int main(int argc, char** argv) {
     std::string line;
     std::getline(std::cin, line);
     return *h.call(&Holder::ping).remote().get(std::chrono::seconds(30)) == 1 ? 0 : 3;
+  }
+  if (mode == "remote" && argc > 2) {
+    auto h = yard::actor<Holder>().node_affinity(argv[2], true).max_restarts(1).remote();
+    std::printf("on %s\n", h.call(&Holder::where).remote().get(std::chrono::seconds(60))->c_str());
+    std::fflush(stdout);
+    std::string line;
+    std::getline(std::cin, line);
+    for (int attempt = 0;; ++attempt) {
+      try {
+        std::printf("now %s\n", h.call(&Holder::where).remote().get(std::chrono::seconds(60))->c_str());
+        return 0;
+      } catch (const yard::ActorRestarting& e) {
+        if (attempt > 0) throw;  // a call that was on its way when the node was cut off
+      }
+    }
   }
   return 2;
 }

@@ -152,6 +152,7 @@ void init(const InitOptions& options, int argc, char** argv) {
     cfg.actor_id = env("YARD_ACTOR_ID");
     cfg.head_address = env("YARD_HEAD_ADDRESS");
     cfg.node_id = env("YARD_NODE_ID");
+    cfg.bind_host = env("YARD_NODE_HOST");
     auto* w_ptr = new CoreWorker(cfg);
     g_current.store(w_ptr);
     w_ptr->run_worker();  // never returns

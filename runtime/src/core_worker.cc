@@ -39,7 +39,11 @@ ErrorInfo info_of(int code, const std::string& msg) {
 CoreWorker::CoreWorker(const std::string& address, const std::string& token,
                        std::chrono::milliseconds timeout)
     : token_(token), head_(address), gcs_(address), id_prefix_(random_hex(6)) {
-  io_ = std::make_unique<IoLoop>("127.0.0.1", 0, token_, [this](IoLoop::Incoming in) {
+  // Reachable from the cluster: loopback for a local head, else the interface toward the head
+  // (YARD_HOST overrides).
+  const char* host_env = getenv("YARD_HOST");
+  std::string bind_host = host_env && *host_env ? host_env : local_ip_toward(split_address(address).first);
+  io_ = std::make_unique<IoLoop>(bind_host, 0, token_, [this](IoLoop::Incoming in) {
     if (!serve_objects(in)) reply_error(in, wire::ErrorCode::NOT_FOUND, "a driver serves only its objects");
   });
   // The binary goes to the cluster once, content-addressed: nodes without a shared file system
@@ -931,7 +935,7 @@ void CoreWorker::run_worker() {
   exec_ = std::make_unique<Executor>();
   exec_->location_suffix = " on worker " + wcfg_.worker_id + " (pid " + std::to_string(getpid()) +
                            ", host " + hostname() + ")";
-  io_ = std::make_unique<IoLoop>("127.0.0.1", 0, token_,
+  io_ = std::make_unique<IoLoop>(wcfg_.bind_host.empty() ? "127.0.0.1" : wcfg_.bind_host, 0, token_,
                                  [this](IoLoop::Incoming in) { handle_request(std::move(in)); });
   {
     uint64_t rid = io_->next_request_id();

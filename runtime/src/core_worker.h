@@ -68,6 +68,7 @@ struct WorkerConfig {
   std::string actor_id;      // set for a dedicated actor worker
   std::string head_address;  // the cluster's head (actors, placement groups)
   std::string node_id;
+  std::string bind_host;     // the node's interface: other nodes reach this worker there
 };
 
 class CoreWorker {

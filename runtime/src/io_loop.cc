@@ -144,6 +144,10 @@ IoLoop::Peer& IoLoop::peer(const std::string& addr) {
   Peer p;
   p.dealer = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
   tune(*p.dealer);
+  // ZMTP heartbeats: a peer that vanished without closing its connection (a cut cable, a frozen
+  // host, a network partition) is noticed as a lost connection within the timeout.
+  p.dealer->set(zmq::sockopt::heartbeat_ivl, 1000);
+  p.dealer->set(zmq::sockopt::heartbeat_timeout, 4000);
   std::string mon = "inproc://yard-monitor-" + std::to_string(++monitor_seq_);
   if (zmq_socket_monitor(p.dealer->handle(), mon.c_str(),
                          ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED) != 0)

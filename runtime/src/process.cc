@@ -265,3 +265,26 @@ std::string sha256_file(const std::string& path) {
 }
 
 }  // namespace yard::detail
+
+namespace yard::detail {
+
+std::string local_ip_toward(const std::string& host) {
+  if (host.empty() || host == "localhost" || host.rfind("127.", 0) == 0) return "127.0.0.1";
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return "127.0.0.1";
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(9);
+  std::string out = "127.0.0.1";
+  if (inet_pton(AF_INET, host.c_str(), &a.sin_addr) == 1 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
+    sockaddr_in me{};
+    socklen_t len = sizeof me;
+    char buf[INET_ADDRSTRLEN];
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&me), &len) == 0 && inet_ntop(AF_INET, &me.sin_addr, buf, sizeof buf))
+      out = buf;
+  }
+  close(fd);
+  return out;
+}
+
+}  // namespace yard::detail

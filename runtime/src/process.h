@@ -42,6 +42,8 @@ std::string random_hex(size_t bytes);
 std::string sha256_hex(const void* data, size_t size);
 std::string sha256_file(const std::string& path);
 std::string hostname();
+// The local IP address this host uses to reach `host` (no packet is sent); 127.0.0.1 for loopback.
+std::string local_ip_toward(const std::string& host);
 double unix_time();
 // "host:port" -> {host, port}; throws yard::Error with the bad text.
 std::pair<std::string, int> split_address(const std::string& addr);

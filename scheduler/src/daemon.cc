@@ -150,6 +150,11 @@ int Daemon::run() {
       if (body.isError()) throw AuthError("the head at " + o_.join_address + " refused this node: " + describe(body.getError()));
       o_.redis_address = body.getControlStore().getAddress();
       redis_password_ = body.getControlStore().getPassword();
+      // A head that listens everywhere names its Redis by loopback: reach it where the head is.
+      auto [jh, jp] = split_address(o_.join_address);
+      auto [sh, sp] = split_address(o_.redis_address);
+      if ((sh == "127.0.0.1" || sh == "0.0.0.0") && jh != "127.0.0.1" && jh != "localhost")
+        o_.redis_address = jh + ":" + std::to_string(sp);
       auto [rh, rp] = split_address(o_.redis_address);
       redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
     } else if (!recover_redis.empty()) {
@@ -169,10 +174,18 @@ int Daemon::run() {
       so.death_signal = o_.embedded ? SIGTERM : 0;
       so.new_process_group = !o_.embedded;
       so.stdout_path = log_dir_ + "/redis.log";
-      redis_pid_ = spawn({which("redis-server"), "--port", std::to_string(rport), "--bind", "127.0.0.1",
-                          "--dir", o_.session_dir + "/redis", "--appendonly", "yes", "--save", "",
-                          "--requirepass", token_, "--daemonize", "no", "--protected-mode", "yes"},
-                         so);
+      // Loopback always; the head's interface too when it listens beyond this machine, so other
+      // nodes reach the control store (which asks for the cluster token).
+      std::vector<std::string> argv{which("redis-server"), "--port", std::to_string(rport), "--bind"};
+      if (o_.host == "0.0.0.0") {
+        argv.push_back("0.0.0.0");
+      } else {
+        argv.push_back("127.0.0.1");
+        if (o_.host != "127.0.0.1" && o_.host != "localhost") argv.push_back(o_.host);
+      }
+      argv.insert(argv.end(), {"--dir", o_.session_dir + "/redis", "--appendonly", "yes", "--save", "",
+                               "--requirepass", token_, "--daemonize", "no", "--protected-mode", "yes"});
+      redis_pid_ = spawn(argv, so);
       auto deadline = Clock::now() + std::chrono::seconds(10);
       while (!redis_) {
         try {
@@ -183,7 +196,8 @@ int Daemon::run() {
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
       }
-      o_.redis_address = "127.0.0.1:" + std::to_string(rport);
+      bool wide = o_.host != "127.0.0.1" && o_.host != "localhost" && o_.host != "0.0.0.0";
+      o_.redis_address = (wide ? o_.host : std::string("127.0.0.1")) + ":" + std::to_string(rport);
       std::ofstream(o_.session_dir + "/redis.address") << o_.redis_address << " " << redis_pid_ << "\n";
       redis_password_ = token_;
     } else {
@@ -490,7 +504,7 @@ std::string Daemon::spawn_worker(const std::string& job_id, const std::string& a
             {"YARD_JOB_ID", job_id}, {"YARD_WORKER_ID", w.id}, {"YARD_ACTOR_ID", actor_id},
             {"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}, {"YARD_NODE_ID", node_id_},
             {"YARD_HEAD_ADDRESS", head_ ? io_->address() : o_.join_address},
-            {"YARD_ACTOR_RESTARTS", std::to_string(restarts)}};
+            {"YARD_ACTOR_RESTARTS", std::to_string(restarts)}, {"YARD_NODE_HOST", o_.host}};
   so.cwd = j.cwd;
   so.stdout_path = w.log;
   so.death_signal = SIGKILL;

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# A node in its own network namespace, behind a veth pair: it joins the head across the link, the
+# driver calls an actor there directly, then the link is cut. The head declares the node dead, the
+# actor restarts on the head's node and the driver's next call reaches it; when the link comes
+# back the node fences itself (its old workers stop) and rejoins empty.
+# Needs root for `ip netns`: skipped (exit 77) with a message otherwise.
+set -euo pipefail
+YARD=$1
+PROBE=$2
+NS=yard-t-$$
+VH=yh$$
+VN=yn$$
+if [ "$(id -u)" != 0 ] || ! ip netns add "$NS" 2>/dev/null; then
+  echo "SKIP: this test needs root and 'ip netns' (network namespaces)"
+  exit 77
+fi
+SUB=10.77.$(( $$ % 200 + 20 ))
+H=$SUB.1
+N=$SUB.2
+export YARD_HOME=$(mktemp -d /tmp/yard-netns-XXXXXX)
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+PROBE_PID=
+cleanup() {
+  set +e
+  [ -n "$PROBE_PID" ] && kill -9 "$PROBE_PID" 2>/dev/null
+  for f in "$YARD_HOME"/clusters/*.json; do
+    [ -f "$f" ] && kill -9 "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$f")" 2>/dev/null
+  done
+  for f in "$YARD_HOME"/session-*/redis.address; do
+    [ -f "$f" ] && kill -9 "$(awk '{print $2}' "$f")" 2>/dev/null
+  done
+  ip netns pids "$NS" 2>/dev/null | xargs -r kill -9
+  ip netns del "$NS" 2>/dev/null
+  ip link del "$VH" 2>/dev/null
+  rm -rf "$YARD_HOME"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+wait_for() {  # wait_for SECONDS COMMAND...: until the command succeeds
+  local end=$(( $(date +%s) + $1 )); shift
+  until "$@"; do [ "$(date +%s)" -lt "$end" ] || return 1; sleep 0.2; done
+}
+
+ip link add "$VH" type veth peer name "$VN"
+ip link set "$VN" netns "$NS"
+ip addr add "$H/24" dev "$VH"
+ip link set "$VH" up
+ip netns exec "$NS" ip addr add "$N/24" dev "$VN"
+ip netns exec "$NS" ip link set "$VN" up
+ip netns exec "$NS" ip link set lo up
+
+"$YARD" start --head --host "$H" --port "$PORT" --num-cpus 1 --heartbeat-timeout 2 > /dev/null
+TOKEN=$(cat "$YARD_HOME"/session-*/token)
+ip netns exec "$NS" "$YARD" start --address "$H:$PORT" --token "$TOKEN" --host "$N" --num-cpus 1 \
+  --heartbeat-timeout 2 > /dev/null
+status() { "$YARD" status --json --address "$H:$PORT" --token "$TOKEN"; }
+node_field() {  # node_field ADDRESS_PREFIX FIELD
+  status | python3 -c 'import json,sys; [print(n.get(sys.argv[2], "")) for n in json.load(sys.stdin)["nodes"] if n["address"].startswith(sys.argv[1] + ":")]' "$1" "$2"
+}
+NODE=$(node_field "$N" node_id)
+HEAD_NODE=$(node_field "$H" node_id)
+[ -n "$NODE" ] || fail "the namespaced node did not join"
+echo "node $NODE joined from $N; head node $HEAD_NODE at $H"
+
+coproc P { YARD_ADDRESS="$H:$PORT" YARD_TOKEN="$TOKEN" "$PROBE" remote "$NODE"; }
+PROBE_PID=$P_PID
+read -r -t 60 first <&"${P[0]}" || fail "the driver did not start its actor"
+[ "$first" = "on $NODE" ] || fail "the actor runs on '$first', not on $NODE"
+echo "driver called the actor across namespaces: $first"
+
+ip link set "$VH" down
+t0=$(date +%s.%N)
+dead() { [ "$(node_field "$N" state)" = DEAD ]; }
+wait_for 15 dead || fail "the cut-off node was not declared dead"
+echo "declared dead after $(python3 -c "import time; print(round(time.time() - $t0, 1))") s"
+echo go >&"${P[1]}"
+read -r -t 60 second <&"${P[0]}" || fail "the driver's call after the cut did not return"
+[ "$second" = "now $HEAD_NODE" ] || fail "after the cut the actor runs on '$second', not on $HEAD_NODE"
+wait "$PROBE_PID" || fail "the driver failed"
+PROBE_PID=
+echo "the actor restarted on the head's node; the driver's call reached it"
+
+ip link set "$VH" up
+alive() { [ "$(node_field "$N" state)" = ALIVE ] && status | grep -q '"alive": true'; }
+wait_for 30 alive || fail "the node did not come back after the link was restored"
+echo "the node rejoined after the link came back"
+"$YARD" stop --address "$H:$PORT" --token "$TOKEN" > /dev/null
+echo PASS
