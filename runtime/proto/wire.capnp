@@ -78,6 +78,8 @@ struct RequestLease {
   jobId @0 :Text;
   count @1 :UInt32;        # workers wanted (each takes one CPU)
   timeoutMs @2 :UInt32;
+  spilled @3 :Bool;        # sent here by another node: wait here, do not send it on again
+  noWait @4 :Bool;         # answer now, even with no workers (the submitter already has some)
 }
 
 struct LeasedWorker {
@@ -87,6 +89,7 @@ struct LeasedWorker {
 
 struct LeaseGranted {
   workers @0 :List(LeasedWorker);
+  spillback @1 :Text;      # no room here now, but there is at this node manager: ask it
 }
 
 struct ReturnLease {

@@ -395,16 +395,22 @@ Holder CoreWorker::submit_task(const std::string& function, std::vector<Arg> arg
 }
 
 void CoreWorker::pump_tasks() {
+  // While workers on another node are being leased, tasks wait for them instead of queueing deep
+  // behind the local ones.
+  // Tasks queue deep behind busy workers only once the cluster said it has no more room (checked
+  // again every second): until then more workers are asked for, here or on other nodes.
+  auto now = std::chrono::steady_clock::now();
+  int depth = now < saturated_until_ && !spill_in_flight_ ? kPipelinePerWorker : 1;
   while (!task_queue_.empty()) {
     Lease* best = nullptr;
     for (auto& l : leases_)
-      if (l.inflight < kPipelinePerWorker && (!best || l.inflight < best->inflight)) best = &l;
+      if (l.inflight < depth && (!best || l.inflight < best->inflight)) best = &l;
     if (!best) break;
     auto spec = task_queue_.front();
     task_queue_.pop_front();
     send_task(spec, *best);
   }
-  if (!task_queue_.empty()) request_lease();
+  if (!task_queue_.empty() && !spill_in_flight_) request_lease();
 }
 
 void CoreWorker::send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
@@ -443,18 +449,29 @@ void CoreWorker::send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
                std::chrono::milliseconds::max());
 }
 
-void CoreWorker::request_lease() {
-  if (lease_in_flight_) return;
+// Leases come from this process's node manager first; one that has no room sends us on to a node
+// that has (spillback), which then serves the request itself.
+void CoreWorker::request_lease(const std::string& node_in, bool spilled) {
+  if (lease_in_flight_ && !spilled) return;
   lease_in_flight_ = true;
+  std::string node = node_in.empty() ? head_ : node_in;
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   auto rl = m.env().getBody().initRequestLease();
   rl.setJobId(job_id_);
   rl.setCount(static_cast<uint32_t>(std::min<size_t>(task_queue_.size(), 64)));
-  rl.setTimeoutMs(60000);
-  io_->request(head_, rid, m.finish(),
-               [this](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+  rl.setTimeoutMs(spilled ? 2000 : 60000);  // a node that turns out busy answers soon
+  rl.setSpilled(spilled);
+  rl.setNoWait(!spilled && !leases_.empty());
+  if (spilled) spill_in_flight_ = true;
+  io_->request(node, rid, m.finish(),
+               [this, node, spilled](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  lease_in_flight_ = false;
+                 if (spilled) spill_in_flight_ = false;
+                 if (err && spilled) {
+                   pump_tasks();  // that node is unreachable: the local workers take the tasks
+                   return;
+                 }
                  if (err) {
                    if (err->code == wire::ErrorCode::TIMEOUT) {
                      pump_tasks();  // asks again
@@ -464,7 +481,7 @@ void CoreWorker::request_lease() {
                    task_queue_.clear();
                    for (auto& s : q)
                      fail(s->id, static_cast<int>(wire::ErrorCode::UNAVAILABLE),
-                          "cannot lease workers from " + head_ + ": " + err->message);
+                          "cannot lease workers from " + node + ": " + err->message);
                    return;
                  }
                  auto body = r->env().getBody();
@@ -474,8 +491,15 @@ void CoreWorker::request_lease() {
                    for (auto& s : q) on_error_reply(s->id, body.getError());
                    return;
                  }
-                 for (auto w : body.getLeaseGranted().getWorkers())
-                   leases_.push_back(Lease{w.getWorkerId(), w.getAddress(), 0});
+                 auto lg = body.getLeaseGranted();
+                 for (auto w : lg.getWorkers()) leases_.push_back(Lease{w.getWorkerId(), w.getAddress(), 0, node});
+                 if (lg.getWorkers().size() == 0 && lg.getSpillback().size() == 0)
+                   saturated_until_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+                 if (lg.getSpillback().size() && !spilled && !task_queue_.empty()) {
+                   request_lease(lg.getSpillback(), true);
+                   pump_tasks();  // one task per worker granted here, the rest waits for the spill
+                   return;
+                 }
                  pump_tasks();
                },
                std::chrono::milliseconds(65000));
@@ -486,15 +510,19 @@ void CoreWorker::return_idle_leases() {
   for (auto& l : leases_)
     if (l.inflight) return;
   if (std::chrono::steady_clock::now() - last_task_activity_ < std::chrono::seconds(2)) return;
-  uint64_t rid = io_->next_request_id();
-  OutMessage m(token_, rid, false);
-  auto rl = m.env().getBody().initReturnLease();
-  rl.setJobId(job_id_);
-  auto ids = rl.initWorkerIds(static_cast<unsigned>(leases_.size()));
-  for (size_t i = 0; i < leases_.size(); ++i) ids.set(static_cast<unsigned>(i), leases_[i].worker_id);
+  std::map<std::string, std::vector<std::string>> by_node;
+  for (auto& l : leases_) by_node[l.node.empty() ? head_ : l.node].push_back(l.worker_id);
   leases_.clear();
-  io_->request(head_, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
-               std::chrono::seconds(10));
+  for (auto& [node, workers] : by_node) {
+    uint64_t rid = io_->next_request_id();
+    OutMessage m(token_, rid, false);
+    auto rl = m.env().getBody().initReturnLease();
+    rl.setJobId(job_id_);
+    auto ids = rl.initWorkerIds(static_cast<unsigned>(workers.size()));
+    for (size_t i = 0; i < workers.size(); ++i) ids.set(static_cast<unsigned>(i), workers[i]);
+    io_->request(node, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+                 std::chrono::seconds(10));
+  }
 }
 
 // ---- actors -----------------------------------------------------------------------------------

@@ -112,6 +112,7 @@ class CoreWorker {
   struct Lease {
     std::string worker_id, address;
     int inflight = 0;
+    std::string node;  // the node manager that granted it (where it goes back)
   };
 
   std::string new_id();
@@ -125,7 +126,7 @@ class CoreWorker {
   // I/O thread only: tasks.
   void pump_tasks();
   void send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w);
-  void request_lease();
+  void request_lease(const std::string& node = {}, bool spilled = false);
   void return_idle_leases();
   // I/O thread only: actors.
   void send_creation(const std::shared_ptr<TaskSpec>& spec);
@@ -163,6 +164,8 @@ class CoreWorker {
   std::deque<std::shared_ptr<TaskSpec>> task_queue_;
   std::vector<Lease> leases_;
   bool lease_in_flight_ = false;
+  bool spill_in_flight_ = false;
+  std::chrono::steady_clock::time_point saturated_until_{};
   std::chrono::steady_clock::time_point last_task_activity_{};
 
   // Objects that left this process, kept for their borrowers (id -> holder, count of exports).

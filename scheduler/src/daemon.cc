@@ -303,6 +303,7 @@ void Daemon::save_node() {
       fenced_ = false;
     }
     if (!fenced_) refresh_local();
+    refresh_peers_view();
     redis_->cmd({"HSET", "yard:node:" + node_id_, "address", io_->address(), "hostname", hostname(),
                  "pid", std::to_string(getpid()), "log_dir", log_dir_, "leased", std::to_string(std::count_if(workers_.begin(), workers_.end(), [](auto& kv) { return kv.second.state == WState::kLeased; })), "start_time", std::to_string(start_time_),
                  "workers", std::to_string(workers_.size())});
@@ -556,25 +557,76 @@ void Daemon::on_register_worker(IoLoop::Incoming& in) {
 
 void Daemon::on_request_lease(IoLoop::Incoming& in) {
   auto rl = in.msg->env().getBody().getRequestLease();
-  auto j = jobs_.find(rl.getJobId());
-  if (j == jobs_.end() || j->second.ended) {
-    reply_error(in, wire::ErrorCode::NOT_FOUND, "job " + std::string(rl.getJobId()) + " is not running");
-    return;
-  }
   Lease l;
+  l.spilled = rl.getSpilled();
+  l.no_wait = rl.getNoWait();
   l.seq = ++lease_seq_;
   l.routing = in.routing_id;
   l.req = in.msg->env().getRequestId();
   l.job = rl.getJobId();
   l.count = std::max<uint32_t>(1, rl.getCount());
   l.deadline = Clock::now() + std::chrono::milliseconds(std::max<uint32_t>(1000, rl.getTimeoutMs()) - 500);
-  leases_.push_back(std::move(l));
-  process_leases();
+  // A job registered elsewhere (tasks spilled here) is looked up, its binary fetched if needed.
+  with_job(l.job, [this, l](Job* j, const std::string& why) mutable {
+    if (!j) {
+      reply_error(l.routing, l.req, wire::ErrorCode::NOT_FOUND, why.empty() ? "job " + l.job + " is not running" : why);
+      return;
+    }
+    leases_.push_back(std::move(l));
+    process_leases();
+  });
+}
+
+// Where a lease that cannot be served here now could be: the node (alive, not draining, not
+// this one) with the most free CPUs, from the view refreshed with every heartbeat.
+std::string Daemon::spill_target() {
+  if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100)) {
+    try {
+      refresh_peers_view();
+    } catch (const std::exception& e) {
+      spdlog::error("reading the other nodes' resources: {}", e.what());
+    }
+  }
+  std::string best;
+  double most = 0.999;
+  for (auto& [id, v] : peers_view_)
+    if (id != node_id_ && v.second > most) {
+      most = v.second;
+      best = v.first;
+    }
+  return best;
+}
+
+void Daemon::refresh_peers_view() {
+  peers_view_at_ = Clock::now();
+  peers_view_.clear();
+  auto ids = redis_->cmd({"SMEMBERS", "yard:nodes"}).strings();
+  std::vector<std::vector<std::string>> cmds;
+  for (auto& id : ids) {
+    cmds.push_back({"HMGET", "yard:node:" + id, "address", "state"});
+    cmds.push_back({"HGET", avail_key(id), "CPU"});
+  }
+  if (cmds.empty()) return;
+  auto reps = redis_->pipeline(cmds);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto f = reps[2 * i].strings();
+    if (f.size() < 2 || f[1] != "ALIVE" || f[0].empty() || reps[2 * i + 1].is_nil()) continue;
+    try {
+      peers_view_[ids[i]] = {f[0], std::stod(reps[2 * i + 1].str())};
+    } catch (...) {
+    }
+  }
 }
 
 void Daemon::answer_lease(Lease& l) {
   OutMessage m(token_, l.req, true);
-  auto ws = m.env().getBody().initLeaseGranted().initWorkers(static_cast<unsigned>(l.assigned.size()));
+  auto lg = m.env().getBody().initLeaseGranted();
+  // Fewer than asked for: say where more could be had.
+  if (l.assigned.size() < l.count && !l.spilled) {
+    auto target = spill_target();
+    if (!target.empty()) lg.setSpillback(target);
+  }
+  auto ws = lg.initWorkers(static_cast<unsigned>(l.assigned.size()));
   for (unsigned i = 0; i < l.assigned.size(); ++i) {
     auto& w = workers_.at(l.assigned[i]);
     ws[i].setWorkerId(w.id);
@@ -611,7 +663,24 @@ void Daemon::process_leases() {
       }
     }
     if (l.starting == 0 && !l.assigned.empty()) {
+      // Fewer than asked for: say where more could be had.
       answer_lease(l);
+      it = leases_.erase(it);
+      continue;
+    }
+    if (l.starting == 0 && l.assigned.empty() && !l.spilled) {
+      // Nothing free here: send the submitter to a node that has room (one hop only).
+      std::string target = spill_target();
+      if (!target.empty()) {
+        OutMessage m(token_, l.req, true);
+        m.env().getBody().initLeaseGranted().setSpillback(target);
+        io_->reply(l.routing, m.finish());
+        it = leases_.erase(it);
+        continue;
+      }
+    }
+    if (l.starting == 0 && l.assigned.empty() && l.no_wait) {
+      answer_lease(l);  // nothing anywhere: the submitter keeps its workers busier instead
       it = leases_.erase(it);
       continue;
     }

@@ -59,6 +59,8 @@ class Daemon {
     Clock::time_point deadline;
     std::vector<std::string> assigned;
     int starting = 0;
+    bool spilled = false;
+    bool no_wait = false;
   };
   // Node role: an actor the head asked this node to host.
   struct Hosted {
@@ -206,6 +208,10 @@ class Daemon {
   double start_time_ = 0;
   Clock::time_point next_job_check_{};
   std::map<std::string, std::vector<std::function<void(const std::string&)>>> fetching_;  // digest -> waiters
+  std::map<std::string, std::pair<std::string, double>> peers_view_;  // node -> (address, free CPUs)
+  Clock::time_point peers_view_at_{};
+  std::string spill_target();
+  void refresh_peers_view();
   bool fenced_ = false;
 
   // Head.
