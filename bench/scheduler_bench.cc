@@ -37,25 +37,10 @@ class Empty {
 YARD_ACTOR(Empty, yard::ctor<>, &Empty::ping);
 
 std::pair<pid_t, std::string> start_daemon(std::vector<std::string> argv) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe");
-  argv.push_back("--ready-fd");
-  argv.push_back(std::to_string(fds[1]));
   yard::detail::SpawnOptions so;
   so.death_signal = SIGKILL;
-  so.keep_fd = fds[1];
   so.env["YARD_PARENT_PID"] = std::to_string(getpid());
-  pid_t pid = yard::detail::spawn(argv, so);
-  close(fds[1]);
-  std::string line;
-  for (;;) {
-    pollfd p{fds[0], POLLIN, 0};
-    if (::poll(&p, 1, 20000) <= 0) break;
-    char c;
-    if (read(fds[0], &c, 1) <= 0 || c == '\n') break;
-    line.push_back(c);
-  }
-  close(fds[0]);
+  auto [pid, line] = yard::detail::spawn_ready(argv, so, 20s);
   if (line.empty() || line.rfind("ERROR", 0) == 0) throw std::runtime_error("daemon did not start: " + line);
   return {pid, line.substr(0, line.find(' '))};
 }

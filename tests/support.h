@@ -2,6 +2,9 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/wait.h>
+
+#include <cstdio>
 
 #include <chrono>
 #include <cstdlib>
@@ -63,6 +66,23 @@ inline std::unique_ptr<detail::InMessage> recv_reply(zmq::socket_t& s) {
   detail::Frames f;
   f.push_back(std::move(m));
   return std::make_unique<detail::InMessage>(std::move(f));
+}
+
+// Runs a shell command line, capturing stdout and stderr together.
+struct ShellResult {
+  int code;
+  std::string out;
+};
+inline ShellResult sh(const std::string& cmd) {
+  std::string full = cmd + " 2>&1";
+  FILE* p = popen(full.c_str(), "r");
+  if (!p) return {127, "popen failed"};
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
 }
 
 // One server for a whole test binary. The first call must be on the main thread: the server dies

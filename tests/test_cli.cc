@@ -96,23 +96,8 @@ struct Child {
   }
 };
 
-struct Result {
-  int code;
-  std::string out;
-};
-
-// Runs a shell command line, capturing stdout and stderr together.
-Result sh(const std::string& cmd) {
-  std::string full = cmd + " 2>&1";
-  FILE* p = popen(full.c_str(), "r");
-  REQUIRE(p);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
-}
+using Result = yard::test::ShellResult;
+using yard::test::sh;
 
 template <class F>
 bool eventually(F f, std::chrono::milliseconds deadline) {

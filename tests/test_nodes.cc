@@ -56,44 +56,17 @@ std::string yard_bin() { return getenv("YARD_BIN"); }
 
 // Starts `yard start ... --block --ready-fd` tied to this process; returns (pid, ready line).
 std::pair<pid_t, std::string> start_daemon(std::vector<std::string> argv) {
-  int fds[2];
-  REQUIRE(pipe2(fds, O_CLOEXEC) == 0);
-  argv.push_back("--ready-fd");
-  argv.push_back(std::to_string(fds[1]));
   yard::detail::SpawnOptions so;
   so.death_signal = SIGKILL;
-  so.keep_fd = fds[1];
   so.env["YARD_PARENT_PID"] = std::to_string(getpid());
-  pid_t pid = yard::detail::spawn(argv, so);
-  close(fds[1]);
-  std::string line;
-  auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd p{fds[0], POLLIN, 0};
-    if (::poll(&p, 1, 200) <= 0) continue;
-    char c;
-    if (read(fds[0], &c, 1) <= 0 || c == '\n') break;
-    line.push_back(c);
-  }
-  close(fds[0]);
+  auto [pid, line] = yard::detail::spawn_ready(argv, so, 20s);
   REQUIRE(!line.empty());
   REQUIRE(line.rfind("ERROR", 0) != 0);
   return {pid, line.substr(0, line.find(' '))};
 }
 
-struct Shell {
-  int code;
-  std::string out;
-};
-Shell sh(const std::string& cmd) {
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int st = pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
-}
+using Shell = yard::test::ShellResult;
+using yard::test::sh;
 
 template <class F>
 bool eventually(F f, std::chrono::milliseconds deadline) {

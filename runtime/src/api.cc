@@ -43,37 +43,17 @@ std::string start_embedded(const InitOptions& o) {
   buf.push_back('\0');
   if (!mkdtemp(buf.data())) throw ConnectionError("cannot create a session directory under " + yard_home());
   g_embedded_dir = buf.data();
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) throw ConnectionError("pipe failed");
   std::vector<std::string> argv = {yard_bin, "start", "--head", "--block", "--embedded",
-                                   "--port", "0", "--session-dir", g_embedded_dir,
-                                   "--ready-fd", std::to_string(fds[1])};
+                                   "--port", "0", "--session-dir", g_embedded_dir};
   if (o.num_cpus > 0) {
     argv.push_back("--num-cpus");
     argv.push_back(std::to_string(o.num_cpus));
   }
   SpawnOptions so;
   so.death_signal = SIGTERM;
-  so.keep_fd = fds[1];
   so.env["YARD_PARENT_PID"] = std::to_string(getpid());
-  g_embedded_pid = spawn(argv, so);
-  close(fds[1]);
-  std::string line;
-  auto deadline = std::chrono::steady_clock::now() + o.timeout;
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) break;
-    pollfd p{fds[0], POLLIN, 0};
-    int r = ::poll(&p, 1, static_cast<int>(left.count()));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) break;
-    char c;
-    ssize_t n = read(fds[0], &c, 1);
-    if (n <= 0) break;
-    if (c == '\n') break;
-    line.push_back(c);
-  }
-  close(fds[0]);
+  auto [pid, line] = spawn_ready(argv, so, std::chrono::duration_cast<std::chrono::milliseconds>(o.timeout));
+  g_embedded_pid = pid;
   if (line.empty()) {
     terminate(g_embedded_pid, SIGTERM, std::chrono::seconds(2));
     g_embedded_pid = 0;

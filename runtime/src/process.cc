@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -285,6 +286,43 @@ std::string local_ip_toward(const std::string& host) {
   }
   close(fd);
   return out;
+}
+
+}  // namespace yard::detail
+
+namespace yard::detail {
+
+std::pair<pid_t, std::string> spawn_ready(std::vector<std::string> argv, SpawnOptions opts,
+                                          std::chrono::milliseconds timeout) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) throw ConnectionError("pipe failed");
+  argv.push_back("--ready-fd");
+  argv.push_back(std::to_string(fds[1]));
+  opts.keep_fd = fds[1];
+  pid_t pid;
+  try {
+    pid = spawn(argv, opts);
+  } catch (...) {
+    close(fds[0]);
+    close(fds[1]);
+    throw;
+  }
+  close(fds[1]);
+  std::string line;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{fds[0], POLLIN, 0};
+    int r = ::poll(&p, 1, static_cast<int>(left.count()));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    char c;
+    if (read(fds[0], &c, 1) <= 0 || c == '\n') break;
+    line.push_back(c);
+  }
+  close(fds[0]);
+  return {pid, line};
 }
 
 }  // namespace yard::detail

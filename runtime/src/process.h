@@ -22,6 +22,11 @@ struct SpawnOptions {
 
 // fork + exec. Throws yard::Error with the reason when exec fails.
 pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& opts);
+// Spawns a daemon that reports readiness with one line on the fd given as `--ready-fd N` (appended
+// to argv). Returns its pid and that line (empty when none came within the timeout).
+std::pair<pid_t, std::string> spawn_ready(std::vector<std::string> argv, SpawnOptions opts,
+                                          std::chrono::milliseconds timeout);
+
 // True while pid exists (and is not a zombie we can reap).
 bool pid_alive(pid_t pid);
 // True when pid is gone or a zombie waiting to be reaped (works for processes we did not start).
