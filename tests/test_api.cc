@@ -309,11 +309,12 @@ TEST_CASE("refs travel inside values and are fetched from their owner", "[api][o
   CHECK(*yard::task(greet).remote(inner).get(30s) == "hello hi!");
 }
 
-TEST_CASE("a borrowed ref whose owner died fails with a message naming the owner", "[api][objects][crash]") {
+TEST_CASE("a borrowed ref whose owner died fails with OwnerDied, naming the owner", "[api][objects][crash]") {
   auto c = yard::actor<Counter>(7).remote();
   auto ref = *c.call(&Counter::stash).remote().get(30s);
   yard::kill(c);
   CHECK_THROWS_WITH(ref.get(30s), Catch::Contains("owner"));
+  CHECK_THROWS_AS(ref.get(30s), yard::OwnerDied);
 }
 
 namespace {

@@ -35,6 +35,10 @@ class Where {
   std::string node() { return yard::node_id(); }
   int restarts() { return yard::restart_count(); }
   std::string exe() { return fs::read_symlink("/proc/self/exe").string(); }
+  std::string cuda() {
+    const char* v = getenv("CUDA_VISIBLE_DEVICES");
+    return v ? v : "<unset>";
+  }
   int incr() { return ++n_; }
   int sleep_ms(int ms) {
     usleep(ms * 1000);
@@ -44,13 +48,17 @@ class Where {
  private:
   int n_ = 0;
 };
-YARD_ACTOR(Where, yard::ctor<>, &Where::node, &Where::restarts, &Where::incr, &Where::sleep_ms, &Where::exe);
+YARD_ACTOR(Where, yard::ctor<>, &Where::node, &Where::restarts, &Where::incr, &Where::sleep_ms, &Where::exe, &Where::cuda);
 
 std::string node_of_task(int ms) {
   usleep(ms * 1000);
   return yard::node_id() + " " + fs::read_symlink("/proc/self/exe").string();
 }
-YARD_REMOTE(node_of_task);
+std::string task_devices() {
+  const char* v = getenv("CUDA_VISIBLE_DEVICES");
+  return yard::node_id() + " " + (v ? v : "<unset>");
+}
+YARD_REMOTE(node_of_task, task_devices);
 
 std::string yard_bin() { return getenv("YARD_BIN"); }
 
@@ -97,7 +105,7 @@ struct MultiNode {
     head_addr = addr;
     token = yard::detail::read_token(home + "/head/token");
     add_node("n1", "2", "");
-    add_node("n2", "2", R"({"disk": 1})");
+    add_node("n2", "2", R"({"disk": 1})", {"--num-gpus", "2"});
     add_node("n3", "2", "");
     setenv("YARD_ADDRESS", head_addr.c_str(), 1);
     setenv("YARD_TOKEN", token.c_str(), 1);
@@ -110,7 +118,8 @@ struct MultiNode {
       for (auto& id : redis->cmd({"SMEMBERS", "yard:nodes"}).strings())
         if (redis->cmd({"HGET", "yard:node:" + id, "address"}).str() == addr) ids[name] = id;
   }
-  void add_node(const std::string& name, const std::string& cpus, const std::string& resources) {
+  void add_node(const std::string& name, const std::string& cpus, const std::string& resources,
+                std::vector<std::string> extra = {}) {
     std::vector<std::string> argv{yard_bin(), "start", "--address", head_addr, "--token", token, "--block",
                                   "--port", "0", "--num-cpus", cpus, "--heartbeat-timeout", "1.5",
                                   "--session-dir", home + "/" + name};
@@ -118,6 +127,7 @@ struct MultiNode {
       argv.push_back("--resources");
       argv.push_back(resources);
     }
+    argv.insert(argv.end(), extra.begin(), extra.end());
     auto [pid, addr] = start_daemon(argv);
     node_pids.push_back(pid);
     node_addrs[name] = addr;
@@ -209,12 +219,12 @@ TEST_CASE("nodes offer their resources; the scheduler places by resources, SPREA
   CHECK(*spilled.call(&Where::node).remote().get(60s) != c.ids["head"]);
 
   // Infeasible requests fail at once, naming what no node has.
-  auto gpu = yard::actor<Where>().resources({{"GPU", 1}}).remote();
+  auto gpu = yard::actor<Where>().resources({{"GPU", 8}}).remote();
   try {
     gpu.call(&Where::node).remote().get(30s);
-    FAIL("an actor asking for a GPU was placed");
+    FAIL("an actor asking for 8 GPUs was placed");
   } catch (const yard::InfeasibleError& e) {
-    CHECK_THAT(e.what(), Catch::Contains("GPU"));
+    CHECK_THAT(e.what(), Catch::Contains("GPU: 8 wanted, the largest node has 2"));
   }
   auto nowhere = yard::actor<Where>().node_affinity("node-does-not-exist").remote();
   CHECK_THROWS_WITH(nowhere.call(&Where::node).remote().get(30s), Catch::Contains("node-does-not-exist"));
@@ -225,6 +235,35 @@ TEST_CASE("nodes offer their resources; the scheduler places by resources, SPREA
   for (auto* h : {&pinned, &disk, &local, &spilled, &soft}) h->kill();
   for (auto& a : spread) a.kill();
   CHECK(eventually([&] { return c.all_free() && c.avail("n2")["disk"] == 1; }, 20s));
+}
+
+TEST_CASE("GPUs: placed by count or share, each worker sees exactly its devices", "[nodes][gpu]") {
+  auto& c = cluster();
+  CHECK(c.total("n2")["GPU"] == 2);
+  auto a = yard::actor<Where>().resources({{"GPU", 1}}).remote();
+  auto b = yard::actor<Where>().resources({{"GPU", 1}}).remote();
+  CHECK(*a.call(&Where::node).remote().get(60s) == c.ids["n2"]);
+  auto da = *a.call(&Where::cuda).remote().get(30s), db = *b.call(&Where::cuda).remote().get(30s);
+  CHECK(std::set<std::string>{da, db} == std::set<std::string>{"0", "1"});
+  auto plain = yard::actor<Where>().node_affinity(c.ids["n2"]).remote();
+  CHECK(*plain.call(&Where::cuda).remote().get(30s) == "");  // no GPU asked: none visible
+  a.kill();
+  // Two halves share one device.
+  auto h1 = yard::actor<Where>().resources({{"GPU", 0.5}}).remote();
+  auto h2 = yard::actor<Where>().resources({{"GPU", 0.5}}).remote();
+  CHECK(*h1.call(&Where::cuda).remote().get(60s) == *h2.call(&Where::cuda).remote().get(60s));
+  CHECK(*h1.call(&Where::cuda).remote().get(60s) == da);  // the device `a` gave back
+  // A task asking for a GPU runs where one is (the driver's node has none), on a free device.
+  b.kill();
+  auto t = *yard::task(task_devices).resources({{"GPU", 0.25}}).remote().get(60s);
+  CHECK(t.substr(0, t.find(' ')) == c.ids["n2"]);
+  CHECK(t.substr(t.find(' ') + 1) == db);
+  // No node has four: the task fails at once, saying so.
+  CHECK_THROWS_AS(yard::task(task_devices).resources({{"GPU", 4}}).remote().get(30s), yard::InfeasibleError);
+  // Fractional CPUs for tasks.
+  CHECK(!yard::task(task_devices).resources({{"CPU", 0.5}}).remote().get(30s)->empty());
+  for (auto* h : {&b, &plain, &h1, &h2}) h->kill();
+  CHECK(eventually([&] { return c.all_free() && c.avail("n2")["GPU"] == 2; }, 20s));
 }
 
 TEST_CASE("tasks spill over to other nodes when the local node is full", "[nodes][tasks]") {

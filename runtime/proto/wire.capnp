@@ -25,6 +25,7 @@ enum ErrorCode {
   versionMismatch @10;
   internal @11;
   actorRestarting @12; # the actor's process was lost while this call ran; it is being restarted
+  ownerDied @13;       # the process that owned this object is gone, and the object with it
 }
 
 struct Error {
@@ -80,6 +81,7 @@ struct RequestLease {
   timeoutMs @2 :UInt32;
   spilled @3 :Bool;        # sent here by another node: wait here, do not send it on again
   noWait @4 :Bool;         # answer now, even with no workers (the submitter already has some)
+  resources @5 :List(Resource);  # what each worker holds while leased (empty: one CPU)
 }
 
 struct LeasedWorker {
@@ -126,6 +128,7 @@ struct HostActor {
   create @0 :CreateActor;
   numRestarts @1 :UInt32;
   release @2 :List(Resource); # what the node gives back to its pool when the worker exits
+  resources @3 :List(Resource); # what the actor asked for (GPUs are assigned devices from it)
 }
 
 # Node manager -> head: the process of an actor this node hosted has exited.

@@ -239,7 +239,7 @@ void CoreWorker::ensure_fetched(const std::string& id) {
   io_->request(owner, rid, m.finish(),
                [this, id, owner](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  if (err) {
-                   fail(id, static_cast<int>(wire::ErrorCode::UNAVAILABLE),
+                   fail(id, static_cast<int>(wire::ErrorCode::OWNER_DIED),
                         "the owner of object " + id + " (" + owner + ") is gone: " + err->message);
                    return;
                  }
@@ -386,31 +386,39 @@ Holder CoreWorker::submit_task(const std::string& function, std::vector<Arg> arg
                                const TaskOptions& o) {
   auto spec = make_spec(function, std::move(args));
   spec->retries_left = o.max_retries;
+  std::map<std::string, double> need = o.resources.empty() ? std::map<std::string, double>{{"CPU", 1.0}} : o.resources;
+  std::string key;
+  for (auto& [k, v] : need) key += k + "=" + std::to_string(v) + ";";
+  spec->shape = key;
   auto holder = std::make_shared<ObjectHolder>(spec->id);
-  resolve_then(spec, [this, spec] {
-    task_queue_.push_back(spec);
+  resolve_then(spec, [this, spec, need] {
+    auto& sh = shapes_[spec->shape];
+    sh.need = need;
+    sh.queue.push_back(spec);
     pump_tasks();
   });
   return holder;
 }
 
+// Tasks go to leased workers of their resource shape. They queue deep behind busy workers only
+// once the cluster said it has no more room for that shape (checked again every second): until
+// then more workers are asked for, here or on other nodes, and while workers on another node are
+// being leased tasks wait for them.
 void CoreWorker::pump_tasks() {
-  // While workers on another node are being leased, tasks wait for them instead of queueing deep
-  // behind the local ones.
-  // Tasks queue deep behind busy workers only once the cluster said it has no more room (checked
-  // again every second): until then more workers are asked for, here or on other nodes.
   auto now = std::chrono::steady_clock::now();
-  int depth = now < saturated_until_ && !spill_in_flight_ ? kPipelinePerWorker : 1;
-  while (!task_queue_.empty()) {
-    Lease* best = nullptr;
-    for (auto& l : leases_)
-      if (l.inflight < depth && (!best || l.inflight < best->inflight)) best = &l;
-    if (!best) break;
-    auto spec = task_queue_.front();
-    task_queue_.pop_front();
-    send_task(spec, *best);
+  for (auto& [key, sh] : shapes_) {
+    int depth = now < sh.saturated_until && !sh.spill_in_flight ? kPipelinePerWorker : 1;
+    while (!sh.queue.empty()) {
+      Lease* best = nullptr;
+      for (auto& l : leases_)
+        if (l.shape == key && l.inflight < depth && (!best || l.inflight < best->inflight)) best = &l;
+      if (!best) break;
+      auto spec = sh.queue.front();
+      sh.queue.pop_front();
+      send_task(spec, *best);
+    }
+    if (!sh.queue.empty() && !sh.spill_in_flight) request_lease(key);
   }
-  if (!task_queue_.empty() && !spill_in_flight_) request_lease();
 }
 
 void CoreWorker::send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
@@ -434,7 +442,7 @@ void CoreWorker::send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
                      --spec->retries_left;
                      spdlog::warn("worker {} at {} was lost ({}); retrying task {}", wid, addr,
                                   err->message, spec->function);
-                     task_queue_.push_back(spec);
+                     shapes_[spec->shape].queue.push_back(spec);
                    } else {
                      fail(spec->id, static_cast<int>(wire::ErrorCode::WORKER_CRASHED),
                           "the worker running task " + spec->function + " (worker " + wid + " at " +
@@ -451,23 +459,33 @@ void CoreWorker::send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
 
 // Leases come from this process's node manager first; one that has no room sends us on to a node
 // that has (spillback), which then serves the request itself.
-void CoreWorker::request_lease(const std::string& node_in, bool spilled) {
-  if (lease_in_flight_ && !spilled) return;
-  lease_in_flight_ = true;
+void CoreWorker::request_lease(const std::string& key, const std::string& node_in, bool spilled) {
+  auto& sh = shapes_[key];
+  if (sh.lease_in_flight && !spilled) return;
+  sh.lease_in_flight = true;
   std::string node = node_in.empty() ? head_ : node_in;
+  bool have = std::any_of(leases_.begin(), leases_.end(), [&](const Lease& l) { return l.shape == key; });
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   auto rl = m.env().getBody().initRequestLease();
   rl.setJobId(job_id_);
-  rl.setCount(static_cast<uint32_t>(std::min<size_t>(task_queue_.size(), 64)));
+  rl.setCount(static_cast<uint32_t>(std::min<size_t>(sh.queue.size(), 64)));
   rl.setTimeoutMs(spilled ? 2000 : 60000);  // a node that turns out busy answers soon
   rl.setSpilled(spilled);
-  rl.setNoWait(!spilled && !leases_.empty());
-  if (spilled) spill_in_flight_ = true;
+  rl.setNoWait(!spilled && have);
+  auto res = rl.initResources(static_cast<unsigned>(sh.need.size()));
+  unsigned i = 0;
+  for (auto& [k, v] : sh.need) {
+    res[i].setName(k);
+    res[i].setAmount(v);
+    ++i;
+  }
+  if (spilled) sh.spill_in_flight = true;
   io_->request(node, rid, m.finish(),
-               [this, node, spilled](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
-                 lease_in_flight_ = false;
-                 if (spilled) spill_in_flight_ = false;
+               [this, key, node, spilled](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 auto& sh = shapes_[key];
+                 sh.lease_in_flight = false;
+                 if (spilled) sh.spill_in_flight = false;
                  if (err && spilled) {
                    pump_tasks();  // that node is unreachable: the local workers take the tasks
                    return;
@@ -477,8 +495,8 @@ void CoreWorker::request_lease(const std::string& node_in, bool spilled) {
                      pump_tasks();  // asks again
                      return;
                    }
-                   auto q = std::move(task_queue_);
-                   task_queue_.clear();
+                   auto q = std::move(sh.queue);
+                   sh.queue.clear();
                    for (auto& s : q)
                      fail(s->id, static_cast<int>(wire::ErrorCode::UNAVAILABLE),
                           "cannot lease workers from " + node + ": " + err->message);
@@ -486,17 +504,17 @@ void CoreWorker::request_lease(const std::string& node_in, bool spilled) {
                  }
                  auto body = r->env().getBody();
                  if (body.isError()) {
-                   auto q = std::move(task_queue_);
-                   task_queue_.clear();
+                   auto q = std::move(sh.queue);
+                   sh.queue.clear();
                    for (auto& s : q) on_error_reply(s->id, body.getError());
                    return;
                  }
                  auto lg = body.getLeaseGranted();
-                 for (auto w : lg.getWorkers()) leases_.push_back(Lease{w.getWorkerId(), w.getAddress(), 0, node});
+                 for (auto w : lg.getWorkers()) leases_.push_back(Lease{w.getWorkerId(), w.getAddress(), 0, node, key});
                  if (lg.getWorkers().size() == 0 && lg.getSpillback().size() == 0)
-                   saturated_until_ = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-                 if (lg.getSpillback().size() && !spilled && !task_queue_.empty()) {
-                   request_lease(lg.getSpillback(), true);
+                   sh.saturated_until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+                 if (lg.getSpillback().size() && !spilled && !sh.queue.empty()) {
+                   request_lease(key, lg.getSpillback(), true);
                    pump_tasks();  // one task per worker granted here, the rest waits for the spill
                    return;
                  }
@@ -506,7 +524,9 @@ void CoreWorker::request_lease(const std::string& node_in, bool spilled) {
 }
 
 void CoreWorker::return_idle_leases() {
-  if (leases_.empty() || !task_queue_.empty()) return;
+  if (leases_.empty()) return;
+  for (auto& [key, sh] : shapes_)
+    if (!sh.queue.empty()) return;
   for (auto& l : leases_)
     if (l.inflight) return;
   if (std::chrono::steady_clock::now() - last_task_activity_ < std::chrono::seconds(2)) return;

@@ -50,6 +50,7 @@ class ActorState {
 struct TaskSpec {
   std::string id;        // also the id of the result object
   uint64_t seq = 0;      // submission order in this process
+  std::string shape;     // a task's resources, as a key (leases are per shape)
   std::string function;  // function, method or class name
   std::vector<Arg> args;
   int retries_left = 0;
@@ -113,6 +114,14 @@ class CoreWorker {
     std::string worker_id, address;
     int inflight = 0;
     std::string node;  // the node manager that granted it (where it goes back)
+    std::string shape;
+  };
+  // Tasks of one resource shape: their queue and the state of leasing workers for them.
+  struct Shape {
+    std::map<std::string, double> need;
+    std::deque<std::shared_ptr<TaskSpec>> queue;
+    bool lease_in_flight = false, spill_in_flight = false;
+    std::chrono::steady_clock::time_point saturated_until{};
   };
 
   std::string new_id();
@@ -126,7 +135,7 @@ class CoreWorker {
   // I/O thread only: tasks.
   void pump_tasks();
   void send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w);
-  void request_lease(const std::string& node = {}, bool spilled = false);
+  void request_lease(const std::string& shape, const std::string& node = {}, bool spilled = false);
   void return_idle_leases();
   // I/O thread only: actors.
   void send_creation(const std::shared_ptr<TaskSpec>& spec);
@@ -161,11 +170,9 @@ class CoreWorker {
   std::unique_ptr<IoLoop> io_;
 
   // I/O thread only.
-  std::deque<std::shared_ptr<TaskSpec>> task_queue_;
+  std::map<std::string, Shape> shapes_;
   std::vector<Lease> leases_;
-  bool lease_in_flight_ = false;
-  bool spill_in_flight_ = false;
-  std::chrono::steady_clock::time_point saturated_until_{};
+
   std::chrono::steady_clock::time_point last_task_activity_{};
 
   // Objects that left this process, kept for their borrowers (id -> holder, count of exports).

@@ -169,6 +169,7 @@ void throw_error(const ErrorInfo& e) {
     case wire::ErrorCode::WORKER_CRASHED: throw WorkerCrashed(e.message);
     case wire::ErrorCode::ACTOR_DIED: throw ActorDied(e.message);
     case wire::ErrorCode::ACTOR_RESTARTING: throw ActorRestarting(e.message);
+    case wire::ErrorCode::OWNER_DIED: throw OwnerDied(e.message);
     case wire::ErrorCode::TIMEOUT: throw TimeoutError(e.message);
     case wire::ErrorCode::INFEASIBLE: throw InfeasibleError(e.message);
     case wire::ErrorCode::UNAUTHENTICATED: throw AuthError(e.message);

@@ -84,6 +84,23 @@ void Redis::ensure_connected() {
   }
 }
 
+Redis::Redis(const std::string& unix_path, const std::string& password, std::chrono::milliseconds timeout)
+    : address_("unix:" + unix_path) {
+  timeval tv{static_cast<time_t>(timeout.count() / 1000),
+             static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+  c_ = redisConnectUnixWithTimeout(unix_path.c_str(), tv);
+  if (!c_ || c_->err) {
+    std::string why = c_ ? c_->errstr : "out of memory";
+    if (c_) redisFree(c_);
+    c_ = nullptr;
+    throw ConnectionError("cannot reach Redis at " + address_ + ": " + why);
+  }
+  redisSetTimeout(c_, tv);
+  password_ = password;
+  if (!password.empty()) cmd({"AUTH", password});
+  cmd({"PING"});
+}
+
 Redis::~Redis() {
   if (c_) redisFree(c_);
 }

@@ -37,6 +37,8 @@ class Redis {
   // Connects and authenticates. Throws ConnectionError naming the address and the reason.
   Redis(const std::string& host, int port, const std::string& password,
         std::chrono::milliseconds timeout);
+  // Through a Unix socket (a Redis on the same machine: fewer copies and wake-ups than TCP).
+  Redis(const std::string& unix_path, const std::string& password, std::chrono::milliseconds timeout);
   ~Redis();
   Redis(const Redis&) = delete;
   // Runs one command given as separate arguments (binary safe). Throws yard::Error on a

@@ -133,6 +133,7 @@ const char* code_name(wire::ErrorCode c) {
     case wire::ErrorCode::VERSION_MISMATCH: return "version mismatch";
     case wire::ErrorCode::INTERNAL: return "internal";
     case wire::ErrorCode::ACTOR_RESTARTING: return "actor restarting";
+    case wire::ErrorCode::OWNER_DIED: return "owner died";
   }
   return "unknown";
 }

@@ -129,6 +129,14 @@ int Daemon::run() {
     total_ = o_.resources;
     total_["CPU"] = cpus;
     total_["memory"] = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+    int gpus = o_.num_gpus;
+    if (gpus < 0) {
+      gpus = 0;
+      std::error_code ec;
+      for (auto& e : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) (void)e, ++gpus;
+    }
+    if (gpus > 0) total_["GPU"] = gpus;
+    gpu_free_.assign(static_cast<size_t>(gpus), 1.0);
     for (auto& [k, v] : o_.resources)
       if (!(v >= 0) || !std::isfinite(v)) throw Error("resource " + k + " has a bad amount");
 
@@ -183,13 +191,19 @@ int Daemon::run() {
         argv.push_back("127.0.0.1");
         if (o_.host != "127.0.0.1" && o_.host != "localhost") argv.push_back(o_.host);
       }
+      std::string sock = o_.session_dir + "/redis/redis.sock";
       argv.insert(argv.end(), {"--dir", o_.session_dir + "/redis", "--appendonly", "yes", "--save", "",
                                "--requirepass", token_, "--daemonize", "no", "--protected-mode", "yes"});
+      if (sock.size() < 100) argv.insert(argv.end(), {"--unixsocket", sock, "--unixsocketperm", "700"});
       redis_pid_ = spawn(argv, so);
       auto deadline = Clock::now() + std::chrono::seconds(10);
       while (!redis_) {
         try {
-          redis_ = std::make_unique<Redis>("127.0.0.1", rport, token_, std::chrono::milliseconds(500));
+          // The head is on Redis's machine: its own connection goes through the Unix socket.
+          if (sock.size() < 100)
+            redis_ = std::make_unique<Redis>(sock, token_, std::chrono::milliseconds(500));
+          else
+            redis_ = std::make_unique<Redis>("127.0.0.1", rport, token_, std::chrono::milliseconds(500));
         } catch (const Error& e) {
           if (Clock::now() > deadline || !pid_alive(redis_pid_))
             throw ConnectionError(std::string("redis-server did not start (see ") + log_dir_ + "/redis.log): " + e.what());
@@ -492,7 +506,7 @@ void Daemon::on_register_job(IoLoop::Incoming& in) {
 }
 
 std::string Daemon::spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease,
-                                 uint32_t restarts) {
+                                 uint32_t restarts, const std::vector<std::pair<int, double>>& gpus) {
   auto& j = jobs_.at(job_id);
   Worker w;
   w.id = "worker-" + random_hex(5);
@@ -506,6 +520,11 @@ std::string Daemon::spawn_worker(const std::string& job_id, const std::string& a
             {"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}, {"YARD_NODE_ID", node_id_},
             {"YARD_HEAD_ADDRESS", head_ ? io_->address() : o_.join_address},
             {"YARD_ACTOR_RESTARTS", std::to_string(restarts)}, {"YARD_NODE_HOST", o_.host}};
+  // A worker sees exactly the devices it was given (none: an empty list hides them all).
+  std::string visible;
+  for (auto& [dev, share] : gpus) visible += (visible.empty() ? "" : ",") + std::to_string(dev);
+  if (!gpu_free_.empty() || !gpus.empty()) so.env["CUDA_VISIBLE_DEVICES"] = visible;
+  w.gpus = gpus;
   so.cwd = j.cwd;
   so.stdout_path = w.log;
   so.death_signal = SIGKILL;
@@ -560,6 +579,16 @@ void Daemon::on_request_lease(IoLoop::Incoming& in) {
   Lease l;
   l.spilled = rl.getSpilled();
   l.no_wait = rl.getNoWait();
+  if (rl.getResources().size()) {
+    l.need.clear();
+    for (auto r : rl.getResources()) {
+      if (!(r.getAmount() >= 0) || !std::isfinite(r.getAmount())) {
+        reply_error(in, wire::ErrorCode::BAD_REQUEST, "resource " + std::string(r.getName()) + " has a bad amount");
+        return;
+      }
+      l.need[r.getName()] += r.getAmount();
+    }
+  }
   l.seq = ++lease_seq_;
   l.routing = in.routing_id;
   l.req = in.msg->env().getRequestId();
@@ -579,7 +608,7 @@ void Daemon::on_request_lease(IoLoop::Incoming& in) {
 
 // Where a lease that cannot be served here now could be: the node (alive, not draining, not
 // this one) with the most free CPUs, from the view refreshed with every heartbeat.
-std::string Daemon::spill_target() {
+std::string Daemon::spill_target(const Res& need, bool ever) {
   if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100)) {
     try {
       refresh_peers_view();
@@ -588,12 +617,15 @@ std::string Daemon::spill_target() {
     }
   }
   std::string best;
-  double most = 0.999;
-  for (auto& [id, v] : peers_view_)
-    if (id != node_id_ && v.second > most) {
-      most = v.second;
-      best = v.first;
+  double most = -1;
+  for (auto& [id, v] : peers_view_) {
+    if (id == node_id_ || !fits(need, ever ? v.total : v.avail)) continue;
+    double cpu = v.avail.count("CPU") ? v.avail.at("CPU") : 0;
+    if (cpu > most) {
+      most = cpu;
+      best = v.address;
     }
+  }
   return best;
 }
 
@@ -604,17 +636,26 @@ void Daemon::refresh_peers_view() {
   std::vector<std::vector<std::string>> cmds;
   for (auto& id : ids) {
     cmds.push_back({"HMGET", "yard:node:" + id, "address", "state"});
-    cmds.push_back({"HGET", avail_key(id), "CPU"});
+    cmds.push_back({"HGETALL", total_key(id)});
+    cmds.push_back({"HGETALL", avail_key(id)});
   }
   if (cmds.empty()) return;
   auto reps = redis_->pipeline(cmds);
-  for (size_t i = 0; i < ids.size(); ++i) {
-    auto f = reps[2 * i].strings();
-    if (f.size() < 2 || f[1] != "ALIVE" || f[0].empty() || reps[2 * i + 1].is_nil()) continue;
-    try {
-      peers_view_[ids[i]] = {f[0], std::stod(reps[2 * i + 1].str())};
-    } catch (...) {
+  auto to_res = [](const RedisReply& r) {
+    Res out;
+    auto kv = r.strings();
+    for (size_t k = 0; k + 1 < kv.size(); k += 2) {
+      try {
+        out[kv[k]] = std::stod(kv[k + 1]);
+      } catch (...) {
+      }
     }
+    return out;
+  };
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto f = reps[3 * i].strings();
+    if (f.size() < 2 || f[1] != "ALIVE" || f[0].empty() || reps[3 * i + 2].size() == 0) continue;
+    peers_view_[ids[i]] = {f[0], to_res(reps[3 * i + 1]), to_res(reps[3 * i + 2])};
   }
 }
 
@@ -623,7 +664,7 @@ void Daemon::answer_lease(Lease& l) {
   auto lg = m.env().getBody().initLeaseGranted();
   // Fewer than asked for: say where more could be had.
   if (l.assigned.size() < l.count && !l.spilled) {
-    auto target = spill_target();
+    auto target = spill_target(l.need);
     if (!target.empty()) lg.setSpillback(target);
   }
   auto ws = lg.initWorkers(static_cast<unsigned>(l.assigned.size()));
@@ -636,31 +677,57 @@ void Daemon::answer_lease(Lease& l) {
 }
 
 void Daemon::process_leases() {
-  const std::map<std::string, double> one_cpu{{"CPU", 1.0}};
   for (auto it = leases_.begin(); it != leases_.end();) {
     auto& l = *it;
     auto& job = jobs_.at(l.job);
-    while (l.assigned.size() + l.starting < l.count && take_local(one_cpu)) {
-      auto idle = std::find_if(workers_.begin(), workers_.end(), [&](auto& kv) {
+    double gpu = l.need.count("GPU") ? l.need.at("GPU") : 0;
+    if (!fits(l.need, total_)) {
+      // This node can never serve it: another node whose totals hold it, or a clear error.
+      std::string target = l.spilled ? std::string() : spill_target(l.need, true);
+      OutMessage m(token_, l.req, true);
+      if (!target.empty()) {
+        m.env().getBody().initLeaseGranted().setSpillback(target);
+      } else {
+        std::string what;
+        for (auto& [k, v] : l.need) what += (what.empty() ? "" : ", ") + k + ": " + std::to_string(v);
+        set_error(m.env(), wire::ErrorCode::INFEASIBLE, "no node can run a task that needs " + what);
+      }
+      io_->reply(l.routing, m.finish());
+      it = leases_.erase(it);
+      continue;
+    }
+    while (l.assigned.size() + l.starting < l.count && take_local(l.need)) {
+      auto idle = gpu > 0 ? workers_.end() : std::find_if(workers_.begin(), workers_.end(), [&](auto& kv) {
         return kv.second.state == WState::kIdle && kv.second.job_id == l.job;
       });
       if (idle != workers_.end()) {
         idle->second.state = WState::kLeased;
-        idle->second.held = one_cpu;
+        idle->second.held = l.need;
         l.assigned.push_back(idle->first);
-      } else {
-        std::string wid;
-        try {
-          wid = spawn_worker(job.id, "", l.seq);
-        } catch (const std::exception& e) {
-          give_local(one_cpu);
-          reply_error(l.routing, l.req, wire::ErrorCode::INTERNAL, std::string("cannot start a worker: ") + e.what());
-          it = leases_.erase(it);
-          goto next;
-        }
-        workers_.at(wid).held = one_cpu;
-        ++l.starting;
+        continue;
       }
+      std::vector<std::pair<int, double>> devices;
+      if (gpu > 0) {
+        auto d = take_gpus(gpu);
+        if (!d) {  // the shares left are too fragmented for this request now
+          give_local(l.need);
+          break;
+        }
+        devices = *d;
+      }
+      std::string wid;
+      try {
+        wid = spawn_worker(job.id, "", l.seq, 0, devices);
+      } catch (const std::exception& e) {
+        give_local(l.need);
+        give_gpus(devices);
+        reply_error(l.routing, l.req, wire::ErrorCode::INTERNAL, std::string("cannot start a worker: ") + e.what());
+        it = leases_.erase(it);
+        goto next;
+      }
+      workers_.at(wid).held = l.need;
+      workers_.at(wid).dedicated = gpu > 0;
+      ++l.starting;
     }
     if (l.starting == 0 && !l.assigned.empty()) {
       // Fewer than asked for: say where more could be had.
@@ -670,7 +737,7 @@ void Daemon::process_leases() {
     }
     if (l.starting == 0 && l.assigned.empty() && !l.spilled) {
       // Nothing free here: send the submitter to a node that has room (one hop only).
-      std::string target = spill_target();
+      std::string target = spill_target(l.need);
       if (!target.empty()) {
         OutMessage m(token_, l.req, true);
         m.env().getBody().initLeaseGranted().setSpillback(target);
@@ -694,6 +761,10 @@ void Daemon::on_return_lease(IoLoop::Incoming& in) {
   for (auto id : rl.getWorkerIds()) {
     auto it = workers_.find(id);
     if (it == workers_.end() || it->second.state != WState::kLeased) continue;
+    if (it->second.dedicated) {
+      kill(it->second.pid, SIGKILL);  // its exit gives back its resources and devices
+      continue;
+    }
     give_local(it->second.held);
     it->second.held.clear();
     it->second.state = WState::kIdle;
@@ -900,6 +971,7 @@ void Daemon::reap() {
       Worker w = wit->second;
       workers_.erase(wit);
       give_local(w.held);
+      give_gpus(w.gpus);
       remove_worker_segments(pid);
       auto job = jobs_.find(w.job_id);
       bool job_live = job != jobs_.end() && !job->second.ended;
@@ -987,6 +1059,32 @@ void Daemon::periodic() {
 
 
 // ---- node role: hosting actors the head placed here ------------------------------------------
+
+std::optional<std::vector<std::pair<int, double>>> Daemon::take_gpus(double amount) {
+  std::vector<std::pair<int, double>> out;
+  if (amount <= 0) return out;
+  if (amount >= 1 - 1e-9) {
+    int whole = static_cast<int>(std::ceil(amount - 1e-9));
+    for (size_t i = 0; i < gpu_free_.size() && static_cast<int>(out.size()) < whole; ++i)
+      if (gpu_free_[i] >= 1 - 1e-9) out.emplace_back(static_cast<int>(i), 1.0);
+    if (static_cast<int>(out.size()) < whole) return std::nullopt;
+  } else {
+    // A share of one device: the fullest that still has room (keeps whole devices free).
+    int best = -1;
+    for (size_t i = 0; i < gpu_free_.size(); ++i)
+      if (gpu_free_[i] + 1e-9 >= amount && (best < 0 || gpu_free_[i] < gpu_free_[static_cast<size_t>(best)]))
+        best = static_cast<int>(i);
+    if (best < 0) return std::nullopt;
+    out.emplace_back(best, amount);
+  }
+  for (auto& [d, share] : out) gpu_free_[static_cast<size_t>(d)] -= share;
+  return out;
+}
+
+void Daemon::give_gpus(const std::vector<std::pair<int, double>>& gpus) {
+  for (auto& [d, share] : gpus)
+    if (d >= 0 && static_cast<size_t>(d) < gpu_free_.size()) gpu_free_[static_cast<size_t>(d)] = std::min(1.0, gpu_free_[static_cast<size_t>(d)] + share);
+}
 
 // A job registered at the head, known here from its record in the control store. Its binary is
 // fetched from the head by digest (no shared file system is assumed) and kept under this node's
@@ -1151,10 +1249,20 @@ void Daemon::on_host_actor(IoLoop::Incoming& in) {
     };
     if (!j) return fail(wire::ErrorCode::NOT_FOUND, why);
     auto c = h.msg->env().getBody().getHostActor();
+    double gpu = 0;
+    for (auto r : c.getResources())
+      if (std::string(r.getName()) == "GPU") gpu += r.getAmount();
+    std::vector<std::pair<int, double>> devices;
+    if (gpu > 0) {
+      auto d = take_gpus(gpu);
+      if (!d) return fail(wire::ErrorCode::UNAVAILABLE, "node " + node_id_ + " has no device with that share of a GPU free");
+      devices = *d;
+    }
     std::string wid;
     try {
-      wid = spawn_worker(j->id, aid, 0, c.getNumRestarts());
+      wid = spawn_worker(j->id, aid, 0, c.getNumRestarts(), devices);
     } catch (const std::exception& e) {
+      give_gpus(devices);
       return fail(wire::ErrorCode::INTERNAL, std::string("cannot start its worker on node ") + node_id_ + ": " + e.what());
     }
     auto& w = workers_.at(wid);

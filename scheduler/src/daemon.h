@@ -12,6 +12,7 @@ struct DaemonOptions {
   int port = 6380;
   std::string redis_address;   // empty: start our own redis-server
   double num_cpus = 0;         // 0: hardware concurrency
+  int num_gpus = -1;           // -1: the NVIDIA devices this machine has (/proc/driver/nvidia/gpus)
   std::map<std::string, double> resources;  // extra custom resources
   std::string session_dir;     // empty: a new one under $YARD_HOME
   bool embedded = false;       // started by yard::init(): no cluster record, dies with its parent

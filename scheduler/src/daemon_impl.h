@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -40,6 +41,8 @@ class Daemon {
     Res held;            // given back to this node's pool when the worker exits
     uint64_t lease = 0;  // lease this starting worker is reserved for
     bool detached = false;
+    std::vector<std::pair<int, double>> gpus;  // (device, share) assigned to it
+    bool dedicated = false;  // started for one lease (GPUs): it exits when the lease is returned
   };
   struct Job {
     std::string id, binary, digest, cwd, entrypoint, log_path, status = "RUNNING";
@@ -61,6 +64,7 @@ class Daemon {
     int starting = 0;
     bool spilled = false;
     bool no_wait = false;
+    Res need{{"CPU", 1.0}};  // per worker
   };
   // Node role: an actor the head asked this node to host.
   struct Hosted {
@@ -132,7 +136,12 @@ class Daemon {
   void give_local(const Res& need);
   void refresh_local();
   std::string spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease,
-                           uint32_t restarts = 0);
+                           uint32_t restarts = 0, const std::vector<std::pair<int, double>>& gpus = {});
+  // Devices for `amount` GPUs (whole devices for 1 and more, a share of one for less), or
+  // nullopt when the free shares do not allow it. Taken from gpu_free_.
+  std::optional<std::vector<std::pair<int, double>>> take_gpus(double amount);
+  void give_gpus(const std::vector<std::pair<int, double>>& gpus);
+  std::vector<double> gpu_free_;
   // Runs k with the job (its binary fetched from the head when this node lacks it), or with
   // nullptr and the reason.
   void with_job(const std::string& job_id, std::function<void(Job*, const std::string&)> k);
@@ -208,9 +217,14 @@ class Daemon {
   double start_time_ = 0;
   Clock::time_point next_job_check_{};
   std::map<std::string, std::vector<std::function<void(const std::string&)>>> fetching_;  // digest -> waiters
-  std::map<std::string, std::pair<std::string, double>> peers_view_;  // node -> (address, free CPUs)
+  struct PeerView {
+    std::string address;
+    Res total, avail;
+  };
+  std::map<std::string, PeerView> peers_view_;
   Clock::time_point peers_view_at_{};
-  std::string spill_target();
+  // A node with room for `need` now (most free CPUs first), or when `ever`, one whose totals hold it.
+  std::string spill_target(const Res& need, bool ever = false);
   void refresh_peers_view();
   bool fenced_ = false;
 

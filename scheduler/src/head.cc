@@ -667,6 +667,15 @@ void Daemon::place_actor(Actor& a, const std::string& node) {
   ca.setDetached(a.detached);
   auto args = ca.initArgs(src.getArgs().size());
   for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], a.create_msg->value(src.getArgs()[i]));
+  {
+    auto req = ha.initResources(static_cast<unsigned>(a.resources.size()));
+    unsigned i = 0;
+    for (auto& [k, v] : a.resources) {
+      req[i].setName(k);
+      req[i].setAmount(v);
+      ++i;
+    }
+  }
   // Resources of a placement-group actor belong to its bundle, which the group gives back.
   if (a.pg.empty()) {
     auto rel = ha.initRelease(static_cast<unsigned>(a.resources.size()));

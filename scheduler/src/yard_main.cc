@@ -228,6 +228,7 @@ int main(int argc, char** argv) {
   s_start->add_option("--host", dopts.host, "interface to listen on")->default_val("127.0.0.1");
   s_start->add_option("--redis-address", dopts.redis_address, "use this Redis (host:port) instead of starting one; password from YARD_REDIS_PASSWORD");
   s_start->add_option("--num-cpus", dopts.num_cpus, "CPUs this node offers (default: all)");
+  s_start->add_option("--num-gpus", dopts.num_gpus, "GPUs this node offers (default: its NVIDIA devices)");
   s_start->add_option("--resources", resources_json, "custom resources as JSON, e.g. '{\"disk\": 2}'");
   s_start->add_flag("--block", block, "stay in the foreground");
   s_start->add_flag("--embedded", dopts.embedded, "started by yard::init() (internal)")->group("");

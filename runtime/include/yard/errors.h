@@ -50,6 +50,13 @@ class ActorRestarting : public ActorDied {
   using ActorDied::ActorDied;
 };
 
+// The object's owner (the process that created it) is gone, and the object with it: a borrower
+// cannot fetch it any more.
+class OwnerDied : public Error {
+ public:
+  using Error::Error;
+};
+
 // A wait passed its deadline.
 class TimeoutError : public Error {
  public:

@@ -124,6 +124,7 @@ struct Arg {
 
 struct TaskOptions {
   int max_retries = 3;   // re-runs after the worker crashed
+  std::map<std::string, double> resources;  // held while it runs (default: one CPU)
 };
 
 struct ActorOptions {
@@ -318,6 +319,12 @@ class TaskCaller {
   explicit TaskCaller(F fn) : name_(Registry::global().name_of_function(fn)) {}
   TaskCaller& max_retries(int n) {
     opts_.max_retries = n;
+    return *this;
+  }
+  // What the task holds while it runs (default {"CPU": 1}; fractions allowed). A worker given
+  // GPUs sees exactly its devices in CUDA_VISIBLE_DEVICES.
+  TaskCaller& resources(std::map<std::string, double> r) {
+    opts_.resources = std::move(r);
     return *this;
   }
   template <class... A>
