@@ -3,9 +3,13 @@
 //   probe actor      joins YARD_ADDRESS, starts a named actor, prints "ready", waits for stdin EOF
 //   probe remote N   joins YARD_ADDRESS, starts a restartable actor on node N, prints "on <node>",
 //                    waits for a line on stdin, calls it again and prints "now <node>"
+//   probe workdir N  prints data.txt of its working directory, and what an actor on node N reads
+//                    from its own
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -17,8 +21,14 @@ class Holder {
   Holder() = default;
   int ping() { return 1; }
   std::string where() { return yard::node_id(); }
+  std::string read(std::string file) {
+    std::ifstream f(file);
+    std::string s;
+    std::getline(f, s);
+    return f ? s : "<no " + file + " in " + std::filesystem::current_path().string() + ">";
+  }
 };
-YARD_ACTOR(Holder, yard::ctor<>, &Holder::ping, &Holder::where);
+YARD_ACTOR(Holder, yard::ctor<>, &Holder::ping, &Holder::where, &Holder::read);
 
 int main(int argc, char** argv) {
   yard::init(argc, argv);
@@ -36,6 +46,14 @@ int main(int argc, char** argv) {
     std::string line;
     std::getline(std::cin, line);
     return *h.call(&Holder::ping).remote().get(std::chrono::seconds(30)) == 1 ? 0 : 3;
+  }
+  if (mode == "workdir" && argc > 2) {
+    Holder self;
+    std::printf("driver: %s\n", self.read("data.txt").c_str());
+    auto h = yard::actor<Holder>().node_affinity(argv[2]).remote();
+    std::printf("actor on %s: %s\n", h.call(&Holder::where).remote().get(std::chrono::seconds(60))->c_str(),
+                h.call(&Holder::read).remote("data.txt").get(std::chrono::seconds(60))->c_str());
+    return 0;
   }
   if (mode == "remote" && argc > 2) {
     auto h = yard::actor<Holder>().node_affinity(argv[2], true).max_restarts(1).remote();

@@ -266,6 +266,27 @@ TEST_CASE("GPUs: placed by count or share, each worker sees exactly its devices"
   CHECK(eventually([&] { return c.all_free() && c.avail("n2")["GPU"] == 2; }, 20s));
 }
 
+TEST_CASE("yard submit --working-dir: the job and its workers on other nodes run in a copy", "[nodes][workdir]") {
+  auto& c = cluster();
+  auto dir = c.home + "/project";
+  fs::create_directories(dir);
+  { std::ofstream(dir + "/data.txt") << "rails and sleepers\n"; }
+  auto r = sh(yard_bin() + " submit --address " + c.head_addr + " --token " + c.token + " --working-dir " + dir +
+              " -- " + getenv("PROBE_BIN") + " workdir " + c.ids["n2"]);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("driver: rails and sleepers"));
+  CHECK_THAT(r.out, Catch::Contains("actor on " + c.ids["n2"] + ": rails and sleepers"));
+  // Each node unpacked its own copy; the original was never touched by them.
+  int copies = 0;
+  for (auto& e : fs::recursive_directory_iterator(c.home))
+    if (e.path().filename() == "data.txt" && e.path().parent_path().parent_path().filename() == "workdirs") ++copies;
+  CHECK(copies == 2);  // the head's and n2's
+  auto bad = sh(yard_bin() + " submit --address " + c.head_addr + " --token " + c.token +
+                " --working-dir /nonexistent -- /bin/true");
+  CHECK(bad.code != 0);
+}
+
 TEST_CASE("tasks spill over to other nodes when the local node is full", "[nodes][tasks]") {
   auto& c = cluster();
   // The head (the driver's node) has one CPU: eight 400 ms tasks do not all wait for it.

@@ -204,6 +204,7 @@ struct SubmitJob {
   entrypoint @0 :List(Text);
   cwd @1 :Text;
   env @2 :List(Text);        # extra KEY=VALUE pairs
+  workingDir @3 :Text;       # digest of an uploaded tar.gz: the job and its workers run in it
 }
 
 struct JobInfo {

@@ -469,7 +469,7 @@ void Daemon::save_job(const Job& j) {
   redis_->cmd({"HSET", "yard:job:" + j.id, "entrypoint", j.entrypoint, "status", j.status, "exit_code",
                std::to_string(j.exit_code), "start", std::to_string(j.start), "end", std::to_string(j.end),
                "log", j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", node_id_,
-               "submitted", j.submitted ? "1" : "0", "proc_pid", std::to_string(j.proc_pid), "binary", j.binary, "binary_digest", j.digest, "cwd", j.cwd});
+               "submitted", j.submitted ? "1" : "0", "proc_pid", std::to_string(j.proc_pid), "binary", j.binary, "binary_digest", j.digest, "workdir_digest", j.workdir, "cwd", j.cwd});
 }
 
 void Daemon::on_register_job(IoLoop::Incoming& in) {
@@ -822,13 +822,25 @@ void Daemon::on_submit_job(IoLoop::Incoming& in) {
     argv.push_back(a);
     ep += (ep.empty() ? "" : " ") + std::string(a.cStr());
   }
+  std::string cwd = sj.getCwd();
+  std::string workdir = sj.getWorkingDir();
+  if (!workdir.empty()) {
+    std::string why;
+    cwd = unpack_workdir(workdir, o_.session_dir + "/blobs/" + workdir, &why);
+    if (cwd.empty()) {
+      reply_error(in, wire::ErrorCode::BAD_REQUEST, "the job's working directory: " + why);
+      return;
+    }
+    if (argv[0].find('/') != std::string::npos && argv[0][0] != '/') argv[0] = cwd + "/" + argv[0];
+  }
   argv[0] = which(argv[0]);
   std::string id = new_job_id();
   Job j;
   j.id = id;
   j.submitted = true;
   j.entrypoint = ep;
-  j.cwd = sj.getCwd();
+  j.cwd = cwd;
+  j.workdir = workdir;
   j.log_path = log_dir_ + "/" + id + ".log";
   j.start = unix_time();
   SpawnOptions so;
@@ -1116,17 +1128,37 @@ void Daemon::with_job(const std::string& job_id, std::function<void(Job*, const 
     return k(make(f["binary"]), "");
   }
   std::string path = o_.session_dir + "/blobs/" + digest;
-  if (access(path.c_str(), X_OK) == 0) return k(make(path), "");
-  auto& waiters = fetching_[digest];
-  waiters.push_back([this, k, make, path, job_id](const std::string& why) mutable {
+  std::string workdir = f["workdir_digest"];
+  // The binary, then the working directory (if the job was submitted with one).
+  auto with_workdir = [this, k, make, workdir, job_id](const std::string& binary) mutable {
+    if (workdir.empty()) return k(make(binary), "");
+    std::string archive = o_.session_dir + "/blobs/" + workdir;
+    fetch_blob(workdir, archive, [this, k, make, workdir, archive, binary, job_id](const std::string& why) mutable {
+      if (!why.empty()) return k(nullptr, "fetching job " + job_id + "'s working directory: " + why);
+      std::string err;
+      std::string dir = unpack_workdir(workdir, archive, &err);
+      if (dir.empty()) return k(nullptr, "job " + job_id + "'s working directory: " + err);
+      Job* j = make(binary);
+      j->cwd = dir;
+      k(j, "");
+    });
+  };
+  if (access(path.c_str(), X_OK) == 0) return with_workdir(path);
+  fetch_blob(digest, path, [k, path, job_id, with_workdir](const std::string& why) mutable {
     if (!why.empty()) return k(nullptr, "fetching job " + job_id + "'s program: " + why);
-    k(make(path), "");
+    with_workdir(path);
   });
+}
+
+void Daemon::fetch_blob(const std::string& digest, const std::string& path, std::function<void(const std::string&)> k) {
+  if (access(path.c_str(), R_OK) == 0) return k("");
+  auto& waiters = fetching_[digest];
+  waiters.push_back(std::move(k));
   if (waiters.size() > 1) return;  // already on its way
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setGetBlob(digest);
-  spdlog::info("fetching {} (job {}'s program) from the head", digest, job_id);
+  spdlog::info("fetching {} from the head", digest);
   io_->request(o_.join_address, rid, m.finish(),
                [this, digest, path](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  std::string why;
@@ -1139,7 +1171,7 @@ void Daemon::with_job(const std::string& job_id, std::function<void(Job*, const 
                      why = "the bytes do not match digest " + digest;
                    } else {
                      std::error_code ec;
-                     fs::create_directories(o_.session_dir + "/blobs", ec);
+                     fs::create_directories(fs::path(path).parent_path(), ec);
                      std::string tmp = path + ".tmp" + random_hex(3);
                      {
                        std::ofstream out(tmp, std::ios::binary);
@@ -1159,6 +1191,35 @@ void Daemon::with_job(const std::string& job_id, std::function<void(Job*, const 
                  for (auto& w : ws) w(why);
                },
                std::chrono::seconds(120));
+}
+
+std::string Daemon::unpack_workdir(const std::string& digest, const std::string& archive, std::string* why) {
+  std::string dir = o_.session_dir + "/workdirs/" + digest;
+  if (fs::is_directory(dir)) return dir;
+  if (access(archive.c_str(), R_OK) != 0) {
+    *why = "no uploaded archive " + digest;
+    return "";
+  }
+  std::error_code ec;
+  std::string tmp = dir + ".tmp" + random_hex(3);
+  fs::create_directories(tmp, ec);
+  SpawnOptions so;
+  so.stdout_path = log_dir_ + "/unpack.log";
+  pid_t pid = spawn({which("tar"), "-xzf", archive, "-C", tmp, "--no-same-owner"}, so);
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    fs::remove_all(tmp, ec);
+    *why = "cannot unpack " + archive + " (see " + log_dir_ + "/unpack.log)";
+    return "";
+  }
+  fs::rename(tmp, dir, ec);
+  if (ec && !fs::is_directory(dir)) {
+    *why = "cannot create " + dir + ": " + ec.message();
+    return "";
+  }
+  spdlog::info("unpacked working directory {} into {}", digest, dir);
+  return dir;
 }
 
 // Content-addressed files at the head: job binaries, uploaded once per digest.

@@ -45,7 +45,7 @@ class Daemon {
     bool dedicated = false;  // started for one lease (GPUs): it exits when the lease is returned
   };
   struct Job {
-    std::string id, binary, digest, cwd, entrypoint, log_path, status = "RUNNING";
+    std::string id, binary, digest, workdir, cwd, entrypoint, log_path, status = "RUNNING";
     pid_t driver_pid = 0, proc_pid = 0;
     int exit_code = 0;
     double start = 0, end = 0;
@@ -146,6 +146,11 @@ class Daemon {
   // nullptr and the reason.
   void with_job(const std::string& job_id, std::function<void(Job*, const std::string&)> k);
   void on_blob(Incoming& in);
+  // Fetches a blob from the head into `path` (once per digest), then calls k("" or why).
+  void fetch_blob(const std::string& digest, const std::string& path, std::function<void(const std::string&)> k);
+  // Unpacks an uploaded working directory (tar.gz blob at `archive`) under this node's session;
+  // returns the directory, or "" with *why.
+  std::string unpack_workdir(const std::string& digest, const std::string& archive, std::string* why);
   void process_leases();
   void answer_lease(Lease& l);
   void on_host_actor(Incoming& in);

@@ -173,6 +173,40 @@ int status(const std::string& address, const std::string& token, bool as_json) {
   return 0;
 }
 
+// Packs a directory (tar.gz), uploads it to the head unless it is there already, returns its digest.
+std::string upload_dir(sched::ControlClient& c, const std::string& dir) {
+  std::string cmd = "tar -czf - -C '" + dir + "' .";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) throw Error("cannot run tar");
+  std::string bytes;
+  char buf[1 << 16];
+  size_t n;
+  constexpr size_t kMax = 256u << 20;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) {
+    bytes.append(buf, n);
+    if (bytes.size() > kMax) {
+      pclose(p);
+      throw Error("the working directory " + dir + " packs to more than 256 MiB; leave large data out of it");
+    }
+  }
+  if (pclose(p) != 0) throw Error("cannot pack " + dir + " with tar");
+  std::string digest = detail::sha256_hex(bytes.data(), bytes.size());
+  try {
+    c.call([&](auto env) { env.getBody().setHasBlob(digest); });
+    return digest;  // already uploaded
+  } catch (const NotFoundError&) {
+  }
+  c.call(
+      [&](auto env) {
+        auto pb = env.getBody().initPutBlob();
+        pb.setDigest(digest);
+        pb.initData().setInline(kj::arrayPtr(reinterpret_cast<const kj::byte*>(bytes.data()), bytes.size()));
+      },
+      std::chrono::seconds(120));
+  std::cerr << "yard: uploaded " << dir << " (" << bytes.size() << " bytes, " << digest.substr(0, 12) << ")\n";
+  return digest;
+}
+
 // Streams a job's log from `offset`; returns the job's exit code once it has ended, or -1 when
 // not following and the job is still running.
 int follow_logs(sched::ControlClient& c, const std::string& job, bool follow) {
@@ -250,6 +284,10 @@ int main(int argc, char** argv) {
   add_conn(s_submit);
   s_submit->add_flag("--no-wait", no_wait, "print the job id and return at once");
   s_submit->add_option("--env", env_kv, "extra KEY=VALUE for the job's environment");
+  std::string working_dir;
+  s_submit->add_option("--working-dir", working_dir,
+                       "upload this directory; the job and its workers on every node run in a copy of it")
+      ->check(CLI::ExistingDirectory);
   s_submit->add_option("entrypoint", entry, "program and arguments, after --")->required();
 
   auto* s_jobs = app.add_subcommand("jobs", "list jobs");
@@ -308,6 +346,8 @@ int main(int argc, char** argv) {
     if (s_status->parsed()) return status(address, token, as_json);
     if (s_submit->parsed()) {
       auto c = connect(address, token);
+      std::string wd_digest;
+      if (!working_dir.empty()) wd_digest = upload_dir(c, working_dir);
       char cwd[4096];
       std::string wd = getcwd(cwd, sizeof cwd) ? cwd : ".";
       auto r = c.call([&](auto env) {
@@ -315,6 +355,7 @@ int main(int argc, char** argv) {
         auto ep = sj.initEntrypoint(static_cast<unsigned>(entry.size()));
         for (unsigned i = 0; i < entry.size(); ++i) ep.set(i, entry[i]);
         sj.setCwd(wd);
+        sj.setWorkingDir(wd_digest);
         auto e = sj.initEnv(static_cast<unsigned>(env_kv.size()));
         for (unsigned i = 0; i < env_kv.size(); ++i) e.set(i, env_kv[i]);
       });
