@@ -445,6 +445,8 @@ TEST_CASE("kill -9 of the head: actors keep serving; a restarted head takes the 
   CHECK(*keeper.call(&Where::incr).remote().get(30s) == 2);
   CHECK(*named.call(&Where::incr).remote().get(30s) == 1);
 
+  // An actor asked for while there is no head is created once one is back.
+  auto during = yard::actor<Where>().spread().remote();
   // A head started again at the same address takes the cluster over from its Redis.
   auto port = c.head_addr.substr(c.head_addr.rfind(':') + 1);
   auto [pid, addr] = start_daemon({yard_bin(), "start", "--head", "--block", "--port", port, "--num-cpus", "1",
@@ -464,8 +466,9 @@ TEST_CASE("kill -9 of the head: actors keep serving; a restarted head takes the 
   c.ids["head"] = c.redis->cmd({"HGET", "yard:cluster", "head_node"}).str();
   auto fresh = yard::actor<Where>().spread().remote();
   CHECK(!fresh.call(&Where::node).remote().get(60s)->empty());
+  CHECK(!during.call(&Where::node).remote().get(60s)->empty());
   pg.remove();
-  for (auto* h : {&keeper, &named, &fresh}) h->kill();
+  for (auto* h : {&keeper, &named, &fresh, &during}) h->kill();
   CHECK(eventually([&] { return c.all_free(); }, 20s));
 }
 

@@ -610,7 +610,21 @@ void CoreWorker::send_creation(const std::shared_ptr<TaskSpec>& spec) {
     m.set_value(args[static_cast<unsigned>(j)], v);
   }
   io_->request(gcs_, rid, m.finish(),
-               [this, a](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+               [this, a, spec](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 // The head may be restarting: send the creation again (the head knows the actor
+                 // by its id, so a creation it already has is not repeated) for up to a minute.
+                 bool retry = err ? err->code != wire::ErrorCode::TIMEOUT
+                                  : (r->env().getBody().isError() &&
+                                     r->env().getBody().getError().getCode() == wire::ErrorCode::UNAVAILABLE);
+                 auto now = std::chrono::steady_clock::now();
+                 if (retry) {
+                   if (a->lookup_since == std::chrono::steady_clock::time_point{}) a->lookup_since = now;
+                   if (now - a->lookup_since < kHeadOutage) {
+                     io_->after(std::chrono::milliseconds(200), [this, spec] { send_creation(spec); });
+                     return;
+                   }
+                 }
+                 a->lookup_since = {};
                  if (err) {
                    actor_dead(a, "creating the actor failed: " + err->message);
                    return;

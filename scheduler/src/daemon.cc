@@ -443,6 +443,9 @@ void Daemon::handle(IoLoop::Incoming in) {
     reply_error(in, wire::ErrorCode::BAD_REQUEST, std::string("malformed request: ") + e.getDescription().cStr());
   } catch (const DecodeError& e) {
     reply_error(in, wire::ErrorCode::BAD_REQUEST, e.what());
+  } catch (const ConnectionError& e) {
+    spdlog::error("request failed: {}", e.what());
+    reply_error(in, wire::ErrorCode::UNAVAILABLE, std::string("the control store is unreachable; retry: ") + e.what());
   } catch (const std::exception& e) {
     spdlog::error("request failed: {}", e.what());
     reply_error(in, wire::ErrorCode::INTERNAL, e.what());

@@ -513,6 +513,22 @@ void Daemon::on_create_actor(Incoming& in) {
     reply_error(in, wire::ErrorCode::NOT_FOUND, "job " + job + " is not running");
     return;
   }
+  // A creation sent again (its first answer was lost with a head that restarted): the same actor.
+  if (auto it = actors_.find(ca.getActorId()); it != actors_.end() && it->second.job == job &&
+                                               it->second.class_name == std::string(ca.getClassName())) {
+    auto& a = it->second;
+    if (a.state == "ALIVE" || a.state == "DEAD") {
+      OutMessage m(token_, in.msg->env().getRequestId(), true);
+      if (a.state == "DEAD")
+        set_error(m.env(), wire::ErrorCode::ACTOR_DIED, a.cause);
+      else
+        fill_actor_info(m.env().getBody().initActorInfo(), a);
+      io_->reply(in.routing_id, m.finish());
+    } else {
+      a.lookups.push_back({in.routing_id, in.msg->env().getRequestId(), Clock::now() + std::chrono::seconds(300)});
+    }
+    return;
+  }
   Actor a;
   a.id = ca.getActorId();
   a.class_name = ca.getClassName();
