@@ -215,7 +215,15 @@ void Daemon::rebuild() {
     if (!a.name.empty() && a.state != "DEAD") actor_names_[a.name] = id;
     actors_.emplace(id, std::move(a));
   }
-  for (auto& id : redis_->cmd({"SMEMBERS", "yard:pgs"}).strings()) {
+  // Groups are found by their keys (a set of ids would cost every creation and removal a round trip).
+  std::vector<std::string> pg_ids;
+  std::string cursor = "0";
+  do {
+    auto r = redis_->cmd({"SCAN", cursor, "MATCH", "yard:pg:*", "COUNT", "1000"});
+    cursor = r.at(0);
+    for (auto& k : r.nested_strings(1)) pg_ids.push_back(k.substr(8));
+  } while (cursor != "0");
+  for (auto& id : pg_ids) {
     auto f = redis_->hgetall("yard:pg:" + id);
     if (f.empty()) continue;
     PGroup g;
@@ -1145,7 +1153,6 @@ void Daemon::on_create_pg(Incoming& in) {
     return;
   }
   if (g.state == "PENDING") save_pg(g);
-  redis_->cmd({"SADD", "yard:pgs", g.id});
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   auto info = m.env().getBody().initPlacementGroupInfo();
   info.setGroupId(g.id);
@@ -1182,10 +1189,6 @@ void Daemon::remove_pg(PGroup& g, const std::string& why) {
     if (!g.nodes[i].empty()) items.emplace_back(g.nodes[i], g.bundles[i]);
   pending_release_.insert(pending_release_.end(), items.begin(), items.end());
   pending_del_.push_back("yard:pg:" + g.id);
-  try {
-    redis_->cmd({"SREM", "yard:pgs", g.id});
-  } catch (...) {
-  }
   if (!flush_scheduled_) {
     flush_scheduled_ = true;
     io_->after(std::chrono::milliseconds(2), [this] { flush_releases(); });
