@@ -300,6 +300,20 @@ TEST_CASE("tasks spill over to other nodes when the local node is full", "[nodes
     if (node != c.ids["head"]) CHECK_THAT(v, Catch::Contains("/blobs/"));  // a fetched copy of this program
   }
   CHECK(nodes.size() >= 2);
+  // Node affinity for tasks: hard (to a live node, or an error naming the missing one) and soft.
+  auto on3 = *yard::task(node_of_task).node_affinity(c.ids["n3"]).remote(0).get(60s);
+  CHECK(on3.substr(0, on3.find(' ')) == c.ids["n3"]);
+  CHECK_THROWS_WITH(yard::task(node_of_task).node_affinity("node-gone").remote(0).get(30s), Catch::Contains("node-gone"));
+  CHECK(!yard::task(node_of_task).node_affinity("node-gone", true).remote(0).get(60s)->empty());
+  // SPREAD: short tasks land on several nodes even though the local node has room.
+  std::vector<yard::ObjectRef<std::string>> spread;
+  for (int i = 0; i < 6; ++i) spread.push_back(yard::task(node_of_task).spread().remote(200));
+  std::set<std::string> spread_nodes;
+  for (auto& r : spread) {
+    auto v = *r.get(60s);
+    spread_nodes.insert(v.substr(0, v.find(' ')));
+  }
+  CHECK(spread_nodes.size() >= 2);
   CHECK(eventually([&] { return c.all_free(); }, 20s));
 }
 

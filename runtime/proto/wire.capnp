@@ -82,6 +82,9 @@ struct RequestLease {
   spilled @3 :Bool;        # sent here by another node: wait here, do not send it on again
   noWait @4 :Bool;         # answer now, even with no workers (the submitter already has some)
   resources @5 :List(Resource);  # what each worker holds while leased (empty: one CPU)
+  nodeId @6 :Text;         # node affinity: lease on this node ...
+  soft @7 :Bool;           # ... or, when soft, anywhere if it is gone
+  spread @8 :Bool;         # SPREAD: the node with the most free CPUs, this one included
 }
 
 struct LeasedWorker {

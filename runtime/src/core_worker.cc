@@ -389,11 +389,16 @@ Holder CoreWorker::submit_task(const std::string& function, std::vector<Arg> arg
   std::map<std::string, double> need = o.resources.empty() ? std::map<std::string, double>{{"CPU", 1.0}} : o.resources;
   std::string key;
   for (auto& [k, v] : need) key += k + "=" + std::to_string(v) + ";";
+  if (!o.node_id.empty()) key += "@" + o.node_id + (o.soft ? "~" : "");
+  if (o.spread) key += "*";
   spec->shape = key;
   auto holder = std::make_shared<ObjectHolder>(spec->id);
-  resolve_then(spec, [this, spec, need] {
+  resolve_then(spec, [this, spec, need, o] {
     auto& sh = shapes_[spec->shape];
     sh.need = need;
+    sh.node_id = o.node_id;
+    sh.soft = o.soft;
+    sh.spread = o.spread;
     sh.queue.push_back(spec);
     pump_tasks();
   });
@@ -430,6 +435,7 @@ void CoreWorker::send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
   pt.setFunction(spec->function);
   if (!fill_args(pt, m, *spec)) return;
   ++w.inflight;
+  w.last_used = last_task_activity_;
   std::string wid = w.worker_id, addr = w.address;
   io_->request(addr, rid, m.finish(),
                [this, spec, wid, addr](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
@@ -449,7 +455,10 @@ void CoreWorker::send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
                               addr + ") died: " + err->message);
                    }
                  } else {
-                   if (it != leases_.end()) --it->inflight;
+                   if (it != leases_.end()) {
+                     --it->inflight;
+                     it->last_used = std::chrono::steady_clock::now();
+                   }
                    complete_from_reply(spec->id, *r);
                  }
                  pump_tasks();
@@ -469,7 +478,11 @@ void CoreWorker::request_lease(const std::string& key, const std::string& node_i
   OutMessage m(token_, rid, false);
   auto rl = m.env().getBody().initRequestLease();
   rl.setJobId(job_id_);
-  rl.setCount(static_cast<uint32_t>(std::min<size_t>(sh.queue.size(), 64)));
+  // SPREAD asks for one worker at a time, so each may come from another node.
+  rl.setCount(sh.spread ? 1 : static_cast<uint32_t>(std::min<size_t>(sh.queue.size(), 64)));
+  rl.setNodeId(sh.node_id);
+  rl.setSoft(sh.soft);
+  rl.setSpread(sh.spread);
   rl.setTimeoutMs(spilled ? 2000 : 60000);  // a node that turns out busy answers soon
   rl.setSpilled(spilled);
   rl.setNoWait(!spilled && have);
@@ -523,16 +536,21 @@ void CoreWorker::request_lease(const std::string& key, const std::string& node_i
                std::chrono::milliseconds(65000));
 }
 
+// Workers idle for 2 s whose shape has nothing queued go back to their node managers.
 void CoreWorker::return_idle_leases() {
   if (leases_.empty()) return;
-  for (auto& [key, sh] : shapes_)
-    if (!sh.queue.empty()) return;
-  for (auto& l : leases_)
-    if (l.inflight) return;
-  if (std::chrono::steady_clock::now() - last_task_activity_ < std::chrono::seconds(2)) return;
+  auto now = std::chrono::steady_clock::now();
   std::map<std::string, std::vector<std::string>> by_node;
-  for (auto& l : leases_) by_node[l.node.empty() ? head_ : l.node].push_back(l.worker_id);
-  leases_.clear();
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    auto sh = shapes_.find(it->shape);
+    bool queued = sh != shapes_.end() && !sh->second.queue.empty();
+    if (it->inflight == 0 && !queued && now - it->last_used >= std::chrono::seconds(2)) {
+      by_node[it->node.empty() ? head_ : it->node].push_back(it->worker_id);
+      it = leases_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   for (auto& [node, workers] : by_node) {
     uint64_t rid = io_->next_request_id();
     OutMessage m(token_, rid, false);

@@ -115,10 +115,13 @@ class CoreWorker {
     int inflight = 0;
     std::string node;  // the node manager that granted it (where it goes back)
     std::string shape;
+    std::chrono::steady_clock::time_point last_used = std::chrono::steady_clock::now();
   };
   // Tasks of one resource shape: their queue and the state of leasing workers for them.
   struct Shape {
     std::map<std::string, double> need;
+    std::string node_id;
+    bool soft = false, spread = false;
     std::deque<std::shared_ptr<TaskSpec>> queue;
     bool lease_in_flight = false, spill_in_flight = false;
     std::chrono::steady_clock::time_point saturated_until{};

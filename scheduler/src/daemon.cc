@@ -582,6 +582,9 @@ void Daemon::on_request_lease(IoLoop::Incoming& in) {
   Lease l;
   l.spilled = rl.getSpilled();
   l.no_wait = rl.getNoWait();
+  l.node_id = rl.getNodeId();
+  l.soft = rl.getSoft();
+  l.spread = rl.getSpread();
   if (rl.getResources().size()) {
     l.need.clear();
     for (auto r : rl.getResources()) {
@@ -684,6 +687,34 @@ void Daemon::process_leases() {
     auto& l = *it;
     auto& job = jobs_.at(l.job);
     double gpu = l.need.count("GPU") ? l.need.at("GPU") : 0;
+    if (!l.spilled && ((!l.node_id.empty() && l.node_id != node_id_) || l.spread)) {
+      // Affinity to another node, or SPREAD choosing another node: send the submitter there.
+      std::string target;
+      if (!l.node_id.empty()) {
+        if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100)) refresh_peers_view();
+        auto p = peers_view_.find(l.node_id);
+        if (p != peers_view_.end()) target = p->second.address;
+      } else {
+        // SPREAD: round the nodes that have room now, this one included.
+        if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100)) refresh_peers_view();
+        std::vector<std::string> room;
+        if (fits(l.need, avail_)) room.push_back("");
+        for (auto& [id, v] : peers_view_)
+          if (id != node_id_ && fits(l.need, v.avail)) room.push_back(v.address);
+        if (!room.empty()) target = room[spread_turn_++ % room.size()];
+      }
+      if (!target.empty() || (!l.node_id.empty() && !l.soft)) {
+        OutMessage m(token_, l.req, true);
+        if (!target.empty())
+          m.env().getBody().initLeaseGranted().setSpillback(target);
+        else
+          set_error(m.env(), wire::ErrorCode::INFEASIBLE, "node " + l.node_id + " (asked for by node affinity) is not alive");
+        io_->reply(l.routing, m.finish());
+        it = leases_.erase(it);
+        continue;
+      }
+      l.spilled = true;  // soft affinity to a gone node, or SPREAD staying here: served here
+    }
     if (!fits(l.need, total_)) {
       // This node can never serve it: another node whose totals hold it, or a clear error.
       std::string target = l.spilled ? std::string() : spill_target(l.need, true);

@@ -65,6 +65,8 @@ class Daemon {
     bool spilled = false;
     bool no_wait = false;
     Res need{{"CPU", 1.0}};  // per worker
+    std::string node_id;      // affinity
+    bool soft = false, spread = false;
   };
   // Node role: an actor the head asked this node to host.
   struct Hosted {
@@ -228,6 +230,7 @@ class Daemon {
   };
   std::map<std::string, PeerView> peers_view_;
   Clock::time_point peers_view_at_{};
+  size_t spread_turn_ = 0;
   // A node with room for `need` now (most free CPUs first), or when `ever`, one whose totals hold it.
   std::string spill_target(const Res& need, bool ever = false);
   void refresh_peers_view();

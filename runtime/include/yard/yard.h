@@ -125,6 +125,9 @@ struct Arg {
 struct TaskOptions {
   int max_retries = 3;   // re-runs after the worker crashed
   std::map<std::string, double> resources;  // held while it runs (default: one CPU)
+  std::string node_id;   // node affinity
+  bool soft = false;
+  bool spread = false;
 };
 
 struct ActorOptions {
@@ -325,6 +328,18 @@ class TaskCaller {
   // GPUs sees exactly its devices in CUDA_VISIBLE_DEVICES.
   TaskCaller& resources(std::map<std::string, double> r) {
     opts_.resources = std::move(r);
+    return *this;
+  }
+  // Run on this node; with soft = true, anywhere when that node is gone.
+  TaskCaller& node_affinity(std::string node, bool soft = false) {
+    opts_.node_id = std::move(node);
+    opts_.soft = soft;
+    return *this;
+  }
+  // Spread tasks over the nodes (the one with the most free CPUs each time) instead of filling
+  // the local node first.
+  TaskCaller& spread() {
+    opts_.spread = true;
     return *this;
   }
   template <class... A>
