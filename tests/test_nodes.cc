@@ -384,6 +384,44 @@ TEST_CASE("placement groups: every strategy, infeasible groups, waiting for room
   CHECK(eventually([&] { return c.all_free(); }, 20s));
 }
 
+TEST_CASE("tasks and actors share a placement-group bundle's resources", "[nodes][pg][tasks]") {
+  auto& c = cluster();
+  auto g = yard::placement_group({{{"CPU", 2}}}, yard::PlacementStrategy::kStrictPack);
+  REQUIRE(g.wait(30s));
+  auto node = g.bundle_nodes()[0];
+  auto node_name = std::find_if(c.ids.begin(), c.ids.end(), [&](auto& kv) { return kv.second == node; })->first;
+  double node_free = c.avail(node_name)["CPU"];
+  std::vector<yard::ObjectRef<std::string>> refs;
+  for (int i = 0; i < 6; ++i) refs.push_back(yard::task(node_of_task).placement_group(g, 0).remote(200));
+  for (auto& r : refs) {
+    auto v = *r.get(60s);
+    CHECK(v.substr(0, v.find(' ')) == node);
+  }
+  // The tasks used the bundle's CPUs, never more of the node's.
+  CHECK(c.avail(node_name)["CPU"] <= node_free + 1e-9);
+  auto a = yard::actor<Where>().resources({{"CPU", 1}}).placement_group(g, 0).remote();
+  CHECK(*a.call(&Where::node).remote().get(60s) == node);
+  // With the actor holding one of the bundle's CPUs, the bundle has one left for tasks.
+  CHECK(eventually([&] {
+    return c.redis->cmd({"HGET", "yard:pgb:" + g.id() + ":0", "CPU"}).str() == "1";
+  }, 20s));
+  auto t = *yard::task(node_of_task).placement_group(g).remote(0).get(60s);
+  CHECK(t.substr(0, t.find(' ')) == node);
+  CHECK_THROWS_AS(yard::task(node_of_task).resources({{"CPU", 3}}).placement_group(g, 0).remote(0).get(30s),
+                  yard::InfeasibleError);
+  g.remove();  // asynchronous: its actor is stopped a moment later
+  CHECK(eventually([&] {
+    try {
+      a.call(&Where::node).remote().get(30s);
+      return false;
+    } catch (const yard::ActorDied&) {
+      return true;
+    }
+  }, 10s));
+  CHECK(eventually([&] { return c.all_free(); }, 20s));
+  CHECK(eventually([&] { return c.redis->cmd({"EXISTS", "yard:pgb:" + g.id() + ":0"}).integer() == 0; }, 5s));
+}
+
 TEST_CASE("concurrent clients never over-commit a node", "[nodes][pg]") {
   auto& c = cluster();
   // Four clients of the control store race for one node's CPUs through the reservation script.

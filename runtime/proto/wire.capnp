@@ -85,6 +85,8 @@ struct RequestLease {
   nodeId @6 :Text;         # node affinity: lease on this node ...
   soft @7 :Bool;           # ... or, when soft, anywhere if it is gone
   spread @8 :Bool;         # SPREAD: the node with the most free CPUs, this one included
+  placementGroup @9 :Text; # lease inside this placement group's bundle ...
+  bundleIndex @10 :Int32;  # ... with this index (-1: any bundle with room)
 }
 
 struct LeasedWorker {

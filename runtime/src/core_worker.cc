@@ -391,6 +391,7 @@ Holder CoreWorker::submit_task(const std::string& function, std::vector<Arg> arg
   for (auto& [k, v] : need) key += k + "=" + std::to_string(v) + ";";
   if (!o.node_id.empty()) key += "@" + o.node_id + (o.soft ? "~" : "");
   if (o.spread) key += "*";
+  if (!o.placement_group.empty()) key += "#" + o.placement_group + ":" + std::to_string(o.bundle_index);
   spec->shape = key;
   auto holder = std::make_shared<ObjectHolder>(spec->id);
   resolve_then(spec, [this, spec, need, o] {
@@ -399,6 +400,8 @@ Holder CoreWorker::submit_task(const std::string& function, std::vector<Arg> arg
     sh.node_id = o.node_id;
     sh.soft = o.soft;
     sh.spread = o.spread;
+    sh.placement_group = o.placement_group;
+    sh.bundle_index = o.bundle_index;
     sh.queue.push_back(spec);
     pump_tasks();
   });
@@ -483,6 +486,8 @@ void CoreWorker::request_lease(const std::string& key, const std::string& node_i
   rl.setNodeId(sh.node_id);
   rl.setSoft(sh.soft);
   rl.setSpread(sh.spread);
+  rl.setPlacementGroup(sh.placement_group);
+  rl.setBundleIndex(sh.bundle_index);
   rl.setTimeoutMs(spilled ? 2000 : 60000);  // a node that turns out busy answers soon
   rl.setSpilled(spilled);
   rl.setNoWait(!spilled && have);

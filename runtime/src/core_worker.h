@@ -122,6 +122,8 @@ class CoreWorker {
     std::map<std::string, double> need;
     std::string node_id;
     bool soft = false, spread = false;
+    std::string placement_group;
+    int bundle_index = -1;
     std::deque<std::shared_ptr<TaskSpec>> queue;
     bool lease_in_flight = false, spill_in_flight = false;
     std::chrono::steady_clock::time_point saturated_until{};

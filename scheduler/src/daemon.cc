@@ -570,7 +570,7 @@ void Daemon::on_register_worker(IoLoop::Incoming& in) {
       }
       return;
     }
-    give_local(w.held);
+    give_held(w);
     w.held.clear();
   }
   w.state = WState::kIdle;
@@ -585,6 +585,8 @@ void Daemon::on_request_lease(IoLoop::Incoming& in) {
   l.node_id = rl.getNodeId();
   l.soft = rl.getSoft();
   l.spread = rl.getSpread();
+  l.pg = rl.getPlacementGroup();
+  l.bundle = rl.getBundleIndex();
   if (rl.getResources().size()) {
     l.need.clear();
     for (auto r : rl.getResources()) {
@@ -687,6 +689,72 @@ void Daemon::process_leases() {
     auto& l = *it;
     auto& job = jobs_.at(l.job);
     double gpu = l.need.count("GPU") ? l.need.at("GPU") : 0;
+    if (!l.pg.empty()) {
+      // Inside a placement group: served by the bundle's node, from the bundle's resources.
+      Res btotal;
+      std::string route;
+      try {
+        route = bundle_route(l, &btotal);
+      } catch (const std::exception& e) {
+        route = "wait";
+        spdlog::error("placing a lease in group {}: {}", l.pg, e.what());
+      }
+      if (route == "wait") {
+        ++it;
+        continue;
+      }
+      if (!route.empty()) {
+        OutMessage m(token_, l.req, true);
+        if (route[0] == '!')
+          set_error(m.env(), wire::ErrorCode::INFEASIBLE, route.substr(1));
+        else
+          m.env().getBody().initLeaseGranted().setSpillback(route);
+        io_->reply(l.routing, m.finish());
+        it = leases_.erase(it);
+        continue;
+      }
+      std::string key = bundle_key(l.pg, l.bundle);
+      while (l.assigned.size() + l.starting < l.count && reserve_bundle(*redis_, key, btotal, l.need)) {
+        auto idle = gpu > 0 ? workers_.end() : std::find_if(workers_.begin(), workers_.end(), [&](auto& kv) {
+          return kv.second.state == WState::kIdle && kv.second.job_id == l.job;
+        });
+        std::string wid;
+        if (idle != workers_.end()) {
+          idle->second.state = WState::kLeased;
+          wid = idle->first;
+          l.assigned.push_back(wid);
+        } else {
+          std::vector<std::pair<int, double>> devices;
+          if (gpu > 0) {
+            auto d = take_gpus(gpu);
+            if (!d) {
+              release_bundle(*redis_, key, l.need);
+              break;
+            }
+            devices = *d;
+          }
+          try {
+            wid = spawn_worker(job.id, "", l.seq, 0, devices);
+          } catch (const std::exception& e) {
+            release_bundle(*redis_, key, l.need);
+            give_gpus(devices);
+            break;
+          }
+          workers_.at(wid).dedicated = gpu > 0;
+          ++l.starting;
+        }
+        workers_.at(wid).held = l.need;
+        workers_.at(wid).bundle = key;
+      }
+      l.spilled = true;  // never sent elsewhere: the bundle is here
+      if (l.starting == 0 && !l.assigned.empty()) {
+        answer_lease(l);
+        it = leases_.erase(it);
+      } else {
+        ++it;
+      }
+      continue;
+    }
     if (!l.spilled && ((!l.node_id.empty() && l.node_id != node_id_) || l.spread)) {
       // Affinity to another node, or SPREAD choosing another node: send the submitter there.
       std::string target;
@@ -799,8 +867,9 @@ void Daemon::on_return_lease(IoLoop::Incoming& in) {
       kill(it->second.pid, SIGKILL);  // its exit gives back its resources and devices
       continue;
     }
-    give_local(it->second.held);
+    give_held(it->second);
     it->second.held.clear();
+    it->second.bundle.clear();
     it->second.state = WState::kIdle;
   }
   reply_ok(in);
@@ -832,6 +901,54 @@ void Daemon::give_local(const Res& need) {
     spdlog::error("releasing {}: {}", res_json(need), e.what());
   }
   refresh_local();
+}
+
+void Daemon::give_held(Worker& w) {
+  if (w.bundle.empty()) return give_local(w.held);
+  try {
+    release_bundle(*redis_, w.bundle, w.held);
+  } catch (const std::exception& e) {
+    spdlog::error("giving back {} to {}: {}", res_json(w.held), w.bundle, e.what());
+  }
+}
+
+std::string Daemon::bundle_route(Lease& l, Res* bundle_total) {
+  auto f = redis_->cmd({"HMGET", "yard:pg:" + l.pg, "state", "bundles", "nodes"}).strings();
+  if (f.size() < 3 || f[1].empty()) return "!no placement group " + l.pg;
+  std::vector<Res> bundles;
+  std::vector<std::string> nodes;
+  try {
+    bundles = json::parse(f[1]).get<std::vector<Res>>();
+    nodes = json::parse(f[2]).get<std::vector<std::string>>();
+  } catch (const std::exception&) {
+    return "!placement group " + l.pg + " has an unreadable record";
+  }
+  nodes.resize(bundles.size());
+  int n = static_cast<int>(bundles.size());
+  if (l.bundle >= n || l.bundle < -1)
+    return "!placement group " + l.pg + " has " + std::to_string(n) + " bundles; there is no bundle " + std::to_string(l.bundle);
+  int pick = l.bundle;
+  if (pick < 0) {
+    for (int i = 0; i < n && pick < 0; ++i)
+      if (nodes[static_cast<size_t>(i)] == node_id_ && fits(l.need, bundles[static_cast<size_t>(i)])) pick = i;
+    for (int i = 0; i < n && pick < 0; ++i)
+      if (fits(l.need, bundles[static_cast<size_t>(i)])) pick = i;
+    if (pick < 0) return "!no bundle of placement group " + l.pg + " can hold " + res_json(l.need);
+  }
+  auto& b = bundles[static_cast<size_t>(pick)];
+  if (!fits(l.need, b)) return "!bundle " + std::to_string(pick) + " of placement group " + l.pg + " (" + res_json(b) + ") cannot hold " + res_json(l.need);
+  const std::string& node = nodes[static_cast<size_t>(pick)];
+  if (node.empty()) return "wait";  // not (re)placed yet
+  if (node == node_id_) {
+    l.bundle = pick;
+    *bundle_total = b;
+    return "";
+  }
+  if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100)) refresh_peers_view();
+  auto p = peers_view_.find(node);
+  if (p == peers_view_.end()) return "wait";
+  l.bundle = pick;
+  return p->second.address;
 }
 
 void Daemon::refresh_local() {
@@ -1016,7 +1133,7 @@ void Daemon::reap() {
       if (wit == workers_.end()) continue;
       Worker w = wit->second;
       workers_.erase(wit);
-      give_local(w.held);
+      give_held(w);
       give_gpus(w.gpus);
       remove_worker_segments(pid);
       auto job = jobs_.find(w.job_id);

@@ -43,6 +43,7 @@ class Daemon {
     bool detached = false;
     std::vector<std::pair<int, double>> gpus;  // (device, share) assigned to it
     bool dedicated = false;  // started for one lease (GPUs): it exits when the lease is returned
+    std::string bundle;      // held comes from this placement-group bundle, not from the node
   };
   struct Job {
     std::string id, binary, digest, workdir, cwd, entrypoint, log_path, status = "RUNNING";
@@ -67,6 +68,8 @@ class Daemon {
     Res need{{"CPU", 1.0}};  // per worker
     std::string node_id;      // affinity
     bool soft = false, spread = false;
+    std::string pg;           // placement group: served from a bundle's resources
+    int bundle = -1;
   };
   // Node role: an actor the head asked this node to host.
   struct Hosted {
@@ -136,6 +139,10 @@ class Daemon {
   // Node role (I/O thread).
   bool take_local(const Res& need);
   void give_local(const Res& need);
+  void give_held(Worker& w);  // its resources back to the node or to its bundle
+  // For a lease in a placement group: "" when it is to be served here from bundle l.bundle, else
+  // the address of the bundle's node (or "!" + why when it cannot be served).
+  std::string bundle_route(Lease& l, Res* bundle_total);
   void refresh_local();
   std::string spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease,
                            uint32_t restarts = 0, const std::vector<std::pair<int, double>>& gpus = {});

@@ -240,11 +240,11 @@ void Daemon::rebuild() {
     }
     g.nodes.resize(g.bundles.size());
     g.bundle_avail = g.bundles;
-    for (size_t i = 0; i < g.bundles.size(); ++i)
+    for (size_t i = 0; i < g.bundles.size(); ++i) {
+      auto used = read_res(*redis_, bundle_key(id, static_cast<int>(i)));
+      if (!used.empty()) g.bundle_avail[i] = used;
       if (g.nodes[i].empty()) g.bundle_avail[i].clear();
-    for (auto& [aid, a] : actors_)
-      if (a.pg == id && a.state != "DEAD" && a.bundle >= 0 && a.bundle < static_cast<int>(g.bundles.size()))
-        sub(g.bundle_avail[a.bundle], a.resources);
+    }
     pgs_.emplace(id, std::move(g));
   }
   for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings())
@@ -637,7 +637,13 @@ void Daemon::process_actors() {
       auto& pg = g->second;
       for (int i = 0; i < static_cast<int>(pg.bundles.size()); ++i) {
         if (a.place_bundle >= 0 && a.place_bundle != i) continue;
-        if (pg.nodes[i].empty() || !fits(a.resources, pg.bundle_avail[i])) continue;
+        if (pg.nodes[i].empty() || !fits(a.resources, pg.bundles[i])) continue;
+        // The bundle's free resources are shared with tasks in it (leased by its node): the
+        // count in Redis decides, not this process's view.
+        if (!reserve_bundle(*redis_, bundle_key(pg.id, i), pg.bundles[i], a.resources)) {
+          pg.bundle_avail[i] = read_res(*redis_, bundle_key(pg.id, i));
+          continue;
+        }
         a.bundle = i;
         sub(pg.bundle_avail[i], a.resources);
         node = pg.nodes[i];
@@ -822,8 +828,14 @@ void Daemon::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cau
 void Daemon::free_actor_bundle(Actor& a) {
   if (a.pg.empty() || a.bundle < 0) return;
   auto g = pgs_.find(a.pg);
-  if (g != pgs_.end() && a.bundle < static_cast<int>(g->second.bundle_avail.size()))
+  if (g != pgs_.end() && a.bundle < static_cast<int>(g->second.bundle_avail.size())) {
     add(g->second.bundle_avail[a.bundle], a.resources);
+    try {
+      release_bundle(*redis_, bundle_key(a.pg, a.bundle), a.resources);
+    } catch (const std::exception& e) {
+      spdlog::error("giving back bundle {} of {}: {}", a.bundle, a.pg, e.what());
+    }
+  }
   a.bundle = -1;
 }
 
@@ -1189,6 +1201,7 @@ void Daemon::remove_pg(PGroup& g, const std::string& why) {
     if (!g.nodes[i].empty()) items.emplace_back(g.nodes[i], g.bundles[i]);
   pending_release_.insert(pending_release_.end(), items.begin(), items.end());
   pending_del_.push_back("yard:pg:" + g.id);
+  for (size_t i = 0; i < g.bundles.size(); ++i) pending_del_.push_back(bundle_key(g.id, static_cast<int>(i)));
   if (!flush_scheduled_) {
     flush_scheduled_ = true;
     io_->after(std::chrono::milliseconds(2), [this] { flush_releases(); });

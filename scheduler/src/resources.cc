@@ -80,7 +80,31 @@ detail::RedisReply run_script(detail::Redis& r, const char* script, std::string&
   return r.cmd(args);
 }
 
-std::string g_reserve_sha, g_release_sha;
+// KEYS: the bundle hash. ARGV: n totals (name, amount)..., then the needs (name, amount)...
+const char* kReserveBundle = R"lua(
+local n = tonumber(ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  for i = 0, n - 1 do redis.call('HSET', KEYS[1], ARGV[2 + i * 2], ARGV[3 + i * 2]) end
+end
+local first = 2 + n * 2
+for i = first, #ARGV, 2 do
+  local amt = tonumber(ARGV[i + 1])
+  if amt > 0 and tonumber(redis.call('HGET', KEYS[1], ARGV[i]) or '0') + 1e-9 < amt then return 0 end
+end
+for i = first, #ARGV, 2 do
+  local amt = tonumber(ARGV[i + 1])
+  if amt > 0 then redis.call('HINCRBYFLOAT', KEYS[1], ARGV[i], -amt) end
+end
+return 1
+)lua";
+
+const char* kReleaseBundle = R"lua(
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+for i = 1, #ARGV, 2 do redis.call('HINCRBYFLOAT', KEYS[1], ARGV[i], ARGV[i + 1]) end
+return 1
+)lua";
+
+std::string g_reserve_sha, g_release_sha, g_bundle_reserve_sha, g_bundle_release_sha;
 std::mutex g_sha_mu;
 
 std::string num(double v) {
@@ -237,6 +261,31 @@ void release_all(detail::Redis& r, const std::vector<std::pair<std::string, Res>
 }
 
 void release(detail::Redis& r, const std::string& node, const Res& res) { release_all(r, {{node, res}}); }
+
+std::string bundle_key(const std::string& group, int index) { return "yard:pgb:" + group + ":" + std::to_string(index); }
+
+bool reserve_bundle(detail::Redis& r, const std::string& key, const Res& bundle_total, const Res& need) {
+  std::vector<std::string> args{"1", key, std::to_string(bundle_total.size())};
+  for (auto& [k, v] : bundle_total) {
+    args.push_back(k);
+    args.push_back(num(v));
+  }
+  for (auto& [k, v] : need) {
+    args.push_back(k);
+    args.push_back(num(v));
+  }
+  return run(r, kReserveBundle, g_bundle_reserve_sha, args).integer() == 1;
+}
+
+void release_bundle(detail::Redis& r, const std::string& key, const Res& res) {
+  std::vector<std::string> args{"1", key};
+  for (auto& [k, v] : res) {
+    if (v <= 0) continue;
+    args.push_back(k);
+    args.push_back(num(v));
+  }
+  if (args.size() > 2) run(r, kReleaseBundle, g_bundle_release_sha, args);
+}
 
 Res read_res(detail::Redis& r, const std::string& key) {
   Res out;

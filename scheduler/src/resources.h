@@ -40,6 +40,12 @@ void release(detail::Redis& r, const std::string& node, const Res& res);
 void release_all(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items,
                  const std::vector<std::string>& then_del = {});
 
+// A placement-group bundle's free resources, shared by the head (actors in it) and the bundle's
+// node (tasks in it). The hash is created from the bundle's totals on first use.
+std::string bundle_key(const std::string& group, int index);
+bool reserve_bundle(detail::Redis& r, const std::string& key, const Res& bundle_total, const Res& need);
+void release_bundle(detail::Redis& r, const std::string& key, const Res& res);
+
 // A hash of numbers (empty when the key does not exist).
 Res read_res(detail::Redis& r, const std::string& key);
 

@@ -128,6 +128,8 @@ struct TaskOptions {
   std::string node_id;   // node affinity
   bool soft = false;
   bool spread = false;
+  std::string placement_group;
+  int bundle_index = -1;
 };
 
 struct ActorOptions {
@@ -340,6 +342,12 @@ class TaskCaller {
   // the local node first.
   TaskCaller& spread() {
     opts_.spread = true;
+    return *this;
+  }
+  // Run inside a bundle of a placement group (-1: any bundle with room), on its resources.
+  TaskCaller& placement_group(const PlacementGroup& pg, int bundle_index = -1) {
+    opts_.placement_group = pg.id();
+    opts_.bundle_index = bundle_index;
     return *this;
   }
   template <class... A>
