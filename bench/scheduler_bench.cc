@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -38,7 +39,7 @@ YARD_ACTOR(Empty, yard::ctor<>, &Empty::ping);
 
 std::pair<pid_t, std::string> start_daemon(std::vector<std::string> argv) {
   yard::detail::SpawnOptions so;
-  so.death_signal = SIGKILL;
+  so.death_signal = SIGTERM;  // if this process dies, the daemon still stops cleanly (and its Redis)
   so.env["YARD_PARENT_PID"] = std::to_string(getpid());
   auto [pid, line] = yard::detail::spawn_ready(argv, so, 20s);
   if (line.empty() || line.rfind("ERROR", 0) == 0) throw std::runtime_error("daemon did not start: " + line);
@@ -175,8 +176,14 @@ int main(int argc, char** argv) {
     emit("dead_node_detect", worst, "s");
   }
   yard::shutdown();
+  // The head stops its Redis when asked to stop; a head that does not is killed, and its Redis
+  // (which outlives a killed head, for a takeover) is stopped from its record.
   for (auto p : pids) kill(p, SIGTERM);
-  for (auto p : pids) yard::detail::terminate(p, SIGKILL, 10s);
+  for (auto p : pids) yard::detail::terminate(p, SIGTERM, 10s);
+  std::ifstream rec(home / "head" / "redis.address");
+  std::string raddr;
+  pid_t rpid = 0;
+  if (rec >> raddr >> rpid && rpid > 0 && !yard::detail::process_dead(rpid)) yard::detail::terminate(rpid, SIGTERM, 5s);
   fs::remove_all(home);
   return 0;
 }

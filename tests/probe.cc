@@ -5,6 +5,8 @@
 //                    waits for a line on stdin, calls it again and prints "now <node>"
 //   probe workdir N  prints data.txt of its working directory, and what an actor on node N reads
 //                    from its own
+//   probe detach N   starts a detached actor named N, calls it once and exits
+//   probe use N      finds the actor named N (made by another job) and calls it
 #include <unistd.h>
 
 #include <cstdio>
@@ -46,6 +48,16 @@ int main(int argc, char** argv) {
     std::string line;
     std::getline(std::cin, line);
     return *h.call(&Holder::ping).remote().get(std::chrono::seconds(30)) == 1 ? 0 : 3;
+  }
+  if (mode == "detach" && argc > 2) {
+    auto h = yard::actor<Holder>().name(argv[2]).detached().remote();
+    return *h.call(&Holder::ping).remote().get(std::chrono::seconds(60)) == 1 ? 0 : 1;
+  }
+  if (mode == "use" && argc > 2) {
+    auto h = yard::get_actor<Holder>(argv[2]);
+    std::printf("found %s on %s\n", argv[2], h.call(&Holder::where).remote().get(std::chrono::seconds(60))->c_str());
+    h.kill();
+    return 0;
   }
   if (mode == "workdir" && argc > 2) {
     Holder self;

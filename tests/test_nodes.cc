@@ -65,7 +65,7 @@ std::string yard_bin() { return getenv("YARD_BIN"); }
 // Starts `yard start ... --block --ready-fd` tied to this process; returns (pid, ready line).
 std::pair<pid_t, std::string> start_daemon(std::vector<std::string> argv) {
   yard::detail::SpawnOptions so;
-  so.death_signal = SIGKILL;
+  so.death_signal = SIGTERM;  // if this process dies, the daemon still stops cleanly (and its Redis)
   so.env["YARD_PARENT_PID"] = std::to_string(getpid());
   auto [pid, line] = yard::detail::spawn_ready(argv, so, 20s);
   REQUIRE(!line.empty());
@@ -155,8 +155,8 @@ struct MultiNode {
     }
     for (auto p : node_pids) kill(p, SIGTERM);
     if (head_pid) kill(head_pid, SIGTERM);
-    for (auto p : node_pids) yard::detail::terminate(p, SIGKILL, 10s);
-    if (head_pid) yard::detail::terminate(head_pid, SIGKILL, 10s);
+    for (auto p : node_pids) yard::detail::terminate(p, SIGTERM, 10s);
+    if (head_pid) yard::detail::terminate(head_pid, SIGTERM, 10s);
     if (redis_pid > 0 && !yard::detail::process_dead(redis_pid)) yard::detail::terminate(redis_pid, SIGTERM, 5s);
     std::error_code ec;
     if (!getenv("YARD_TEST_KEEP")) fs::remove_all(home, ec);
@@ -285,6 +285,23 @@ TEST_CASE("yard submit --working-dir: the job and its workers on other nodes run
   auto bad = sh(yard_bin() + " submit --address " + c.head_addr + " --token " + c.token +
                 " --working-dir /nonexistent -- /bin/true");
   CHECK(bad.code != 0);
+}
+
+TEST_CASE("a detached actor outlives the job that made it", "[nodes][detached]") {
+  auto& c = cluster();
+  auto yard = [&](const std::string& args) {
+    return yard_bin() + " " + args + " --address " + c.head_addr + " --token " + c.token;
+  };
+  auto probe = std::string(getenv("PROBE_BIN"));
+  auto made = sh(yard("submit") + " -- " + probe + " detach keeper-of-the-line");
+  INFO(made.out);
+  REQUIRE(made.code == 0);
+  // Its job has ended; the actor has not.
+  auto used = sh(yard("submit") + " -- " + probe + " use keeper-of-the-line");
+  INFO(used.out);
+  CHECK(used.code == 0);
+  CHECK_THAT(used.out, Catch::Contains("found keeper-of-the-line on node-"));
+  CHECK(eventually([&] { return c.all_free(); }, 20s));
 }
 
 TEST_CASE("tasks spill over to other nodes when the local node is full", "[nodes][tasks]") {
@@ -627,6 +644,12 @@ TEST_CASE("kill -9 of a node: its actors restart on other nodes; calls after tha
   REQUIRE(*mortal.call(&Where::node).remote().get(60s) == n3);
   CHECK(*keeper.call(&Where::incr).remote().get(30s) == 1);
   CHECK(*keeper.call(&Where::restarts).remote().get(30s) == 0);
+  // A group with a bundle on each live node: the one on n3 is placed again after its death.
+  // (Bundles of a little memory: n3's CPUs are taken by the two actors.)
+  auto pg = yard::placement_group({{{"memory", 1e6}}, {{"memory", 1e6}}, {{"memory", 1e6}}}, yard::PlacementStrategy::kSpread);
+  REQUIRE(pg.wait(30s));
+  auto before = pg.bundle_nodes();
+  REQUIRE(std::find(before.begin(), before.end(), n3) != before.end());
   auto in_flight = keeper.call(&Where::sleep_ms).remote(30000);
   auto mortal_flight = mortal.call(&Where::sleep_ms).remote(30000);
   std::this_thread::sleep_for(200ms);  // let the calls reach the actors (not a synchronisation)
@@ -654,6 +677,11 @@ TEST_CASE("kill -9 of a node: its actors restart on other nodes; calls after tha
   CHECK_THROWS_AS(mortal.call(&Where::node).remote().get(30s), yard::ActorDied);
   // The dead node's resources are gone from the scheduler's view; the others are whole again.
   CHECK(c.redis->cmd({"EXISTS", yard::sched::avail_key(n3)}).integer() == 0);
+  CHECK(eventually([&] {
+    auto now = pg.bundle_nodes();
+    return std::find(now.begin(), now.end(), n3) == now.end() && std::find(now.begin(), now.end(), "") == now.end();
+  }, 15s));
+  pg.remove();
   keeper.kill();
   CHECK(eventually([&] { return c.all_free(); }, 20s));
   for (auto& [name, id] : c.ids)

@@ -1212,7 +1212,7 @@ void Daemon::periodic() {
     if (!a.lookups.empty()) answer_lookups(a, true);
   for (auto it = pgs_.begin(); it != pgs_.end();) it = it->second.state == "REMOVED" ? pgs_.erase(it) : std::next(it);
   for (auto& [id, g] : pgs_) {
-    if (g.state == "PENDING") {
+    if (g.state == "PENDING" || g.state == "RESCHEDULING") {
       std::string why;
       try_place_pg(g, &why);
     }

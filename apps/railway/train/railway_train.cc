@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <CLI/CLI.hpp>
 
@@ -285,6 +286,10 @@ int main(int argc, char** argv) {
   app.add_option("--out", out, "metrics, curves and checkpoints")->default_val("railway-out");
   app.add_option("--workers", workers, "trainer actors (data-parallel replicas)")->default_val(2)->check(CLI::Range(1, 64));
   app.add_option("--epochs", epochs, "epochs")->default_val(6)->check(CLI::Range(1, 1000));
+  std::string placement = "PACK";
+  app.add_option("--placement", placement, "how the trainers' placement group lays them out over the nodes")
+      ->default_val("PACK")
+      ->check(CLI::IsMember({"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"}));
   app.add_option("--logs", logs, "simulated logs (trains) to make when data is missing")->default_val(2);
   app.add_option("--length-km", length_km, "line length of each simulated log")->default_val(25);
   app.add_option("--batch", cfg.batch, "batch per worker")->default_val(32);
@@ -320,7 +325,15 @@ int main(int argc, char** argv) {
                                    std::to_string(std::chrono::system_clock::now().time_since_epoch().count() / 1000000))
                           .string();
 
-    // 2. Trainers: a group of `workers` replicas (again, from the newest checkpoint, after a loss).
+    // 2. Trainers: a placement group reserves a CPU per trainer, all or nothing (a lost node's
+    // bundles are placed again by the cluster); a group of `workers` replicas runs in it (again,
+    // from the newest checkpoint, after a loss).
+    static const std::map<std::string, yard::PlacementStrategy> strategies{
+        {"PACK", yard::PlacementStrategy::kPack}, {"SPREAD", yard::PlacementStrategy::kSpread},
+        {"STRICT_PACK", yard::PlacementStrategy::kStrictPack}, {"STRICT_SPREAD", yard::PlacementStrategy::kStrictSpread}};
+    auto pg = yard::placement_group(std::vector<yard::Bundle>(static_cast<size_t>(workers), yard::Bundle{{"CPU", 1}}),
+                                    strategies.at(placement), "railway-trainers");
+    if (!pg.wait(600s)) throw yard::Error("the trainers' placement group was not placed within 10 minutes");
     std::vector<yard::ActorHandle<RailwayTrainer>> trainers;
     int64_t n_train = 0, start_epoch = 0;
     auto start_group = [&](bool resume) {
@@ -331,7 +344,8 @@ int main(int argc, char** argv) {
         }
       }
       trainers.clear();
-      for (int r = 0; r < workers; ++r) trainers.push_back(yard::actor<RailwayTrainer>().resources({{"CPU", 1}}).remote());
+      for (int r = 0; r < workers; ++r)
+        trainers.push_back(yard::actor<RailwayTrainer>().resources({{"CPU", 1}}).placement_group(pg, r).remote());
       std::string gen = std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
       auto c = cfg;
       c.resume = resume;
@@ -397,6 +411,7 @@ int main(int argc, char** argv) {
       ++e;
     }
     for (auto& t : trainers) t.call(&RailwayTrainer::finish).remote().get(120s);
+    pg.remove();
     yard::railway::write_svg_plot(out + "/curves.svg", "Railway model training", "epoch", "loss / F1", {train_loss, val_loss, f1});
     std::printf("metrics: %s/metrics.jsonl, curves: %s/curves.svg, checkpoints: %s/checkpoints\n", out.c_str(), out.c_str(), out.c_str());
   } catch (const std::exception& e) {
