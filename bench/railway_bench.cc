@@ -19,9 +19,7 @@ int main() {
   cfg.length_m = 120000;
   cfg.max_duration_s = 3600;
   yard::railway::simulate(cfg, dir);
-  auto t0 = std::chrono::steady_clock::now();
   auto r = yard::railway::align_clocks(dir);
-  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   double ss = 0, mx = 0;
   int n = 0;
   for (auto& [name, rep] : r) {

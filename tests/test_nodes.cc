@@ -99,6 +99,7 @@ struct MultiNode {
     char tmpl[] = "/tmp/yard-nodes-test-XXXXXX";
     home = mkdtemp(tmpl);
     setenv("YARD_HOME", home.c_str(), 1);
+    setenv("YARD_KEEP_DEAD_ACTORS", "20", 1);  // the head forgets older dead actors (tested below)
     auto [hp, addr] = start_daemon({yard_bin(), "start", "--head", "--block", "--port", "0", "--num-cpus", "1",
                                     "--heartbeat-timeout", "1.5", "--session-dir", home + "/head"});
     head_pid = hp;
@@ -302,6 +303,23 @@ TEST_CASE("a detached actor outlives the job that made it", "[nodes][detached]")
   CHECK(used.code == 0);
   CHECK_THAT(used.out, Catch::Contains("found keeper-of-the-line on node-"));
   CHECK(eventually([&] { return c.all_free(); }, 20s));
+}
+
+TEST_CASE("the head forgets old dead actors, keeping the most recent", "[nodes][actors]") {
+  auto& c = cluster();
+  std::vector<yard::ActorHandle<Where>> many;
+  for (int i = 0; i < 30; ++i) many.push_back(yard::actor<Where>().remote());
+  for (auto& a : many) *a.call(&Where::incr).remote().get(60s);
+  for (auto& a : many) a.kill();
+  auto dead_known = [&] {
+    int n = 0;
+    for (auto& id : c.redis->cmd({"SMEMBERS", "yard:actors"}).strings())
+      n += c.redis->cmd({"HGET", "yard:actor:" + id, "state"}).str() == "DEAD";
+    return n;
+  };
+  CHECK(eventually([&] { return dead_known() <= 20; }, 20s));
+  // A handle to a forgotten actor still says it is dead.
+  CHECK_THROWS_AS(many.front().call(&Where::incr).remote().get(30s), yard::ActorDied);
 }
 
 TEST_CASE("tasks spill over to other nodes when the local node is full", "[nodes][tasks]") {

@@ -1210,6 +1210,10 @@ void Daemon::periodic() {
   process_actors();
   for (auto& [id, a] : actors_)
     if (!a.lookups.empty()) answer_lookups(a, true);
+  if (now >= next_prune_) {
+    next_prune_ = now + std::chrono::seconds(10);
+    prune_dead_actors();
+  }
   for (auto it = pgs_.begin(); it != pgs_.end();) it = it->second.state == "REMOVED" ? pgs_.erase(it) : std::next(it);
   for (auto& [id, g] : pgs_) {
     if (g.state == "PENDING" || g.state == "RESCHEDULING") {

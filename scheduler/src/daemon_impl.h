@@ -106,6 +106,7 @@ class Daemon {
     int place_bundle = -1;  // the bundle it asked for (-1: any with room)
     uint64_t epoch = 0;     // placement attempts: a late answer to an old one is ignored
     int place_failures = 0;
+    double dead_at = 0;
   };
   struct PGroup {
     std::string id, name, job, strategy, state = "PENDING";
@@ -205,6 +206,7 @@ class Daemon {
   void remove_pg(PGroup& g, const std::string& why);
   void save_pg(const PGroup& g);
   void publish(const std::string& event_json);
+  void prune_dead_actors();
   void flush_releases();
   std::string reserve_now(const std::vector<std::pair<std::string, Res>>& items,
                           const std::vector<std::string>& then_hset = {});
@@ -230,6 +232,7 @@ class Daemon {
   pid_t parent_pid_ = 0;
   double start_time_ = 0;
   Clock::time_point next_job_check_{};
+  Clock::time_point next_prune_{};
   std::map<std::string, std::vector<std::function<void(const std::string&)>>> fetching_;  // digest -> waiters
   struct PeerView {
     std::string address;

@@ -809,6 +809,7 @@ void Daemon::actor_lost(Actor& a, const std::string& cause, bool count_restart) 
 void Daemon::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause) {
   free_actor_bundle(a);
   a.state = "DEAD";
+  a.dead_at = unix_time();
   a.cause = cause;
   a.placing = false;
   a.create_msg.reset();
@@ -823,6 +824,40 @@ void Daemon::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cau
     reply_error(a.creator_routing, a.creator_req, code, cause);
   }
   answer_lookups(a);
+}
+
+// The head keeps the most recent dead actors (for status and late lookups) and forgets older
+// ones, in memory and in Redis, so a long-running cluster does not grow without bound.
+void Daemon::prune_dead_actors() {
+  static const size_t kKeepDead = [] {
+    const char* v = getenv("YARD_KEEP_DEAD_ACTORS");
+    return v && atoi(v) > 0 ? static_cast<size_t>(atoi(v)) : size_t{10000};
+  }();
+  std::vector<std::pair<double, std::string>> dead;
+  for (auto& [id, a] : actors_)
+    if (a.state == "DEAD" && a.lookups.empty()) dead.emplace_back(a.dead_at, id);
+  if (dead.size() <= kKeepDead) return;
+  std::sort(dead.begin(), dead.end());
+  std::vector<std::vector<std::string>> cmds;
+  for (size_t i = 0; i + kKeepDead < dead.size(); ++i) {
+    auto& id = dead[i].second;
+    auto& a = actors_.at(id);
+    if (!a.name.empty()) {
+      auto n = actor_names_.find(a.name);
+      if (n != actor_names_.end() && n->second == id) {
+        actor_names_.erase(n);
+        cmds.push_back({"HDEL", "yard:actor_names", a.name});
+      }
+    }
+    cmds.push_back({"SREM", "yard:actors", id});
+    cmds.push_back({"DEL", "yard:actor:" + id, "yard:actor:" + id + ":spec"});
+    actors_.erase(id);
+  }
+  try {
+    redis_->pipeline(cmds);
+  } catch (const std::exception& e) {
+    spdlog::error("forgetting old dead actors: {}", e.what());
+  }
 }
 
 void Daemon::free_actor_bundle(Actor& a) {
