@@ -106,6 +106,7 @@ class Daemon {
     int place_bundle = -1;  // the bundle it asked for (-1: any with room)
     uint64_t epoch = 0;     // placement attempts: a late answer to an old one is ignored
     int place_failures = 0;
+    int unreachable = 0;
     double dead_at = 0;
   };
   struct PGroup {

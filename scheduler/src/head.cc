@@ -738,6 +738,9 @@ void Daemon::place_actor(Actor& a, const std::string& node) {
                  }
                  a.placing = false;
                  if (err) {
+                   // Probably a node that died and is not declared dead yet: placing it again
+                   // (there, until the detector has spoken, then elsewhere) is worth a while.
+                   if (++a.unreachable < 400 && a.place_failures > 0) --a.place_failures;
                    actor_lost(a, "node " + node + " could not host it: " + err->message, false);
                    return;
                  }

@@ -167,6 +167,7 @@ class RailwayTrainer {
   // The epoch to continue with (0 unless setup restored a checkpoint).
   int64_t resume_epoch() { return resume_epoch_; }
   int pid() { return getpid(); }
+  std::string node() { return yard::node_id(); }
 
   EpochStats train_epoch(int64_t epoch) {
     EpochStats st;
@@ -253,7 +254,8 @@ class RailwayTrainer {
   int64_t resume_epoch_ = 0;
 };
 YARD_ACTOR(RailwayTrainer, yard::ctor<>, &RailwayTrainer::setup, &RailwayTrainer::train_epoch, &RailwayTrainer::evaluate,
-           &RailwayTrainer::finish, &RailwayTrainer::resume_epoch, &RailwayTrainer::pid);
+           &RailwayTrainer::finish, &RailwayTrainer::resume_epoch, &RailwayTrainer::pid,
+           &RailwayTrainer::node);
 
 // ---- the aligner, one log per call --------------------------------------------------------------------
 
@@ -355,8 +357,12 @@ int main(int argc, char** argv) {
       for (auto& x : ready) x.get(600s);
       start_epoch = *trainers[0].call(&RailwayTrainer::resume_epoch).remote().get(60s);
       std::string pids;
-      for (auto& t : trainers) pids += " " + std::to_string(*t.call(&RailwayTrainer::pid).remote().get(60s));
-      std::printf("trainer pids:%s\n", pids.c_str());
+      std::string nodes;
+      for (auto& t : trainers) {
+        pids += " " + std::to_string(*t.call(&RailwayTrainer::pid).remote().get(60s));
+        nodes += " " + *t.call(&RailwayTrainer::node).remote().get(60s);
+      }
+      std::printf("trainer pids:%s\ntrainer nodes:%s\n", pids.c_str(), nodes.c_str());
     };
     start_group(false);
     std::printf("training on %lld windows with %d workers, global batch %lld, lr %.2e after %lld warm-up steps\n",
@@ -386,7 +392,17 @@ int main(int argc, char** argv) {
         std::printf("epoch %d: a trainer was lost (%s); restarting the group from the latest checkpoint\n", e + 1,
                     err.what());
         std::fflush(stdout);
-        start_group(true);
+        for (;;) {
+          try {
+            start_group(true);
+            break;
+          } catch (const yard::Error& again) {
+            // E.g. a lost node's bundle is not placed elsewhere yet.
+            if (++restarts > 5) throw;
+            std::printf("restarting the group failed (%s); trying again\n", again.what());
+            std::fflush(stdout);
+          }
+        }
         e = static_cast<int>(start_epoch);
         std::printf("resumed at epoch %d\n", e + 1);
         continue;
