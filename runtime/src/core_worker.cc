@@ -491,13 +491,7 @@ void CoreWorker::request_lease(const std::string& key, const std::string& node_i
   rl.setTimeoutMs(spilled ? 2000 : 60000);  // a node that turns out busy answers soon
   rl.setSpilled(spilled);
   rl.setNoWait(!spilled && have);
-  auto res = rl.initResources(static_cast<unsigned>(sh.need.size()));
-  unsigned i = 0;
-  for (auto& [k, v] : sh.need) {
-    res[i].setName(k);
-    res[i].setAmount(v);
-    ++i;
-  }
+  set_resources(rl.initResources(static_cast<unsigned>(sh.need.size())), sh.need);
   if (spilled) sh.spill_in_flight = true;
   io_->request(node, rid, m.finish(),
                [this, key, node, spilled](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
@@ -610,13 +604,7 @@ void CoreWorker::send_creation(const std::shared_ptr<TaskSpec>& spec) {
   ca.setPlacementGroup(o.placement_group);
   ca.setBundleIndex(o.bundle_index);
   ca.setDetached(o.detached);
-  auto res = ca.initResources(static_cast<unsigned>(spec->actor_options.resources.size()));
-  unsigned i = 0;
-  for (auto& [k, v] : spec->actor_options.resources) {
-    res[i].setName(k);
-    res[i].setAmount(v);
-    ++i;
-  }
+  set_resources(ca.initResources(static_cast<unsigned>(o.resources.size())), o.resources);
   auto args = ca.initArgs(static_cast<unsigned>(spec->args.size()));
   for (size_t j = 0; j < spec->args.size(); ++j) {
     auto& arg = spec->args[j];
@@ -635,19 +623,8 @@ void CoreWorker::send_creation(const std::shared_ptr<TaskSpec>& spec) {
   io_->request(gcs_, rid, m.finish(),
                [this, a, spec](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  // The head may be restarting: send the creation again (the head knows the actor
-                 // by its id, so a creation it already has is not repeated) for up to a minute.
-                 bool retry = err ? err->code != wire::ErrorCode::TIMEOUT
-                                  : (r->env().getBody().isError() &&
-                                     r->env().getBody().getError().getCode() == wire::ErrorCode::UNAVAILABLE);
-                 auto now = std::chrono::steady_clock::now();
-                 if (retry) {
-                   if (a->lookup_since == std::chrono::steady_clock::time_point{}) a->lookup_since = now;
-                   if (now - a->lookup_since < kHeadOutage) {
-                     io_->after(std::chrono::milliseconds(200), [this, spec] { send_creation(spec); });
-                     return;
-                   }
-                 }
-                 a->lookup_since = {};
+                 // by its id, so a creation it already has is not repeated).
+                 if (retry_through_head_outage(a, r.get(), err, [this, spec] { send_creation(spec); })) return;
                  if (err) {
                    actor_dead(a, "creating the actor failed: " + err->message);
                    return;
@@ -722,19 +699,7 @@ void CoreWorker::lookup_address(const ActorPtr& a) {
   io_->request(gcs_, rid, m.finish(),
                [this, a](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  a->lookup_in_flight = false;
-                 // The head may be restarting: ride it out for up to a minute, retrying.
-                 bool retry = err ? err->code != wire::ErrorCode::TIMEOUT
-                                  : (r->env().getBody().isError() &&
-                                     r->env().getBody().getError().getCode() == wire::ErrorCode::UNAVAILABLE);
-                 auto now = std::chrono::steady_clock::now();
-                 if (retry) {
-                   if (a->lookup_since == std::chrono::steady_clock::time_point{}) a->lookup_since = now;
-                   if (now - a->lookup_since < kHeadOutage) {
-                     io_->after(std::chrono::milliseconds(200), [this, a] { lookup_address(a); });
-                     return;
-                   }
-                 }
-                 a->lookup_since = {};
+                 if (retry_through_head_outage(a, r.get(), err, [this, a] { lookup_address(a); })) return;
                  a->needs_lookup = false;
                  if (err) {
                    actor_dead(a, "cannot look up where it lives: " + err->message);
@@ -895,6 +860,25 @@ void CoreWorker::kill_actor(const ActorPtr& a) {
   if (err) throw Error("killing actor " + a->id + ": " + *err);
 }
 
+// A request to the head that failed because the head is away (lost connection, or "unavailable"
+// while a new head starts) is sent again in 200 ms, for up to a minute. True when it will be.
+bool CoreWorker::retry_through_head_outage(const ActorPtr& a, const InMessage* r, const std::optional<LocalError>& err,
+                                           std::function<void()> again) {
+  bool away = err ? err->code != wire::ErrorCode::TIMEOUT
+                  : (r->env().getBody().isError() &&
+                     r->env().getBody().getError().getCode() == wire::ErrorCode::UNAVAILABLE);
+  auto now = std::chrono::steady_clock::now();
+  if (away) {
+    if (a->lookup_since == std::chrono::steady_clock::time_point{}) a->lookup_since = now;
+    if (now - a->lookup_since < kHeadOutage) {
+      io_->after(std::chrono::milliseconds(200), std::move(again));
+      return true;
+    }
+  }
+  a->lookup_since = {};
+  return false;
+}
+
 // ---- placement groups -------------------------------------------------------------------------
 
 namespace {
@@ -917,15 +901,8 @@ bool CoreWorker::create_placement_group(const std::string& id, const std::string
   c.setStrategy(strategy);
   c.setName(name);
   auto bs = c.initBundles(static_cast<unsigned>(bundles.size()));
-  for (unsigned i = 0; i < bundles.size(); ++i) {
-    auto rs = bs[i].initResources(static_cast<unsigned>(bundles[i].size()));
-    unsigned j = 0;
-    for (auto& [k, v] : bundles[i]) {
-      rs[j].setName(k);
-      rs[j].setAmount(v);
-      ++j;
-    }
-  }
+  for (unsigned i = 0; i < bundles.size(); ++i)
+    set_resources(bs[i].initResources(static_cast<unsigned>(bundles[i].size())), bundles[i]);
   auto r = io_->call(gcs_, m, rid, kControlTimeout);
   auto body = r->env().getBody();
   if (body.isError()) throw_reply_error(body.getError());

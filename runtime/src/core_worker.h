@@ -150,6 +150,8 @@ class CoreWorker {
   void actor_connection_lost(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec, const std::string& address,
                              const std::string& why, bool delivered);
   void lookup_address(const ActorPtr& a);
+  bool retry_through_head_outage(const ActorPtr& a, const InMessage* r, const std::optional<LocalError>& err,
+                                 std::function<void()> again);
 
   // Ownership: serving our objects to borrowers, fetching borrowed ones.
   bool serve_objects(IoLoop::Incoming& in);  // true when the request was an object request

@@ -45,24 +45,36 @@ std::vector<std::string> RedisReply::nested_strings(size_t i) const {
   return out;
 }
 
+namespace {
+timeval to_timeval(std::chrono::milliseconds t) {
+  return timeval{static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>((t.count() % 1000) * 1000)};
+}
+}  // namespace
+
 Redis::Redis(const std::string& host, int port, const std::string& password,
              std::chrono::milliseconds timeout)
     : address_(host + ":" + std::to_string(port)) {
-  timeval tv{static_cast<time_t>(timeout.count() / 1000),
-             static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
-  c_ = redisConnectWithTimeout(host.c_str(), port, tv);
+  c_ = redisConnectWithTimeout(host.c_str(), port, to_timeval(timeout));
+  finish_connect(password, timeout);
+}
+
+Redis::Redis(const std::string& unix_path, const std::string& password, std::chrono::milliseconds timeout)
+    : address_("unix:" + unix_path) {
+  c_ = redisConnectUnixWithTimeout(unix_path.c_str(), to_timeval(timeout));
+  finish_connect(password, timeout);
+}
+
+// Checks the new connection, sets the command timeout, authenticates and pings.
+void Redis::finish_connect(const std::string& password, std::chrono::milliseconds timeout) {
   if (!c_ || c_->err) {
     std::string why = c_ ? c_->errstr : "out of memory";
     if (c_) redisFree(c_);
     c_ = nullptr;
     throw ConnectionError("cannot reach Redis at " + address_ + ": " + why);
   }
-  redisSetTimeout(c_, tv);
+  redisSetTimeout(c_, to_timeval(timeout));
   password_ = password;
-  if (!password.empty()) {
-    auto r = cmd({"AUTH", password});
-    (void)r;
-  }
+  if (!password.empty()) cmd({"AUTH", password});
   cmd({"PING"});
 }
 
@@ -82,23 +94,6 @@ void Redis::ensure_connected() {
     freeReplyObject(r);
     if (bad) throw AuthError("Redis at " + address_ + " refused the password after reconnecting");
   }
-}
-
-Redis::Redis(const std::string& unix_path, const std::string& password, std::chrono::milliseconds timeout)
-    : address_("unix:" + unix_path) {
-  timeval tv{static_cast<time_t>(timeout.count() / 1000),
-             static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
-  c_ = redisConnectUnixWithTimeout(unix_path.c_str(), tv);
-  if (!c_ || c_->err) {
-    std::string why = c_ ? c_->errstr : "out of memory";
-    if (c_) redisFree(c_);
-    c_ = nullptr;
-    throw ConnectionError("cannot reach Redis at " + address_ + ": " + why);
-  }
-  redisSetTimeout(c_, tv);
-  password_ = password;
-  if (!password.empty()) cmd({"AUTH", password});
-  cmd({"PING"});
 }
 
 Redis::~Redis() {

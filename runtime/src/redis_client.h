@@ -55,6 +55,7 @@ class Redis {
 
  private:
   void ensure_connected();
+  void finish_connect(const std::string& password, std::chrono::milliseconds timeout);
   redisContext* c_ = nullptr;
   std::string address_;
   std::string password_;

@@ -142,6 +142,15 @@ std::string describe(wire::Error::Reader e) {
   return std::string(code_name(e.getCode())) + ": " + e.getMessage().cStr();
 }
 
+void set_resources(capnp::List<wire::Resource>::Builder list, const std::map<std::string, double>& res) {
+  unsigned i = 0;
+  for (auto& [k, v] : res) {
+    list[i].setName(k);
+    list[i].setAmount(v);
+    ++i;
+  }
+}
+
 void set_error(wire::Envelope::Builder env, wire::ErrorCode code, const std::string& message,
                const std::string& type, const std::string& location) {
   auto e = env.getBody().initError();

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -78,6 +79,9 @@ std::string describe(wire::Error::Reader e);
 const char* code_name(wire::ErrorCode c);
 
 // Fills an Error reply body.
+// A resource map as a message's resource list.
+void set_resources(capnp::List<wire::Resource>::Builder list, const std::map<std::string, double>& res);
+
 void set_error(wire::Envelope::Builder env, wire::ErrorCode code, const std::string& message,
                const std::string& type = {}, const std::string& location = {});
 

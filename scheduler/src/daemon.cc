@@ -589,13 +589,8 @@ void Daemon::on_request_lease(IoLoop::Incoming& in) {
   l.bundle = rl.getBundleIndex();
   if (rl.getResources().size()) {
     l.need.clear();
-    for (auto r : rl.getResources()) {
-      if (!(r.getAmount() >= 0) || !std::isfinite(r.getAmount())) {
-        reply_error(in, wire::ErrorCode::BAD_REQUEST, "resource " + std::string(r.getName()) + " has a bad amount");
-        return;
-      }
-      l.need[r.getName()] += r.getAmount();
-    }
+    std::string why;
+    if (!read_resources(rl.getResources(), l.need, &why)) return reply_error(in, wire::ErrorCode::BAD_REQUEST, why);
   }
   l.seq = ++lease_seq_;
   l.routing = in.routing_id;
@@ -1325,19 +1320,7 @@ void Daemon::fetch_blob(const std::string& digest, const std::string& path, std:
                    if (sha256_hex(bytes->data(), bytes->size()) != digest) {
                      why = "the bytes do not match digest " + digest;
                    } else {
-                     std::error_code ec;
-                     fs::create_directories(fs::path(path).parent_path(), ec);
-                     std::string tmp = path + ".tmp" + random_hex(3);
-                     {
-                       std::ofstream out(tmp, std::ios::binary);
-                       out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
-                       if (!out) why = "cannot write " + tmp;
-                     }
-                     if (why.empty()) {
-                       chmod(tmp.c_str(), 0755);
-                       fs::rename(tmp, path, ec);
-                       if (ec) why = "cannot write " + path + ": " + ec.message();
-                     }
+                     why = write_file_atomic(path, bytes->data(), bytes->size());
                    }
                  }
                  if (!why.empty()) spdlog::error("fetching {}: {}", digest, why);
@@ -1377,6 +1360,20 @@ std::string Daemon::unpack_workdir(const std::string& digest, const std::string&
   return dir;
 }
 
+std::string write_file_atomic(const std::string& path, const char* data, size_t size) {
+  std::error_code ec;
+  fs::create_directories(fs::path(path).parent_path(), ec);
+  std::string tmp = path + ".tmp" + random_hex(3);
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    out.write(data, static_cast<std::streamsize>(size));
+    if (!out) return "cannot write " + tmp;
+  }
+  chmod(tmp.c_str(), 0755);
+  fs::rename(tmp, path, ec);
+  return ec ? "cannot write " + path + ": " + ec.message() : std::string();
+}
+
 // Content-addressed files at the head: job binaries, uploaded once per digest.
 void Daemon::on_blob(IoLoop::Incoming& in) {
   auto body = in.msg->env().getBody();
@@ -1394,17 +1391,8 @@ void Daemon::on_blob(IoLoop::Incoming& in) {
     auto bytes = in.msg->value(body.getPutBlob().getData());
     if (!valid(d) || sha256_hex(bytes->data(), bytes->size()) != d)
       return reply_error(in, wire::ErrorCode::BAD_REQUEST, "the blob's bytes do not match its digest");
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    std::string tmp = dir + "/" + d + ".tmp" + random_hex(3);
-    {
-      std::ofstream out(tmp, std::ios::binary);
-      out.write(bytes->data(), static_cast<std::streamsize>(bytes->size()));
-      if (!out) return reply_error(in, wire::ErrorCode::INTERNAL, "cannot write " + tmp);
-    }
-    chmod(tmp.c_str(), 0755);
-    fs::rename(tmp, dir + "/" + d, ec);
-    if (ec) return reply_error(in, wire::ErrorCode::INTERNAL, "cannot store blob: " + ec.message());
+    if (auto why = write_file_atomic(dir + "/" + d, bytes->data(), bytes->size()); !why.empty())
+      return reply_error(in, wire::ErrorCode::INTERNAL, "cannot store blob: " + why);
     spdlog::info("stored blob {} ({} bytes)", d, bytes->size());
     return reply_ok(in);
   }

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <deque>
 #include <functional>
 #include <map>
@@ -25,6 +26,21 @@
 namespace yard::sched {
 
 using Clock = std::chrono::steady_clock;
+
+// A message's resource list into `out` (amounts added up); false with *why for a bad amount.
+inline bool read_resources(capnp::List<wire::Resource>::Reader list, Res& out, std::string* why) {
+  for (auto r : list) {
+    if (!(r.getAmount() >= 0) || !std::isfinite(r.getAmount())) {
+      *why = "resource " + std::string(r.getName()) + " has a bad amount";
+      return false;
+    }
+    out[r.getName()] += r.getAmount();
+  }
+  return true;
+}
+
+// Writes bytes to `path` through a temporary file and a rename (mode 0755); "" or what failed.
+std::string write_file_atomic(const std::string& path, const char* data, size_t size);
 
 class Daemon {
  public:

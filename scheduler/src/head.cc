@@ -41,17 +41,6 @@ void add(Res& to, const Res& r) {
   for (auto& [k, v] : r) to[k] += v;
 }
 
-bool read_resources(capnp::List<wire::Resource>::Reader list, Res& out, std::string* why) {
-  for (auto r : list) {
-    if (!(r.getAmount() >= 0) || !std::isfinite(r.getAmount())) {
-      *why = "resource " + std::string(r.getName()) + " has a bad amount";
-      return false;
-    }
-    out[r.getName()] += r.getAmount();
-  }
-  return true;
-}
-
 }  // namespace
 
 void Daemon::publish(const std::string& ev) {
@@ -697,25 +686,9 @@ void Daemon::place_actor(Actor& a, const std::string& node) {
   ca.setDetached(a.detached);
   auto args = ca.initArgs(src.getArgs().size());
   for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], a.create_msg->value(src.getArgs()[i]));
-  {
-    auto req = ha.initResources(static_cast<unsigned>(a.resources.size()));
-    unsigned i = 0;
-    for (auto& [k, v] : a.resources) {
-      req[i].setName(k);
-      req[i].setAmount(v);
-      ++i;
-    }
-  }
+  set_resources(ha.initResources(static_cast<unsigned>(a.resources.size())), a.resources);
   // Resources of a placement-group actor belong to its bundle, which the group gives back.
-  if (a.pg.empty()) {
-    auto rel = ha.initRelease(static_cast<unsigned>(a.resources.size()));
-    unsigned i = 0;
-    for (auto& [k, v] : a.resources) {
-      rel[i].setName(k);
-      rel[i].setAmount(v);
-      ++i;
-    }
-  }
+  if (a.pg.empty()) set_resources(ha.initRelease(static_cast<unsigned>(a.resources.size())), a.resources);
   std::string address = node == node_id_ ? io_->address() : nodes_[node].address;
   std::string aid = a.id;
   spdlog::info("actor {} ({}) placed on node {}{}", a.id, a.class_name, node,
