@@ -1,18 +1,18 @@
 // The railway model: a Transformer encoder over the distance-domain tokens of a window, with two
-// heads — the defect class of the window and its irregularity amplitude. (The benchmarks train
-// the same module against PyTorch's.)
+// heads — the defect class of the window and its irregularity amplitude. The encoder is yard::nn's
+// (LibTorch's TransformerEncoderLayer with a fused attention). (The benchmarks train the same
+// model against PyTorch's.)
 #pragma once
 
 #include <torch/torch.h>
+
+#include "yard/actors/transformer.h"
 
 struct RailwayNetImpl : torch::nn::Module {
   RailwayNetImpl(int64_t features, int64_t tokens, int64_t d, int64_t layers, int64_t heads = 4)
       : input(register_module("input", torch::nn::Linear(features, d))),
         pos(register_parameter("pos", torch::randn({tokens, 1, d}) * 0.02)),
-        encoder(register_module("encoder", torch::nn::TransformerEncoder(torch::nn::TransformerEncoderOptions(
-                                               torch::nn::TransformerEncoderLayer(
-                                                   torch::nn::TransformerEncoderLayerOptions(d, heads).dim_feedforward(2 * d).dropout(0.0)),
-                                               layers)))),
+        encoder(register_module("encoder", yard::nn::TransformerEncoder(d, heads, 2 * d, layers))),
         cls(register_module("cls", torch::nn::Linear(d, 5))),
         amp(register_module("amp", torch::nn::Linear(d, 1))) {}
   // x: (N, T, F) -> class logits (N, 5), amplitude (N)
@@ -24,7 +24,7 @@ struct RailwayNetImpl : torch::nn::Module {
   }
   torch::nn::Linear input;
   torch::Tensor pos;
-  torch::nn::TransformerEncoder encoder;
+  yard::nn::TransformerEncoder encoder;
   torch::nn::Linear cls, amp;
 };
 TORCH_MODULE(RailwayNet);

@@ -1,0 +1,40 @@
+// A Transformer encoder for training on CPUs: the same function and parameters as LibTorch's
+// nn::TransformerEncoderLayer (post-norm, ReLU feed-forward, no dropout), with the attention
+// fused per (batch, head) block (scores kept in cache, q/k/v read in place from the input
+// projection, no transposes, no head-averaged weights computed for nobody).
+//
+// Parameter names match LibTorch's layer (self_attn.in_proj_weight, self_attn.out_proj.*,
+// linear1.*, linear2.*, norm1.*, norm2.*), so weights move between the two by name.
+// Only files that train include this header (it pulls in LibTorch).
+#pragma once
+
+#include <torch/torch.h>
+
+namespace yard::nn {
+
+// softmax(scale · q kᵀ) v for every (batch, head), as an autograd function. qkv: (T, N, 3E), the
+// input projection's output (q, k, v side by side); returns (T, N, E). float32 on the CPU.
+torch::Tensor self_attention(const torch::Tensor& qkv, int64_t heads);
+
+struct TransformerEncoderLayerImpl : torch::nn::Module {
+  TransformerEncoderLayerImpl(int64_t d_model, int64_t heads, int64_t dim_feedforward);
+  // x: (T, N, E) -> (T, N, E)
+  torch::Tensor forward(const torch::Tensor& x);
+
+  int64_t d_model, heads;
+  std::shared_ptr<torch::nn::Module> self_attn;  // holds in_proj_weight, in_proj_bias, out_proj
+  torch::Tensor in_proj_weight, in_proj_bias;
+  torch::nn::Linear out_proj{nullptr}, linear1{nullptr}, linear2{nullptr};
+  torch::nn::LayerNorm norm1{nullptr}, norm2{nullptr};
+};
+TORCH_MODULE(TransformerEncoderLayer);
+
+// `layers` encoder layers, each initialised independently.
+struct TransformerEncoderImpl : torch::nn::Module {
+  TransformerEncoderImpl(int64_t d_model, int64_t heads, int64_t dim_feedforward, int64_t layers);
+  torch::Tensor forward(torch::Tensor x);
+  torch::nn::ModuleList layers{nullptr};
+};
+TORCH_MODULE(TransformerEncoder);
+
+}  // namespace yard::nn

@@ -1,0 +1,94 @@
+#include "yard/actors/transformer.h"
+
+#include <ATen/Parallel.h>
+
+#include <cmath>
+
+#include "attention_kernel.h"
+
+namespace yard::nn {
+
+namespace {
+
+detail::AttentionShape shape_of(const torch::Tensor& qkv, int64_t heads) {
+  detail::AttentionShape s;
+  s.tokens = qkv.size(0);
+  s.batch = qkv.size(1);
+  s.heads = heads;
+  s.head_dim = qkv.size(2) / 3 / heads;
+  s.scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  return s;
+}
+
+struct SelfAttention : torch::autograd::Function<SelfAttention> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& qkv_in, int64_t heads) {
+    auto qkv = qkv_in.contiguous();
+    auto s = shape_of(qkv, heads);
+    auto probs = torch::empty({s.batch * heads, s.tokens, s.tokens}, qkv.options());
+    auto out = torch::empty({s.tokens, s.batch, heads * s.head_dim}, qkv.options());
+    const float* in = qkv.data_ptr<float>();
+    float *p = probs.data_ptr<float>(), *o = out.data_ptr<float>();
+    at::parallel_for(0, s.batch * heads, 1, [&](int64_t b0, int64_t b1) { detail::attention_forward(s, b0, b1, in, p, o); });
+    ctx->save_for_backward({qkv, probs});
+    ctx->saved_data["heads"] = heads;
+    return out;
+  }
+
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto& qkv = saved[0];
+    const auto& probs = saved[1];
+    auto s = shape_of(qkv, ctx->saved_data["heads"].toInt());
+    auto dout = grads[0].contiguous();
+    auto dqkv = torch::empty_like(qkv);
+    const float *in = qkv.data_ptr<float>(), *p = probs.data_ptr<float>(), *d = dout.data_ptr<float>();
+    float* dq = dqkv.data_ptr<float>();
+    at::parallel_for(0, s.batch * s.heads, 1,
+                     [&](int64_t b0, int64_t b1) { detail::attention_backward(s, b0, b1, in, p, d, dq); });
+    return {dqkv, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor self_attention(const torch::Tensor& qkv, int64_t heads) {
+  TORCH_CHECK(qkv.dim() == 3 && qkv.scalar_type() == torch::kFloat && qkv.device().is_cpu(),
+              "self_attention: qkv must be a (T, N, 3E) float32 CPU tensor, got ", qkv.sizes(), " ", qkv.dtype());
+  TORCH_CHECK(heads > 0 && qkv.size(2) % (3 * heads) == 0, "self_attention: 3E = ", qkv.size(2),
+              " is not a multiple of 3 x heads (", heads, ")");
+  return SelfAttention::apply(qkv, heads);
+}
+
+TransformerEncoderLayerImpl::TransformerEncoderLayerImpl(int64_t d, int64_t h, int64_t ff) : d_model(d), heads(h) {
+  TORCH_CHECK(d % h == 0, "TransformerEncoderLayer: d_model ", d, " is not a multiple of heads ", h);
+  self_attn = register_module("self_attn", std::make_shared<torch::nn::Module>());
+  // Initialised as LibTorch's MultiheadAttention: Xavier-uniform projections, zero biases.
+  in_proj_weight = self_attn->register_parameter("in_proj_weight", torch::empty({3 * d, d}));
+  in_proj_bias = self_attn->register_parameter("in_proj_bias", torch::zeros({3 * d}));
+  torch::nn::init::xavier_uniform_(in_proj_weight);
+  out_proj = self_attn->register_module("out_proj", torch::nn::Linear(d, d));
+  torch::nn::init::zeros_(out_proj->bias);
+  linear1 = register_module("linear1", torch::nn::Linear(d, ff));
+  linear2 = register_module("linear2", torch::nn::Linear(ff, d));
+  norm1 = register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+  norm2 = register_module("norm2", torch::nn::LayerNorm(torch::nn::LayerNormOptions({d})));
+}
+
+torch::Tensor TransformerEncoderLayerImpl::forward(const torch::Tensor& x) {
+  auto qkv = torch::nn::functional::linear(x, in_proj_weight, in_proj_bias);  // (T, N, 3E)
+  auto a = out_proj->forward(self_attention(qkv, heads));
+  auto h = norm1->forward(x + a);
+  return norm2->forward(h + linear2->forward(torch::relu(linear1->forward(h))));
+}
+
+TransformerEncoderImpl::TransformerEncoderImpl(int64_t d, int64_t h, int64_t ff, int64_t n) {
+  layers = register_module("layers", torch::nn::ModuleList());
+  for (int64_t i = 0; i < n; ++i) layers->push_back(TransformerEncoderLayer(d, h, ff));
+}
+
+torch::Tensor TransformerEncoderImpl::forward(torch::Tensor x) {
+  for (auto& l : *layers) x = l->as<TransformerEncoderLayer>()->forward(x);
+  return x;
+}
+
+}  // namespace yard::nn

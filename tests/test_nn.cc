@@ -1,0 +1,90 @@
+// yard::nn's Transformer encoder against LibTorch's: the same weights give the same outputs and
+// the same gradients. c10 brings glog, whose CHECK macro would shadow Catch's: this file uses
+// Catch's prefixed macros.
+#define CATCH_CONFIG_PREFIX_ALL
+#include <catch2/catch.hpp>
+
+#include "yard/actors/transformer.h"
+
+namespace {
+
+// Copies every parameter of `from` into the same-named parameter of `to`.
+void copy_by_name(torch::nn::Module& from, torch::nn::Module& to) {
+  torch::NoGradGuard ng;
+  auto dst = to.named_parameters();
+  for (auto& p : from.named_parameters()) {
+    auto* t = dst.find(p.key());
+    CATCH_REQUIRE(t != nullptr);
+    t->copy_(p.value());
+  }
+  CATCH_REQUIRE(dst.size() == from.named_parameters().size());
+}
+
+double max_rel(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a - b).abs().max() / b.abs().max().clamp_min(1e-12)).item<double>();
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("fused self-attention matches softmax(q kᵀ/√d) v, forward and backward") {
+  torch::manual_seed(3);
+  for (auto [T, N, H, hd] : std::vector<std::array<int64_t, 4>>{{1, 1, 1, 1}, {7, 3, 2, 5}, {128, 4, 4, 16}, {33, 2, 8, 8}}) {
+    int64_t E = H * hd;
+    auto qkv = torch::randn({T, N, 3 * E}, torch::requires_grad());
+    auto out = yard::nn::self_attention(qkv, H);
+    auto g = torch::randn({T, N, E});
+    out.backward(g);
+    // The reference: the unfused computation with LibTorch's ops.
+    auto qkv2 = qkv.detach().clone().requires_grad_(true);
+    auto parts = qkv2.chunk(3, -1);
+    auto heads = [&](const torch::Tensor& t) { return t.reshape({T, N * H, hd}).transpose(0, 1); };  // (NH, T, hd)
+    auto q = heads(parts[0]) / std::sqrt(static_cast<double>(hd)), k = heads(parts[1]), v = heads(parts[2]);
+    auto ref = torch::bmm(torch::softmax(torch::bmm(q, k.transpose(1, 2)), -1), v).transpose(0, 1).reshape({T, N, E});
+    ref.backward(g);
+    CATCH_CAPTURE(T, N, H, hd);
+    CATCH_CHECK(out.sizes() == ref.sizes());
+    CATCH_CHECK(max_rel(out, ref) < 1e-5);
+    CATCH_CHECK(max_rel(qkv.grad(), qkv2.grad()) < 1e-4);
+  }
+}
+
+CATCH_TEST_CASE("self_attention rejects what it cannot take") {
+  CATCH_CHECK_THROWS_WITH(yard::nn::self_attention(torch::randn({4, 2, 10}), 4), Catch::Contains("not a multiple of 3 x heads"));
+  CATCH_CHECK_THROWS_WITH(yard::nn::self_attention(torch::randn({4, 2, 12}, torch::kDouble), 2), Catch::Contains("float32"));
+}
+
+CATCH_TEST_CASE("the encoder layer is LibTorch's TransformerEncoderLayer: same parameters, outputs and gradients") {
+  torch::manual_seed(5);
+  const int64_t d = 32, h = 4, ff = 64;
+  torch::nn::TransformerEncoderLayer theirs(torch::nn::TransformerEncoderLayerOptions(d, h).dim_feedforward(ff).dropout(0.0));
+  yard::nn::TransformerEncoderLayer ours(d, h, ff);
+  // Same names, same shapes, same order.
+  auto a = theirs->named_parameters(), b = ours->named_parameters();
+  CATCH_REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CATCH_CHECK(a[i].key() == b[i].key());
+    CATCH_CHECK(a[i].value().sizes() == b[i].value().sizes());
+  }
+  copy_by_name(*theirs, *ours);
+  auto x = torch::randn({20, 3, d});
+  auto y1 = theirs->forward(x), y2 = ours->forward(x);
+  CATCH_CHECK(max_rel(y2, y1) < 1e-5);
+  auto g = torch::randn_like(y1);
+  y1.backward(g);
+  y2.backward(g);
+  for (size_t i = 0; i < a.size(); ++i) {
+    CATCH_CAPTURE(a[i].key());
+    CATCH_CHECK(max_rel(b[i].value().grad(), a[i].value().grad()) < 1e-4);
+  }
+}
+
+CATCH_TEST_CASE("the encoder stacks independent layers") {
+  yard::nn::TransformerEncoder enc(16, 2, 32, 3);
+  CATCH_CHECK(enc->layers->size() == 3);
+  auto p = enc->named_parameters();
+  CATCH_CHECK(p.contains("layers.2.self_attn.in_proj_weight"));
+  CATCH_CHECK(!torch::equal(p["layers.0.self_attn.in_proj_weight"], p["layers.1.self_attn.in_proj_weight"]));
+  auto y = enc->forward(torch::randn({5, 2, 16}));
+  CATCH_CHECK(y.sizes() == torch::IntArrayRef({5, 2, 16}));
+  CATCH_CHECK(torch::isfinite(y).all().item<bool>());
+}
