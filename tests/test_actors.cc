@@ -1,14 +1,18 @@
-// The data-loader's sampler and the checkpoint store.
+// The data loader and its sampler, the learning-rate schedule and the checkpoint store.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>
+#include <atomic>
 #include <set>
+#include <thread>
 
 #include "redis_client.h"
 #include "support.h"
 #include "yard/actors/checkpoint.h"
+#include "yard/actors/data_loader.h"
 #include "yard/actors/sampler.h"
+#include "yard/actors/schedule.h"
 
 using namespace yard::actors;
 namespace fs = std::filesystem;
@@ -154,4 +158,100 @@ TEST_CASE("the latest pointer can live in Redis", "[actors][checkpoint]") {
   CHECK(r.cmd({"HGET", "yard:ckpt:job-1:latest", "step"}).str() == "77");
   CHECK_THAT(r.cmd({"HGET", "yard:ckpt:job-1:latest", "path"}).str(), Catch::Contains("ckpt-000000000077.bin"));
   fs::remove_all(dir);
+}
+
+TEST_CASE("the learning rate scales with the global batch, warms up, then holds or decays along a cosine",
+          "[actors][schedule]") {
+  LrSchedule s;
+  s.base_lr = 0.1;
+  s.base_batch = 32;
+  s.global_batch = 128;  // four workers of 32: four times the rate, never divided by the workers
+  s.warmup_steps = 10;
+  CHECK(s.peak() == Approx(0.4));
+  CHECK(s.at(0) == Approx(0.1));
+  CHECK(s.at(5) == Approx(0.25));
+  CHECK(s.at(10) == Approx(0.4));
+  CHECK(s.at(100000) == Approx(0.4));
+  s.decay = LrSchedule::parse("cosine");
+  s.total_steps = 110;
+  s.final_fraction = 0.1;
+  CHECK(s.at(10) == Approx(0.4));
+  CHECK(s.at(60) == Approx(0.04 + 0.36 * 0.5));  // half way: the middle of the half cosine
+  CHECK(s.at(110) == Approx(0.04));
+  CHECK(s.at(500) == Approx(0.04));
+  for (int64_t k = 11; k <= 110; ++k) CHECK(s.at(k) < s.at(k - 1));
+  CHECK_THROWS_WITH(LrSchedule::parse("linear"), Catch::Contains("unknown learning-rate decay 'linear'"));
+}
+
+TEST_CASE("the data loader hands over the sampler's batches in order, epoch after epoch, fetched ahead",
+          "[actors][loader]") {
+  const uint64_t n = 103, batch = 8;
+  for (int world = 1; world <= 3; ++world) {
+    std::set<uint64_t> seen_epoch1;
+    for (int rank = 0; rank < world; ++rank) {
+      DistributedSampler ref(n, world, rank, 5);
+      std::atomic<int> fetched{0};
+      DataLoader<std::vector<uint64_t>> dl(
+          DistributedSampler(n, world, rank, 5), batch,
+          [&](const std::vector<uint64_t>& idx) {
+            ++fetched;
+            return idx;  // the "batch" is its indices
+          },
+          3);
+      CHECK(dl.steps_per_epoch() == ref.steps_per_epoch(batch));
+      for (uint64_t e = 0; e < 2; ++e)
+        for (uint64_t s = 0; s < dl.steps_per_epoch(); ++s) {
+          CHECK(dl.position().epoch == e);
+          CHECK(dl.position().step == s);
+          auto it = dl.next();
+          CHECK(it.epoch == e);
+          CHECK(it.step == s);
+          CHECK(it.batch == ref.batch(e, s, batch));
+          if (e == 1) seen_epoch1.insert(it.indices.begin(), it.indices.end());
+        }
+      CHECK(dl.position().epoch == 2);
+      // The loader works ahead, but no further than its depth.
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (fetched.load() < static_cast<int>(2 * dl.steps_per_epoch() + 3) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::yield();
+      CHECK(fetched.load() == static_cast<int>(2 * dl.steps_per_epoch() + 3));
+    }
+    CHECK(seen_epoch1.size() == n);  // every sample once over the ranks
+  }
+}
+
+TEST_CASE("the data loader's position goes into a checkpoint and back", "[actors][loader]") {
+  auto make = [] {
+    return std::make_unique<DataLoader<std::vector<uint64_t>>>(DistributedSampler(50, 2, 1, 9), 4,
+                                                                [](const std::vector<uint64_t>& idx) { return idx; });
+  };
+  auto a = make();
+  for (int i = 0; i < 9; ++i) a->next();  // into the second epoch (7 steps per epoch)
+  auto saved = DataLoader<std::vector<uint64_t>>::encode(a->position());
+  CHECK(saved == "1 2");
+  std::vector<std::vector<uint64_t>> rest;
+  for (int i = 0; i < 10; ++i) rest.push_back(a->next().batch);
+  auto b = make();
+  b->next();  // anywhere; seek drops what was fetched ahead
+  b->seek(DataLoader<std::vector<uint64_t>>::decode(saved));
+  for (int i = 0; i < 10; ++i) CHECK(b->next().batch == rest[static_cast<size_t>(i)]);
+  CHECK_THROWS_WITH(DataLoader<int>::decode("x y"), Catch::Contains("bad position 'x y'"));
+  CHECK_THROWS_WITH(b->seek({0, 99}), Catch::Contains("past the epoch's 7 steps"));
+}
+
+TEST_CASE("a batch that cannot be fetched fails next() with the fetch's error", "[actors][loader]") {
+  DataLoader<int> dl(DistributedSampler(20, 1, 0, 1), 5, [](const std::vector<uint64_t>& idx) {
+    if (idx[0] == 7 || idx[1] == 7 || idx[2] == 7 || idx[3] == 7 || idx[4] == 7) throw std::runtime_error("sample 7 is unreadable");
+    return 1;
+  });
+  bool failed = false;
+  for (int i = 0; i < 4 && !failed; ++i) {
+    try {
+      dl.next();
+    } catch (const std::runtime_error& e) {
+      CHECK_THAT(e.what(), Catch::Contains("sample 7 is unreadable"));
+      failed = true;
+    }
+  }
+  CHECK(failed);
 }

@@ -33,7 +33,7 @@ cd "$YARD_HOME"
 "$TRAIN" --epochs 3 --workers 2 --logs 1 --length-km 8 --batch 16 --placement STRICT_SPREAD > out.txt 2>&1 &
 pid=$!
 deadline=$((SECONDS + 300))
-until grep -q "epoch 1/3" out.txt && ls railway-out/checkpoints/run-*/ckpt-*.bin > /dev/null 2>&1; do
+until grep -q "epoch 1/3  steps" out.txt && ls railway-out/checkpoints/run-*/ckpt-*.bin > /dev/null 2>&1; do
   if ! kill -0 "$pid" 2>/dev/null || [ $SECONDS -gt $deadline ]; then cat out.txt; echo "no first epoch"; exit 1; fi
   sleep 0.2
 done

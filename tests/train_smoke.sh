@@ -8,13 +8,18 @@ trap 'rm -rf "$work"' EXIT
 cd "$work"
 "$bin" --epochs 2 --workers 2 --logs 1 --length-km 8 --batch 16 > out.txt 2>&1 || { cat out.txt; exit 1; }
 cat out.txt
-grep -q "epoch 2/2" out.txt
+grep -q "epoch 2/2  steps" out.txt
+grep -q "aligning .*log-0 on node-" out.txt
 test "$(wc -l < railway-out/metrics.jsonl)" -eq 2
+# One line per optimizer step: two epochs of the steps the job announced.
+spe=$(sed -n 's/.* \([0-9]*\) steps per epoch$/\1/p' out.txt)
+test "$(wc -l < railway-out/steps.jsonl)" -eq $((2 * spe))
+grep -q '"loss"' railway-out/steps.jsonl
 grep -q '"val_macro_f1"' railway-out/metrics.jsonl
 test -s railway-out/curves.svg
 ls railway-out/checkpoints/run-*/ckpt-*.bin > /dev/null
 test -f railway-data/shards-0/manifest.json
 # A second run reuses the shards instead of simulating again.
 "$bin" --epochs 1 --workers 1 --logs 1 --length-km 8 --batch 16 --out again > out2.txt 2>&1 || { cat out2.txt; exit 1; }
-if grep -q "simulating" out2.txt; then echo "the shards were not reused"; exit 1; fi
+if grep -q "recording\|aligning" out2.txt; then echo "the shards were not reused"; exit 1; fi
 echo "train smoke: ok"

@@ -1,5 +1,6 @@
 #include "yard/actors/ddp.h"
 
+#include "yard/actors/schedule.h"
 #include "yard/collective_torch.h"
 
 namespace yard::actors {
@@ -126,11 +127,12 @@ void DistributedDataParallel::finish_step() {
 }
 
 double scaled_lr(double base_lr, int64_t base_batch, int64_t global_batch, int64_t step, int64_t warmup_steps) {
-  double k = static_cast<double>(global_batch) / static_cast<double>(std::max<int64_t>(1, base_batch));
-  double target = base_lr * k;
-  if (warmup_steps <= 0 || step >= warmup_steps) return target;
-  double f = static_cast<double>(step) / static_cast<double>(warmup_steps);
-  return base_lr + (target - base_lr) * f;
+  LrSchedule s;
+  s.base_lr = base_lr;
+  s.base_batch = base_batch;
+  s.global_batch = global_batch;
+  s.warmup_steps = warmup_steps;
+  return s.at(step);
 }
 
 }  // namespace yard::actors

@@ -2,11 +2,17 @@
 //
 //   railway-train [--data DIR] [--workers N] [--epochs E] [--out DIR] ...
 //
-// The driver makes sure training shards exist (simulating logs and aligning them with one task
-// per log when they do not), starts N trainer actors that form a collective group, runs the
-// epochs — each trainer on its shard of every epoch, gradients all-reduced in buckets during
-// backward — evaluates on a held-out stretch of track after every epoch, writes per-epoch metrics
-// (JSON lines) and a loss/F1 curve (SVG), and checkpoints (rank 0, atomically, last 3 kept).
+// The driver makes sure training shards exist (Aligner actors, placed on the nodes that hold the
+// logs, turn one log into shards per call), starts a Checkpointer actor and N trainer actors in a
+// placement group that form a collective group, and runs the epochs in chunks of steps: each
+// trainer takes its batches from a prefetching DataLoader (its shard of every epoch), gradients
+// are all-reduced in buckets during backward, the learning rate follows the linear-scaling rule
+// with warm-up and a cosine decay. Rank 0 hands a snapshot (model, optimizer, schedule step,
+// data-loader position) to the Checkpointer every --checkpoint-every steps and at every epoch's
+// end and trains on while it is written. After every epoch the model is evaluated on a held-out
+// stretch of track. Progress (epoch, step, loss, samples/s, ETA) is printed as it runs; per-step
+// metrics go to steps.jsonl, per-epoch ones to metrics.jsonl, curves to curves.svg. A lost
+// trainer (crash, kill -9, dead node) restarts the group from the newest checkpoint.
 #include <torch/torch.h>
 
 #include <unistd.h>
@@ -21,9 +27,11 @@
 #include <CLI/CLI.hpp>
 
 #include "model.h"
-#include "yard/actors/checkpoint.h"
+#include "yard/actors/checkpointer.h"
+#include "yard/actors/data_loader.h"
 #include "yard/actors/ddp.h"
 #include "yard/actors/sampler.h"
+#include "yard/actors/schedule.h"
 #include "yard/actors/torch_state.h"
 #include "yard/collective.h"
 #include "yard/railway/plot.h"
@@ -33,30 +41,39 @@
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
+using yard::actors::Checkpointer;
 
 struct TrainConfig {
   std::string data;            // directory of shard directories (or one)
-  std::string checkpoints;
   int64_t d_model = 64, layers = 2, heads = 4;
   int64_t batch = 32;          // per worker
   double base_lr = 1e-3;       // for base_batch
   int64_t base_batch = 32;
   int64_t warmup_steps = 20;
+  std::string decay = "cosine";  // after warm-up: cosine (to min_lr_fraction at the last step) or constant
+  double min_lr_fraction = 0.0;
+  int64_t epochs = 6;          // the schedule's length
+  std::string optimizer = "adamw";  // or sgd (momentum 0.9)
+  double weight_decay = 1e-4;
   double holdout = 0.2;        // the last fraction of every line's chainage is the validation track
   uint64_t seed = 17;
   double clip = 1.0;
   bool balanced = true;        // class-balanced epochs (defect windows are rare)
   bool resume = false;         // start from the newest complete checkpoint, if any
-  YARD_FIELDS(data, checkpoints, d_model, layers, heads, batch, base_lr, base_batch, warmup_steps, holdout, seed, clip,
-              balanced, resume);
+  int64_t prefetch = 2;        // batches the data loader makes ahead
+  YARD_FIELDS(data, d_model, layers, heads, batch, base_lr, base_batch, warmup_steps, decay, min_lr_fraction, epochs,
+              optimizer, weight_decay, holdout, seed, clip, balanced, resume, prefetch);
 };
 
-struct EpochStats {
-  double loss_sum = 0;
-  int64_t samples = 0;
-  int64_t steps = 0;
+// What a chunk of steps did on one rank: per step, the loss summed over its samples and the count.
+struct ChunkStats {
+  std::vector<double> loss_sum;
+  std::vector<int64_t> samples;
+  uint64_t epoch = 0, step = 0;  // the data loader's position after the chunk
+  int64_t global_step = 0;
+  double lr = 0;
   double seconds = 0;
-  YARD_FIELDS(loss_sum, samples, steps, seconds);
+  YARD_FIELDS(loss_sum, samples, epoch, step, global_step, lr, seconds);
 };
 
 struct EvalStats {
@@ -120,16 +137,23 @@ std::pair<Split, Split> load_data(const std::string& dir, double holdout) {
 
 // ---- the trainer actor ------------------------------------------------------------------------------
 
+struct Batch {
+  torch::Tensor x, label, amp;
+};
+
 class RailwayTrainer {
  public:
   RailwayTrainer() = default;
 
-  // Loads the data, builds the replica, joins the group, makes the replicas identical.
-  int64_t setup(TrainConfig cfg, int rank, int world, std::string generation) {
+  // Loads the data, builds the replica, joins the group, makes the replicas identical; with
+  // cfg.resume, continues from the checkpointer's newest complete checkpoint. Returns the number
+  // of training windows.
+  int64_t setup(TrainConfig cfg, int rank, int world, std::string generation, yard::ActorHandle<Checkpointer> ckpt) {
     torch::set_num_threads(1);
     cfg_ = cfg;
     rank_ = rank;
     world_ = world;
+    ckpt_ = ckpt;
     auto [train, val] = load_data(cfg.data, cfg.holdout);
     train_ = train;
     val_ = val;
@@ -138,73 +162,109 @@ class RailwayTrainer {
     comm_ = yard::collective::create_group(yard::collective::cluster_group("railway-train", world, rank, generation));
     ddp_ = std::make_unique<yard::actors::DistributedDataParallel>(net_.ptr(), *comm_);
     ddp_->broadcast_state(0);
-    opt_ = std::make_unique<torch::optim::AdamW>(net_->parameters(), torch::optim::AdamWOptions(cfg.base_lr).weight_decay(1e-4));
-    sampler_ = std::make_unique<yard::actors::DistributedSampler>(train_.x.size(0), world, rank, cfg.seed);
+    if (cfg.optimizer == "sgd")
+      opt_ = std::make_unique<torch::optim::SGD>(
+          net_->parameters(), torch::optim::SGDOptions(cfg.base_lr).momentum(0.9).weight_decay(cfg.weight_decay));
+    else if (cfg.optimizer == "adamw")
+      opt_ = std::make_unique<torch::optim::AdamW>(net_->parameters(),
+                                                   torch::optim::AdamWOptions(cfg.base_lr).weight_decay(cfg.weight_decay));
+    else
+      throw std::invalid_argument("unknown optimizer '" + cfg.optimizer + "' (adamw or sgd)");
+    yard::actors::DistributedSampler sampler(train_.x.size(0), world, rank, cfg.seed);
     if (cfg.balanced) {
       auto l = train_.label.contiguous();
-      std::vector<int> labels(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + l.numel());
-      sampler_->set_class_balanced(std::move(labels));
+      sampler.set_class_balanced(std::vector<int>(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + l.numel()));
     }
+    loader_ = std::make_unique<yard::actors::DataLoader<Batch>>(
+        sampler, static_cast<uint64_t>(cfg.batch),
+        [this](const std::vector<uint64_t>& idx) {
+          Batch b;
+          if (idx.empty()) return b;
+          auto ix = torch::tensor(std::vector<int64_t>(idx.begin(), idx.end()), torch::kLong);
+          b.x = train_.x.index_select(0, ix);
+          b.label = train_.label.index_select(0, ix);
+          b.amp = train_.amp.index_select(0, ix);
+          return b;
+        },
+        static_cast<size_t>(std::max<int64_t>(1, cfg.prefetch)));
+    schedule_.base_lr = cfg.base_lr;
+    schedule_.base_batch = cfg.base_batch;
+    schedule_.global_batch = cfg.batch * world;
+    schedule_.warmup_steps = cfg.warmup_steps;
+    schedule_.decay = yard::actors::LrSchedule::parse(cfg.decay);
+    schedule_.total_steps = cfg.epochs * static_cast<int64_t>(loader_->steps_per_epoch());
+    schedule_.final_fraction = cfg.min_lr_fraction;
     // Without balanced epochs, class weights against the imbalance: inverse square root of frequency.
     auto counts = torch::bincount(train_.label, {}, 5).to(torch::kFloat) + 1;
     class_w_ = cfg.balanced ? torch::ones({5}) : (counts.sum() / counts).sqrt();
     class_w_ = class_w_ / class_w_.mean();
-    if (!cfg.checkpoints.empty() && rank == 0) ckpt_ = std::make_unique<yard::actors::CheckpointStore>(cfg.checkpoints, 3);
-    if (cfg.resume && !cfg.checkpoints.empty()) {
-      // Every rank reads the same newest complete checkpoint: identical replicas and optimizers.
-      yard::actors::CheckpointStore store(cfg.checkpoints, 3);
-      if (auto c = store.restore()) {
+    if (cfg.resume) {
+      // Every rank reads the same newest complete checkpoint: identical replicas, optimizers,
+      // schedules and data-loader positions.
+      if (auto c = *ckpt_.call(&Checkpointer::restore).remote().get(600s)) {
         yard::actors::load_state(*net_, c->blobs.at("model"));
         yard::actors::load_state(*opt_, c->blobs.at("optimizer"));
         global_step_ = static_cast<int64_t>(c->step);
-        resume_epoch_ = std::stoll(c->blobs.at("loader"));
-        for (auto& why : store.skipped()) std::fprintf(stderr, "skipped checkpoint %s\n", why.c_str());
+        loader_->seek(yard::actors::DataLoader<Batch>::decode(c->blobs.at("loader")));
       }
     }
     return train_.x.size(0);
   }
 
-  // The epoch to continue with (0 unless setup restored a checkpoint).
-  int64_t resume_epoch() { return resume_epoch_; }
+  int64_t steps_per_epoch() { return static_cast<int64_t>(loader_->steps_per_epoch()); }
+  // The data loader's position: where the next chunk starts.
+  std::vector<uint64_t> position() {
+    auto p = loader_->position();
+    return {p.epoch, p.step};
+  }
   int pid() { return getpid(); }
   std::string node() { return yard::node_id(); }
 
-  EpochStats train_epoch(int64_t epoch) {
-    EpochStats st;
+  // Trains `steps` steps (fewer if the epoch ends first). With `checkpoint`, rank 0 then hands a
+  // snapshot to the checkpointer and returns without waiting for the write.
+  ChunkStats train_steps(int64_t steps, bool checkpoint) {
+    ChunkStats st;
     auto t0 = std::chrono::steady_clock::now();
     net_->train();
-    uint64_t steps = sampler_->steps_per_epoch(static_cast<uint64_t>(cfg_.batch));
-    for (uint64_t s = 0; s < steps; ++s) {
-      auto idx = sampler_->batch(static_cast<uint64_t>(epoch), s, static_cast<uint64_t>(cfg_.batch));
-      ddp_->begin_step(static_cast<int64_t>(idx.size()));
+    uint64_t epoch = loader_->position().epoch;
+    for (int64_t s = 0; s < steps && loader_->position().epoch == epoch; ++s) {
+      auto item = loader_->next();
+      ddp_->begin_step(static_cast<int64_t>(item.indices.size()));
       opt_->zero_grad();
-      if (!idx.empty()) {
-        auto ix = torch::tensor(std::vector<int64_t>(idx.begin(), idx.end()), torch::kLong);
-        auto [logits, amp] = net_->forward(train_.x.index_select(0, ix));
-        auto loss = torch::nn::functional::cross_entropy(logits, train_.label.index_select(0, ix),
+      double loss_sum = 0;
+      if (!item.indices.empty()) {
+        auto [logits, amp] = net_->forward(item.batch.x);
+        auto loss = torch::nn::functional::cross_entropy(logits, item.batch.label,
                                                          torch::nn::functional::CrossEntropyFuncOptions().weight(class_w_)) +
-                    torch::mse_loss(amp, train_.amp.index_select(0, ix));
+                    torch::mse_loss(amp, item.batch.amp);
         loss.backward();
-        st.loss_sum += loss.item<double>() * static_cast<double>(idx.size());
-        st.samples += static_cast<int64_t>(idx.size());
+        loss_sum = loss.item<double>() * static_cast<double>(item.indices.size());
       }
       ddp_->finish_step();
       torch::nn::utils::clip_grad_norm_(net_->parameters(), cfg_.clip);
       // Linear scaling with the global batch, reached by warm-up; never divided by the workers.
-      double lr = yard::actors::scaled_lr(cfg_.base_lr, cfg_.base_batch, cfg_.batch * world_, global_step_, cfg_.warmup_steps);
-      for (auto& g : opt_->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+      st.lr = schedule_.at(global_step_);
+      for (auto& g : opt_->param_groups()) g.options().set_lr(st.lr);
       opt_->step();
       ++global_step_;
-      ++st.steps;
+      st.loss_sum.push_back(loss_sum);
+      st.samples.push_back(static_cast<int64_t>(item.indices.size()));
     }
+    auto pos = loader_->position();
+    st.epoch = pos.epoch;
+    st.step = pos.step;
+    st.global_step = global_step_;
     st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (ckpt_) {
-      yard::actors::Checkpoint c;
+    if (checkpoint && rank_ == 0) {
+      // The previous write has long finished; a failure surfaces here rather than being lost.
+      if (pending_) pending_->get(600s);
+      yard::actors::CheckpointData c;
       c.step = static_cast<uint64_t>(global_step_);
       c.blobs["model"] = yard::actors::state_bytes(*net_);
       c.blobs["optimizer"] = yard::actors::state_bytes(*opt_);
-      c.blobs["loader"] = std::to_string(epoch + 1) + " 0";
-      ckpt_->write_async(std::move(c));  // written on the store's thread: training goes on
+      c.blobs["loader"] = yard::actors::DataLoader<Batch>::encode(pos);
+      c.blobs["schedule"] = cfg_.decay + " " + std::to_string(schedule_.total_steps) + " " + std::to_string(schedule_.peak());
+      pending_ = ckpt_.call(&Checkpointer::save).remote(std::move(c));
     }
     return st;
   }
@@ -233,8 +293,9 @@ class RailwayTrainer {
     return ev;
   }
 
+  // Waits for the last checkpoint write and leaves the group.
   int finish() {
-    if (ckpt_) ckpt_->wait();
+    if (pending_) pending_->get(600s);
     comm_->destroy();
     return 0;
   }
@@ -246,34 +307,93 @@ class RailwayTrainer {
   RailwayNet net_{nullptr};
   std::unique_ptr<yard::collective::Communicator> comm_;
   std::unique_ptr<yard::actors::DistributedDataParallel> ddp_;
-  std::unique_ptr<torch::optim::AdamW> opt_;
-  std::unique_ptr<yard::actors::DistributedSampler> sampler_;
-  std::unique_ptr<yard::actors::CheckpointStore> ckpt_;
+  std::unique_ptr<torch::optim::Optimizer> opt_;
+  std::unique_ptr<yard::actors::DataLoader<Batch>> loader_;
+  yard::actors::LrSchedule schedule_;
+  yard::ActorHandle<Checkpointer> ckpt_;
+  std::optional<yard::ObjectRef<std::string>> pending_;
   torch::Tensor class_w_;
   int64_t global_step_ = 0;
-  int64_t resume_epoch_ = 0;
 };
-YARD_ACTOR(RailwayTrainer, yard::ctor<>, &RailwayTrainer::setup, &RailwayTrainer::train_epoch, &RailwayTrainer::evaluate,
-           &RailwayTrainer::finish, &RailwayTrainer::resume_epoch, &RailwayTrainer::pid,
+YARD_ACTOR(RailwayTrainer, yard::ctor<>, &RailwayTrainer::setup, &RailwayTrainer::train_steps, &RailwayTrainer::evaluate,
+           &RailwayTrainer::finish, &RailwayTrainer::steps_per_epoch, &RailwayTrainer::position, &RailwayTrainer::pid,
            &RailwayTrainer::node);
 
-// ---- the aligner, one log per call --------------------------------------------------------------------
+// ---- the aligner: one log per call, on the node that holds the log --------------------------------------
 
-// Simulates a log (when `simulate`) and turns it into shards; returns the number of windows.
-int64_t align_log(std::string log_dir, std::string shard_dir, uint64_t seed, double length_km, bool simulate,
-                  bool aligned) {
-  if (simulate) {
+class Aligner {
+ public:
+  std::string node() { return yard::node_id(); }
+  // Records (simulates) a train's log here; the log remembers the node it is on.
+  std::string record(std::string log_dir, uint64_t seed, double length_km) {
     auto cfg = yard::railway::default_config(seed);
     cfg.length_m = length_km * 1000;
     cfg.max_duration_s = 3600;
     yard::railway::simulate(cfg, log_dir);
+    std::ofstream(log_dir + "/NODE") << yard::node_id() << "\n";
+    return yard::node_id();
   }
-  yard::railway::ShardOptions o;
-  o.aligned = aligned;  // false: the baseline without clock alignment and position correction
-  auto ws = yard::railway::build_windows(log_dir, o);
-  return static_cast<int64_t>(yard::railway::write_shards(ws, shard_dir, o).windows);
+  // Turns a log into shards (aligned: clock alignment and position correction; or not, the
+  // baseline); returns the number of windows.
+  int64_t align(std::string log_dir, std::string shard_dir, bool aligned) {
+    yard::railway::ShardOptions o;
+    o.aligned = aligned;
+    auto ws = yard::railway::build_windows(log_dir, o);
+    return static_cast<int64_t>(yard::railway::write_shards(ws, shard_dir, o).windows);
+  }
+};
+YARD_ACTOR(Aligner, yard::ctor<>, &Aligner::node, &Aligner::record, &Aligner::align);
+
+// Makes the shards that are missing: logs that do not exist yet are recorded first, spread over
+// the nodes; every log is then aligned by an Aligner on the node it is on (soft: elsewhere when
+// that node is gone), up to two per node at a time.
+void make_shards(const std::string& data, int logs, double length_km, bool unaligned) {
+  struct Todo {
+    std::string log, shards;
+  };
+  std::vector<Todo> todo;
+  std::vector<int> unrecorded;
+  for (int i = 0; i < logs; ++i) {
+    Todo t{fs::absolute(data + "/log-" + std::to_string(i)).string(),
+           fs::absolute(data + (unaligned ? "/unaligned/shards-" : "/shards-") + std::to_string(i)).string()};
+    if (fs::exists(t.shards + "/manifest.json")) continue;
+    if (!fs::exists(t.log + "/truth.csv")) unrecorded.push_back(static_cast<int>(todo.size()));
+    todo.push_back(t);
+  }
+  if (todo.empty()) return;
+  if (!unrecorded.empty()) {
+    std::vector<yard::ActorHandle<Aligner>> recorders;
+    for (size_t i = 0; i < std::min<size_t>(unrecorded.size(), 4); ++i) recorders.push_back(yard::actor<Aligner>().spread().remote());
+    std::vector<yard::ObjectRef<std::string>> done;
+    for (size_t i = 0; i < unrecorded.size(); ++i) {
+      std::printf("recording %s (simulated)\n", todo[static_cast<size_t>(unrecorded[i])].log.c_str());
+      done.push_back(recorders[i % recorders.size()].call(&Aligner::record).remote(todo[static_cast<size_t>(unrecorded[i])].log,
+                                                                                     uint64_t(100 + unrecorded[i]), length_km));
+    }
+    for (auto& d : done) d.get(3600s);
+    for (auto& r : recorders) yard::kill(r);
+  }
+  // Group the logs by the node they are on.
+  std::map<std::string, std::vector<const Todo*>> by_node;
+  for (auto& t : todo) {
+    std::string node;
+    std::ifstream(t.log + "/NODE") >> node;
+    by_node[node].push_back(&t);
+  }
+  std::vector<yard::ActorHandle<Aligner>> aligners;
+  std::vector<std::pair<const Todo*, yard::ObjectRef<int64_t>>> calls;
+  for (auto& [node, ts] : by_node) {
+    size_t n = std::min<size_t>(ts.size(), 2), first = aligners.size();
+    for (size_t i = 0; i < n; ++i)
+      aligners.push_back(node.empty() ? yard::actor<Aligner>().remote() : yard::actor<Aligner>().node_affinity(node, true).remote());
+    for (size_t i = 0; i < ts.size(); ++i) {
+      std::printf("aligning %s%s\n", ts[i]->log.c_str(), node.empty() ? "" : (" on " + node).c_str());
+      calls.emplace_back(ts[i], aligners[first + i % n].call(&Aligner::align).remote(ts[i]->log, ts[i]->shards, !unaligned));
+    }
+  }
+  for (auto& [t, n] : calls) std::printf("  %s: %lld windows\n", t->shards.c_str(), static_cast<long long>(*n.get(3600s)));
+  for (auto& a : aligners) yard::kill(a);
 }
-YARD_REMOTE(align_log);
 
 // ---- the driver -------------------------------------------------------------------------------------
 
@@ -283,6 +403,7 @@ int main(int argc, char** argv) {
   TrainConfig cfg;
   std::string data = "railway-data", out = "railway-out";
   int workers = 2, epochs = 6, logs = 2;
+  int64_t checkpoint_every = 100, keep = 3;
   double length_km = 25;
   app.add_option("--data", data, "data directory: logs and shards (made when missing)")->default_val("railway-data");
   app.add_option("--out", out, "metrics, curves and checkpoints")->default_val("railway-out");
@@ -298,36 +419,40 @@ int main(int argc, char** argv) {
   app.add_option("--lr", cfg.base_lr, "learning rate for a global batch of --base-batch")->default_val(1e-3);
   app.add_option("--base-batch", cfg.base_batch, "the batch --lr is meant for")->default_val(32);
   app.add_option("--warmup-steps", cfg.warmup_steps, "steps of linear warm-up to the scaled rate")->default_val(20);
+  app.add_option("--decay", cfg.decay, "after warm-up: cosine (to --min-lr-fraction at the last step) or constant")
+      ->default_val("cosine")
+      ->check(CLI::IsMember({"cosine", "constant"}));
+  app.add_option("--min-lr-fraction", cfg.min_lr_fraction, "the cosine's end, as a fraction of the scaled rate")->default_val(0.0);
+  app.add_option("--optimizer", cfg.optimizer, "adamw or sgd (momentum 0.9)")->default_val("adamw")->check(CLI::IsMember({"adamw", "sgd"}));
   app.add_option("--d-model", cfg.d_model, "model width")->default_val(64);
   app.add_option("--layers", cfg.layers, "encoder layers")->default_val(2);
   app.add_option("--seed", cfg.seed, "seed")->default_val(17);
+  app.add_option("--prefetch", cfg.prefetch, "batches each data loader makes ahead")->default_val(2);
+  app.add_option("--checkpoint-every", checkpoint_every, "steps between checkpoints (and one at every epoch's end)")->default_val(100);
+  app.add_option("--keep", keep, "checkpoints kept")->default_val(3);
   bool unbalanced = false, unaligned = false;
   app.add_flag("--unaligned", unaligned, "train on shards made without alignment (the baseline the aligner is measured against)");
   app.add_flag("--unbalanced", unbalanced, "plain epochs (every window once) instead of class-balanced ones");
   CLI11_PARSE(app, argc, argv);
   cfg.balanced = !unbalanced;
+  cfg.epochs = epochs;
 
   try {
     fs::create_directories(out);
-    // 1. Shards: one aligner task per log, in parallel.
-    std::vector<yard::ObjectRef<int64_t>> aligned;
-    for (int i = 0; i < logs; ++i) {
-      std::string log = data + "/log-" + std::to_string(i),
-                  shards = data + (unaligned ? "/unaligned/shards-" : "/shards-") + std::to_string(i);
-      if (fs::exists(shards + "/manifest.json")) continue;
-      bool have_log = fs::exists(log + "/truth.csv");
-      std::printf("aligning %s%s\n", log.c_str(), have_log ? "" : " (simulating it first)");
-      aligned.push_back(yard::task(align_log).remote(fs::absolute(log).string(), fs::absolute(shards).string(),
-                                                      uint64_t(100 + i), length_km, !have_log, !unaligned));
-    }
-    for (auto& a : aligned) std::printf("  %lld windows\n", static_cast<long long>(*a.get()));
+    // 1. Shards.
+    make_shards(data, logs, length_km, unaligned);
     cfg.data = fs::absolute(unaligned ? data + "/unaligned" : data).string();
-    // Each run keeps its own checkpoints: a restart resumes this run, never an older one.
-    cfg.checkpoints = fs::absolute(out + "/checkpoints/run-" +
-                                   std::to_string(std::chrono::system_clock::now().time_since_epoch().count() / 1000000))
-                          .string();
 
-    // 2. Trainers: a placement group reserves a CPU per trainer, all or nothing (a lost node's
+    // 2. The checkpointer, on this node (where --out is). Each run keeps its own checkpoints: a
+    // restart resumes this run, never an older one.
+    std::string run = "run-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count() / 1000000);
+    std::string ckpt_dir = fs::absolute(out + "/checkpoints/" + run).string();
+    auto ckpt = yard::actor<Checkpointer>(ckpt_dir, keep, "railway-" + run)
+                    .node_affinity(yard::node_id(), true)
+                    .max_restarts(-1)
+                    .remote();
+
+    // 3. Trainers: a placement group reserves a CPU per trainer, all or nothing (a lost node's
     // bundles are placed again by the cluster); a group of `workers` replicas runs in it (again,
     // from the newest checkpoint, after a loss).
     static const std::map<std::string, yard::PlacementStrategy> strategies{
@@ -337,7 +462,8 @@ int main(int argc, char** argv) {
                                     strategies.at(placement), "railway-trainers");
     if (!pg.wait(600s)) throw yard::Error("the trainers' placement group was not placed within 10 minutes");
     std::vector<yard::ActorHandle<RailwayTrainer>> trainers;
-    int64_t n_train = 0, start_epoch = 0;
+    int64_t n_train = 0, spe = 0;
+    uint64_t epoch = 0, step = 0;
     auto start_group = [&](bool resume) {
       for (auto& t : trainers) {
         try {
@@ -352,12 +478,14 @@ int main(int argc, char** argv) {
       auto c = cfg;
       c.resume = resume;
       std::vector<yard::ObjectRef<int64_t>> ready;
-      for (int r = 0; r < workers; ++r) ready.push_back(trainers[r].call(&RailwayTrainer::setup).remote(c, r, workers, gen));
+      for (int r = 0; r < workers; ++r) ready.push_back(trainers[r].call(&RailwayTrainer::setup).remote(c, r, workers, gen, ckpt));
       n_train = *ready[0].get(600s);
       for (auto& x : ready) x.get(600s);
-      start_epoch = *trainers[0].call(&RailwayTrainer::resume_epoch).remote().get(60s);
-      std::string pids;
-      std::string nodes;
+      spe = *trainers[0].call(&RailwayTrainer::steps_per_epoch).remote().get(60s);
+      auto pos = *trainers[0].call(&RailwayTrainer::position).remote().get(60s);
+      epoch = pos[0];
+      step = pos[1];
+      std::string pids, nodes;
       for (auto& t : trainers) {
         pids += " " + std::to_string(*t.call(&RailwayTrainer::pid).remote().get(60s));
         nodes += " " + *t.call(&RailwayTrainer::node).remote().get(60s);
@@ -365,32 +493,40 @@ int main(int argc, char** argv) {
       std::printf("trainer pids:%s\ntrainer nodes:%s\n", pids.c_str(), nodes.c_str());
     };
     start_group(false);
-    std::printf("training on %lld windows with %d workers, global batch %lld, lr %.2e after %lld warm-up steps\n",
-                static_cast<long long>(n_train), workers, static_cast<long long>(cfg.batch * workers),
-                yard::actors::scaled_lr(cfg.base_lr, cfg.base_batch, cfg.batch * workers, 1 << 30, cfg.warmup_steps),
-                static_cast<long long>(cfg.warmup_steps));
+    yard::actors::LrSchedule sched;
+    sched.base_lr = cfg.base_lr;
+    sched.base_batch = cfg.base_batch;
+    sched.global_batch = cfg.batch * workers;
+    std::printf("training on %lld windows with %d workers, global batch %lld, lr %.2e after %lld warm-up steps, %s decay, "
+                "%lld steps per epoch\n",
+                static_cast<long long>(n_train), workers, static_cast<long long>(cfg.batch * workers), sched.peak(),
+                static_cast<long long>(cfg.warmup_steps), cfg.decay.c_str(), static_cast<long long>(spe));
+    std::fflush(stdout);
 
-    // 3. Epochs. A lost trainer (crash, kill, dead node) ends the epoch with an error on every
-    // rank; the group is started again from the newest complete checkpoint.
-    std::ofstream metrics(out + "/metrics.jsonl");
+    // 4. Epochs, in chunks of steps. A lost trainer (crash, kill, dead node) fails the chunk on
+    // every rank; the group is started again from the newest complete checkpoint.
+    std::ofstream metrics(out + "/metrics.jsonl"), step_log(out + "/steps.jsonl");
     yard::railway::PlotSeries train_loss{"train loss", {}, {}}, val_loss{"validation loss", {}, {}}, f1{"validation macro F1", {}, {}};
     auto t_start = std::chrono::steady_clock::now();
+    auto last_print = t_start;
+    const int64_t chunk = 20, total = static_cast<int64_t>(epochs) * spe;
+    int64_t done_steps = 0, since_ckpt = 0;  // steps trained in this run (for the ETA)
+    double epoch_loss = 0, epoch_seconds = 0;
+    int64_t epoch_samples = 0;
     int restarts = 0;
-    for (int e = static_cast<int>(start_epoch); e < epochs;) {
-      std::vector<yard::ObjectRef<EpochStats>> parts;
-      for (auto& t : trainers) parts.push_back(t.call(&RailwayTrainer::train_epoch).remote(int64_t(e)));
-      EpochStats total;
+    while (epoch < static_cast<uint64_t>(epochs)) {
+      int64_t n = std::min<int64_t>(chunk, spe - static_cast<int64_t>(step));
+      bool at_epoch_end = static_cast<int64_t>(step) + n >= spe;
+      bool save = at_epoch_end || since_ckpt + n >= checkpoint_every;
+      std::vector<yard::ObjectRef<ChunkStats>> parts;
+      for (auto& t : trainers) parts.push_back(t.call(&RailwayTrainer::train_steps).remote(n, save));
+      std::vector<std::shared_ptr<ChunkStats>> got;
       try {
-        for (auto& p : yard::get(parts, 3600s)) {
-          total.loss_sum += p->loss_sum;
-          total.samples += p->samples;
-          total.steps = std::max(total.steps, p->steps);
-          total.seconds = std::max(total.seconds, p->seconds);
-        }
+        got = yard::get(parts, 3600s);
       } catch (const yard::Error& err) {
         if (++restarts > 3) throw;
-        std::printf("epoch %d: a trainer was lost (%s); restarting the group from the latest checkpoint\n", e + 1,
-                    err.what());
+        std::printf("epoch %llu: a trainer was lost (%s); restarting the group from the latest checkpoint\n",
+                    static_cast<unsigned long long>(epoch + 1), err.what());
         std::fflush(stdout);
         for (;;) {
           try {
@@ -403,33 +539,70 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
           }
         }
-        e = static_cast<int>(start_epoch);
-        std::printf("resumed at epoch %d\n", e + 1);
+        std::printf("resumed at epoch %llu, step %llu\n", static_cast<unsigned long long>(epoch + 1),
+                    static_cast<unsigned long long>(step));
+        epoch_loss = 0, epoch_samples = 0, epoch_seconds = 0;
+        since_ckpt = 0;
         continue;
       }
+      since_ckpt = save ? 0 : since_ckpt + n;
+      // Per step: the global mean loss (every rank's loss sums over its samples, added up).
+      const auto& r0 = *got[0];
+      double seconds = 0;
+      for (auto& g : got) seconds = std::max(seconds, g->seconds);
+      int64_t chunk_samples = 0;
+      for (size_t i = 0; i < r0.loss_sum.size(); ++i) {
+        double ls = 0;
+        int64_t ns = 0;
+        for (auto& g : got) ls += g->loss_sum[i], ns += g->samples[i];
+        epoch_loss += ls;
+        epoch_samples += ns;
+        chunk_samples += ns;
+        int64_t gs = r0.global_step - static_cast<int64_t>(r0.loss_sum.size()) + static_cast<int64_t>(i) + 1;
+        step_log << "{\"step\":" << gs << ",\"epoch\":" << epoch + 1 << ",\"loss\":" << ls / std::max<int64_t>(1, ns)
+                 << ",\"samples\":" << ns << "}\n";
+      }
+      step_log.flush();
+      epoch_seconds += seconds;
+      done_steps += static_cast<int64_t>(r0.loss_sum.size());
+      epoch = r0.epoch;
+      step = r0.step;
+      auto now = std::chrono::steady_clock::now();
+      double elapsed = std::chrono::duration<double>(now - t_start).count();
+      double eta = elapsed / static_cast<double>(std::max<int64_t>(1, done_steps)) *
+                   static_cast<double>(std::max<int64_t>(0, total - r0.global_step));
+      if (!at_epoch_end && now - last_print >= 5s) {
+        last_print = now;
+        std::printf("epoch %llu/%d  step %llu/%lld  loss %.4f  lr %.2e  %.0f samples/s  ETA %.0f s\n",
+                    static_cast<unsigned long long>(epoch + 1), epochs, static_cast<unsigned long long>(step),
+                    static_cast<long long>(spe), epoch_loss / std::max<int64_t>(1, epoch_samples), r0.lr,
+                    chunk_samples / std::max(1e-9, seconds), eta);
+        std::fflush(stdout);
+      }
+      if (!at_epoch_end) continue;
       auto ev = *trainers[0].call(&RailwayTrainer::evaluate).remote().get(600s);
-      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-      double eta = elapsed / (e + 1 - start_epoch) * (epochs - e - 1);
-      double loss = total.loss_sum / std::max<int64_t>(1, total.samples);
-      std::printf("epoch %d/%d  steps %lld  loss %.4f  val loss %.4f  val F1 %.3f  acc %.3f  %.0f samples/s  ETA %.0f s\n",
-                  e + 1, epochs, static_cast<long long>(total.steps), loss, ev.loss, ev.macro_f1, ev.accuracy,
-                  total.samples / std::max(1e-9, total.seconds), eta);
+      double loss = epoch_loss / std::max<int64_t>(1, epoch_samples);
+      double sps = epoch_samples / std::max(1e-9, epoch_seconds);
+      std::printf("epoch %llu/%d  steps %lld  loss %.4f  val loss %.4f  val F1 %.3f  acc %.3f  %.0f samples/s  ETA %.0f s\n",
+                  static_cast<unsigned long long>(epoch), epochs, static_cast<long long>(spe), loss, ev.loss, ev.macro_f1,
+                  ev.accuracy, sps, eta);
       std::fflush(stdout);
-      metrics << "{\"epoch\":" << e + 1 << ",\"steps\":" << total.steps << ",\"train_loss\":" << loss
-              << ",\"val_loss\":" << ev.loss << ",\"val_macro_f1\":" << ev.macro_f1 << ",\"val_accuracy\":" << ev.accuracy
-              << ",\"val_amplitude_rmse_mm\":" << ev.amplitude_rmse << ",\"samples_per_s\":"
-              << total.samples / std::max(1e-9, total.seconds) << ",\"workers\":" << workers << ",\"restarts\":" << restarts
-              << "}\n";
+      metrics << "{\"epoch\":" << epoch << ",\"steps\":" << spe << ",\"train_loss\":" << loss << ",\"val_loss\":" << ev.loss
+              << ",\"val_macro_f1\":" << ev.macro_f1 << ",\"val_accuracy\":" << ev.accuracy
+              << ",\"val_amplitude_rmse_mm\":" << ev.amplitude_rmse << ",\"samples_per_s\":" << sps << ",\"workers\":" << workers
+              << ",\"restarts\":" << restarts << "}\n";
       metrics.flush();
-      train_loss.x.push_back(e + 1), train_loss.y.push_back(loss);
-      val_loss.x.push_back(e + 1), val_loss.y.push_back(ev.loss);
-      f1.x.push_back(e + 1), f1.y.push_back(ev.macro_f1);
-      ++e;
+      train_loss.x.push_back(static_cast<double>(epoch)), train_loss.y.push_back(loss);
+      val_loss.x.push_back(static_cast<double>(epoch)), val_loss.y.push_back(ev.loss);
+      f1.x.push_back(static_cast<double>(epoch)), f1.y.push_back(ev.macro_f1);
+      epoch_loss = 0, epoch_samples = 0, epoch_seconds = 0;
     }
-    for (auto& t : trainers) t.call(&RailwayTrainer::finish).remote().get(120s);
+    for (auto& t : trainers) t.call(&RailwayTrainer::finish).remote().get(600s);
     pg.remove();
+    yard::kill(ckpt);
     yard::railway::write_svg_plot(out + "/curves.svg", "Railway model training", "epoch", "loss / F1", {train_loss, val_loss, f1});
-    std::printf("metrics: %s/metrics.jsonl, curves: %s/curves.svg, checkpoints: %s/checkpoints\n", out.c_str(), out.c_str(), out.c_str());
+    std::printf("metrics: %s/metrics.jsonl and steps.jsonl, curves: %s/curves.svg, checkpoints: %s\n", out.c_str(), out.c_str(),
+                ckpt_dir.c_str());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "railway-train: %s\n", e.what());
     return 1;

@@ -1,0 +1,68 @@
+#include "yard/actors/checkpointer.h"
+
+#include <spdlog/spdlog.h>
+
+#include "process.h"
+#include "redis_client.h"
+
+namespace yard::actors {
+
+struct Checkpointer::Impl {
+  std::string name;
+  std::unique_ptr<detail::Redis> redis;  // null outside a cluster
+  std::unique_ptr<CheckpointStore> store;
+  std::string key() const { return "yard:ckpt:" + name + ":latest"; }
+};
+
+namespace {
+std::unique_ptr<detail::Redis> connect_control_store() {
+  if (!yard::is_initialized()) return nullptr;
+  auto cs = yard::control_store();
+  auto [host, port] = detail::split_address(cs.address);
+  return std::make_unique<detail::Redis>(host, port, cs.password, std::chrono::seconds(5));
+}
+}  // namespace
+
+Checkpointer::Checkpointer(std::string dir, int64_t keep, std::string name) : impl_(std::make_unique<Impl>()) {
+  if (name.empty()) throw std::invalid_argument("Checkpointer: a name is needed (it keys the latest pointer)");
+  impl_->name = std::move(name);
+  impl_->redis = connect_control_store();
+  auto* self = impl_.get();
+  impl_->store = std::make_unique<CheckpointStore>(std::move(dir), static_cast<size_t>(std::max<int64_t>(1, keep)),
+                                                   [self](uint64_t step, const std::string& path) {
+                                                     if (self->redis)
+                                                       self->redis->cmd({"HSET", self->key(), "step", std::to_string(step),
+                                                                         "path", path});
+                                                   });
+}
+
+Checkpointer::~Checkpointer() = default;
+
+std::string Checkpointer::save(CheckpointData c) {
+  Checkpoint k;
+  k.step = c.step;
+  k.blobs = std::move(c.blobs);
+  return impl_->store->write(k);
+}
+
+std::optional<CheckpointData> Checkpointer::restore() {
+  auto c = impl_->store->restore();
+  for (auto& why : impl_->store->skipped()) spdlog::warn("checkpointer {}: skipped {}", impl_->name, why);
+  if (!c) return std::nullopt;
+  return CheckpointData{c->step, std::move(c->blobs)};
+}
+
+std::vector<std::string> Checkpointer::skipped() { return impl_->store->skipped(); }
+
+int64_t Checkpointer::latest_step() {
+  if (!impl_->redis) return -1;
+  auto r = impl_->redis->cmd({"HGET", impl_->key(), "step"});
+  return r.is_nil() ? -1 : std::stoll(r.str());
+}
+
+}  // namespace yard::actors
+
+using CheckpointerCtor = yard::ctor<std::string, int64_t, std::string>;
+YARD_ACTOR(yard::actors::Checkpointer, CheckpointerCtor, &yard::actors::Checkpointer::save,
+           &yard::actors::Checkpointer::restore, &yard::actors::Checkpointer::skipped,
+           &yard::actors::Checkpointer::latest_step);
