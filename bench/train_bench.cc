@@ -164,9 +164,9 @@ int main(int argc, char** argv) {
   yard::test::RedisServer redis;
   auto small = run_ours(2, redis.address(), 64, 2, 32, 100, true, true);
   emit("ddp_samples_per_s_w2_small", small.first, "samples/s", "pytorch_ddp_gloo", run_torch(2, 64, 2, 32, 100, script));
-  auto large = run_ours(2, redis.address(), 256, 4, 32, 10, true);
-  emit("ddp_samples_per_s_w2_large", large.first, "samples/s", "pytorch_ddp_gloo", run_torch(2, 256, 4, 32, 10, script));
-  auto indep = run_ours(2, redis.address(), 256, 4, 32, 10, false);
+  auto large = run_ours(2, redis.address(), 256, 4, 32, 20, true);
+  emit("ddp_samples_per_s_w2_large", large.first, "samples/s", "pytorch_ddp_gloo", run_torch(2, 256, 4, 32, 20, script));
+  auto indep = run_ours(2, redis.address(), 256, 4, 32, 20, false);
   emit("ddp_efficiency_w2_large", large.first / indep.first, "ratio");
   emit("checkpoint_stall_frac", small.second, "fraction");
 

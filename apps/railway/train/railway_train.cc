@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -398,7 +399,17 @@ void make_shards(const std::string& data, int logs, double length_km, bool unali
 // ---- the driver -------------------------------------------------------------------------------------
 
 int main(int argc, char** argv) {
-  yard::init(argc, argv);
+  {
+    // An embedded cluster (no --address / YARD_ADDRESS) offers a CPU per trainer and two more for
+    // the checkpointer and aligners, even on a smaller machine: like torchrun, it oversubscribes
+    // rather than waiting for CPUs that will never come. A real cluster offers what its nodes have.
+    yard::InitOptions o;
+    int want = 2;
+    for (int i = 1; i + 1 < argc; ++i)
+      if (std::string(argv[i]) == "--workers") want = std::max(want, std::atoi(argv[i + 1]));
+    o.num_cpus = std::max(static_cast<int>(std::thread::hardware_concurrency()), want + 2);
+    yard::init(o, argc, argv);
+  }
   CLI::App app{"Train the railway defect model data-parallel on a Switchyard cluster.", "railway-train"};
   TrainConfig cfg;
   std::string data = "railway-data", out = "railway-out";
