@@ -170,15 +170,16 @@ int main(int argc, char** argv) {
   emit("ddp_efficiency_w2_large", large.first / indep.first, "ratio");
   emit("checkpoint_stall_frac", small.second, "fraction");
 
-  // Convergence: the railway job with 1, 2 and 4 trainers (linear LR scaling with warm-up), the
-  // same epochs and data; then the same job on shards made without alignment.
+  // Convergence: the railway job with 1, 2 and 4 trainers (linear LR scaling with warm-up and a
+  // cosine decay), the same 3 epochs over the same 4 logs of 30 km; then the same job on shards
+  // made without alignment.
   if (argc > 2) {
     std::string job = argv[2];
     auto dir = std::filesystem::temp_directory_path() / ("yard-train-conv-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);
     auto run_job = [&](int workers, bool unaligned) {
       std::string out = (dir / ("w" + std::to_string(workers) + (unaligned ? "-raw" : ""))).string();
-      std::string cmd = job + " --workers " + std::to_string(workers) + " --epochs 4 --logs 2 --length-km 20 --data " +
+      std::string cmd = job + " --workers " + std::to_string(workers) + " --epochs 3 --logs 4 --length-km 30 --data " +
                         (dir / "data").string() + " --out " + out + (unaligned ? " --unaligned" : "") + " > " + out + ".log 2>&1";
       if (std::system(cmd.c_str()) != 0) return std::pair<double, double>{NAN, NAN};
       std::ifstream m(out + "/metrics.jsonl");
