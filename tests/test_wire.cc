@@ -90,3 +90,28 @@ TEST_CASE("malformed, truncated and random bytes raise DecodeError, never crash"
   }
   (void)copy_frames;
 }
+
+TEST_CASE("a kept message read many times renews its reading budget with rewind()", "[wire]") {
+  OutMessage m("tok", 1, false);
+  auto ca = m.env().getBody().initCreateActor();
+  ca.setClassName(std::string(4000, 'c'));
+  InMessage in(m.finish());
+  auto read = [&] { return std::string(in.env().getBody().getCreateActor().getClassName()).size(); };
+  // Without renewal the traversal limit (a few times the message) runs out.
+  bool ran_out = false;
+  for (int i = 0; i < 20 && !ran_out; ++i) {
+    try {
+      size_t n = read();
+      CHECK(n == 4000);
+    } catch (const kj::Exception&) {
+      ran_out = true;
+    }
+  }
+  CHECK(ran_out);
+  // With it, any number of readings.
+  for (int i = 0; i < 100; ++i) {
+    in.rewind();
+    size_t n = read();
+    REQUIRE(n == 4000);
+  }
+}

@@ -19,7 +19,12 @@ grep -q '"val_macro_f1"' railway-out/metrics.jsonl
 test -s railway-out/curves.svg
 ls railway-out/checkpoints/run-*/ckpt-*.bin > /dev/null
 test -f railway-data/shards-0/manifest.json
-# A second run reuses the shards instead of simulating again.
-"$bin" --epochs 1 --workers 1 --logs 1 --length-km 8 --batch 16 --out again > out2.txt 2>&1 || { cat out2.txt; exit 1; }
+# A second run reuses the shards (no recording or aligning), with two micro-batches of 16 per step: a global batch of 32, half
+# the steps.
+"$bin" --epochs 1 --workers 1 --logs 1 --length-km 8 --batch 16 --accumulate 2 --out again > out2.txt 2>&1 || { cat out2.txt; exit 1; }
+grep -q "global batch 32," out2.txt
+spe2=$(sed -n 's/.* \([0-9]*\) steps per epoch$/\1/p' out2.txt)
+test "$(wc -l < again/steps.jsonl)" -eq "$spe2"
+grep -q '"samples":32}' again/steps.jsonl  # a step is both micro-batches
 if grep -q "recording\|aligning" out2.txt; then echo "the shards were not reused"; exit 1; fi
 echo "train smoke: ok"

@@ -12,6 +12,18 @@
 namespace yard::detail {
 
 namespace {
+
+// Runs a reply callback. One that throws (a reply it cannot read, say) is logged: the loop, and
+// the daemon or worker around it, keeps running.
+void deliver(IoLoop::ReplyCallback& cb, std::unique_ptr<InMessage> msg, std::optional<LocalError> err) {
+  try {
+    cb(std::move(msg), std::move(err));
+  } catch (const std::exception& e) {
+    spdlog::error("a reply handler failed: {}", e.what());
+  } catch (const kj::Exception& e) {
+    spdlog::error("a reply handler failed: {}", e.getDescription().cStr());
+  }
+}
 void tune(zmq::socket_t& s) {
   s.set(zmq::sockopt::linger, 0);
   s.set(zmq::sockopt::sndhwm, 0);
@@ -89,8 +101,7 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, R
     try {
       p = &peer(peer_addr);
     } catch (const zmq::error_t& e) {
-      cb(nullptr, LocalError{wire::ErrorCode::UNAVAILABLE,
-                             "cannot connect to " + peer_addr + ": " + e.what()});
+      deliver(cb, nullptr, LocalError{wire::ErrorCode::UNAVAILABLE, "cannot connect to " + peer_addr + ": " + e.what()});
       return;
     }
     auto deadline = timeout.count() <= 0 || timeout == std::chrono::milliseconds::max()
@@ -225,7 +236,7 @@ void IoLoop::run() {
   // Fail whatever is still waiting so no caller hangs on a stopped loop.
   auto pending = std::move(pending_);
   pending_.clear();
-  for (auto& [id, p] : pending) p.cb(nullptr, LocalError{wire::ErrorCode::UNAVAILABLE, "runtime is shutting down"});
+  for (auto& [id, p] : pending) deliver(p.cb, nullptr, LocalError{wire::ErrorCode::UNAVAILABLE, "runtime is shutting down"});
 }
 
 void IoLoop::on_router_readable() {
@@ -269,6 +280,8 @@ void IoLoop::on_router_readable() {
       handler_(Incoming{std::move(routing), std::move(msg)});
     } catch (const std::exception& e) {
       spdlog::error("request handler failed: {}", e.what());
+    } catch (const kj::Exception& e) {
+      spdlog::error("request handler failed: {}", e.getDescription().cStr());
     }
   }
 }
@@ -298,7 +311,7 @@ void IoLoop::on_dealer_readable(const std::string& addr, Peer& p) {
     if (it == pending_.end()) continue;  // late reply after a deadline
     auto cb = std::move(it->second.cb);
     pending_.erase(it);
-    cb(std::move(msg), std::nullopt);
+    deliver(cb, std::move(msg), std::nullopt);
   }
 }
 
@@ -336,7 +349,7 @@ void IoLoop::fail_peer(const std::string& addr, const std::string& why, wire::Er
     zmq_socket_monitor(it->second.dealer->handle(), nullptr, 0);
     peers_.erase(it);
   }
-  for (auto& cb : cbs) cb(nullptr, LocalError{code, why});
+  for (auto& cb : cbs) deliver(cb, nullptr, LocalError{code, why});
 }
 
 void IoLoop::expire(Clock::time_point now) {
@@ -352,7 +365,7 @@ void IoLoop::expire(Clock::time_point now) {
     }
   }
   for (auto& [cb, peer] : expired)
-    cb(nullptr, LocalError{wire::ErrorCode::TIMEOUT, "no reply from " + peer + " before the deadline"});
+    deliver(cb, nullptr, LocalError{wire::ErrorCode::TIMEOUT, "no reply from " + peer + " before the deadline"});
 }
 
 }  // namespace yard::detail

@@ -65,12 +65,17 @@ InMessage::InMessage(Frames frames) : frames_(std::move(frames)) {
     std::memcpy(aligned_.begin(), f.data(), size);
     words = aligned_.begin();
   }
+  words_ = words;
+  nwords_ = size / sizeof(capnp::word);
+  open();
+}
+
+void InMessage::open() {
   capnp::ReaderOptions opts;
-  opts.traversalLimitInWords = size / sizeof(capnp::word) * 4 + 64;
+  opts.traversalLimitInWords = nwords_ * 4 + 64;
   opts.nestingLimit = 16;
   try {
-    reader_ = std::make_unique<capnp::FlatArrayMessageReader>(
-        kj::arrayPtr(words, size / sizeof(capnp::word)), opts);
+    reader_ = std::make_unique<capnp::FlatArrayMessageReader>(kj::arrayPtr(words_, nwords_), opts);
     env_ = reader_->getRoot<wire::Envelope>();
     if (env_.getVersion() != wire::PROTOCOL_VERSION)
       throw DecodeError("protocol version " + std::to_string(env_.getVersion()) + ", expected " +
@@ -81,6 +86,8 @@ InMessage::InMessage(Frames frames) : frames_(std::move(frames)) {
     throw DecodeError(std::string("malformed envelope: ") + e.getDescription().cStr());
   }
 }
+
+void InMessage::rewind() { open(); }
 
 bool InMessage::same_host() const {
   try {

@@ -66,10 +66,18 @@ class InMessage {
   bool same_host() const;
   // The bytes of a value; large values are not copied. Throws DecodeError on a bad frame index.
   Bytes value(wire::Value::Reader v) const;
+  // Renews the reading budget. A message is read with a traversal limit of a few times its size
+  // (a guard against amplification); one kept and read again many times — an actor's creation
+  // request, placed again after each failure — renews it before each reading. Invalidates
+  // readers taken from env() before.
+  void rewind();
 
  private:
+  void open();
   Frames frames_;
   kj::Array<capnp::word> aligned_;
+  const capnp::word* words_ = nullptr;
+  size_t nwords_ = 0;
   std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
   wire::Envelope::Reader env_;
 };

@@ -112,6 +112,7 @@ Frames unpack_frames(const std::string& s) {
 // The actor's creation message, with its arguments as bytes, for restarts by a later head.
 void Daemon::save_actor_spec(const Actor& a) {
   OutMessage m(token_, 0, false);
+  a.create_msg->rewind();
   auto src = a.create_msg->env().getBody().getCreateActor();
   m.env().getBody().setCreateActor(src);
   auto dst = m.env().getBody().getCreateActor();
@@ -676,6 +677,7 @@ void Daemon::place_actor(Actor& a, const std::string& node) {
   OutMessage m(token_, rid, false);
   auto ha = m.env().getBody().initHostActor();
   ha.setNumRestarts(a.num_restarts);
+  a.create_msg->rewind();  // read again at every placement
   auto src = a.create_msg->env().getBody().getCreateActor();
   auto ca = ha.initCreate();
   ca.setActorId(a.id);

@@ -62,8 +62,9 @@ struct TrainConfig {
   bool balanced = true;        // class-balanced epochs (defect windows are rare)
   bool resume = false;         // start from the newest complete checkpoint, if any
   int64_t prefetch = 2;        // batches the data loader makes ahead
+  int64_t accumulate = 1;      // micro-batches per optimizer step (gradients accumulated locally, no_sync)
   YARD_FIELDS(data, d_model, layers, heads, batch, base_lr, base_batch, warmup_steps, decay, min_lr_fraction, epochs,
-              optimizer, weight_decay, holdout, seed, clip, balanced, resume, prefetch);
+              optimizer, weight_decay, holdout, seed, clip, balanced, resume, prefetch, accumulate);
 };
 
 // What a chunk of steps did on one rank: per step, the loss summed over its samples and the count.
@@ -190,10 +191,11 @@ class RailwayTrainer {
         static_cast<size_t>(std::max<int64_t>(1, cfg.prefetch)));
     schedule_.base_lr = cfg.base_lr;
     schedule_.base_batch = cfg.base_batch;
-    schedule_.global_batch = cfg.batch * world;
+    if (cfg.accumulate < 1) throw std::invalid_argument("accumulate must be at least 1");
+    schedule_.global_batch = cfg.batch * world * cfg.accumulate;
     schedule_.warmup_steps = cfg.warmup_steps;
     schedule_.decay = yard::actors::LrSchedule::parse(cfg.decay);
-    schedule_.total_steps = cfg.epochs * static_cast<int64_t>(loader_->steps_per_epoch());
+    schedule_.total_steps = cfg.epochs * steps_per_epoch();
     schedule_.final_fraction = cfg.min_lr_fraction;
     // Without balanced epochs, class weights against the imbalance: inverse square root of frequency.
     auto counts = torch::bincount(train_.label, {}, 5).to(torch::kFloat) + 1;
@@ -212,11 +214,14 @@ class RailwayTrainer {
     return train_.x.size(0);
   }
 
-  int64_t steps_per_epoch() { return static_cast<int64_t>(loader_->steps_per_epoch()); }
-  // The data loader's position: where the next chunk starts.
+  // Optimizer steps per epoch: the loader's batches, `accumulate` at a time.
+  int64_t steps_per_epoch() {
+    return (static_cast<int64_t>(loader_->steps_per_epoch()) + cfg_.accumulate - 1) / cfg_.accumulate;
+  }
+  // Where the next chunk starts: the epoch and optimizer step in it.
   std::vector<uint64_t> position() {
     auto p = loader_->position();
-    return {p.epoch, p.step};
+    return {p.epoch, p.step / static_cast<uint64_t>(cfg_.accumulate)};
   }
   int pid() { return getpid(); }
   std::string node() { return yard::node_id(); }
@@ -229,17 +234,29 @@ class RailwayTrainer {
     net_->train();
     uint64_t epoch = loader_->position().epoch;
     for (int64_t s = 0; s < steps && loader_->position().epoch == epoch; ++s) {
-      auto item = loader_->next();
-      ddp_->begin_step(static_cast<int64_t>(item.indices.size()));
+      // Up to `accumulate` micro-batches of this epoch make one step.
+      std::vector<yard::actors::DataLoader<Batch>::Item> micro;
+      do micro.push_back(loader_->next());
+      while (static_cast<int64_t>(micro.size()) < cfg_.accumulate && loader_->position().epoch == epoch);
+      int64_t local = 0;
+      for (auto& m : micro) local += static_cast<int64_t>(m.indices.size());
       opt_->zero_grad();
       double loss_sum = 0;
-      if (!item.indices.empty()) {
+      for (size_t i = 0; i < micro.size(); ++i) {
+        // All but the last micro-batch only accumulate; the last one's backward all-reduces.
+        bool last = i + 1 == micro.size();
+        ddp_->set_no_sync(!last);
+        if (last) ddp_->begin_step(local);
+        const auto& item = micro[i];
+        if (item.indices.empty()) continue;
         auto [logits, amp] = net_->forward(item.batch.x);
         auto loss = torch::nn::functional::cross_entropy(logits, item.batch.label,
                                                          torch::nn::functional::CrossEntropyFuncOptions().weight(class_w_)) +
                     torch::mse_loss(amp, item.batch.amp);
-        loss.backward();
-        loss_sum = loss.item<double>() * static_cast<double>(item.indices.size());
+        double n = static_cast<double>(item.indices.size());
+        // Each micro-batch's mean loss weighted by its share of the rank's samples in this step.
+        (micro.size() == 1 ? loss : loss * (n / static_cast<double>(local))).backward();
+        loss_sum += loss.item<double>() * n;
       }
       ddp_->finish_step();
       torch::nn::utils::clip_grad_norm_(net_->parameters(), cfg_.clip);
@@ -249,11 +266,11 @@ class RailwayTrainer {
       opt_->step();
       ++global_step_;
       st.loss_sum.push_back(loss_sum);
-      st.samples.push_back(static_cast<int64_t>(item.indices.size()));
+      st.samples.push_back(local);
     }
     auto pos = loader_->position();
     st.epoch = pos.epoch;
-    st.step = pos.step;
+    st.step = pos.step / static_cast<uint64_t>(cfg_.accumulate);
     st.global_step = global_step_;
     st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (checkpoint && rank_ == 0) {
@@ -439,6 +456,9 @@ int main(int argc, char** argv) {
   app.add_option("--layers", cfg.layers, "encoder layers")->default_val(2);
   app.add_option("--seed", cfg.seed, "seed")->default_val(17);
   app.add_option("--prefetch", cfg.prefetch, "batches each data loader makes ahead")->default_val(2);
+  app.add_option("--accumulate", cfg.accumulate, "micro-batches of --batch per optimizer step (the global batch grows with it)")
+      ->default_val(1)
+      ->check(CLI::Range(1, 1024));
   app.add_option("--checkpoint-every", checkpoint_every, "steps between checkpoints (and one at every epoch's end)")->default_val(100);
   app.add_option("--keep", keep, "checkpoints kept")->default_val(3);
   bool unbalanced = false, unaligned = false;
@@ -507,10 +527,10 @@ int main(int argc, char** argv) {
     yard::actors::LrSchedule sched;
     sched.base_lr = cfg.base_lr;
     sched.base_batch = cfg.base_batch;
-    sched.global_batch = cfg.batch * workers;
+    sched.global_batch = cfg.batch * workers * cfg.accumulate;
     std::printf("training on %lld windows with %d workers, global batch %lld, lr %.2e after %lld warm-up steps, %s decay, "
                 "%lld steps per epoch\n",
-                static_cast<long long>(n_train), workers, static_cast<long long>(cfg.batch * workers), sched.peak(),
+                static_cast<long long>(n_train), workers, static_cast<long long>(sched.global_batch), sched.peak(),
                 static_cast<long long>(cfg.warmup_steps), cfg.decay.c_str(), static_cast<long long>(spe));
     std::fflush(stdout);
 
