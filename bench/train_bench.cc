@@ -166,8 +166,14 @@ int main(int argc, char** argv) {
   emit("ddp_samples_per_s_w2_small", small.first, "samples/s", "pytorch_ddp_gloo", run_torch(2, 64, 2, 32, 100, script));
   auto large = run_ours(2, redis.address(), 256, 4, 32, 20, true);
   emit("ddp_samples_per_s_w2_large", large.first, "samples/s", "pytorch_ddp_gloo", run_torch(2, 256, 4, 32, 20, script));
-  auto indep = run_ours(2, redis.address(), 256, 4, 32, 20, false);
-  emit("ddp_efficiency_w2_large", large.first / indep.first, "ratio");
+  // Efficiency: synchronised ÷ independent, alternating three times and taking each side's best,
+  // so a noisy moment of this shared 2-core machine does not land on one side only.
+  double best_sync = large.first, best_indep = 0;
+  for (int i = 0; i < 3; ++i) {
+    best_indep = std::max(best_indep, run_ours(2, redis.address(), 256, 4, 32, 20, false).first);
+    if (i < 2) best_sync = std::max(best_sync, run_ours(2, redis.address(), 256, 4, 32, 20, true).first);
+  }
+  emit("ddp_efficiency_w2_large", best_sync / best_indep, "ratio");
   emit("checkpoint_stall_frac", small.second, "fraction");
 
   // Convergence: the railway job with 1, 2 and 4 trainers (linear LR scaling with warm-up and a

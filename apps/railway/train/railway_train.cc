@@ -402,10 +402,15 @@ void make_shards(const std::string& data, int logs, double length_km, bool unali
   std::vector<std::pair<const Todo*, yard::ObjectRef<int64_t>>> calls;
   for (auto& [node, ts] : by_node) {
     size_t n = std::min<size_t>(ts.size(), 2), first = aligners.size();
-    for (size_t i = 0; i < n; ++i)
+    std::vector<yard::ObjectRef<std::string>> where;
+    for (size_t i = 0; i < n; ++i) {
       aligners.push_back(node.empty() ? yard::actor<Aligner>().remote() : yard::actor<Aligner>().node_affinity(node, true).remote());
+      where.push_back(aligners.back().call(&Aligner::node).remote());
+    }
     for (size_t i = 0; i < ts.size(); ++i) {
-      std::printf("aligning %s%s\n", ts[i]->log.c_str(), node.empty() ? "" : (" on " + node).c_str());
+      std::string at = *where[i % n].get(600s);
+      std::printf("aligning %s on %s%s\n", ts[i]->log.c_str(), at.c_str(),
+                  node.empty() || at == node ? "" : (" (the log's node " + node + " is gone)").c_str());
       calls.emplace_back(ts[i], aligners[first + i % n].call(&Aligner::align).remote(ts[i]->log, ts[i]->shards, !unaligned));
     }
   }
