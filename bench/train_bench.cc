@@ -46,7 +46,9 @@ int rank_main(int rank, int world, const std::string& redis, int64_t d, int64_t 
     s.redis_address = redis;
     s.generation = std::to_string(getppid()) + "-" + std::to_string(d);
     comm = yard::collective::create_group(s);
-    dp = std::make_unique<yard::actors::DistributedDataParallel>(net.ptr(), *comm);
+    yard::actors::DdpOptions o;
+    if (const char* mb = getenv("TB_BUCKET_MB")) o.bucket_bytes = static_cast<size_t>(atof(mb) * (1 << 20));
+    dp = std::make_unique<yard::actors::DistributedDataParallel>(net.ptr(), *comm, o);
     dp->broadcast_state(0);
   }
   torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
@@ -93,7 +95,10 @@ int rank_main(int rank, int world, const std::string& redis, int64_t d, int64_t 
     stall = best / (dt / steps);
   }
   if (comm) comm->destroy();
-  if (rank == 0) std::ofstream(out) << steps * batch * world / dt << " " << stall << "\n";
+  // Synchronised: rank 0 reports the group's rate. Independent: every rank reports its own, and
+  // the rates add up.
+  if (sync && rank == 0) std::ofstream(out) << steps * batch * world / dt << " " << stall << "\n";
+  if (!sync) std::ofstream(out) << steps * batch / dt << " " << stall << "\n";
   return 0;
 }
 
