@@ -30,6 +30,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     int64_t n = b.offsets.back() + params_[b.params.back()].numel();
     b.flat = torch::zeros({n}, params_[b.params.front()].options());
   }
+  // The first bucket carries one more element: the rank's batch size, summed with the gradients.
+  if (!buckets_.empty()) {
+    count_at_ = buckets_[0].flat.numel();
+    buckets_[0].flat = torch::cat({buckets_[0].flat, torch::zeros({1}, buckets_[0].flat.options())});
+  }
   for (size_t k = 0; k < params_.size(); ++k)
     params_[k].register_hook([this, k](torch::Tensor g) {
       on_grad(k, g);
@@ -59,12 +64,12 @@ void DistributedDataParallel::broadcast_state(int root) {
 
 void DistributedDataParallel::begin_step(int64_t local_batch) {
   if (no_sync_) return;
-  int64_t n = local_batch;
-  comm_.allreduce(&n, 1, collective::DType::kInt64, collective::ReduceOp::kSum);
-  if (n <= 0) throw std::runtime_error("DDP: the global batch is empty");
-  global_batch_ = n;
-  // Each rank's loss is a mean over its own batch: weight it by its share of the global batch.
-  scale_ = static_cast<double>(local_batch) / static_cast<double>(n);
+  if (local_batch < 0) throw std::invalid_argument("DDP: negative batch size");
+  // Each rank's loss is a mean over its own batch: its gradient times its batch size is its
+  // share of the sum over the global batch. The sizes travel with the first bucket, and
+  // finish_step divides by their sum: no extra round trip (or meeting point) per step.
+  scale_ = static_cast<double>(local_batch);
+  if (!buckets_.empty()) buckets_[0].flat[count_at_].fill_(static_cast<double>(local_batch));
   for (auto& b : buckets_) {
     b.ready = 0;
     b.launched = false;
@@ -84,7 +89,8 @@ void DistributedDataParallel::on_grad(size_t k, const torch::Tensor& g) {
   // The gradient .grad will hold after this backward: what earlier no_sync steps accumulated plus
   // this one.
   auto total = params_[k].grad().defined() ? params_[k].grad() + g : g;
-  b.flat.narrow(0, b.offsets[slot], g.numel()).copy_(total.reshape({-1}) * scale_);
+  auto part = b.flat.narrow(0, b.offsets[slot], g.numel());
+  torch::mul_out(part, total.reshape({-1}), torch::scalar_tensor(scale_, total.options()));
   ++b.ready;
   if (o_.overlap) launch_ready();
 }
@@ -114,16 +120,20 @@ void DistributedDataParallel::finish_step() {
       ++b.ready;
     }
   launch_ready();
-  for (auto& b : buckets_) {
-    b.work->wait();
+  for (auto& b : buckets_) b.work->wait();
+  in_step_ = false;
+  if (buckets_.empty()) return;
+  double n = buckets_[0].flat[count_at_].item<double>();
+  if (n <= 0) throw std::runtime_error("DDP: the global batch is empty");
+  global_batch_ = static_cast<int64_t>(std::llround(n));
+  auto inv = torch::scalar_tensor(1.0 / n, buckets_[0].flat.options());
+  for (auto& b : buckets_)
     for (size_t j = 0; j < b.params.size(); ++j) {
       auto& p = params_[b.params[j]];
       auto reduced = b.flat.narrow(0, b.offsets[j], p.numel()).view_as(p);
-      if (p.grad().defined()) p.mutable_grad().copy_(reduced);
-      else p.mutable_grad() = reduced.clone();
+      if (p.grad().defined()) torch::mul_out(p.mutable_grad(), reduced, inv);
+      else p.mutable_grad() = reduced * inv;
     }
-  }
-  in_step_ = false;
 }
 
 double scaled_lr(double base_lr, int64_t base_batch, int64_t global_batch, int64_t step, int64_t warmup_steps) {

@@ -575,6 +575,8 @@ int main(int argc, char** argv) {
             std::fflush(stdout);
           }
         }
+        for (auto& why : *ckpt.call(&Checkpointer::skipped).remote().get(60s))
+          std::printf("warning: skipped checkpoint %s\n", why.c_str());
         std::printf("resumed at epoch %llu, step %llu\n", static_cast<unsigned long long>(epoch + 1),
                     static_cast<unsigned long long>(step));
         epoch_loss = 0, epoch_samples = 0, epoch_seconds = 0;

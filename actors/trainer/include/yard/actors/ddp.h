@@ -32,13 +32,15 @@ class DistributedDataParallel {
 
   // Makes every replica identical to root's.
   void broadcast_state(int root = 0);
-  // Before backward: this rank's batch size for the step (an all-reduce of one number).
+  // Before backward: this rank's batch size for the step (it travels with the gradients).
   void begin_step(int64_t local_batch);
   // After backward: waits for the buckets and leaves the global-batch average in every .grad().
+  // Throws when every rank's batch was empty.
   void finish_step();
   // While set, backward only accumulates locally (no communication).
   void set_no_sync(bool on) { no_sync_ = on; }
   size_t buckets() const { return buckets_.size(); }
+  // The global batch of the last finished step.
   int64_t global_batch() const { return global_batch_; }
 
  private:
@@ -63,7 +65,8 @@ class DistributedDataParallel {
   size_t next_launch_ = 0;
   bool no_sync_ = false;
   bool in_step_ = false;
-  double scale_ = 1.0;
+  double scale_ = 1.0;          // this step's local batch size
+  int64_t count_at_ = 0;        // where in the first bucket the batch sizes are summed
   int64_t global_batch_ = 0;
 };
 
