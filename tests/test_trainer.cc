@@ -10,6 +10,7 @@
 #include "support.h"
 #include "yard/actors/ddp.h"
 #include "yard/actors/torch_state.h"
+#include "yard/actors/trainer.h"
 
 using namespace yard;
 using namespace yard::actors;
@@ -165,4 +166,85 @@ CATCH_TEST_CASE("linear LR scaling with warm-up, never divided by the workers", 
   CATCH_CHECK(scaled_lr(0.1, 32, 128, 10, 10) == Approx(0.4));
   CATCH_CHECK(scaled_lr(0.1, 32, 128, 1000, 10) == Approx(0.4));
   CATCH_CHECK(scaled_lr(0.1, 32, 32, 3, 10) == Approx(0.1));
+}
+
+CATCH_TEST_CASE("the Trainer's step (micro-batches, DDP, schedule) equals single-process SGD on the whole batch",
+                "[trainer][step]") {
+  torch::set_num_threads(1);
+  auto ref = reference(3);
+  auto& redis = test::shared_redis();
+  std::vector<std::vector<torch::Tensor>> result(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      try {
+        collective::GroupSpec s;
+        s.name = "trainer-step";
+        s.world_size = 2;
+        s.rank = r;
+        s.redis_address = redis.address();
+        auto comm = collective::create_group(s);
+        Data d;
+        auto m = make_model(r == 0 ? 7 : 99);  // rank 1 is brought in line by the broadcast
+        TrainerOptions o;
+        o.optimizer = "sgd";
+        o.momentum = 0;
+        o.weight_decay = 0;
+        o.clip = 0;
+        o.schedule.base_lr = 0.1;  // for the global batch of 8: no scaling, no warm-up
+        o.schedule.base_batch = 8;
+        o.schedule.global_batch = 8;
+        Trainer t(m, comm.get(), o);
+        // Rank 0 takes rows 0-4 as two micro-batches (2 + 3), rank 1 rows 5-7 as one.
+        std::vector<int64_t> sizes = r == 0 ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{3};
+        int64_t first = r == 0 ? 0 : 5;
+        for (int st = 0; st < 3; ++st) {
+          double sum = t.step(sizes, [&](size_t i) {
+            int64_t from = first;
+            for (size_t k = 0; k < i; ++k) from += sizes[k];
+            return torch::mse_loss(m->forward(d.x.slice(0, from, from + sizes[i])), d.y.slice(0, from, from + sizes[i]));
+          });
+          CATCH_CHECK(sum > 0);
+        }
+        CATCH_CHECK(t.global_step() == 3);
+        CATCH_CHECK(t.last_lr() == Approx(0.1));
+        for (auto& p : m->parameters()) result[r].push_back(p.detach().clone());
+        comm->destroy();
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  for (auto& e : errors) CATCH_REQUIRE(e.empty());
+  CATCH_CHECK(max_diff(ref, result[0]) < 1e-5);
+  CATCH_CHECK(max_diff(result[0], result[1]) == 0);
+}
+
+CATCH_TEST_CASE("a single-replica Trainer accumulates micro-batches into the whole batch's step", "[trainer][step]") {
+  torch::set_num_threads(1);
+  auto ref = reference(2);
+  Data d;
+  auto m = make_model(7);
+  TrainerOptions o;
+  o.optimizer = "sgd";
+  o.momentum = 0;
+  o.weight_decay = 0;
+  o.clip = 0;
+  o.schedule.base_lr = 0.1;
+  Trainer t(m, nullptr, o);
+  for (int st = 0; st < 2; ++st)
+    t.step({4, 4}, [&](size_t i) {
+      auto rows = d.x.slice(0, static_cast<int64_t>(i) * 4, static_cast<int64_t>(i) * 4 + 4);
+      return torch::mse_loss(m->forward(rows), d.y.slice(0, static_cast<int64_t>(i) * 4, static_cast<int64_t>(i) * 4 + 4));
+    });
+  std::vector<torch::Tensor> got;
+  for (auto& p : m->parameters()) got.push_back(p.detach().clone());
+  CATCH_CHECK(max_diff(ref, got) < 1e-5);
+  CATCH_CHECK_THROWS_WITH(Trainer(m, nullptr, [] {
+                            TrainerOptions b;
+                            b.optimizer = "lbfgs";
+                            return b;
+                          }()),
+                          Catch::Contains("unknown optimizer 'lbfgs'"));
 }

@@ -34,6 +34,7 @@
 #include "yard/actors/sampler.h"
 #include "yard/actors/schedule.h"
 #include "yard/actors/torch_state.h"
+#include "yard/actors/trainer.h"
 #include "yard/collective.h"
 #include "yard/railway/plot.h"
 #include "yard/railway/shards.h"
@@ -162,16 +163,6 @@ class RailwayTrainer {
     torch::manual_seed(cfg.seed);
     net_ = RailwayNet(yard::railway::kFeatures, train_.x.size(1), cfg.d_model, cfg.layers, cfg.heads);
     comm_ = yard::collective::create_group(yard::collective::cluster_group("railway-train", world, rank, generation));
-    ddp_ = std::make_unique<yard::actors::DistributedDataParallel>(net_.ptr(), *comm_);
-    ddp_->broadcast_state(0);
-    if (cfg.optimizer == "sgd")
-      opt_ = std::make_unique<torch::optim::SGD>(
-          net_->parameters(), torch::optim::SGDOptions(cfg.base_lr).momentum(0.9).weight_decay(cfg.weight_decay));
-    else if (cfg.optimizer == "adamw")
-      opt_ = std::make_unique<torch::optim::AdamW>(net_->parameters(),
-                                                   torch::optim::AdamWOptions(cfg.base_lr).weight_decay(cfg.weight_decay));
-    else
-      throw std::invalid_argument("unknown optimizer '" + cfg.optimizer + "' (adamw or sgd)");
     yard::actors::DistributedSampler sampler(train_.x.size(0), world, rank, cfg.seed);
     if (cfg.balanced) {
       auto l = train_.label.contiguous();
@@ -189,14 +180,21 @@ class RailwayTrainer {
           return b;
         },
         static_cast<size_t>(std::max<int64_t>(1, cfg.prefetch)));
-    schedule_.base_lr = cfg.base_lr;
-    schedule_.base_batch = cfg.base_batch;
     if (cfg.accumulate < 1) throw std::invalid_argument("accumulate must be at least 1");
-    schedule_.global_batch = cfg.batch * world * cfg.accumulate;
-    schedule_.warmup_steps = cfg.warmup_steps;
-    schedule_.decay = yard::actors::LrSchedule::parse(cfg.decay);
-    schedule_.total_steps = cfg.epochs * steps_per_epoch();
-    schedule_.final_fraction = cfg.min_lr_fraction;
+    // The replica's optimizer step: identical start (broadcast from rank 0), DDP, clipping, AdamW
+    // or SGD at the linearly scaled, warmed-up, decaying rate.
+    yard::actors::TrainerOptions to;
+    to.optimizer = cfg.optimizer;
+    to.weight_decay = cfg.weight_decay;
+    to.clip = cfg.clip;
+    to.schedule.base_lr = cfg.base_lr;
+    to.schedule.base_batch = cfg.base_batch;
+    to.schedule.global_batch = cfg.batch * world * cfg.accumulate;
+    to.schedule.warmup_steps = cfg.warmup_steps;
+    to.schedule.decay = yard::actors::LrSchedule::parse(cfg.decay);
+    to.schedule.total_steps = cfg.epochs * steps_per_epoch();
+    to.schedule.final_fraction = cfg.min_lr_fraction;
+    trainer_ = std::make_unique<yard::actors::Trainer>(net_.ptr(), comm_.get(), to);
     // Without balanced epochs, class weights against the imbalance: inverse square root of frequency.
     auto counts = torch::bincount(train_.label, {}, 5).to(torch::kFloat) + 1;
     class_w_ = cfg.balanced ? torch::ones({5}) : (counts.sum() / counts).sqrt();
@@ -206,8 +204,8 @@ class RailwayTrainer {
       // schedules and data-loader positions.
       if (auto c = *ckpt_.call(&Checkpointer::restore).remote().get(600s)) {
         yard::actors::load_state(*net_, c->blobs.at("model"));
-        yard::actors::load_state(*opt_, c->blobs.at("optimizer"));
-        global_step_ = static_cast<int64_t>(c->step);
+        yard::actors::load_state(trainer_->optimizer(), c->blobs.at("optimizer"));
+        trainer_->set_global_step(static_cast<int64_t>(c->step));
         loader_->seek(yard::actors::DataLoader<Batch>::decode(c->blobs.at("loader")));
       }
     }
@@ -238,50 +236,35 @@ class RailwayTrainer {
       std::vector<yard::actors::DataLoader<Batch>::Item> micro;
       do micro.push_back(loader_->next());
       while (static_cast<int64_t>(micro.size()) < cfg_.accumulate && loader_->position().epoch == epoch);
+      std::vector<int64_t> sizes;
       int64_t local = 0;
-      for (auto& m : micro) local += static_cast<int64_t>(m.indices.size());
-      opt_->zero_grad();
-      double loss_sum = 0;
-      for (size_t i = 0; i < micro.size(); ++i) {
-        // All but the last micro-batch only accumulate; the last one's backward all-reduces.
-        bool last = i + 1 == micro.size();
-        ddp_->set_no_sync(!last);
-        if (last) ddp_->begin_step(local);
-        const auto& item = micro[i];
-        if (item.indices.empty()) continue;
-        auto [logits, amp] = net_->forward(item.batch.x);
-        auto loss = torch::nn::functional::cross_entropy(logits, item.batch.label,
-                                                         torch::nn::functional::CrossEntropyFuncOptions().weight(class_w_)) +
-                    torch::mse_loss(amp, item.batch.amp);
-        double n = static_cast<double>(item.indices.size());
-        // Each micro-batch's mean loss weighted by its share of the rank's samples in this step.
-        (micro.size() == 1 ? loss : loss * (n / static_cast<double>(local))).backward();
-        loss_sum += loss.item<double>() * n;
-      }
-      ddp_->finish_step();
-      torch::nn::utils::clip_grad_norm_(net_->parameters(), cfg_.clip);
-      // Linear scaling with the global batch, reached by warm-up; never divided by the workers.
-      st.lr = schedule_.at(global_step_);
-      for (auto& g : opt_->param_groups()) g.options().set_lr(st.lr);
-      opt_->step();
-      ++global_step_;
+      for (auto& m : micro) sizes.push_back(static_cast<int64_t>(m.indices.size())), local += sizes.back();
+      double loss_sum = trainer_->step(sizes, [&](size_t i) {
+        const auto& b = micro[i].batch;
+        auto [logits, amp] = net_->forward(b.x);
+        return torch::nn::functional::cross_entropy(logits, b.label,
+                                                    torch::nn::functional::CrossEntropyFuncOptions().weight(class_w_)) +
+               torch::mse_loss(amp, b.amp);
+      });
+      st.lr = trainer_->last_lr();
       st.loss_sum.push_back(loss_sum);
       st.samples.push_back(local);
     }
     auto pos = loader_->position();
     st.epoch = pos.epoch;
     st.step = pos.step / static_cast<uint64_t>(cfg_.accumulate);
-    st.global_step = global_step_;
+    st.global_step = trainer_->global_step();
     st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (checkpoint && rank_ == 0) {
       // The previous write has long finished; a failure surfaces here rather than being lost.
       if (pending_) pending_->get(600s);
       yard::actors::CheckpointData c;
-      c.step = static_cast<uint64_t>(global_step_);
+      c.step = static_cast<uint64_t>(trainer_->global_step());
       c.blobs["model"] = yard::actors::state_bytes(*net_);
-      c.blobs["optimizer"] = yard::actors::state_bytes(*opt_);
+      c.blobs["optimizer"] = yard::actors::state_bytes(trainer_->optimizer());
       c.blobs["loader"] = yard::actors::DataLoader<Batch>::encode(pos);
-      c.blobs["schedule"] = cfg_.decay + " " + std::to_string(schedule_.total_steps) + " " + std::to_string(schedule_.peak());
+      c.blobs["schedule"] = cfg_.decay + " " + std::to_string(trainer_->schedule().total_steps) + " " +
+                           std::to_string(trainer_->schedule().peak());
       pending_ = ckpt_.call(&Checkpointer::save).remote(std::move(c));
     }
     return st;
@@ -324,14 +307,11 @@ class RailwayTrainer {
   Split train_, val_;
   RailwayNet net_{nullptr};
   std::unique_ptr<yard::collective::Communicator> comm_;
-  std::unique_ptr<yard::actors::DistributedDataParallel> ddp_;
-  std::unique_ptr<torch::optim::Optimizer> opt_;
+  std::unique_ptr<yard::actors::Trainer> trainer_;
   std::unique_ptr<yard::actors::DataLoader<Batch>> loader_;
-  yard::actors::LrSchedule schedule_;
   yard::ActorHandle<Checkpointer> ckpt_;
   std::optional<yard::ObjectRef<std::string>> pending_;
   torch::Tensor class_w_;
-  int64_t global_step_ = 0;
 };
 YARD_ACTOR(RailwayTrainer, yard::ctor<>, &RailwayTrainer::setup, &RailwayTrainer::train_steps, &RailwayTrainer::evaluate,
            &RailwayTrainer::finish, &RailwayTrainer::steps_per_epoch, &RailwayTrainer::position, &RailwayTrainer::pid,

@@ -1,0 +1,53 @@
+#include "yard/actors/trainer.h"
+
+namespace yard::actors {
+
+Trainer::Trainer(std::shared_ptr<torch::nn::Module> model, collective::Communicator* comm, TrainerOptions o)
+    : model_(std::move(model)), o_(std::move(o)) {
+  if (o_.optimizer == "adamw")
+    opt_ = std::make_unique<torch::optim::AdamW>(
+        model_->parameters(), torch::optim::AdamWOptions(o_.schedule.base_lr).weight_decay(o_.weight_decay));
+  else if (o_.optimizer == "sgd")
+    opt_ = std::make_unique<torch::optim::SGD>(
+        model_->parameters(),
+        torch::optim::SGDOptions(o_.schedule.base_lr).momentum(o_.momentum).weight_decay(o_.weight_decay));
+  else
+    throw std::invalid_argument("unknown optimizer '" + o_.optimizer + "' (adamw or sgd)");
+  if (comm) {
+    ddp_ = std::make_unique<DistributedDataParallel>(model_, *comm, o_.ddp);
+    ddp_->broadcast_state(0);
+  }
+}
+
+Trainer::~Trainer() = default;
+
+double Trainer::step(const std::vector<int64_t>& sizes, const std::function<torch::Tensor(size_t)>& loss_of) {
+  if (sizes.empty()) throw std::invalid_argument("Trainer::step: no micro-batches");
+  int64_t local = 0;
+  for (auto n : sizes) local += n;
+  opt_->zero_grad();
+  double loss_sum = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    bool last = i + 1 == sizes.size();
+    if (ddp_) {
+      // All but the last micro-batch only accumulate; the last one's backward all-reduces.
+      ddp_->set_no_sync(!last);
+      if (last) ddp_->begin_step(local);
+    }
+    if (sizes[i] == 0) continue;
+    auto loss = loss_of(i);
+    double n = static_cast<double>(sizes[i]);
+    // Each micro-batch's mean loss weighted by its share of this rank's samples in the step.
+    (sizes.size() == 1 ? loss : loss * (n / static_cast<double>(local))).backward();
+    loss_sum += loss.item<double>() * n;
+  }
+  if (ddp_) ddp_->finish_step();
+  if (o_.clip > 0) torch::nn::utils::clip_grad_norm_(model_->parameters(), o_.clip);
+  lr_ = o_.schedule.at(step_);
+  for (auto& g : opt_->param_groups()) g.options().set_lr(lr_);
+  opt_->step();
+  ++step_;
+  return loss_sum;
+}
+
+}  // namespace yard::actors
