@@ -20,6 +20,7 @@
 #include "yard/actors/checkpoint.h"
 #include "yard/actors/ddp.h"
 #include "yard/actors/torch_state.h"
+#include "yard/actors/trainer.h"
 
 using Clock = std::chrono::steady_clock;
 
@@ -34,6 +35,7 @@ struct Net : RailwayNet {
 int rank_main(int rank, int world, const std::string& redis, int64_t d, int64_t layers, int64_t batch, int steps,
               bool sync, const std::string& out, bool checkpoint) {
   torch::set_num_threads(1);
+  yard::actors::keep_freed_memory();
   torch::manual_seed(1);
   Net net(d, layers);
   std::unique_ptr<yard::collective::Communicator> comm;

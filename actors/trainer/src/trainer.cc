@@ -1,6 +1,13 @@
 #include "yard/actors/trainer.h"
 
+#include <malloc.h>
+
 namespace yard::actors {
+
+void keep_freed_memory() {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+}
 
 Trainer::Trainer(std::shared_ptr<torch::nn::Module> model, collective::Communicator* comm, TrainerOptions o)
     : model_(std::move(model)), o_(std::move(o)) {

@@ -153,6 +153,7 @@ class RailwayTrainer {
   // of training windows.
   int64_t setup(TrainConfig cfg, int rank, int world, std::string generation, yard::ActorHandle<Checkpointer> ckpt) {
     torch::set_num_threads(1);
+    yard::actors::keep_freed_memory();
     cfg_ = cfg;
     rank_ = rank;
     world_ = world;
