@@ -12,6 +12,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     if (p.requires_grad()) params_.push_back(p);
   // Buckets in reverse registration order, up to bucket_bytes each.
   bucket_of_.assign(params_.size(), 0);
+  offset_of_.assign(params_.size(), 0);
   seen_.assign(params_.size(), false);
   size_t bytes = 0;
   for (size_t k = params_.size(); k-- > 0;) {
@@ -21,20 +22,18 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
       bytes = 0;
     }
     auto& b = buckets_.back();
-    b.offsets.push_back(b.params.empty() ? 0 : b.offsets.back() + params_[b.params.back()].numel());
+    offset_of_[k] = b.size;
+    b.size += params_[k].numel();
     b.params.push_back(k);
     bucket_of_[k] = buckets_.size() - 1;
     bytes += pb;
   }
-  for (auto& b : buckets_) {
-    int64_t n = b.offsets.back() + params_[b.params.back()].numel();
-    b.flat = torch::zeros({n}, params_[b.params.front()].options());
-  }
   // The first bucket carries one more element: the rank's batch size, summed with the gradients.
-  if (!buckets_.empty()) {
-    count_at_ = buckets_[0].flat.numel();
-    buckets_[0].flat = torch::cat({buckets_[0].flat, torch::zeros({1}, buckets_[0].flat.options())});
+  for (size_t i = 0; i < buckets_.size(); ++i) {
+    auto& b = buckets_[i];
+    b.flat = torch::zeros({b.size + (i == 0 ? 1 : 0)}, params_[b.params.front()].options());
   }
+  if (!buckets_.empty()) count_at_ = buckets_[0].size;
   for (size_t k = 0; k < params_.size(); ++k)
     params_[k].register_hook([this, k](torch::Tensor g) {
       on_grad(k, g);
@@ -72,7 +71,6 @@ void DistributedDataParallel::begin_step(int64_t local_batch) {
   if (!buckets_.empty()) buckets_[0].flat[count_at_].fill_(static_cast<double>(local_batch));
   for (auto& b : buckets_) {
     b.ready = 0;
-    b.launched = false;
     b.work.reset();
   }
   std::fill(seen_.begin(), seen_.end(), false);
@@ -82,23 +80,29 @@ void DistributedDataParallel::begin_step(int64_t local_batch) {
 
 void DistributedDataParallel::on_grad(size_t k, const torch::Tensor& g) {
   if (!in_step_ || no_sync_ || seen_[k]) return;
-  seen_[k] = true;
-  auto& b = buckets_[bucket_of_[k]];
-  size_t slot = static_cast<size_t>(std::find(b.params.begin(), b.params.end(), k) - b.params.begin());
   torch::NoGradGuard ng;
-  // The gradient .grad will hold after this backward: what earlier no_sync steps accumulated plus
-  // this one.
-  auto total = params_[k].grad().defined() ? params_[k].grad() + g : g;
-  auto part = b.flat.narrow(0, b.offsets[slot], g.numel());
-  torch::mul_out(part, total.reshape({-1}), torch::scalar_tensor(scale_, total.options()));
-  ++b.ready;
+  fill_slot(k, g);
   if (o_.overlap) launch_ready();
+}
+
+void DistributedDataParallel::fill_slot(size_t k, const torch::Tensor& g) {
+  auto& b = buckets_[bucket_of_[k]];
+  auto part = b.flat.narrow(0, offset_of_[k], params_[k].numel());
+  // The gradient .grad will hold after this backward: what earlier no_sync steps accumulated plus
+  // this one (g, undefined for a parameter this backward did not reach).
+  auto cur = params_[k].grad();
+  auto total = cur.defined() && g.defined() ? cur + g : cur.defined() ? cur : g;
+  if (total.defined())
+    torch::mul_out(part, total.reshape({-1}), torch::scalar_tensor(scale_, total.options()));
+  else
+    part.zero_();
+  seen_[k] = true;
+  ++b.ready;
 }
 
 void DistributedDataParallel::launch_ready() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
     auto& b = buckets_[next_launch_++];
-    b.launched = true;
     b.work = collective::allreduce_async(comm_, b.flat, collective::ReduceOp::kSum);
   }
 }
@@ -107,18 +111,10 @@ void DistributedDataParallel::finish_step() {
   if (no_sync_) return;
   if (!in_step_) throw std::runtime_error("DDP: finish_step without begin_step");
   torch::NoGradGuard ng;
-  // Parameters that got no gradient this step contribute zeros, so every bucket completes.
+  // Parameters that got no gradient this backward contribute what they accumulated (or zeros),
+  // so every bucket completes.
   for (size_t k = 0; k < params_.size(); ++k)
-    if (!seen_[k]) {
-      auto& b = buckets_[bucket_of_[k]];
-      size_t slot = static_cast<size_t>(std::find(b.params.begin(), b.params.end(), k) - b.params.begin());
-      auto cur = params_[k].grad();
-      auto part = b.flat.narrow(0, b.offsets[slot], params_[k].numel());
-      if (cur.defined()) part.copy_(cur.reshape({-1}) * scale_);
-      else part.zero_();
-      seen_[k] = true;
-      ++b.ready;
-    }
+    if (!seen_[k]) fill_slot(k, torch::Tensor());
   launch_ready();
   for (auto& b : buckets_) b.work->wait();
   in_step_ = false;
@@ -127,13 +123,12 @@ void DistributedDataParallel::finish_step() {
   if (n <= 0) throw std::runtime_error("DDP: the global batch is empty");
   global_batch_ = static_cast<int64_t>(std::llround(n));
   auto inv = torch::scalar_tensor(1.0 / n, buckets_[0].flat.options());
-  for (auto& b : buckets_)
-    for (size_t j = 0; j < b.params.size(); ++j) {
-      auto& p = params_[b.params[j]];
-      auto reduced = b.flat.narrow(0, b.offsets[j], p.numel()).view_as(p);
-      if (p.grad().defined()) torch::mul_out(p.mutable_grad(), reduced, inv);
-      else p.mutable_grad() = reduced * inv;
-    }
+  for (size_t k = 0; k < params_.size(); ++k) {
+    auto& p = params_[k];
+    auto reduced = buckets_[bucket_of_[k]].flat.narrow(0, offset_of_[k], p.numel()).view_as(p);
+    if (p.grad().defined()) torch::mul_out(p.mutable_grad(), reduced, inv);
+    else p.mutable_grad() = reduced * inv;
+  }
 }
 
 double scaled_lr(double base_lr, int64_t base_batch, int64_t global_batch, int64_t step, int64_t warmup_steps) {

@@ -46,13 +46,14 @@ class DistributedDataParallel {
  private:
   struct Bucket {
     std::vector<size_t> params;   // indices into params_
-    std::vector<int64_t> offsets;
+    int64_t size = 0;             // elements of its parameters
     torch::Tensor flat;
     size_t ready = 0;
-    bool launched = false;
     collective::WorkPtr work;
   };
   void on_grad(size_t param, const torch::Tensor& g);
+  // Writes parameter k's gradient for this step, times the local batch size, into its bucket.
+  void fill_slot(size_t k, const torch::Tensor& g);
   void launch_ready();
 
   std::shared_ptr<torch::nn::Module> model_;
@@ -60,6 +61,7 @@ class DistributedDataParallel {
   DdpOptions o_;
   std::vector<torch::Tensor> params_;
   std::vector<size_t> bucket_of_;
+  std::vector<int64_t> offset_of_;  // where each parameter starts in its bucket
   std::vector<bool> seen_;
   std::vector<Bucket> buckets_;
   size_t next_launch_ = 0;
