@@ -3,6 +3,7 @@
 #define CATCH_CONFIG_PREFIX_ALL
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -51,9 +52,10 @@ std::vector<torch::Tensor> reference(int steps) {
   return out;
 }
 
-// Two ranks, uneven halves of the batch (5 and 3 rows); rank 1 starts from other weights and is
-// brought in line by the broadcast. Returns rank 0's parameters.
-std::vector<torch::Tensor> ddp(int steps, DdpOptions o, const std::string& group, bool accumulate = false) {
+// Runs `train` as ranks 0 and 1 of `group` on two threads; returns each rank's parameters after
+// it (train returns the model it trained). An exception on either rank fails the test.
+using RankFn = std::function<std::shared_ptr<torch::nn::Module>(int rank, collective::Communicator& comm)>;
+std::vector<std::vector<torch::Tensor>> two_ranks(const std::string& group, const RankFn& train) {
   torch::set_num_threads(1);
   auto& redis = test::shared_redis();
   std::vector<std::vector<torch::Tensor>> result(2);
@@ -68,33 +70,7 @@ std::vector<torch::Tensor> ddp(int steps, DdpOptions o, const std::string& group
         s.rank = r;
         s.redis_address = redis.address();
         auto comm = collective::create_group(s);
-        Data d;
-        auto m = make_model(r == 0 ? 7 : 99);
-        DistributedDataParallel dp(m, *comm, o);
-        dp.broadcast_state(0);
-        torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1));
-        auto rows = r == 0 ? d.x.slice(0, 0, 5) : d.x.slice(0, 5, 8);
-        auto ys = r == 0 ? d.y.slice(0, 0, 5) : d.y.slice(0, 5, 8);
-        int64_t n = rows.size(0);
-        for (int st = 0; st < steps; ++st) {
-          opt.zero_grad();
-          if (accumulate && n > 1) {
-            // Two micro-batches: the first only accumulates; each loss is its share of the local mean.
-            auto half = n / 2;
-            dp.set_no_sync(true);
-            (torch::mse_loss(m->forward(rows.slice(0, 0, half)), ys.slice(0, 0, half), torch::Reduction::Sum) /
-             (n * 3)).backward();
-            dp.set_no_sync(false);
-            dp.begin_step(n);
-            (torch::mse_loss(m->forward(rows.slice(0, half, n)), ys.slice(0, half, n), torch::Reduction::Sum) /
-             (n * 3)).backward();
-          } else {
-            dp.begin_step(n);
-            torch::mse_loss(m->forward(rows), ys).backward();
-          }
-          dp.finish_step();
-          opt.step();
-        }
+        auto m = train(r, *comm);
         for (auto& p : m->parameters()) result[r].push_back(p.detach().clone());
         comm->destroy();
       } catch (const std::exception& e) {
@@ -103,6 +79,42 @@ std::vector<torch::Tensor> ddp(int steps, DdpOptions o, const std::string& group
     });
   for (auto& t : ts) t.join();
   for (auto& e : errors) CATCH_REQUIRE(e.empty());
+  return result;
+}
+
+// Two ranks, uneven halves of the batch (5 and 3 rows); rank 1 starts from other weights and is
+// brought in line by the broadcast. Returns rank 0's parameters.
+std::vector<torch::Tensor> ddp(int steps, DdpOptions o, const std::string& group, bool accumulate = false) {
+  auto result = two_ranks(group, [&](int r, collective::Communicator& comm) {
+    Data d;
+    auto m = make_model(r == 0 ? 7 : 99);
+    DistributedDataParallel dp(m, comm, o);
+    dp.broadcast_state(0);
+    torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1));
+    auto rows = r == 0 ? d.x.slice(0, 0, 5) : d.x.slice(0, 5, 8);
+    auto ys = r == 0 ? d.y.slice(0, 0, 5) : d.y.slice(0, 5, 8);
+    int64_t n = rows.size(0);
+    for (int st = 0; st < steps; ++st) {
+      opt.zero_grad();
+      if (accumulate && n > 1) {
+        // Two micro-batches: the first only accumulates; each loss is its share of the local mean.
+        auto half = n / 2;
+        dp.set_no_sync(true);
+        (torch::mse_loss(m->forward(rows.slice(0, 0, half)), ys.slice(0, 0, half), torch::Reduction::Sum) /
+         (n * 3)).backward();
+        dp.set_no_sync(false);
+        dp.begin_step(n);
+        (torch::mse_loss(m->forward(rows.slice(0, half, n)), ys.slice(0, half, n), torch::Reduction::Sum) /
+         (n * 3)).backward();
+      } else {
+        dp.begin_step(n);
+        torch::mse_loss(m->forward(rows), ys).backward();
+      }
+      dp.finish_step();
+      opt.step();
+    }
+    return m;
+  });
   for (size_t i = 0; i < result[0].size(); ++i) CATCH_REQUIRE(torch::equal(result[0][i], result[1][i]));  // replicas agree
   return result[0];
 }
@@ -170,53 +182,34 @@ CATCH_TEST_CASE("linear LR scaling with warm-up, never divided by the workers", 
 
 CATCH_TEST_CASE("the Trainer's step (micro-batches, DDP, schedule) equals single-process SGD on the whole batch",
                 "[trainer][step]") {
-  torch::set_num_threads(1);
   auto ref = reference(3);
-  auto& redis = test::shared_redis();
-  std::vector<std::vector<torch::Tensor>> result(2);
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> ts;
-  for (int r = 0; r < 2; ++r)
-    ts.emplace_back([&, r] {
-      try {
-        collective::GroupSpec s;
-        s.name = "trainer-step";
-        s.world_size = 2;
-        s.rank = r;
-        s.redis_address = redis.address();
-        auto comm = collective::create_group(s);
-        Data d;
-        auto m = make_model(r == 0 ? 7 : 99);  // rank 1 is brought in line by the broadcast
-        TrainerOptions o;
-        o.optimizer = "sgd";
-        o.momentum = 0;
-        o.weight_decay = 0;
-        o.clip = 0;
-        o.schedule.base_lr = 0.1;  // for the global batch of 8: no scaling, no warm-up
-        o.schedule.base_batch = 8;
-        o.schedule.global_batch = 8;
-        Trainer t(m, comm.get(), o);
-        // Rank 0 takes rows 0-4 as two micro-batches (2 + 3), rank 1 rows 5-7 as one.
-        std::vector<int64_t> sizes = r == 0 ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{3};
-        int64_t first = r == 0 ? 0 : 5;
-        for (int st = 0; st < 3; ++st) {
-          double sum = t.step(sizes, [&](size_t i) {
-            int64_t from = first;
-            for (size_t k = 0; k < i; ++k) from += sizes[k];
-            return torch::mse_loss(m->forward(d.x.slice(0, from, from + sizes[i])), d.y.slice(0, from, from + sizes[i]));
-          });
-          CATCH_CHECK(sum > 0);
-        }
-        CATCH_CHECK(t.global_step() == 3);
-        CATCH_CHECK(t.last_lr() == Approx(0.1));
-        for (auto& p : m->parameters()) result[r].push_back(p.detach().clone());
-        comm->destroy();
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : ts) t.join();
-  for (auto& e : errors) CATCH_REQUIRE(e.empty());
+  auto result = two_ranks("trainer-step", [&](int r, collective::Communicator& comm) {
+    Data d;
+    auto m = make_model(r == 0 ? 7 : 99);  // rank 1 is brought in line by the broadcast
+    TrainerOptions o;
+    o.optimizer = "sgd";
+    o.momentum = 0;
+    o.weight_decay = 0;
+    o.clip = 0;
+    o.schedule.base_lr = 0.1;  // for the global batch of 8: no scaling, no warm-up
+    o.schedule.base_batch = 8;
+    o.schedule.global_batch = 8;
+    Trainer t(m, &comm, o);
+    // Rank 0 takes rows 0-4 as two micro-batches (2 + 3), rank 1 rows 5-7 as one.
+    std::vector<int64_t> sizes = r == 0 ? std::vector<int64_t>{2, 3} : std::vector<int64_t>{3};
+    int64_t first = r == 0 ? 0 : 5;
+    for (int st = 0; st < 3; ++st) {
+      double sum = t.step(sizes, [&](size_t i) {
+        int64_t from = first;
+        for (size_t k = 0; k < i; ++k) from += sizes[k];
+        return torch::mse_loss(m->forward(d.x.slice(0, from, from + sizes[i])), d.y.slice(0, from, from + sizes[i]));
+      });
+      CATCH_CHECK(sum > 0);
+    }
+    CATCH_CHECK(t.global_step() == 3);
+    CATCH_CHECK(t.last_lr() == Approx(0.1));
+    return m;
+  });
   CATCH_CHECK(max_diff(ref, result[0]) < 1e-5);
   CATCH_CHECK(max_diff(result[0], result[1]) == 0);
 }
