@@ -5,6 +5,7 @@
 # back the node fences itself (its old workers stop) and rejoins empty.
 # Needs root for `ip netns`: skipped (exit 77) with a message otherwise.
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 YARD=$1
 PROBE=$2
 NS=yard-t-$$
@@ -23,12 +24,7 @@ PROBE_PID=
 cleanup() {
   set +e
   [ -n "$PROBE_PID" ] && kill -9 "$PROBE_PID" 2>/dev/null
-  for f in "$YARD_HOME"/clusters/*.json; do
-    [ -f "$f" ] && kill -9 "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$f")" 2>/dev/null
-  done
-  for f in "$YARD_HOME"/session-*/redis.address; do
-    [ -f "$f" ] && kill -9 "$(awk '{print $2}' "$f")" 2>/dev/null
-  done
+  for p in $(daemon_pids) $(redis_pids); do kill -9 "$p" 2>/dev/null; done
   ip netns pids "$NS" 2>/dev/null | xargs -r kill -9
   ip netns del "$NS" 2>/dev/null
   ip link del "$VH" 2>/dev/null

@@ -2,6 +2,7 @@
 # kill -9 of a trainer mid-run: the job notices, restarts the group from the latest checkpoint,
 # finishes every epoch without anyone stepping in, and ends where the undisturbed job ends.
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 bin="$1"
 work=$(mktemp -d /tmp/yard-train-fault-XXXXXX)
 pid=""
@@ -10,23 +11,12 @@ trap cleanup EXIT
 cd "$work"
 "$bin" --epochs 3 --workers 2 --logs 1 --length-km 8 --batch 16 --checkpoint-every 20 > out.txt 2>&1 &
 pid=$!
-deadline=$((SECONDS + 300))
-until grep -q "epoch 1/3  steps" out.txt && ls railway-out/checkpoints/run-*/ckpt-*.bin >/dev/null 2>&1; do
-  if ! kill -0 "$pid" 2>/dev/null || [ $SECONDS -gt $deadline ]; then cat out.txt; echo "no first epoch"; exit 1; fi
-  sleep 0.2
-done
+await_first_epoch "$pid"
 victim=$(grep "trainer pids:" out.txt | head -1 | awk '{print $4}')
 echo "killing trainer $victim"
 kill -9 "$victim"
-deadline=$((SECONDS + 300))
-while kill -0 "$pid" 2>/dev/null; do
-  if [ $SECONDS -gt $deadline ]; then cat out.txt; echo "the job did not finish"; exit 1; fi
-  sleep 0.2
-done
-wait "$pid"; rc=$?
+await_job "$pid"
 pid=""
-cat out.txt
-test $rc -eq 0
 grep -q "restarting the group from the latest checkpoint" out.txt
 grep -q "resumed at epoch 2" out.txt
 grep -q "epoch 3/3" out.txt

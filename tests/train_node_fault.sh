@@ -3,6 +3,7 @@
 # trainer dies with it, the job restarts the group from the latest checkpoint once the node's
 # bundle is placed elsewhere, and finishes every epoch.
 set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 YARD=$(readlink -f "$1")
 TRAIN=$(readlink -f "$2")
 export YARD_HOME=$(mktemp -d /tmp/yard-train-node-XXXXXX)
@@ -11,16 +12,9 @@ pid=""
 cleanup() {
   set +e
   [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-  for f in "$YARD_HOME"/clusters/*.json; do
-    [ -f "$f" ] && kill "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$f")" 2>/dev/null
-  done
+  for p in $(daemon_pids); do kill "$p" 2>/dev/null; done
   sleep 1
-  for f in "$YARD_HOME"/clusters/*.json; do
-    [ -f "$f" ] && kill -9 "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$f")" 2>/dev/null
-  done
-  for f in "$YARD_HOME"/session-*/redis.address; do
-    [ -f "$f" ] && kill -9 "$(awk '{print $2}' "$f")" 2>/dev/null
-  done
+  for p in $(daemon_pids) $(redis_pids); do kill -9 "$p" 2>/dev/null; done
   rm -rf "$YARD_HOME"
 }
 trap cleanup EXIT
@@ -32,11 +26,7 @@ for i in 1 2; do "$YARD" start --address "$YARD_ADDRESS" --num-cpus 1 --heartbea
 cd "$YARD_HOME"
 "$TRAIN" --epochs 3 --workers 2 --logs 1 --length-km 8 --batch 16 --placement STRICT_SPREAD > out.txt 2>&1 &
 pid=$!
-deadline=$((SECONDS + 300))
-until grep -q "epoch 1/3  steps" out.txt && ls railway-out/checkpoints/run-*/ckpt-*.bin > /dev/null 2>&1; do
-  if ! kill -0 "$pid" 2>/dev/null || [ $SECONDS -gt $deadline ]; then cat out.txt; echo "no first epoch"; exit 1; fi
-  sleep 0.2
-done
+await_first_epoch "$pid"
 head_node=$("$YARD" status --json | python3 -c 'import json,sys; print([n["node_id"] for n in json.load(sys.stdin)["nodes"] if n.get("role") == "head"][0])')
 victim_node=$(grep "trainer nodes:" out.txt | head -1 | tr ' ' '\n' | grep '^node-' | grep -v "$head_node" | head -1)
 [ -n "$victim_node" ] || { cat out.txt; echo "no trainer on a joined node"; exit 1; }
@@ -48,15 +38,8 @@ for f in glob.glob(sys.argv[1] + "/clusters/*.json"):
     if r["address"] == sys.argv[2]: print(r["pid"])' "$YARD_HOME" "$victim_addr")
 echo "killing node $victim_node (node manager pid $victim_pid), which runs a trainer"
 kill -9 "$victim_pid"
-deadline=$((SECONDS + 300))
-while kill -0 "$pid" 2>/dev/null; do
-  if [ $SECONDS -gt $deadline ]; then cat out.txt; echo "the job did not finish"; exit 1; fi
-  sleep 0.2
-done
-wait "$pid"; rc=$?
+await_job "$pid"
 pid=""
-cat out.txt
-test $rc -eq 0
 grep -q "restarting the group from the latest checkpoint" out.txt
 grep -q "epoch 3/3" out.txt
 # The log was aligned on the node that recorded it.

@@ -1,0 +1,37 @@
+# Shared by the shell tests (source it). Each helper fails the test with the job's output when
+# what it waits for does not happen within 300 s.
+
+# The pids of the daemons (head, node managers) and of the Redis servers started under $YARD_HOME.
+daemon_pids() {
+  for f in "$YARD_HOME"/clusters/*.json; do
+    [ -f "$f" ] && python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$f"
+  done
+}
+redis_pids() {
+  for f in "$YARD_HOME"/session-*/redis.address; do
+    [ -f "$f" ] && awk '{print $2}' "$f"
+  done
+}
+
+# await_first_epoch PID: until the railway job PID (output in out.txt) has finished its first
+# epoch (of 3) and written a checkpoint.
+await_first_epoch() {
+  local deadline=$((SECONDS + 300))
+  until grep -q "epoch 1/3  steps" out.txt && ls railway-out/checkpoints/run-*/ckpt-*.bin > /dev/null 2>&1; do
+    if ! kill -0 "$1" 2>/dev/null || [ $SECONDS -gt $deadline ]; then cat out.txt; echo "no first epoch"; exit 1; fi
+    sleep 0.2
+  done
+}
+
+# await_job PID: waits for the job PID to end, prints its output (out.txt) and fails unless it
+# exited 0.
+await_job() {
+  local deadline=$((SECONDS + 300)) rc=0
+  while kill -0 "$1" 2>/dev/null; do
+    if [ $SECONDS -gt $deadline ]; then cat out.txt; echo "the job did not finish"; exit 1; fi
+    sleep 0.2
+  done
+  wait "$1" || rc=$?
+  cat out.txt
+  test $rc -eq 0
+}
