@@ -54,16 +54,17 @@ class NcclCommunicator final : public Communicator {
     store_ = std::make_unique<RedisStore>(spec.redis_address, spec.redis_password,
                                           "yard:coll:" + spec.name + ":" + spec.generation + ":", spec.name,
                                           spec.timeout);
-    ncclUniqueId id;
-    if (spec.rank == 0) {
-      check(ncclGetUniqueId(&id), "ncclGetUniqueId");
-      store_->set("nccl_id", std::vector<char>(reinterpret_cast<char*>(&id), reinterpret_cast<char*>(&id) + sizeof id));
-    } else {
-      auto v = store_->get("nccl_id");
-      if (v.size() != sizeof id) throw CollectiveError("group '" + spec.name + "': malformed NCCL id in the store");
-      std::memcpy(&id, v.data(), sizeof id);
+    try {
+      rendezvous(spec);
+    } catch (...) {
+      // Leave nothing behind that a later incarnation of the group could mistake for its own.
+      try {
+        store_->erase(arrival_key(spec.rank));
+        if (spec.rank == 0) store_->erase("nccl_id");
+      } catch (...) {
+      }
+      throw;
     }
-    check(ncclCommInitRank(&comm_, spec.world_size, id, spec.rank), "ncclCommInitRank");
     check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   }
   ~NcclCommunicator() override {
@@ -76,26 +77,32 @@ class NcclCommunicator final : public Communicator {
   Backend backend() const override { return Backend::kNccl; }
 
   void allreduce(void* d, size_t n, DType t, ReduceOp op, const Options& o) override {
+    if (n == 0) return;
     run("allreduce", o, [&] { return ncclAllReduce(d, d, n, nccl_type(t), nccl_op(op), comm_, stream_); });
   }
   void allreduce_coalesced(const std::vector<std::pair<void*, size_t>>& bufs, DType t, ReduceOp op,
                            const Options& o) override {
     run("allreduce_coalesced", o, [&] {
       ncclGroupStart();
-      for (auto& b : bufs) ncclAllReduce(b.first, b.first, b.second, nccl_type(t), nccl_op(op), comm_, stream_);
+      for (auto& b : bufs)
+        if (b.second) ncclAllReduce(b.first, b.first, b.second, nccl_type(t), nccl_op(op), comm_, stream_);
       return ncclGroupEnd();
     });
   }
   void broadcast(void* d, size_t n, DType t, int root, const Options& o) override {
+    if (n == 0) return;
     run("broadcast", o, [&] { return ncclBroadcast(d, d, n, nccl_type(t), root, comm_, stream_); });
   }
   void reduce(void* d, size_t n, DType t, ReduceOp op, int root, const Options& o) override {
+    if (n == 0) return;
     run("reduce", o, [&] { return ncclReduce(d, d, n, nccl_type(t), nccl_op(op), root, comm_, stream_); });
   }
   void allgather(const void* in, void* out, size_t n, DType t, const Options& o) override {
+    if (n == 0) return;
     run("allgather", o, [&] { return ncclAllGather(in, out, n, nccl_type(t), comm_, stream_); });
   }
   void reduce_scatter(const void* in, void* out, size_t n, DType t, ReduceOp op, const Options& o) override {
+    if (n == 0) return;
     run("reduce_scatter", o, [&] { return ncclReduceScatter(in, out, n, nccl_type(t), nccl_op(op), comm_, stream_); });
   }
   void barrier(const Options& o) override {
@@ -110,9 +117,11 @@ class NcclCommunicator final : public Communicator {
     cudaFree(one);
   }
   void send(const void* d, size_t n, DType t, int peer, const Options& o) override {
+    if (n == 0) return;
     run("send", o, [&] { return ncclSend(d, n, nccl_type(t), peer, comm_, stream_); });
   }
   void recv(void* d, size_t n, DType t, int peer, const Options& o) override {
+    if (n == 0) return;
     run("recv", o, [&] { return ncclRecv(d, n, nccl_type(t), peer, comm_, stream_); });
   }
   void destroy(const Options&) override {
@@ -126,6 +135,26 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  static std::string arrival_key(int rank) { return "nccl_rank" + std::to_string(rank); }
+  void rendezvous(const GroupSpec& spec) {
+    // Every member says it is here before NCCL's own bootstrap starts: ncclCommInitRank waits
+    // without a deadline for ranks that never come, the store names them within the timeout.
+    store_->set(arrival_key(spec.rank), {'1'});
+    std::vector<std::string> others;
+    for (int r = 0; r < spec.world_size; ++r)
+      if (r != spec.rank) others.push_back(arrival_key(r));
+    store_->wait(others);
+    ncclUniqueId id;
+    if (spec.rank == 0) {
+      check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      store_->set("nccl_id", std::vector<char>(reinterpret_cast<char*>(&id), reinterpret_cast<char*>(&id) + sizeof id));
+    } else {
+      auto v = store_->get("nccl_id");
+      if (v.size() != sizeof id) throw CollectiveError("group '" + spec.name + "': malformed NCCL id in the store");
+      std::memcpy(&id, v.data(), sizeof id);
+    }
+    check(ncclCommInitRank(&comm_, spec.world_size, id, spec.rank), "ncclCommInitRank");
+  }
   void check(ncclResult_t r, const char* what) {
     if (r != ncclSuccess)
       throw CollectiveError("group '" + spec_.name + "' rank " + std::to_string(spec_.rank) + ": " + what +

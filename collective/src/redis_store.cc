@@ -58,6 +58,8 @@ long long RedisStore::incr(const std::string& key) {
   return v;
 }
 
+void RedisStore::erase(const std::string& key) { redis_->cmd({"DEL", prefix_ + key}); }
+
 void RedisStore::remove_all() {
   std::string cursor = "0";
   do {

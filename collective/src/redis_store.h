@@ -24,6 +24,7 @@ class RedisStore : public gloo::rendezvous::Store {
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
   // Deletes every key of this prefix.
   void remove_all();
+  void erase(const std::string& key);
   long long incr(const std::string& key);
   const std::string& prefix() const { return prefix_; }
 
