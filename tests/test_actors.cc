@@ -147,6 +147,27 @@ TEST_CASE("asynchronous writes hand over a snapshot and land in order", "[actors
   fs::remove_all(dir);
 }
 
+TEST_CASE("a deferred write makes its checkpoint on the store's thread; its failure fails that write",
+          "[actors][checkpoint]") {
+  auto dir = tmpdir("deferred");
+  CheckpointStore st(dir, 3);
+  auto caller = std::this_thread::get_id();
+  std::thread::id maker;
+  st.write_async(std::function<Checkpoint()>([&] {
+    maker = std::this_thread::get_id();
+    return make(8);
+  }));
+  st.wait();
+  CHECK(maker != caller);
+  CHECK(st.restore()->step == 8);
+  st.write_async(std::function<Checkpoint()>([]() -> Checkpoint { throw std::runtime_error("snapshot went bad"); }));
+  CHECK_THROWS_WITH(st.wait(), Catch::Contains("snapshot went bad"));
+  st.write_async(make(9));  // the store carries on
+  st.wait();
+  CHECK(st.restore()->step == 9);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("the latest pointer can live in Redis", "[actors][checkpoint]") {
   auto& redis = yard::test::shared_redis();
   yard::detail::Redis r("127.0.0.1", redis.port(), "", std::chrono::seconds(2));

@@ -172,6 +172,47 @@ CATCH_TEST_CASE("a checkpoint restored continues bit for bit", "[trainer][checkp
   for (size_t i = 0; i < p1.size(); ++i) CATCH_CHECK(torch::equal(p1[i], p2[i]));
 }
 
+CATCH_TEST_CASE("a state snapshot serialises later to the bytes of the moment it was taken", "[trainer][checkpoint]") {
+  torch::set_num_threads(1);
+  Data d;
+  auto check = [&](auto make_opt, const char* kind) {
+    CATCH_INFO(kind);
+    std::shared_ptr<torch::nn::SequentialImpl> m;
+    {
+      std::lock_guard<std::mutex> l(g_rng_mu);
+      torch::manual_seed(5);
+      // A layer that holds buffers too (running statistics).
+      m = std::make_shared<torch::nn::SequentialImpl>(torch::nn::Linear(8, 16), torch::nn::BatchNorm1d(16),
+                                                      torch::nn::Tanh(), torch::nn::Linear(16, 3));
+    }
+    auto opt = make_opt(m->parameters());
+    auto train = [&](int steps) {
+      for (int s = 0; s < steps; ++s) {
+        opt->zero_grad();
+        torch::mse_loss(m->forward(d.x), d.y).backward();
+        opt->step();
+      }
+    };
+    train(3);
+    StateSnapshot sm(*m), so(*opt);
+    auto want_m = state_bytes(*m), want_o = state_bytes(*opt);
+    train(2);
+    CATCH_CHECK(state_bytes(*m) != want_m);
+    CATCH_CHECK(state_bytes(*opt) != want_o);
+    std::string got_m, got_o;
+    std::thread t([&] { got_m = sm.bytes(), got_o = so.bytes(); });  // as a checkpoint thread would
+    t.join();
+    CATCH_CHECK(got_m == want_m);
+    CATCH_CHECK(got_o == want_o);
+  };
+  using namespace torch::optim;
+  check([](auto p) { return std::make_unique<AdamW>(p, AdamWOptions(0.01)); }, "adamw");
+  check([](auto p) { return std::make_unique<AdamW>(p, AdamWOptions(0.01).amsgrad(true)); }, "adamw amsgrad");
+  check([](auto p) { return std::make_unique<Adam>(p, AdamOptions(0.01)); }, "adam");
+  check([](auto p) { return std::make_unique<SGD>(p, SGDOptions(0.01).momentum(0.9)); }, "sgd momentum");
+  check([](auto p) { return std::make_unique<RMSprop>(p, RMSpropOptions(0.01)); }, "rmsprop (serialised at once)");
+}
+
 CATCH_TEST_CASE("linear LR scaling with warm-up, never divided by the workers", "[trainer][lr]") {
   CATCH_CHECK(scaled_lr(0.1, 32, 128, 0, 10) == Approx(0.1));
   CATCH_CHECK(scaled_lr(0.1, 32, 128, 5, 10) == Approx(0.25));

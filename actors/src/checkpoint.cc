@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <stdexcept>
 
 namespace yard::actors {
@@ -102,27 +103,32 @@ std::string CheckpointStore::write(const Checkpoint& c) {
 }
 
 void CheckpointStore::write_async(Checkpoint c) {
+  auto held = std::make_shared<Checkpoint>(std::move(c));
+  write_async(std::function<Checkpoint()>([held] { return std::move(*held); }));
+}
+
+void CheckpointStore::write_async(std::function<Checkpoint()> make) {
   {
     std::lock_guard<std::mutex> l(mu_);
-    queue_.push_back(std::move(c));
+    queue_.push_back(std::move(make));
   }
   cv_.notify_all();
 }
 
 void CheckpointStore::worker() {
   for (;;) {
-    Checkpoint c;
+    std::function<Checkpoint()> make;
     {
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait(l, [&] { return stop_ || !queue_.empty(); });
       if (queue_.empty()) return;
-      c = std::move(queue_.front());
+      make = std::move(queue_.front());
       queue_.pop_front();
       busy_ = true;
     }
     std::string err;
     try {
-      write(c);
+      write(make());
     } catch (const std::exception& e) {
       err = e.what();
     }

@@ -1,6 +1,8 @@
 #include "yard/actors/torch_state.h"
 
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace yard::actors {
 
@@ -20,11 +22,90 @@ void load(T& x, const std::string& bytes) {
   a.load_from(in);
   x.load(a);
 }
+
+// A copy of a tensor's data that training can no longer change (requires_grad kept, so the
+// serialised bytes are the same).
+torch::Tensor copy_of(const torch::Tensor& t) {
+  if (!t.defined()) return t;
+  torch::NoGradGuard ng;
+  auto c = t.detach().clone();
+  if (t.requires_grad()) c.requires_grad_(true);
+  return c;
+}
 }  // namespace
 
 std::string state_bytes(const torch::nn::Module& m) { return save(m); }
 std::string state_bytes(const torch::optim::Optimizer& o) { return save(o); }
 void load_state(torch::nn::Module& m, const std::string& bytes) { load(m, bytes); }
 void load_state(torch::optim::Optimizer& o, const std::string& bytes) { load(o, bytes); }
+
+// What Module::save writes: own parameters, own buffers, then each serialisable child's archive.
+struct StateSnapshot::ModuleCopy {
+  std::vector<std::pair<std::string, torch::Tensor>> parameters, buffers;
+  std::vector<std::pair<std::string, std::shared_ptr<const ModuleCopy>>> children;
+
+  void write(torch::serialize::OutputArchive& a) const {
+    for (auto& [k, t] : parameters) a.write(k, t);
+    for (auto& [k, t] : buffers) a.write(k, t, /*is_buffer=*/true);
+    for (auto& [k, c] : children) {
+      torch::serialize::OutputArchive ca(a.compilation_unit());
+      c->write(ca);
+      a.write(k, ca);
+    }
+  }
+};
+
+namespace {
+std::shared_ptr<const StateSnapshot::ModuleCopy> copy_module(const torch::nn::Module& m) {
+  auto c = std::make_shared<StateSnapshot::ModuleCopy>();
+  for (auto& p : m.named_parameters(/*recurse=*/false)) c->parameters.emplace_back(p.key(), copy_of(p.value()));
+  for (auto& b : m.named_buffers(/*recurse=*/false)) c->buffers.emplace_back(b.key(), copy_of(b.value()));
+  for (auto& child : m.named_children()) {
+    if (!child.value()->is_serializable()) continue;
+    c->children.emplace_back(child.key(), copy_module(*child.value()));
+  }
+  return c;
+}
+
+// A new optimizer of the same kind over the same parameters (the serialised param groups name
+// them by identity, so the bytes come out the same) with copies of every state tensor.
+template <class Opt, class State, class Options>
+std::shared_ptr<const torch::optim::Optimizer> copy_optimizer(const Opt& o) {
+  std::vector<torch::optim::OptimizerParamGroup> groups(o.param_groups().begin(), o.param_groups().end());
+  auto c = std::make_shared<Opt>(std::move(groups), static_cast<const Options&>(o.defaults()));
+  for (auto& [key, s] : o.state()) {
+    auto st = std::make_unique<State>(static_cast<const State&>(*s));
+    if constexpr (std::is_same_v<State, torch::optim::SGDParamState>) {
+      st->momentum_buffer(copy_of(st->momentum_buffer()));
+    } else {
+      st->exp_avg(copy_of(st->exp_avg()));
+      st->exp_avg_sq(copy_of(st->exp_avg_sq()));
+      st->max_exp_avg_sq(copy_of(st->max_exp_avg_sq()));
+    }
+    c->state()[key] = std::move(st);
+  }
+  return c;
+}
+}  // namespace
+
+StateSnapshot::StateSnapshot(const torch::nn::Module& m) : module_(copy_module(m)) {}
+
+StateSnapshot::StateSnapshot(const torch::optim::Optimizer& o) {
+  using namespace torch::optim;
+  if (auto* a = dynamic_cast<const AdamW*>(&o)) optimizer_ = copy_optimizer<AdamW, AdamWParamState, AdamWOptions>(*a);
+  else if (auto* b = dynamic_cast<const Adam*>(&o)) optimizer_ = copy_optimizer<Adam, AdamParamState, AdamOptions>(*b);
+  else if (auto* s = dynamic_cast<const SGD*>(&o)) optimizer_ = copy_optimizer<SGD, SGDParamState, SGDOptions>(*s);
+  else bytes_ = save(o);
+}
+
+std::string StateSnapshot::bytes() const {
+  if (optimizer_) return save(*optimizer_);
+  if (!module_) return bytes_;
+  torch::serialize::OutputArchive a;
+  module_->write(a);
+  std::ostringstream out;
+  a.save_to(out);
+  return out.str();
+}
 
 }  // namespace yard::actors

@@ -22,6 +22,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -258,15 +259,20 @@ class RailwayTrainer {
     st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (checkpoint && rank_ == 0) {
       // The previous write has long finished; a failure surfaces here rather than being lost.
-      if (pending_) pending_->get(600s);
+      if (pending_.valid()) pending_.get();
+      // On this thread only copies of the tensors; serialising them and the call that hands the
+      // bytes to the checkpointer run beside training.
       yard::actors::CheckpointData c;
       c.step = static_cast<uint64_t>(trainer_->global_step());
-      c.blobs["model"] = yard::actors::state_bytes(*net_);
-      c.blobs["optimizer"] = yard::actors::state_bytes(trainer_->optimizer());
       c.blobs["loader"] = yard::actors::DataLoader<Batch>::encode(pos);
       c.blobs["schedule"] = cfg_.decay + " " + std::to_string(trainer_->schedule().total_steps) + " " +
                            std::to_string(trainer_->schedule().peak());
-      pending_ = ckpt_.call(&Checkpointer::save).remote(std::move(c));
+      pending_ = std::async(std::launch::async, [c = std::move(c), ckpt = ckpt_, model = yard::actors::StateSnapshot(*net_),
+                                                 opt = yard::actors::StateSnapshot(trainer_->optimizer())]() mutable {
+        c.blobs["model"] = model.bytes();
+        c.blobs["optimizer"] = opt.bytes();
+        return *ckpt.call(&Checkpointer::save).remote(std::move(c)).get(600s);
+      });
     }
     return st;
   }
@@ -297,7 +303,7 @@ class RailwayTrainer {
 
   // Waits for the last checkpoint write and leaves the group.
   int finish() {
-    if (pending_) pending_->get(600s);
+    if (pending_.valid()) pending_.get();
     comm_->destroy();
     return 0;
   }
@@ -311,7 +317,7 @@ class RailwayTrainer {
   std::unique_ptr<yard::actors::Trainer> trainer_;
   std::unique_ptr<yard::actors::DataLoader<Batch>> loader_;
   yard::ActorHandle<Checkpointer> ckpt_;
-  std::optional<yard::ObjectRef<std::string>> pending_;
+  std::future<std::string> pending_;  // the last checkpoint's hand-over: the file's path
   torch::Tensor class_w_;
 };
 YARD_ACTOR(RailwayTrainer, yard::ctor<>, &RailwayTrainer::setup, &RailwayTrainer::train_steps, &RailwayTrainer::evaluate,

@@ -12,7 +12,7 @@
 //
 // restore() takes the newest checkpoint that verifies, skipping (with a warning in `skipped`)
 // truncated, corrupt or half-written ones. write_async() hands a snapshot to a background thread
-// so training goes on while it is written; wait() waits for the writes in flight.
+// so training goes on while it is serialised and written; wait() waits for the writes in flight.
 #pragma once
 
 #include <condition_variable>
@@ -45,6 +45,10 @@ class CheckpointStore {
   std::string write(const Checkpoint& c);
   // Takes the snapshot and writes it on the background thread.
   void write_async(Checkpoint c);
+  // Calls make() on the background thread, then writes what it returns: the caller hands over a
+  // cheap snapshot (e.g. StateSnapshot copies of tensors) and the serialising happens there too.
+  // An exception from make() fails that write like an I/O error does.
+  void write_async(std::function<Checkpoint()> make);
   // Waits for every write handed over so far; rethrows the first failure.
   void wait();
 
@@ -68,7 +72,7 @@ class CheckpointStore {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Checkpoint> queue_;   // guarded by mu_
+  std::deque<std::function<Checkpoint()>> queue_;  // guarded by mu_
   bool busy_ = false, stop_ = false;
   std::string error_;              // guarded by mu_
   std::thread thread_;
