@@ -43,7 +43,7 @@ def run(rank, world, port, d, layers, batch, steps, out):
     a = torch.randn(batch)
 
     def step():
-        opt.zero_grad()
+        opt.zero_grad(set_to_none=True)
         logits, amp = ddp(x)
         loss = nn.functional.cross_entropy(logits, y) + nn.functional.mse_loss(amp, a)
         loss.backward()

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "../apps/railway/train/model.h"
@@ -32,15 +33,23 @@ struct Net : RailwayNet {
   Net(int64_t d, int64_t layers) : RailwayNet(6, 128, d, layers) {}
 };
 
+// How the ranks train: each on its own; data-parallel (DDP); or in lock step without any
+// gradient exchange (a barrier after every backward): what synchronous training costs on this
+// machine before any communication, the limit for DDP's efficiency.
+enum class Mode { kIndependent, kDdp, kLockstep };
+const char* mode_name(Mode m) { return m == Mode::kDdp ? "ddp" : m == Mode::kLockstep ? "lockstep" : "independent"; }
+
 // One rank: trains `steps` steps; rank 0 writes samples/s (and the checkpoint stall) to out.
+// TB_PROFILE=1: each rank prints its milliseconds per step in each phase.
 int rank_main(int rank, int world, const std::string& redis, int64_t d, int64_t layers, int64_t batch, int steps,
-              bool sync, const std::string& out, bool checkpoint) {
+              Mode mode, const std::string& out, bool checkpoint) {
   torch::set_num_threads(1);
   yard::actors::keep_freed_memory();
   torch::manual_seed(1);
   Net net(d, layers);
   std::unique_ptr<yard::collective::Communicator> comm;
   std::unique_ptr<yard::actors::DistributedDataParallel> dp;
+  bool sync = mode != Mode::kIndependent;
   if (sync) {
     yard::collective::GroupSpec s;
     s.name = "train-bench";
@@ -51,27 +60,45 @@ int rank_main(int rank, int world, const std::string& redis, int64_t d, int64_t 
     comm = yard::collective::create_group(s);
     yard::actors::DdpOptions o;
     if (const char* mb = getenv("TB_BUCKET_MB")) o.bucket_bytes = static_cast<size_t>(atof(mb) * (1 << 20));
-    dp = std::make_unique<yard::actors::DistributedDataParallel>(net.ptr(), *comm, o);
-    dp->broadcast_state(0);
+    if (mode == Mode::kDdp) {
+      dp = std::make_unique<yard::actors::DistributedDataParallel>(net.ptr(), *comm, o);
+      dp->broadcast_state(0);
+    }
   }
   torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
   auto x = torch::randn({batch, 128, 6});
   auto y = torch::randint(0, 5, {batch}, torch::kLong);
   auto a = torch::randn({batch});
+  double ph[4] = {0, 0, 0, 0};
   auto step = [&] {
+    auto t0 = Clock::now();
     if (dp) dp->begin_step(batch);
-    opt.zero_grad();
+    for (auto& p : net->parameters()) p.mutable_grad().reset();  // zero_grad(set_to_none)
     auto [logits, amp] = net->forward(x);
-    (torch::nn::functional::cross_entropy(logits, y) + torch::mse_loss(amp, a)).backward();
+    auto loss = torch::nn::functional::cross_entropy(logits, y) + torch::mse_loss(amp, a);
+    auto t1 = Clock::now();
+    loss.backward();
+    auto t2 = Clock::now();
     if (dp) dp->finish_step();
+    else if (comm) comm->barrier();  // lock step
+    auto t3 = Clock::now();
     opt.step();
+    auto t4 = Clock::now();
+    ph[0] += std::chrono::duration<double>(t1 - t0).count();
+    ph[1] += std::chrono::duration<double>(t2 - t1).count();
+    ph[2] += std::chrono::duration<double>(t3 - t2).count();
+    ph[3] += std::chrono::duration<double>(t4 - t3).count();
   };
   for (int i = 0; i < 3; ++i) step();
+  for (auto& v : ph) v = 0;
   if (comm) comm->barrier();
   auto t0 = Clock::now();
   for (int i = 0; i < steps; ++i) step();
   if (comm) comm->barrier();
   double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (getenv("TB_PROFILE"))
+    std::fprintf(stderr, "rank %d %s ms/step: forward %.1f backward %.1f finish %.1f optimizer %.1f\n", rank,
+                 mode_name(mode), ph[0] * 1e3 / steps, ph[1] * 1e3 / steps, ph[2] * 1e3 / steps, ph[3] * 1e3 / steps);
   double stall = 0;
   if (checkpoint) {
     // The training time a checkpoint costs: the snapshot taken on the training thread (copies of
@@ -112,14 +139,15 @@ int rank_main(int rank, int world, const std::string& redis, int64_t d, int64_t 
 
 // Runs `world` ranks as processes; returns rank 0's figures.
 std::pair<double, double> run_ours(int world, const std::string& redis, int64_t d, int64_t layers, int64_t batch, int steps,
-                                   bool sync, bool checkpoint = false) {
+                                   Mode mode, bool checkpoint = false) {
+  bool sync = mode != Mode::kIndependent;
   std::string out = "/tmp/yard-train-bench-" + std::to_string(getpid());
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
     yard::detail::SpawnOptions so;
     so.env = {{"TB_RANK", std::to_string(r)}, {"TB_WORLD", std::to_string(world)}, {"TB_REDIS", redis},
               {"TB_D", std::to_string(d)}, {"TB_LAYERS", std::to_string(layers)}, {"TB_BATCH", std::to_string(batch)},
-              {"TB_STEPS", std::to_string(steps)}, {"TB_SYNC", sync ? "1" : "0"}, {"TB_CKPT", checkpoint ? "1" : "0"},
+              {"TB_STEPS", std::to_string(steps)}, {"TB_MODE", std::to_string(static_cast<int>(mode))}, {"TB_CKPT", checkpoint ? "1" : "0"},
               {"TB_OUT", sync || r == 0 ? out : out + ".r" + std::to_string(r)}, {"OMP_NUM_THREADS", "1"},
               {"OPENBLAS_NUM_THREADS", "1"}};
     so.death_signal = SIGKILL;
@@ -171,28 +199,54 @@ void emit(const char* name, double v, const char* unit, const char* peer = nullp
 int main(int argc, char** argv) {
   if (const char* r = getenv("TB_RANK"))
     return rank_main(atoi(r), atoi(getenv("TB_WORLD")), getenv("TB_REDIS"), atoll(getenv("TB_D")), atoll(getenv("TB_LAYERS")),
-                     atoll(getenv("TB_BATCH")), atoi(getenv("TB_STEPS")), std::string(getenv("TB_SYNC")) == "1",
+                     atoll(getenv("TB_BATCH")), atoi(getenv("TB_STEPS")), static_cast<Mode>(atoi(getenv("TB_MODE"))),
                      getenv("TB_OUT"), std::string(getenv("TB_CKPT")) == "1");
   std::string script = argc > 1 ? argv[1] : "bench/torch_ddp_peer.py";
   yard::test::RedisServer redis;
-  auto small = run_ours(2, redis.address(), 64, 2, 32, 100, true, true);
-  emit("ddp_samples_per_s_w2_small", small.first, "samples/s", "pytorch_ddp_gloo", run_torch(2, 64, 2, 32, 100, script));
-  auto large = run_ours(2, redis.address(), 256, 4, 32, 20, true);
-  emit("ddp_samples_per_s_w2_large", large.first, "samples/s", "pytorch_ddp_gloo", run_torch(2, 256, 4, 32, 20, script));
-  // Efficiency: synchronised ÷ independent, alternating three times and taking each side's best,
-  // so a noisy moment of this shared 2-core machine does not land on one side only.
-  double best_sync = large.first, best_indep = 0;
-  for (int i = 0; i < 3; ++i) {
-    best_indep = std::max(best_indep, run_ours(2, redis.address(), 256, 4, 32, 20, false).first);
-    if (i < 2) best_sync = std::max(best_sync, run_ours(2, redis.address(), 256, 4, 32, 20, true).first);
+  // TB_ONLY=<case> runs one case (for experiments); bench/run runs them all.
+  std::string only = getenv("TB_ONLY") ? getenv("TB_ONLY") : "";
+  auto want = [&](const char* c) { return only.empty() || only == c; };
+  if (want("ddp_samples_per_s_w2_small") || want("checkpoint_stall_frac")) {
+    auto small = run_ours(2, redis.address(), 64, 2, 32, 100, Mode::kDdp, true);
+    if (want("ddp_samples_per_s_w2_small"))
+      emit("ddp_samples_per_s_w2_small", small.first, "samples/s", "pytorch_ddp_gloo", run_torch(2, 64, 2, 32, 100, script));
+    if (want("checkpoint_stall_frac")) emit("checkpoint_stall_frac", small.second, "fraction");
   }
-  emit("ddp_efficiency_w2_large", best_sync / best_indep, "ratio");
-  emit("checkpoint_stall_frac", small.second, "fraction");
+  if (want("ddp_samples_per_s_w2_large")) {
+    auto large = run_ours(2, redis.address(), 256, 4, 32, 20, Mode::kDdp).first;
+    emit("ddp_samples_per_s_w2_large", large, "samples/s", "pytorch_ddp_gloo", run_torch(2, 256, 4, 32, 20, script));
+  }
+  if (want("ddp_efficiency_w2_large")) {
+    // DDP ÷ independent trainers, with lock step alone (a barrier after every backward, no
+    // gradients exchanged) ÷ independent as the limit beside it. Three rounds, each running the
+    // three in a rotated order; the medians, so one noisy moment of this shared 2-core machine
+    // weighs on no side alone.
+    std::map<Mode, std::vector<double>> rate;
+    const Mode order[] = {Mode::kIndependent, Mode::kDdp, Mode::kLockstep};
+    for (int round = 0; round < 3; ++round)
+      for (int i = 0; i < 3; ++i) {
+        Mode m = order[(i + round) % 3];
+        rate[m].push_back(run_ours(2, redis.address(), 256, 4, 32, 20, m).first);
+      }
+    auto median = [&](Mode m) {
+      auto v = rate[m];
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    for (auto& [m, v] : rate) {
+      std::fprintf(stderr, "ddp_efficiency_w2_large: %s", mode_name(m));
+      for (double x : v) std::fprintf(stderr, " %.2f", x);
+      std::fprintf(stderr, " samples/s\n");
+    }
+    double indep = median(Mode::kIndependent);
+    emit("ddp_efficiency_w2_large", median(Mode::kDdp) / indep, "ratio", "lockstep_barrier_efficiency",
+         median(Mode::kLockstep) / indep);
+  }
 
   // Convergence: the railway job with 1, 2 and 4 trainers (linear LR scaling with warm-up and a
   // cosine decay), the same 3 epochs over the same 4 logs of 30 km; then the same job on shards
   // made without alignment.
-  if (argc > 2) {
+  if (argc > 2 && (want("convergence_val_loss_spread") || want("aligned_val_macro_f1"))) {
     std::string job = argv[2];
     auto dir = std::filesystem::temp_directory_path() / ("yard-train-conv-" + std::to_string(getpid()));
     std::filesystem::create_directories(dir);

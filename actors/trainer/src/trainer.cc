@@ -32,7 +32,10 @@ double Trainer::step(const std::vector<int64_t>& sizes, const std::function<torc
   if (sizes.empty()) throw std::invalid_argument("Trainer::step: no micro-batches");
   int64_t local = 0;
   for (auto n : sizes) local += n;
-  opt_->zero_grad();
+  // Gradients start undefined rather than zeroed (PyTorch's set_to_none): backward then hands
+  // each parameter its gradient without a zeroing pass and an addition.
+  for (auto& g : opt_->param_groups())
+    for (auto& p : g.params()) p.mutable_grad().reset();
   double loss_sum = 0;
   for (size_t i = 0; i < sizes.size(); ++i) {
     bool last = i + 1 == sizes.size();
