@@ -16,6 +16,8 @@ spe=$(sed -n 's/.* \([0-9]*\) steps per epoch$/\1/p' out.txt)
 test "$(wc -l < railway-out/steps.jsonl)" -eq $((2 * spe))
 grep -q '"loss"' railway-out/steps.jsonl
 grep -q '"val_macro_f1"' railway-out/metrics.jsonl
+# Each epoch saved a checkpoint: its hand-over time on the training thread is reported.
+test "$(grep -c '"checkpoint_stall_ms":[0-9.]*[1-9]' railway-out/metrics.jsonl)" -eq 2
 test -s railway-out/curves.svg
 ls railway-out/checkpoints/run-*/ckpt-*.bin > /dev/null
 test -f railway-data/shards-0/manifest.json

@@ -77,7 +77,8 @@ struct ChunkStats {
   int64_t global_step = 0;
   double lr = 0;
   double seconds = 0;
-  YARD_FIELDS(loss_sum, samples, epoch, step, global_step, lr, seconds);
+  double checkpoint_ms = 0;  // training time the checkpoint hand-over took (rank 0, when it saved)
+  YARD_FIELDS(loss_sum, samples, epoch, step, global_step, lr, seconds, checkpoint_ms);
 };
 
 struct EvalStats {
@@ -258,6 +259,7 @@ class RailwayTrainer {
     st.global_step = trainer_->global_step();
     st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (checkpoint && rank_ == 0) {
+      auto c0 = std::chrono::steady_clock::now();
       // The previous write has long finished; a failure surfaces here rather than being lost.
       if (pending_.valid()) pending_.get();
       // On this thread only copies of the tensors; serialising them and the call that hands the
@@ -273,6 +275,7 @@ class RailwayTrainer {
         c.blobs["optimizer"] = opt.bytes();
         return *ckpt.call(&Checkpointer::save).remote(std::move(c)).get(600s);
       });
+      st.checkpoint_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
     }
     return st;
   }
@@ -535,7 +538,8 @@ int main(int argc, char** argv) {
     const int64_t chunk = 20, total = static_cast<int64_t>(epochs) * spe;
     int64_t done_steps = 0, since_ckpt = 0;  // steps trained in this run (for the ETA)
     double epoch_loss = 0, epoch_seconds = 0;
-    int64_t epoch_samples = 0;
+    double epoch_ckpt_ms = 0;  // the longest checkpoint hand-over on the training thread this epoch
+    int64_t epoch_samples = 0, epoch_steps = 0;
     int restarts = 0;
     while (epoch < static_cast<uint64_t>(epochs)) {
       int64_t n = std::min<int64_t>(chunk, spe - static_cast<int64_t>(step));
@@ -566,7 +570,7 @@ int main(int argc, char** argv) {
           std::printf("warning: skipped checkpoint %s\n", why.c_str());
         std::printf("resumed at epoch %llu, step %llu\n", static_cast<unsigned long long>(epoch + 1),
                     static_cast<unsigned long long>(step));
-        epoch_loss = 0, epoch_samples = 0, epoch_seconds = 0;
+        epoch_loss = 0, epoch_samples = 0, epoch_seconds = 0, epoch_steps = 0, epoch_ckpt_ms = 0;
         since_ckpt = 0;
         continue;
       }
@@ -589,6 +593,8 @@ int main(int argc, char** argv) {
       }
       step_log.flush();
       epoch_seconds += seconds;
+      epoch_steps += static_cast<int64_t>(r0.loss_sum.size());
+      epoch_ckpt_ms = std::max(epoch_ckpt_ms, r0.checkpoint_ms);
       done_steps += static_cast<int64_t>(r0.loss_sum.size());
       epoch = r0.epoch;
       step = r0.step;
@@ -615,12 +621,13 @@ int main(int argc, char** argv) {
       metrics << "{\"epoch\":" << epoch << ",\"steps\":" << spe << ",\"train_loss\":" << loss << ",\"val_loss\":" << ev.loss
               << ",\"val_macro_f1\":" << ev.macro_f1 << ",\"val_accuracy\":" << ev.accuracy
               << ",\"val_amplitude_rmse_mm\":" << ev.amplitude_rmse << ",\"samples_per_s\":" << sps << ",\"workers\":" << workers
-              << ",\"restarts\":" << restarts << "}\n";
+              << ",\"restarts\":" << restarts << ",\"step_ms\":" << 1e3 * epoch_seconds / std::max<int64_t>(1, epoch_steps)
+              << ",\"checkpoint_stall_ms\":" << epoch_ckpt_ms << "}\n";
       metrics.flush();
       train_loss.x.push_back(static_cast<double>(epoch)), train_loss.y.push_back(loss);
       val_loss.x.push_back(static_cast<double>(epoch)), val_loss.y.push_back(ev.loss);
       f1.x.push_back(static_cast<double>(epoch)), f1.y.push_back(ev.macro_f1);
-      epoch_loss = 0, epoch_samples = 0, epoch_seconds = 0;
+      epoch_loss = 0, epoch_samples = 0, epoch_seconds = 0, epoch_steps = 0, epoch_ckpt_ms = 0;
     }
     for (auto& t : trainers) t.call(&RailwayTrainer::finish).remote().get(600s);
     pg.remove();
