@@ -126,6 +126,11 @@ int rank_main(int rank, int world, const std::string& redis, int64_t d, int64_t 
     }
     store.wait();
     std::filesystem::remove_all(dir);
+    if (getenv("TB_PROFILE") && !took.empty()) {
+      std::fprintf(stderr, "rank %d checkpoint hand-overs (ms):", rank);
+      for (double t : took) std::fprintf(stderr, " %.3f", t * 1e3);
+      std::fprintf(stderr, "\n");
+    }
     std::sort(took.begin(), took.end());
     if (!took.empty()) stall = took[took.size() / 2] / (dt / steps);  // the median checkpoint
   }

@@ -3,6 +3,9 @@
 #include "yard/actors/crc32.h"
 
 #include <fcntl.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -115,7 +118,14 @@ void CheckpointStore::write_async(std::function<Checkpoint()> make) {
   cv_.notify_all();
 }
 
+void make_background_thread() {
+  sched_param none{};
+  sched_setscheduler(0, SCHED_BATCH, &none);  // for the calling thread (Linux: a thread is a task)
+  setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 10);
+}
+
 void CheckpointStore::worker() {
+  make_background_thread();
   for (;;) {
     std::function<Checkpoint()> make;
     {

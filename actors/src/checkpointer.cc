@@ -25,6 +25,7 @@ std::unique_ptr<detail::Redis> connect_control_store() {
 
 Checkpointer::Checkpointer(std::string dir, int64_t keep, std::string name) : impl_(std::make_unique<Impl>()) {
   if (name.empty()) throw std::invalid_argument("Checkpointer: a name is needed (it keys the latest pointer)");
+  make_background_thread();  // the actor's writes take the trainers' leftover time, not their cores
   impl_->name = std::move(name);
   impl_->redis = connect_control_store();
   auto* self = impl_.get();

@@ -271,6 +271,7 @@ class RailwayTrainer {
                            std::to_string(trainer_->schedule().peak());
       pending_ = std::async(std::launch::async, [c = std::move(c), ckpt = ckpt_, model = yard::actors::StateSnapshot(*net_),
                                                  opt = yard::actors::StateSnapshot(trainer_->optimizer())]() mutable {
+        yard::actors::make_background_thread();
         c.blobs["model"] = model.bytes();
         c.blobs["optimizer"] = opt.bytes();
         return *ckpt.call(&Checkpointer::save).remote(std::move(c)).get(600s);

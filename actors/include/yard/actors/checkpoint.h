@@ -33,6 +33,12 @@ struct Checkpoint {
   std::map<std::string, std::string> blobs;
 };
 
+// Makes the calling thread a background one: SCHED_BATCH (a thread it wakes is not run ahead of
+// the one that woke it) at nice 10. Checkpoint writers call it so that handing them a snapshot
+// does not hand them the trainer's core too; on a machine with no spare core they take the
+// time left over. Best effort: where the system refuses, the thread keeps its priority.
+void make_background_thread();
+
 class CheckpointStore {
  public:
   // `on_latest` (optional) is called with (step, path) after each successful write: where a Redis
