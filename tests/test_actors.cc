@@ -1,6 +1,13 @@
 // The data loader and its sampler, the learning-rate schedule and the checkpoint store.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <filesystem>
 #include <fstream>
 #include <atomic>
@@ -166,6 +173,20 @@ TEST_CASE("a deferred write makes its checkpoint on the store's thread; its fail
   st.wait();
   CHECK(st.restore()->step == 9);
   fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint writers run as background threads; the caller keeps its priority", "[actors][checkpoint]") {
+  int policy = -1, nice = -100;
+  std::thread t([&] {
+    make_background_thread();
+    policy = sched_getscheduler(0);
+    errno = 0;
+    nice = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+  });
+  t.join();
+  CHECK(policy == SCHED_BATCH);
+  CHECK(nice == 10);
+  CHECK(sched_getscheduler(0) == SCHED_OTHER);
 }
 
 TEST_CASE("the latest pointer can live in Redis", "[actors][checkpoint]") {
