@@ -6,11 +6,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
-
 #include <filesystem>
 #include <fstream>
-#include <atomic>
 #include <set>
 #include <thread>
 
