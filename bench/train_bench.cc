@@ -58,9 +58,9 @@ int rank_main(int rank, int world, const std::string& redis, int64_t d, int64_t 
     s.redis_address = redis;
     s.generation = std::to_string(getppid()) + "-" + std::to_string(d);
     comm = yard::collective::create_group(s);
-    yard::actors::DdpOptions o;
-    if (const char* mb = getenv("TB_BUCKET_MB")) o.bucket_bytes = static_cast<size_t>(atof(mb) * (1 << 20));
     if (mode == Mode::kDdp) {
+      yard::actors::DdpOptions o;
+      if (const char* mb = getenv("TB_BUCKET_MB")) o.bucket_bytes = static_cast<size_t>(atof(mb) * (1 << 20));
       dp = std::make_unique<yard::actors::DistributedDataParallel>(net.ptr(), *comm, o);
       dp->broadcast_state(0);
     }

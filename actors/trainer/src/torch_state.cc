@@ -7,13 +7,16 @@
 namespace yard::actors {
 
 namespace {
+std::string to_bytes(torch::serialize::OutputArchive& a) {
+  std::ostringstream out;
+  a.save_to(out);
+  return out.str();
+}
 template <class T>
 std::string save(const T& x) {
   torch::serialize::OutputArchive a;
   x.save(a);
-  std::ostringstream out;
-  a.save_to(out);
-  return out.str();
+  return to_bytes(a);
 }
 template <class T>
 void load(T& x, const std::string& bytes) {
@@ -103,9 +106,7 @@ std::string StateSnapshot::bytes() const {
   if (!module_) return bytes_;
   torch::serialize::OutputArchive a;
   module_->write(a);
-  std::ostringstream out;
-  a.save_to(out);
-  return out.str();
+  return to_bytes(a);
 }
 
 }  // namespace yard::actors
