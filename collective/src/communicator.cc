@@ -4,9 +4,11 @@
 #include <cstdlib>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <future>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "gloo_communicator.h"
 #include "yard/collective.h"
@@ -15,6 +17,26 @@
 namespace yard::collective {
 
 namespace {
+// Where the NCCL backend library may be: YARD_NCCL_LIB; beside the collective library (installed:
+// the same libdir) or the program it is linked into (a build tree: ../collective); else by name,
+// through the dynamic linker's search path.
+std::vector<std::string> nccl_candidates() {
+  namespace fs = std::filesystem;
+  const char* name = "libyard_collective_nccl.so";
+  if (const char* p = getenv("YARD_NCCL_LIB"); p && *p) return {p};
+  std::vector<std::string> out;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&nccl_candidates), &info) && info.dli_fname) {
+    auto dir = fs::path(info.dli_fname).parent_path();
+    for (auto d : {dir, dir.parent_path() / "collective", dir.parent_path().parent_path() / "collective"}) {
+      std::error_code ec;
+      if (fs::exists(d / name, ec)) out.push_back((d / name).string());
+    }
+  }
+  out.push_back(name);
+  return out;
+}
+
 // Loads the NCCL backend library on first use; CPU-only programs never load it.
 std::unique_ptr<Communicator> create_nccl(const GroupSpec& spec) {
   using Create = Communicator* (*)(const GroupSpec*, char*, size_t);
@@ -24,11 +46,14 @@ std::unique_ptr<Communicator> create_nccl(const GroupSpec& spec) {
   {
     std::lock_guard<std::mutex> l(mu);
     if (!create && load_error.empty()) {
-      std::string path = getenv("YARD_NCCL_LIB") ? getenv("YARD_NCCL_LIB") : YARD_NCCL_LIB;
-      if (path.empty()) path = "libyard_collective_nccl.so";
-      void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      void* h = nullptr;
+      std::string tried;
+      for (auto& path : nccl_candidates()) {
+        if ((h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
+        tried += (tried.empty() ? "" : "; ") + std::string(dlerror());
+      }
       if (!h) {
-        load_error = std::string("the NCCL backend is not available (") + dlerror() + ")";
+        load_error = "the NCCL backend is not available (" + tried + ")";
       } else {
         create = reinterpret_cast<Create>(dlsym(h, "yard_nccl_create"));
         if (!create) load_error = "the NCCL backend library has no yard_nccl_create";

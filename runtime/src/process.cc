@@ -3,6 +3,7 @@
 #include <openssl/evp.h>
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <netinet/in.h>
@@ -24,6 +25,10 @@
 #include "yard/errors.h"
 
 extern char** environ;
+
+#ifndef YARD_LIB_TO_BIN
+#define YARD_LIB_TO_BIN "../bin"
+#endif
 
 namespace yard::detail {
 
@@ -185,17 +190,29 @@ std::string which(const std::string& prog) {
 
 std::string find_yard_binary() {
   namespace fs = std::filesystem;
+  // An explicit choice wins (and keeps a build tree's tests off an installed `yard`).
   if (const char* b = getenv("YARD_BIN"); b && *b) return b;
+  std::vector<fs::path> looked;
+  // The runtime's own location: the installed shared library (its bindir, relative to its
+  // libdir), or the program it is linked into (the same folder, and a build tree's layout).
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&find_yard_binary), &info) && info.dli_fname) {
+    auto lib = fs::path(info.dli_fname);
+    if (lib.filename().string().rfind("libyard.so", 0) == 0) looked.push_back(lib.parent_path() / YARD_LIB_TO_BIN / "yard");
+  }
   auto self = fs::path(self_exe());
-  for (auto cand : {self.parent_path() / "yard", self.parent_path().parent_path() / "scheduler" / "yard",
-                    self.parent_path().parent_path().parent_path() / "scheduler" / "yard"}) {
-    if (fs::exists(cand) && !fs::is_directory(cand)) return cand.string();
+  for (auto dir : {self.parent_path(), self.parent_path().parent_path() / "scheduler",
+                   self.parent_path().parent_path().parent_path() / "scheduler"})
+    looked.push_back(dir / "yard");
+  for (auto& cand : looked) {
+    std::error_code ec;
+    if (fs::is_regular_file(cand, ec) && access(cand.c_str(), X_OK) == 0) return fs::weakly_canonical(cand, ec).string();
   }
   if (auto onpath = which("yard"); onpath != "yard") return onpath;
-#ifdef YARD_BUILD_BIN
-  if (fs::exists(YARD_BUILD_BIN)) return YARD_BUILD_BIN;
-#endif
-  throw Error("cannot find the `yard` executable (set YARD_BIN or put it on PATH)");
+  std::string where;
+  for (auto& cand : looked) where += " " + cand.lexically_normal().string() + ",";
+  throw Error("cannot find the `yard` executable: YARD_BIN is not set, and it is not at" + where +
+              " nor on PATH; install Switchyard, put `yard` on PATH or set YARD_BIN to its path");
 }
 
 std::string random_hex(size_t bytes) {

@@ -40,7 +40,9 @@ bool port_open(const std::string& host, int port);
 std::string self_exe();
 // prog as found on PATH (prog itself when it has a slash or is not found).
 std::string which(const std::string& prog);
-// The `yard` executable: $YARD_BIN, next to this binary, on PATH, or in the build tree.
+// The `yard` executable: $YARD_BIN when set; else the installed one beside the runtime library
+// (its bindir), next to this program, in a build tree's scheduler/ folder, or on PATH. Throws
+// yard::Error naming every place it looked.
 std::string find_yard_binary();
 std::string random_hex(size_t bytes);
 // SHA-256 (hex) of bytes, and of a file's contents (throws yard::Error when unreadable).
