@@ -220,6 +220,7 @@ int Daemon::run() {
       redis_password_ = pw ? pw : "";
       redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
     }
+    tables_ = std::make_unique<store::Tables>(*redis_);
     recovered_ = !recover_redis.empty();
     if (recovered_) {
       // State is rebuilt on the loop thread before any request is served (requests arriving
@@ -237,16 +238,13 @@ int Daemon::run() {
       fut.wait();
     }
     serving_.store(true);
-    if (!joining)
-      redis_->cmd({"HSET", "yard:cluster", "address", io_->address(), "session_dir", o_.session_dir,
-                   "log_dir", log_dir_, "start_time", std::to_string(start_time_), "head_node", node_id_});
+    if (!joining) tables_->put_cluster(io_->address(), o_.session_dir, log_dir_, start_time_, node_id_);
     // Resources and the heartbeat first, then the membership: the failure detector never sees a
     // member without a heartbeat, and the scheduler never sees one without resources.
     register_resources(*redis_, node_id_, total_);
     avail_ = total_;
     save_node();
-    redis_->cmd({"HSET", "yard:node:" + node_id_, "role", joining ? "node" : "head", "state", "ALIVE"});
-    redis_->cmd({"SADD", "yard:nodes", node_id_});
+    tables_->add_node(node_id_, joining ? "node" : "head");
 
     io_->post([this] { io_->every(std::chrono::milliseconds(50), [this] { periodic(); }); });
     auto beat = std::chrono::milliseconds(std::max<long>(100, static_cast<long>(o_.heartbeat_timeout_s * 250)));
@@ -318,11 +316,16 @@ void Daemon::save_node() {
     }
     if (!fenced_) refresh_local();
     refresh_peers_view();
-    redis_->cmd({"HSET", "yard:node:" + node_id_, "address", io_->address(), "hostname", hostname(),
-                 "pid", std::to_string(getpid()), "log_dir", log_dir_, "leased", std::to_string(std::count_if(workers_.begin(), workers_.end(), [](auto& kv) { return kv.second.state == WState::kLeased; })), "start_time", std::to_string(start_time_),
-                 "workers", std::to_string(workers_.size())});
-    redis_->cmd({"SET", "yard:node:" + node_id_ + ":heartbeat", std::to_string(unix_time()), "PX",
-                 std::to_string(static_cast<long>(o_.heartbeat_timeout_s * 1000))});
+    store::NodeReport r;
+    r.address = io_->address();
+    r.hostname = hostname();
+    r.pid = getpid();
+    r.log_dir = log_dir_;
+    r.leased = std::count_if(workers_.begin(), workers_.end(), [](auto& kv) { return kv.second.state == WState::kLeased; });
+    r.start_time = start_time_;
+    r.now = unix_time();
+    r.workers = static_cast<long>(workers_.size());
+    tables_->report(node_id_, r, std::chrono::milliseconds(static_cast<long>(o_.heartbeat_timeout_s * 1000)));
   } catch (const std::exception& e) {
     spdlog::error("cannot update the node record: {}", e.what());
   }
@@ -345,15 +348,14 @@ void Daemon::shutdown_all() {
   for (auto& [id, j] : jobs_)
     if (j.proc_pid && !j.ended) {
       kill(-j.proc_pid, SIGKILL);
-      if (j.status == "RUNNING") {
-        j.status = "STOPPED";
+      if (j.status == store::JobStatus::kRunning) {
+        j.status = store::JobStatus::kStopped;
         j.end = unix_time();
         try { save_job(j); } catch (...) {}
       }
     }
   try {
-    redis_->cmd({"SREM", "yard:nodes", node_id_});
-    redis_->cmd({"DEL", "yard:node:" + node_id_ + ":heartbeat"});
+    tables_->remove_node(node_id_);
   } catch (...) {
   }
 }
@@ -414,25 +416,26 @@ void Daemon::handle(IoLoop::Incoming in) {
       }
       case B::LIST_JOBS: {
         OutMessage m(token_, in.msg->env().getRequestId(), true);
-        auto ids = redis_->cmd({"LRANGE", "yard:jobs", "0", "-1"}).strings();
-        auto list = m.env().getBody().initJobList(static_cast<unsigned>(ids.size()));
-        for (unsigned i = 0; i < ids.size(); ++i) {
-          auto f = redis_->hgetall("yard:job:" + ids[i]);
-          list[i].setJobId(ids[i]);
-          list[i].setEntrypoint(f["entrypoint"]);
-          list[i].setStatus(f["status"]);
-          list[i].setExitCode(f["exit_code"].empty() ? 0 : std::stoi(f["exit_code"]));
-          list[i].setStartTime(f["start"].empty() ? 0 : std::stod(f["start"]));
-          list[i].setEndTime(f["end"].empty() ? 0 : std::stod(f["end"]));
-          list[i].setLogPath(f["log"]);
+        std::vector<store::JobRecord> jobs;
+        for (auto& id : tables_->job_ids())
+          if (auto j = tables_->job(id)) jobs.push_back(std::move(*j));
+        auto list = m.env().getBody().initJobList(static_cast<unsigned>(jobs.size()));
+        for (unsigned i = 0; i < jobs.size(); ++i) {
+          list[i].setJobId(jobs[i].id);
+          list[i].setEntrypoint(jobs[i].entrypoint);
+          list[i].setStatus(store::name(jobs[i].status));
+          list[i].setExitCode(jobs[i].exit_code);
+          list[i].setStartTime(jobs[i].start);
+          list[i].setEndTime(jobs[i].end);
+          list[i].setLogPath(jobs[i].log_path);
         }
         io_->reply(in.routing_id, m.finish());
         return;
       }
       case B::FINISH_JOB: {
         auto it = jobs_.find(body.getFinishJob());
-        if (it != jobs_.end() && !it->second.submitted) end_job(it->second, "SUCCEEDED", 0);
-        else if (it != jobs_.end()) end_job(it->second, "", 0);
+        if (it != jobs_.end() && !it->second.submitted) end_job(it->second, store::JobStatus::kSucceeded, 0);
+        else if (it != jobs_.end()) end_job(it->second, std::nullopt, 0);
         reply_ok(in);
         return;
       }
@@ -464,15 +467,12 @@ void Daemon::reply_error(const std::string& routing, uint64_t req, wire::ErrorCo
   io_->reply(routing, m.finish());
 }
 
-std::string Daemon::new_job_id() {
-  return "job-" + std::to_string(redis_->cmd({"INCR", "yard:counter:job"}).integer());
-}
+std::string Daemon::new_job_id() { return tables_->new_job_id(); }
 
 void Daemon::save_job(const Job& j) {
-  redis_->cmd({"HSET", "yard:job:" + j.id, "entrypoint", j.entrypoint, "status", j.status, "exit_code",
-               std::to_string(j.exit_code), "start", std::to_string(j.start), "end", std::to_string(j.end),
-               "log", j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", node_id_,
-               "submitted", j.submitted ? "1" : "0", "proc_pid", std::to_string(j.proc_pid), "binary", j.binary, "binary_digest", j.digest, "workdir_digest", j.workdir, "cwd", j.cwd});
+  store::JobRecord r = j;
+  r.node = node_id_;
+  tables_->save_job(r);
 }
 
 void Daemon::on_register_job(IoLoop::Incoming& in) {
@@ -489,7 +489,7 @@ void Daemon::on_register_job(IoLoop::Incoming& in) {
     j->id = id;
     j->entrypoint = std::string(rj.getBinary()) + " (driver pid " + std::to_string(rj.getPid()) + ")";
     j->start = unix_time();
-    redis_->cmd({"RPUSH", "yard:jobs", id});
+    tables_->add_job(id);
   }
   j->binary = rj.getBinary();
   j->digest = rj.getBinaryDigest();
@@ -619,47 +619,18 @@ std::string Daemon::spill_target(const Res& need, bool ever) {
       spdlog::error("reading the other nodes' resources: {}", e.what());
     }
   }
-  std::string best;
-  double most = -1;
-  for (auto& [id, v] : peers_view_) {
-    if (id == node_id_ || !fits(need, ever ? v.total : v.avail)) continue;
-    double cpu = v.avail.count("CPU") ? v.avail.at("CPU") : 0;
-    if (cpu > most) {
-      most = cpu;
-      best = v.address;
-    }
-  }
-  return best;
+  policy::ClusterView peers;
+  for (auto& [id, v] : peers_view_) peers.nodes.push_back({id, v.total, v.avail, 0});
+  auto id = policy::spill_target(peers, node_id_, need, ever);
+  return id.empty() ? std::string() : peers_view_.at(id).address;
 }
 
 void Daemon::refresh_peers_view() {
   peers_view_at_ = Clock::now();
   peers_view_.clear();
-  auto ids = redis_->cmd({"SMEMBERS", "yard:nodes"}).strings();
-  std::vector<std::vector<std::string>> cmds;
-  for (auto& id : ids) {
-    cmds.push_back({"HMGET", "yard:node:" + id, "address", "state"});
-    cmds.push_back({"HGETALL", total_key(id)});
-    cmds.push_back({"HGETALL", avail_key(id)});
-  }
-  if (cmds.empty()) return;
-  auto reps = redis_->pipeline(cmds);
-  auto to_res = [](const RedisReply& r) {
-    Res out;
-    auto kv = r.strings();
-    for (size_t k = 0; k + 1 < kv.size(); k += 2) {
-      try {
-        out[kv[k]] = std::stod(kv[k + 1]);
-      } catch (...) {
-      }
-    }
-    return out;
-  };
-  for (size_t i = 0; i < ids.size(); ++i) {
-    auto f = reps[3 * i].strings();
-    if (f.size() < 2 || f[1] != "ALIVE" || f[0].empty() || reps[3 * i + 2].size() == 0) continue;
-    peers_view_[ids[i]] = {f[0], to_res(reps[3 * i + 1]), to_res(reps[3 * i + 2])};
-  }
+  for (auto& n : tables_->nodes_with_resources())
+    if (n.state == store::NodeState::kAlive && !n.address.empty() && n.has_avail)
+      peers_view_[n.id] = {n.address, std::move(n.total), std::move(n.avail)};
 }
 
 void Daemon::answer_lease(Lease& l) {
@@ -908,17 +879,10 @@ void Daemon::give_held(Worker& w) {
 }
 
 std::string Daemon::bundle_route(Lease& l, Res* bundle_total) {
-  auto f = redis_->cmd({"HMGET", "yard:pg:" + l.pg, "state", "bundles", "nodes"}).strings();
-  if (f.size() < 3 || f[1].empty()) return "!no placement group " + l.pg;
-  std::vector<Res> bundles;
-  std::vector<std::string> nodes;
-  try {
-    bundles = json::parse(f[1]).get<std::vector<Res>>();
-    nodes = json::parse(f[2]).get<std::vector<std::string>>();
-  } catch (const std::exception&) {
-    return "!placement group " + l.pg + " has an unreadable record";
-  }
-  nodes.resize(bundles.size());
+  auto g = tables_->group(l.pg);
+  if (!g) return "!no placement group " + l.pg + " (or its record is unreadable)";
+  const auto& bundles = g->bundles;
+  const auto& nodes = g->nodes;
   int n = static_cast<int>(bundles.size());
   if (l.bundle >= n || l.bundle < -1)
     return "!placement group " + l.pg + " has " + std::to_string(n) + " bundles; there is no bundle " + std::to_string(l.bundle);
@@ -1007,14 +971,14 @@ void Daemon::on_submit_job(IoLoop::Incoming& in) {
     reply_error(in, wire::ErrorCode::BAD_REQUEST, std::string("cannot start the job: ") + e.what());
     return;
   }
-  redis_->cmd({"RPUSH", "yard:jobs", id});
+  tables_->add_job(id);
   save_job(j);
   spdlog::info("job {} submitted: {} (pid {})", id, ep, j.proc_pid);
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   auto ji = m.env().getBody().initJobInfo();
   ji.setJobId(id);
   ji.setEntrypoint(ep);
-  ji.setStatus(j.status);
+  ji.setStatus(store::name(j.status));
   ji.setStartTime(j.start);
   ji.setLogPath(j.log_path);
   jobs_.emplace(id, std::move(j));
@@ -1024,8 +988,8 @@ void Daemon::on_submit_job(IoLoop::Incoming& in) {
 void Daemon::on_job_logs(IoLoop::Incoming& in) {
   auto jl = in.msg->env().getBody().getJobLogs();
   std::string id = jl.getJobId();
-  auto f = redis_->hgetall("yard:job:" + id);
-  if (f.empty()) {
+  auto rec = tables_->job(id);
+  if (!rec) {
     reply_error(in, wire::ErrorCode::NOT_FOUND, "no job " + id);
     return;
   }
@@ -1033,8 +997,8 @@ void Daemon::on_job_logs(IoLoop::Incoming& in) {
   uint64_t off = jl.getOffset();
   size_t max = std::min<uint32_t>(jl.getMaxBytes() ? jl.getMaxBytes() : 1 << 20, 4 << 20);
   uint64_t size = 0;
-  if (!f["log"].empty()) {
-    std::ifstream in_f(f["log"], std::ios::binary);
+  if (!rec->log_path.empty()) {
+    std::ifstream in_f(rec->log_path, std::ios::binary);
     if (in_f) {
       in_f.seekg(0, std::ios::end);
       size = static_cast<uint64_t>(in_f.tellg());
@@ -1048,13 +1012,13 @@ void Daemon::on_job_logs(IoLoop::Incoming& in) {
   }
   // A stopped job has ended only once its process is gone and its exit code is known.
   auto live = jobs_.find(id);
-  bool ended = live != jobs_.end() ? live->second.ended : f["status"] != "RUNNING";
+  bool ended = live != jobs_.end() ? live->second.ended : rec->status != store::JobStatus::kRunning;
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   auto r = m.env().getBody().initJobLogsReply();
   r.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
   r.setNextOffset(off + data.size());
   r.setFinished(ended && off + data.size() >= size);
-  r.setExitCode(f["exit_code"].empty() ? 0 : std::stoi(f["exit_code"]));
+  r.setExitCode(rec->exit_code);
   io_->reply(in.routing_id, m.finish());
 }
 
@@ -1070,7 +1034,7 @@ void Daemon::on_stop_job(IoLoop::Incoming& in) {
     reply_ok(in);
     return;
   }
-  j.status = "STOPPED";
+  j.status = store::JobStatus::kStopped;
   if (j.proc_pid) kill(-j.proc_pid, SIGTERM);
   else if (j.driver_pid) kill(j.driver_pid, SIGTERM);
   save_job(j);
@@ -1078,10 +1042,10 @@ void Daemon::on_stop_job(IoLoop::Incoming& in) {
   reply_ok(in);
 }
 
-void Daemon::end_job(Job& j, const std::string& status, int exit_code) {
-  if (!status.empty() && j.status != "STOPPED") j.status = status;
-  if (j.ended && status.empty()) return;
-  if (!status.empty()) {
+void Daemon::end_job(Job& j, std::optional<store::JobStatus> status, int exit_code) {
+  if (status && j.status != store::JobStatus::kStopped) j.status = *status;
+  if (j.ended && !status) return;
+  if (status) {
     j.ended = true;
     j.exit_code = exit_code;
     j.end = unix_time();
@@ -1090,12 +1054,12 @@ void Daemon::end_job(Job& j, const std::string& status, int exit_code) {
   for (auto& [id, w] : workers_)
     if (w.job_id == j.id && !w.detached) kill(w.pid, SIGKILL);
   for (auto& [id, a] : actors_)
-    if (a.job == j.id && a.state != "DEAD" && !a.detached) {
+    if (a.job == j.id && a.state != store::ActorState::kDead && !a.detached) {
       kill_actor_process(a);
       actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its job " + j.id + " ended");
     }
   for (auto& [id, g] : pgs_)
-    if (g.job == j.id && g.state != "REMOVED") remove_pg(g, "its job " + j.id + " ended");
+    if (g.job == j.id && g.state != store::GroupState::kRemoved) remove_pg(g, "its job " + j.id + " ended");
   for (auto it = leases_.begin(); it != leases_.end();) {
     if (it->job == j.id) {
       reply_error(it->routing, it->req, wire::ErrorCode::NOT_FOUND, "job " + j.id + " ended");
@@ -1105,8 +1069,8 @@ void Daemon::end_job(Job& j, const std::string& status, int exit_code) {
     }
   }
   j.driver_pid = 0;
-  if (!j.remote && (!status.empty() || !j.submitted)) save_job(j);
-  spdlog::info("job {} ended: {}", j.id, j.status);
+  if (!j.remote && (status || !j.submitted)) save_job(j);
+  spdlog::info("job {} ended: {}", j.id, store::name(j.status));
 }
 
 // ---- housekeeping -----------------------------------------------------------------------------
@@ -1171,7 +1135,7 @@ void Daemon::reap() {
           std::ofstream log(j.log_path, std::ios::app);
           if (code != 0) log << "[yard] job " << id << " " << describe_exit(status) << "\n";
         }
-        end_job(j, code == 0 ? "SUCCEEDED" : "FAILED", code);
+        end_job(j, code == 0 ? store::JobStatus::kSucceeded : store::JobStatus::kFailed, code);
         break;
       }
     }
@@ -1183,7 +1147,7 @@ void Daemon::periodic() {
   for (auto& [id, j] : jobs_)
     if (!j.ended && !j.submitted && j.driver_pid && kill(j.driver_pid, 0) != 0) {
       spdlog::warn("driver of job {} (pid {}) is gone", id, j.driver_pid);
-      end_job(j, "FAILED", -1);
+      end_job(j, store::JobStatus::kFailed, -1);
     }
   auto now = Clock::now();
   for (auto it = leases_.begin(); it != leases_.end();) {
@@ -1209,12 +1173,9 @@ void Daemon::periodic() {
     next_prune_ = now + std::chrono::seconds(10);
     prune_dead_actors();
   }
-  for (auto it = pgs_.begin(); it != pgs_.end();) it = it->second.state == "REMOVED" ? pgs_.erase(it) : std::next(it);
+  for (auto it = pgs_.begin(); it != pgs_.end();) it = it->second.state == store::GroupState::kRemoved ? pgs_.erase(it) : std::next(it);
   for (auto& [id, g] : pgs_) {
-    if (g.state == "PENDING" || g.state == "RESCHEDULING") {
-      std::string why;
-      try_place_pg(g, &why);
-    }
+    if (g.state == store::GroupState::kPending || g.state == store::GroupState::kRescheduling) (void)try_place_pg(g, false);
     answer_pg_waiters(g);
   }
 }
@@ -1257,28 +1218,28 @@ void Daemon::with_job(const std::string& job_id, std::function<void(Job*, const 
     if (it->second.ended) return k(nullptr, "job " + job_id + " has ended");
     if (!it->second.binary.empty()) return k(&it->second, "");
   }
-  auto f = redis_->hgetall("yard:job:" + job_id);
-  if (f.empty()) return k(nullptr, "no job " + job_id + " in the control store");
-  if (f["status"] != "RUNNING") return k(nullptr, "job " + job_id + " is " + f["status"]);
-  std::string digest = f["binary_digest"];
-  auto make = [this, job_id, f](const std::string& binary) mutable -> Job* {
+  auto rec = tables_->job(job_id);
+  if (!rec) return k(nullptr, "no job " + job_id + " in the control store");
+  if (rec->status != store::JobStatus::kRunning) return k(nullptr, "job " + job_id + " is " + store::name(rec->status));
+  std::string digest = rec->digest;
+  auto make = [this, job_id, f = *rec](const std::string& binary) mutable -> Job* {
     auto& j = jobs_[job_id];
     j.id = job_id;
     j.remote = true;
     j.binary = binary;
-    j.cwd = fs::is_directory(f["cwd"]) ? f["cwd"] : o_.session_dir;
-    j.entrypoint = f["entrypoint"];
+    j.cwd = fs::is_directory(f.cwd) ? f.cwd : o_.session_dir;
+    j.entrypoint = f.entrypoint;
     j.start = unix_time();
     spdlog::info("job {} runs workers here: {}", job_id, binary);
     return &j;
   };
   if (digest.empty()) {
-    if (access(f["binary"].c_str(), X_OK) != 0)
-      return k(nullptr, "job " + job_id + "'s program " + f["binary"] + " is not on node " + node_id_);
-    return k(make(f["binary"]), "");
+    if (access(rec->binary.c_str(), X_OK) != 0)
+      return k(nullptr, "job " + job_id + "'s program " + rec->binary + " is not on node " + node_id_);
+    return k(make(rec->binary), "");
   }
   std::string path = o_.session_dir + "/blobs/" + digest;
-  std::string workdir = f["workdir_digest"];
+  std::string workdir = rec->workdir;
   // The binary, then the working directory (if the job was submitted with one).
   auto with_workdir = [this, k, make, workdir, job_id](const std::string& binary) mutable {
     if (workdir.empty()) return k(make(binary), "");
@@ -1410,9 +1371,10 @@ void Daemon::check_remote_jobs() {
   for (auto& [id, j] : jobs_) {
     if (!j.remote || j.ended) continue;
     try {
-      auto st = redis_->cmd({"HGET", "yard:job:" + id, "status"});
-      if (!st.is_nil() && st.str() == "RUNNING") continue;
-      j.status = st.is_nil() ? "GONE" : st.str();
+      auto rec = tables_->job(id);
+      if (rec && rec->status == store::JobStatus::kRunning) continue;
+      if (!rec) spdlog::warn("job {}: its record is gone from the control store", id);
+      j.status = rec ? rec->status : store::JobStatus::kFailed;
     } catch (const std::exception& e) {
       spdlog::error("checking job {}: {}", id, e.what());
       continue;
@@ -1516,7 +1478,7 @@ void Daemon::instantiate_hosted(const std::string& aid, Worker& w) {
                  info.setAddress(w->second.address);
                  info.setWorkerId(wid);
                  info.setNodeId(node_id_);
-                 info.setState("ALIVE");
+                 info.setState(store::name(store::ActorState::kAlive));
                  io_->reply(h.routing, m.finish());
                },
                std::chrono::seconds(120));

@@ -21,7 +21,9 @@
 #include "daemon.h"
 #include "io_loop.h"
 #include "redis_client.h"
+#include "policy/placement.h"
 #include "resources.h"
+#include "store/tables.h"
 
 namespace yard::sched {
 
@@ -61,12 +63,8 @@ class Daemon {
     bool dedicated = false;  // started for one lease (GPUs): it exits when the lease is returned
     std::string bundle;      // held comes from this placement-group bundle, not from the node
   };
-  struct Job {
-    std::string id, binary, digest, workdir, cwd, entrypoint, log_path, status = "RUNNING";
-    pid_t driver_pid = 0, proc_pid = 0;
-    int exit_code = 0;
-    double start = 0, end = 0;
-    bool submitted = false, ended = false;
+  struct Job : store::JobRecord {
+    bool ended = false;
     bool remote = false;  // registered at the head; this node only runs its workers
     int startup_failures = 0;
   };
@@ -101,9 +99,7 @@ class Daemon {
     Res total, avail;
     bool alive = false;
   };
-  struct Actor {
-    std::string id, class_name, name, job, state = "PENDING", worker, address, node, cause;
-    Res resources;
+  struct Actor : store::ActorRecord {
     std::shared_ptr<detail::InMessage> create_msg;  // kept while it may still be (re)started
     std::string creator_routing;
     uint64_t creator_req = 0;
@@ -114,21 +110,16 @@ class Daemon {
     };
     std::vector<Lookup> lookups;  // GetActor by id, answered once up (or moved, or dead)
     bool replied = false;
-    int max_restarts = 0;
-    uint32_t num_restarts = 0;
-    std::string strategy, affinity_node, caller_node, pg;
-    bool soft = false, detached = false, killed = false, placing = false;
-    int bundle = -1;        // the bundle of `pg` it runs in
-    int place_bundle = -1;  // the bundle it asked for (-1: any with room)
+    policy::ActorStrategy strategy = policy::ActorStrategy::kDefault;
+    std::string affinity_node, caller_node;
+    bool soft = false, killed = false, placing = false;
     uint64_t epoch = 0;     // placement attempts: a late answer to an old one is ignored
     int place_failures = 0;
     int unreachable = 0;
     double dead_at = 0;
   };
-  struct PGroup {
-    std::string id, name, job, strategy, state = "PENDING";
-    std::vector<Res> bundles, bundle_avail;
-    std::vector<std::string> nodes;
+  struct PGroup : store::GroupRecord {
+    std::vector<Res> bundle_avail;
     struct Waiter {
       std::string routing;
       uint64_t req;
@@ -185,7 +176,8 @@ class Daemon {
   void on_kill_hosted(Incoming& in);
   void report_lost(const std::string& actor_id, const std::string& cause, int attempt = 0);
   void reap();
-  void end_job(Job& j, const std::string& status, int exit_code);
+  // The job has ended with `status` (nullopt: its process is gone, the status stays as it is).
+  void end_job(Job& j, std::optional<store::JobStatus> status, int exit_code);
   void check_remote_jobs();
   void save_job(const Job& j);
   void save_node();
@@ -205,8 +197,9 @@ class Daemon {
   void check_drains();
   void refresh_nodes();
   void check_nodes();
-  std::string pick_node(const Actor& a, std::string* infeasible) const;
-  std::string infeasible_reason(const Res& need) const;
+  // The nodes that can take work now (alive, not draining), with their live actors counted.
+  policy::ClusterView cluster_view() const;
+  policy::Decision pick_node(const Actor& a, const policy::ClusterView& view) const;
   void process_actors();
   void place_actor(Actor& a, const std::string& node);
   void actor_up(Actor& a, const detail::InMessage& info);
@@ -218,7 +211,9 @@ class Daemon {
   void answer_lookups(Actor& a, bool expired_only = false);
   void save_actor(const Actor& a);
   void save_actor_spec(const Actor& a);
-  bool try_place_pg(PGroup& g, std::string* infeasible);
+  // Places the group's unplaced bundles and reserves them: placed (the group is CREATED), wait,
+  // or (check_feasible: a new group) infeasible with the reason.
+  policy::Decision try_place_pg(PGroup& g, bool check_feasible);
   void answer_pg_waiters(PGroup& g);
   void remove_pg(PGroup& g, const std::string& why);
   void save_pg(const PGroup& g);
@@ -232,6 +227,7 @@ class Daemon {
   bool head_ = true;
   std::string token_, token_file_, log_dir_, node_id_;
   std::unique_ptr<detail::Redis> redis_;
+  std::unique_ptr<store::Tables> tables_;  // the records in redis_
   std::string redis_password_;
   pid_t redis_pid_ = 0;
   bool redis_owned_ = true;  // spawned by this process (else: taken over from a killed head)

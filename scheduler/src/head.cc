@@ -22,32 +22,9 @@ namespace yard::sched {
 
 using namespace detail;
 
-namespace {
-
-std::string res_text(const Res& r) {
-  std::string s;
-  for (auto& [k, v] : r) {
-    char b[64];
-    std::snprintf(b, sizeof b, "%s%s: %g", s.empty() ? "" : ", ", k.c_str(), v);
-    s += b;
-  }
-  return s.empty() ? "nothing" : s;
-}
-
-void sub(Res& from, const Res& r) {
-  for (auto& [k, v] : r) from[k] -= v;
-}
-void add(Res& to, const Res& r) {
-  for (auto& [k, v] : r) to[k] += v;
-}
-
-}  // namespace
-
 void Daemon::publish(const std::string& ev) {
   try {
-    redis_->cmd({"PUBLISH", "yard:events", ev});
-    redis_->cmd({"RPUSH", "yard:events:log", ev});
-    redis_->cmd({"LTRIM", "yard:events:log", "-10000", "-1"});
+    tables_->publish(ev);
   } catch (const std::exception& e) {
     spdlog::error("publishing an event: {}", e.what());
   }
@@ -118,32 +95,25 @@ void Daemon::save_actor_spec(const Actor& a) {
   auto dst = m.env().getBody().getCreateActor();
   auto args = dst.initArgs(src.getArgs().size());
   for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], a.create_msg->value(src.getArgs()[i]));
-  redis_->cmd({"SET", "yard:actor:" + a.id + ":spec", pack_frames(m.finish())});
+  tables_->save_actor_spec(a.id, pack_frames(m.finish()));
 }
 
 // Reads the cluster back from Redis: jobs, actors (with their creation messages), placement
 // groups, names and dead nodes. Nodes and their resources are read by refresh_nodes().
 void Daemon::rebuild() {
-  for (auto& id : redis_->cmd({"LRANGE", "yard:jobs", "0", "-1"}).strings()) {
-    auto f = redis_->hgetall("yard:job:" + id);
-    if (f["status"] != "RUNNING") continue;
+  for (auto& id : tables_->job_ids()) {
+    auto rec = tables_->job(id);
+    if (!rec || rec->status != store::JobStatus::kRunning) continue;
     Job j;
-    j.id = id;
-    j.binary = f["binary"];
-    j.digest = f["binary_digest"];
-    j.cwd = f["cwd"];
-    j.entrypoint = f["entrypoint"];
-    j.log_path = f["log"];
-    j.submitted = f["submitted"] == "1";
-    j.start = f["start"].empty() ? unix_time() : std::stod(f["start"]);
-    j.driver_pid = f["driver_pid"].empty() ? 0 : std::stoi(f["driver_pid"]);
-    pid_t proc = f["proc_pid"].empty() ? 0 : std::stoi(f["proc_pid"]);
+    static_cast<store::JobRecord&>(j) = std::move(*rec);
+    if (j.start == 0) j.start = unix_time();
+    pid_t proc = static_cast<pid_t>(j.proc_pid);
     auto& jj = jobs_.emplace(id, std::move(j)).first->second;
     // A submitted job's process was the old head's child and went with it; a driver started by
     // hand keeps running and is watched again.
     bool alive = jj.submitted ? (proc > 0 && !process_dead(proc)) : (jj.driver_pid > 0 && !process_dead(jj.driver_pid));
     if (!alive) {
-      jj.status = "FAILED";
+      jj.status = store::JobStatus::kFailed;
       jj.ended = true;
       jj.exit_code = -1;
       jj.end = unix_time();
@@ -153,81 +123,45 @@ void Daemon::rebuild() {
       spdlog::info("job {} is still running (driver pid {})", id, jj.driver_pid);
     }
   }
-  for (auto& id : redis_->cmd({"SMEMBERS", "yard:actors"}).strings()) {
-    auto f = redis_->hgetall("yard:actor:" + id);
-    if (f.empty()) continue;
+  for (auto& id : tables_->actor_ids()) {
+    auto rec = tables_->actor(id);
+    if (!rec) continue;
     Actor a;
-    a.id = id;
-    a.class_name = f["class"];
-    a.name = f["name"];
-    a.job = f["job"];
-    a.state = f["state"];
-    a.address = f["address"];
-    a.worker = f["worker"];
-    a.node = f["node"];
-    a.cause = f["death_cause"];
-    try {
-      for (auto& [k, v] : json::parse(f["resources"]).items()) a.resources[k] = v.get<double>();
-    } catch (...) {
-    }
-    a.max_restarts = f["max_restarts"].empty() ? 0 : std::stoi(f["max_restarts"]);
-    a.num_restarts = f["num_restarts"].empty() ? 0 : static_cast<uint32_t>(std::stoul(f["num_restarts"]));
-    a.pg = f["placement_group"];
-    a.bundle = f["bundle"].empty() ? -1 : std::stoi(f["bundle"]);
-    a.place_bundle = f["place_bundle"].empty() ? -1 : std::stoi(f["place_bundle"]);
-    a.detached = f["detached"] == "1";
+    static_cast<store::ActorRecord&>(a) = std::move(*rec);
     a.replied = true;
-    auto spec = redis_->cmd({"GET", "yard:actor:" + id + ":spec"});
-    if (!spec.is_nil()) {
+    if (auto spec = tables_->actor_spec(id)) {
       try {
-        a.create_msg = std::make_shared<InMessage>(unpack_frames(spec.str()));
+        a.create_msg = std::make_shared<InMessage>(unpack_frames(*spec));
       } catch (const std::exception& e) {
         spdlog::error("actor {}: its creation record is unreadable ({}): it cannot be restarted", id, e.what());
       }
     }
     auto job = jobs_.find(a.job);
     bool job_live = job != jobs_.end() && !job->second.ended;
-    if (a.state != "DEAD" && !job_live && !a.detached) {
-      a.state = "DEAD";
+    if (a.state != store::ActorState::kDead && !job_live && !a.detached) {
+      a.state = store::ActorState::kDead;
       a.cause = "its job " + a.job + " ended while the head was down";
       kill_actor_process(a);
       save_actor(a);
-    } else if (a.state == "PENDING" || a.state == "RESTARTING") {
+    } else if (a.state == store::ActorState::kPending || a.state == store::ActorState::kRestarting) {
       if (a.create_msg) {
         a.node.clear();
         pending_actors_.push_back(id);
       } else {
-        a.state = "DEAD";
+        a.state = store::ActorState::kDead;
         a.cause = "the head was replaced before it was placed";
         save_actor(a);
       }
     }
-    if (!a.name.empty() && a.state != "DEAD") actor_names_[a.name] = id;
+    if (!a.name.empty() && a.state != store::ActorState::kDead) actor_names_[a.name] = id;
     actors_.emplace(id, std::move(a));
   }
   // Groups are found by their keys (a set of ids would cost every creation and removal a round trip).
-  std::vector<std::string> pg_ids;
-  std::string cursor = "0";
-  do {
-    auto r = redis_->cmd({"SCAN", cursor, "MATCH", "yard:pg:*", "COUNT", "1000"});
-    cursor = r.at(0);
-    for (auto& k : r.nested_strings(1)) pg_ids.push_back(k.substr(8));
-  } while (cursor != "0");
-  for (auto& id : pg_ids) {
-    auto f = redis_->hgetall("yard:pg:" + id);
-    if (f.empty()) continue;
+  for (auto& id : tables_->group_ids()) {
+    auto rec = tables_->group(id);
+    if (!rec) continue;
     PGroup g;
-    g.id = id;
-    g.name = f["name"];
-    g.job = f["job"];
-    g.strategy = f["strategy"];
-    g.state = f["state"];
-    try {
-      g.bundles = json::parse(f["bundles"]).get<std::vector<Res>>();
-      g.nodes = json::parse(f["nodes"]).get<std::vector<std::string>>();
-    } catch (...) {
-      continue;
-    }
+    static_cast<store::GroupRecord&>(g) = std::move(*rec);
     g.nodes.resize(g.bundles.size());
     g.bundle_avail = g.bundles;
     for (size_t i = 0; i < g.bundles.size(); ++i) {
@@ -237,8 +171,8 @@ void Daemon::rebuild() {
     }
     pgs_.emplace(id, std::move(g));
   }
-  for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings())
-    if (redis_->cmd({"HGET", "yard:node:" + id, "state"}).str() == "DEAD") dead_nodes_.insert(id);
+  for (auto& id : tables_->node_ids())
+    if (tables_->node_state(id) == store::NodeState::kDead) dead_nodes_.insert(id);
   spdlog::warn("rebuilt from Redis: {} running jobs, {} actors, {} placement groups", 
                std::count_if(jobs_.begin(), jobs_.end(), [](auto& kv) { return !kv.second.ended; }), actors_.size(),
                pgs_.size());
@@ -249,17 +183,15 @@ void Daemon::rebuild() {
 void Daemon::refresh_nodes() {
   flush_releases();
   std::set<std::string> seen;
-  for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings()) {
-    seen.insert(id);
-    auto& n = nodes_[id];
-    n.id = id;
-    auto f = redis_->hgetall("yard:node:" + id);
-    n.address = f["address"];
-    n.hostname = f["hostname"];
-    n.total = read_res(*redis_, total_key(id));
-    n.avail = read_res(*redis_, avail_key(id));
-    n.alive = !dead_nodes_.count(id) && !draining_.count(id) && !n.address.empty() &&
-              redis_->cmd({"EXISTS", avail_key(id)}).integer() == 1;
+  for (auto& r : tables_->nodes_with_resources()) {
+    seen.insert(r.id);
+    auto& n = nodes_[r.id];
+    n.id = r.id;
+    n.address = r.address;
+    n.hostname = r.hostname;
+    n.total = std::move(r.total);
+    n.avail = std::move(r.avail);
+    n.alive = !dead_nodes_.count(r.id) && !draining_.count(r.id) && !n.address.empty() && r.has_avail;
   }
   for (auto it = nodes_.begin(); it != nodes_.end();) it = seen.count(it->first) ? std::next(it) : nodes_.erase(it);
 }
@@ -269,7 +201,7 @@ void Daemon::refresh_nodes() {
 // their max_restarts allow) and its placement-group bundles are placed again.
 void Daemon::check_nodes() {
   try {
-    auto members = redis_->cmd({"SMEMBERS", "yard:nodes"}).strings();
+    auto members = tables_->node_ids();
     // After the control store was away (restarted, unreachable), nodes get one full timeout to
     // heartbeat again before anyone is declared dead.
     if (redis_->reconnects() != seen_reconnects_) {
@@ -280,11 +212,11 @@ void Daemon::check_nodes() {
     bool grace = Clock::now() < grace_until_;
     for (auto& id : members) {
       if (id == node_id_) continue;
-      bool beating = !redis_->cmd({"GET", "yard:node:" + id + ":heartbeat"}).is_nil();
+      bool beating = tables_->heartbeating(id);
       if (beating && dead_nodes_.count(id)) {
         // Back (a healed partition, a paused process): it fences itself and rejoins empty.
         dead_nodes_.erase(id);
-        redis_->cmd({"HSET", "yard:node:" + id, "state", "ALIVE"});
+        tables_->set_node_state(id, store::NodeState::kAlive);
         publish(json{{"type", "node_alive"}, {"node_id", id}, {"time", unix_time()}}.dump());
         spdlog::warn("node {} is heartbeating again", id);
         continue;
@@ -293,12 +225,12 @@ void Daemon::check_nodes() {
       dead_nodes_.insert(id);
       double now = unix_time();
       unregister_resources(*redis_, id);
-      redis_->cmd({"HSET", "yard:node:" + id, "state", "DEAD", "dead_at", std::to_string(now)});
+      tables_->set_node_state(id, store::NodeState::kDead, now);
       publish(json{{"type", "node_dead"}, {"node_id", id}, {"time", now}}.dump());
       spdlog::warn("node {}: its heartbeat expired: marked dead", id);
       if (nodes_.count(id)) nodes_[id].alive = false;
       for (auto& [aid, a] : actors_)
-        if (a.node == id && (a.state == "ALIVE" || a.placing)) actor_lost(a, "its node " + id + " died", true);
+        if (a.node == id && (a.state == store::ActorState::kAlive || a.placing)) actor_lost(a, "its node " + id + " died", true);
       for (auto& [gid, g] : pgs_) {
         bool hit = false;
         for (size_t i = 0; i < g.nodes.size(); ++i)
@@ -306,8 +238,8 @@ void Daemon::check_nodes() {
             g.nodes[i].clear();
             hit = true;
           }
-        if (hit && g.state == "CREATED") {
-          g.state = "RESCHEDULING";
+        if (hit && g.state == store::GroupState::kCreated) {
+          g.state = store::GroupState::kRescheduling;
           save_pg(g);
         }
       }
@@ -338,15 +270,15 @@ void Daemon::on_drain(Incoming& in) {
   }
   draining_.insert(id);
   n->second.alive = false;
-  redis_->cmd({"HSET", "yard:node:" + id, "state", "DRAINING"});
+  tables_->set_node_state(id, store::NodeState::kDraining);
   publish(json{{"type", "node_draining"}, {"node_id", id}, {"time", unix_time()}}.dump());
   spdlog::info("draining node {}", id);
   for (auto& [aid, a] : actors_) {
-    if (a.node != id || a.state != "ALIVE" || a.max_restarts == 0 || !a.create_msg) continue;
+    if (a.node != id || a.state != store::ActorState::kAlive || a.max_restarts == 0 || !a.create_msg) continue;
     kill_actor_process(a);
     a.killed = false;
     free_actor_bundle(a);
-    a.state = "RESTARTING";
+    a.state = store::ActorState::kRestarting;
     a.placing = false;
     a.address.clear();
     a.worker.clear();
@@ -366,14 +298,14 @@ void Daemon::on_drain(Incoming& in) {
       if (g.nodes[i] == id) {
         bool used = false;
         for (auto& [aid, a] : actors_)
-          if (a.pg == gid && a.bundle == static_cast<int>(i) && a.state != "DEAD") used = true;
+          if (a.pg == gid && a.bundle == static_cast<int>(i) && a.state != store::ActorState::kDead) used = true;
         if (used) continue;  // waits for its actors
         pending_release_.emplace_back(id, g.bundles[i]);
         g.nodes[i].clear();
         g.bundle_avail[i].clear();
         hit = true;
       }
-    if (hit && g.state == "CREATED") g.state = "RESCHEDULING";
+    if (hit && g.state == store::GroupState::kCreated) g.state = store::GroupState::kRescheduling;
   }
   drains_.push_back({id, in.routing_id, in.msg->env().getRequestId(),
                      Clock::now() + std::chrono::milliseconds(d.getTimeoutMs()), d.getForce()});
@@ -386,15 +318,14 @@ void Daemon::check_drains() {
     auto& d = *it;
     std::vector<std::string> left;
     for (auto& [aid, a] : actors_)
-      if (a.node == d.node && (a.state == "ALIVE" || a.placing)) left.push_back(aid);
-    std::string leased = "0";
+      if (a.node == d.node && (a.state == store::ActorState::kAlive || a.placing)) left.push_back(aid);
+    long leased = 0;
     try {
-      auto r = redis_->cmd({"HGET", "yard:node:" + d.node, "leased"});
-      if (!r.is_nil()) leased = r.str();
+      leased = tables_->leased_workers(d.node);
     } catch (...) {
     }
     bool gone = dead_nodes_.count(d.node) || !nodes_.count(d.node);
-    bool idle = left.empty() && leased == "0";
+    bool idle = left.empty() && leased == 0;
     if (!gone && !idle && now < d.deadline) {
       ++it;
       continue;
@@ -404,7 +335,7 @@ void Daemon::check_drains() {
       for (auto& x : left) ids += (ids.empty() ? "" : ", ") + x;
       reply_error(d.routing, d.req, wire::ErrorCode::TIMEOUT,
                   "node " + d.node + " is still busy (" + std::to_string(left.size()) + " actors" +
-                      (ids.empty() ? "" : ": " + ids) + "; " + leased +
+                      (ids.empty() ? "" : ": " + ids) + "; " + std::to_string(leased) +
                       " leased task workers); it takes no new work. Wait longer, or stop them with --force");
       it = drains_.erase(it);
       continue;
@@ -432,74 +363,24 @@ void Daemon::check_drains() {
   }
 }
 
-std::string Daemon::infeasible_reason(const Res& need) const {
-  std::string what;
-  for (auto& [k, v] : need) {
-    if (v <= 0) continue;
-    double best = 0;
-    for (auto& [id, n] : nodes_)
-      if (n.alive && n.total.count(k)) best = std::max(best, n.total.at(k));
-    if (v > best + 1e-9) {
-      char b[160];
-      std::snprintf(b, sizeof b, "%s%s: %g wanted, the largest node has %g", what.empty() ? "" : ", ", k.c_str(), v, best);
-      what += b;
-    }
-  }
-  if (what.empty()) what = "no single node has all of " + res_text(need);
-  return what;
+policy::ClusterView Daemon::cluster_view() const {
+  policy::ClusterView v;
+  std::map<std::string, int> count;
+  for (auto& [id, x] : actors_)
+    if (x.state != store::ActorState::kDead && !x.node.empty()) ++count[x.node];
+  for (auto& [id, n] : nodes_)
+    if (n.alive) v.nodes.push_back({id, n.total, n.avail, count[id]});
+  return v;
 }
 
-// Where an actor goes now: a node id, "" to wait for room, or "" with *infeasible set.
-std::string Daemon::pick_node(const Actor& a, std::string* infeasible) const {
-  if (!a.affinity_node.empty()) {
-    auto it = nodes_.find(a.affinity_node);
-    bool ok = it != nodes_.end() && it->second.alive;
-    if (!a.soft) {
-      if (!ok) {
-        *infeasible = "node " + a.affinity_node + " (asked for by node affinity) is not alive";
-        return "";
-      }
-      if (!fits(a.resources, it->second.total)) {
-        *infeasible = "node " + a.affinity_node + " never has " + res_text(a.resources);
-        return "";
-      }
-      return fits(a.resources, it->second.avail) ? a.affinity_node : "";
-    }
-    if (ok && fits(a.resources, it->second.avail)) return a.affinity_node;
-  }
-  std::vector<const NodeView*> feasible, fitting;
-  for (auto& [id, n] : nodes_)
-    if (n.alive && fits(a.resources, n.total)) {
-      feasible.push_back(&n);
-      if (fits(a.resources, n.avail)) fitting.push_back(&n);
-    }
-  if (feasible.empty()) {
-    *infeasible = infeasible_reason(a.resources);
-    return "";
-  }
-  if (fitting.empty()) return "";
-  std::string local = a.caller_node.empty() ? node_id_ : a.caller_node;
-  if (a.strategy == "SPREAD") {
-    std::map<std::string, int> count;
-    for (auto& [id, x] : actors_)
-      if (x.state != "DEAD" && !x.node.empty()) ++count[x.node];
-    auto best = std::min_element(fitting.begin(), fitting.end(), [&](const NodeView* x, const NodeView* y) {
-      int cx = count[x->id], cy = count[y->id];
-      if (cx != cy) return cx < cy;
-      return utilisation(x->total, x->avail) < utilisation(y->total, y->avail);
-    });
-    return (*best)->id;
-  }
-  // Default: local first while the local node is less than half busy, else the least busy.
-  constexpr double kSpillAt = 0.5;
-  for (auto* n : fitting)
-    if (n->id == local && utilisation(n->total, n->avail) < kSpillAt) return local;
-  auto best = std::min_element(fitting.begin(), fitting.end(), [&](const NodeView* x, const NodeView* y) {
-    double ux = utilisation(x->total, x->avail), uy = utilisation(y->total, y->avail);
-    if (std::abs(ux - uy) > 1e-9) return ux < uy;
-    return (x->id == local) > (y->id == local);
-  });
-  return (*best)->id;
+policy::Decision Daemon::pick_node(const Actor& a, const policy::ClusterView& view) const {
+  policy::ActorRequest r;
+  r.resources = a.resources;
+  r.strategy = a.strategy;
+  r.affinity_node = a.affinity_node;
+  r.soft = a.soft;
+  r.local_node = a.caller_node.empty() ? node_id_ : a.caller_node;
+  return policy::place_actor(view, r);
 }
 
 // ---- actors -----------------------------------------------------------------------------------
@@ -515,9 +396,9 @@ void Daemon::on_create_actor(Incoming& in) {
   if (auto it = actors_.find(ca.getActorId()); it != actors_.end() && it->second.job == job &&
                                                it->second.class_name == std::string(ca.getClassName())) {
     auto& a = it->second;
-    if (a.state == "ALIVE" || a.state == "DEAD") {
+    if (a.state == store::ActorState::kAlive || a.state == store::ActorState::kDead) {
       OutMessage m(token_, in.msg->env().getRequestId(), true);
-      if (a.state == "DEAD")
+      if (a.state == store::ActorState::kDead)
         set_error(m.env(), wire::ErrorCode::ACTOR_DIED, a.cause);
       else
         fill_actor_info(m.env().getBody().initActorInfo(), a);
@@ -533,7 +414,7 @@ void Daemon::on_create_actor(Incoming& in) {
   a.name = ca.getName();
   a.job = job;
   a.max_restarts = ca.getMaxRestarts();
-  a.strategy = ca.getStrategy();
+  auto strategy = policy::parse_actor_strategy(ca.getStrategy().cStr());
   a.affinity_node = ca.getNodeId();
   a.soft = ca.getSoft();
   a.caller_node = ca.getCallerNode();
@@ -549,13 +430,15 @@ void Daemon::on_create_actor(Incoming& in) {
     reply_error(in, wire::ErrorCode::BAD_REQUEST, "actor id missing or already used");
     return;
   }
-  if (!a.strategy.empty() && a.strategy != "SPREAD" && a.strategy != "DEFAULT") {
-    reply_error(in, wire::ErrorCode::BAD_REQUEST, "unknown scheduling strategy '" + a.strategy + "'");
+  if (!strategy) {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST,
+                "unknown scheduling strategy '" + std::string(ca.getStrategy().cStr()) + "' (DEFAULT or SPREAD)");
     return;
   }
+  a.strategy = *strategy;
   if (!a.pg.empty()) {
     auto g = pgs_.find(a.pg);
-    if (g == pgs_.end() || g->second.state == "REMOVED") {
+    if (g == pgs_.end() || g->second.state == store::GroupState::kRemoved) {
       reply_error(in, wire::ErrorCode::NOT_FOUND, "no placement group " + a.pg);
       return;
     }
@@ -575,24 +458,21 @@ void Daemon::on_create_actor(Incoming& in) {
       return;
     }
   } else {
-    std::string infeasible;
-    Actor probe = a;
-    probe.caller_node.clear();
     refresh_nodes();
-    pick_node(probe, &infeasible);
-    if (!infeasible.empty()) {
-      reply_error(in, wire::ErrorCode::INFEASIBLE, "actor " + a.class_name + " cannot be placed on any node (" + infeasible + ")");
+    auto d = pick_node(a, cluster_view());
+    if (d.outcome == policy::Outcome::kInfeasible) {
+      reply_error(in, wire::ErrorCode::INFEASIBLE, "actor " + a.class_name + " cannot be placed on any node (" + d.why + ")");
       return;
     }
   }
   if (!a.name.empty()) {
     auto n = actor_names_.find(a.name);
-    if (n != actor_names_.end() && actors_.count(n->second) && actors_.at(n->second).state != "DEAD") {
+    if (n != actor_names_.end() && actors_.count(n->second) && actors_.at(n->second).state != store::ActorState::kDead) {
       reply_error(in, wire::ErrorCode::BAD_REQUEST, "an actor named '" + a.name + "' already exists");
       return;
     }
     actor_names_[a.name] = a.id;
-    redis_->cmd({"HSET", "yard:actor_names", a.name, a.id});
+    tables_->name_actor(a.name, a.id);
   }
   a.creator_routing = in.routing_id;
   a.creator_req = in.msg->env().getRequestId();
@@ -601,7 +481,7 @@ void Daemon::on_create_actor(Incoming& in) {
   a.bundle = -1;
   std::string id = a.id;
   actors_.emplace(id, std::move(a));
-  redis_->cmd({"SADD", "yard:actors", id});
+  tables_->add_actor(id);
   save_actor(actors_.at(id));
   if (actors_.at(id).max_restarts != 0) save_actor_spec(actors_.at(id));
   pending_actors_.push_back(id);
@@ -609,9 +489,10 @@ void Daemon::on_create_actor(Incoming& in) {
 }
 
 void Daemon::process_actors() {
+  std::optional<policy::ClusterView> view;  // built on first need, kept up to date in this pass
   for (auto it = pending_actors_.begin(); it != pending_actors_.end();) {
     auto f = actors_.find(*it);
-    if (f == actors_.end() || f->second.state == "DEAD" || f->second.state == "ALIVE" || f->second.placing) {
+    if (f == actors_.end() || f->second.state == store::ActorState::kDead || f->second.state == store::ActorState::kAlive || f->second.placing) {
       it = pending_actors_.erase(it);
       continue;
     }
@@ -619,7 +500,7 @@ void Daemon::process_actors() {
     std::string node;
     if (!a.pg.empty()) {
       auto g = pgs_.find(a.pg);
-      if (g == pgs_.end() || g->second.state == "REMOVED") {
+      if (g == pgs_.end() || g->second.state == store::GroupState::kRemoved) {
         actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its placement group " + a.pg + " was removed");
         it = pending_actors_.erase(it);
         continue;
@@ -644,12 +525,13 @@ void Daemon::process_actors() {
         continue;
       }
     } else {
-      std::string infeasible;
-      node = pick_node(a, &infeasible);
-      if (node.empty()) {
+      if (!view) view = cluster_view();
+      auto d = pick_node(a, *view);
+      if (d.outcome != policy::Outcome::kPlaced) {
         ++it;  // waits for room (or for a feasible node to join); later ones that fit may go first
         continue;
       }
+      node = d.node;
       std::string why;
       try {
         why = reserve_now({{node, a.resources}});
@@ -658,10 +540,14 @@ void Daemon::process_actors() {
       }
       if (!why.empty()) {
         nodes_[node].avail = read_res(*redis_, avail_key(node));
+        view.reset();
         ++it;
         continue;
       }
       sub(nodes_[node].avail, a.resources);
+      view->take(node, a.resources);
+      for (auto& n : view->nodes)
+        if (n.id == node) ++n.actors;
     }
     it = pending_actors_.erase(it);
     place_actor(a, node);
@@ -737,7 +623,7 @@ void Daemon::place_actor(Actor& a, const std::string& node) {
 
 void Daemon::actor_up(Actor& a, const InMessage& r) {
   auto info = r.env().getBody().getActorInfo();
-  a.state = "ALIVE";
+  a.state = store::ActorState::kAlive;
   a.address = info.getAddress();
   a.worker = info.getWorkerId();
   a.node = info.getNodeId();
@@ -759,7 +645,7 @@ void Daemon::actor_up(Actor& a, const InMessage& r) {
 
 // The actor's process (or node) is gone without anyone asking: restart it if it may.
 void Daemon::actor_lost(Actor& a, const std::string& cause, bool count_restart) {
-  if (a.state == "DEAD" || a.killed) return;
+  if (a.state == store::ActorState::kDead || a.killed) return;
   free_actor_bundle(a);
   bool may = count_restart ? (a.max_restarts < 0 || static_cast<int>(a.num_restarts) < a.max_restarts)
                            : ++a.place_failures <= 3;
@@ -770,7 +656,7 @@ void Daemon::actor_lost(Actor& a, const std::string& cause, bool count_restart) 
     return;
   }
   if (count_restart) ++a.num_restarts;
-  a.state = a.num_restarts ? "RESTARTING" : "PENDING";
+  a.state = a.num_restarts ? store::ActorState::kRestarting : store::ActorState::kPending;
   a.placing = false;
   a.address.clear();
   a.worker.clear();
@@ -786,7 +672,7 @@ void Daemon::actor_lost(Actor& a, const std::string& cause, bool count_restart) 
 
 void Daemon::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause) {
   free_actor_bundle(a);
-  a.state = "DEAD";
+  a.state = store::ActorState::kDead;
   a.dead_at = unix_time();
   a.cause = cause;
   a.placing = false;
@@ -794,7 +680,7 @@ void Daemon::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cau
   spdlog::warn("actor {} ({}) is dead: {}", a.id, a.class_name, cause);
   try {
     save_actor(a);
-    redis_->cmd({"DEL", "yard:actor:" + a.id + ":spec"});
+    tables_->drop_actor_spec(a.id);
   } catch (...) {
   }
   if (!a.replied) {
@@ -813,26 +699,26 @@ void Daemon::prune_dead_actors() {
   }();
   std::vector<std::pair<double, std::string>> dead;
   for (auto& [id, a] : actors_)
-    if (a.state == "DEAD" && a.lookups.empty()) dead.emplace_back(a.dead_at, id);
+    if (a.state == store::ActorState::kDead && a.lookups.empty()) dead.emplace_back(a.dead_at, id);
   if (dead.size() <= kKeepDead) return;
   std::sort(dead.begin(), dead.end());
-  std::vector<std::vector<std::string>> cmds;
+  std::vector<std::pair<std::string, std::string>> forget;  // (id, its name when it still holds it)
   for (size_t i = 0; i + kKeepDead < dead.size(); ++i) {
     auto& id = dead[i].second;
     auto& a = actors_.at(id);
+    std::string name;
     if (!a.name.empty()) {
       auto n = actor_names_.find(a.name);
       if (n != actor_names_.end() && n->second == id) {
         actor_names_.erase(n);
-        cmds.push_back({"HDEL", "yard:actor_names", a.name});
+        name = a.name;
       }
     }
-    cmds.push_back({"SREM", "yard:actors", id});
-    cmds.push_back({"DEL", "yard:actor:" + id, "yard:actor:" + id + ":spec"});
+    forget.emplace_back(id, name);
     actors_.erase(id);
   }
   try {
-    redis_->pipeline(cmds);
+    tables_->forget_actors(forget);
   } catch (const std::exception& e) {
     spdlog::error("forgetting old dead actors: {}", e.what());
   }
@@ -854,7 +740,7 @@ void Daemon::free_actor_bundle(Actor& a) {
 
 // Stops the actor's process wherever it runs (its node gives the resources back).
 void Daemon::kill_actor_process(Actor& a) {
-  if (a.node.empty() || (a.state != "ALIVE" && !a.placing)) return;
+  if (a.node.empty() || (a.state != store::ActorState::kAlive && !a.placing)) return;
   auto n = nodes_.find(a.node);
   std::string address = a.node == node_id_ ? io_->address() : (n != nodes_.end() ? n->second.address : "");
   if (address.empty()) return;
@@ -883,7 +769,7 @@ void Daemon::fill_actor_info(wire::ActorInfo::Builder b, const Actor& a) {
   b.setActorId(a.id);
   b.setClassName(a.class_name);
   b.setAddress(a.address);
-  b.setState(a.state);
+  b.setState(store::name(a.state));
   b.setName(a.name);
   b.setWorkerId(a.worker);
   b.setDeathCause(a.cause);
@@ -891,14 +777,7 @@ void Daemon::fill_actor_info(wire::ActorInfo::Builder b, const Actor& a) {
   b.setNumRestarts(a.num_restarts);
 }
 
-void Daemon::save_actor(const Actor& a) {
-  redis_->cmd({"HSET", "yard:actor:" + a.id, "class", a.class_name, "name", a.name, "state", a.state, "address",
-               a.address, "worker", a.worker, "job", a.job, "node", a.node, "death_cause", a.cause,
-               "resources", json(a.resources).dump(), "max_restarts", std::to_string(a.max_restarts),
-               "num_restarts", std::to_string(a.num_restarts), "placement_group", a.pg,
-               "bundle", std::to_string(a.bundle), "place_bundle", std::to_string(a.place_bundle),
-               "detached", a.detached ? "1" : "0"});
-}
+void Daemon::save_actor(const Actor& a) { tables_->save_actor(a); }
 
 void Daemon::on_get_actor(Incoming& in) {
   auto ga = in.msg->env().getBody().getGetActor();
@@ -912,8 +791,8 @@ void Daemon::on_get_actor(Incoming& in) {
     // Still starting, restarting, or (as far as the head knows) alive where the caller just lost
     // it: the answer waits for the actor to come up, move, or die (a node's death takes up to the
     // heartbeat timeout to be noticed).
-    if ((a.state != "ALIVE" && a.state != "DEAD") || (a.state == "ALIVE" && a.address == std::string(ga.getLostAddress()))) {
-      auto wait = std::chrono::seconds(a.state == "ALIVE" ? 30 : 300);
+    if ((a.state != store::ActorState::kAlive && a.state != store::ActorState::kDead) || (a.state == store::ActorState::kAlive && a.address == std::string(ga.getLostAddress()))) {
+      auto wait = std::chrono::seconds(a.state == store::ActorState::kAlive ? 30 : 300);
       a.lookups.push_back({in.routing_id, in.msg->env().getRequestId(), Clock::now() + wait});
       return;
     }
@@ -929,7 +808,7 @@ void Daemon::on_get_actor(Incoming& in) {
     return;
   }
   auto& a = actors_.at(n->second);
-  if (a.state == "PENDING") {
+  if (a.state == store::ActorState::kPending) {
     reply_error(in, wire::ErrorCode::UNAVAILABLE, "actor '" + name + "' is still starting");
     return;
   }
@@ -948,14 +827,14 @@ void Daemon::on_kill_actor(Incoming& in) {
   auto& a = it->second;
   a.killed = true;
   kill_actor_process(a);
-  if (a.state != "DEAD") actor_failed(a, wire::ErrorCode::ACTOR_DIED, "killed by request");
+  if (a.state != store::ActorState::kDead) actor_failed(a, wire::ErrorCode::ACTOR_DIED, "killed by request");
   reply_ok(in);
 }
 
 void Daemon::on_actor_lost(Incoming& in) {
   auto al = in.msg->env().getBody().getActorLost();
   auto it = actors_.find(al.getActorId());
-  if (it != actors_.end() && it->second.state == "ALIVE" && it->second.node == std::string(al.getNodeId()))
+  if (it != actors_.end() && it->second.state == store::ActorState::kAlive && it->second.node == std::string(al.getNodeId()))
     actor_lost(it->second, al.getCause(), true);
   reply_ok(in);
   process_actors();
@@ -963,161 +842,57 @@ void Daemon::on_actor_lost(Incoming& in) {
 
 // ---- placement groups -------------------------------------------------------------------------
 
-namespace {
-std::vector<std::string> pg_record(const std::string& id, const std::string& name, const std::string& job,
-                                   const std::string& strategy, const std::string& state, const std::vector<Res>& bundles,
-                                   const std::vector<std::string>& nodes) {
-  return {"yard:pg:" + id, "name", name, "job", job, "strategy", strategy, "state", state,
-          "bundles", json(bundles).dump(), "nodes", json(nodes).dump()};
-}
-}  // namespace
-
-void Daemon::save_pg(const PGroup& g) {
-  auto rec = pg_record(g.id, g.name, g.job, g.strategy, g.state, g.bundles, g.nodes);
-  rec.insert(rec.begin(), "HSET");
-  redis_->cmd(rec);
-}
+void Daemon::save_pg(const PGroup& g) { tables_->save_group(g); }
 
 // Places the group's unplaced bundles: plans on the cached view, then takes everything in one
 // atomic script. False when it does not fit now (it is tried again as resources free up).
-bool Daemon::try_place_pg(PGroup& g, std::string* infeasible) {
-  std::vector<const NodeView*> alive;
-  for (auto& [id, n] : nodes_)
-    if (n.alive) alive.push_back(&n);
-  const auto& B = g.bundles;
-  size_t nb = B.size();
-  // Feasibility against totals.
-  if (g.state == "PENDING" && infeasible) {
-    for (size_t i = 0; i < nb; ++i) {
-      bool any = false;
-      for (auto* n : alive) any |= fits(B[i], n->total);
-      if (!any) {
-        *infeasible = "bundle " + std::to_string(i) + " (" + res_text(B[i]) + ") fits no node: " + infeasible_reason(B[i]);
-        return false;
-      }
-    }
-    if (g.strategy == "STRICT_PACK") {
-      Res sum;
-      for (auto& b : B) add(sum, b);
-      bool any = false;
-      for (auto* n : alive) any |= fits(sum, n->total);
-      if (!any) {
-        *infeasible = "STRICT_PACK needs one node with " + res_text(sum) + ": " + infeasible_reason(sum);
-        return false;
-      }
-    }
-    if (g.strategy == "STRICT_SPREAD") {
-      // A node per bundle: enough distinct nodes that can hold the largest bundles.
-      size_t capable = 0;
-      for (auto* n : alive) {
-        bool any = false;
-        for (auto& b : B) any |= fits(b, n->total);
-        capable += any;
-      }
-      if (capable < nb) {
-        *infeasible = "STRICT_SPREAD needs " + std::to_string(nb) + " nodes, the cluster has " + std::to_string(capable) +
-                      " that can hold a bundle";
-        return false;
-      }
-    }
-  }
-  std::map<std::string, Res> avail;
-  for (auto* n : alive) avail[n->id] = n->avail;
-  std::map<std::string, int> used;  // bundles of this group per node
-  for (auto& n : g.nodes)
-    if (!n.empty()) ++used[n];
-  std::vector<std::string> plan = g.nodes;
+policy::Decision Daemon::try_place_pg(PGroup& g, bool check_feasible) {
+  policy::GroupRequest req;
+  req.bundles = g.bundles;
+  req.strategy = g.strategy;
+  req.placed = g.nodes;
+  req.check_feasible = check_feasible;
+  auto plan = policy::place_bundles(cluster_view(), req);
+  if (plan.outcome == policy::Outcome::kInfeasible) return policy::Decision::infeasible(plan.why);
+  if (plan.outcome == policy::Outcome::kWait) return policy::Decision::wait();
   std::vector<std::pair<std::string, Res>> items;
-  auto choose = [&](size_t i) -> std::string {
-    const NodeView* best = nullptr;
-    auto better = [&](const NodeView* x, const NodeView* y) {
-      // Lower is better.
-      double ux = utilisation(x->total, avail[x->id]), uy = utilisation(y->total, avail[y->id]);
-      if (g.strategy == "PACK" || g.strategy == "STRICT_PACK") {
-        if (used[x->id] != used[y->id]) return used[x->id] > used[y->id];
-        if (std::abs(ux - uy) > 1e-9) return ux > uy;  // fill busy nodes first
-      } else {
-        if (used[x->id] != used[y->id]) return used[x->id] < used[y->id];
-        if (std::abs(ux - uy) > 1e-9) return ux < uy;
-      }
-      return x->id < y->id;
-    };
-    for (auto* n : alive) {
-      if (!fits(B[i], avail[n->id])) continue;
-      if (g.strategy == "STRICT_SPREAD" && used[n->id] > 0) continue;
-      if (g.strategy == "STRICT_PACK") {
-        std::string fixed;
-        for (auto& p : plan)
-          if (!p.empty()) fixed = p;
-        if (!fixed.empty() && n->id != fixed) continue;
-      }
-      if (!best || better(n, best)) best = n;
-    }
-    return best ? best->id : "";
-  };
-  if (g.strategy == "PACK" || g.strategy == "STRICT_PACK") {
-    // One node for everything still unplaced, if any can take it: the one already used, else the
-    // busiest that fits (leaving free nodes whole).
-    Res sum;
-    for (size_t i = 0; i < nb; ++i)
-      if (plan[i].empty()) add(sum, B[i]);
-    const NodeView* one = nullptr;
-    for (auto* n : alive) {
-      if (!fits(sum, avail[n->id])) continue;
-      if (g.strategy == "STRICT_PACK" && !used.empty() && !used.count(n->id)) continue;
-      if (!one || used[n->id] > used[one->id] ||
-          (used[n->id] == used[one->id] && utilisation(n->total, avail[n->id]) > utilisation(one->total, avail[one->id])))
-        one = n;
-    }
-    if (one)
-      for (size_t i = 0; i < nb; ++i)
-        if (plan[i].empty()) {
-          plan[i] = one->id;
-          items.emplace_back(one->id, B[i]);
-        }
-    if (!one && g.strategy == "STRICT_PACK") return false;
-  }
-  for (size_t i = 0; i < nb; ++i) {
-    if (!plan[i].empty()) continue;
-    std::string n = choose(i);
-    if (n.empty()) return false;
-    plan[i] = n;
-    sub(avail[n], B[i]);
-    ++used[n];
-    items.emplace_back(n, B[i]);
-  }
+  for (size_t i = 0; i < g.bundles.size(); ++i)
+    if (g.nodes[i].empty()) items.emplace_back(plan.nodes[i], g.bundles[i]);
   if (items.empty()) {
-    g.state = "CREATED";
+    g.state = store::GroupState::kCreated;
     save_pg(g);
-    return true;
+    return policy::Decision::placed({});
   }
   std::string why;
   try {
     // The group's record says CREATED in the same atomic step that takes the resources.
-    why = reserve_now(items, pg_record(g.id, g.name, g.job, g.strategy, "CREATED", g.bundles, plan));
+    store::GroupRecord created = g;
+    created.state = store::GroupState::kCreated;
+    created.nodes = plan.nodes;
+    why = reserve_now(items, store::Tables::group_fields(created));
   } catch (const std::exception& e) {
     why = e.what();
   }
   if (!why.empty()) {
     for (auto& [n, r] : items) nodes_[n].avail = read_res(*redis_, avail_key(n));
-    return false;
+    return policy::Decision::wait();
   }
   for (auto& [n, r] : items) sub(nodes_[n].avail, r);
-  for (size_t i = 0; i < nb; ++i)
+  for (size_t i = 0; i < g.bundles.size(); ++i)
     if (g.nodes[i].empty()) {
-      g.nodes[i] = plan[i];
-      g.bundle_avail[i] = B[i];
+      g.nodes[i] = plan.nodes[i];
+      g.bundle_avail[i] = g.bundles[i];
     }
-  g.state = "CREATED";
+  g.state = store::GroupState::kCreated;
   answer_pg_waiters(g);
   process_actors();
-  return true;
+  return policy::Decision::placed({});
 }
 
 void Daemon::answer_pg_waiters(PGroup& g) {
   auto now = Clock::now();
   for (auto it = g.waiters.begin(); it != g.waiters.end();) {
-    bool done = g.state == "CREATED" || g.state == "REMOVED";
+    bool done = g.state == store::GroupState::kCreated || g.state == store::GroupState::kRemoved;
     if (!done && it->deadline > now) {
       ++it;
       continue;
@@ -1125,7 +900,7 @@ void Daemon::answer_pg_waiters(PGroup& g) {
     OutMessage m(token_, it->req, true);
     auto info = m.env().getBody().initPlacementGroupInfo();
     info.setGroupId(g.id);
-    info.setState(g.state);
+    info.setState(store::name(g.state));
     auto ns = info.initBundleNodes(static_cast<unsigned>(g.nodes.size()));
     for (unsigned i = 0; i < g.nodes.size(); ++i) ns.set(i, g.nodes[i]);
     io_->reply(it->routing, m.finish());
@@ -1139,13 +914,14 @@ void Daemon::on_create_pg(Incoming& in) {
   g.id = c.getGroupId();
   g.job = c.getJobId();
   g.name = c.getName();
-  g.strategy = c.getStrategy();
-  if (g.strategy.empty()) g.strategy = "PACK";
-  if (g.strategy != "PACK" && g.strategy != "SPREAD" && g.strategy != "STRICT_PACK" && g.strategy != "STRICT_SPREAD") {
-    reply_error(in, wire::ErrorCode::BAD_REQUEST, "unknown placement strategy '" + g.strategy +
+  std::string strategy = c.getStrategy();
+  auto parsed = policy::parse_bundle_strategy(strategy.empty() ? "PACK" : strategy);
+  if (!parsed) {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST, "unknown placement strategy '" + strategy +
                                                       "' (PACK, SPREAD, STRICT_PACK or STRICT_SPREAD)");
     return;
   }
+  g.strategy = *parsed;
   if (g.id.empty() || pgs_.count(g.id)) {
     reply_error(in, wire::ErrorCode::BAD_REQUEST, "placement group id missing or already used");
     return;
@@ -1170,18 +946,17 @@ void Daemon::on_create_pg(Incoming& in) {
   g.bundle_avail.assign(g.bundles.size(), Res{});
   g.nodes.assign(g.bundles.size(), "");
   g.created_at = unix_time();
-  std::string infeasible;
-  try_place_pg(g, &infeasible);
-  if (!infeasible.empty()) {
-    reply_error(in, wire::ErrorCode::INFEASIBLE, "placement group " + g.id + " (" + g.strategy + ", " +
-                                                     std::to_string(g.bundles.size()) + " bundles) cannot be placed: " + infeasible);
+  auto placed = try_place_pg(g, true);
+  if (placed.outcome == policy::Outcome::kInfeasible) {
+    reply_error(in, wire::ErrorCode::INFEASIBLE, "placement group " + g.id + " (" + policy::name(g.strategy) + ", " +
+                                                     std::to_string(g.bundles.size()) + " bundles) cannot be placed: " + placed.why);
     return;
   }
-  if (g.state == "PENDING") save_pg(g);
+  if (g.state == store::GroupState::kPending) save_pg(g);
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   auto info = m.env().getBody().initPlacementGroupInfo();
   info.setGroupId(g.id);
-  info.setState(g.state);
+  info.setState(store::name(g.state));
   auto ns = info.initBundleNodes(static_cast<unsigned>(g.nodes.size()));
   for (unsigned i = 0; i < g.nodes.size(); ++i) ns.set(i, g.nodes[i]);
   std::string id = g.id;
@@ -1202,9 +977,9 @@ void Daemon::on_wait_pg(Incoming& in) {
 }
 
 void Daemon::remove_pg(PGroup& g, const std::string& why) {
-  if (g.state == "REMOVED") return;
+  if (g.state == store::GroupState::kRemoved) return;
   for (auto& [id, a] : actors_)
-    if (a.pg == g.id && a.state != "DEAD") {
+    if (a.pg == g.id && a.state != store::ActorState::kDead) {
       a.killed = true;
       kill_actor_process(a);
       actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its placement group " + g.id + " was removed (" + why + ")");
@@ -1213,7 +988,7 @@ void Daemon::remove_pg(PGroup& g, const std::string& why) {
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!g.nodes[i].empty()) items.emplace_back(g.nodes[i], g.bundles[i]);
   pending_release_.insert(pending_release_.end(), items.begin(), items.end());
-  pending_del_.push_back("yard:pg:" + g.id);
+  pending_del_.push_back(store::Tables::group_key(g.id));
   for (size_t i = 0; i < g.bundles.size(); ++i) pending_del_.push_back(bundle_key(g.id, static_cast<int>(i)));
   if (!flush_scheduled_) {
     flush_scheduled_ = true;
@@ -1221,7 +996,7 @@ void Daemon::remove_pg(PGroup& g, const std::string& why) {
   }
   for (auto& [n, r] : items)
     if (nodes_.count(n)) add(nodes_[n].avail, r);
-  g.state = "REMOVED";
+  g.state = store::GroupState::kRemoved;
   answer_pg_waiters(g);
 }
 
@@ -1243,28 +1018,28 @@ void Daemon::on_remove_pg(Incoming& in) {
 void Daemon::on_status(Incoming& in) {
   json j;
   json c;
-  for (auto& [k, v] : redis_->hgetall("yard:cluster")) c[k] = v;
+  for (auto& [k, v] : tables_->cluster()) c[k] = v;
   c["redis"] = o_.redis_address;
   j["cluster"] = c;
   std::map<std::string, json> per_node;
   json actors = json::array();
   for (auto& [id, a] : actors_) {
-    json x = {{"actor_id", id}, {"class", a.class_name}, {"name", a.name}, {"state", a.state}, {"job", a.job},
+    json x = {{"actor_id", id}, {"class", a.class_name}, {"name", a.name}, {"state", store::name(a.state)}, {"job", a.job},
               {"node", a.node}, {"address", a.address}, {"death_cause", a.cause}, {"restarts", a.num_restarts},
               {"max_restarts", a.max_restarts}, {"resources", a.resources}, {"placement_group", a.pg},
               {"detached", a.detached}};
     actors.push_back(x);
-    if (a.state == "ALIVE") per_node[a.node].push_back(id);
+    if (a.state == store::ActorState::kAlive) per_node[a.node].push_back(id);
   }
   json nodes = json::array();
-  for (auto& id : redis_->cmd({"SMEMBERS", "yard:nodes"}).strings()) {
+  for (auto& id : tables_->node_ids()) {
     json n;
     n["node_id"] = id;
-    for (auto& [k, v] : redis_->hgetall("yard:node:" + id))
+    for (auto& [k, v] : tables_->node_fields(id))
       if (k.rfind("resources_", 0) != 0) n[k] = v;
     n["resources_total"] = read_res(*redis_, total_key(id));
     n["resources_available"] = read_res(*redis_, avail_key(id));
-    n["alive"] = !redis_->cmd({"GET", "yard:node:" + id + ":heartbeat"}).is_nil() && !dead_nodes_.count(id);
+    n["alive"] = tables_->heartbeating(id) && !dead_nodes_.count(id);
     n["actors"] = per_node.count(id) ? per_node[id] : json::array();
     if (id == node_id_) n["workers"] = workers_.size();
     nodes.push_back(n);
@@ -1273,14 +1048,14 @@ void Daemon::on_status(Incoming& in) {
   j["actors"] = actors;
   json groups = json::array();
   for (auto& [id, g] : pgs_)
-    groups.push_back({{"placement_group_id", id}, {"name", g.name}, {"job", g.job}, {"strategy", g.strategy},
-                      {"state", g.state}, {"bundles", g.bundles}, {"bundle_nodes", g.nodes}});
+    groups.push_back({{"placement_group_id", id}, {"name", g.name}, {"job", g.job}, {"strategy", policy::name(g.strategy)},
+                      {"state", store::name(g.state)}, {"bundles", g.bundles}, {"bundle_nodes", g.nodes}});
   j["placement_groups"] = groups;
   json jobs = json::array();
-  for (auto& id : redis_->cmd({"LRANGE", "yard:jobs", "0", "-1"}).strings()) {
+  for (auto& id : tables_->job_ids()) {
     json jj;
     jj["job_id"] = id;
-    for (auto& [k, v] : redis_->hgetall("yard:job:" + id)) jj[k] = v;
+    for (auto& [k, v] : tables_->job_fields(id)) jj[k] = v;
     jobs.push_back(jj);
   }
   j["jobs"] = jobs;

@@ -298,24 +298,4 @@ Res read_res(detail::Redis& r, const std::string& key) {
   return out;
 }
 
-bool fits(const Res& need, const Res& have) {
-  for (auto& [k, v] : need) {
-    if (v <= 0) continue;
-    auto it = have.find(k);
-    if (it == have.end() || it->second + 1e-9 < v) return false;
-  }
-  return true;
-}
-
-double utilisation(const Res& total, const Res& avail) {
-  double u = 0;
-  for (auto& [k, t] : total) {
-    if (t <= 0 || k == "memory") continue;
-    auto it = avail.find(k);
-    double a = it == avail.end() ? 0 : it->second;
-    u = std::max(u, 1.0 - a / t);
-  }
-  return u;
-}
-
 }  // namespace yard::sched

@@ -3,18 +3,17 @@
 // (head, node managers, several heads during a restart) never over-commit a node.
 #pragma once
 
-#include <map>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "policy/res.h"
 
 namespace yard::detail {
 class Redis;
 }
 
 namespace yard::sched {
-
-using Res = std::map<std::string, double>;
 
 std::string total_key(const std::string& node);
 std::string avail_key(const std::string& node);
@@ -48,9 +47,5 @@ void release_bundle(detail::Redis& r, const std::string& key, const Res& res);
 
 // A hash of numbers (empty when the key does not exist).
 Res read_res(detail::Redis& r, const std::string& key);
-
-bool fits(const Res& need, const Res& have);
-// The busiest resource's used fraction (0 idle, 1 full), over resources the node has.
-double utilisation(const Res& total, const Res& avail);
 
 }  // namespace yard::sched

@@ -1,0 +1,107 @@
+#include "policy/placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+namespace yard::sched::policy {
+
+const NodeState* ClusterView::find(const std::string& id) const {
+  for (auto& n : nodes)
+    if (n.id == id) return &n;
+  return nullptr;
+}
+
+void ClusterView::take(const std::string& id, const Res& r) {
+  for (auto& n : nodes)
+    if (n.id == id) sub(n.avail, r);
+}
+
+std::optional<ActorStrategy> parse_actor_strategy(std::string_view s) {
+  if (s.empty() || s == "DEFAULT") return ActorStrategy::kDefault;
+  if (s == "SPREAD") return ActorStrategy::kSpread;
+  return std::nullopt;
+}
+
+std::string infeasible_reason(const ClusterView& view, const Res& need) {
+  std::string what;
+  for (auto& [k, v] : need) {
+    if (v <= 0) continue;
+    double best = 0;
+    for (auto& n : view.nodes)
+      if (auto it = n.total.find(k); it != n.total.end()) best = std::max(best, it->second);
+    if (v > best + 1e-9) {
+      char b[160];
+      std::snprintf(b, sizeof b, "%s%s: %g wanted, the largest node has %g", what.empty() ? "" : ", ", k.c_str(), v, best);
+      what += b;
+    }
+  }
+  if (what.empty()) what = "no single node has all of " + res_text(need);
+  return what;
+}
+
+namespace {
+
+// Hard or soft node affinity; nullopt when the request has none or a soft one that cannot be met
+// (the other rules decide then).
+std::optional<Decision> by_affinity(const ClusterView& view, const ActorRequest& req) {
+  if (req.affinity_node.empty()) return std::nullopt;
+  const NodeState* n = view.find(req.affinity_node);
+  if (req.soft) {
+    if (n && fits(req.resources, n->avail)) return Decision::placed(n->id);
+    return std::nullopt;
+  }
+  if (!n) return Decision::infeasible("node " + req.affinity_node + " (asked for by node affinity) is not alive");
+  if (!fits(req.resources, n->total))
+    return Decision::infeasible("node " + req.affinity_node + " never has " + res_text(req.resources));
+  return fits(req.resources, n->avail) ? Decision::placed(n->id) : Decision::wait();
+}
+
+}  // namespace
+
+Decision place_actor(const ClusterView& view, const ActorRequest& req) {
+  if (auto d = by_affinity(view, req)) return *d;
+  std::vector<const NodeState*> feasible, fitting;
+  for (auto& n : view.nodes)
+    if (fits(req.resources, n.total)) {
+      feasible.push_back(&n);
+      if (fits(req.resources, n.avail)) fitting.push_back(&n);
+    }
+  if (feasible.empty()) return Decision::infeasible(infeasible_reason(view, req.resources));
+  if (fitting.empty()) return Decision::wait();
+  if (req.strategy == ActorStrategy::kSpread) {
+    auto best = std::min_element(fitting.begin(), fitting.end(), [](const NodeState* x, const NodeState* y) {
+      if (x->actors != y->actors) return x->actors < y->actors;
+      return utilisation(x->total, x->avail) < utilisation(y->total, y->avail);
+    });
+    return Decision::placed((*best)->id);
+  }
+  // Default: local first while the local node is less than half busy, else the least busy.
+  constexpr double kSpillAt = 0.5;
+  for (auto* n : fitting)
+    if (n->id == req.local_node && utilisation(n->total, n->avail) < kSpillAt) return Decision::placed(n->id);
+  auto best = std::min_element(fitting.begin(), fitting.end(), [&](const NodeState* x, const NodeState* y) {
+    double ux = utilisation(x->total, x->avail), uy = utilisation(y->total, y->avail);
+    if (std::abs(ux - uy) > 1e-9) return ux < uy;
+    return (x->id == req.local_node) > (y->id == req.local_node);
+  });
+  return Decision::placed((*best)->id);
+}
+
+std::string spill_target(const ClusterView& peers, const std::string& self, const Res& need, bool ever) {
+  std::string best;
+  double most = -1;
+  for (auto& n : peers.nodes) {
+    if (n.id == self || !fits(need, ever ? n.total : n.avail)) continue;
+    auto it = n.avail.find("CPU");
+    double cpu = it == n.avail.end() ? 0 : it->second;
+    if (cpu > most) {
+      most = cpu;
+      best = n.id;
+    }
+  }
+  return best;
+}
+
+}  // namespace yard::sched::policy

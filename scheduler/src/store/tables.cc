@@ -1,0 +1,330 @@
+#include "store/tables.h"
+
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "redis_client.h"
+#include "resources.h"
+
+using json = nlohmann::json;
+
+namespace yard::sched::store {
+
+namespace {
+
+const char* kCluster = "yard:cluster";
+const char* kNodes = "yard:nodes";
+const char* kJobs = "yard:jobs";
+const char* kJobCounter = "yard:counter:job";
+const char* kActors = "yard:actors";
+const char* kActorNames = "yard:actor_names";
+const char* kEvents = "yard:events";
+const char* kEventLog = "yard:events:log";
+std::string node_key(const std::string& id) { return "yard:node:" + id; }
+std::string heartbeat_key(const std::string& id) { return "yard:node:" + id + ":heartbeat"; }
+std::string job_key(const std::string& id) { return "yard:job:" + id; }
+std::string actor_key(const std::string& id) { return "yard:actor:" + id; }
+std::string spec_key(const std::string& id) { return "yard:actor:" + id + ":spec"; }
+
+template <class E, size_t N>
+std::optional<E> parse_name(std::string_view s, const std::pair<E, const char*> (&names)[N]) {
+  for (auto& [e, n] : names)
+    if (s == n) return e;
+  return std::nullopt;
+}
+template <class E, size_t N>
+const char* name_of(E e, const std::pair<E, const char*> (&names)[N]) {
+  for (auto& [x, n] : names)
+    if (x == e) return n;
+  return "?";
+}
+
+const std::pair<NodeState, const char*> kNodeStates[] = {
+    {NodeState::kAlive, "ALIVE"}, {NodeState::kDraining, "DRAINING"}, {NodeState::kDead, "DEAD"}};
+const std::pair<JobStatus, const char*> kJobStatuses[] = {{JobStatus::kRunning, "RUNNING"},
+                                                          {JobStatus::kSucceeded, "SUCCEEDED"},
+                                                          {JobStatus::kFailed, "FAILED"},
+                                                          {JobStatus::kStopped, "STOPPED"}};
+const std::pair<ActorState, const char*> kActorStates[] = {{ActorState::kPending, "PENDING"},
+                                                           {ActorState::kAlive, "ALIVE"},
+                                                           {ActorState::kRestarting, "RESTARTING"},
+                                                           {ActorState::kDead, "DEAD"}};
+const std::pair<GroupState, const char*> kGroupStates[] = {{GroupState::kPending, "PENDING"},
+                                                           {GroupState::kCreated, "CREATED"},
+                                                           {GroupState::kRescheduling, "RESCHEDULING"},
+                                                           {GroupState::kRemoved, "REMOVED"}};
+
+// A field as a number; `otherwise` when absent or not a number.
+double num(const std::map<std::string, std::string>& f, const char* k, double otherwise = 0) {
+  auto it = f.find(k);
+  if (it == f.end() || it->second.empty()) return otherwise;
+  char* end = nullptr;
+  double v = std::strtod(it->second.c_str(), &end);
+  return end && *end == '\0' ? v : otherwise;
+}
+std::string text(const std::map<std::string, std::string>& f, const char* k) {
+  auto it = f.find(k);
+  return it == f.end() ? std::string() : it->second;
+}
+
+Res res_of(const std::vector<std::string>& kv) {
+  Res out;
+  for (size_t k = 0; k + 1 < kv.size(); k += 2) {
+    char* end = nullptr;
+    double v = std::strtod(kv[k + 1].c_str(), &end);
+    if (end && *end == '\0') out[kv[k]] = v;
+  }
+  return out;
+}
+
+}  // namespace
+
+const char* name(NodeState s) { return name_of(s, kNodeStates); }
+const char* name(JobStatus s) { return name_of(s, kJobStatuses); }
+const char* name(ActorState s) { return name_of(s, kActorStates); }
+const char* name(GroupState s) { return name_of(s, kGroupStates); }
+std::optional<NodeState> parse_node_state(std::string_view s) { return parse_name(s, kNodeStates); }
+std::optional<JobStatus> parse_job_status(std::string_view s) { return parse_name(s, kJobStatuses); }
+std::optional<ActorState> parse_actor_state(std::string_view s) { return parse_name(s, kActorStates); }
+std::optional<GroupState> parse_group_state(std::string_view s) { return parse_name(s, kGroupStates); }
+
+// ---- the cluster ----------------------------------------------------------------------------
+
+void Tables::put_cluster(const std::string& address, const std::string& session_dir, const std::string& log_dir,
+                         double start_time, const std::string& head_node) {
+  r_.cmd({"HSET", kCluster, "address", address, "session_dir", session_dir, "log_dir", log_dir, "start_time",
+          std::to_string(start_time), "head_node", head_node});
+}
+
+std::map<std::string, std::string> Tables::cluster() { return r_.hgetall(kCluster); }
+
+// ---- nodes ----------------------------------------------------------------------------------
+
+std::vector<std::string> Tables::node_ids() { return r_.cmd({"SMEMBERS", kNodes}).strings(); }
+
+void Tables::add_node(const std::string& id, const std::string& role) {
+  r_.cmd({"HSET", node_key(id), "role", role, "state", name(NodeState::kAlive)});
+  r_.cmd({"SADD", kNodes, id});
+}
+
+void Tables::remove_node(const std::string& id) {
+  r_.cmd({"SREM", kNodes, id});
+  r_.cmd({"DEL", heartbeat_key(id)});
+}
+
+void Tables::report(const std::string& id, const NodeReport& n, std::chrono::milliseconds ttl) {
+  r_.cmd({"HSET", node_key(id), "address", n.address, "hostname", n.hostname, "pid", std::to_string(n.pid), "log_dir",
+          n.log_dir, "leased", std::to_string(n.leased), "start_time", std::to_string(n.start_time), "workers",
+          std::to_string(n.workers)});
+  r_.cmd({"SET", heartbeat_key(id), std::to_string(n.now), "PX", std::to_string(ttl.count())});
+}
+
+bool Tables::heartbeating(const std::string& id) { return !r_.cmd({"GET", heartbeat_key(id)}).is_nil(); }
+
+void Tables::set_node_state(const std::string& id, NodeState s, double dead_at) {
+  if (s == NodeState::kDead)
+    r_.cmd({"HSET", node_key(id), "state", name(s), "dead_at", std::to_string(dead_at)});
+  else
+    r_.cmd({"HSET", node_key(id), "state", name(s)});
+}
+
+std::optional<NodeState> Tables::node_state(const std::string& id) {
+  auto r = r_.cmd({"HGET", node_key(id), "state"});
+  return r.is_nil() ? std::nullopt : parse_node_state(r.str());
+}
+
+std::map<std::string, std::string> Tables::node_fields(const std::string& id) { return r_.hgetall(node_key(id)); }
+
+long Tables::leased_workers(const std::string& id) {
+  auto r = r_.cmd({"HGET", node_key(id), "leased"});
+  return r.is_nil() ? 0 : std::atol(r.str().c_str());
+}
+
+std::vector<NodeResources> Tables::nodes_with_resources() {
+  auto ids = node_ids();
+  std::vector<std::vector<std::string>> cmds;
+  for (auto& id : ids) {
+    cmds.push_back({"HMGET", node_key(id), "address", "state", "hostname"});
+    cmds.push_back({"HGETALL", total_key(id)});
+    cmds.push_back({"HGETALL", avail_key(id)});
+  }
+  std::vector<NodeResources> out;
+  if (cmds.empty()) return out;
+  auto reps = r_.pipeline(cmds);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto f = reps[3 * i].strings();
+    NodeResources n;
+    n.id = ids[i];
+    if (f.size() == 3) {
+      n.address = f[0];
+      n.state = parse_node_state(f[1]);
+      n.hostname = f[2];
+    }
+    n.total = res_of(reps[3 * i + 1].strings());
+    auto avail = reps[3 * i + 2].strings();
+    n.has_avail = !avail.empty();
+    n.avail = res_of(avail);
+    out.push_back(std::move(n));
+  }
+  return out;
+}
+
+// ---- jobs -----------------------------------------------------------------------------------
+
+std::string Tables::new_job_id() { return "job-" + std::to_string(r_.cmd({"INCR", kJobCounter}).integer()); }
+
+void Tables::add_job(const std::string& id) { r_.cmd({"RPUSH", kJobs, id}); }
+
+std::vector<std::string> Tables::job_ids() { return r_.cmd({"LRANGE", kJobs, "0", "-1"}).strings(); }
+
+void Tables::save_job(const JobRecord& j) {
+  r_.cmd({"HSET", job_key(j.id), "entrypoint", j.entrypoint, "status", name(j.status), "exit_code",
+          std::to_string(j.exit_code), "start", std::to_string(j.start), "end", std::to_string(j.end), "log",
+          j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", j.node, "submitted", j.submitted ? "1" : "0",
+          "proc_pid", std::to_string(j.proc_pid), "binary", j.binary, "binary_digest", j.digest, "workdir_digest",
+          j.workdir, "cwd", j.cwd});
+}
+
+std::optional<JobRecord> Tables::job(const std::string& id) {
+  auto f = r_.hgetall(job_key(id));
+  if (f.empty()) return std::nullopt;
+  JobRecord j;
+  j.id = id;
+  j.entrypoint = text(f, "entrypoint");
+  j.status = parse_job_status(text(f, "status")).value_or(JobStatus::kFailed);
+  j.exit_code = static_cast<int>(num(f, "exit_code"));
+  j.start = num(f, "start");
+  j.end = num(f, "end");
+  j.log_path = text(f, "log");
+  j.driver_pid = static_cast<long>(num(f, "driver_pid"));
+  j.node = text(f, "node");
+  j.submitted = text(f, "submitted") == "1";
+  j.proc_pid = static_cast<long>(num(f, "proc_pid"));
+  j.binary = text(f, "binary");
+  j.digest = text(f, "binary_digest");
+  j.workdir = text(f, "workdir_digest");
+  j.cwd = text(f, "cwd");
+  return j;
+}
+
+std::map<std::string, std::string> Tables::job_fields(const std::string& id) { return r_.hgetall(job_key(id)); }
+
+// ---- actors ---------------------------------------------------------------------------------
+
+void Tables::add_actor(const std::string& id) { r_.cmd({"SADD", kActors, id}); }
+
+std::vector<std::string> Tables::actor_ids() { return r_.cmd({"SMEMBERS", kActors}).strings(); }
+
+void Tables::save_actor(const ActorRecord& a) {
+  r_.cmd({"HSET", actor_key(a.id), "class", a.class_name, "name", a.name, "state", name(a.state), "address", a.address,
+          "worker", a.worker, "job", a.job, "node", a.node, "death_cause", a.cause, "resources", json(a.resources).dump(),
+          "max_restarts", std::to_string(a.max_restarts), "num_restarts", std::to_string(a.num_restarts),
+          "placement_group", a.pg, "bundle", std::to_string(a.bundle), "place_bundle", std::to_string(a.place_bundle),
+          "detached", a.detached ? "1" : "0"});
+}
+
+std::optional<ActorRecord> Tables::actor(const std::string& id) {
+  auto f = r_.hgetall(actor_key(id));
+  auto state = parse_actor_state(text(f, "state"));
+  if (f.empty() || !state) return std::nullopt;
+  ActorRecord a;
+  a.id = id;
+  a.class_name = text(f, "class");
+  a.name = text(f, "name");
+  a.job = text(f, "job");
+  a.state = *state;
+  a.address = text(f, "address");
+  a.worker = text(f, "worker");
+  a.node = text(f, "node");
+  a.cause = text(f, "death_cause");
+  try {
+    for (auto& [k, v] : json::parse(text(f, "resources")).items()) a.resources[k] = v.get<double>();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  a.max_restarts = static_cast<int>(num(f, "max_restarts"));
+  a.num_restarts = static_cast<uint32_t>(num(f, "num_restarts"));
+  a.pg = text(f, "placement_group");
+  a.bundle = static_cast<int>(num(f, "bundle", -1));
+  a.place_bundle = static_cast<int>(num(f, "place_bundle", -1));
+  a.detached = text(f, "detached") == "1";
+  return a;
+}
+
+void Tables::save_actor_spec(const std::string& id, const std::string& spec) { r_.cmd({"SET", spec_key(id), spec}); }
+
+std::optional<std::string> Tables::actor_spec(const std::string& id) {
+  auto r = r_.cmd({"GET", spec_key(id)});
+  if (r.is_nil()) return std::nullopt;
+  return r.str();
+}
+
+void Tables::drop_actor_spec(const std::string& id) { r_.cmd({"DEL", spec_key(id)}); }
+
+void Tables::name_actor(const std::string& name, const std::string& id) { r_.cmd({"HSET", kActorNames, name, id}); }
+
+void Tables::forget_actors(const std::vector<std::pair<std::string, std::string>>& ids_and_names) {
+  std::vector<std::vector<std::string>> cmds;
+  for (auto& [id, name] : ids_and_names) {
+    if (!name.empty()) cmds.push_back({"HDEL", kActorNames, name});
+    cmds.push_back({"SREM", kActors, id});
+    cmds.push_back({"DEL", actor_key(id), spec_key(id)});
+  }
+  if (!cmds.empty()) r_.pipeline(cmds);
+}
+
+// ---- placement groups -----------------------------------------------------------------------
+
+std::string Tables::group_key(const std::string& id) { return "yard:pg:" + id; }
+
+std::vector<std::string> Tables::group_fields(const GroupRecord& g) {
+  return {group_key(g.id), "name", g.name, "job", g.job, "strategy", policy::name(g.strategy), "state", name(g.state),
+          "bundles", json(g.bundles).dump(), "nodes", json(g.nodes).dump()};
+}
+
+void Tables::save_group(const GroupRecord& g) {
+  auto args = group_fields(g);
+  args.insert(args.begin(), "HSET");
+  r_.cmd(args);
+}
+
+std::vector<std::string> Tables::group_ids() {
+  std::vector<std::string> ids;
+  std::string cursor = "0";
+  const std::string prefix = group_key("");
+  do {
+    auto r = r_.cmd({"SCAN", cursor, "MATCH", prefix + "*", "COUNT", "1000"});
+    cursor = r.at(0);
+    for (auto& k : r.nested_strings(1)) ids.push_back(k.substr(prefix.size()));
+  } while (cursor != "0");
+  return ids;
+}
+
+std::optional<GroupRecord> Tables::group(const std::string& id) {
+  auto f = r_.hgetall(group_key(id));
+  auto state = parse_group_state(text(f, "state"));
+  if (f.empty() || !state) return std::nullopt;
+  GroupRecord g;
+  g.id = id;
+  g.name = text(f, "name");
+  g.job = text(f, "job");
+  g.strategy = policy::parse_bundle_strategy(text(f, "strategy")).value_or(policy::BundleStrategy::kPack);
+  g.state = *state;
+  try {
+    g.bundles = json::parse(text(f, "bundles")).get<std::vector<Res>>();
+    g.nodes = json::parse(text(f, "nodes")).get<std::vector<std::string>>();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  g.nodes.resize(g.bundles.size());
+  return g;
+}
+
+// ---- events ---------------------------------------------------------------------------------
+
+void Tables::publish(const std::string& ev) {
+  r_.pipeline({{"PUBLISH", kEvents, ev}, {"RPUSH", kEventLog, ev}, {"LTRIM", kEventLog, "-10000", "-1"}});
+}
+
+}  // namespace yard::sched::store

@@ -1,0 +1,157 @@
+// The control store's tables: every record Switchyard keeps in Redis, typed, and the one place
+// that reads and writes each of them (resources and bundles: resources.h).
+//
+//   yard:cluster                 hash    the head's address, session, log dir, start time
+//   yard:nodes                   set     node ids
+//   yard:node:<id>               hash    role, state, address, hostname, pid, workers, leased...
+//   yard:node:<id>:heartbeat     string  with a TTL of the heartbeat timeout
+//   yard:counter:job, yard:jobs  counter, list of job ids
+//   yard:job:<id>                hash    JobRecord
+//   yard:actors                  set     actor ids
+//   yard:actor:<id>              hash    ActorRecord
+//   yard:actor:<id>:spec         string  the creation message (arguments included), for restarts
+//   yard:actor_names             hash    name -> actor id
+//   yard:pg:<id>                 hash    GroupRecord (found by SCAN: no set to keep)
+//   yard:events / :events:log    channel / list of the last 10,000 events
+//
+// Every function throws ConnectionError when Redis is unreachable. A record that is missing or
+// unreadable comes back as nullopt.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "policy/placement.h"
+
+namespace yard::detail {
+class Redis;
+}
+
+namespace yard::sched::store {
+
+enum class NodeState { kAlive, kDraining, kDead };
+enum class JobStatus { kRunning, kSucceeded, kFailed, kStopped };
+enum class ActorState { kPending, kAlive, kRestarting, kDead };
+enum class GroupState { kPending, kCreated, kRescheduling, kRemoved };
+
+// The names the wire, `yard status` and the records use ("ALIVE", "RUNNING", ...).
+const char* name(NodeState s);
+const char* name(JobStatus s);
+const char* name(ActorState s);
+const char* name(GroupState s);
+std::optional<NodeState> parse_node_state(std::string_view s);
+std::optional<JobStatus> parse_job_status(std::string_view s);
+std::optional<ActorState> parse_actor_state(std::string_view s);
+std::optional<GroupState> parse_group_state(std::string_view s);
+
+struct JobRecord {
+  std::string id, entrypoint, log_path, node, binary, digest, workdir, cwd;
+  JobStatus status = JobStatus::kRunning;
+  int exit_code = 0;
+  double start = 0, end = 0;
+  long driver_pid = 0, proc_pid = 0;
+  bool submitted = false;  // run by `yard submit` (its process is the node's child)
+};
+
+struct ActorRecord {
+  std::string id, class_name, name, job, address, worker, node, cause, pg;
+  ActorState state = ActorState::kPending;
+  Res resources;
+  int max_restarts = 0;
+  uint32_t num_restarts = 0;
+  int bundle = -1;        // the bundle of `pg` it runs in
+  int place_bundle = -1;  // the bundle it asked for (-1: any with room)
+  bool detached = false;
+};
+
+struct GroupRecord {
+  std::string id, name, job;
+  policy::BundleStrategy strategy = policy::BundleStrategy::kPack;
+  GroupState state = GroupState::kPending;
+  std::vector<Res> bundles;
+  std::vector<std::string> nodes;  // per bundle; "" while unplaced
+};
+
+// What a node reports about itself with every heartbeat.
+struct NodeReport {
+  std::string address, hostname, log_dir;
+  long pid = 0, leased = 0, workers = 0;
+  double start_time = 0, now = 0;
+};
+
+// A node as the schedulers see it: its record's address and state, and its resources.
+struct NodeResources {
+  std::string id, address, hostname;
+  std::optional<NodeState> state;
+  Res total, avail;
+  bool has_avail = false;  // its free-resources hash exists (gone: withdrawn, nothing goes there)
+};
+
+class Tables {
+ public:
+  explicit Tables(detail::Redis& r) : r_(r) {}
+
+  // ---- the cluster
+  void put_cluster(const std::string& address, const std::string& session_dir, const std::string& log_dir,
+                   double start_time, const std::string& head_node);
+  std::map<std::string, std::string> cluster();
+
+  // ---- nodes
+  std::vector<std::string> node_ids();
+  // A node joins: its role and state ALIVE, then its membership.
+  void add_node(const std::string& id, const std::string& role);
+  void remove_node(const std::string& id);
+  // The node's record and its heartbeat (which expires after `ttl`).
+  void report(const std::string& id, const NodeReport& r, std::chrono::milliseconds ttl);
+  bool heartbeating(const std::string& id);
+  void set_node_state(const std::string& id, NodeState s, double dead_at = 0);
+  std::optional<NodeState> node_state(const std::string& id);
+  std::map<std::string, std::string> node_fields(const std::string& id);
+  // Task workers the node has leased out (0 when unknown).
+  long leased_workers(const std::string& id);
+  // Every node with its resources, in one pipelined round trip.
+  std::vector<NodeResources> nodes_with_resources();
+
+  // ---- jobs
+  std::string new_job_id();
+  void add_job(const std::string& id);
+  std::vector<std::string> job_ids();
+  void save_job(const JobRecord& j);
+  std::optional<JobRecord> job(const std::string& id);
+  std::map<std::string, std::string> job_fields(const std::string& id);
+
+  // ---- actors
+  void add_actor(const std::string& id);
+  std::vector<std::string> actor_ids();
+  void save_actor(const ActorRecord& a);
+  std::optional<ActorRecord> actor(const std::string& id);
+  void save_actor_spec(const std::string& id, const std::string& spec);
+  std::optional<std::string> actor_spec(const std::string& id);
+  void drop_actor_spec(const std::string& id);
+  void name_actor(const std::string& name, const std::string& id);
+  // Forgets actors for good (id, and the name to drop with it or ""), in one round trip.
+  void forget_actors(const std::vector<std::pair<std::string, std::string>>& ids_and_names);
+
+  // ---- placement groups
+  static std::string group_key(const std::string& id);
+  // The HSET arguments (key first) that write the record: for a reservation script that writes
+  // it in the same atomic step as it takes the resources.
+  static std::vector<std::string> group_fields(const GroupRecord& g);
+  void save_group(const GroupRecord& g);
+  std::vector<std::string> group_ids();
+  std::optional<GroupRecord> group(const std::string& id);
+
+  // ---- events: published on yard:events, the last 10,000 kept in yard:events:log.
+  void publish(const std::string& event_json);
+
+ private:
+  detail::Redis& r_;
+};
+
+}  // namespace yard::sched::store

@@ -1,0 +1,202 @@
+// The placement policies as specifications: a cluster view in, a decision out. No Redis, no
+// processes (suite quick).
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "policy/placement.h"
+
+using namespace yard::sched;
+using namespace yard::sched::policy;
+
+namespace {
+
+NodeState node(std::string id, double cpus, double free_cpus, int actors = 0, Res extra = {}) {
+  NodeState n{std::move(id), {{"CPU", cpus}}, {{"CPU", free_cpus}}, actors};
+  for (auto& [k, v] : extra) {
+    n.total[k] = v;
+    n.avail[k] = v;
+  }
+  return n;
+}
+
+ActorRequest cpus(double n, std::string local = "a") {
+  ActorRequest r;
+  r.resources = {{"CPU", n}};
+  r.local_node = std::move(local);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("resource arithmetic") {
+  CHECK(fits({{"CPU", 1}}, {{"CPU", 1}}));
+  CHECK_FALSE(fits({{"CPU", 1.5}}, {{"CPU", 1}}));
+  CHECK_FALSE(fits({{"GPU", 1}}, {{"CPU", 8}}));
+  CHECK(fits({{"GPU", 0}}, {{"CPU", 8}}));  // zero amounts ask for nothing
+  CHECK(utilisation({{"CPU", 4}, {"memory", 100}}, {{"CPU", 1}, {"memory", 0}}) == Approx(0.75));
+  CHECK(res_text({}) == "nothing");
+  CHECK(res_text({{"CPU", 1}, {"GPU", 0.5}}) == "CPU: 1, GPU: 0.5");
+}
+
+TEST_CASE("default actor placement: local while under half busy, else the least busy") {
+  ClusterView v{{node("a", 4, 3), node("b", 4, 4)}};
+  auto d = place_actor(v, cpus(1));
+  CHECK(d.outcome == Outcome::kPlaced);
+  CHECK(d.node == "a");  // 25 % busy: stays local
+  v.take("a", {{"CPU", 1}});  // 50 % busy now
+  CHECK(place_actor(v, cpus(1)).node == "b");
+  // Equally busy: the local node wins the tie.
+  ClusterView even{{node("a", 4, 1), node("b", 4, 1)}};
+  CHECK(place_actor(even, cpus(1, "b")).node == "b");
+}
+
+TEST_CASE("wait when it fits some node's totals but none has room now") {
+  ClusterView v{{node("a", 2, 0), node("b", 2, 0.5)}};
+  auto d = place_actor(v, cpus(1));
+  CHECK(d.outcome == Outcome::kWait);
+  CHECK(d.node.empty());
+}
+
+TEST_CASE("infeasible when no node could ever hold it, with the reason") {
+  ClusterView v{{node("a", 2, 2), node("b", 4, 4)}};
+  auto d = place_actor(v, cpus(8));
+  CHECK(d.outcome == Outcome::kInfeasible);
+  CHECK(d.why == "CPU: 8 wanted, the largest node has 4");
+  ActorRequest gpu = cpus(1);
+  gpu.resources["GPU"] = 1;
+  CHECK(place_actor(v, gpu).why == "GPU: 1 wanted, the largest node has 0");
+  // Each resource exists, but never together on one node.
+  ClusterView split{{node("a", 4, 4, 0, {{"GPU", 1}}), node("b", 8, 8)}};
+  ActorRequest both;
+  both.resources = {{"CPU", 6}, {"GPU", 1}};
+  CHECK(place_actor(split, both).why == "no single node has all of CPU: 6, GPU: 1");
+  CHECK(place_actor(ClusterView{}, cpus(1)).outcome == Outcome::kInfeasible);
+}
+
+TEST_CASE("SPREAD: the node with the fewest actors, then the least busy") {
+  ClusterView v{{node("a", 4, 4, 2), node("b", 4, 2, 1), node("c", 4, 3, 1)}};
+  ActorRequest r = cpus(1);
+  r.strategy = ActorStrategy::kSpread;
+  CHECK(place_actor(v, r).node == "c");
+  CHECK(parse_actor_strategy("SPREAD") == ActorStrategy::kSpread);
+  CHECK(parse_actor_strategy("") == ActorStrategy::kDefault);
+  CHECK_FALSE(parse_actor_strategy("EVERYWHERE"));
+}
+
+TEST_CASE("hard node affinity: that node or wait; a dead or too small node is infeasible") {
+  ClusterView v{{node("a", 4, 0), node("b", 2, 2)}};
+  ActorRequest r = cpus(1, "b");
+  r.affinity_node = "a";
+  CHECK(place_actor(v, r).outcome == Outcome::kWait);
+  v.nodes[0].avail["CPU"] = 1;
+  CHECK(place_actor(v, r).node == "a");
+  r.affinity_node = "gone";
+  auto d = place_actor(v, r);
+  CHECK(d.outcome == Outcome::kInfeasible);
+  CHECK(d.why == "node gone (asked for by node affinity) is not alive");
+  r.affinity_node = "b";
+  r.resources["CPU"] = 3;
+  CHECK(place_actor(v, r).why == "node b never has CPU: 3");
+}
+
+TEST_CASE("soft node affinity: that node when it has room, else the usual rules") {
+  ClusterView v{{node("a", 4, 4), node("b", 4, 0)}};
+  ActorRequest r = cpus(1, "a");
+  r.affinity_node = "b";
+  r.soft = true;
+  CHECK(place_actor(v, r).node == "a");
+  v.nodes[1].avail["CPU"] = 1;
+  CHECK(place_actor(v, r).node == "b");
+  r.affinity_node = "gone";
+  CHECK(place_actor(v, r).node == "a");
+}
+
+TEST_CASE("PACK: everything on one node, the busiest that fits, leaving free nodes whole") {
+  ClusterView v{{node("a", 8, 8), node("b", 8, 5), node("c", 2, 2)}};
+  GroupRequest g{{{{"CPU", 2}}, {{"CPU", 2}}}, BundleStrategy::kPack, {}, true};
+  auto d = place_bundles(v, g);
+  REQUIRE(d.outcome == Outcome::kPlaced);
+  CHECK(d.nodes == std::vector<std::string>{"b", "b"});
+  // Too big for one node: bundle by bundle, still packing.
+  GroupRequest big{{{{"CPU", 6}}, {{"CPU", 4}}}, BundleStrategy::kPack, {}, true};
+  d = place_bundles(v, big);
+  REQUIRE(d.outcome == Outcome::kPlaced);
+  CHECK(d.nodes == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE("STRICT_PACK: one node or wait; infeasible when no node's totals hold the sum") {
+  ClusterView v{{node("a", 4, 3), node("b", 4, 3)}};
+  GroupRequest g{{{{"CPU", 2}}, {{"CPU", 2}}}, BundleStrategy::kStrictPack, {}, true};
+  CHECK(place_bundles(v, g).outcome == Outcome::kWait);
+  v.nodes[1].avail["CPU"] = 4;
+  auto d = place_bundles(v, g);
+  REQUIRE(d.outcome == Outcome::kPlaced);
+  CHECK(d.nodes == std::vector<std::string>{"b", "b"});
+  GroupRequest huge{{{{"CPU", 3}}, {{"CPU", 3}}}, BundleStrategy::kStrictPack, {}, true};
+  auto i = place_bundles(v, huge);
+  CHECK(i.outcome == Outcome::kInfeasible);
+  CHECK(i.why == "STRICT_PACK needs one node with CPU: 6: CPU: 6 wanted, the largest node has 4");
+}
+
+TEST_CASE("SPREAD bundles: the nodes with the fewest of the group, then the least busy") {
+  ClusterView v{{node("a", 4, 4), node("b", 4, 2), node("c", 4, 3)}};
+  GroupRequest g{{{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, BundleStrategy::kSpread, {}, true};
+  auto d = place_bundles(v, g);
+  REQUIRE(d.outcome == Outcome::kPlaced);
+  CHECK(d.nodes == std::vector<std::string>{"a", "c", "b", "a"});
+}
+
+TEST_CASE("STRICT_SPREAD: a distinct node per bundle, wait for room, infeasible without enough nodes") {
+  ClusterView v{{node("a", 4, 4), node("b", 4, 0), node("c", 4, 4)}};
+  GroupRequest g{{{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, BundleStrategy::kStrictSpread, {}, true};
+  CHECK(place_bundles(v, g).outcome == Outcome::kWait);
+  v.nodes[1].avail["CPU"] = 1;
+  auto d = place_bundles(v, g);
+  REQUIRE(d.outcome == Outcome::kPlaced);
+  std::set<std::string> distinct(d.nodes.begin(), d.nodes.end());
+  CHECK(distinct.size() == 3);
+  g.bundles.push_back({{"CPU", 1}});
+  auto i = place_bundles(v, g);
+  CHECK(i.outcome == Outcome::kInfeasible);
+  CHECK(i.why == "STRICT_SPREAD needs 4 nodes, the cluster has 3 that can hold a bundle");
+}
+
+TEST_CASE("a bundle no node can hold makes the group infeasible, naming the bundle") {
+  ClusterView v{{node("a", 4, 4)}};
+  GroupRequest g{{{{"CPU", 1}}, {{"GPU", 1}}}, BundleStrategy::kSpread, {}, true};
+  auto d = place_bundles(v, g);
+  CHECK(d.outcome == Outcome::kInfeasible);
+  CHECK(d.why == "bundle 1 (GPU: 1) fits no node: GPU: 1 wanted, the largest node has 0");
+  g.check_feasible = false;  // a group being re-placed waits for nodes instead
+  CHECK(place_bundles(v, g).outcome == Outcome::kWait);
+}
+
+TEST_CASE("re-placing a group keeps its placed bundles and packs the rest beside them") {
+  ClusterView v{{node("a", 4, 2), node("b", 8, 8), node("c", 4, 4)}};
+  GroupRequest g{{{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, BundleStrategy::kPack, {"a", "", "a"}, false};
+  auto d = place_bundles(v, g);
+  REQUIRE(d.outcome == Outcome::kPlaced);
+  CHECK(d.nodes == std::vector<std::string>{"a", "a", "a"});
+  GroupRequest strict{{{{"CPU", 1}}, {{"CPU", 1}}}, BundleStrategy::kStrictSpread, {"b", ""}, false};
+  d = place_bundles(v, strict);
+  REQUIRE(d.outcome == Outcome::kPlaced);
+  CHECK(d.nodes[0] == "b");
+  CHECK(d.nodes[1] != "b");
+}
+
+TEST_CASE("bundle strategy names round-trip; unknown ones are refused") {
+  for (auto s : {BundleStrategy::kPack, BundleStrategy::kSpread, BundleStrategy::kStrictPack, BundleStrategy::kStrictSpread})
+    CHECK(parse_bundle_strategy(name(s)) == s);
+  CHECK_FALSE(parse_bundle_strategy("pack"));
+  CHECK_FALSE(parse_bundle_strategy(""));
+}
+
+TEST_CASE("spill: the other node with the most free CPUs that fits now, or ever") {
+  ClusterView peers{{node("self", 8, 8), node("a", 4, 1), node("b", 4, 3), node("c", 2, 0)}};
+  CHECK(spill_target(peers, "self", {{"CPU", 1}}, false) == "b");
+  CHECK(spill_target(peers, "self", {{"CPU", 4}}, false).empty());  // none has room now
+  CHECK(spill_target(peers, "self", {{"CPU", 4}}, true) == "b");    // but b's totals hold it
+  CHECK(spill_target(peers, "self", {{"CPU", 16}}, true).empty());
+  CHECK(spill_target(ClusterView{}, "self", {{"CPU", 1}}, false).empty());
+}
