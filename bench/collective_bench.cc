@@ -90,6 +90,15 @@ double busbw(const std::string& op, size_t bytes, int n, double t) {
   return algbw;
 }
 
+// The process settings both sides run with (ranks of either side get the same environment), as
+// printed in each record.
+const std::map<std::string, std::string> kEnv = {{"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}};
+std::string settings_json() {
+  std::string j = "{\"torch_threads\":1,\"transport_peer\":\"gloo tcp loopback\"";
+  for (auto& [k, v] : kEnv) j += ",\"" + k + "\":\"" + v + "\"";
+  return j + "}";
+}
+
 std::string size_name(size_t b) {
   return b >= (1 << 20) ? std::to_string(b >> 20) + "MiB" : std::to_string(b >> 10) + "KiB";
 }
@@ -110,8 +119,9 @@ int main(int argc, char** argv) {
     std::vector<pid_t> pids;
     for (int r = 0; r < world; ++r) {
       yard::detail::SpawnOptions so;
-      so.env = {{"BENCH_RANK", std::to_string(r)}, {"BENCH_WORLD", std::to_string(world)},
-                {"BENCH_REDIS", redis.address()}, {"BENCH_OUT", ours}};
+      so.env = kEnv;
+      so.env.insert({{"BENCH_RANK", std::to_string(r)}, {"BENCH_WORLD", std::to_string(world)},
+                     {"BENCH_REDIS", redis.address()}, {"BENCH_OUT", ours}});
       so.death_signal = SIGKILL;
       pids.push_back(yard::detail::spawn({yard::detail::self_exe()}, so));
     }
@@ -128,7 +138,7 @@ int main(int argc, char** argv) {
                                     std::to_string(yard::detail::free_port("127.0.0.1")), theirs};
     for (auto b : kSizes) cmd.push_back(std::to_string(b));
     yard::detail::SpawnOptions so;
-    so.env = {{"OMP_NUM_THREADS", "1"}};
+    so.env = kEnv;
     so.death_signal = SIGKILL;
     pid_t tp = yard::detail::spawn(cmd, so);
     waitpid(tp, nullptr, 0);
@@ -142,8 +152,8 @@ int main(int argc, char** argv) {
       double v = busbw(op, bytes, world, t);
       if (b.count(key)) {
         double pv = busbw(op, bytes, world, b[key]);
-        std::printf("{\"suite\":\"collective\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"GB/s\",\"peer\":\"torch_gloo\",\"peer_value\":%.4g,\"ratio\":%.4g}\n",
-                    name.c_str(), v, pv, v / pv);
+        std::printf("{\"suite\":\"collective\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"GB/s\",\"peer\":\"torch_gloo\",\"peer_value\":%.4g,\"ratio\":%.4g,\"settings\":%s}\n",
+                    name.c_str(), v, pv, v / pv, settings_json().c_str());
       } else {
         std::printf("{\"suite\":\"collective\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"GB/s\"}\n", name.c_str(), v);
       }
@@ -151,8 +161,8 @@ int main(int argc, char** argv) {
         std::string lat = op + "_lat_4KiB_w" + std::to_string(world);
         double us = t * 1e6;
         if (b.count(key))
-          std::printf("{\"suite\":\"collective\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"us\",\"peer\":\"torch_gloo\",\"peer_value\":%.4g,\"ratio\":%.4g}\n",
-                      lat.c_str(), us, b[key] * 1e6, us / (b[key] * 1e6));
+          std::printf("{\"suite\":\"collective\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"us\",\"peer\":\"torch_gloo\",\"peer_value\":%.4g,\"ratio\":%.4g,\"settings\":%s}\n",
+                      lat.c_str(), us, b[key] * 1e6, us / (b[key] * 1e6), settings_json().c_str());
       }
       std::fflush(stdout);
     }

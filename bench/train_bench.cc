@@ -2,6 +2,13 @@
 // (the railway Transformer: input projection, learned positions, encoder, max-pool, two heads),
 // the same batch, one thread per worker, the same OpenBLAS; plus DDP efficiency and the training
 // time a checkpoint costs.
+//
+// Both sides run with the same process settings (ProcessSettings below: thread counts, BLAS,
+// allocator thresholds), set through the environment the same way and printed in each record's
+// "settings". The allocator thresholds are something Switchyard's trainers set for themselves
+// (keep_freed_memory()); PyTorch does not, so the throughput cases are reported twice: against
+// the peer as it runs by default ("_peer_default") and against the peer with the same settings,
+// the comparison the targets apply to.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +21,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "../apps/railway/train/model.h"
@@ -39,38 +47,66 @@ struct Net : RailwayNet {
 enum class Mode { kIndependent, kDdp, kLockstep };
 const char* mode_name(Mode m) { return m == Mode::kDdp ? "ddp" : m == Mode::kLockstep ? "lockstep" : "independent"; }
 
-// One rank: trains `steps` steps; rank 0 writes samples/s (and the checkpoint stall) to out.
-// TB_PROFILE=1: each rank prints its milliseconds per step in each phase.
-int rank_main(int rank, int world, const std::string& redis, int64_t d, int64_t layers, int64_t batch, int steps,
-              Mode mode, const std::string& out, bool checkpoint) {
-  torch::set_num_threads(1);
-  yard::actors::keep_freed_memory();
-  torch::manual_seed(1);
-  Net net(d, layers);
+// The process-level settings every rank of either side runs with. `keep_freed` = glibc's mmap and
+// trim thresholds at 1 GiB, given to the peer through glibc's environment (MALLOC_*_) and to
+// Switchyard's ranks the same way (they also call keep_freed_memory(), which sets the same values).
+struct ProcessSettings {
+  bool keep_freed = true;
+  bool peer_bucket_view = false;  // the peer only: DDP(gradient_as_bucket_view=True)
+
+  std::map<std::string, std::string> env() const {
+    std::map<std::string, std::string> e = {
+        {"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}, {"MKL_NUM_THREADS", "1"}};
+    if (peer_bucket_view) e["PEER_BUCKET_VIEW"] = "1";
+    if (keep_freed) {
+      e["MALLOC_MMAP_THRESHOLD_"] = "1073741824";
+      e["MALLOC_TRIM_THRESHOLD_"] = "1073741824";
+    }
+    return e;
+  }
+  // A JSON object for the record: the environment, the intra-op threads, the BLAS library loaded.
+  std::string json() const {
+    std::error_code ec;
+    auto blas = std::filesystem::canonical("/usr/lib/x86_64-linux-gnu/libblas.so.3", ec).string();
+    std::string j = "{\"torch_threads\":1,\"blas\":\"" + (ec ? std::string("unknown") : blas) + "\"";
+    for (auto& [k, v] : env()) j += ",\"" + k + "\":\"" + v + "\"";
+    return j + "}";
+  }
+};
+
+// One step of the model on a fixed batch, timed in four phases (TB_PROFILE prints them).
+struct Replica {
+  Net net;
   std::unique_ptr<yard::collective::Communicator> comm;
   std::unique_ptr<yard::actors::DistributedDataParallel> dp;
-  bool sync = mode != Mode::kIndependent;
-  if (sync) {
-    yard::collective::GroupSpec s;
-    s.name = "train-bench";
-    s.world_size = world;
-    s.rank = rank;
-    s.redis_address = redis;
-    s.generation = std::to_string(getppid()) + "-" + std::to_string(d);
-    comm = yard::collective::create_group(s);
-    if (mode == Mode::kDdp) {
-      yard::actors::DdpOptions o;
-      if (const char* mb = getenv("TB_BUCKET_MB")) o.bucket_bytes = static_cast<size_t>(atof(mb) * (1 << 20));
-      dp = std::make_unique<yard::actors::DistributedDataParallel>(net.ptr(), *comm, o);
-      dp->broadcast_state(0);
-    }
-  }
-  torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
-  auto x = torch::randn({batch, 128, 6});
-  auto y = torch::randint(0, 5, {batch}, torch::kLong);
-  auto a = torch::randn({batch});
+  std::unique_ptr<torch::optim::AdamW> opt;
+  torch::Tensor x, y, a;
+  int64_t batch;
   double ph[4] = {0, 0, 0, 0};
-  auto step = [&] {
+
+  Replica(int rank, int world, const std::string& redis, int64_t d, int64_t layers, int64_t batch, Mode mode)
+      : net(d, layers), batch(batch) {
+    if (mode != Mode::kIndependent) {
+      yard::collective::GroupSpec s;
+      s.name = "train-bench";
+      s.world_size = world;
+      s.rank = rank;
+      s.redis_address = redis;
+      s.generation = std::to_string(getppid()) + "-" + std::to_string(d);
+      comm = yard::collective::create_group(s);
+      if (mode == Mode::kDdp) {
+        yard::actors::DdpOptions o;
+        if (const char* mb = getenv("TB_BUCKET_MB")) o.bucket_bytes = static_cast<size_t>(atof(mb) * (1 << 20));
+        dp = std::make_unique<yard::actors::DistributedDataParallel>(net.ptr(), *comm, o);
+        dp->broadcast_state(0);
+      }
+    }
+    opt = std::make_unique<torch::optim::AdamW>(net->parameters(), torch::optim::AdamWOptions(1e-3));
+    x = torch::randn({batch, 128, 6});
+    y = torch::randint(0, 5, {batch}, torch::kLong);
+    a = torch::randn({batch});
+  }
+  void step() {
     auto t0 = Clock::now();
     if (dp) dp->begin_step(batch);
     for (auto& p : net->parameters()) p.mutable_grad().reset();  // zero_grad(set_to_none)
@@ -82,85 +118,132 @@ int rank_main(int rank, int world, const std::string& redis, int64_t d, int64_t 
     if (dp) dp->finish_step();
     else if (comm) comm->barrier();  // lock step
     auto t3 = Clock::now();
-    opt.step();
+    opt->step();
     auto t4 = Clock::now();
     ph[0] += std::chrono::duration<double>(t1 - t0).count();
     ph[1] += std::chrono::duration<double>(t2 - t1).count();
     ph[2] += std::chrono::duration<double>(t3 - t2).count();
     ph[3] += std::chrono::duration<double>(t4 - t3).count();
-  };
-  for (int i = 0; i < 3; ++i) step();
-  for (auto& v : ph) v = 0;
-  if (comm) comm->barrier();
+  }
+  void barrier() {
+    if (comm) comm->barrier();
+  }
+};
+
+// What checkpointing every `every` steps costs the job: segments of 2 × `every` steps with and
+// without checkpoints, alternating (ABBA, so a drift of the machine weighs on both alike), on the
+// same ranks. Rank 0 snapshots model and optimizer on the training thread and hands them to the
+// store, which serialises and writes (fsync, rename) on its background thread, competing for the
+// same cores; a segment with checkpoints ends when its last write is on disk. Returns (seconds
+// without, seconds with).
+std::pair<double, double> checkpoint_cost(Replica& r, int rank, int every, int pairs) {
+  auto dir = "/tmp/yard-train-bench-ckpt-" + std::to_string(getppid());
+  std::optional<yard::actors::CheckpointStore> store;
+  if (rank == 0) store.emplace(dir, 2);
+  std::vector<double> handover;
+  double plain = 0, with = 0;
+  uint64_t written = 0;
+  for (int seg = 0; seg < 4 * pairs; ++seg) {
+    bool ckpt = seg % 4 == 1 || seg % 4 == 2;
+    r.barrier();
+    auto t0 = Clock::now();
+    for (int i = 0; i < 2 * every; ++i) {
+      if (ckpt && rank == 0 && i % every == every - 1) {
+        auto c0 = Clock::now();
+        yard::actors::StateSnapshot model(*r.net), optimizer(*r.opt);
+        uint64_t n = ++written;
+        store->write_async(std::function<yard::actors::Checkpoint()>([=] {
+          yard::actors::Checkpoint c;
+          c.step = n;
+          c.blobs["model"] = model.bytes();
+          c.blobs["optimizer"] = optimizer.bytes();
+          return c;
+        }));
+        handover.push_back(std::chrono::duration<double>(Clock::now() - c0).count() * 1e3);
+      }
+      r.step();
+    }
+    if (ckpt && rank == 0) store->wait();
+    r.barrier();
+    (ckpt ? with : plain) += std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  store.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  if (getenv("TB_PROFILE") && rank == 0) {
+    std::fprintf(stderr, "rank 0 checkpoint hand-overs (ms):");
+    for (double t : handover) std::fprintf(stderr, " %.3f", t);
+    std::fprintf(stderr, "\n");
+  }
+  return {plain, with};
+}
+
+// One rank: trains `steps` steps; rank 0 writes samples/s to out. TB_CKPT_EVERY=k: instead, the
+// checkpoint cost above (rank 0 writes the rates without and with checkpoints).
+// TB_PROFILE=1: each rank prints its milliseconds per step in each phase.
+int rank_main(int rank, int world, const std::string& redis, int64_t d, int64_t layers, int64_t batch, int steps,
+              Mode mode, const std::string& out, int ckpt_every) {
+  torch::set_num_threads(1);
+  yard::actors::keep_freed_memory();
+  torch::manual_seed(1);
+  Replica r(rank, world, redis, d, layers, batch, mode);
+  bool sync = mode != Mode::kIndependent;
+  for (int i = 0; i < 3; ++i) r.step();
+  for (auto& v : r.ph) v = 0;
+  if (ckpt_every > 0) {
+    int pairs = std::max(1, steps / (4 * ckpt_every));
+    auto [plain, with] = checkpoint_cost(r, rank, ckpt_every, pairs);
+    double samples = 4.0 * pairs * ckpt_every * batch * world;  // each side's share of the steps
+    r.comm->destroy();
+    if (rank == 0) std::ofstream(out) << samples / plain << " " << samples / with << "\n";
+    return 0;
+  }
+  r.barrier();
   auto t0 = Clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  if (comm) comm->barrier();
+  for (int i = 0; i < steps; ++i) r.step();
+  r.barrier();
   double dt = std::chrono::duration<double>(Clock::now() - t0).count();
   if (getenv("TB_PROFILE"))
     std::fprintf(stderr, "rank %d %s ms/step: forward %.1f backward %.1f finish %.1f optimizer %.1f\n", rank,
-                 mode_name(mode), ph[0] * 1e3 / steps, ph[1] * 1e3 / steps, ph[2] * 1e3 / steps, ph[3] * 1e3 / steps);
-  double stall = 0;
-  if (checkpoint) {
-    // The training time a checkpoint costs: the snapshot taken on the training thread (copies of
-    // the model's and the optimizer's tensors; the serialising and the file writing happen on the
-    // store's thread), as a fraction of one step. Every rank keeps stepping.
-    auto dir = "/tmp/yard-train-bench-ckpt-" + std::to_string(getpid());
-    yard::actors::CheckpointStore store(dir, 2);
-    std::vector<double> took;
-    for (int i = 0; i < 5; ++i) {
-      if (rank != 0) {
-        step();
-        continue;
-      }
-      auto c0 = Clock::now();
-      yard::actors::StateSnapshot model(*net), optimizer(opt);
-      store.write_async(std::function<yard::actors::Checkpoint()>([=] {
-        yard::actors::Checkpoint c;
-        c.step = static_cast<uint64_t>(i);
-        c.blobs["model"] = model.bytes();
-        c.blobs["optimizer"] = optimizer.bytes();
-        return c;
-      }));
-      took.push_back(std::chrono::duration<double>(Clock::now() - c0).count());
-      step();
-    }
-    store.wait();
-    std::filesystem::remove_all(dir);
-    if (getenv("TB_PROFILE") && !took.empty()) {
-      std::fprintf(stderr, "rank %d checkpoint hand-overs (ms):", rank);
-      for (double t : took) std::fprintf(stderr, " %.3f", t * 1e3);
-      std::fprintf(stderr, "\n");
-    }
-    std::sort(took.begin(), took.end());
-    if (!took.empty()) stall = took[took.size() / 2] / (dt / steps);  // the median checkpoint
-  }
-  if (comm) comm->destroy();
+                 mode_name(mode), r.ph[0] * 1e3 / steps, r.ph[1] * 1e3 / steps, r.ph[2] * 1e3 / steps,
+                 r.ph[3] * 1e3 / steps);
+  if (r.comm) r.comm->destroy();
   // Synchronised: rank 0 reports the group's rate. Independent: every rank reports its own, and
   // the rates add up.
-  if (sync && rank == 0) std::ofstream(out) << steps * batch * world / dt << " " << stall << "\n";
-  if (!sync) std::ofstream(out) << steps * batch / dt << " " << stall << "\n";
+  if (sync && rank == 0) std::ofstream(out) << steps * batch * world / dt << " 0\n";
+  if (!sync) std::ofstream(out) << steps * batch / dt << " 0\n";
   return 0;
 }
 
-// Runs `world` ranks as processes; returns rank 0's figures.
+// Runs `world` ranks as processes with `settings`; returns rank 0's two figures (samples/s, and
+// with ckpt_every > 0, samples/s without and with checkpoints).
 std::pair<double, double> run_ours(int world, const std::string& redis, int64_t d, int64_t layers, int64_t batch, int steps,
-                                   Mode mode, bool checkpoint = false) {
+                                   Mode mode, int ckpt_every = 0) {
   bool sync = mode != Mode::kIndependent;
   std::string out = "/tmp/yard-train-bench-" + std::to_string(getpid());
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
     yard::detail::SpawnOptions so;
-    so.env = {{"TB_RANK", std::to_string(r)}, {"TB_WORLD", std::to_string(world)}, {"TB_REDIS", redis},
-              {"TB_D", std::to_string(d)}, {"TB_LAYERS", std::to_string(layers)}, {"TB_BATCH", std::to_string(batch)},
-              {"TB_STEPS", std::to_string(steps)}, {"TB_MODE", std::to_string(static_cast<int>(mode))}, {"TB_CKPT", checkpoint ? "1" : "0"},
-              {"TB_OUT", sync || r == 0 ? out : out + ".r" + std::to_string(r)}, {"OMP_NUM_THREADS", "1"},
-              {"OPENBLAS_NUM_THREADS", "1"}};
+    so.env = ProcessSettings{}.env();
+    std::map<std::string, std::string> tb = {
+        {"TB_RANK", std::to_string(r)}, {"TB_WORLD", std::to_string(world)}, {"TB_REDIS", redis},
+        {"TB_D", std::to_string(d)}, {"TB_LAYERS", std::to_string(layers)}, {"TB_BATCH", std::to_string(batch)},
+        {"TB_STEPS", std::to_string(steps)}, {"TB_MODE", std::to_string(static_cast<int>(mode))},
+        {"TB_CKPT_EVERY", std::to_string(ckpt_every)}, {"TB_OUT", sync || r == 0 ? out : out + ".r" + std::to_string(r)}};
+    so.env.insert(tb.begin(), tb.end());
     so.death_signal = SIGKILL;
     pids.push_back(yard::detail::spawn({yard::detail::self_exe()}, so));
   }
-  for (auto p : pids) waitpid(p, nullptr, 0);
-  double v = 0, stall = 0;
-  std::ifstream(out) >> v >> stall;
+  for (auto p : pids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+      std::fprintf(stderr, "train_bench: a %s rank failed (status %d)\n", mode_name(mode), st);
+      std::exit(1);
+    }
+  }
+  double v = 0, second = 0;
+  std::ifstream(out) >> v >> second;
   std::remove(out.c_str());
   if (!sync) {
     // Independent trainers: their throughputs add up.
@@ -171,13 +254,14 @@ std::pair<double, double> run_ours(int world, const std::string& redis, int64_t 
       std::remove((out + ".r" + std::to_string(r)).c_str());
     }
   }
-  return {v, stall};
+  return {v, second};
 }
 
-double run_torch(int world, int64_t d, int64_t layers, int64_t batch, int steps, const std::string& script) {
+double run_torch(int world, int64_t d, int64_t layers, int64_t batch, int steps, const std::string& script,
+                 const ProcessSettings& settings) {
   std::string out = "/tmp/yard-train-bench-torch-" + std::to_string(getpid());
   yard::detail::SpawnOptions so;
-  so.env = {{"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}};
+  so.env = settings.env();
   so.death_signal = SIGKILL;
   pid_t p = yard::detail::spawn({"/usr/bin/python3", script, std::to_string(world),
                                  std::to_string(yard::detail::free_port("127.0.0.1")), std::to_string(d),
@@ -190,13 +274,34 @@ double run_torch(int world, int64_t d, int64_t layers, int64_t batch, int steps,
   return v;
 }
 
-void emit(const char* name, double v, const char* unit, const char* peer = nullptr, double pv = 0) {
-  if (peer)
-    std::printf("{\"suite\":\"train\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"%s\",\"peer\":\"%s\",\"peer_value\":%.4g,\"ratio\":%.4g}\n",
-                name, v, unit, peer, pv, v / pv);
-  else
-    std::printf("{\"suite\":\"train\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"%s\"}\n", name, v, unit);
+// One record; `extra` is appended as further fields (",\"k\":v...").
+void emit(const std::string& name, double v, const char* unit, const char* peer = nullptr, double pv = 0,
+          const std::string& extra = "") {
+  std::printf("{\"suite\":\"train\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"%s\"", name.c_str(), v, unit);
+  if (peer) std::printf(",\"peer\":\"%s\",\"peer_value\":%.4g,\"ratio\":%.4g", peer, pv, v / pv);
+  std::printf("%s}\n", extra.c_str());
   std::fflush(stdout);
+}
+
+// A throughput case against the peer twice: as PyTorch runs by default, and with the same process
+// settings as Switchyard's ranks plus DDP's own speed option (gradient_as_bucket_view), the
+// comparison the target applies to. The peer's runs sit on either side of ours, and each figure is
+// the mean of its two runs, so a drift of the machine during the case weighs on both sides alike.
+void throughput_case(const std::string& name, const std::string& redis, const std::string& script, int64_t d,
+                     int64_t layers, int steps) {
+  ProcessSettings same, by_default;
+  same.peer_bucket_view = true;
+  by_default.keep_freed = false;
+  double peer_same = run_torch(2, d, layers, 32, steps, script, same);
+  double peer_default = run_torch(2, d, layers, 32, steps, script, by_default);
+  double ours = run_ours(2, redis, d, layers, 32, steps, Mode::kDdp).first;
+  ours = (ours + run_ours(2, redis, d, layers, 32, steps, Mode::kDdp).first) / 2;
+  peer_default = (peer_default + run_torch(2, d, layers, 32, steps, script, by_default)) / 2;
+  peer_same = (peer_same + run_torch(2, d, layers, 32, steps, script, same)) / 2;
+  emit(name + "_peer_default", ours, "samples/s", "pytorch_ddp_gloo_default", peer_default,
+       ",\"settings\":" + ProcessSettings{}.json() + ",\"peer_settings\":" + by_default.json());
+  emit(name, ours, "samples/s", "pytorch_ddp_gloo_same_settings", peer_same,
+       ",\"settings\":" + ProcessSettings{}.json() + ",\"peer_settings\":" + same.json());
 }
 
 }  // namespace
@@ -205,21 +310,22 @@ int main(int argc, char** argv) {
   if (const char* r = getenv("TB_RANK"))
     return rank_main(atoi(r), atoi(getenv("TB_WORLD")), getenv("TB_REDIS"), atoll(getenv("TB_D")), atoll(getenv("TB_LAYERS")),
                      atoll(getenv("TB_BATCH")), atoi(getenv("TB_STEPS")), static_cast<Mode>(atoi(getenv("TB_MODE"))),
-                     getenv("TB_OUT"), std::string(getenv("TB_CKPT")) == "1");
+                     getenv("TB_OUT"), atoi(getenv("TB_CKPT_EVERY")));
   std::string script = argc > 1 ? argv[1] : "bench/torch_ddp_peer.py";
   yard::test::RedisServer redis;
   // TB_ONLY=<case> runs one case (for experiments); bench/run runs them all.
   std::string only = getenv("TB_ONLY") ? getenv("TB_ONLY") : "";
   auto want = [&](const char* c) { return only.empty() || only == c; };
-  if (want("ddp_samples_per_s_w2_small") || want("checkpoint_stall_frac")) {
-    auto small = run_ours(2, redis.address(), 64, 2, 32, 100, Mode::kDdp, true);
-    if (want("ddp_samples_per_s_w2_small"))
-      emit("ddp_samples_per_s_w2_small", small.first, "samples/s", "pytorch_ddp_gloo", run_torch(2, 64, 2, 32, 100, script));
-    if (want("checkpoint_stall_frac")) emit("checkpoint_stall_frac", small.second, "fraction");
-  }
-  if (want("ddp_samples_per_s_w2_large")) {
-    auto large = run_ours(2, redis.address(), 256, 4, 32, 20, Mode::kDdp).first;
-    emit("ddp_samples_per_s_w2_large", large, "samples/s", "pytorch_ddp_gloo", run_torch(2, 256, 4, 32, 20, script));
+  if (want("ddp_samples_per_s_w2_small")) throughput_case("ddp_samples_per_s_w2_small", redis.address(), script, 64, 2, 100);
+  if (want("ddp_samples_per_s_w2_large")) throughput_case("ddp_samples_per_s_w2_large", redis.address(), script, 256, 4, 20);
+  if (want("checkpoint_stall_frac")) {
+    // The small model (the demo job's), 2 ranks, a checkpoint every 20 steps: 1 - (throughput
+    // with checkpoints ÷ throughput without), both measured on the same ranks in alternation.
+    const int every = 20;
+    auto [plain, with] = run_ours(2, redis.address(), 64, 2, 32, 12 * every, Mode::kDdp, every);
+    emit("checkpoint_stall_frac", 1 - with / plain, "fraction", nullptr, 0,
+         ",\"every_steps\":" + std::to_string(every) + ",\"samples_per_s_without\":" + std::to_string(plain) +
+             ",\"samples_per_s_with\":" + std::to_string(with) + ",\"settings\":" + ProcessSettings{}.json());
   }
   if (want("ddp_efficiency_w2_large")) {
     // DDP ÷ independent trainers, with lock step alone (a barrier after every backward, no
@@ -245,7 +351,7 @@ int main(int argc, char** argv) {
     }
     double indep = median(Mode::kIndependent);
     emit("ddp_efficiency_w2_large", median(Mode::kDdp) / indep, "ratio", "lockstep_barrier_efficiency",
-         median(Mode::kLockstep) / indep);
+         median(Mode::kLockstep) / indep, ",\"settings\":" + ProcessSettings{}.json());
   }
 
   // Convergence: the railway job with 1, 2 and 4 trainers (linear LR scaling with warm-up and a
