@@ -91,6 +91,45 @@ double zmq_round_trips() {
   return r;
 }
 
+// The peer for the async cases: raw ZeroMQ DEALER → ROUTER between two processes on loopback,
+// 64-byte requests with `in_flight` outstanding (the async cases submit 1,000, then wait for all),
+// echoed back by the ROUTER. What the transport alone does with the same pipelining.
+void zmq_router_echo(int port) {
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::router);
+  s.bind("tcp://127.0.0.1:" + std::to_string(port));
+  for (;;) {
+    zmq::message_t id, m;
+    if (!s.recv(id) || !s.recv(m)) break;
+    s.send(id, zmq::send_flags::sndmore);
+    s.send(m, zmq::send_flags::none);
+  }
+}
+
+double zmq_pipelined(int in_flight) {
+  int port = yard::detail::free_port("127.0.0.1");
+  yard::detail::SpawnOptions so;
+  so.env["BENCH_ZMQ_ROUTER"] = std::to_string(port);
+  so.death_signal = SIGKILL;
+  pid_t pid = yard::detail::spawn({yard::detail::self_exe()}, so);
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::sndhwm, 0);
+  s.set(zmq::sockopt::rcvhwm, 0);
+  s.connect("tcp://127.0.0.1:" + std::to_string(port));
+  char payload[64] = {0};
+  double r = rate([&] {
+    for (int i = 0; i < in_flight; ++i) s.send(zmq::buffer(payload, sizeof payload), zmq::send_flags::none);
+    for (int i = 0; i < in_flight; ++i) {
+      zmq::message_t m;
+      (void)s.recv(m);
+    }
+  }, in_flight, 3.0);
+  kill(pid, SIGKILL);
+  yard::detail::terminate(pid, SIGKILL, 1s);
+  return r;
+}
 
 }  // namespace
 
@@ -99,36 +138,49 @@ int main(int argc, char** argv) {
     zmq_rep_server(std::atoi(p));
     return 0;
   }
+  if (const char* p = getenv("BENCH_ZMQ_ROUTER")) {
+    zmq_router_echo(std::atoi(p));
+    return 0;
+  }
   yard::init(argc, argv);
   std::string only = argc > 1 ? argv[1] : "";
   auto want = [&](const char* c) { return only.empty() || only == c; };
 
-  double zmq_rt = zmq_round_trips();
+  // Each peer is measured right before the case it is compared with: this machine's speed drifts
+  // (by 2x within minutes on a shared VM), and a figure from another moment would not compare.
 
-  if (want("tasks_sync"))
-    emit("tasks_sync", rate([] { yard::task(noop).remote(1).get(); }, 1), "ops/s", "zmq_req_rep_roundtrip", zmq_rt);
+  if (want("tasks_sync")) {
+    double peer = zmq_round_trips();
+    emit("tasks_sync", rate([] { yard::task(noop).remote(1).get(); }, 1), "ops/s", "zmq_req_rep_roundtrip", peer);
+  }
 
-  if (want("tasks_async"))
+  if (want("tasks_async")) {
+    double peer = zmq_pipelined(1000);
     emit("tasks_async", rate([] {
       std::vector<yard::ObjectRef<int>> refs;
       refs.reserve(1000);
       for (int i = 0; i < 1000; ++i) refs.push_back(yard::task(noop).remote(i));
       yard::get(refs);
-    }, 1000, 3.0), "ops/s");
+    }, 1000, 3.0), "ops/s", "zmq_dealer_router_1000_in_flight", peer);
+  }
 
   auto a = yard::actor<Echo>().remote();
   a.call(&Echo::echo).remote(0).get();
-  if (want("actor_calls_sync"))
+  if (want("actor_calls_sync")) {
+    double peer = zmq_round_trips();
     emit("actor_calls_sync", rate([&] { a.call(&Echo::echo).remote(1).get(); }, 1), "ops/s",
-         "zmq_req_rep_roundtrip", zmq_rt);
+         "zmq_req_rep_roundtrip", peer);
+  }
 
-  if (want("actor_calls_async"))
+  if (want("actor_calls_async")) {
+    double peer = zmq_pipelined(1000);
     emit("actor_calls_async", rate([&] {
       std::vector<yard::ObjectRef<int>> refs;
       refs.reserve(1000);
       for (int i = 0; i < 1000; ++i) refs.push_back(a.call(&Echo::echo).remote(i));
       yard::get(refs);
-    }, 1000, 3.0), "ops/s");
+    }, 1000, 3.0), "ops/s", "zmq_dealer_router_1000_in_flight", peer);
+  }
 
   if (want("actor_calls_concurrent")) {
     auto c = yard::actor<Echo>().max_concurrency(16).remote();
