@@ -34,10 +34,18 @@ YARD_ACTOR(Echo, yard::ctor<>, &Echo::echo);
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
+// Both sides' process settings, in every record with a peer: the ZeroMQ peers are this binary
+// with this environment (the same libzmq, no runtime); the memcpy peer runs in this process, after
+// yard::init() set the allocator as for every Switchyard process (mmap and trim thresholds 1 GiB
+// unless YARD_MALLOC_RETAIN=0), on buffers touched before it is timed.
+const char* kSettings =
+    "{\"peer_process\":\"this binary, this environment\",\"malloc_retain\":\"as yard::init() sets it, both "
+    "sides\",\"threads\":\"one caller thread each side\"}";
+
 void emit(const char* name, double value, const char* unit, const char* peer = nullptr, double peer_value = 0) {
   if (peer)
-    std::printf("{\"suite\":\"runtime\",\"case\":\"%s\",\"value\":%.6g,\"unit\":\"%s\",\"peer\":\"%s\",\"peer_value\":%.6g,\"ratio\":%.4g}\n",
-                name, value, unit, peer, peer_value, value / peer_value);
+    std::printf("{\"suite\":\"runtime\",\"case\":\"%s\",\"value\":%.6g,\"unit\":\"%s\",\"peer\":\"%s\",\"peer_value\":%.6g,\"ratio\":%.4g,\"settings\":%s}\n",
+                name, value, unit, peer, peer_value, value / peer_value, kSettings);
   else
     std::printf("{\"suite\":\"runtime\",\"case\":\"%s\",\"value\":%.6g,\"unit\":\"%s\"}\n", name, value, unit);
   std::fflush(stdout);
