@@ -200,3 +200,63 @@ TEST_CASE("spill: the other node with the most free CPUs that fits now, or ever"
   CHECK(spill_target(peers, "self", {{"CPU", 16}}, true).empty());
   CHECK(spill_target(ClusterView{}, "self", {{"CPU", 1}}, false).empty());
 }
+
+// ---- task leases ----------------------------------------------------------------------------
+
+#include "policy/leases.h"
+
+TEST_CASE("a lease is served here unless something sends it elsewhere") {
+  ClusterView peers{{node("a", 4, 4), node("b", 4, 4)}};
+  auto r = route_lease(peers, node("a", 4, 4), {{{"CPU", 1}}}, 0);
+  CHECK(r.kind == LeaseRoute::Kind::kHere);
+  // No room here right now is not a reason to leave: the queue waits (or spills later).
+  CHECK(route_lease(peers, node("a", 4, 0), {{{"CPU", 1}}}, 0).kind == LeaseRoute::Kind::kHere);
+}
+
+TEST_CASE("lease affinity: hard goes to that node or is infeasible, soft falls back here") {
+  ClusterView peers{{node("a", 4, 4), node("b", 4, 0)}};
+  LeaseRequest req{{{"CPU", 1}}, "b"};
+  auto r = route_lease(peers, node("a", 4, 4), req, 0);
+  CHECK(r.kind == LeaseRoute::Kind::kElsewhere);
+  CHECK(r.node == "b");
+  req.affinity_node = "gone";
+  r = route_lease(peers, node("a", 4, 4), req, 0);
+  CHECK(r.kind == LeaseRoute::Kind::kInfeasible);
+  CHECK(r.why == "node gone (asked for by node affinity) is not alive");
+  req.soft = true;
+  CHECK(route_lease(peers, node("a", 4, 4), req, 0).kind == LeaseRoute::Kind::kHere);
+  req.affinity_node = "a";  // affinity to this node
+  req.soft = false;
+  CHECK(route_lease(peers, node("a", 4, 4), req, 0).kind == LeaseRoute::Kind::kHere);
+}
+
+TEST_CASE("lease SPREAD rounds the nodes with room, this one included") {
+  ClusterView peers{{node("a", 4, 4), node("b", 4, 4), node("c", 4, 0)}};
+  LeaseRequest req{{{"CPU", 1}}};
+  req.spread = true;
+  auto self = node("a", 4, 4);
+  std::vector<std::string> seen;
+  for (size_t turn = 0; turn < 4; ++turn) {
+    auto r = route_lease(peers, self, req, turn);
+    CHECK(r.used_turn);
+    seen.push_back(r.kind == LeaseRoute::Kind::kHere ? "a" : r.node);
+  }
+  CHECK(seen == std::vector<std::string>{"a", "b", "a", "b"});  // c has no room
+  req.spilled = true;  // sent here by another node: stays
+  CHECK(route_lease(peers, self, req, 1).kind == LeaseRoute::Kind::kHere);
+}
+
+TEST_CASE("a lease this node can never hold goes where the totals can, or is infeasible") {
+  ClusterView peers{{node("a", 2, 2), node("big", 16, 0, 0, {{"GPU", 2}})}};
+  LeaseRequest req{{{"CPU", 1}, {"GPU", 1}}};
+  auto r = route_lease(peers, node("a", 2, 2), req, 0);
+  CHECK(r.kind == LeaseRoute::Kind::kElsewhere);
+  CHECK(r.node == "big");
+  req.spilled = true;
+  r = route_lease(peers, node("a", 2, 2), req, 0);
+  CHECK(r.kind == LeaseRoute::Kind::kInfeasible);
+  CHECK(r.why.rfind("no node can run a task that needs CPU: 1", 0) == 0);
+  req.spilled = false;
+  req.need = {{"TPU", 1}};
+  CHECK(route_lease(peers, node("a", 2, 2), req, 0).kind == LeaseRoute::Kind::kInfeasible);
+}

@@ -23,6 +23,7 @@
 #include <spdlog/spdlog.h>
 
 #include "io_loop.h"
+#include "policy/leases.h"
 #include "process.h"
 #include "redis_client.h"
 #include "session.h"
@@ -652,176 +653,142 @@ void Daemon::answer_lease(Lease& l) {
 
 void Daemon::process_leases() {
   for (auto it = leases_.begin(); it != leases_.end();) {
-    auto& l = *it;
-    auto& job = jobs_.at(l.job);
-    double gpu = l.need.count("GPU") ? l.need.at("GPU") : 0;
-    if (!l.pg.empty()) {
-      // Inside a placement group: served by the bundle's node, from the bundle's resources.
-      Res btotal;
-      std::string route;
-      try {
-        route = bundle_route(l, &btotal);
-      } catch (const std::exception& e) {
-        route = "wait";
-        spdlog::error("placing a lease in group {}: {}", l.pg, e.what());
-      }
-      if (route == "wait") {
-        ++it;
-        continue;
-      }
-      if (!route.empty()) {
-        OutMessage m(token_, l.req, true);
-        if (route[0] == '!')
-          set_error(m.env(), wire::ErrorCode::INFEASIBLE, route.substr(1));
-        else
-          m.env().getBody().initLeaseGranted().setSpillback(route);
-        io_->reply(l.routing, m.finish());
-        it = leases_.erase(it);
-        continue;
-      }
-      std::string key = bundle_key(l.pg, l.bundle);
-      while (l.assigned.size() + l.starting < l.count && reserve_bundle(*redis_, key, btotal, l.need)) {
-        auto idle = gpu > 0 ? workers_.end() : std::find_if(workers_.begin(), workers_.end(), [&](auto& kv) {
-          return kv.second.state == WState::kIdle && kv.second.job_id == l.job;
-        });
-        std::string wid;
-        if (idle != workers_.end()) {
-          idle->second.state = WState::kLeased;
-          wid = idle->first;
-          l.assigned.push_back(wid);
-        } else {
-          std::vector<std::pair<int, double>> devices;
-          if (gpu > 0) {
-            auto d = take_gpus(gpu);
-            if (!d) {
-              release_bundle(*redis_, key, l.need);
-              break;
-            }
-            devices = *d;
-          }
-          try {
-            wid = spawn_worker(job.id, "", l.seq, 0, devices);
-          } catch (const std::exception& e) {
-            release_bundle(*redis_, key, l.need);
-            give_gpus(devices);
-            break;
-          }
-          workers_.at(wid).dedicated = gpu > 0;
-          ++l.starting;
-        }
-        workers_.at(wid).held = l.need;
-        workers_.at(wid).bundle = key;
-      }
-      l.spilled = true;  // never sent elsewhere: the bundle is here
-      if (l.starting == 0 && !l.assigned.empty()) {
-        answer_lease(l);
-        it = leases_.erase(it);
-      } else {
-        ++it;
-      }
-      continue;
-    }
-    if (!l.spilled && ((!l.node_id.empty() && l.node_id != node_id_) || l.spread)) {
-      // Affinity to another node, or SPREAD choosing another node: send the submitter there.
-      std::string target;
-      if (!l.node_id.empty()) {
-        if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100)) refresh_peers_view();
-        auto p = peers_view_.find(l.node_id);
-        if (p != peers_view_.end()) target = p->second.address;
-      } else {
-        // SPREAD: round the nodes that have room now, this one included.
-        if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100)) refresh_peers_view();
-        std::vector<std::string> room;
-        if (fits(l.need, avail_)) room.push_back("");
-        for (auto& [id, v] : peers_view_)
-          if (id != node_id_ && fits(l.need, v.avail)) room.push_back(v.address);
-        if (!room.empty()) target = room[spread_turn_++ % room.size()];
-      }
-      if (!target.empty() || (!l.node_id.empty() && !l.soft)) {
-        OutMessage m(token_, l.req, true);
-        if (!target.empty())
-          m.env().getBody().initLeaseGranted().setSpillback(target);
-        else
-          set_error(m.env(), wire::ErrorCode::INFEASIBLE, "node " + l.node_id + " (asked for by node affinity) is not alive");
-        io_->reply(l.routing, m.finish());
-        it = leases_.erase(it);
-        continue;
-      }
-      l.spilled = true;  // soft affinity to a gone node, or SPREAD staying here: served here
-    }
-    if (!fits(l.need, total_)) {
-      // This node can never serve it: another node whose totals hold it, or a clear error.
-      std::string target = l.spilled ? std::string() : spill_target(l.need, true);
-      OutMessage m(token_, l.req, true);
-      if (!target.empty()) {
-        m.env().getBody().initLeaseGranted().setSpillback(target);
-      } else {
-        std::string what;
-        for (auto& [k, v] : l.need) what += (what.empty() ? "" : ", ") + k + ": " + std::to_string(v);
-        set_error(m.env(), wire::ErrorCode::INFEASIBLE, "no node can run a task that needs " + what);
-      }
-      io_->reply(l.routing, m.finish());
-      it = leases_.erase(it);
-      continue;
-    }
-    while (l.assigned.size() + l.starting < l.count && take_local(l.need)) {
-      auto idle = gpu > 0 ? workers_.end() : std::find_if(workers_.begin(), workers_.end(), [&](auto& kv) {
-        return kv.second.state == WState::kIdle && kv.second.job_id == l.job;
-      });
-      if (idle != workers_.end()) {
-        idle->second.state = WState::kLeased;
-        idle->second.held = l.need;
-        l.assigned.push_back(idle->first);
-        continue;
-      }
-      std::vector<std::pair<int, double>> devices;
-      if (gpu > 0) {
-        auto d = take_gpus(gpu);
-        if (!d) {  // the shares left are too fragmented for this request now
-          give_local(l.need);
-          break;
-        }
-        devices = *d;
-      }
-      std::string wid;
-      try {
-        wid = spawn_worker(job.id, "", l.seq, 0, devices);
-      } catch (const std::exception& e) {
-        give_local(l.need);
-        give_gpus(devices);
-        reply_error(l.routing, l.req, wire::ErrorCode::INTERNAL, std::string("cannot start a worker: ") + e.what());
-        it = leases_.erase(it);
-        goto next;
-      }
-      workers_.at(wid).held = l.need;
-      workers_.at(wid).dedicated = gpu > 0;
-      ++l.starting;
-    }
-    if (l.starting == 0 && !l.assigned.empty()) {
-      // Fewer than asked for: say where more could be had.
-      answer_lease(l);
-      it = leases_.erase(it);
-      continue;
-    }
-    if (l.starting == 0 && l.assigned.empty() && !l.spilled) {
-      // Nothing free here: send the submitter to a node that has room (one hop only).
-      std::string target = spill_target(l.need);
-      if (!target.empty()) {
-        OutMessage m(token_, l.req, true);
-        m.env().getBody().initLeaseGranted().setSpillback(target);
-        io_->reply(l.routing, m.finish());
-        it = leases_.erase(it);
-        continue;
-      }
-    }
-    if (l.starting == 0 && l.assigned.empty() && l.no_wait) {
-      answer_lease(l);  // nothing anywhere: the submitter keeps its workers busier instead
-      it = leases_.erase(it);
-      continue;
-    }
-    ++it;
-  next:;
+    bool done = it->pg.empty() ? serve_lease(*it) : serve_in_bundle(*it);
+    it = done ? leases_.erase(it) : std::next(it);
   }
+}
+
+void Daemon::answer_spillback(const Lease& l, const std::string& address) {
+  OutMessage m(token_, l.req, true);
+  m.env().getBody().initLeaseGranted().setSpillback(address);
+  io_->reply(l.routing, m.finish());
+}
+
+std::string Daemon::peer_address(const std::string& node) {
+  if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100)) refresh_peers_view();
+  auto p = peers_view_.find(node);
+  return p == peers_view_.end() ? std::string() : p->second.address;
+}
+
+std::optional<std::string> Daemon::lease_worker(Lease& l, const std::vector<std::pair<int, double>>& devices) {
+  bool gpu = !devices.empty();
+  auto idle = gpu ? workers_.end() : std::find_if(workers_.begin(), workers_.end(), [&](auto& kv) {
+    return kv.second.state == WState::kIdle && kv.second.job_id == l.job;
+  });
+  if (idle != workers_.end()) {
+    idle->second.state = WState::kLeased;
+    l.assigned.push_back(idle->first);
+    return idle->first;
+  }
+  auto wid = spawn_worker(l.job, "", l.seq, 0, devices);
+  workers_.at(wid).dedicated = gpu;
+  ++l.starting;
+  return wid;
+}
+
+// A lease inside a placement group: served by the bundle's node, from the bundle's resources.
+bool Daemon::serve_in_bundle(Lease& l) {
+  BundleRoute route;
+  try {
+    route = bundle_route(l);
+  } catch (const std::exception& e) {
+    spdlog::error("placing a lease in group {}: {}", l.pg, e.what());
+  }
+  switch (route.kind) {
+    case BundleRoute::Kind::kWait: return false;
+    case BundleRoute::Kind::kElsewhere: answer_spillback(l, route.address); return true;
+    case BundleRoute::Kind::kInfeasible: reply_error(l.routing, l.req, wire::ErrorCode::INFEASIBLE, route.why); return true;
+    case BundleRoute::Kind::kHere: break;
+  }
+  double gpu = l.need.count("GPU") ? l.need.at("GPU") : 0;
+  std::string key = bundle_key(l.pg, l.bundle);
+  while (l.assigned.size() + l.starting < l.count && reserve_bundle(*redis_, key, route.total, l.need)) {
+    std::vector<std::pair<int, double>> devices;
+    if (gpu > 0) {
+      auto d = take_gpus(gpu);
+      if (!d) {
+        release_bundle(*redis_, key, l.need);
+        break;
+      }
+      devices = *d;
+    }
+    std::optional<std::string> wid;
+    try {
+      wid = lease_worker(l, devices);
+    } catch (const std::exception& e) {
+      release_bundle(*redis_, key, l.need);
+      give_gpus(devices);
+      break;
+    }
+    workers_.at(*wid).held = l.need;
+    workers_.at(*wid).bundle = key;
+  }
+  l.spilled = true;  // never sent elsewhere: the bundle is here
+  if (l.starting == 0 && !l.assigned.empty()) {
+    answer_lease(l);
+    return true;
+  }
+  return false;
+}
+
+// Any other lease: routed first (affinity, SPREAD, a node that could never hold it), then served
+// from this node's resources, spilled to a node with room, or kept waiting.
+bool Daemon::serve_lease(Lease& l) {
+  bool routed = !l.spilled && ((!l.node_id.empty() && l.node_id != node_id_) || l.spread);
+  if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100) && (routed || !fits(l.need, total_)))
+    refresh_peers_view();
+  policy::ClusterView peers;
+  for (auto& [id, v] : peers_view_) peers.nodes.push_back({id, v.total, v.avail, 0});
+  policy::LeaseRequest req{l.need, l.node_id, l.soft, l.spread, l.spilled};
+  auto route = policy::route_lease(peers, {node_id_, total_, avail_, 0}, req, spread_turn_);
+  if (route.used_turn) ++spread_turn_;
+  if (route.kind == policy::LeaseRoute::Kind::kInfeasible) {
+    reply_error(l.routing, l.req, wire::ErrorCode::INFEASIBLE, route.why);
+    return true;
+  }
+  if (route.kind == policy::LeaseRoute::Kind::kElsewhere) {
+    answer_spillback(l, peers_view_.at(route.node).address);
+    return true;
+  }
+  // Decided: served here (soft affinity to a gone node, SPREAD's turn here, hard affinity here).
+  if (routed || (!l.node_id.empty() && !l.soft)) l.spilled = true;
+  double gpu = l.need.count("GPU") ? l.need.at("GPU") : 0;
+  while (l.assigned.size() + l.starting < l.count && take_local(l.need)) {
+    std::vector<std::pair<int, double>> devices;
+    if (gpu > 0) {
+      auto d = take_gpus(gpu);
+      if (!d) {  // the shares left are too fragmented for this request now
+        give_local(l.need);
+        break;
+      }
+      devices = *d;
+    }
+    try {
+      workers_.at(*lease_worker(l, devices)).held = l.need;
+    } catch (const std::exception& e) {
+      give_local(l.need);
+      give_gpus(devices);
+      reply_error(l.routing, l.req, wire::ErrorCode::INTERNAL, std::string("cannot start a worker: ") + e.what());
+      return true;
+    }
+  }
+  if (l.starting > 0) return false;
+  if (!l.assigned.empty()) {
+    answer_lease(l);  // fewer than asked for: it says where more could be had
+    return true;
+  }
+  if (!l.spilled) {
+    // Nothing free here: send the submitter to a node that has room (one hop only).
+    if (auto target = spill_target(l.need); !target.empty()) {
+      answer_spillback(l, target);
+      return true;
+    }
+  }
+  if (l.no_wait) {
+    answer_lease(l);  // nothing anywhere: the submitter keeps its workers busier instead
+    return true;
+  }
+  return false;
 }
 
 void Daemon::on_return_lease(IoLoop::Incoming& in) {
@@ -878,36 +845,38 @@ void Daemon::give_held(Worker& w) {
   }
 }
 
-std::string Daemon::bundle_route(Lease& l, Res* bundle_total) {
+Daemon::BundleRoute Daemon::bundle_route(Lease& l) {
+  auto infeasible = [](std::string why) { return BundleRoute{BundleRoute::Kind::kInfeasible, {}, std::move(why), {}}; };
   auto g = tables_->group(l.pg);
-  if (!g) return "!no placement group " + l.pg + " (or its record is unreadable)";
+  if (!g) return infeasible("no placement group " + l.pg + " (or its record is unreadable)");
   const auto& bundles = g->bundles;
   const auto& nodes = g->nodes;
   int n = static_cast<int>(bundles.size());
   if (l.bundle >= n || l.bundle < -1)
-    return "!placement group " + l.pg + " has " + std::to_string(n) + " bundles; there is no bundle " + std::to_string(l.bundle);
+    return infeasible("placement group " + l.pg + " has " + std::to_string(n) + " bundles; there is no bundle " +
+                      std::to_string(l.bundle));
   int pick = l.bundle;
   if (pick < 0) {
     for (int i = 0; i < n && pick < 0; ++i)
       if (nodes[static_cast<size_t>(i)] == node_id_ && fits(l.need, bundles[static_cast<size_t>(i)])) pick = i;
     for (int i = 0; i < n && pick < 0; ++i)
       if (fits(l.need, bundles[static_cast<size_t>(i)])) pick = i;
-    if (pick < 0) return "!no bundle of placement group " + l.pg + " can hold " + res_json(l.need);
+    if (pick < 0) return infeasible("no bundle of placement group " + l.pg + " can hold " + res_json(l.need));
   }
   auto& b = bundles[static_cast<size_t>(pick)];
-  if (!fits(l.need, b)) return "!bundle " + std::to_string(pick) + " of placement group " + l.pg + " (" + res_json(b) + ") cannot hold " + res_json(l.need);
+  if (!fits(l.need, b))
+    return infeasible("bundle " + std::to_string(pick) + " of placement group " + l.pg + " (" + res_json(b) +
+                      ") cannot hold " + res_json(l.need));
   const std::string& node = nodes[static_cast<size_t>(pick)];
-  if (node.empty()) return "wait";  // not (re)placed yet
+  if (node.empty()) return {};  // not (re)placed yet: wait
   if (node == node_id_) {
     l.bundle = pick;
-    *bundle_total = b;
-    return "";
+    return {BundleRoute::Kind::kHere, {}, {}, b};
   }
-  if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100)) refresh_peers_view();
-  auto p = peers_view_.find(node);
-  if (p == peers_view_.end()) return "wait";
+  auto address = peer_address(node);
+  if (address.empty()) return {};
   l.bundle = pick;
-  return p->second.address;
+  return {BundleRoute::Kind::kElsewhere, address, {}, {}};
 }
 
 void Daemon::refresh_local() {

@@ -149,9 +149,15 @@ class Daemon {
   bool take_local(const Res& need);
   void give_local(const Res& need);
   void give_held(Worker& w);  // its resources back to the node or to its bundle
-  // For a lease in a placement group: "" when it is to be served here from bundle l.bundle, else
-  // the address of the bundle's node (or "!" + why when it cannot be served).
-  std::string bundle_route(Lease& l, Res* bundle_total);
+  // For a lease in a placement group: served here from bundle l.bundle (whose totals come with
+  // it), at the bundle's node elsewhere, wait (the bundle is not placed yet), or infeasible.
+  struct BundleRoute {
+    enum class Kind { kWait, kHere, kElsewhere, kInfeasible };
+    Kind kind = Kind::kWait;
+    std::string address, why;
+    Res total;
+  };
+  BundleRoute bundle_route(Lease& l);
   void refresh_local();
   std::string spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease,
                            uint32_t restarts = 0, const std::vector<std::pair<int, double>>& gpus = {});
@@ -170,6 +176,15 @@ class Daemon {
   // returns the directory, or "" with *why.
   std::string unpack_workdir(const std::string& digest, const std::string& archive, std::string* why);
   void process_leases();
+  // One lease's turn in the queue; true when it has been answered (it leaves the queue).
+  bool serve_lease(Lease& l);
+  bool serve_in_bundle(Lease& l);
+  // A worker for the lease: an idle one of its job (none for GPU leases), else a new one
+  // (l.starting counts it). Throws when the process cannot be started.
+  std::optional<std::string> lease_worker(Lease& l, const std::vector<std::pair<int, double>>& devices);
+  void answer_spillback(const Lease& l, const std::string& address);
+  // A live node's address from the peer view (refreshed when older than 100 ms), or "".
+  std::string peer_address(const std::string& node);
   void answer_lease(Lease& l);
   void on_host_actor(Incoming& in);
   void instantiate_hosted(const std::string& actor_id, Worker& w);
