@@ -76,12 +76,17 @@ void zmq_rep_server(int port) {
   }
 }
 
-double zmq_round_trips() {
+// This binary again as a peer's server (main() looks at `role`); returns its pid and port.
+std::pair<pid_t, int> start_peer_server(const char* role) {
   int port = yard::detail::free_port("127.0.0.1");
   yard::detail::SpawnOptions so;
-  so.env["BENCH_ZMQ_REP"] = std::to_string(port);
+  so.env[role] = std::to_string(port);
   so.death_signal = SIGKILL;
-  pid_t pid = yard::detail::spawn({yard::detail::self_exe()}, so);
+  return {yard::detail::spawn({yard::detail::self_exe()}, so), port};
+}
+
+double zmq_round_trips() {
+  auto [pid, port] = start_peer_server("BENCH_ZMQ_REP");
   zmq::context_t ctx;
   zmq::socket_t s(ctx, zmq::socket_type::req);
   s.set(zmq::sockopt::linger, 0);
@@ -115,11 +120,7 @@ void zmq_router_echo(int port) {
 }
 
 double zmq_pipelined(int in_flight) {
-  int port = yard::detail::free_port("127.0.0.1");
-  yard::detail::SpawnOptions so;
-  so.env["BENCH_ZMQ_ROUTER"] = std::to_string(port);
-  so.death_signal = SIGKILL;
-  pid_t pid = yard::detail::spawn({yard::detail::self_exe()}, so);
+  auto [pid, port] = start_peer_server("BENCH_ZMQ_ROUTER");
   zmq::context_t ctx;
   zmq::socket_t s(ctx, zmq::socket_type::dealer);
   s.set(zmq::sockopt::linger, 0);
