@@ -19,10 +19,11 @@ if [ -z "${YARD_IN_NS:-}" ]; then
   PREFIX=$(meson introspect "$BUILD" --buildoptions | python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"))')
   LIBDIR=$(meson introspect "$BUILD" --buildoptions | python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"]=="libdir"))')
   ROOT=$TMP/root$PREFIX
-  # Nothing installed names the build tree (the old compiled-in path to `yard` did).
+  # Nothing installed names the build tree (the old compiled-in path to `yard` did). grep reads
+  # to the end (no -q), so `strings` never dies of SIGPIPE and pipefail cannot hide a match.
   bad=0
   while IFS= read -r f; do
-    if strings "$f" | grep -qF "$BUILD"; then echo "FAIL: $f names the build tree $BUILD"; bad=1; fi
+    if strings "$f" | grep -F "$BUILD" > /dev/null; then echo "FAIL: $f names the build tree $BUILD"; bad=1; fi
   done < <(find "$ROOT" -type f)
   [ $bad -eq 0 ]
   for want in bin/yard bin/railway-train bin/railway-sim bin/railway-align include/yard/yard.h include/yard/collective.h \
@@ -60,8 +61,11 @@ ninja -C build-meson > ninja.log || { cat ninja.log; exit 1; }
 cmake -S . -B build-cmake -DCMAKE_PREFIX_PATH="$ROOT" > cmake.log || { cat cmake.log; exit 1; }
 cmake --build build-cmake > cmake-build.log || { cat cmake-build.log; exit 1; }
 for exe in build-meson/standalone build-cmake/standalone build-meson/train_step build-cmake/train_step; do
-  if ldd "$exe" | grep -q "not found"; then ldd "$exe"; exit 1; fi
-  ldd "$exe" | grep -q "$ROOT/$LIBDIR/libyard.so.0" || { echo "FAIL: $exe does not use the installed libyard"; exit 1; }
+  # (ldd's output held first: grep -q stops reading early, and under pipefail ldd's SIGPIPE would
+  # fail the check.)
+  libs=$(ldd "$exe")
+  if grep -q "not found" <<< "$libs"; then echo "$libs"; exit 1; fi
+  grep -q "$ROOT/$LIBDIR/libyard.so.0" <<< "$libs" || { echo "FAIL: $exe does not use the installed libyard"; echo "$libs"; exit 1; }
 done
 
 if command -v yard > /dev/null; then echo "FAIL: a yard on PATH ($(command -v yard)) would hide the test's point"; exit 1; fi
@@ -81,7 +85,8 @@ done
 
 echo "== the training parts (switchyard-torch, Switchyard::torch)"
 for exe in build-meson/train_step build-cmake/train_step; do
-  ldd "$exe" | grep -q "$ROOT/$LIBDIR/libyard_torch.so.0" || { echo "FAIL: $exe does not use the installed libyard_torch"; exit 1; }
+  libs=$(ldd "$exe")
+  grep -q "$ROOT/$LIBDIR/libyard_torch.so.0" <<< "$libs" || { echo "FAIL: $exe does not use the installed libyard_torch"; echo "$libs"; exit 1; }
   echo "$exe: $(timeout 120 "$exe")"
 done
 

@@ -1,11 +1,9 @@
 #include "core_worker.h"
 
-#include <cxxabi.h>
 #include <fstream>
-#include <future>
+#include <algorithm>
 #include <unistd.h>
 
-#include <boost/fiber/all.hpp>
 #include <spdlog/spdlog.h>
 
 #include "process.h"
@@ -15,23 +13,6 @@ namespace yard::detail {
 namespace {
 constexpr int kPipelinePerWorker = 16;
 constexpr auto kControlTimeout = std::chrono::seconds(30);
-constexpr auto kCreateTimeout = std::chrono::seconds(120);
-constexpr auto kHeadOutage = std::chrono::seconds(60);  // how long a lost head is waited for
-
-std::string demangle(const char* name) {
-  int status = 0;
-  char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  std::string s = status == 0 && d ? d : name;
-  free(d);
-  return s;
-}
-
-ErrorInfo info_of(int code, const std::string& msg) {
-  ErrorInfo e;
-  e.code = code;
-  e.message = msg;
-  return e;
-}
 }  // namespace
 
 // ---- construction -----------------------------------------------------------------------------
@@ -44,7 +25,10 @@ CoreWorker::CoreWorker(const std::string& address, const std::string& token,
   const char* host_env = getenv("YARD_HOST");
   std::string bind_host = host_env && *host_env ? host_env : local_ip_toward(split_address(address).first);
   io_ = std::make_unique<IoLoop>(bind_host, 0, token_, [this](IoLoop::Incoming in) {
-    if (!serve_objects(in)) reply_error(in, wire::ErrorCode::NOT_FOUND, "a driver serves only its objects");
+    if (ownership_.serve(in)) return;
+    OutMessage m(token_, in.msg->env().getRequestId(), true);
+    set_error(m.env(), wire::ErrorCode::NOT_FOUND, "a driver serves only its objects");
+    io_->reply(in.routing_id, m.finish());
   });
   // The binary goes to the cluster once, content-addressed: nodes without a shared file system
   // fetch it from the head.
@@ -150,171 +134,25 @@ Holder CoreWorker::put(Bytes value) {
 }
 
 Bytes CoreWorker::get(const std::string& id, std::chrono::milliseconds timeout) {
-  ensure_fetched(id);
+  ownership_.ensure_fetched(id);
   return store_.get(id, timeout);
 }
 
 std::vector<size_t> CoreWorker::wait(const std::vector<std::string>& ids, size_t num,
                                      std::chrono::milliseconds t) {
-  for (auto& id : ids) ensure_fetched(id);
+  for (auto& id : ids) ownership_.ensure_fetched(id);
   return store_.wait(ids, num, t);
 }
 
-// ---- ownership --------------------------------------------------------------------------------
-//
-// The process that creates an object owns it. A ref that leaves the process (inside a value) is
-// exported: the owner pins the object until the borrower says it dropped the ref. A borrower
-// fetches the value from the owner on first use; if the owner is gone the get fails with a
-// message naming the owner, never a hang.
+// ---- ownership (ownership.cc) ----------------------------------------------------------------
 
-std::pair<std::string, std::string> CoreWorker::export_ref(const Holder& h) {
-  if (!h->owner().empty()) {
-    // Passing on a borrowed ref: the new borrower gets it from the owner directly. This process
-    // keeps its own borrow until its holder goes, so the owner still pins the object meanwhile.
-    return {h->id(), h->owner()};
-  }
-  std::lock_guard<std::mutex> l(own_mu_);
-  auto& e = exported_[h->id()];
-  e.first = h;
-  ++e.second;
-  return {h->id(), io_->address()};
-}
+std::pair<std::string, std::string> CoreWorker::export_ref(const Holder& h) { return ownership_.export_ref(h); }
 
 Holder CoreWorker::import_ref(const std::string& id, const std::string& owner) {
-  if (owner == io_->address()) {
-    // One of ours came back: use the pinned holder and consume the export.
-    std::lock_guard<std::mutex> l(own_mu_);
-    auto it = exported_.find(id);
-    if (it == exported_.end()) return std::make_shared<ObjectHolder>(id);
-    Holder h = it->second.first;
-    if (--it->second.second <= 0) exported_.erase(it);
-    return h;
-  }
-  {
-    std::lock_guard<std::mutex> l(own_mu_);
-    auto& b = borrowed_[id];
-    b.owner = owner;
-    ++b.holders;
-  }
-  store_.create(id);
-  return std::make_shared<ObjectHolder>(id, owner);
+  return ownership_.import_ref(id, owner);
 }
 
-void CoreWorker::release(const std::string& id, const std::string& owner) {
-  if (owner.empty()) {
-    store_.release(id);
-    return;
-  }
-  // Each imported holder is one borrow at the owner; the local entry goes with the last one.
-  bool last = false;
-  {
-    std::lock_guard<std::mutex> l(own_mu_);
-    auto it = borrowed_.find(id);
-    if (it != borrowed_.end() && --it->second.holders <= 0) {
-      borrowed_.erase(it);
-      last = true;
-    }
-  }
-  if (last) store_.release(id);
-  if (!io_) return;
-  uint64_t rid = io_->next_request_id();
-  OutMessage m(token_, rid, false);
-  m.env().getBody().setReleaseObject(id);
-  io_->request(owner, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
-               std::chrono::seconds(10));
-}
-
-void CoreWorker::ensure_fetched(const std::string& id) {
-  std::string owner;
-  {
-    std::lock_guard<std::mutex> l(own_mu_);
-    auto it = borrowed_.find(id);
-    if (it == borrowed_.end() || it->second.fetching) return;
-    it->second.fetching = true;
-    owner = it->second.owner;
-  }
-  uint64_t rid = io_->next_request_id();
-  OutMessage m(token_, rid, false);
-  m.env().getBody().setGetObject(id);
-  io_->request(owner, rid, m.finish(),
-               [this, id, owner](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
-                 if (err) {
-                   fail(id, static_cast<int>(wire::ErrorCode::OWNER_DIED),
-                        "the owner of object " + id + " (" + owner + ") is gone: " + err->message);
-                   return;
-                 }
-                 complete_from_reply(id, *r);
-               },
-               std::chrono::milliseconds::max());
-}
-
-bool CoreWorker::serve_objects(IoLoop::Incoming& in) {
-  auto body = in.msg->env().getBody();
-  if (body.isReleaseObject()) {
-    {
-      std::lock_guard<std::mutex> l(own_mu_);
-      auto it = exported_.find(body.getReleaseObject());
-      if (it != exported_.end() && --it->second.second <= 0) exported_.erase(it);
-    }
-    OutMessage m(token_, in.msg->env().getRequestId(), true);
-    m.env().getBody().setOk();
-    io_->reply(in.routing_id, m.finish());
-    return true;
-  }
-  if (!body.isGetObject()) return false;
-  std::string id = body.getGetObject();
-  std::string routing = in.routing_id;
-  uint64_t req = in.msg->env().getRequestId();
-  if (!store_.contains(id)) {
-    reply_error(in, wire::ErrorCode::NOT_FOUND, "object " + id + " was freed by its owner " + io_->address());
-    return true;
-  }
-  bool same_host = in.msg->same_host();
-  store_.on_ready(id, [this, id, routing, req, same_host] {
-    auto snap = store_.peek(id);
-    OutMessage m(token_, req, true);
-    if (same_host) m.allow_shared_memory();
-    if (!snap.present) {
-      set_error(m.env(), wire::ErrorCode::NOT_FOUND, "object " + id + " was freed by its owner");
-    } else if (snap.error) {
-      set_error(m.env(), static_cast<wire::ErrorCode>(snap.error->code), snap.error->message,
-                snap.error->type, snap.error->location);
-    } else {
-      m.set_value(m.env().getBody().initTaskReply().initResult(), snap.value);
-    }
-    io_->reply(routing, m.finish());
-  });
-  return true;
-}
-
-void CoreWorker::fail(const std::string& id, int code, const std::string& msg) {
-  store_.set_error(id, info_of(code, msg));
-}
-
-void CoreWorker::on_error_reply(const std::string& id, wire::Error::Reader e) {
-  ErrorInfo info;
-  info.code = static_cast<int>(e.getCode());
-  info.type = e.getType();
-  info.message = e.getMessage();
-  info.location = e.getLocation();
-  store_.set_error(id, std::move(info));
-}
-
-// Completes an object from a reply: its value, the remote error, or a protocol error.
-void CoreWorker::complete_from_reply(const std::string& id, const InMessage& r) {
-  auto body = r.env().getBody();
-  if (body.isTaskReply()) {
-    try {
-      store_.set_value(id, r.value(body.getTaskReply().getResult()));
-    } catch (const DecodeError& e) {
-      fail(id, static_cast<int>(wire::ErrorCode::BAD_REQUEST), e.what());
-    }
-  } else if (body.isError()) {
-    on_error_reply(id, body.getError());
-  } else {
-    fail(id, static_cast<int>(wire::ErrorCode::INTERNAL), "unexpected reply");
-  }
-}
+void CoreWorker::release(const std::string& id, const std::string& owner) { ownership_.release(id, owner); }
 
 std::shared_ptr<TaskSpec> CoreWorker::make_spec(std::string fn, std::vector<Arg> args) {
   auto spec = std::make_shared<TaskSpec>();
@@ -324,60 +162,6 @@ std::shared_ptr<TaskSpec> CoreWorker::make_spec(std::string fn, std::vector<Arg>
   spec->args = std::move(args);
   store_.create(spec->id);
   return spec;
-}
-
-// Waits (without blocking anyone) for the spec's ObjectRef arguments, then runs on_loop on the
-// I/O thread.
-void CoreWorker::resolve_then(const std::shared_ptr<TaskSpec>& spec, std::function<void()> on_loop) {
-  int refs = 0;
-  for (auto& a : spec->args) refs += a.ref ? 1 : 0;
-  if (refs == 0) {
-    spec->resolved = true;
-    io_->post(std::move(on_loop));
-    return;
-  }
-  spec->unresolved.store(refs + 1);
-  auto shared = std::make_shared<std::function<void()>>(std::move(on_loop));
-  auto done = [this, spec, shared] {
-    if (spec->unresolved.fetch_sub(1) == 1) {
-      io_->post([spec, shared] {
-        spec->resolved = true;
-        (*shared)();
-      });
-    }
-  };
-  for (auto& a : spec->args)
-    if (a.ref) {
-      ensure_fetched(a.ref->id());
-      store_.on_ready(a.ref->id(), done);
-    }
-  done();
-}
-
-// Copies resolved argument values into the request. False (and the task failed) when an
-// argument is an error or is gone.
-bool CoreWorker::fill_args(wire::PushTask::Builder b, OutMessage& m, TaskSpec& spec) {
-  auto list = b.initArgs(static_cast<unsigned>(spec.args.size()));
-  for (size_t i = 0; i < spec.args.size(); ++i) {
-    auto& a = spec.args[i];
-    Bytes v = a.value;
-    if (a.ref) {
-      auto snap = store_.peek(a.ref->id());
-      if (!snap.present) {
-        fail(spec.id, static_cast<int>(wire::ErrorCode::NOT_FOUND),
-             "argument " + std::to_string(i) + " refers to object " + a.ref->id() +
-                 ", which this process does not own");
-        return false;
-      }
-      if (snap.error) {
-        store_.set_error(spec.id, *snap.error);  // the error propagates to the dependent call
-        return false;
-      }
-      v = snap.value;
-    }
-    m.set_value(list[static_cast<unsigned>(i)], v);
-  }
-  return true;
 }
 
 // ---- tasks ------------------------------------------------------------------------------------
@@ -394,7 +178,7 @@ Holder CoreWorker::submit_task(const std::string& function, std::vector<Arg> arg
   if (!o.placement_group.empty()) key += "#" + o.placement_group + ":" + std::to_string(o.bundle_index);
   spec->shape = key;
   auto holder = std::make_shared<ObjectHolder>(spec->id);
-  resolve_then(spec, [this, spec, need, o] {
+  args_.resolve_then(spec, [this, spec, need, o] {
     auto& sh = shapes_[spec->shape];
     sh.need = need;
     sh.node_id = o.node_id;
@@ -436,7 +220,7 @@ void CoreWorker::send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
   auto pt = m.env().getBody().initPushTask();
   pt.setTaskId(spec->id);
   pt.setFunction(spec->function);
-  if (!fill_args(pt, m, *spec)) return;
+  if (!args_.fill_task(pt, m, *spec)) return;
   ++w.inflight;
   w.last_used = last_task_activity_;
   std::string wid = w.worker_id, addr = w.address;
@@ -453,7 +237,7 @@ void CoreWorker::send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
                                   err->message, spec->function);
                      shapes_[spec->shape].queue.push_back(spec);
                    } else {
-                     fail(spec->id, static_cast<int>(wire::ErrorCode::WORKER_CRASHED),
+                     fail_object(store_, spec->id, wire::ErrorCode::WORKER_CRASHED,
                           "the worker running task " + spec->function + " (worker " + wid + " at " +
                               addr + ") died: " + err->message);
                    }
@@ -462,7 +246,7 @@ void CoreWorker::send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
                      --it->inflight;
                      it->last_used = std::chrono::steady_clock::now();
                    }
-                   complete_from_reply(spec->id, *r);
+                   complete_from_reply(store_, spec->id, *r);
                  }
                  pump_tasks();
                },
@@ -510,7 +294,7 @@ void CoreWorker::request_lease(const std::string& key, const std::string& node_i
                    auto q = std::move(sh.queue);
                    sh.queue.clear();
                    for (auto& s : q)
-                     fail(s->id, static_cast<int>(wire::ErrorCode::UNAVAILABLE),
+                     fail_object(store_, s->id, wire::ErrorCode::UNAVAILABLE,
                           "cannot lease workers from " + node + ": " + err->message);
                    return;
                  }
@@ -518,7 +302,7 @@ void CoreWorker::request_lease(const std::string& key, const std::string& node_i
                  if (body.isError()) {
                    auto q = std::move(sh.queue);
                    sh.queue.clear();
-                   for (auto& s : q) on_error_reply(s->id, body.getError());
+                   for (auto& s : q) fail_from_reply(store_, s->id, body.getError());
                    return;
                  }
                  auto lg = body.getLeaseGranted();
@@ -562,322 +346,17 @@ void CoreWorker::return_idle_leases() {
   }
 }
 
-// ---- actors -----------------------------------------------------------------------------------
+// ---- actors (actor_submitter.cc) -----------------------------------------------------------------
 
 ActorPtr CoreWorker::create_actor(const std::string& cls, std::vector<Arg> args, const ActorOptions& o) {
-  auto a = std::make_shared<ActorState>();
-  a->id = "actor-" + random_hex(8);
-  a->class_name = cls;
-  a->name = o.name;
-  a->max_concurrency = std::max(1, o.max_concurrency);
-  a->created_here = true;
-  auto spec = make_spec(cls, std::move(args));
-  spec->actor = a;
-  spec->is_creation = true;
-  spec->actor_options = o;
-  auto holder = std::make_shared<ObjectHolder>(spec->id);
-  resolve_then(spec, [this, spec, holder] { send_creation(spec); });
-  return a;
+  return actors_.create(cls, std::move(args), o);
 }
-
-void CoreWorker::send_creation(const std::shared_ptr<TaskSpec>& spec) {
-  auto a = spec->actor;
-  if (a->kill_requested) {
-    actor_dead(a, "killed by yard::kill before it started");
-    return;
-  }
-  a->creation_sent = true;
-  uint64_t rid = io_->next_request_id();
-  OutMessage m(token_, rid, false);
-  auto ca = m.env().getBody().initCreateActor();
-  ca.setActorId(a->id);
-  ca.setJobId(job_id_);
-  ca.setClassName(a->class_name);
-  ca.setName(a->name);
-  ca.setMaxConcurrency(static_cast<uint32_t>(a->max_concurrency));
-  const auto& o = spec->actor_options;
-  ca.setMaxRestarts(o.max_restarts);
-  ca.setStrategy(o.strategy);
-  ca.setNodeId(o.node_id);
-  ca.setSoft(o.soft);
-  ca.setCallerNode(node_id_);
-  ca.setPlacementGroup(o.placement_group);
-  ca.setBundleIndex(o.bundle_index);
-  ca.setDetached(o.detached);
-  set_resources(ca.initResources(static_cast<unsigned>(o.resources.size())), o.resources);
-  auto args = ca.initArgs(static_cast<unsigned>(spec->args.size()));
-  for (size_t j = 0; j < spec->args.size(); ++j) {
-    auto& arg = spec->args[j];
-    Bytes v = arg.value;
-    if (arg.ref) {
-      auto snap = store_.peek(arg.ref->id());
-      if (!snap.present || snap.error) {
-        actor_dead(a, "constructor argument " + std::to_string(j) + " is not available" +
-                          (snap.error ? ": " + snap.error->message : std::string()));
-        return;
-      }
-      v = snap.value;
-    }
-    m.set_value(args[static_cast<unsigned>(j)], v);
-  }
-  io_->request(gcs_, rid, m.finish(),
-               [this, a, spec](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
-                 // The head may be restarting: send the creation again (the head knows the actor
-                 // by its id, so a creation it already has is not repeated).
-                 if (retry_through_head_outage(a, r.get(), err, [this, spec] { send_creation(spec); })) return;
-                 if (err) {
-                   actor_dead(a, "creating the actor failed: " + err->message);
-                   return;
-                 }
-                 auto body = r->env().getBody();
-                 if (body.isError()) {
-                   auto e = body.getError();
-                   a->state = ActorState::State::kDead;
-                   a->death_cause = e.getMessage();
-                   if (e.getCode() == wire::ErrorCode::INFEASIBLE) {
-                     auto q = std::move(a->queue);
-                     a->queue.clear();
-                     for (auto& s : q) on_error_reply(s->id, e);
-                     return;
-                   }
-                   actor_dead(a, std::string("creating the actor failed: ") + e.getMessage().cStr());
-                   return;
-                 }
-                 a->address = body.getActorInfo().getAddress();
-                 a->state = ActorState::State::kAlive;
-                 flush_actor(a);
-               },
-               kCreateTimeout);
-}
-
-ActorPtr CoreWorker::lookup_actor(const std::string& name, const std::string& cls) {
-  uint64_t rid = io_->next_request_id();
-  OutMessage m(token_, rid, false);
-  m.env().getBody().initGetActor().setName(name);
-  auto r = io_->call(gcs_, m, rid, kControlTimeout);
-  auto body = r->env().getBody();
-  if (body.isError()) {
-    ErrorInfo e;
-    e.code = static_cast<int>(body.getError().getCode());
-    e.message = body.getError().getMessage();
-    throw_error(e);
-  }
-  auto info = body.getActorInfo();
-  if (std::string(info.getClassName()) != cls)
-    throw NotFoundError("actor '" + name + "' is a " + std::string(info.getClassName()) + ", not a " + cls);
-  if (std::string(info.getState()) == "DEAD")
-    throw ActorDied("actor '" + name + "' is dead: " + std::string(info.getDeathCause()));
-  auto a = std::make_shared<ActorState>();
-  a->id = info.getActorId();
-  a->class_name = cls;
-  a->name = name;
-  if (std::string(info.getState()) == "ALIVE") {
-    a->address = info.getAddress();
-    a->state = ActorState::State::kAlive;
-  } else {
-    a->needs_lookup = true;  // restarting: found on first use
-  }
-  return a;
-}
-
-ActorPtr CoreWorker::actor_from_id(const std::string& id, const std::string& cls) {
-  auto a = std::make_shared<ActorState>();
-  a->id = id;
-  a->class_name = cls;
-  a->needs_lookup = true;
-  return a;
-}
-
-void CoreWorker::lookup_address(const ActorPtr& a) {
-  if (!a->needs_lookup || a->lookup_in_flight) return;
-  a->lookup_in_flight = true;
-  uint64_t rid = io_->next_request_id();
-  OutMessage m(token_, rid, false);
-  auto ga = m.env().getBody().initGetActor();
-  ga.setActorId(a->id);
-  ga.setLostAddress(a->lost_address);
-  io_->request(gcs_, rid, m.finish(),
-               [this, a](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
-                 a->lookup_in_flight = false;
-                 if (retry_through_head_outage(a, r.get(), err, [this, a] { lookup_address(a); })) return;
-                 a->needs_lookup = false;
-                 if (err) {
-                   actor_dead(a, "cannot look up where it lives: " + err->message);
-                   return;
-                 }
-                 auto body = r->env().getBody();
-                 if (body.isError()) {
-                   actor_dead(a, body.getError().getMessage());
-                   return;
-                 }
-                 auto info = body.getActorInfo();
-                 if (std::string(info.getState()) != "ALIVE") {
-                   actor_dead(a, info.getDeathCause());
-                   return;
-                 }
-                 a->address = info.getAddress();
-                 a->state = ActorState::State::kAlive;
-                 auto lost = std::move(a->lost_calls);
-                 a->lost_calls.clear();
-                 for (auto& s : lost)
-                   fail(s->id, static_cast<int>(wire::ErrorCode::ACTOR_RESTARTING),
-                        "actor " + a->id + " (" + a->class_name + ") lost its process while running " + s->function +
-                            " and was restarted (restart " + std::to_string(info.getNumRestarts()) + ", node " +
-                            std::string(info.getNodeId()) + "); the call may or may not have run: " +
-                            std::string(info.getDeathCause()));
-                 flush_actor(a);
-               },
-               kCreateTimeout);
-}
-
+ActorPtr CoreWorker::lookup_actor(const std::string& name, const std::string& cls) { return actors_.lookup(name, cls); }
+ActorPtr CoreWorker::actor_from_id(const std::string& id, const std::string& cls) { return actors_.from_id(id, cls); }
 Holder CoreWorker::submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args) {
-  auto spec = make_spec(method, std::move(args));
-  spec->actor = a;
-  auto holder = std::make_shared<ObjectHolder>(spec->id);
-  // Queue first (keeps submission order), then let resolution release it.
-  io_->post([this, a, spec] {
-    if (a->state == ActorState::State::kDead) {
-      fail(spec->id, static_cast<int>(wire::ErrorCode::ACTOR_DIED),
-           "actor " + a->id + " (" + a->class_name + ") is dead: " + a->death_cause);
-      return;
-    }
-    a->queue.push_back(spec);
-    if (a->needs_lookup) lookup_address(a);
-  });
-  resolve_then(spec, [this, a] { flush_actor(a); });
-  return holder;
+  return actors_.call(a, method, std::move(args));
 }
-
-void CoreWorker::flush_actor(const ActorPtr& a) {
-  if (a->state != ActorState::State::kAlive) return;
-  while (!a->queue.empty() && a->queue.front()->resolved) {
-    auto spec = a->queue.front();
-    a->queue.pop_front();
-    send_actor_call(a, spec);
-  }
-}
-
-void CoreWorker::send_actor_call(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec) {
-  uint64_t rid = io_->next_request_id();
-  OutMessage m(token_, rid, false);
-  auto pt = m.env().getBody().initPushTask();
-  pt.setTaskId(spec->id);
-  pt.setFunction(spec->function);
-  pt.setActorId(a->id);
-  if (!fill_args(pt, m, *spec)) return;
-  std::string address = a->address;
-  io_->request(address, rid, m.finish(),
-               [this, a, spec, address](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
-                 if (err) {
-                   actor_connection_lost(a, spec, address, err->message,
-                                         err->code != wire::ErrorCode::UNAVAILABLE);
-                   return;
-                 }
-                 complete_from_reply(spec->id, *r);
-               },
-               std::chrono::milliseconds::max());
-}
-
-// The connection to the actor's worker broke under a call: the head knows whether the actor is
-// dead or coming back. Calls not yet sent wait for the answer; the broken ones learn it then.
-void CoreWorker::actor_connection_lost(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec,
-                                       const std::string& address, const std::string& why, bool delivered) {
-  if (a->state == ActorState::State::kDead) {
-    fail(spec->id, static_cast<int>(wire::ErrorCode::ACTOR_DIED),
-         "actor " + a->id + " (" + a->class_name + ") died while running " + spec->function + ": " + a->death_cause);
-    return;
-  }
-  if (!delivered) {
-    // The connection was refused: the call never left this process. It goes back in its place in
-    // the queue and runs wherever the actor is now.
-    auto pos = std::find_if(a->queue.begin(), a->queue.end(), [&](auto& s) { return s->seq > spec->seq; });
-    a->queue.insert(pos, spec);
-    if (a->state == ActorState::State::kAlive && a->address != address) {
-      flush_actor(a);
-      return;
-    }
-  } else if (a->state == ActorState::State::kAlive && a->address != address) {
-    // Already known to have restarted elsewhere.
-    fail(spec->id, static_cast<int>(wire::ErrorCode::ACTOR_RESTARTING),
-         "actor " + a->id + " (" + a->class_name + ") lost its process while running " + spec->function +
-             " and was restarted; the call may or may not have run");
-    return;
-  }
-  if (delivered) a->lost_calls.push_back(spec);
-  if (a->state == ActorState::State::kAlive) {
-    spdlog::debug("actor {}: its worker at {} is gone ({}): asking the head", a->id, address, why);
-    a->state = ActorState::State::kPending;
-    a->lost_address = address;
-    a->address.clear();
-    a->death_cause = "its worker at " + address + " is gone (" + why + ")";
-    a->needs_lookup = true;
-    lookup_address(a);
-  }
-}
-
-void CoreWorker::actor_dead(const ActorPtr& a, const std::string& cause) {
-  if (a->state != ActorState::State::kDead || a->death_cause.empty()) a->death_cause = cause;
-  a->state = ActorState::State::kDead;
-  auto q = std::move(a->queue);
-  a->queue.clear();
-  for (auto& s : a->lost_calls)
-    fail(s->id, static_cast<int>(wire::ErrorCode::ACTOR_DIED),
-         "actor " + a->id + " (" + a->class_name + ") died while running " + s->function + ": " + a->death_cause);
-  a->lost_calls.clear();
-  for (auto& s : q)
-    fail(s->id, static_cast<int>(wire::ErrorCode::ACTOR_DIED),
-         "actor " + a->id + " (" + a->class_name + ") is dead: " + a->death_cause);
-}
-
-void CoreWorker::kill_actor(const ActorPtr& a) {
-  // Sequenced on the I/O thread after the creation request, so a kill never overtakes it.
-  auto done = std::make_shared<std::promise<std::optional<std::string>>>();
-  auto fut = done->get_future();
-  io_->post([this, a, done] {
-    a->kill_requested = true;
-    if (a->created_here && !a->creation_sent) {
-      actor_dead(a, "killed by yard::kill before it started");
-      done->set_value(std::nullopt);
-      return;
-    }
-    uint64_t rid = io_->next_request_id();
-    OutMessage m(token_, rid, false);
-    m.env().getBody().initKillActor().setActorId(a->id);
-    io_->request(gcs_, rid, m.finish(),
-                 [this, a, done](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
-                   actor_dead(a, "killed by yard::kill");
-                   if (err) return done->set_value(err->message);
-                   auto body = r->env().getBody();
-                   if (body.isError() && body.getError().getCode() != wire::ErrorCode::NOT_FOUND)
-                     return done->set_value(describe(body.getError()));
-                   done->set_value(std::nullopt);
-                 },
-                 kControlTimeout);
-  });
-  if (fut.wait_for(kControlTimeout + std::chrono::seconds(5)) != std::future_status::ready)
-    throw TimeoutError("killing actor " + a->id + ": no answer from " + gcs_);
-  auto err = fut.get();
-  if (err) throw Error("killing actor " + a->id + ": " + *err);
-}
-
-// A request to the head that failed because the head is away (lost connection, or "unavailable"
-// while a new head starts) is sent again in 200 ms, for up to a minute. True when it will be.
-bool CoreWorker::retry_through_head_outage(const ActorPtr& a, const InMessage* r, const std::optional<LocalError>& err,
-                                           std::function<void()> again) {
-  bool away = err ? err->code != wire::ErrorCode::TIMEOUT
-                  : (r->env().getBody().isError() &&
-                     r->env().getBody().getError().getCode() == wire::ErrorCode::UNAVAILABLE);
-  auto now = std::chrono::steady_clock::now();
-  if (away) {
-    if (a->lookup_since == std::chrono::steady_clock::time_point{}) a->lookup_since = now;
-    if (now - a->lookup_since < kHeadOutage) {
-      io_->after(std::chrono::milliseconds(200), std::move(again));
-      return true;
-    }
-  }
-  a->lookup_since = {};
-  return false;
-}
+void CoreWorker::kill_actor(const ActorPtr& a) { actors_.kill(a); }
 
 // ---- placement groups -------------------------------------------------------------------------
 
@@ -951,178 +430,11 @@ std::pair<std::string, std::string> CoreWorker::control_store() {
   return {body.getControlStore().getAddress(), body.getControlStore().getPassword()};
 }
 
-// ---- worker side ------------------------------------------------------------------------------
-
-struct CoreWorker::Executor {
-  boost::fibers::buffered_channel<std::shared_ptr<IoLoop::Incoming>> channel{4096};
-  std::shared_ptr<void> actor;
-  const ActorClass* cls = nullptr;
-  int max_concurrency = 1;
-  boost::fibers::mutex mu;
-  boost::fibers::condition_variable cv;
-  int running = 0;
-  std::string location_suffix;
-};
-
-void CoreWorker::handle_request(IoLoop::Incoming in) {
-  if (serve_objects(in)) return;
-  auto body = in.msg->env().getBody();
-  switch (body.which()) {
-    case wire::Envelope::Body::PING: {
-      OutMessage m(token_, in.msg->env().getRequestId(), true);
-      m.env().getBody().setOk();
-      io_->reply(in.routing_id, m.finish());
-      return;
-    }
-    case wire::Envelope::Body::PUSH_TASK:
-    case wire::Envelope::Body::INSTANTIATE_ACTOR:
-    case wire::Envelope::Body::SHUTDOWN: {
-      auto item = std::make_shared<IoLoop::Incoming>(std::move(in));
-      exec_->channel.push(std::move(item));
-      return;
-    }
-    default:
-      reply_error(in, wire::ErrorCode::BAD_REQUEST, "a worker does not serve this request");
-  }
-}
-
-void CoreWorker::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg,
-                             const std::string& type, const std::string& location) {
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  set_error(m.env(), code, msg, type, location);
-  io_->reply(in.routing_id, m.finish());
-}
+// ---- worker side (task_executor.cc) -------------------------------------------------------------
 
 void CoreWorker::run_worker() {
-  exec_ = std::make_unique<Executor>();
-  exec_->location_suffix = " on worker " + wcfg_.worker_id + " (pid " + std::to_string(getpid()) +
-                           ", host " + hostname() + ")";
-  io_ = std::make_unique<IoLoop>(wcfg_.bind_host.empty() ? "127.0.0.1" : wcfg_.bind_host, 0, token_,
-                                 [this](IoLoop::Incoming in) { handle_request(std::move(in)); });
-  {
-    uint64_t rid = io_->next_request_id();
-    OutMessage m(token_, rid, false);
-    auto rw = m.env().getBody().initRegisterWorker();
-    rw.setWorkerId(wcfg_.worker_id);
-    rw.setAddress(io_->address());
-    rw.setPid(getpid());
-    try {
-      auto r = io_->call(head_, m, rid, kControlTimeout);
-      if (r->env().getBody().isError()) {
-        spdlog::error("node manager refused worker {}: {}", wcfg_.worker_id,
-                      describe(r->env().getBody().getError()));
-        _exit(3);
-      }
-    } catch (const std::exception& e) {
-      spdlog::error("worker {} cannot register with {}: {}", wcfg_.worker_id, head_, e.what());
-      _exit(3);
-    }
-  }
-  std::shared_ptr<IoLoop::Incoming> item;
-  while (exec_->channel.pop(item) == boost::fibers::channel_op_status::success) {
-    auto which = item->msg->env().getBody().which();
-    if (which == wire::Envelope::Body::SHUTDOWN) {
-      OutMessage m(token_, item->msg->env().getRequestId(), true);
-      m.env().getBody().setOk();
-      io_->reply(item->routing_id, m.finish());
-      break;
-    }
-    if (which == wire::Envelope::Body::INSTANTIATE_ACTOR) {
-      instantiate(*item);
-      continue;
-    }
-    if (exec_->actor && exec_->max_concurrency > 1) {
-      // Run concurrently on a fiber, at most max_concurrency at once.
-      {
-        std::unique_lock<boost::fibers::mutex> l(exec_->mu);
-        exec_->cv.wait(l, [&] { return exec_->running < exec_->max_concurrency; });
-        ++exec_->running;
-      }
-      boost::fibers::fiber([this, item] {
-        execute(*item);
-        std::unique_lock<boost::fibers::mutex> l(exec_->mu);
-        --exec_->running;
-        exec_->cv.notify_all();
-      }).detach();
-    } else {
-      execute(*item);
-    }
-    item.reset();
-  }
-  io_->stop();  // flushes nothing more; replies already handed to the loop were sent
-  _exit(0);
-}
-
-void CoreWorker::instantiate(IoLoop::Incoming& in) {
-  auto ca = in.msg->env().getBody().getInstantiateActor();
-  std::string cls_name = ca.getClassName();
-  const auto* cls = Registry::global().actor_class(cls_name);
-  if (!cls) {
-    reply_error(in, wire::ErrorCode::NOT_FOUND, "actor class " + cls_name + " is not registered in " + self_exe());
-    return;
-  }
-  try {
-    std::vector<Bytes> args;
-    for (auto v : ca.getArgs()) args.push_back(in.msg->value(v));
-    exec_->actor = cls->factory(args);
-    exec_->cls = cls;
-    exec_->max_concurrency = std::max<int>(1, static_cast<int>(ca.getMaxConcurrency()));
-  } catch (const std::exception& e) {
-    reply_error(in, wire::ErrorCode::TASK_ERROR,
-                "the constructor of " + cls_name + " threw " + demangle(typeid(e).name()) + ": " + e.what(),
-                demangle(typeid(e).name()), cls_name + "::" + cls_name + exec_->location_suffix);
-    return;
-  }
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  m.env().getBody().setOk();
-  io_->reply(in.routing_id, m.finish());
-}
-
-void CoreWorker::execute(IoLoop::Incoming& in) {
-  auto pt = in.msg->env().getBody().getPushTask();
-  std::string fn = pt.getFunction();
-  bool is_actor = pt.getActorId().size() > 0;
-  std::string where = (is_actor && exec_->cls ? exec_->cls->name + "::" : std::string()) + fn +
-                      exec_->location_suffix;
-  Bytes result;
-  try {
-    std::vector<Bytes> args;
-    args.reserve(pt.getArgs().size());
-    for (auto v : pt.getArgs()) args.push_back(in.msg->value(v));
-    if (is_actor) {
-      if (!exec_->actor) {
-        reply_error(in, wire::ErrorCode::ACTOR_DIED, "this worker hosts no actor", {}, where);
-        return;
-      }
-      auto it = exec_->cls->methods.find(fn);
-      if (it == exec_->cls->methods.end()) {
-        reply_error(in, wire::ErrorCode::NOT_FOUND, "actor class " + exec_->cls->name + " has no method " + fn, {}, where);
-        return;
-      }
-      result = it->second(exec_->actor.get(), args);
-    } else {
-      const auto* inv = Registry::global().function(fn);
-      if (!inv) {
-        reply_error(in, wire::ErrorCode::NOT_FOUND, "function " + fn + " is not registered in " + self_exe(), {}, where);
-        return;
-      }
-      result = (*inv)(args);
-    }
-  } catch (const RemoteError& e) {
-    // A nested remote failure keeps its original type and place.
-    reply_error(in, wire::ErrorCode::TASK_ERROR, e.remote_message(), e.remote_type(), e.location() + " <- " + where);
-    return;
-  } catch (const std::exception& e) {
-    reply_error(in, wire::ErrorCode::TASK_ERROR, e.what(), demangle(typeid(e).name()), where);
-    return;
-  } catch (...) {
-    reply_error(in, wire::ErrorCode::TASK_ERROR, "a non-standard exception was thrown", "unknown", where);
-    return;
-  }
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  if (in.msg->same_host()) m.allow_shared_memory();
-  m.set_value(m.env().getBody().initTaskReply().initResult(), result);
-  io_->reply(in.routing_id, m.finish());
+  executor_ = std::make_unique<TaskExecutor>(io_, ownership_, token_, wcfg_);
+  executor_->run();
 }
 
 }  // namespace yard::detail

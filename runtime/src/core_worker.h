@@ -1,12 +1,13 @@
 // CoreWorker: what every Switchyard process that runs user code has — a driver or a worker.
 //
-// It owns the process's IoLoop and MemoryStore and three parts:
+// It owns the process's IoLoop and MemoryStore, and:
 //  * the task submitter (leases workers from the node manager, pipelines tasks to them
 //    directly, retries a task whose worker crashed, fails it with WorkerCrashed after that);
-//  * the actor submitter (creates actors through the node manager, then sends calls straight to
-//    the actor's worker, in order; a lost connection means ActorDied);
-//  * in a worker process, the executor: a fiber per call on the main thread, fed from the I/O
-//    thread through a fiber channel, so a call blocked in get() suspends only its own fiber.
+//  * the actor submitter (creates actors through the head, then sends calls straight to the
+//    actor's worker, in order; a lost connection means ActorDied or ActorRestarting);
+//  * ownership and borrowing of objects (ownership.h) and the argument resolver shared by both
+//    submitters (arguments.h);
+//  * in a worker process, the task executor (task_executor.h).
 // Submitter state lives on the I/O thread only: user threads post work to it, no locks.
 #pragma once
 
@@ -17,60 +18,16 @@
 #include <unordered_map>
 #include <vector>
 
+#include "actor_submitter.h"
+#include "arguments.h"
 #include "io_loop.h"
 #include "memory_store.h"
+#include "ownership.h"
+#include "task_executor.h"
+#include "task_spec.h"
 #include "yard/yard.h"
 
 namespace yard::detail {
-
-struct TaskSpec;
-
-class ActorState {
- public:
-  enum class State { kPending, kAlive, kDead };
-  std::string id, class_name, name;
-  int max_concurrency = 1;
-  // I/O thread only.
-  State state = State::kPending;
-  std::string address;
-  std::string death_cause;
-  bool created_here = false;    // made by this process's create_actor (not looked up or received)
-  bool creation_sent = false;   // its creation request has gone to the head
-  bool kill_requested = false;
-  bool needs_lookup = false;    // received as a value: ask the head where it lives
-  bool lookup_in_flight = false;
-  // Calls whose connection broke while they ran: answered once the head says whether the actor
-  // restarted (ActorRestarting) or died (ActorDied).
-  std::vector<std::shared_ptr<TaskSpec>> lost_calls;
-  std::string lost_address;
-  std::chrono::steady_clock::time_point lookup_since{};  // retrying while the head is away
-  std::deque<std::shared_ptr<TaskSpec>> queue;  // submission order, not yet sent
-};
-
-struct TaskSpec {
-  std::string id;        // also the id of the result object
-  uint64_t seq = 0;      // submission order in this process
-  std::string shape;     // a task's resources, as a key (leases are per shape)
-  std::string function;  // function, method or class name
-  std::vector<Arg> args;
-  int retries_left = 0;
-  ActorPtr actor;        // set for actor calls and creation
-  bool is_creation = false;
-  ActorOptions actor_options;
-  std::atomic<int> unresolved{0};
-  bool resolved = false;  // I/O thread
-};
-
-struct WorkerConfig {
-  std::string node_address;  // the node manager this worker belongs to
-  std::string token;
-  std::string job_id;
-  std::string worker_id;
-  std::string actor_id;      // set for a dedicated actor worker
-  std::string head_address;  // the cluster's head (actors, placement groups)
-  std::string node_id;
-  std::string bind_host;     // the node's interface: other nodes reach this worker there
-};
 
 class CoreWorker {
  public:
@@ -131,39 +88,12 @@ class CoreWorker {
 
   std::string new_id();
   std::shared_ptr<TaskSpec> make_spec(std::string fn, std::vector<Arg> args);
-  void resolve_then(const std::shared_ptr<TaskSpec>& spec, std::function<void()> on_loop);
-  bool fill_args(wire::PushTask::Builder b, OutMessage& m, TaskSpec& spec);
-  void fail(const std::string& id, int code, const std::string& msg);
-  void on_error_reply(const std::string& id, wire::Error::Reader e);
-  void complete_from_reply(const std::string& id, const InMessage& r);
 
   // I/O thread only: tasks.
   void pump_tasks();
   void send_task(const std::shared_ptr<TaskSpec>& spec, Lease& w);
   void request_lease(const std::string& shape, const std::string& node = {}, bool spilled = false);
   void return_idle_leases();
-  // I/O thread only: actors.
-  void send_creation(const std::shared_ptr<TaskSpec>& spec);
-  void flush_actor(const ActorPtr& a);
-  void send_actor_call(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec);
-  void actor_dead(const ActorPtr& a, const std::string& cause);
-  void actor_connection_lost(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec, const std::string& address,
-                             const std::string& why, bool delivered);
-  void lookup_address(const ActorPtr& a);
-  bool retry_through_head_outage(const ActorPtr& a, const InMessage* r, const std::optional<LocalError>& err,
-                                 std::function<void()> again);
-
-  // Ownership: serving our objects to borrowers, fetching borrowed ones.
-  bool serve_objects(IoLoop::Incoming& in);  // true when the request was an object request
-  void ensure_fetched(const std::string& id);
-
-  // Worker side.
-  void handle_request(IoLoop::Incoming in);
-  void execute(IoLoop::Incoming& in);
-  void instantiate(IoLoop::Incoming& in);
-  void reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg,
-                   const std::string& type = {}, const std::string& location = {});
-
   bool worker_mode_ = false;
   std::string token_;
   std::string head_;   // where leases go: the head for a driver, its node manager for a worker
@@ -175,6 +105,12 @@ class CoreWorker {
   std::atomic<uint64_t> id_seq_{0};
   MemoryStore store_;
   std::unique_ptr<IoLoop> io_;
+  Ownership ownership_{store_, io_, token_};
+  ArgumentResolver args_{store_, io_, ownership_};
+  ActorSubmitter actors_{store_, io_, args_, [this](std::string fn, std::vector<Arg> args) {
+                           return make_spec(std::move(fn), std::move(args));
+                         },
+                         token_, gcs_, job_id_, node_id_};
 
   // I/O thread only.
   std::map<std::string, Shape> shapes_;
@@ -182,19 +118,8 @@ class CoreWorker {
 
   std::chrono::steady_clock::time_point last_task_activity_{};
 
-  // Objects that left this process, kept for their borrowers (id -> holder, count of exports).
-  std::mutex own_mu_;
-  std::unordered_map<std::string, std::pair<Holder, int>> exported_;  // guarded by own_mu_
-  struct Borrow {
-    std::string owner;
-    bool fetching = false;
-    int holders = 0;
-  };
-  std::unordered_map<std::string, Borrow> borrowed_;  // guarded by own_mu_
-
-  // Worker side state (executor thread).
-  struct Executor;
-  std::unique_ptr<Executor> exec_;
+  // Worker side: runs what is pushed to this worker (task_executor.h).
+  std::unique_ptr<TaskExecutor> executor_;
 };
 
 // The process's runtime, or nullptr before init / after shutdown.

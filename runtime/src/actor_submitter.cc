@@ -1,0 +1,323 @@
+#include "actor_submitter.h"
+
+#include <algorithm>
+#include <future>
+
+#include <spdlog/spdlog.h>
+
+#include "core_worker.h"
+#include "process.h"
+
+namespace yard::detail {
+
+namespace {
+constexpr auto kControlTimeout = std::chrono::seconds(30);
+constexpr auto kCreateTimeout = std::chrono::seconds(120);
+constexpr auto kHeadOutage = std::chrono::seconds(60);  // how long a lost head is waited for
+}  // namespace
+
+ActorPtr ActorSubmitter::create(const std::string& cls, std::vector<Arg> args, const ActorOptions& o) {
+  auto a = std::make_shared<ActorState>();
+  a->id = "actor-" + random_hex(8);
+  a->class_name = cls;
+  a->name = o.name;
+  a->max_concurrency = std::max(1, o.max_concurrency);
+  a->created_here = true;
+  auto spec = make_spec_(cls, std::move(args));
+  spec->actor = a;
+  spec->is_creation = true;
+  spec->actor_options = o;
+  auto holder = std::make_shared<ObjectHolder>(spec->id);
+  args_.resolve_then(spec, [this, spec, holder] { send_creation(spec); });
+  return a;
+}
+
+void ActorSubmitter::send_creation(const std::shared_ptr<TaskSpec>& spec) {
+  auto a = spec->actor;
+  if (a->kill_requested) {
+    dead(a, "killed by yard::kill before it started");
+    return;
+  }
+  a->creation_sent = true;
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto ca = m.env().getBody().initCreateActor();
+  ca.setActorId(a->id);
+  ca.setJobId(job_id_);
+  ca.setClassName(a->class_name);
+  ca.setName(a->name);
+  ca.setMaxConcurrency(static_cast<uint32_t>(a->max_concurrency));
+  const auto& o = spec->actor_options;
+  ca.setMaxRestarts(o.max_restarts);
+  ca.setStrategy(o.strategy);
+  ca.setNodeId(o.node_id);
+  ca.setSoft(o.soft);
+  ca.setCallerNode(node_id_);
+  ca.setPlacementGroup(o.placement_group);
+  ca.setBundleIndex(o.bundle_index);
+  ca.setDetached(o.detached);
+  set_resources(ca.initResources(static_cast<unsigned>(o.resources.size())), o.resources);
+  if (auto problem = args_.fill(ca.initArgs(static_cast<unsigned>(spec->args.size())), m, spec->args)) {
+    dead(a, "constructor argument " + std::to_string(problem->index) + " is not available" +
+                      (problem->error ? ": " + problem->error->message : std::string()));
+    return;
+  }
+  io_->request(head_, rid, m.finish(),
+               [this, a, spec](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 // The head may be restarting: send the creation again (the head knows the actor
+                 // by its id, so a creation it already has is not repeated).
+                 if (retry_through_head_outage(a, r.get(), err, [this, spec] { send_creation(spec); })) return;
+                 if (err) {
+                   dead(a, "creating the actor failed: " + err->message);
+                   return;
+                 }
+                 auto body = r->env().getBody();
+                 if (body.isError()) {
+                   auto e = body.getError();
+                   a->state = ActorState::State::kDead;
+                   a->death_cause = e.getMessage();
+                   if (e.getCode() == wire::ErrorCode::INFEASIBLE) {
+                     auto q = std::move(a->queue);
+                     a->queue.clear();
+                     for (auto& s : q) fail_from_reply(store_, s->id, e);
+                     return;
+                   }
+                   dead(a, std::string("creating the actor failed: ") + e.getMessage().cStr());
+                   return;
+                 }
+                 a->address = body.getActorInfo().getAddress();
+                 a->state = ActorState::State::kAlive;
+                 flush(a);
+               },
+               kCreateTimeout);
+}
+
+ActorPtr ActorSubmitter::lookup(const std::string& name, const std::string& cls) {
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().initGetActor().setName(name);
+  auto r = io_->call(head_, m, rid, kControlTimeout);
+  auto body = r->env().getBody();
+  if (body.isError()) {
+    ErrorInfo e;
+    e.code = static_cast<int>(body.getError().getCode());
+    e.message = body.getError().getMessage();
+    throw_error(e);
+  }
+  auto info = body.getActorInfo();
+  if (std::string(info.getClassName()) != cls)
+    throw NotFoundError("actor '" + name + "' is a " + std::string(info.getClassName()) + ", not a " + cls);
+  if (std::string(info.getState()) == "DEAD")
+    throw ActorDied("actor '" + name + "' is dead: " + std::string(info.getDeathCause()));
+  auto a = std::make_shared<ActorState>();
+  a->id = info.getActorId();
+  a->class_name = cls;
+  a->name = name;
+  if (std::string(info.getState()) == "ALIVE") {
+    a->address = info.getAddress();
+    a->state = ActorState::State::kAlive;
+  } else {
+    a->needs_lookup = true;  // restarting: found on first use
+  }
+  return a;
+}
+
+ActorPtr ActorSubmitter::from_id(const std::string& id, const std::string& cls) {
+  auto a = std::make_shared<ActorState>();
+  a->id = id;
+  a->class_name = cls;
+  a->needs_lookup = true;
+  return a;
+}
+
+void ActorSubmitter::lookup_address(const ActorPtr& a) {
+  if (!a->needs_lookup || a->lookup_in_flight) return;
+  a->lookup_in_flight = true;
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto ga = m.env().getBody().initGetActor();
+  ga.setActorId(a->id);
+  ga.setLostAddress(a->lost_address);
+  io_->request(head_, rid, m.finish(),
+               [this, a](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 a->lookup_in_flight = false;
+                 if (retry_through_head_outage(a, r.get(), err, [this, a] { lookup_address(a); })) return;
+                 a->needs_lookup = false;
+                 if (err) {
+                   dead(a, "cannot look up where it lives: " + err->message);
+                   return;
+                 }
+                 auto body = r->env().getBody();
+                 if (body.isError()) {
+                   dead(a, body.getError().getMessage());
+                   return;
+                 }
+                 auto info = body.getActorInfo();
+                 if (std::string(info.getState()) != "ALIVE") {
+                   dead(a, info.getDeathCause());
+                   return;
+                 }
+                 a->address = info.getAddress();
+                 a->state = ActorState::State::kAlive;
+                 auto lost = std::move(a->lost_calls);
+                 a->lost_calls.clear();
+                 for (auto& s : lost)
+                   fail_object(store_, s->id, wire::ErrorCode::ACTOR_RESTARTING,
+                        "actor " + a->id + " (" + a->class_name + ") lost its process while running " + s->function +
+                            " and was restarted (restart " + std::to_string(info.getNumRestarts()) + ", node " +
+                            std::string(info.getNodeId()) + "); the call may or may not have run: " +
+                            std::string(info.getDeathCause()));
+                 flush(a);
+               },
+               kCreateTimeout);
+}
+
+Holder ActorSubmitter::call(const ActorPtr& a, const std::string& method, std::vector<Arg> args) {
+  auto spec = make_spec_(method, std::move(args));
+  spec->actor = a;
+  auto holder = std::make_shared<ObjectHolder>(spec->id);
+  // Queue first (keeps submission order), then let resolution release it.
+  io_->post([this, a, spec] {
+    if (a->state == ActorState::State::kDead) {
+      fail_object(store_, spec->id, wire::ErrorCode::ACTOR_DIED,
+           "actor " + a->id + " (" + a->class_name + ") is dead: " + a->death_cause);
+      return;
+    }
+    a->queue.push_back(spec);
+    if (a->needs_lookup) lookup_address(a);
+  });
+  args_.resolve_then(spec, [this, a] { flush(a); });
+  return holder;
+}
+
+void ActorSubmitter::flush(const ActorPtr& a) {
+  if (a->state != ActorState::State::kAlive) return;
+  while (!a->queue.empty() && a->queue.front()->resolved) {
+    auto spec = a->queue.front();
+    a->queue.pop_front();
+    send_call(a, spec);
+  }
+}
+
+void ActorSubmitter::send_call(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec) {
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto pt = m.env().getBody().initPushTask();
+  pt.setTaskId(spec->id);
+  pt.setFunction(spec->function);
+  pt.setActorId(a->id);
+  if (!args_.fill_task(pt, m, *spec)) return;
+  std::string address = a->address;
+  io_->request(address, rid, m.finish(),
+               [this, a, spec, address](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 if (err) {
+                   connection_lost(a, spec, address, err->message, err->code != wire::ErrorCode::UNAVAILABLE);
+                   return;
+                 }
+                 complete_from_reply(store_, spec->id, *r);
+               },
+               std::chrono::milliseconds::max());
+}
+
+// The connection to the actor's worker broke under a call: the head knows whether the actor is
+// dead or coming back. Calls not yet sent wait for the answer; the broken ones learn it then.
+void ActorSubmitter::connection_lost(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec,
+                                     const std::string& address, const std::string& why, bool delivered) {
+  if (a->state == ActorState::State::kDead) {
+    fail_object(store_, spec->id, wire::ErrorCode::ACTOR_DIED,
+         "actor " + a->id + " (" + a->class_name + ") died while running " + spec->function + ": " + a->death_cause);
+    return;
+  }
+  if (!delivered) {
+    // The connection was refused: the call never left this process. It goes back in its place in
+    // the queue and runs wherever the actor is now.
+    auto pos = std::find_if(a->queue.begin(), a->queue.end(), [&](auto& s) { return s->seq > spec->seq; });
+    a->queue.insert(pos, spec);
+    if (a->state == ActorState::State::kAlive && a->address != address) {
+      flush(a);
+      return;
+    }
+  } else if (a->state == ActorState::State::kAlive && a->address != address) {
+    // Already known to have restarted elsewhere.
+    fail_object(store_, spec->id, wire::ErrorCode::ACTOR_RESTARTING,
+         "actor " + a->id + " (" + a->class_name + ") lost its process while running " + spec->function +
+             " and was restarted; the call may or may not have run");
+    return;
+  }
+  if (delivered) a->lost_calls.push_back(spec);
+  if (a->state == ActorState::State::kAlive) {
+    spdlog::debug("actor {}: its worker at {} is gone ({}): asking the head", a->id, address, why);
+    a->state = ActorState::State::kPending;
+    a->lost_address = address;
+    a->address.clear();
+    a->death_cause = "its worker at " + address + " is gone (" + why + ")";
+    a->needs_lookup = true;
+    lookup_address(a);
+  }
+}
+
+void ActorSubmitter::dead(const ActorPtr& a, const std::string& cause) {
+  if (a->state != ActorState::State::kDead || a->death_cause.empty()) a->death_cause = cause;
+  a->state = ActorState::State::kDead;
+  auto q = std::move(a->queue);
+  a->queue.clear();
+  for (auto& s : a->lost_calls)
+    fail_object(store_, s->id, wire::ErrorCode::ACTOR_DIED,
+         "actor " + a->id + " (" + a->class_name + ") died while running " + s->function + ": " + a->death_cause);
+  a->lost_calls.clear();
+  for (auto& s : q)
+    fail_object(store_, s->id, wire::ErrorCode::ACTOR_DIED,
+         "actor " + a->id + " (" + a->class_name + ") is dead: " + a->death_cause);
+}
+
+void ActorSubmitter::kill(const ActorPtr& a) {
+  // Sequenced on the I/O thread after the creation request, so a kill never overtakes it.
+  auto done = std::make_shared<std::promise<std::optional<std::string>>>();
+  auto fut = done->get_future();
+  io_->post([this, a, done] {
+    a->kill_requested = true;
+    if (a->created_here && !a->creation_sent) {
+      dead(a, "killed by yard::kill before it started");
+      done->set_value(std::nullopt);
+      return;
+    }
+    uint64_t rid = io_->next_request_id();
+    OutMessage m(token_, rid, false);
+    m.env().getBody().initKillActor().setActorId(a->id);
+    io_->request(head_, rid, m.finish(),
+                 [this, a, done](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                   dead(a, "killed by yard::kill");
+                   if (err) return done->set_value(err->message);
+                   auto body = r->env().getBody();
+                   if (body.isError() && body.getError().getCode() != wire::ErrorCode::NOT_FOUND)
+                     return done->set_value(describe(body.getError()));
+                   done->set_value(std::nullopt);
+                 },
+                 kControlTimeout);
+  });
+  if (fut.wait_for(kControlTimeout + std::chrono::seconds(5)) != std::future_status::ready)
+    throw TimeoutError("killing actor " + a->id + ": no answer from " + head_);
+  auto err = fut.get();
+  if (err) throw Error("killing actor " + a->id + ": " + *err);
+}
+
+// A request to the head that failed because the head is away (lost connection, or "unavailable"
+// while a new head starts) is sent again in 200 ms, for up to a minute. True when it will be.
+bool ActorSubmitter::retry_through_head_outage(const ActorPtr& a, const InMessage* r,
+                                               const std::optional<LocalError>& err, std::function<void()> again) {
+  bool away = err ? err->code != wire::ErrorCode::TIMEOUT
+                  : (r->env().getBody().isError() &&
+                     r->env().getBody().getError().getCode() == wire::ErrorCode::UNAVAILABLE);
+  auto now = std::chrono::steady_clock::now();
+  if (away) {
+    if (a->lookup_since == std::chrono::steady_clock::time_point{}) a->lookup_since = now;
+    if (now - a->lookup_since < kHeadOutage) {
+      io_->after(std::chrono::milliseconds(200), std::move(again));
+      return true;
+    }
+  }
+  a->lookup_since = {};
+  return false;
+}
+
+}  // namespace yard::detail

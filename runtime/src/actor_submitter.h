@@ -1,0 +1,66 @@
+// The actor submitter: creates actors through the head, then sends their calls straight to the
+// actor's worker, in submission order. A call whose connection broke asks the head where the
+// actor is: restarted (the call fails with ActorRestarting, later calls go to the new process)
+// or dead (ActorDied). A call whose connection was refused never left this process and is sent
+// again to wherever the actor is now. Requests to a head that is restarting are retried for a
+// minute.
+//
+// Thread-safety: create, lookup, from_id, call and kill may be called from any thread; the rest
+// runs on the I/O thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "arguments.h"
+#include "io_loop.h"
+#include "memory_store.h"
+#include "task_spec.h"
+
+namespace yard::detail {
+
+class ActorSubmitter {
+ public:
+  using MakeSpec = std::function<std::shared_ptr<TaskSpec>(std::string, std::vector<Arg>)>;
+  // The strings are the process's own (token, the head's address, its job and node), read when
+  // used: a driver learns its job and node after this is made.
+  ActorSubmitter(MemoryStore& store, const std::unique_ptr<IoLoop>& io, ArgumentResolver& args, MakeSpec make_spec,
+                 const std::string& token, const std::string& head, const std::string& job_id,
+                 const std::string& node_id)
+      : store_(store), io_(io), args_(args), make_spec_(std::move(make_spec)), token_(token), head_(head),
+        job_id_(job_id), node_id_(node_id) {}
+
+  ActorPtr create(const std::string& cls, std::vector<Arg> args, const ActorOptions& o);
+  // A named actor, asked of the head now. Throws NotFoundError or ActorDied.
+  ActorPtr lookup(const std::string& name, const std::string& cls);
+  // An actor known by id (received in a value): found on first use.
+  ActorPtr from_id(const std::string& id, const std::string& cls);
+  Holder call(const ActorPtr& a, const std::string& method, std::vector<Arg> args);
+  // Ends the actor's process. Throws TimeoutError when the head does not answer.
+  void kill(const ActorPtr& a);
+
+ private:
+  void send_creation(const std::shared_ptr<TaskSpec>& spec);
+  void flush(const ActorPtr& a);
+  void send_call(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec);
+  void dead(const ActorPtr& a, const std::string& cause);
+  void connection_lost(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec, const std::string& address,
+                       const std::string& why, bool delivered);
+  void lookup_address(const ActorPtr& a);
+  bool retry_through_head_outage(const ActorPtr& a, const InMessage* r, const std::optional<LocalError>& err,
+                                 std::function<void()> again);
+
+  MemoryStore& store_;
+  const std::unique_ptr<IoLoop>& io_;
+  ArgumentResolver& args_;
+  MakeSpec make_spec_;
+  const std::string& token_;
+  const std::string& head_;
+  const std::string& job_id_;
+  const std::string& node_id_;
+};
+
+}  // namespace yard::detail

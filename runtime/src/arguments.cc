@@ -1,0 +1,60 @@
+#include "arguments.h"
+
+#include "core_worker.h"
+
+namespace yard::detail {
+
+void ArgumentResolver::resolve_then(const std::shared_ptr<TaskSpec>& spec, std::function<void()> on_loop) {
+  int refs = 0;
+  for (auto& a : spec->args) refs += a.ref ? 1 : 0;
+  if (refs == 0) {
+    spec->resolved = true;
+    io_->post(std::move(on_loop));
+    return;
+  }
+  spec->unresolved.store(refs + 1);
+  auto shared = std::make_shared<std::function<void()>>(std::move(on_loop));
+  auto done = [this, spec, shared] {
+    if (spec->unresolved.fetch_sub(1) == 1) {
+      io_->post([spec, shared] {
+        spec->resolved = true;
+        (*shared)();
+      });
+    }
+  };
+  for (auto& a : spec->args)
+    if (a.ref) {
+      ownership_.ensure_fetched(a.ref->id());
+      store_.on_ready(a.ref->id(), done);
+    }
+  done();
+}
+
+std::optional<ArgumentProblem> ArgumentResolver::fill(capnp::List<wire::Value>::Builder list, OutMessage& m,
+                                                      const std::vector<Arg>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto& a = args[i];
+    Bytes v = a.value;
+    if (a.ref) {
+      auto snap = store_.peek(a.ref->id());
+      if (!snap.present || snap.error) return ArgumentProblem{i, a.ref->id(), snap.error};
+      v = snap.value;
+    }
+    m.set_value(list[static_cast<unsigned>(i)], v);
+  }
+  return std::nullopt;
+}
+
+bool ArgumentResolver::fill_task(wire::PushTask::Builder b, OutMessage& m, TaskSpec& spec) {
+  auto problem = fill(b.initArgs(static_cast<unsigned>(spec.args.size())), m, spec.args);
+  if (!problem) return true;
+  if (problem->error)
+    store_.set_error(spec.id, *problem->error);  // the error propagates to the dependent call
+  else
+    fail_object(store_, spec.id, wire::ErrorCode::NOT_FOUND,
+                "argument " + std::to_string(problem->index) + " refers to object " + problem->object +
+                    ", which this process does not own");
+  return false;
+}
+
+}  // namespace yard::detail

@@ -1,0 +1,158 @@
+#include "ownership.h"
+
+namespace yard::detail {
+
+void complete_from_reply(MemoryStore& store, const std::string& id, const InMessage& r) {
+  auto body = r.env().getBody();
+  if (body.isTaskReply()) {
+    try {
+      store.set_value(id, r.value(body.getTaskReply().getResult()));
+    } catch (const DecodeError& e) {
+      fail_object(store, id, wire::ErrorCode::BAD_REQUEST, e.what());
+    }
+  } else if (body.isError()) {
+    fail_from_reply(store, id, body.getError());
+  } else {
+    fail_object(store, id, wire::ErrorCode::INTERNAL, "unexpected reply");
+  }
+}
+
+void fail_object(MemoryStore& store, const std::string& id, wire::ErrorCode code, const std::string& message) {
+  ErrorInfo e;
+  e.code = static_cast<int>(code);
+  e.message = message;
+  store.set_error(id, std::move(e));
+}
+
+void fail_from_reply(MemoryStore& store, const std::string& id, wire::Error::Reader e) {
+  ErrorInfo info;
+  info.code = static_cast<int>(e.getCode());
+  info.type = e.getType();
+  info.message = e.getMessage();
+  info.location = e.getLocation();
+  store.set_error(id, std::move(info));
+}
+
+std::pair<std::string, std::string> Ownership::export_ref(const Holder& h) {
+  if (!h->owner().empty()) {
+    // Passing on a borrowed ref: the new borrower gets it from the owner directly. This process
+    // keeps its own borrow until its holder goes, so the owner still pins the object meanwhile.
+    return {h->id(), h->owner()};
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  auto& e = exported_[h->id()];
+  e.first = h;
+  ++e.second;
+  return {h->id(), io_->address()};
+}
+
+Holder Ownership::import_ref(const std::string& id, const std::string& owner) {
+  if (owner == io_->address()) {
+    // One of ours came back: use the pinned holder and consume the export.
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = exported_.find(id);
+    if (it == exported_.end()) return std::make_shared<ObjectHolder>(id);
+    Holder h = it->second.first;
+    if (--it->second.second <= 0) exported_.erase(it);
+    return h;
+  }
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto& b = borrowed_[id];
+    b.owner = owner;
+    ++b.holders;
+  }
+  store_.create(id);
+  return std::make_shared<ObjectHolder>(id, owner);
+}
+
+void Ownership::release(const std::string& id, const std::string& owner) {
+  if (owner.empty()) {
+    store_.release(id);
+    return;
+  }
+  // Each imported holder is one borrow at the owner; the local entry goes with the last one.
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = borrowed_.find(id);
+    if (it != borrowed_.end() && --it->second.holders <= 0) {
+      borrowed_.erase(it);
+      last = true;
+    }
+  }
+  if (last) store_.release(id);
+  if (!io_) return;
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().setReleaseObject(id);
+  io_->request(owner, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+               std::chrono::seconds(10));
+}
+
+void Ownership::ensure_fetched(const std::string& id) {
+  std::string owner;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = borrowed_.find(id);
+    if (it == borrowed_.end() || it->second.fetching) return;
+    it->second.fetching = true;
+    owner = it->second.owner;
+  }
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().setGetObject(id);
+  io_->request(owner, rid, m.finish(),
+               [this, id, owner](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 if (err) {
+                   fail_object(store_, id, wire::ErrorCode::OWNER_DIED,
+                               "the owner of object " + id + " (" + owner + ") is gone: " + err->message);
+                   return;
+                 }
+                 complete_from_reply(store_, id, *r);
+               },
+               std::chrono::milliseconds::max());
+}
+
+bool Ownership::serve(IoLoop::Incoming& in) {
+  auto body = in.msg->env().getBody();
+  if (body.isReleaseObject()) {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      auto it = exported_.find(body.getReleaseObject());
+      if (it != exported_.end() && --it->second.second <= 0) exported_.erase(it);
+    }
+    OutMessage m(token_, in.msg->env().getRequestId(), true);
+    m.env().getBody().setOk();
+    io_->reply(in.routing_id, m.finish());
+    return true;
+  }
+  if (!body.isGetObject()) return false;
+  std::string id = body.getGetObject();
+  std::string routing = in.routing_id;
+  uint64_t req = in.msg->env().getRequestId();
+  if (!store_.contains(id)) {
+    OutMessage m(token_, req, true);
+    set_error(m.env(), wire::ErrorCode::NOT_FOUND, "object " + id + " was freed by its owner " + io_->address());
+    io_->reply(routing, m.finish());
+    return true;
+  }
+  bool same_host = in.msg->same_host();
+  store_.on_ready(id, [this, id, routing, req, same_host] {
+    auto snap = store_.peek(id);
+    OutMessage m(token_, req, true);
+    if (same_host) m.allow_shared_memory();
+    if (!snap.present) {
+      set_error(m.env(), wire::ErrorCode::NOT_FOUND, "object " + id + " was freed by its owner");
+    } else if (snap.error) {
+      set_error(m.env(), static_cast<wire::ErrorCode>(snap.error->code), snap.error->message, snap.error->type,
+                snap.error->location);
+    } else {
+      m.set_value(m.env().getBody().initTaskReply().initResult(), snap.value);
+    }
+    io_->reply(routing, m.finish());
+  });
+  return true;
+}
+
+}  // namespace yard::detail

@@ -1,0 +1,63 @@
+// Ownership and borrowing of objects, and completing objects from replies.
+//
+// The process that creates an object owns it. A ref that leaves the process (inside a value) is
+// exported: the owner pins the object until the borrower says it dropped the ref. A borrower
+// fetches the value from the owner on first use; if the owner is gone the get fails with a
+// message naming the owner, never a hang.
+//
+// Thread-safety: every method may be called from any thread; requests go out through the I/O
+// loop (which may not exist yet in a worker before it serves, or any more after disconnect).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "io_loop.h"
+#include "memory_store.h"
+#include "yard/yard.h"
+
+namespace yard::detail {
+
+// An object's entry completed from a reply: its value, the remote error, or a protocol error.
+void complete_from_reply(MemoryStore& store, const std::string& id, const InMessage& reply);
+// An object's entry completed with an error of ours (code: wire::ErrorCode).
+void fail_object(MemoryStore& store, const std::string& id, wire::ErrorCode code, const std::string& message);
+// An object's entry completed with the error a peer replied with.
+void fail_from_reply(MemoryStore& store, const std::string& id, wire::Error::Reader e);
+
+class Ownership {
+ public:
+  Ownership(MemoryStore& store, const std::unique_ptr<IoLoop>& io, std::string token)
+      : store_(store), io_(io), token_(std::move(token)) {}
+
+  // A ref leaving this process: (id, owner address). An owned object is pinned for the borrower.
+  std::pair<std::string, std::string> export_ref(const Holder& h);
+  // A ref arriving in a value. One of ours coming back consumes its export.
+  Holder import_ref(const std::string& id, const std::string& owner);
+  // A holder went: the local entry, and for a borrowed object the borrow at its owner.
+  void release(const std::string& id, const std::string& owner);
+  // A borrowed object's value is fetched from its owner, once.
+  void ensure_fetched(const std::string& id);
+  // Answers a borrower's GetObject or ReleaseObject; false when `in` is neither.
+  bool serve(IoLoop::Incoming& in);
+
+ private:
+  MemoryStore& store_;
+  const std::unique_ptr<IoLoop>& io_;
+  const std::string token_;
+
+  struct Borrow {
+    std::string owner;
+    bool fetching = false;
+    int holders = 0;
+  };
+  std::mutex mu_;
+  // Objects that left this process, kept for their borrowers (id -> holder, count of exports).
+  std::unordered_map<std::string, std::pair<Holder, int>> exported_;  // guarded by mu_
+  std::unordered_map<std::string, Borrow> borrowed_;                  // guarded by mu_
+};
+
+}  // namespace yard::detail

@@ -1,0 +1,198 @@
+#include "task_executor.h"
+
+#include <cxxabi.h>
+#include <unistd.h>
+
+#include <boost/fiber/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include "core_worker.h"
+#include "process.h"
+
+namespace yard::detail {
+
+namespace {
+
+constexpr auto kRegisterTimeout = std::chrono::seconds(30);
+
+std::string demangle(const char* name) {
+  int status = 0;
+  char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string s = status == 0 && d ? d : name;
+  free(d);
+  return s;
+}
+
+}  // namespace
+
+struct TaskExecutor::State {
+  boost::fibers::buffered_channel<std::shared_ptr<IoLoop::Incoming>> channel{4096};
+  std::shared_ptr<void> actor;
+  const ActorClass* cls = nullptr;
+  int max_concurrency = 1;
+  boost::fibers::mutex mu;
+  boost::fibers::condition_variable cv;
+  int running = 0;
+  std::string location_suffix;  // " on worker W (pid P, host H)", in every error's location
+};
+
+TaskExecutor::TaskExecutor(std::unique_ptr<IoLoop>& io, Ownership& ownership, std::string token,
+                           const WorkerConfig& cfg)
+    : io_(io), ownership_(ownership), token_(std::move(token)), worker_id_(cfg.worker_id),
+      node_address_(cfg.node_address), bind_host_(cfg.bind_host.empty() ? "127.0.0.1" : cfg.bind_host),
+      s_(std::make_unique<State>()) {
+  s_->location_suffix = " on worker " + worker_id_ + " (pid " + std::to_string(getpid()) + ", host " + hostname() + ")";
+}
+
+TaskExecutor::~TaskExecutor() = default;
+
+void TaskExecutor::handle(IoLoop::Incoming in) {
+  if (ownership_.serve(in)) return;
+  switch (in.msg->env().getBody().which()) {
+    case wire::Envelope::Body::PING:
+      reply_ok(in);
+      return;
+    case wire::Envelope::Body::PUSH_TASK:
+    case wire::Envelope::Body::INSTANTIATE_ACTOR:
+    case wire::Envelope::Body::SHUTDOWN:
+      s_->channel.push(std::make_shared<IoLoop::Incoming>(std::move(in)));
+      return;
+    default:
+      reply_error(in, wire::ErrorCode::BAD_REQUEST, "a worker does not serve this request");
+  }
+}
+
+void TaskExecutor::reply_ok(IoLoop::Incoming& in) {
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.env().getBody().setOk();
+  io_->reply(in.routing_id, m.finish());
+}
+
+void TaskExecutor::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg,
+                               const std::string& type, const std::string& location) {
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  set_error(m.env(), code, msg, type, location);
+  io_->reply(in.routing_id, m.finish());
+}
+
+void TaskExecutor::run() {
+  io_ = std::make_unique<IoLoop>(bind_host_, 0, token_, [this](IoLoop::Incoming in) { handle(std::move(in)); });
+  uint64_t rid = io_->next_request_id();
+  OutMessage reg(token_, rid, false);
+  auto rw = reg.env().getBody().initRegisterWorker();
+  rw.setWorkerId(worker_id_);
+  rw.setAddress(io_->address());
+  rw.setPid(getpid());
+  try {
+    auto r = io_->call(node_address_, reg, rid, kRegisterTimeout);
+    if (r->env().getBody().isError()) {
+      spdlog::error("node manager refused worker {}: {}", worker_id_, describe(r->env().getBody().getError()));
+      _exit(3);
+    }
+  } catch (const std::exception& e) {
+    spdlog::error("worker {} cannot register with {}: {}", worker_id_, node_address_, e.what());
+    _exit(3);
+  }
+  std::shared_ptr<IoLoop::Incoming> item;
+  while (s_->channel.pop(item) == boost::fibers::channel_op_status::success) {
+    auto which = item->msg->env().getBody().which();
+    if (which == wire::Envelope::Body::SHUTDOWN) {
+      reply_ok(*item);
+      break;
+    }
+    if (which == wire::Envelope::Body::INSTANTIATE_ACTOR) {
+      instantiate(*item);
+      continue;
+    }
+    if (s_->actor && s_->max_concurrency > 1) {
+      // Run concurrently on a fiber, at most max_concurrency at once.
+      {
+        std::unique_lock<boost::fibers::mutex> l(s_->mu);
+        s_->cv.wait(l, [&] { return s_->running < s_->max_concurrency; });
+        ++s_->running;
+      }
+      boost::fibers::fiber([this, item] {
+        execute(*item);
+        std::unique_lock<boost::fibers::mutex> l(s_->mu);
+        --s_->running;
+        s_->cv.notify_all();
+      }).detach();
+    } else {
+      execute(*item);
+    }
+    item.reset();
+  }
+  io_->stop();  // flushes nothing more; replies already handed to the loop were sent
+  _exit(0);
+}
+
+void TaskExecutor::instantiate(IoLoop::Incoming& in) {
+  auto ca = in.msg->env().getBody().getInstantiateActor();
+  std::string cls_name = ca.getClassName();
+  const auto* cls = Registry::global().actor_class(cls_name);
+  if (!cls) {
+    reply_error(in, wire::ErrorCode::NOT_FOUND, "actor class " + cls_name + " is not registered in " + self_exe());
+    return;
+  }
+  try {
+    std::vector<Bytes> args;
+    for (auto v : ca.getArgs()) args.push_back(in.msg->value(v));
+    s_->actor = cls->factory(args);
+    s_->cls = cls;
+    s_->max_concurrency = std::max<int>(1, static_cast<int>(ca.getMaxConcurrency()));
+  } catch (const std::exception& e) {
+    reply_error(in, wire::ErrorCode::TASK_ERROR,
+                "the constructor of " + cls_name + " threw " + demangle(typeid(e).name()) + ": " + e.what(),
+                demangle(typeid(e).name()), cls_name + "::" + cls_name + s_->location_suffix);
+    return;
+  }
+  reply_ok(in);
+}
+
+void TaskExecutor::execute(IoLoop::Incoming& in) {
+  auto pt = in.msg->env().getBody().getPushTask();
+  std::string fn = pt.getFunction();
+  bool is_actor = pt.getActorId().size() > 0;
+  std::string where = (is_actor && s_->cls ? s_->cls->name + "::" : std::string()) + fn + s_->location_suffix;
+  Bytes result;
+  try {
+    std::vector<Bytes> args;
+    args.reserve(pt.getArgs().size());
+    for (auto v : pt.getArgs()) args.push_back(in.msg->value(v));
+    if (is_actor) {
+      if (!s_->actor) {
+        reply_error(in, wire::ErrorCode::ACTOR_DIED, "this worker hosts no actor", {}, where);
+        return;
+      }
+      auto it = s_->cls->methods.find(fn);
+      if (it == s_->cls->methods.end()) {
+        reply_error(in, wire::ErrorCode::NOT_FOUND, "actor class " + s_->cls->name + " has no method " + fn, {}, where);
+        return;
+      }
+      result = it->second(s_->actor.get(), args);
+    } else {
+      const auto* inv = Registry::global().function(fn);
+      if (!inv) {
+        reply_error(in, wire::ErrorCode::NOT_FOUND, "function " + fn + " is not registered in " + self_exe(), {}, where);
+        return;
+      }
+      result = (*inv)(args);
+    }
+  } catch (const RemoteError& e) {
+    // A nested remote failure keeps its original type and place.
+    reply_error(in, wire::ErrorCode::TASK_ERROR, e.remote_message(), e.remote_type(), e.location() + " <- " + where);
+    return;
+  } catch (const std::exception& e) {
+    reply_error(in, wire::ErrorCode::TASK_ERROR, e.what(), demangle(typeid(e).name()), where);
+    return;
+  } catch (...) {
+    reply_error(in, wire::ErrorCode::TASK_ERROR, "a non-standard exception was thrown", "unknown", where);
+    return;
+  }
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  if (in.msg->same_host()) m.allow_shared_memory();
+  m.set_value(m.env().getBody().initTaskReply().initResult(), result);
+  io_->reply(in.routing_id, m.finish());
+}
+
+}  // namespace yard::detail

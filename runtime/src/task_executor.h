@@ -1,0 +1,43 @@
+// The worker side of a Switchyard process: it registers with its node manager, then runs the
+// tasks, actor constructions and actor calls pushed to it, one at a time on the main thread, or
+// each on its own fiber (at most max_concurrency at once) for a concurrent actor. The I/O thread
+// feeds it through a fiber channel, so a call blocked in get() suspends only its own fiber; the
+// process's submitter (nested tasks) shares the same I/O loop.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "io_loop.h"
+#include "ownership.h"
+
+namespace yard::detail {
+
+struct WorkerConfig;
+
+class TaskExecutor {
+ public:
+  // `io` is created by run() (its request handler is this executor) and shared with the process.
+  TaskExecutor(std::unique_ptr<IoLoop>& io, Ownership& ownership, std::string token, const WorkerConfig& cfg);
+  ~TaskExecutor();
+  // Binds, registers with the node manager and serves until told to shut down; then exits the
+  // process. Exits with status 3 when the node manager cannot be reached or refuses it.
+  [[noreturn]] void run();
+
+ private:
+  void handle(IoLoop::Incoming in);  // I/O thread
+  void instantiate(IoLoop::Incoming& in);
+  void execute(IoLoop::Incoming& in);
+  void reply_ok(IoLoop::Incoming& in);
+  void reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg, const std::string& type = {},
+                   const std::string& location = {});
+
+  std::unique_ptr<IoLoop>& io_;
+  Ownership& ownership_;
+  const std::string token_;
+  const std::string worker_id_, node_address_, bind_host_;
+  struct State;  // the channel, the hosted actor and the fibers' bookkeeping
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace yard::detail
