@@ -24,7 +24,7 @@
 #include <optional>
 #include <sstream>
 
-#include "../apps/railway/train/model.h"
+#include "yard/railway/model.h"
 #include "../tests/support.h"
 #include "process.h"
 #include "yard/actors/checkpoint.h"

@@ -28,7 +28,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "model.h"
+#include "yard/railway/model.h"
 #include "yard/actors/checkpointer.h"
 #include "yard/actors/data_loader.h"
 #include "yard/actors/ddp.h"
