@@ -66,6 +66,217 @@ void remove_worker_segments(pid_t pid) {
 
 // ---- start-up ---------------------------------------------------------------------------------
 
+// A head started where a killed head left its cluster (same address, its Redis still up) takes
+// the cluster over instead of starting a new one: the address and pid of that Redis, or nullopt.
+std::optional<Daemon::Takeover> Daemon::find_takeover() {
+  if (!o_.join_address.empty() || !o_.redis_address.empty() || o_.embedded || o_.port == 0) return std::nullopt;
+  auto rec = record_for(o_.host + ":" + std::to_string(o_.port));
+  if (!rec || !process_dead(rec->pid)) return std::nullopt;
+  std::ifstream f(rec->session_dir + "/redis.address");
+  std::string addr;
+  long rpid = 0;
+  if (!(f >> addr >> rpid)) return std::nullopt;
+  try {
+    auto [rh, rp] = split_address(addr);
+    Redis probe(rh, rp, read_token(rec->token_file), std::chrono::milliseconds(500));
+  } catch (const std::exception&) {
+    return std::nullopt;  // its Redis is gone too: a new cluster
+  }
+  o_.session_dir = rec->session_dir;
+  return Takeover{addr, static_cast<pid_t>(rpid)};
+}
+
+// The session's folders, the log, the cluster token and this node's id.
+void Daemon::open_session(bool joining, bool taking_over) {
+  if (o_.session_dir.empty())
+    o_.session_dir = yard_home() + "/session-" + std::to_string(static_cast<long>(start_time_)) + "-" + random_hex(3);
+  log_dir_ = o_.session_dir + "/logs";
+  fs::create_directories(log_dir_);
+  fs::create_directories(o_.session_dir + "/redis");
+  auto file_sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_dir_ + (joining ? "/node.log" : "/head.log"));
+  auto logger = std::make_shared<spdlog::logger>(joining ? "node" : "head", spdlog::sinks_init_list{file_sink});
+  logger->flush_on(spdlog::level::info);
+  spdlog::set_default_logger(logger);
+  token_file_ = o_.session_dir + "/token";
+  if (joining) {
+    token_ = o_.join_token;
+    int fd = ::open(token_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw Error("cannot write " + token_file_);
+    (void)!::write(fd, token_.data(), token_.size());
+    ::close(fd);
+  } else if (taking_over) {
+    token_ = read_token(token_file_);
+  } else {
+    token_ = create_token(token_file_);
+  }
+  node_id_ = "node-" + random_hex(4);
+  if (const char* pp = getenv("YARD_PARENT_PID")) parent_pid_ = atoi(pp);
+}
+
+// What this node offers: CPUs, memory, GPUs (its NVIDIA devices unless told) and custom resources.
+void Daemon::measure_resources() {
+  double cpus = o_.num_cpus > 0 ? o_.num_cpus : std::max(1u, std::thread::hardware_concurrency());
+  total_ = o_.resources;
+  total_["CPU"] = cpus;
+  total_["memory"] = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  int gpus = o_.num_gpus;
+  if (gpus < 0) {
+    gpus = 0;
+    std::error_code ec;
+    for (auto& e : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) (void)e, ++gpus;
+  }
+  if (gpus > 0) total_["GPU"] = gpus;
+  gpu_free_.assign(static_cast<size_t>(gpus), 1.0);
+  for (auto& [k, v] : o_.resources)
+    if (!(v >= 0) || !std::isfinite(v)) throw Error("resource " + k + " has a bad amount");
+}
+
+// A head's own redis-server: loopback (and the head's interface when it listens beyond this
+// machine), append-only, the cluster token as its password; the head reaches it by Unix socket.
+void Daemon::start_redis() {
+  int rport = free_port("127.0.0.1");
+  SpawnOptions so;
+  // A standalone head's Redis outlives the head (a restarted head takes the cluster over);
+  // `yard stop` stops it. An embedded cluster's dies with its program.
+  so.death_signal = o_.embedded ? SIGTERM : 0;
+  so.new_process_group = !o_.embedded;
+  so.stdout_path = log_dir_ + "/redis.log";
+  // Loopback always; the head's interface too when it listens beyond this machine, so other
+  // nodes reach the control store (which asks for the cluster token).
+  std::vector<std::string> argv{which("redis-server"), "--port", std::to_string(rport), "--bind"};
+  if (o_.host == "0.0.0.0") {
+    argv.push_back("0.0.0.0");
+  } else {
+    argv.push_back("127.0.0.1");
+    if (o_.host != "127.0.0.1" && o_.host != "localhost") argv.push_back(o_.host);
+  }
+  std::string sock = o_.session_dir + "/redis/redis.sock";
+  argv.insert(argv.end(), {"--dir", o_.session_dir + "/redis", "--appendonly", "yes", "--save", "",
+                           "--requirepass", token_, "--daemonize", "no", "--protected-mode", "yes"});
+  if (sock.size() < 100) argv.insert(argv.end(), {"--unixsocket", sock, "--unixsocketperm", "700"});
+  redis_pid_ = spawn(argv, so);
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!redis_) {
+    try {
+      // The head is on Redis's machine: its own connection goes through the Unix socket.
+      if (sock.size() < 100)
+        redis_ = std::make_unique<Redis>(sock, token_, std::chrono::milliseconds(500));
+      else
+        redis_ = std::make_unique<Redis>("127.0.0.1", rport, token_, std::chrono::milliseconds(500));
+    } catch (const Error& e) {
+      if (Clock::now() > deadline || !pid_alive(redis_pid_))
+        throw ConnectionError(std::string("redis-server did not start (see ") + log_dir_ + "/redis.log): " + e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  bool wide = o_.host != "127.0.0.1" && o_.host != "localhost" && o_.host != "0.0.0.0";
+  o_.redis_address = (wide ? o_.host : std::string("127.0.0.1")) + ":" + std::to_string(rport);
+  std::ofstream(o_.session_dir + "/redis.address") << o_.redis_address << " " << redis_pid_ << "\n";
+  redis_password_ = token_;
+}
+
+// The control store: the head's (asked of the head when joining), the one a killed head left, a
+// new one of this head's own, or the one named by --redis-address.
+void Daemon::connect_control_store(bool joining, const std::optional<Takeover>& takeover) {
+  if (joining) {
+    // The head says where the control store is; a wrong token is refused here, clearly.
+    uint64_t rid = io_->next_request_id();
+    OutMessage m(token_, rid, false);
+    m.env().getBody().setGetControlStore();
+    std::unique_ptr<InMessage> r;
+    try {
+      r = io_->call(o_.join_address, m, rid, std::chrono::seconds(10));
+    } catch (const std::exception& e) {
+      throw ConnectionError("cannot reach the head at " + o_.join_address + ": " + e.what());
+    }
+    auto body = r->env().getBody();
+    if (body.isError()) throw AuthError("the head at " + o_.join_address + " refused this node: " + describe(body.getError()));
+    o_.redis_address = body.getControlStore().getAddress();
+    redis_password_ = body.getControlStore().getPassword();
+    // A head that listens everywhere names its Redis by loopback: reach it where the head is.
+    auto [jh, jp] = split_address(o_.join_address);
+    auto [sh, sp] = split_address(o_.redis_address);
+    if ((sh == "127.0.0.1" || sh == "0.0.0.0") && jh != "127.0.0.1" && jh != "localhost")
+      o_.redis_address = jh + ":" + std::to_string(sp);
+    auto [rh, rp] = split_address(o_.redis_address);
+    redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
+  } else if (takeover) {
+    auto [rh, rp] = split_address(takeover->redis_address);
+    redis_ = std::make_unique<Redis>(rh, rp, token_, std::chrono::seconds(3));
+    o_.redis_address = takeover->redis_address;
+    redis_password_ = token_;
+    redis_pid_ = takeover->redis_pid;
+    redis_owned_ = false;
+    spdlog::warn("taking over the cluster of session {}: its head is gone, its Redis at {} is up", o_.session_dir,
+                 takeover->redis_address);
+  } else if (o_.redis_address.empty()) {
+    start_redis();
+  } else {
+    auto [rh, rp] = split_address(o_.redis_address);
+    const char* pw = getenv("YARD_REDIS_PASSWORD");
+    redis_password_ = pw ? pw : "";
+    redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
+  }
+  tables_ = std::make_unique<store::Tables>(*redis_);
+}
+
+// Rebuilds a taken-over cluster, joins the membership and starts the timers.
+void Daemon::begin_serving(bool joining) {
+  if (recovered_) {
+    // State is rebuilt on the loop thread before any request is served (requests arriving
+    // meanwhile are answered "unavailable, retry").
+    std::promise<void> built;
+    auto fut = built.get_future();
+    io_->post([this, &built] {
+      try {
+        rebuild();
+      } catch (const std::exception& e) {
+        spdlog::error("rebuilding the cluster state from Redis: {}", e.what());
+      }
+      built.set_value();
+    });
+    fut.wait();
+  }
+  serving_.store(true);
+  if (!joining) tables_->put_cluster(io_->address(), o_.session_dir, log_dir_, start_time_, node_id_);
+  // Resources and the heartbeat first, then the membership: the failure detector never sees a
+  // member without a heartbeat, and the scheduler never sees one without resources.
+  register_resources(*redis_, node_id_, total_);
+  avail_ = total_;
+  save_node();
+  tables_->add_node(node_id_, joining ? "node" : "head");
+  io_->post([this] { io_->every(std::chrono::milliseconds(50), [this] { periodic(); }); });
+  auto beat = std::chrono::milliseconds(std::max<long>(100, static_cast<long>(o_.heartbeat_timeout_s * 250)));
+  io_->post([this, beat] { io_->every(beat, [this] { save_node(); }); });
+  if (!joining) {
+    io_->post([this] {
+      refresh_nodes();
+      io_->every(std::chrono::milliseconds(250), [this] { check_nodes(); });
+    });
+  }
+}
+
+// Until SIGTERM, SIGINT or SIGHUP, or until the process that started this one is gone.
+void Daemon::wait_for_stop() {
+  while (!g_stop.load()) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    timespec ts{0, 100 * 1000 * 1000};
+    int sig = sigtimedwait(&set, nullptr, &ts);
+    if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+      spdlog::info("signal {}: shutting down", sig);
+      return;
+    }
+    if (parent_pid_ && kill(parent_pid_, 0) != 0) {
+      spdlog::info("parent {} is gone: shutting down", parent_pid_);
+      return;
+    }
+  }
+}
+
 int Daemon::run() {
   auto ready = [&](const std::string& line) {
     if (o_.ready_fd >= 0) {
@@ -77,209 +288,24 @@ int Daemon::run() {
   };
   try {
     start_time_ = unix_time();
-    // A head started where a killed head left its cluster (same address, its Redis still up)
-    // takes the cluster over instead of starting a new one.
-    std::string recover_redis;
-    pid_t recover_redis_pid = 0;
-    if (o_.join_address.empty() && o_.redis_address.empty() && !o_.embedded && o_.port != 0) {
-      if (auto rec = record_for(o_.host + ":" + std::to_string(o_.port)); rec && process_dead(rec->pid)) {
-        std::ifstream f(rec->session_dir + "/redis.address");
-        std::string addr;
-        long rpid = 0;
-        if (f >> addr >> rpid) {
-          try {
-            auto [rh, rp] = split_address(addr);
-            Redis probe(rh, rp, read_token(rec->token_file), std::chrono::milliseconds(500));
-            o_.session_dir = rec->session_dir;
-            recover_redis = addr;
-            recover_redis_pid = static_cast<pid_t>(rpid);
-          } catch (const std::exception&) {
-            // Its Redis is gone too: a new cluster.
-          }
-        }
-      }
-    }
-    if (o_.session_dir.empty()) {
-      o_.session_dir = yard_home() + "/session-" + std::to_string(static_cast<long>(start_time_)) + "-" + random_hex(3);
-    }
-    log_dir_ = o_.session_dir + "/logs";
-    fs::create_directories(log_dir_);
-    fs::create_directories(o_.session_dir + "/redis");
+    auto takeover = find_takeover();
     bool joining = !o_.join_address.empty();
     head_ = !joining;
-    auto file_sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(log_dir_ + (joining ? "/node.log" : "/head.log"));
-    auto logger = std::make_shared<spdlog::logger>(joining ? "node" : "head", spdlog::sinks_init_list{file_sink});
-    logger->flush_on(spdlog::level::info);
-    spdlog::set_default_logger(logger);
-    token_file_ = o_.session_dir + "/token";
-    if (joining) {
-      token_ = o_.join_token;
-      int fd = ::open(token_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0) throw Error("cannot write " + token_file_);
-      (void)!::write(fd, token_.data(), token_.size());
-      ::close(fd);
-    } else if (!recover_redis.empty()) {
-      token_ = read_token(token_file_);
-    } else {
-      token_ = create_token(token_file_);
-    }
-    node_id_ = "node-" + random_hex(4);
-    if (const char* pp = getenv("YARD_PARENT_PID")) parent_pid_ = atoi(pp);
-
-    double cpus = o_.num_cpus > 0 ? o_.num_cpus : std::max(1u, std::thread::hardware_concurrency());
-    total_ = o_.resources;
-    total_["CPU"] = cpus;
-    total_["memory"] = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
-    int gpus = o_.num_gpus;
-    if (gpus < 0) {
-      gpus = 0;
-      std::error_code ec;
-      for (auto& e : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) (void)e, ++gpus;
-    }
-    if (gpus > 0) total_["GPU"] = gpus;
-    gpu_free_.assign(static_cast<size_t>(gpus), 1.0);
-    for (auto& [k, v] : o_.resources)
-      if (!(v >= 0) || !std::isfinite(v)) throw Error("resource " + k + " has a bad amount");
-
+    open_session(joining, takeover.has_value());
+    measure_resources();
     // Listen first: a busy port is the most common start-up error and should fail fast.
     io_ = std::make_unique<IoLoop>(o_.host, o_.port, token_, [this](IoLoop::Incoming in) { handle(std::move(in)); });
-
-    if (joining) {
-      // The head says where the control store is; a wrong token is refused here, clearly.
-      uint64_t rid = io_->next_request_id();
-      OutMessage m(token_, rid, false);
-      m.env().getBody().setGetControlStore();
-      std::unique_ptr<InMessage> r;
-      try {
-        r = io_->call(o_.join_address, m, rid, std::chrono::seconds(10));
-      } catch (const std::exception& e) {
-        throw ConnectionError("cannot reach the head at " + o_.join_address + ": " + e.what());
-      }
-      auto body = r->env().getBody();
-      if (body.isError()) throw AuthError("the head at " + o_.join_address + " refused this node: " + describe(body.getError()));
-      o_.redis_address = body.getControlStore().getAddress();
-      redis_password_ = body.getControlStore().getPassword();
-      // A head that listens everywhere names its Redis by loopback: reach it where the head is.
-      auto [jh, jp] = split_address(o_.join_address);
-      auto [sh, sp] = split_address(o_.redis_address);
-      if ((sh == "127.0.0.1" || sh == "0.0.0.0") && jh != "127.0.0.1" && jh != "localhost")
-        o_.redis_address = jh + ":" + std::to_string(sp);
-      auto [rh, rp] = split_address(o_.redis_address);
-      redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
-    } else if (!recover_redis.empty()) {
-      auto [rh, rp] = split_address(recover_redis);
-      redis_ = std::make_unique<Redis>(rh, rp, token_, std::chrono::seconds(3));
-      o_.redis_address = recover_redis;
-      redis_password_ = token_;
-      redis_pid_ = recover_redis_pid;
-      redis_owned_ = false;
-      spdlog::warn("taking over the cluster of session {}: its head is gone, its Redis at {} is up", o_.session_dir,
-                   recover_redis);
-    } else if (o_.redis_address.empty()) {
-      int rport = free_port("127.0.0.1");
-      SpawnOptions so;
-      // A standalone head's Redis outlives the head (a restarted head takes the cluster over);
-      // `yard stop` stops it. An embedded cluster's dies with its program.
-      so.death_signal = o_.embedded ? SIGTERM : 0;
-      so.new_process_group = !o_.embedded;
-      so.stdout_path = log_dir_ + "/redis.log";
-      // Loopback always; the head's interface too when it listens beyond this machine, so other
-      // nodes reach the control store (which asks for the cluster token).
-      std::vector<std::string> argv{which("redis-server"), "--port", std::to_string(rport), "--bind"};
-      if (o_.host == "0.0.0.0") {
-        argv.push_back("0.0.0.0");
-      } else {
-        argv.push_back("127.0.0.1");
-        if (o_.host != "127.0.0.1" && o_.host != "localhost") argv.push_back(o_.host);
-      }
-      std::string sock = o_.session_dir + "/redis/redis.sock";
-      argv.insert(argv.end(), {"--dir", o_.session_dir + "/redis", "--appendonly", "yes", "--save", "",
-                               "--requirepass", token_, "--daemonize", "no", "--protected-mode", "yes"});
-      if (sock.size() < 100) argv.insert(argv.end(), {"--unixsocket", sock, "--unixsocketperm", "700"});
-      redis_pid_ = spawn(argv, so);
-      auto deadline = Clock::now() + std::chrono::seconds(10);
-      while (!redis_) {
-        try {
-          // The head is on Redis's machine: its own connection goes through the Unix socket.
-          if (sock.size() < 100)
-            redis_ = std::make_unique<Redis>(sock, token_, std::chrono::milliseconds(500));
-          else
-            redis_ = std::make_unique<Redis>("127.0.0.1", rport, token_, std::chrono::milliseconds(500));
-        } catch (const Error& e) {
-          if (Clock::now() > deadline || !pid_alive(redis_pid_))
-            throw ConnectionError(std::string("redis-server did not start (see ") + log_dir_ + "/redis.log): " + e.what());
-          std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        }
-      }
-      bool wide = o_.host != "127.0.0.1" && o_.host != "localhost" && o_.host != "0.0.0.0";
-      o_.redis_address = (wide ? o_.host : std::string("127.0.0.1")) + ":" + std::to_string(rport);
-      std::ofstream(o_.session_dir + "/redis.address") << o_.redis_address << " " << redis_pid_ << "\n";
-      redis_password_ = token_;
-    } else {
-      auto [rh, rp] = split_address(o_.redis_address);
-      const char* pw = getenv("YARD_REDIS_PASSWORD");
-      redis_password_ = pw ? pw : "";
-      redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
-    }
-    tables_ = std::make_unique<store::Tables>(*redis_);
-    recovered_ = !recover_redis.empty();
-    if (recovered_) {
-      // State is rebuilt on the loop thread before any request is served (requests arriving
-      // meanwhile are answered "unavailable, retry").
-      std::promise<void> built;
-      auto fut = built.get_future();
-      io_->post([this, &built] {
-        try {
-          rebuild();
-        } catch (const std::exception& e) {
-          spdlog::error("rebuilding the cluster state from Redis: {}", e.what());
-        }
-        built.set_value();
-      });
-      fut.wait();
-    }
-    serving_.store(true);
-    if (!joining) tables_->put_cluster(io_->address(), o_.session_dir, log_dir_, start_time_, node_id_);
-    // Resources and the heartbeat first, then the membership: the failure detector never sees a
-    // member without a heartbeat, and the scheduler never sees one without resources.
-    register_resources(*redis_, node_id_, total_);
-    avail_ = total_;
-    save_node();
-    tables_->add_node(node_id_, joining ? "node" : "head");
-
-    io_->post([this] { io_->every(std::chrono::milliseconds(50), [this] { periodic(); }); });
-    auto beat = std::chrono::milliseconds(std::max<long>(100, static_cast<long>(o_.heartbeat_timeout_s * 250)));
-    io_->post([this, beat] { io_->every(beat, [this] { save_node(); }); });
-    if (!joining) {
-      io_->post([this] {
-        refresh_nodes();
-        io_->every(std::chrono::milliseconds(250), [this] { check_nodes(); });
-      });
-    }
+    connect_control_store(joining, takeover);
+    recovered_ = takeover.has_value();
+    begin_serving(joining);
 
     ClusterRecord rec{io_->address(), o_.session_dir, log_dir_, token_file_, getpid()};
     if (!o_.embedded) write_record(rec, !joining);
     spdlog::info("{} {} listening on {}, redis at {}, {} CPUs, session {}", joining ? "node" : "head", node_id_,
                  io_->address(), o_.redis_address, total_["CPU"], o_.session_dir);
     ready(io_->address() + " " + token_file_);
+    wait_for_stop();
 
-    while (!g_stop.load()) {
-      sigset_t set;
-      sigemptyset(&set);
-      sigaddset(&set, SIGTERM);
-      sigaddset(&set, SIGINT);
-      sigaddset(&set, SIGHUP);
-      timespec ts{0, 100 * 1000 * 1000};
-      int sig = sigtimedwait(&set, nullptr, &ts);
-      if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
-        spdlog::info("signal {}: shutting down", sig);
-        break;
-      }
-      if (parent_pid_ && kill(parent_pid_, 0) != 0) {
-        spdlog::info("parent {} is gone: shutting down", parent_pid_);
-        break;
-      }
-    }
     std::promise<void> done;
     auto f = done.get_future();
     io_->post([this, &done] {
@@ -407,39 +433,9 @@ void Daemon::handle(IoLoop::Incoming in) {
       case B::JOB_LOGS: on_job_logs(in); return;
       case B::STOP_JOB: on_stop_job(in); return;
       case B::STATUS: on_status(in); return;
-      case B::GET_CONTROL_STORE: {
-        OutMessage m(token_, in.msg->env().getRequestId(), true);
-        auto cs = m.env().getBody().initControlStore();
-        cs.setAddress(o_.redis_address);
-        cs.setPassword(redis_password_);
-        io_->reply(in.routing_id, m.finish());
-        return;
-      }
-      case B::LIST_JOBS: {
-        OutMessage m(token_, in.msg->env().getRequestId(), true);
-        std::vector<store::JobRecord> jobs;
-        for (auto& id : tables_->job_ids())
-          if (auto j = tables_->job(id)) jobs.push_back(std::move(*j));
-        auto list = m.env().getBody().initJobList(static_cast<unsigned>(jobs.size()));
-        for (unsigned i = 0; i < jobs.size(); ++i) {
-          list[i].setJobId(jobs[i].id);
-          list[i].setEntrypoint(jobs[i].entrypoint);
-          list[i].setStatus(store::name(jobs[i].status));
-          list[i].setExitCode(jobs[i].exit_code);
-          list[i].setStartTime(jobs[i].start);
-          list[i].setEndTime(jobs[i].end);
-          list[i].setLogPath(jobs[i].log_path);
-        }
-        io_->reply(in.routing_id, m.finish());
-        return;
-      }
-      case B::FINISH_JOB: {
-        auto it = jobs_.find(body.getFinishJob());
-        if (it != jobs_.end() && !it->second.submitted) end_job(it->second, store::JobStatus::kSucceeded, 0);
-        else if (it != jobs_.end()) end_job(it->second, std::nullopt, 0);
-        reply_ok(in);
-        return;
-      }
+      case B::GET_CONTROL_STORE: on_get_control_store(in); return;
+      case B::LIST_JOBS: on_list_jobs(in); return;
+      case B::FINISH_JOB: on_finish_job(in); return;
       default:
         reply_error(in, wire::ErrorCode::BAD_REQUEST, "the head does not serve this request");
     }
@@ -454,6 +450,40 @@ void Daemon::handle(IoLoop::Incoming in) {
     spdlog::error("request failed: {}", e.what());
     reply_error(in, wire::ErrorCode::INTERNAL, e.what());
   }
+}
+
+void Daemon::on_get_control_store(IoLoop::Incoming& in) {
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  auto cs = m.env().getBody().initControlStore();
+  cs.setAddress(o_.redis_address);
+  cs.setPassword(redis_password_);
+  io_->reply(in.routing_id, m.finish());
+}
+
+void Daemon::on_list_jobs(IoLoop::Incoming& in) {
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  std::vector<store::JobRecord> jobs;
+  for (auto& id : tables_->job_ids())
+    if (auto j = tables_->job(id)) jobs.push_back(std::move(*j));
+  auto list = m.env().getBody().initJobList(static_cast<unsigned>(jobs.size()));
+  for (unsigned i = 0; i < jobs.size(); ++i) {
+    list[i].setJobId(jobs[i].id);
+    list[i].setEntrypoint(jobs[i].entrypoint);
+    list[i].setStatus(store::name(jobs[i].status));
+    list[i].setExitCode(jobs[i].exit_code);
+    list[i].setStartTime(jobs[i].start);
+    list[i].setEndTime(jobs[i].end);
+    list[i].setLogPath(jobs[i].log_path);
+  }
+  io_->reply(in.routing_id, m.finish());
+}
+
+// A driver says its job is done (a submitted job ends when its process exits instead).
+void Daemon::on_finish_job(IoLoop::Incoming& in) {
+  auto it = jobs_.find(in.msg->env().getBody().getFinishJob());
+  if (it != jobs_.end() && !it->second.submitted) end_job(it->second, store::JobStatus::kSucceeded, 0);
+  else if (it != jobs_.end()) end_job(it->second, std::nullopt, 0);
+  reply_ok(in);
 }
 
 void Daemon::reply_ok(IoLoop::Incoming& in) {
@@ -590,8 +620,7 @@ void Daemon::on_request_lease(IoLoop::Incoming& in) {
   l.bundle = rl.getBundleIndex();
   if (rl.getResources().size()) {
     l.need.clear();
-    std::string why;
-    if (!read_resources(rl.getResources(), l.need, &why)) return reply_error(in, wire::ErrorCode::BAD_REQUEST, why);
+    if (auto bad = read_resources(rl.getResources(), l.need)) return reply_error(in, wire::ErrorCode::BAD_REQUEST, *bad);
   }
   l.seq = ++lease_seq_;
   l.routing = in.routing_id;

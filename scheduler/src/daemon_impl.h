@@ -29,16 +29,14 @@ namespace yard::sched {
 
 using Clock = std::chrono::steady_clock;
 
-// A message's resource list into `out` (amounts added up); false with *why for a bad amount.
-inline bool read_resources(capnp::List<wire::Resource>::Reader list, Res& out, std::string* why) {
+// A message's resource list into `out` (amounts added up). The problem when an amount is bad.
+inline std::optional<std::string> read_resources(capnp::List<wire::Resource>::Reader list, Res& out) {
   for (auto r : list) {
-    if (!(r.getAmount() >= 0) || !std::isfinite(r.getAmount())) {
-      *why = "resource " + std::string(r.getName()) + " has a bad amount";
-      return false;
-    }
+    if (!(r.getAmount() >= 0) || !std::isfinite(r.getAmount()))
+      return "resource " + std::string(r.getName()) + " has a bad amount";
     out[r.getName()] += r.getAmount();
   }
-  return true;
+  return std::nullopt;
 }
 
 // Writes bytes to `path` through a temporary file and a rename (mode 0755); "" or what failed.
@@ -50,6 +48,19 @@ class Daemon {
   int run();
 
  private:
+  // Start-up and shut-down phases of run().
+  struct Takeover {
+    std::string redis_address;
+    pid_t redis_pid = 0;
+  };
+  std::optional<Takeover> find_takeover();
+  void open_session(bool joining, bool taking_over);
+  void measure_resources();
+  void start_redis();
+  void connect_control_store(bool joining, const std::optional<Takeover>& takeover);
+  void begin_serving(bool joining);
+  void wait_for_stop();
+
   using Incoming = detail::IoLoop::Incoming;
   enum class WState { kStarting, kIdle, kLeased, kActor };
   struct Worker {
@@ -139,6 +150,9 @@ class Daemon {
   void on_job_logs(Incoming& in);
   void on_stop_job(Incoming& in);
   void on_status(Incoming& in);
+  void on_get_control_store(Incoming& in);
+  void on_list_jobs(Incoming& in);
+  void on_finish_job(Incoming& in);
   void reply_ok(Incoming& in);
   void reply_error(const std::string& routing, uint64_t req, wire::ErrorCode code, const std::string& msg);
   void reply_error(Incoming& in, wire::ErrorCode code, const std::string& msg) {
@@ -202,6 +216,16 @@ class Daemon {
 
   // Head role (I/O thread).
   void on_create_actor(Incoming& in);
+  // A creation sent again (its first answer was lost with a head that restarted) is answered as
+  // the same actor; true when `in` was one.
+  bool answer_repeated_creation(Incoming& in);
+  struct Rejection {
+    wire::ErrorCode code;
+    std::string why;
+  };
+  // Why a new actor is refused at once (bad request, unknown group or name in use, nowhere it
+  // could ever run), or nullopt.
+  std::optional<Rejection> check_new_actor(const Actor& a);
   void on_get_actor(Incoming& in);
   void on_kill_actor(Incoming& in);
   void on_actor_lost(Incoming& in);

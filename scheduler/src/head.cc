@@ -385,6 +385,59 @@ policy::Decision Daemon::pick_node(const Actor& a, const policy::ClusterView& vi
 
 // ---- actors -----------------------------------------------------------------------------------
 
+bool Daemon::answer_repeated_creation(Incoming& in) {
+  auto ca = in.msg->env().getBody().getCreateActor();
+  auto it = actors_.find(ca.getActorId());
+  if (it == actors_.end() || it->second.job != std::string(ca.getJobId()) ||
+      it->second.class_name != std::string(ca.getClassName()))
+    return false;
+  auto& a = it->second;
+  if (a.state == store::ActorState::kAlive || a.state == store::ActorState::kDead) {
+    OutMessage m(token_, in.msg->env().getRequestId(), true);
+    if (a.state == store::ActorState::kDead)
+      set_error(m.env(), wire::ErrorCode::ACTOR_DIED, a.cause);
+    else
+      fill_actor_info(m.env().getBody().initActorInfo(), a);
+    io_->reply(in.routing_id, m.finish());
+  } else {
+    a.lookups.push_back({in.routing_id, in.msg->env().getRequestId(), Clock::now() + std::chrono::seconds(300)});
+  }
+  return true;
+}
+
+std::optional<Daemon::Rejection> Daemon::check_new_actor(const Actor& a) {
+  if (a.id.empty() || a.class_name.empty() || actors_.count(a.id))
+    return Rejection{wire::ErrorCode::BAD_REQUEST, "actor id missing or already used"};
+  if (!a.pg.empty()) {
+    auto g = pgs_.find(a.pg);
+    if (g == pgs_.end() || g->second.state == store::GroupState::kRemoved)
+      return Rejection{wire::ErrorCode::NOT_FOUND, "no placement group " + a.pg};
+    auto& b = g->second.bundles;
+    if (a.bundle >= static_cast<int>(b.size()) || a.bundle < -1)
+      return Rejection{wire::ErrorCode::BAD_REQUEST, "placement group " + a.pg + " has " + std::to_string(b.size()) +
+                                                         " bundles; there is no bundle " + std::to_string(a.bundle)};
+    bool any = false;
+    for (int i = 0; i < static_cast<int>(b.size()); ++i)
+      if ((a.bundle < 0 || a.bundle == i) && fits(a.resources, b[i])) any = true;
+    if (!any)
+      return Rejection{wire::ErrorCode::INFEASIBLE, "actor " + a.class_name + " (" + res_text(a.resources) +
+                                                        ") does not fit in placement group " + a.pg +
+                                                        (a.bundle >= 0 ? " bundle " + std::to_string(a.bundle) : "")};
+  } else {
+    refresh_nodes();
+    auto d = pick_node(a, cluster_view());
+    if (d.outcome == policy::Outcome::kInfeasible)
+      return Rejection{wire::ErrorCode::INFEASIBLE,
+                       "actor " + a.class_name + " cannot be placed on any node (" + d.why + ")"};
+  }
+  if (!a.name.empty()) {
+    auto n = actor_names_.find(a.name);
+    if (n != actor_names_.end() && actors_.count(n->second) && actors_.at(n->second).state != store::ActorState::kDead)
+      return Rejection{wire::ErrorCode::BAD_REQUEST, "an actor named '" + a.name + "' already exists"};
+  }
+  return std::nullopt;
+}
+
 void Daemon::on_create_actor(Incoming& in) {
   auto ca = in.msg->env().getBody().getCreateActor();
   std::string job = ca.getJobId();
@@ -392,85 +445,35 @@ void Daemon::on_create_actor(Incoming& in) {
     reply_error(in, wire::ErrorCode::NOT_FOUND, "job " + job + " is not running");
     return;
   }
-  // A creation sent again (its first answer was lost with a head that restarted): the same actor.
-  if (auto it = actors_.find(ca.getActorId()); it != actors_.end() && it->second.job == job &&
-                                               it->second.class_name == std::string(ca.getClassName())) {
-    auto& a = it->second;
-    if (a.state == store::ActorState::kAlive || a.state == store::ActorState::kDead) {
-      OutMessage m(token_, in.msg->env().getRequestId(), true);
-      if (a.state == store::ActorState::kDead)
-        set_error(m.env(), wire::ErrorCode::ACTOR_DIED, a.cause);
-      else
-        fill_actor_info(m.env().getBody().initActorInfo(), a);
-      io_->reply(in.routing_id, m.finish());
-    } else {
-      a.lookups.push_back({in.routing_id, in.msg->env().getRequestId(), Clock::now() + std::chrono::seconds(300)});
-    }
-    return;
-  }
+  if (answer_repeated_creation(in)) return;
   Actor a;
   a.id = ca.getActorId();
   a.class_name = ca.getClassName();
   a.name = ca.getName();
   a.job = job;
   a.max_restarts = ca.getMaxRestarts();
-  auto strategy = policy::parse_actor_strategy(ca.getStrategy().cStr());
   a.affinity_node = ca.getNodeId();
   a.soft = ca.getSoft();
   a.caller_node = ca.getCallerNode();
   a.pg = ca.getPlacementGroup();
   a.bundle = ca.getBundleIndex();
   a.detached = ca.getDetached();
-  std::string why;
-  if (!read_resources(ca.getResources(), a.resources, &why)) {
-    reply_error(in, wire::ErrorCode::BAD_REQUEST, why);
+  if (auto bad = read_resources(ca.getResources(), a.resources)) {
+    reply_error(in, wire::ErrorCode::BAD_REQUEST, *bad);
     return;
   }
-  if (a.id.empty() || a.class_name.empty() || actors_.count(a.id)) {
-    reply_error(in, wire::ErrorCode::BAD_REQUEST, "actor id missing or already used");
-    return;
-  }
+  auto strategy = policy::parse_actor_strategy(ca.getStrategy().cStr());
   if (!strategy) {
     reply_error(in, wire::ErrorCode::BAD_REQUEST,
                 "unknown scheduling strategy '" + std::string(ca.getStrategy().cStr()) + "' (DEFAULT or SPREAD)");
     return;
   }
   a.strategy = *strategy;
-  if (!a.pg.empty()) {
-    auto g = pgs_.find(a.pg);
-    if (g == pgs_.end() || g->second.state == store::GroupState::kRemoved) {
-      reply_error(in, wire::ErrorCode::NOT_FOUND, "no placement group " + a.pg);
-      return;
-    }
-    auto& b = g->second.bundles;
-    if (a.bundle >= static_cast<int>(b.size()) || a.bundle < -1) {
-      reply_error(in, wire::ErrorCode::BAD_REQUEST, "placement group " + a.pg + " has " + std::to_string(b.size()) +
-                                                        " bundles; there is no bundle " + std::to_string(a.bundle));
-      return;
-    }
-    bool any = false;
-    for (int i = 0; i < static_cast<int>(b.size()); ++i)
-      if ((a.bundle < 0 || a.bundle == i) && fits(a.resources, b[i])) any = true;
-    if (!any) {
-      reply_error(in, wire::ErrorCode::INFEASIBLE, "actor " + a.class_name + " (" + res_text(a.resources) +
-                                                       ") does not fit in placement group " + a.pg +
-                                                       (a.bundle >= 0 ? " bundle " + std::to_string(a.bundle) : ""));
-      return;
-    }
-  } else {
-    refresh_nodes();
-    auto d = pick_node(a, cluster_view());
-    if (d.outcome == policy::Outcome::kInfeasible) {
-      reply_error(in, wire::ErrorCode::INFEASIBLE, "actor " + a.class_name + " cannot be placed on any node (" + d.why + ")");
-      return;
-    }
+  if (auto no = check_new_actor(a)) {
+    reply_error(in, no->code, no->why);
+    return;
   }
   if (!a.name.empty()) {
-    auto n = actor_names_.find(a.name);
-    if (n != actor_names_.end() && actors_.count(n->second) && actors_.at(n->second).state != store::ActorState::kDead) {
-      reply_error(in, wire::ErrorCode::BAD_REQUEST, "an actor named '" + a.name + "' already exists");
-      return;
-    }
     actor_names_[a.name] = a.id;
     tables_->name_actor(a.name, a.id);
   }
@@ -936,9 +939,8 @@ void Daemon::on_create_pg(Incoming& in) {
   }
   for (auto b : c.getBundles()) {
     Res r;
-    std::string why;
-    if (!read_resources(b.getResources(), r, &why)) {
-      reply_error(in, wire::ErrorCode::BAD_REQUEST, why);
+    if (auto bad = read_resources(b.getResources(), r)) {
+      reply_error(in, wire::ErrorCode::BAD_REQUEST, *bad);
       return;
     }
     g.bundles.push_back(r);

@@ -237,175 +237,187 @@ int follow_logs(sched::ControlClient& c, const std::string& job, bool follow) {
   }
 }
 
+// Everything the command line can say, filled by CLI11.
+struct Args {
+  std::string address, token;
+  sched::DaemonOptions dopts;
+  bool head = false, block = false;
+  std::string resources_json, join;
+  bool as_json = false;
+  std::vector<std::string> entry, env_kv;
+  bool no_wait = false;
+  std::string working_dir, job_id;
+  bool follow = false;
+  std::string drain_node;
+  double drain_timeout = 600;
+  bool drain_force = false;
+};
+
+struct Commands {
+  CLI::App *start, *stop, *status, *submit, *jobs, *logs, *stop_job, *drain;
+};
+
+Commands define_start(CLI::App& app, Args& a, Commands c) {
+  c.start = app.add_subcommand("start", "start a head node, or a node that joins a head (--address)");
+  auto* s = c.start;
+  s->add_flag("--head", a.head, "start the head: Redis, scheduler and this node's node manager");
+  s->add_option("--address", a.join, "join the cluster whose head is at host:port (token: --token, YARD_TOKEN, or the local head's file)");
+  s->add_option("--token", a.token, "cluster token when joining");
+  s->add_option("--heartbeat-timeout", a.dopts.heartbeat_timeout_s, "seconds without a heartbeat after which a node is dead")
+      ->default_val(4)->check(CLI::Range(0.5, 600.0));
+  s->add_option("--port", a.dopts.port, "port the head listens on (0: any free port)")->default_val(6380);
+  s->add_option("--host", a.dopts.host, "interface to listen on")->default_val("127.0.0.1");
+  s->add_option("--redis-address", a.dopts.redis_address, "use this Redis (host:port) instead of starting one; password from YARD_REDIS_PASSWORD");
+  s->add_option("--num-cpus", a.dopts.num_cpus, "CPUs this node offers (default: all)");
+  s->add_option("--num-gpus", a.dopts.num_gpus, "GPUs this node offers (default: its NVIDIA devices)");
+  s->add_option("--resources", a.resources_json, "custom resources as JSON, e.g. '{\"disk\": 2}'");
+  s->add_flag("--block", a.block, "stay in the foreground");
+  s->add_flag("--embedded", a.dopts.embedded, "started by yard::init() (internal)")->group("");
+  s->add_option("--session-dir", a.dopts.session_dir, "session directory (internal)")->group("");
+  s->add_option("--ready-fd", a.dopts.ready_fd, "fd to report readiness on (internal)")->group("");
+  return c;
+}
+
+Commands define_cli(CLI::App& app, Args& a) {
+  app.require_subcommand(1);
+  auto add_conn = [&](CLI::App* sc) {
+    sc->add_option("--address", a.address, "head address host:port (default: YARD_ADDRESS, else the latest local head)");
+    sc->add_option("--token", a.token, "cluster token (default: YARD_TOKEN, else the local session's token file)");
+    return sc;
+  };
+  Commands c = define_start(app, a, {});
+  c.stop = add_conn(app.add_subcommand("stop", "stop the cluster: the head, its Redis, workers and jobs"));
+  c.status = add_conn(app.add_subcommand("status", "nodes, resources used/total, actors and jobs"));
+  c.status->add_flag("--json", a.as_json, "print JSON");
+  c.submit = add_conn(app.add_subcommand("submit", "run a program as a job on the cluster, streaming its output"));
+  c.submit->add_flag("--no-wait", a.no_wait, "print the job id and return at once");
+  c.submit->add_option("--env", a.env_kv, "extra KEY=VALUE for the job's environment");
+  c.submit->add_option("--working-dir", a.working_dir,
+                       "upload this directory; the job and its workers on every node run in a copy of it")
+      ->check(CLI::ExistingDirectory);
+  c.submit->add_option("entrypoint", a.entry, "program and arguments, after --")->required();
+  c.jobs = add_conn(app.add_subcommand("jobs", "list jobs"));
+  c.logs = add_conn(app.add_subcommand("logs", "print a job's output"));
+  c.logs->add_option("job", a.job_id, "job id")->required();
+  c.logs->add_flag("-f,--follow", a.follow, "keep printing until the job ends");
+  c.stop_job = add_conn(app.add_subcommand("stop-job", "stop a running job"));
+  c.stop_job->add_option("job", a.job_id, "job id")->required();
+  c.drain = add_conn(app.add_subcommand("drain", "take a node out of the cluster without failures: no new work goes "
+                                                 "there, restartable actors move, the rest is waited for, then it stops"));
+  c.drain->add_option("node", a.drain_node, "node id (as yard status shows it)")->required();
+  c.drain->add_option("--timeout", a.drain_timeout, "seconds to wait for its work to finish")->default_val(600)
+      ->check(CLI::Range(0.0, 86400.0));
+  c.drain->add_flag("--force", a.drain_force, "at the timeout, stop what still runs there");
+  return c;
+}
+
+int cmd_start(Args& a) {
+  if (a.head == !a.join.empty()) {
+    std::cerr << "yard: say either --head (start a cluster) or --address HEAD:PORT (join one)\n";
+    return 2;
+  }
+  if (!a.join.empty()) {
+    auto ep = detail::resolve_endpoint(a.join, a.token);
+    a.dopts.join_address = ep.address;
+    a.dopts.join_token = ep.token;
+    if (a.dopts.port == 6380) a.dopts.port = 0;  // the head's default port is not this node's
+  }
+  if (!a.resources_json.empty()) {
+    try {
+      auto r = json::parse(a.resources_json);
+      for (auto& [k, v] : r.items()) a.dopts.resources[k] = v.get<double>();
+    } catch (const std::exception& e) {
+      std::cerr << "yard: --resources is not a JSON object of numbers: " << e.what() << "\n";
+      return 2;
+    }
+  }
+  if (a.block) signal(SIGINT, SIG_DFL);
+  return start(a.dopts, a.block);
+}
+
+int cmd_submit(const Args& a) {
+  auto c = connect(a.address, a.token);
+  std::string wd_digest;
+  if (!a.working_dir.empty()) wd_digest = upload_dir(c, a.working_dir);
+  char cwd[4096];
+  std::string wd = getcwd(cwd, sizeof cwd) ? cwd : ".";
+  auto r = c.call([&](auto env) {
+    auto sj = env.getBody().initSubmitJob();
+    auto ep = sj.initEntrypoint(static_cast<unsigned>(a.entry.size()));
+    for (unsigned i = 0; i < a.entry.size(); ++i) ep.set(i, a.entry[i]);
+    sj.setCwd(wd);
+    sj.setWorkingDir(wd_digest);
+    auto e = sj.initEnv(static_cast<unsigned>(a.env_kv.size()));
+    for (unsigned i = 0; i < a.env_kv.size(); ++i) e.set(i, a.env_kv[i]);
+  });
+  std::string id = r->env().getBody().getJobInfo().getJobId();
+  std::cerr << "yard: submitted " << id << "\n";
+  if (a.no_wait) {
+    std::cout << id << "\n";
+    return 0;
+  }
+  int code = follow_logs(c, id, true);
+  std::cerr << "yard: " << id << " finished with exit code " << code << "\n";
+  return code;
+}
+
+int cmd_jobs(const Args& a) {
+  auto c = connect(a.address, a.token);
+  auto r = c.call([](auto env) { env.getBody().setListJobs(); });
+  std::cout << fmt::format("{:<10} {:<10} {:>5}  {}\n", "JOB", "STATUS", "EXIT", "ENTRYPOINT");
+  for (auto j : r->env().getBody().getJobList())
+    std::cout << fmt::format("{:<10} {:<10} {:>5}  {}\n", j.getJobId().cStr(), j.getStatus().cStr(),
+                             j.getStatus() == "RUNNING" ? std::string("-") : std::to_string(j.getExitCode()),
+                             j.getEntrypoint().cStr());
+  return 0;
+}
+
+int cmd_drain(const Args& a) {
+  auto c = connect(a.address, a.token);
+  std::cout << "Draining " << a.drain_node << " ..." << std::flush;
+  auto t0 = std::chrono::steady_clock::now();
+  c.call(
+      [&](auto env) {
+        auto d = env.getBody().initDrainNode();
+        d.setNodeId(a.drain_node);
+        d.setTimeoutMs(static_cast<uint32_t>(a.drain_timeout * 1000));
+        d.setForce(a.drain_force);
+      },
+      std::chrono::milliseconds(static_cast<long>(a.drain_timeout * 1000) + 30000));
+  std::cout << " drained in "
+            << fmt::format("{:.1f}", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
+            << " s; it has left the cluster\n";
+  return 0;
+}
+
+int cmd_stop_job(const Args& a) {
+  auto c = connect(a.address, a.token);
+  c.call([&](auto env) { env.getBody().setStopJob(a.job_id); });
+  std::cout << "Stopping " << a.job_id << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Switchyard: a task/actor framework for distributed training.", "yard"};
-  app.require_subcommand(1);
-  std::string address, token;
-  auto add_conn = [&](CLI::App* sc) {
-    sc->add_option("--address", address, "head address host:port (default: YARD_ADDRESS, else the latest local head)");
-    sc->add_option("--token", token, "cluster token (default: YARD_TOKEN, else the local session's token file)");
-  };
-
-  sched::DaemonOptions dopts;
-  bool head = false, block = false;
-  std::string resources_json;
-  auto* s_start = app.add_subcommand("start", "start a head node, or a node that joins a head (--address)");
-  s_start->add_flag("--head", head, "start the head: Redis, scheduler and this node's node manager");
-  std::string join;
-  s_start->add_option("--address", join, "join the cluster whose head is at host:port (token: --token, YARD_TOKEN, or the local head's file)");
-  s_start->add_option("--token", token, "cluster token when joining");
-  s_start->add_option("--heartbeat-timeout", dopts.heartbeat_timeout_s, "seconds without a heartbeat after which a node is dead")
-      ->default_val(4)->check(CLI::Range(0.5, 600.0));
-  s_start->add_option("--port", dopts.port, "port the head listens on (0: any free port)")->default_val(6380);
-  s_start->add_option("--host", dopts.host, "interface to listen on")->default_val("127.0.0.1");
-  s_start->add_option("--redis-address", dopts.redis_address, "use this Redis (host:port) instead of starting one; password from YARD_REDIS_PASSWORD");
-  s_start->add_option("--num-cpus", dopts.num_cpus, "CPUs this node offers (default: all)");
-  s_start->add_option("--num-gpus", dopts.num_gpus, "GPUs this node offers (default: its NVIDIA devices)");
-  s_start->add_option("--resources", resources_json, "custom resources as JSON, e.g. '{\"disk\": 2}'");
-  s_start->add_flag("--block", block, "stay in the foreground");
-  s_start->add_flag("--embedded", dopts.embedded, "started by yard::init() (internal)")->group("");
-  s_start->add_option("--session-dir", dopts.session_dir, "session directory (internal)")->group("");
-  s_start->add_option("--ready-fd", dopts.ready_fd, "fd to report readiness on (internal)")->group("");
-
-  auto* s_stop = app.add_subcommand("stop", "stop the cluster: the head, its Redis, workers and jobs");
-  add_conn(s_stop);
-
-  bool as_json = false;
-  auto* s_status = app.add_subcommand("status", "nodes, resources used/total, actors and jobs");
-  add_conn(s_status);
-  s_status->add_flag("--json", as_json, "print JSON");
-
-  std::vector<std::string> entry;
-  bool no_wait = false;
-  std::vector<std::string> env_kv;
-  auto* s_submit = app.add_subcommand("submit", "run a program as a job on the cluster, streaming its output");
-  add_conn(s_submit);
-  s_submit->add_flag("--no-wait", no_wait, "print the job id and return at once");
-  s_submit->add_option("--env", env_kv, "extra KEY=VALUE for the job's environment");
-  std::string working_dir;
-  s_submit->add_option("--working-dir", working_dir,
-                       "upload this directory; the job and its workers on every node run in a copy of it")
-      ->check(CLI::ExistingDirectory);
-  s_submit->add_option("entrypoint", entry, "program and arguments, after --")->required();
-
-  auto* s_jobs = app.add_subcommand("jobs", "list jobs");
-  add_conn(s_jobs);
-
-  std::string job_id;
-  bool follow = false;
-  auto* s_logs = app.add_subcommand("logs", "print a job's output");
-  add_conn(s_logs);
-  s_logs->add_option("job", job_id, "job id")->required();
-  s_logs->add_flag("-f,--follow", follow, "keep printing until the job ends");
-
-  auto* s_stopjob = app.add_subcommand("stop-job", "stop a running job");
-  add_conn(s_stopjob);
-  s_stopjob->add_option("job", job_id, "job id")->required();
-
-  std::string drain_node;
-  double drain_timeout = 600;
-  bool drain_force = false;
-  auto* s_drain = app.add_subcommand("drain", "take a node out of the cluster without failures: no new work goes there, "
-                                              "restartable actors move, the rest is waited for, then it stops");
-  add_conn(s_drain);
-  s_drain->add_option("node", drain_node, "node id (as yard status shows it)")->required();
-  s_drain->add_option("--timeout", drain_timeout, "seconds to wait for its work to finish")->default_val(600)
-      ->check(CLI::Range(0.0, 86400.0));
-  s_drain->add_flag("--force", drain_force, "at the timeout, stop what still runs there");
-
+  Args a;
+  Commands c = define_cli(app, a);
   CLI11_PARSE(app, argc, argv);
   signal(SIGINT, [](int) { g_interrupted.store(true); });
-
   try {
-    if (s_start->parsed()) {
-      if (head == !join.empty()) {
-        std::cerr << "yard: say either --head (start a cluster) or --address HEAD:PORT (join one)\n";
-        return 2;
-      }
-      if (!join.empty()) {
-        auto ep = detail::resolve_endpoint(join, token);
-        dopts.join_address = ep.address;
-        dopts.join_token = ep.token;
-        if (dopts.port == 6380) dopts.port = 0;  // the head's default port is not this node's
-      }
-      if (!resources_json.empty()) {
-        try {
-          auto r = json::parse(resources_json);
-          for (auto& [k, v] : r.items()) dopts.resources[k] = v.get<double>();
-        } catch (const std::exception& e) {
-          std::cerr << "yard: --resources is not a JSON object of numbers: " << e.what() << "\n";
-          return 2;
-        }
-      }
-      if (block) signal(SIGINT, SIG_DFL);
-      return start(dopts, block);
+    if (c.start->parsed()) return cmd_start(a);
+    if (c.stop->parsed()) return stop(a.address, a.token);
+    if (c.status->parsed()) return status(a.address, a.token, a.as_json);
+    if (c.submit->parsed()) return cmd_submit(a);
+    if (c.jobs->parsed()) return cmd_jobs(a);
+    if (c.logs->parsed()) {
+      auto conn = connect(a.address, a.token);
+      int code = follow_logs(conn, a.job_id, a.follow);
+      return a.follow ? code : 0;
     }
-    if (s_stop->parsed()) return stop(address, token);
-    if (s_status->parsed()) return status(address, token, as_json);
-    if (s_submit->parsed()) {
-      auto c = connect(address, token);
-      std::string wd_digest;
-      if (!working_dir.empty()) wd_digest = upload_dir(c, working_dir);
-      char cwd[4096];
-      std::string wd = getcwd(cwd, sizeof cwd) ? cwd : ".";
-      auto r = c.call([&](auto env) {
-        auto sj = env.getBody().initSubmitJob();
-        auto ep = sj.initEntrypoint(static_cast<unsigned>(entry.size()));
-        for (unsigned i = 0; i < entry.size(); ++i) ep.set(i, entry[i]);
-        sj.setCwd(wd);
-        sj.setWorkingDir(wd_digest);
-        auto e = sj.initEnv(static_cast<unsigned>(env_kv.size()));
-        for (unsigned i = 0; i < env_kv.size(); ++i) e.set(i, env_kv[i]);
-      });
-      std::string id = r->env().getBody().getJobInfo().getJobId();
-      std::cerr << "yard: submitted " << id << "\n";
-      if (no_wait) {
-        std::cout << id << "\n";
-        return 0;
-      }
-      int code = follow_logs(c, id, true);
-      std::cerr << "yard: " << id << " finished with exit code " << code << "\n";
-      return code;
-    }
-    if (s_jobs->parsed()) {
-      auto c = connect(address, token);
-      auto r = c.call([](auto env) { env.getBody().setListJobs(); });
-      std::cout << fmt::format("{:<10} {:<10} {:>5}  {}\n", "JOB", "STATUS", "EXIT", "ENTRYPOINT");
-      for (auto j : r->env().getBody().getJobList())
-        std::cout << fmt::format("{:<10} {:<10} {:>5}  {}\n", j.getJobId().cStr(), j.getStatus().cStr(),
-                                 j.getStatus() == "RUNNING" ? std::string("-") : std::to_string(j.getExitCode()),
-                                 j.getEntrypoint().cStr());
-      return 0;
-    }
-    if (s_logs->parsed()) {
-      auto c = connect(address, token);
-      int code = follow_logs(c, job_id, follow);
-      return follow ? code : 0;
-    }
-    if (s_drain->parsed()) {
-      auto c = connect(address, token);
-      std::cout << "Draining " << drain_node << " ..." << std::flush;
-      auto t0 = std::chrono::steady_clock::now();
-      c.call(
-          [&](auto env) {
-            auto d = env.getBody().initDrainNode();
-            d.setNodeId(drain_node);
-            d.setTimeoutMs(static_cast<uint32_t>(drain_timeout * 1000));
-            d.setForce(drain_force);
-          },
-          std::chrono::milliseconds(static_cast<long>(drain_timeout * 1000) + 30000));
-      std::cout << " drained in " << fmt::format("{:.1f}", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
-                << " s; it has left the cluster\n";
-      return 0;
-    }
-    if (s_stopjob->parsed()) {
-      auto c = connect(address, token);
-      c.call([&](auto env) { env.getBody().setStopJob(job_id); });
-      std::cout << "Stopping " << job_id << "\n";
-      return 0;
-    }
+    if (c.drain->parsed()) return cmd_drain(a);
+    if (c.stop_job->parsed()) return cmd_stop_job(a);
   } catch (const std::exception& e) {
     std::cerr << "yard: " << e.what() << "\n";
     return 1;
