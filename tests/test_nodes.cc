@@ -469,7 +469,7 @@ TEST_CASE("concurrent clients never over-commit a node", "[nodes][pg]") {
     ts.emplace_back([&, rh = rh, rp = rp] {
       yard::detail::Redis r(rh, rp, cs.password, 5s);
       for (int i = 0; i < 50; ++i)
-        if (yard::sched::reserve(r, {{node, {{"CPU", 0.125}}}}).empty()) ++granted;
+        if (!yard::sched::reserve(r, {{node, {{"CPU", 0.125}}}})) ++granted;
     });
   for (auto& t : ts) t.join();
   CHECK(granted.load() == 16);  // 2 CPUs / 0.125, not one more

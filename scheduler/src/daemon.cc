@@ -629,9 +629,9 @@ void Daemon::on_request_lease(IoLoop::Incoming& in) {
   l.count = std::max<uint32_t>(1, rl.getCount());
   l.deadline = Clock::now() + std::chrono::milliseconds(std::max<uint32_t>(1000, rl.getTimeoutMs()) - 500);
   // A job registered elsewhere (tasks spilled here) is looked up, its binary fetched if needed.
-  with_job(l.job, [this, l](Job* j, const std::string& why) mutable {
+  with_job(l.job, [this, l](Result<Job*> j) mutable {
     if (!j) {
-      reply_error(l.routing, l.req, wire::ErrorCode::NOT_FOUND, why.empty() ? "job " + l.job + " is not running" : why);
+      reply_error(l.routing, l.req, wire::ErrorCode::NOT_FOUND, j.why());
       return;
     }
     leases_.push_back(std::move(l));
@@ -843,8 +843,7 @@ void Daemon::on_return_lease(IoLoop::Incoming& in) {
 bool Daemon::take_local(const Res& need) {
   if (fenced_ || !fits(need, avail_)) return false;
   try {
-    auto why = reserve(*redis_, {{node_id_, need}});
-    if (why.empty()) {
+    if (!reserve(*redis_, {{node_id_, need}})) {
       for (auto& [k, v] : need) avail_[k] -= v;
       return true;
     }
@@ -933,12 +932,12 @@ void Daemon::on_submit_job(IoLoop::Incoming& in) {
   std::string cwd = sj.getCwd();
   std::string workdir = sj.getWorkingDir();
   if (!workdir.empty()) {
-    std::string why;
-    cwd = unpack_workdir(workdir, o_.session_dir + "/blobs/" + workdir, &why);
-    if (cwd.empty()) {
-      reply_error(in, wire::ErrorCode::BAD_REQUEST, "the job's working directory: " + why);
+    auto dir = unpack_workdir(workdir, o_.session_dir + "/blobs/" + workdir);
+    if (!dir) {
+      reply_error(in, wire::ErrorCode::BAD_REQUEST, "the job's working directory: " + dir.why());
       return;
     }
+    cwd = dir.value();
     if (argv[0].find('/') != std::string::npos && argv[0][0] != '/') argv[0] = cwd + "/" + argv[0];
   }
   argv[0] = which(argv[0]);
@@ -1210,15 +1209,16 @@ void Daemon::give_gpus(const std::vector<std::pair<int, double>>& gpus) {
 // A job registered at the head, known here from its record in the control store. Its binary is
 // fetched from the head by digest (no shared file system is assumed) and kept under this node's
 // session directory.
-void Daemon::with_job(const std::string& job_id, std::function<void(Job*, const std::string&)> k) {
+void Daemon::with_job(const std::string& job_id, std::function<void(Result<Job*>)> k) {
+  using R = Result<Job*>;
   auto it = jobs_.find(job_id);
   if (it != jobs_.end()) {
-    if (it->second.ended) return k(nullptr, "job " + job_id + " has ended");
-    if (!it->second.binary.empty()) return k(&it->second, "");
+    if (it->second.ended) return k(R::fail("job " + job_id + " has ended"));
+    if (!it->second.binary.empty()) return k(R::ok(&it->second));
   }
   auto rec = tables_->job(job_id);
-  if (!rec) return k(nullptr, "no job " + job_id + " in the control store");
-  if (rec->status != store::JobStatus::kRunning) return k(nullptr, "job " + job_id + " is " + store::name(rec->status));
+  if (!rec) return k(R::fail("no job " + job_id + " in the control store"));
+  if (rec->status != store::JobStatus::kRunning) return k(R::fail("job " + job_id + " is " + store::name(rec->status)));
   std::string digest = rec->digest;
   auto make = [this, job_id, f = *rec](const std::string& binary) mutable -> Job* {
     auto& j = jobs_[job_id];
@@ -1233,34 +1233,33 @@ void Daemon::with_job(const std::string& job_id, std::function<void(Job*, const 
   };
   if (digest.empty()) {
     if (access(rec->binary.c_str(), X_OK) != 0)
-      return k(nullptr, "job " + job_id + "'s program " + rec->binary + " is not on node " + node_id_);
-    return k(make(rec->binary), "");
+      return k(R::fail("job " + job_id + "'s program " + rec->binary + " is not on node " + node_id_));
+    return k(R::ok(make(rec->binary)));
   }
   std::string path = o_.session_dir + "/blobs/" + digest;
   std::string workdir = rec->workdir;
   // The binary, then the working directory (if the job was submitted with one).
   auto with_workdir = [this, k, make, workdir, job_id](const std::string& binary) mutable {
-    if (workdir.empty()) return k(make(binary), "");
+    if (workdir.empty()) return k(R::ok(make(binary)));
     std::string archive = o_.session_dir + "/blobs/" + workdir;
-    fetch_blob(workdir, archive, [this, k, make, workdir, archive, binary, job_id](const std::string& why) mutable {
-      if (!why.empty()) return k(nullptr, "fetching job " + job_id + "'s working directory: " + why);
-      std::string err;
-      std::string dir = unpack_workdir(workdir, archive, &err);
-      if (dir.empty()) return k(nullptr, "job " + job_id + "'s working directory: " + err);
+    fetch_blob(workdir, archive, [this, k, make, workdir, archive, binary, job_id](const Problem& why) mutable {
+      if (why) return k(R::fail("fetching job " + job_id + "'s working directory: " + *why));
+      auto dir = unpack_workdir(workdir, archive);
+      if (!dir) return k(R::fail("job " + job_id + "'s working directory: " + dir.why()));
       Job* j = make(binary);
-      j->cwd = dir;
-      k(j, "");
+      j->cwd = dir.value();
+      k(R::ok(j));
     });
   };
   if (access(path.c_str(), X_OK) == 0) return with_workdir(path);
-  fetch_blob(digest, path, [k, path, job_id, with_workdir](const std::string& why) mutable {
-    if (!why.empty()) return k(nullptr, "fetching job " + job_id + "'s program: " + why);
+  fetch_blob(digest, path, [k, path, job_id, with_workdir](const Problem& why) mutable {
+    if (why) return k(R::fail("fetching job " + job_id + "'s program: " + *why));
     with_workdir(path);
   });
 }
 
-void Daemon::fetch_blob(const std::string& digest, const std::string& path, std::function<void(const std::string&)> k) {
-  if (access(path.c_str(), R_OK) == 0) return k("");
+void Daemon::fetch_blob(const std::string& digest, const std::string& path, std::function<void(const Problem&)> k) {
+  if (access(path.c_str(), R_OK) == 0) return k(std::nullopt);
   auto& waiters = fetching_[digest];
   waiters.push_back(std::move(k));
   if (waiters.size() > 1) return;  // already on its way
@@ -1270,11 +1269,11 @@ void Daemon::fetch_blob(const std::string& digest, const std::string& path, std:
   spdlog::info("fetching {} from the head", digest);
   io_->request(o_.join_address, rid, m.finish(),
                [this, digest, path](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
-                 std::string why;
+                 Problem why;
                  if (err) why = err->message;
                  else if (r->env().getBody().isError()) why = describe(r->env().getBody().getError());
                  else if (!r->env().getBody().isTaskReply()) why = "unexpected reply";
-                 if (why.empty()) {
+                 if (!why) {
                    auto bytes = r->value(r->env().getBody().getTaskReply().getResult());
                    if (sha256_hex(bytes->data(), bytes->size()) != digest) {
                      why = "the bytes do not match digest " + digest;
@@ -1282,7 +1281,7 @@ void Daemon::fetch_blob(const std::string& digest, const std::string& path, std:
                      why = write_file_atomic(path, bytes->data(), bytes->size());
                    }
                  }
-                 if (!why.empty()) spdlog::error("fetching {}: {}", digest, why);
+                 if (why) spdlog::error("fetching {}: {}", digest, *why);
                  auto ws = std::move(fetching_[digest]);
                  fetching_.erase(digest);
                  for (auto& w : ws) w(why);
@@ -1290,13 +1289,11 @@ void Daemon::fetch_blob(const std::string& digest, const std::string& path, std:
                std::chrono::seconds(120));
 }
 
-std::string Daemon::unpack_workdir(const std::string& digest, const std::string& archive, std::string* why) {
+Result<std::string> Daemon::unpack_workdir(const std::string& digest, const std::string& archive) {
+  using R = Result<std::string>;
   std::string dir = o_.session_dir + "/workdirs/" + digest;
-  if (fs::is_directory(dir)) return dir;
-  if (access(archive.c_str(), R_OK) != 0) {
-    *why = "no uploaded archive " + digest;
-    return "";
-  }
+  if (fs::is_directory(dir)) return R::ok(dir);
+  if (access(archive.c_str(), R_OK) != 0) return R::fail("no uploaded archive " + digest);
   std::error_code ec;
   std::string tmp = dir + ".tmp" + random_hex(3);
   fs::create_directories(tmp, ec);
@@ -1307,19 +1304,15 @@ std::string Daemon::unpack_workdir(const std::string& digest, const std::string&
   waitpid(pid, &st, 0);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     fs::remove_all(tmp, ec);
-    *why = "cannot unpack " + archive + " (see " + log_dir_ + "/unpack.log)";
-    return "";
+    return R::fail("cannot unpack " + archive + " (see " + log_dir_ + "/unpack.log)");
   }
   fs::rename(tmp, dir, ec);
-  if (ec && !fs::is_directory(dir)) {
-    *why = "cannot create " + dir + ": " + ec.message();
-    return "";
-  }
+  if (ec && !fs::is_directory(dir)) return R::fail("cannot create " + dir + ": " + ec.message());
   spdlog::info("unpacked working directory {} into {}", digest, dir);
-  return dir;
+  return R::ok(dir);
 }
 
-std::string write_file_atomic(const std::string& path, const char* data, size_t size) {
+Problem write_file_atomic(const std::string& path, const char* data, size_t size) {
   std::error_code ec;
   fs::create_directories(fs::path(path).parent_path(), ec);
   std::string tmp = path + ".tmp" + random_hex(3);
@@ -1330,7 +1323,8 @@ std::string write_file_atomic(const std::string& path, const char* data, size_t 
   }
   chmod(tmp.c_str(), 0755);
   fs::rename(tmp, path, ec);
-  return ec ? "cannot write " + path + ": " + ec.message() : std::string();
+  if (ec) return "cannot write " + path + ": " + ec.message();
+  return std::nullopt;
 }
 
 // Content-addressed files at the head: job binaries, uploaded once per digest.
@@ -1350,8 +1344,8 @@ void Daemon::on_blob(IoLoop::Incoming& in) {
     auto bytes = in.msg->value(body.getPutBlob().getData());
     if (!valid(d) || sha256_hex(bytes->data(), bytes->size()) != d)
       return reply_error(in, wire::ErrorCode::BAD_REQUEST, "the blob's bytes do not match its digest");
-    if (auto why = write_file_atomic(dir + "/" + d, bytes->data(), bytes->size()); !why.empty())
-      return reply_error(in, wire::ErrorCode::INTERNAL, "cannot store blob: " + why);
+    if (auto why = write_file_atomic(dir + "/" + d, bytes->data(), bytes->size()))
+      return reply_error(in, wire::ErrorCode::INTERNAL, "cannot store blob: " + *why);
     spdlog::info("stored blob {} ({} bytes)", d, bytes->size());
     return reply_ok(in);
   }
@@ -1399,7 +1393,7 @@ void Daemon::on_host_actor(IoLoop::Incoming& in) {
   h.req = in.msg->env().getRequestId();
   h.msg = std::shared_ptr<InMessage>(std::move(in.msg));
   hosted_.emplace(aid, std::move(h));
-  with_job(ca.getJobId(), [this, aid, release](Job* j, const std::string& why) {
+  with_job(ca.getJobId(), [this, aid, release](Result<Job*> job) {
     auto hit = hosted_.find(aid);
     if (hit == hosted_.end()) {  // killed meanwhile
       give_local(release);
@@ -1411,7 +1405,8 @@ void Daemon::on_host_actor(IoLoop::Incoming& in) {
       reply_error(h.routing, h.req, code, msg);
       hosted_.erase(hit);
     };
-    if (!j) return fail(wire::ErrorCode::NOT_FOUND, why);
+    if (!job) return fail(wire::ErrorCode::NOT_FOUND, job.why());
+    Job* j = job.value();
     auto c = h.msg->env().getBody().getHostActor();
     double gpu = 0;
     for (auto r : c.getResources())

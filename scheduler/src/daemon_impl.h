@@ -23,6 +23,7 @@
 #include "redis_client.h"
 #include "policy/placement.h"
 #include "resources.h"
+#include "result.h"
 #include "store/tables.h"
 
 namespace yard::sched {
@@ -39,8 +40,8 @@ inline std::optional<std::string> read_resources(capnp::List<wire::Resource>::Re
   return std::nullopt;
 }
 
-// Writes bytes to `path` through a temporary file and a rename (mode 0755); "" or what failed.
-std::string write_file_atomic(const std::string& path, const char* data, size_t size);
+// Writes bytes to `path` through a temporary file and a rename (mode 0755).
+Problem write_file_atomic(const std::string& path, const char* data, size_t size);
 
 class Daemon {
  public:
@@ -180,15 +181,15 @@ class Daemon {
   std::optional<std::vector<std::pair<int, double>>> take_gpus(double amount);
   void give_gpus(const std::vector<std::pair<int, double>>& gpus);
   std::vector<double> gpu_free_;
-  // Runs k with the job (its binary fetched from the head when this node lacks it), or with
-  // nullptr and the reason.
-  void with_job(const std::string& job_id, std::function<void(Job*, const std::string&)> k);
+  // Runs k with the job (its binary fetched from the head when this node lacks it), or with the
+  // reason it cannot run here.
+  void with_job(const std::string& job_id, std::function<void(Result<Job*>)> k);
   void on_blob(Incoming& in);
-  // Fetches a blob from the head into `path` (once per digest), then calls k("" or why).
-  void fetch_blob(const std::string& digest, const std::string& path, std::function<void(const std::string&)> k);
+  // Fetches a blob from the head into `path` (once per digest), then calls k with what failed.
+  void fetch_blob(const std::string& digest, const std::string& path, std::function<void(const Problem&)> k);
   // Unpacks an uploaded working directory (tar.gz blob at `archive`) under this node's session;
   // returns the directory, or "" with *why.
-  std::string unpack_workdir(const std::string& digest, const std::string& archive, std::string* why);
+  Result<std::string> unpack_workdir(const std::string& digest, const std::string& archive);
   void process_leases();
   // One lease's turn in the queue; true when it has been answered (it leaves the queue).
   bool serve_lease(Lease& l);
@@ -259,7 +260,7 @@ class Daemon {
   void publish(const std::string& event_json);
   void prune_dead_actors();
   void flush_releases();
-  std::string reserve_now(const std::vector<std::pair<std::string, Res>>& items,
+  Problem reserve_now(const std::vector<std::pair<std::string, Res>>& items,
                           const std::vector<std::string>& then_hset = {});
 
   DaemonOptions o_;
@@ -285,7 +286,7 @@ class Daemon {
   double start_time_ = 0;
   Clock::time_point next_job_check_{};
   Clock::time_point next_prune_{};
-  std::map<std::string, std::vector<std::function<void(const std::string&)>>> fetching_;  // digest -> waiters
+  std::map<std::string, std::vector<std::function<void(const Problem&)>>> fetching_;  // digest -> waiters
   struct PeerView {
     std::string address;
     Res total, avail;

@@ -42,7 +42,7 @@ void Daemon::flush_releases() {
   }
 }
 
-std::string Daemon::reserve_now(const std::vector<std::pair<std::string, Res>>& items,
+Problem Daemon::reserve_now(const std::vector<std::pair<std::string, Res>>& items,
                                 const std::vector<std::string>& then_hset) {
   auto why = reserve(*redis_, items, then_hset, pending_release_, pending_del_);
   pending_release_.clear();
@@ -535,13 +535,13 @@ void Daemon::process_actors() {
         continue;
       }
       node = d.node;
-      std::string why;
+      Problem why;
       try {
         why = reserve_now({{node, a.resources}});
       } catch (const std::exception& e) {
         why = e.what();
       }
-      if (!why.empty()) {
+      if (why) {
         nodes_[node].avail = read_res(*redis_, avail_key(node));
         view.reset();
         ++it;
@@ -866,7 +866,7 @@ policy::Decision Daemon::try_place_pg(PGroup& g, bool check_feasible) {
     save_pg(g);
     return policy::Decision::placed({});
   }
-  std::string why;
+  Problem why;
   try {
     // The group's record says CREATED in the same atomic step that takes the resources.
     store::GroupRecord created = g;
@@ -876,7 +876,7 @@ policy::Decision Daemon::try_place_pg(PGroup& g, bool check_feasible) {
   } catch (const std::exception& e) {
     why = e.what();
   }
-  if (!why.empty()) {
+  if (why) {
     for (auto& [n, r] : items) nodes_[n].avail = read_res(*redis_, avail_key(n));
     return policy::Decision::wait();
   }

@@ -189,9 +189,9 @@ std::vector<std::string> release_args(const std::vector<std::pair<std::string, R
   return cmd;
 }
 
-std::string reserve_result(const detail::RedisReply& rep) {
+Problem reserve_result(const detail::RedisReply& rep) {
   auto s = rep.strings();
-  if (!s.empty() && s[0] == "1") return "";
+  if (!s.empty() && s[0] == "1") return std::nullopt;
   std::string key = s.size() > 1 ? s[1] : "?";
   // "yard:res:<node>:avail" -> "<node>"
   if (key.rfind("yard:res:", 0) == 0) key = key.substr(9, key.size() - 9 - 6);
@@ -211,7 +211,7 @@ detail::RedisReply run(detail::Redis& r, const char* script, std::string& global
 
 }  // namespace
 
-std::string reserve(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items,
+Problem reserve(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items,
                     const std::vector<std::string>& then_hset,
                     const std::vector<std::pair<std::string, Res>>& release_first,
                     const std::vector<std::string>& del_first) {
@@ -222,11 +222,11 @@ std::string reserve(detail::Redis& r, const std::vector<std::pair<std::string, R
     std::vector<std::string> c{"HSET"};
     c.insert(c.end(), then_hset.begin(), then_hset.end());
     r.cmd(c);
-    return "";
+    return std::nullopt;
   }
   if (res.empty()) {
     if (!rel.empty()) run(r, kRelease, g_release_sha, rel);
-    return "";
+    return std::nullopt;
   }
   if (rel.empty()) return reserve_result(run(r, kReserve, g_reserve_sha, res));
   // Both in one round trip; a server that lost the scripts gets them one by one.

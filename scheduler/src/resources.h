@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "policy/res.h"
+#include "result.h"
 
 namespace yard::detail {
 class Redis;
@@ -23,12 +24,12 @@ void register_resources(detail::Redis& r, const std::string& node, const Res& to
 // Removes a node's resources: nothing can be placed there any more.
 void unregister_resources(detail::Redis& r, const std::string& node);
 
-// Reserves every (node, resources) item, all or nothing. Returns "" on success, else what did not
+// Reserves every (node, resources) item, all or nothing. nullopt on success, else what did not
 // fit ("node-x: CPU" or "node-x: gone").
 // `then_hset` (key, field, value, field, value...) is written in the same atomic step on success.
 // `release_first` and `del_first` (keys) are given back / deleted just before, in the same round
 // trip.
-std::string reserve(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items,
+Problem reserve(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items,
                     const std::vector<std::string>& then_hset = {},
                     const std::vector<std::pair<std::string, Res>>& release_first = {},
                     const std::vector<std::string>& del_first = {});

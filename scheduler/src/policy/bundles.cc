@@ -28,8 +28,8 @@ namespace {
 
 bool packs(BundleStrategy s) { return s == BundleStrategy::kPack || s == BundleStrategy::kStrictPack; }
 
-// Against the nodes' totals: why no arrangement could ever hold the group, or "".
-std::string infeasible_group(const ClusterView& view, const GroupRequest& req) {
+// Against the nodes' totals: why no arrangement could ever hold the group, or nullopt.
+std::optional<std::string> infeasible_group(const ClusterView& view, const GroupRequest& req) {
   const auto& B = req.bundles;
   for (size_t i = 0; i < B.size(); ++i) {
     bool any = false;
@@ -55,7 +55,7 @@ std::string infeasible_group(const ClusterView& view, const GroupRequest& req) {
       return "STRICT_SPREAD needs " + std::to_string(B.size()) + " nodes, the cluster has " + std::to_string(capable) +
              " that can hold a bundle";
   }
-  return "";
+  return std::nullopt;
 }
 
 // The planning state of one request: free resources as bundles are planned, and how many of the
@@ -129,7 +129,7 @@ struct Plan {
 
 GroupDecision place_bundles(const ClusterView& view, const GroupRequest& req) {
   if (req.check_feasible)
-    if (auto why = infeasible_group(view, req); !why.empty()) return {Outcome::kInfeasible, {}, why};
+    if (auto why = infeasible_group(view, req)) return {Outcome::kInfeasible, {}, *why};
   Plan plan(view, req);
   if (packs(req.strategy) && !plan.all_on_one() && req.strategy == BundleStrategy::kStrictPack) return {};
   for (size_t i = 0; i < plan.nodes.size(); ++i) {
