@@ -44,7 +44,7 @@ TEST_CASE("default actor placement: local while under half busy, else the least 
   auto d = place_actor(v, cpus(1));
   CHECK(d.outcome == Outcome::kPlaced);
   CHECK(d.node == "a");  // 25 % busy: stays local
-  v.take("a", {{"CPU", 1}});  // 50 % busy now
+  v.place("a", {{"CPU", 1}});  // 50 % busy now
   CHECK(place_actor(v, cpus(1)).node == "b");
   // Equally busy: the local node wins the tie.
   ClusterView even{{node("a", 4, 1), node("b", 4, 1)}};

@@ -642,25 +642,28 @@ void Daemon::on_request_lease(IoLoop::Incoming& in) {
 // Where a lease that cannot be served here now could be: the node (alive, not draining, not
 // this one) with the most free CPUs, from the view refreshed with every heartbeat.
 std::string Daemon::spill_target(const Res& need, bool ever) {
-  if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100)) {
-    try {
-      refresh_peers_view();
-    } catch (const std::exception& e) {
-      spdlog::error("reading the other nodes' resources: {}", e.what());
-    }
+  try {
+    refresh_peers_if_stale();
+  } catch (const std::exception& e) {
+    spdlog::error("reading the other nodes' resources: {}", e.what());
   }
-  policy::ClusterView peers;
-  for (auto& [id, v] : peers_view_) peers.nodes.push_back({id, v.total, v.avail, 0});
-  auto id = policy::spill_target(peers, node_id_, need, ever);
-  return id.empty() ? std::string() : peers_view_.at(id).address;
+  auto id = policy::spill_target(peers_, node_id_, need, ever);
+  return id.empty() ? std::string() : peer_addresses_.at(id);
 }
 
 void Daemon::refresh_peers_view() {
   peers_view_at_ = Clock::now();
-  peers_view_.clear();
+  peers_.nodes.clear();
+  peer_addresses_.clear();
   for (auto& n : tables_->nodes_with_resources())
-    if (n.state == store::NodeState::kAlive && !n.address.empty() && n.has_avail)
-      peers_view_[n.id] = {n.address, std::move(n.total), std::move(n.avail)};
+    if (n.state == store::NodeState::kAlive && !n.address.empty() && n.has_avail) {
+      peer_addresses_[n.id] = n.address;
+      peers_.nodes.push_back({n.id, std::move(n.total), std::move(n.avail), 0});
+    }
+}
+
+void Daemon::refresh_peers_if_stale() {
+  if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100)) refresh_peers_view();
 }
 
 void Daemon::answer_lease(Lease& l) {
@@ -694,12 +697,12 @@ void Daemon::answer_spillback(const Lease& l, const std::string& address) {
 }
 
 std::string Daemon::peer_address(const std::string& node) {
-  if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100)) refresh_peers_view();
-  auto p = peers_view_.find(node);
-  return p == peers_view_.end() ? std::string() : p->second.address;
+  refresh_peers_if_stale();
+  auto p = peer_addresses_.find(node);
+  return p == peer_addresses_.end() ? std::string() : p->second;
 }
 
-std::optional<std::string> Daemon::lease_worker(Lease& l, const std::vector<std::pair<int, double>>& devices) {
+std::string Daemon::lease_worker(Lease& l, const std::vector<std::pair<int, double>>& devices) {
   bool gpu = !devices.empty();
   auto idle = gpu ? workers_.end() : std::find_if(workers_.begin(), workers_.end(), [&](auto& kv) {
     return kv.second.state == WState::kIdle && kv.second.job_id == l.job;
@@ -741,7 +744,7 @@ bool Daemon::serve_in_bundle(Lease& l) {
       }
       devices = *d;
     }
-    std::optional<std::string> wid;
+    std::string wid;
     try {
       wid = lease_worker(l, devices);
     } catch (const std::exception& e) {
@@ -749,8 +752,8 @@ bool Daemon::serve_in_bundle(Lease& l) {
       give_gpus(devices);
       break;
     }
-    workers_.at(*wid).held = l.need;
-    workers_.at(*wid).bundle = key;
+    workers_.at(wid).held = l.need;
+    workers_.at(wid).bundle = key;
   }
   l.spilled = true;  // never sent elsewhere: the bundle is here
   if (l.starting == 0 && !l.assigned.empty()) {
@@ -764,19 +767,16 @@ bool Daemon::serve_in_bundle(Lease& l) {
 // from this node's resources, spilled to a node with room, or kept waiting.
 bool Daemon::serve_lease(Lease& l) {
   bool routed = !l.spilled && ((!l.node_id.empty() && l.node_id != node_id_) || l.spread);
-  if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100) && (routed || !fits(l.need, total_)))
-    refresh_peers_view();
-  policy::ClusterView peers;
-  for (auto& [id, v] : peers_view_) peers.nodes.push_back({id, v.total, v.avail, 0});
+  if (routed || !fits(l.need, total_)) refresh_peers_if_stale();  // only then does the route look at peers
   policy::LeaseRequest req{l.need, l.node_id, l.soft, l.spread, l.spilled};
-  auto route = policy::route_lease(peers, {node_id_, total_, avail_, 0}, req, spread_turn_);
+  auto route = policy::route_lease(peers_, {node_id_, total_, avail_, 0}, req, spread_turn_);
   if (route.used_turn) ++spread_turn_;
   if (route.kind == policy::LeaseRoute::Kind::kInfeasible) {
     reply_error(l.routing, l.req, wire::ErrorCode::INFEASIBLE, route.why);
     return true;
   }
   if (route.kind == policy::LeaseRoute::Kind::kElsewhere) {
-    answer_spillback(l, peers_view_.at(route.node).address);
+    answer_spillback(l, peer_addresses_.at(route.node));
     return true;
   }
   // Decided: served here (soft affinity to a gone node, SPREAD's turn here, hard affinity here).
@@ -793,7 +793,7 @@ bool Daemon::serve_lease(Lease& l) {
       devices = *d;
     }
     try {
-      workers_.at(*lease_worker(l, devices)).held = l.need;
+      workers_.at(lease_worker(l, devices)).held = l.need;
     } catch (const std::exception& e) {
       give_local(l.need);
       give_gpus(devices);

@@ -196,7 +196,7 @@ class Daemon {
   bool serve_in_bundle(Lease& l);
   // A worker for the lease: an idle one of its job (none for GPU leases), else a new one
   // (l.starting counts it). Throws when the process cannot be started.
-  std::optional<std::string> lease_worker(Lease& l, const std::vector<std::pair<int, double>>& devices);
+  std::string lease_worker(Lease& l, const std::vector<std::pair<int, double>>& devices);
   void answer_spillback(const Lease& l, const std::string& address);
   // A live node's address from the peer view (refreshed when older than 100 ms), or "".
   std::string peer_address(const std::string& node);
@@ -237,8 +237,10 @@ class Daemon {
   void check_drains();
   void refresh_nodes();
   void check_nodes();
-  // The nodes that can take work now (alive, not draining), with their live actors counted.
+  // The nodes that can take work now (alive, not draining); count_actors() adds how many live
+  // actors each has, which only SPREAD placement reads.
   policy::ClusterView cluster_view() const;
+  void count_actors(policy::ClusterView& view) const;
   policy::Decision pick_node(const Actor& a, const policy::ClusterView& view) const;
   void process_actors();
   void place_actor(Actor& a, const std::string& node);
@@ -287,12 +289,12 @@ class Daemon {
   Clock::time_point next_job_check_{};
   Clock::time_point next_prune_{};
   std::map<std::string, std::vector<std::function<void(const Problem&)>>> fetching_;  // digest -> waiters
-  struct PeerView {
-    std::string address;
-    Res total, avail;
-  };
-  std::map<std::string, PeerView> peers_view_;
+  // The other alive nodes as the policies see them, and where each listens; rebuilt by
+  // refresh_peers_view() (with every heartbeat, and when older than 100 ms where it is needed).
+  policy::ClusterView peers_;
+  std::map<std::string, std::string> peer_addresses_;
   Clock::time_point peers_view_at_{};
+  void refresh_peers_if_stale();
   size_t spread_turn_ = 0;
   // A node with room for `need` now (most free CPUs first), or when `ever`, one whose totals hold it.
   std::string spill_target(const Res& need, bool ever = false);

@@ -365,12 +365,16 @@ void Daemon::check_drains() {
 
 policy::ClusterView Daemon::cluster_view() const {
   policy::ClusterView v;
+  for (auto& [id, n] : nodes_)
+    if (n.alive) v.nodes.push_back({id, n.total, n.avail, 0});
+  return v;
+}
+
+void Daemon::count_actors(policy::ClusterView& view) const {
   std::map<std::string, int> count;
   for (auto& [id, x] : actors_)
     if (x.state != store::ActorState::kDead && !x.node.empty()) ++count[x.node];
-  for (auto& [id, n] : nodes_)
-    if (n.alive) v.nodes.push_back({id, n.total, n.avail, count[id]});
-  return v;
+  for (auto& n : view.nodes) n.actors = count[n.id];
 }
 
 policy::Decision Daemon::pick_node(const Actor& a, const policy::ClusterView& view) const {
@@ -493,6 +497,7 @@ void Daemon::on_create_actor(Incoming& in) {
 
 void Daemon::process_actors() {
   std::optional<policy::ClusterView> view;  // built on first need, kept up to date in this pass
+  bool counted = false;                     // its actor counts filled (for SPREAD)
   for (auto it = pending_actors_.begin(); it != pending_actors_.end();) {
     auto f = actors_.find(*it);
     if (f == actors_.end() || f->second.state == store::ActorState::kDead || f->second.state == store::ActorState::kAlive || f->second.placing) {
@@ -528,7 +533,14 @@ void Daemon::process_actors() {
         continue;
       }
     } else {
-      if (!view) view = cluster_view();
+      if (!view) {
+        view = cluster_view();
+        counted = false;
+      }
+      if (a.strategy == policy::ActorStrategy::kSpread && !counted) {
+        count_actors(*view);
+        counted = true;
+      }
       auto d = pick_node(a, *view);
       if (d.outcome != policy::Outcome::kPlaced) {
         ++it;  // waits for room (or for a feasible node to join); later ones that fit may go first
@@ -548,9 +560,7 @@ void Daemon::process_actors() {
         continue;
       }
       sub(nodes_[node].avail, a.resources);
-      view->take(node, a.resources);
-      for (auto& n : view->nodes)
-        if (n.id == node) ++n.actors;
+      view->place(node, a.resources);
     }
     it = pending_actors_.erase(it);
     place_actor(a, node);

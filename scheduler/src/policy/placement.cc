@@ -13,9 +13,12 @@ const NodeState* ClusterView::find(const std::string& id) const {
   return nullptr;
 }
 
-void ClusterView::take(const std::string& id, const Res& r) {
+void ClusterView::place(const std::string& id, const Res& r) {
   for (auto& n : nodes)
-    if (n.id == id) sub(n.avail, r);
+    if (n.id == id) {
+      sub(n.avail, r);
+      ++n.actors;
+    }
 }
 
 std::optional<ActorStrategy> parse_actor_strategy(std::string_view s) {

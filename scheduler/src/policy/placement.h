@@ -21,16 +21,17 @@ namespace yard::sched::policy {
 struct NodeState {
   std::string id;
   Res total, avail;
-  int actors = 0;  // live actors placed there (SPREAD counts them)
+  int actors = 0;  // live actors placed there (only SPREAD reads it; a view may leave it 0)
 };
 
 struct ClusterView {
   std::vector<NodeState> nodes;
 
   const NodeState* find(const std::string& id) const;
-  // Takes `r` from a node's free resources: a pass that places several things in a row sees its
-  // own earlier placements. Unknown ids are ignored.
-  void take(const std::string& id, const Res& r);
+  // An actor placed on a node: `r` taken from its free resources, one more actor counted there,
+  // so a pass that places several in a row sees its own earlier placements. Unknown ids are
+  // ignored.
+  void place(const std::string& id, const Res& r);
 };
 
 enum class Outcome { kPlaced, kWait, kInfeasible };

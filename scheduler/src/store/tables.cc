@@ -6,6 +6,7 @@
 
 #include "redis_client.h"
 #include "resources.h"
+#include "yard/errors.h"
 
 using json = nlohmann::json;
 
@@ -103,21 +104,24 @@ std::map<std::string, std::string> Tables::cluster() { return r_.hgetall(kCluste
 
 std::vector<std::string> Tables::node_ids() { return r_.cmd({"SMEMBERS", kNodes}).strings(); }
 
+// Each of these is one round trip; the commands run in the order given.
 void Tables::add_node(const std::string& id, const std::string& role) {
-  r_.cmd({"HSET", node_key(id), "role", role, "state", name(NodeState::kAlive)});
-  r_.cmd({"SADD", kNodes, id});
+  run_all({{"HSET", node_key(id), "role", role, "state", name(NodeState::kAlive)}, {"SADD", kNodes, id}});
 }
 
-void Tables::remove_node(const std::string& id) {
-  r_.cmd({"SREM", kNodes, id});
-  r_.cmd({"DEL", heartbeat_key(id)});
-}
+void Tables::remove_node(const std::string& id) { run_all({{"SREM", kNodes, id}, {"DEL", heartbeat_key(id)}}); }
 
 void Tables::report(const std::string& id, const NodeReport& n, std::chrono::milliseconds ttl) {
-  r_.cmd({"HSET", node_key(id), "address", n.address, "hostname", n.hostname, "pid", std::to_string(n.pid), "log_dir",
-          n.log_dir, "leased", std::to_string(n.leased), "start_time", std::to_string(n.start_time), "workers",
-          std::to_string(n.workers)});
-  r_.cmd({"SET", heartbeat_key(id), std::to_string(n.now), "PX", std::to_string(ttl.count())});
+  run_all({{"HSET", node_key(id), "address", n.address, "hostname", n.hostname, "pid", std::to_string(n.pid), "log_dir",
+            n.log_dir, "leased", std::to_string(n.leased), "start_time", std::to_string(n.start_time), "workers",
+            std::to_string(n.workers)},
+           {"SET", heartbeat_key(id), std::to_string(n.now), "PX", std::to_string(ttl.count())}});
+}
+
+void Tables::run_all(const std::vector<std::vector<std::string>>& cmds) {
+  auto reps = r_.pipeline(cmds);
+  for (size_t i = 0; i < reps.size(); ++i)
+    if (auto e = reps[i].error(); !e.empty()) throw Error("Redis at " + r_.address() + " refused " + cmds[i][0] + ": " + e);
 }
 
 bool Tables::heartbeating(const std::string& id) { return !r_.cmd({"GET", heartbeat_key(id)}).is_nil(); }
@@ -271,7 +275,7 @@ void Tables::forget_actors(const std::vector<std::pair<std::string, std::string>
     cmds.push_back({"SREM", kActors, id});
     cmds.push_back({"DEL", actor_key(id), spec_key(id)});
   }
-  if (!cmds.empty()) r_.pipeline(cmds);
+  if (!cmds.empty()) run_all(cmds);
 }
 
 // ---- placement groups -----------------------------------------------------------------------
@@ -324,7 +328,7 @@ std::optional<GroupRecord> Tables::group(const std::string& id) {
 // ---- events ---------------------------------------------------------------------------------
 
 void Tables::publish(const std::string& ev) {
-  r_.pipeline({{"PUBLISH", kEvents, ev}, {"RPUSH", kEventLog, ev}, {"LTRIM", kEventLog, "-10000", "-1"}});
+  run_all({{"PUBLISH", kEvents, ev}, {"RPUSH", kEventLog, ev}, {"LTRIM", kEventLog, "-10000", "-1"}});
 }
 
 }  // namespace yard::sched::store

@@ -151,6 +151,8 @@ class Tables {
   void publish(const std::string& event_json);
 
  private:
+  // The commands in one round trip, in order; throws on a command's error reply (cmd() would).
+  void run_all(const std::vector<std::vector<std::string>>& cmds);
   detail::Redis& r_;
 };
 
