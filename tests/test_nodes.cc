@@ -17,6 +17,8 @@
 #include <set>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "process.h"
 #include "redis_client.h"
 #include "resources.h"
@@ -514,48 +516,86 @@ TEST_CASE("concurrent clients never over-commit a node", "[nodes][pg]") {
   CHECK(eventually([&] { return c.all_free(); }, 20s));
 }
 
-TEST_CASE("kill -9 of the head: actors keep serving; a restarted head takes the cluster over", "[nodes][head]") {
+TEST_CASE("kill -9 of the head service: actors on every node, the head's included, keep serving; a restarted head "
+          "takes the cluster over", "[nodes][head]") {
   auto& c = cluster();
   auto n2 = c.ids["n2"];
+  auto head_node = c.ids["head"];
+  auto on_head = yard::actor<Where>().node_affinity(head_node, true).max_restarts(1).remote();
   auto keeper = yard::actor<Where>().node_affinity(n2, true).max_restarts(1).remote();
   auto named = yard::actor<Where>().name("survivor").node_affinity(n2, true).remote();
+  REQUIRE(*on_head.call(&Where::node).remote().get(60s) == head_node);
   REQUIRE(*keeper.call(&Where::node).remote().get(60s) == n2);
   REQUIRE(*named.call(&Where::node).remote().get(60s) == n2);
-  CHECK(*keeper.call(&Where::incr).remote().get(30s) == 1);
+  CHECK(*named.call(&Where::incr).remote().get(30s) == 1);
   auto pg = yard::placement_group({{{"CPU", 1}}}, yard::PlacementStrategy::kStrictSpread);
   REQUIRE(pg.wait(30s));
   auto pg_nodes = pg.bundle_nodes();
 
+  // Both actors serve calls in a loop, through the kill and the takeover: none may fail, and each
+  // answers in order (its count goes up by one per call: the same process throughout).
+  std::atomic<bool> stop{false};
+  std::atomic<int> failures{0}, disorder{0};
+  std::atomic<int> served_head{0}, served_n2{0};
+  std::thread loop([&] {
+    while (!stop.load()) {
+      for (auto [h, served] : {std::pair{&on_head, &served_head}, std::pair{&keeper, &served_n2}}) {
+        try {
+          int n = *h->call(&Where::incr).remote().get(30s);
+          if (n != served->load() + 1) ++disorder;
+          served->store(n);
+        } catch (const std::exception& e) {
+          UNSCOPED_INFO(e.what());
+          ++failures;
+        }
+      }
+    }
+  });
+  REQUIRE(eventually([&] { return served_head.load() >= 5 && served_n2.load() >= 5; }, 30s));
   kill(c.head_pid, SIGKILL);
   REQUIRE(eventually([&] { return yard::detail::process_dead(c.head_pid); }, 10s));
   // Calls go straight to the actors: they keep working while there is no head.
-  CHECK(*keeper.call(&Where::incr).remote().get(30s) == 2);
-  CHECK(*named.call(&Where::incr).remote().get(30s) == 1);
+  int head_before = served_head.load(), n2_before = served_n2.load();
+  CHECK(eventually([&] { return served_head.load() >= head_before + 20 && served_n2.load() >= n2_before + 20; }, 30s));
+  CHECK(*named.call(&Where::incr).remote().get(30s) == 2);
 
   // An actor asked for while there is no head is created once one is back.
   auto during = yard::actor<Where>().spread().remote();
-  // A head started again at the same address takes the cluster over from its Redis.
+  // A head started again at the same address takes the cluster over from its Redis; the head's
+  // node kept running and stays the head's node.
   auto port = c.head_addr.substr(c.head_addr.rfind(':') + 1);
   auto [pid, addr] = start_daemon({yard_bin(), "start", "--head", "--block", "--port", port, "--num-cpus", "1",
                                    "--heartbeat-timeout", "1.5", "--session-dir", c.home + "/head"});
   c.head_pid = pid;
   CHECK(addr == c.head_addr);
   CHECK(yard::detail::read_token(c.home + "/head/token") == c.token);
+  CHECK(c.redis->cmd({"HGET", "yard:cluster", "head_node"}).str() == head_node);
+  head_before = served_head.load(), n2_before = served_n2.load();
+  CHECK(eventually([&] { return served_head.load() >= head_before + 20 && served_n2.load() >= n2_before + 20; }, 30s));
+  stop = true;
+  loop.join();
+  CHECK(failures.load() == 0);
+  CHECK(disorder.load() == 0);
   // Nothing was lost: the named actor, the actor table, the placement group, this job.
   auto found = yard::get_actor<Where>("survivor");
-  CHECK(*found.call(&Where::incr).remote().get(30s) == 2);
-  CHECK(*keeper.call(&Where::incr).remote().get(30s) == 3);
+  CHECK(*found.call(&Where::incr).remote().get(30s) == 3);
   CHECK(*keeper.call(&Where::restarts).remote().get(30s) == 0);
+  CHECK(*on_head.call(&Where::restarts).remote().get(30s) == 0);
   CHECK(pg.bundle_nodes() == pg_nodes);
   auto status = sh(yard_bin() + " status --json --address " + c.head_addr + " --token " + c.token);
+  REQUIRE(status.code == 0);
+  auto doc = nlohmann::json::parse(status.out);
+  std::map<std::string, std::string> state;
+  for (auto& a : doc["actors"]) state[a["actor_id"].get<std::string>()] = a["state"].get<std::string>();
+  CHECK(state[on_head.id()] == "ALIVE");
+  CHECK(state[keeper.id()] == "ALIVE");
   CHECK_THAT(status.out, Catch::Contains("survivor") && Catch::Contains(pg.id()) && Catch::Contains("RUNNING"));
-  // And it schedules again: the old head node is declared dead, a new one took its place.
-  c.ids["head"] = c.redis->cmd({"HGET", "yard:cluster", "head_node"}).str();
+  // And it schedules again.
   auto fresh = yard::actor<Where>().spread().remote();
   CHECK(!fresh.call(&Where::node).remote().get(60s)->empty());
   CHECK(!during.call(&Where::node).remote().get(60s)->empty());
   pg.remove();
-  for (auto* h : {&keeper, &named, &fresh, &during}) h->kill();
+  for (auto* h : {&on_head, &keeper, &named, &fresh, &during}) h->kill();
   CHECK(eventually([&] { return c.all_free(); }, 20s));
 }
 

@@ -9,7 +9,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("yard::wire");
 
-const protocolVersion :UInt16 = 1;
+const protocolVersion :UInt16 = 2;
 
 enum ErrorCode {
   ok @0;
@@ -71,8 +71,15 @@ struct Blob {
 
 struct JobRegistered {
   jobId @0 :Text;
-  nodeId @1 :Text;
+  nodeId @1 :Text;          # the node whose manager serves this driver's leases
   numCpus @2 :Float64;
+  nodeAddress @3 :Text;     # that node manager's address
+}
+
+# Head -> node manager: start workers for a job whose driver leases from this node.
+struct WarmPool {
+  jobId @0 :Text;
+  count @1 :UInt32;
 }
 
 struct RequestLease {
@@ -288,6 +295,8 @@ struct Envelope {
     hasBlob @44 :Text;         # ok, or notFound
     putBlob @45 :Blob;
     getBlob @46 :Text;         # answered with taskReply holding the bytes
+    warmPool @47 :WarmPool;
+    jobEnded @48 :Text;        # head -> node managers: the job's workers stop
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
 }

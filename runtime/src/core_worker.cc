@@ -94,6 +94,8 @@ CoreWorker::CoreWorker(const std::string& address, const std::string& token,
   if (!body.isJobRegistered()) throw ConnectionError("unexpected reply from " + address);
   job_id_ = body.getJobRegistered().getJobId();
   node_id_ = body.getJobRegistered().getNodeId();
+  // Leases go to the node manager the head named; actors, groups and the job's end to the head.
+  if (body.getJobRegistered().getNodeAddress().size()) head_ = body.getJobRegistered().getNodeAddress();
   io_->post([this] { io_->every(std::chrono::milliseconds(500), [this] { return_idle_leases(); }); });
 }
 
@@ -111,7 +113,7 @@ void CoreWorker::disconnect() {
       uint64_t rid = io_->next_request_id();
       OutMessage m(token_, rid, false);
       m.env().getBody().setFinishJob(job_id_);
-      io_->call(head_, m, rid, std::chrono::seconds(5));
+      io_->call(gcs_, m, rid, std::chrono::seconds(5));
     } catch (const std::exception& e) {
       spdlog::debug("finishing job {}: {}", job_id_, e.what());
     }

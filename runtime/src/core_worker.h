@@ -96,7 +96,7 @@ class CoreWorker {
   void return_idle_leases();
   bool worker_mode_ = false;
   std::string token_;
-  std::string head_;   // where leases go: the head for a driver, its node manager for a worker
+  std::string head_;   // where leases go: the node manager the head named (driver), its own (worker)
   std::string gcs_;    // where actor and placement-group requests go: the cluster's head
   std::string node_id_;
   std::string job_id_;

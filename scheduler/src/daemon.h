@@ -1,5 +1,6 @@
-// The head daemon of a single-node cluster: control store (Redis), job manager, actor manager and
-// this node's node manager (resources, worker pool), all driven by one I/O thread.
+// The daemons `yard start` runs: the head service (with --head: the control store, jobs, actors,
+// placement groups, failure detection; head/) and a node manager (on every node, the head's
+// included: resources, workers, leases, hosted actors, job processes; node/).
 #pragma once
 
 #include <map>
@@ -20,11 +21,13 @@ struct DaemonOptions {
   // Joining an existing cluster instead of heading one: the head's address and the cluster token.
   std::string join_address;
   std::string join_token;
+  bool head_node = false;      // the node manager the head service started beside itself
   // A node whose heartbeat is older than this is dead (heartbeats go every timeout / 4).
   double heartbeat_timeout_s = 4;
 };
 
-// Runs until SIGTERM/SIGINT or a shutdown request. Returns the process exit code.
+// The head service, or with join_address a node manager. Runs until SIGTERM/SIGINT or a shutdown
+// request. Returns the process exit code.
 int run_daemon(const DaemonOptions& opts);
 
 }  // namespace yard::sched

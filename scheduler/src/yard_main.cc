@@ -260,7 +260,7 @@ struct Commands {
 Commands define_start(CLI::App& app, Args& a, Commands c) {
   c.start = app.add_subcommand("start", "start a head node, or a node that joins a head (--address)");
   auto* s = c.start;
-  s->add_flag("--head", a.head, "start the head: Redis, scheduler and this node's node manager");
+  s->add_flag("--head", a.head, "start the head: Redis, the head service and this node's node manager");
   s->add_option("--address", a.join, "join the cluster whose head is at host:port (token: --token, YARD_TOKEN, or the local head's file)");
   s->add_option("--token", a.token, "cluster token when joining");
   s->add_option("--heartbeat-timeout", a.dopts.heartbeat_timeout_s, "seconds without a heartbeat after which a node is dead")
@@ -273,6 +273,7 @@ Commands define_start(CLI::App& app, Args& a, Commands c) {
   s->add_option("--resources", a.resources_json, "custom resources as JSON, e.g. '{\"disk\": 2}'");
   s->add_flag("--block", a.block, "stay in the foreground");
   s->add_flag("--embedded", a.dopts.embedded, "started by yard::init() (internal)")->group("");
+  s->add_flag("--head-node", a.dopts.head_node, "the node manager beside the head service (internal)")->group("");
   s->add_option("--session-dir", a.dopts.session_dir, "session directory (internal)")->group("");
   s->add_option("--ready-fd", a.dopts.ready_fd, "fd to report readiness on (internal)")->group("");
   return c;

@@ -93,10 +93,12 @@ std::optional<GroupState> parse_group_state(std::string_view s) { return parse_n
 // ---- the cluster ----------------------------------------------------------------------------
 
 void Tables::put_cluster(const std::string& address, const std::string& session_dir, const std::string& log_dir,
-                         double start_time, const std::string& head_node) {
+                         double start_time) {
   r_.cmd({"HSET", kCluster, "address", address, "session_dir", session_dir, "log_dir", log_dir, "start_time",
-          std::to_string(start_time), "head_node", head_node});
+          std::to_string(start_time)});
 }
+
+void Tables::set_head_node(const std::string& id) { r_.cmd({"HSET", kCluster, "head_node", id}); }
 
 std::map<std::string, std::string> Tables::cluster() { return r_.hgetall(kCluster); }
 

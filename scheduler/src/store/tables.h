@@ -1,7 +1,7 @@
 // The control store's tables: every record Switchyard keeps in Redis, typed, and the one place
 // that reads and writes each of them (resources and bundles: resources.h).
 //
-//   yard:cluster                 hash    the head's address, session, log dir, start time
+//   yard:cluster                 hash    the head's address, session, log dir, start time, head node
 //   yard:nodes                   set     node ids
 //   yard:node:<id>               hash    role, state, address, hostname, pid, workers, leased...
 //   yard:node:<id>:heartbeat     string  with a TTL of the heartbeat timeout
@@ -99,7 +99,9 @@ class Tables {
 
   // ---- the cluster
   void put_cluster(const std::string& address, const std::string& session_dir, const std::string& log_dir,
-                   double start_time, const std::string& head_node);
+                   double start_time);
+  // The node whose manager runs beside the head service.
+  void set_head_node(const std::string& id);
   std::map<std::string, std::string> cluster();
 
   // ---- nodes

@@ -1,0 +1,70 @@
+// What the head service and the node manager share: how a request is answered, how the process
+// waits to be stopped, its log, and small helpers for files and resource lists. Each daemon owns
+// its own state; nothing here holds any.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "io_loop.h"
+#include "policy/res.h"
+#include "result.h"
+#include "wire.h"
+
+namespace yard::sched {
+
+using Clock = std::chrono::steady_clock;
+using Incoming = detail::IoLoop::Incoming;
+
+// Answers on a daemon's ROUTER, with the cluster token.
+class Replies {
+ public:
+  Replies(std::unique_ptr<detail::IoLoop>& io, const std::string& token) : io_(io), token_(token) {}
+  void ok(const Incoming& in) const;
+  void error(const std::string& routing, uint64_t req, wire::ErrorCode code, const std::string& msg) const;
+  void error(const Incoming& in, wire::ErrorCode code, const std::string& msg) const {
+    error(in.routing_id, in.msg->env().getRequestId(), code, msg);
+  }
+  // Runs a request's handler; what it throws becomes the answer: a malformed request, the control
+  // store out of reach (retry), anything else (internal).
+  void guarded(const Incoming& in, const std::function<void()>& handler) const;
+  // Relays a node manager's answer (ok, an error, or job info) to the request it was asked for.
+  void relay(const std::string& routing, uint64_t req, const detail::InMessage& answer) const;
+
+ private:
+  std::unique_ptr<detail::IoLoop>& io_;
+  const std::string& token_;
+};
+
+// A Shutdown request asks the process to stop; wait_for_stop returns then.
+void request_stop();
+// Until SIGTERM, SIGINT or SIGHUP, a stop request, or the parent (`parent_pid`, when set) is gone.
+void wait_for_stop(pid_t parent_pid);
+// Blocks the stop signals (wait_for_stop takes them) and ignores SIGPIPE.
+void take_stop_signals();
+// The process's log (<log_dir>/<name>.log) as spdlog's default logger.
+void open_log(const std::string& log_dir, const std::string& name);
+// Writes the readiness line once ("address token_file" or "ERROR: ...") and closes the fd.
+void report_ready(int& fd, const std::string& line);
+
+// "exited with code N" or "killed by signal N (name)".
+std::string describe_exit(int status);
+// Writes bytes to `path` through a temporary file and a rename (mode 0755).
+Problem write_file_atomic(const std::string& path, const char* data, size_t size);
+
+// A message's resource list into `out` (amounts added up). The problem when an amount is bad.
+inline Problem read_resources(capnp::List<wire::Resource>::Reader list, Res& out) {
+  for (auto r : list) {
+    if (!(r.getAmount() >= 0) || !std::isfinite(r.getAmount()))
+      return "resource " + std::string(r.getName()) + " has a bad amount";
+    out[r.getName()] += r.getAmount();
+  }
+  return std::nullopt;
+}
+
+}  // namespace yard::sched

@@ -1,0 +1,497 @@
+// The actor manager: where each actor runs (placement across nodes, in placement groups),
+// restarts, lookups by id and name, and the dead it still remembers.
+#include "head/head_service.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "process.h"
+#include "yard/errors.h"
+
+using json = nlohmann::json;
+
+namespace yard::sched {
+
+using namespace detail;
+
+policy::Decision HeadService::pick_node(const Actor& a, const policy::ClusterView& view) const {
+  policy::ActorRequest r;
+  r.resources = a.resources;
+  r.strategy = a.strategy;
+  r.affinity_node = a.affinity_node;
+  r.soft = a.soft;
+  r.local_node = a.caller_node.empty() ? head_node_ : a.caller_node;
+  return policy::place_actor(view, r);
+}
+
+bool HeadService::answer_repeated_creation(Incoming& in) {
+  auto ca = in.msg->env().getBody().getCreateActor();
+  auto it = actors_.find(ca.getActorId());
+  if (it == actors_.end() || it->second.job != std::string(ca.getJobId()) ||
+      it->second.class_name != std::string(ca.getClassName()))
+    return false;
+  auto& a = it->second;
+  if (a.state == store::ActorState::kAlive || a.state == store::ActorState::kDead) {
+    OutMessage m(token_, in.msg->env().getRequestId(), true);
+    if (a.state == store::ActorState::kDead)
+      set_error(m.env(), wire::ErrorCode::ACTOR_DIED, a.cause);
+    else
+      fill_actor_info(m.env().getBody().initActorInfo(), a);
+    io_->reply(in.routing_id, m.finish());
+  } else {
+    a.lookups.push_back({in.routing_id, in.msg->env().getRequestId(), Clock::now() + std::chrono::seconds(300)});
+  }
+  return true;
+}
+
+std::optional<HeadService::Rejection> HeadService::check_new_actor(const Actor& a) {
+  if (a.id.empty() || a.class_name.empty() || actors_.count(a.id))
+    return Rejection{wire::ErrorCode::BAD_REQUEST, "actor id missing or already used"};
+  if (!a.pg.empty()) {
+    auto g = pgs_.find(a.pg);
+    if (g == pgs_.end() || g->second.state == store::GroupState::kRemoved)
+      return Rejection{wire::ErrorCode::NOT_FOUND, "no placement group " + a.pg};
+    auto& b = g->second.bundles;
+    if (a.bundle >= static_cast<int>(b.size()) || a.bundle < -1)
+      return Rejection{wire::ErrorCode::BAD_REQUEST, "placement group " + a.pg + " has " + std::to_string(b.size()) +
+                                                         " bundles; there is no bundle " + std::to_string(a.bundle)};
+    bool any = false;
+    for (int i = 0; i < static_cast<int>(b.size()); ++i)
+      if ((a.bundle < 0 || a.bundle == i) && fits(a.resources, b[i])) any = true;
+    if (!any)
+      return Rejection{wire::ErrorCode::INFEASIBLE, "actor " + a.class_name + " (" + res_text(a.resources) +
+                                                        ") does not fit in placement group " + a.pg +
+                                                        (a.bundle >= 0 ? " bundle " + std::to_string(a.bundle) : "")};
+  } else {
+    refresh_nodes();
+    auto d = pick_node(a, cluster_view());
+    if (d.outcome == policy::Outcome::kInfeasible)
+      return Rejection{wire::ErrorCode::INFEASIBLE,
+                       "actor " + a.class_name + " cannot be placed on any node (" + d.why + ")"};
+  }
+  if (!a.name.empty()) {
+    auto n = actor_names_.find(a.name);
+    if (n != actor_names_.end() && actors_.count(n->second) && actors_.at(n->second).state != store::ActorState::kDead)
+      return Rejection{wire::ErrorCode::BAD_REQUEST, "an actor named '" + a.name + "' already exists"};
+  }
+  return std::nullopt;
+}
+
+void HeadService::on_create_actor(Incoming& in) {
+  auto ca = in.msg->env().getBody().getCreateActor();
+  std::string job = ca.getJobId();
+  if (!job_running(job)) {
+    reply_.error(in, wire::ErrorCode::NOT_FOUND, "job " + job + " is not running");
+    return;
+  }
+  if (answer_repeated_creation(in)) return;
+  Actor a;
+  a.id = ca.getActorId();
+  a.class_name = ca.getClassName();
+  a.name = ca.getName();
+  a.job = job;
+  a.max_restarts = ca.getMaxRestarts();
+  a.affinity_node = ca.getNodeId();
+  a.soft = ca.getSoft();
+  a.caller_node = ca.getCallerNode();
+  a.pg = ca.getPlacementGroup();
+  a.bundle = ca.getBundleIndex();
+  a.detached = ca.getDetached();
+  if (auto bad = read_resources(ca.getResources(), a.resources)) {
+    reply_.error(in, wire::ErrorCode::BAD_REQUEST, *bad);
+    return;
+  }
+  auto strategy = policy::parse_actor_strategy(ca.getStrategy().cStr());
+  if (!strategy) {
+    reply_.error(in, wire::ErrorCode::BAD_REQUEST,
+                "unknown scheduling strategy '" + std::string(ca.getStrategy().cStr()) + "' (DEFAULT or SPREAD)");
+    return;
+  }
+  a.strategy = *strategy;
+  if (auto no = check_new_actor(a)) {
+    reply_.error(in, no->code, no->why);
+    return;
+  }
+  if (!a.name.empty()) {
+    actor_names_[a.name] = a.id;
+    tables_->name_actor(a.name, a.id);
+  }
+  a.creator_routing = in.routing_id;
+  a.creator_req = in.msg->env().getRequestId();
+  a.create_msg = std::shared_ptr<InMessage>(std::move(in.msg));
+  a.place_bundle = a.bundle;
+  a.bundle = -1;
+  std::string id = a.id;
+  actors_.emplace(id, std::move(a));
+  tables_->add_actor(id);
+  save_actor(actors_.at(id));
+  if (actors_.at(id).max_restarts != 0) save_actor_spec(actors_.at(id));
+  pending_actors_.push_back(id);
+  process_actors();
+}
+
+void HeadService::process_actors() {
+  std::optional<policy::ClusterView> view;  // built on first need, kept up to date in this pass
+  bool counted = false;                     // its actor counts filled (for SPREAD)
+  for (auto it = pending_actors_.begin(); it != pending_actors_.end();) {
+    auto f = actors_.find(*it);
+    if (f == actors_.end() || f->second.state == store::ActorState::kDead || f->second.state == store::ActorState::kAlive || f->second.placing) {
+      it = pending_actors_.erase(it);
+      continue;
+    }
+    auto& a = f->second;
+    std::string node;
+    if (!a.pg.empty()) {
+      auto g = pgs_.find(a.pg);
+      if (g == pgs_.end() || g->second.state == store::GroupState::kRemoved) {
+        actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its placement group " + a.pg + " was removed");
+        it = pending_actors_.erase(it);
+        continue;
+      }
+      node = place_in_group(a);
+    } else {
+      if (!view) {
+        view = cluster_view();
+        counted = false;
+      }
+      if (a.strategy == policy::ActorStrategy::kSpread && !counted) {
+        count_actors(*view);
+        counted = true;
+      }
+      auto d = pick_node(a, *view);
+      if (d.outcome == policy::Outcome::kPlaced) {
+        Problem why;
+        try {
+          why = reserve_now({{d.node, a.resources}});
+        } catch (const std::exception& e) {
+          why = e.what();
+        }
+        if (why) {
+          nodes_[d.node].avail = read_res(*redis_, avail_key(d.node));
+          view.reset();
+        } else {
+          node = d.node;
+          sub(nodes_[node].avail, a.resources);
+          view->place(node, a.resources);
+        }
+      }
+    }
+    if (node.empty()) {
+      ++it;  // waits for room (or for a feasible node to join); later ones that fit may go first
+      continue;
+    }
+    it = pending_actors_.erase(it);
+    place_actor(a, node);
+  }
+}
+
+std::string HeadService::place_in_group(Actor& a) {
+  auto& pg = pgs_.at(a.pg);
+  for (int i = 0; i < static_cast<int>(pg.bundles.size()); ++i) {
+    if (a.place_bundle >= 0 && a.place_bundle != i) continue;
+    if (pg.nodes[i].empty() || !fits(a.resources, pg.bundles[i])) continue;
+    // The bundle's free resources are shared with tasks in it (leased by its node): the count in
+    // Redis decides, not this process's view.
+    if (!reserve_bundle(*redis_, bundle_key(pg.id, i), pg.bundles[i], a.resources)) {
+      pg.bundle_avail[i] = read_res(*redis_, bundle_key(pg.id, i));
+      continue;
+    }
+    a.bundle = i;
+    sub(pg.bundle_avail[i], a.resources);
+    return pg.nodes[i];
+  }
+  return {};
+}
+
+// Asks `node`'s manager to host the actor; its resources are already taken there.
+void HeadService::place_actor(Actor& a, const std::string& node) {
+  a.node = node;
+  a.placing = true;
+  uint64_t epoch = ++a.epoch;
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto ha = m.env().getBody().initHostActor();
+  ha.setNumRestarts(a.num_restarts);
+  a.create_msg->rewind();  // read again at every placement
+  auto src = a.create_msg->env().getBody().getCreateActor();
+  auto ca = ha.initCreate();
+  ca.setActorId(a.id);
+  ca.setJobId(a.job);
+  ca.setClassName(a.class_name);
+  ca.setName(a.name);
+  ca.setMaxConcurrency(src.getMaxConcurrency());
+  ca.setDetached(a.detached);
+  auto args = ca.initArgs(src.getArgs().size());
+  for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], a.create_msg->value(src.getArgs()[i]));
+  set_resources(ha.initResources(static_cast<unsigned>(a.resources.size())), a.resources);
+  // Resources of a placement-group actor belong to its bundle, which the group gives back.
+  if (a.pg.empty()) set_resources(ha.initRelease(static_cast<unsigned>(a.resources.size())), a.resources);
+  std::string aid = a.id;
+  spdlog::info("actor {} ({}) placed on node {}{}", a.id, a.class_name, node,
+               a.num_restarts ? " (restart " + std::to_string(a.num_restarts) + ")" : "");
+  io_->request(node_address(node), rid, m.finish(),
+               [this, aid, node, epoch](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 on_placed(aid, node, epoch, std::move(r), std::move(err));
+               },
+               std::chrono::seconds(150));
+}
+
+// The node's answer to hosting an actor.
+void HeadService::on_placed(const std::string& aid, const std::string& node, uint64_t epoch,
+                            std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+  auto it = actors_.find(aid);
+  if (it == actors_.end()) return;
+  auto& a = it->second;
+  if (a.epoch != epoch || !a.placing) {
+    // Killed or moved meanwhile: a process that did come up there is not wanted.
+    if (!err && !r->env().getBody().isError()) {
+      uint64_t k = io_->next_request_id();
+      OutMessage km(token_, k, false);
+      km.env().getBody().setKillHosted(aid);
+      notify(node_address(node), km.finish(), k);
+    }
+    return;
+  }
+  a.placing = false;
+  if (err) {
+    // Probably a node that died and is not declared dead yet: placing it again (there, until the
+    // detector has spoken, then elsewhere) is worth a while.
+    if (++a.unreachable < 400 && a.place_failures > 0) --a.place_failures;
+    actor_lost(a, "node " + node + " could not host it: " + err->message, false);
+    return;
+  }
+  auto body = r->env().getBody();
+  if (body.isError()) {
+    auto e = body.getError();
+    if (e.getCode() == wire::ErrorCode::UNAVAILABLE) {
+      actor_lost(a, "node " + node + ": " + std::string(e.getMessage()), false);
+      return;
+    }
+    actor_failed(a, e.getCode() == wire::ErrorCode::TASK_ERROR ? wire::ErrorCode::ACTOR_DIED : e.getCode(),
+                 e.getMessage());
+    return;
+  }
+  actor_up(a, *r);
+}
+
+void HeadService::actor_up(Actor& a, const InMessage& r) {
+  auto info = r.env().getBody().getActorInfo();
+  a.state = store::ActorState::kAlive;
+  a.address = info.getAddress();
+  a.worker = info.getWorkerId();
+  a.node = info.getNodeId();
+  a.place_failures = 0;
+  if (a.max_restarts == 0) a.create_msg.reset();
+  save_actor(a);
+  spdlog::info("actor {} ({}) alive on node {} at {}", a.id, a.class_name, a.node, a.address);
+  if (a.num_restarts)
+    publish(json{{"type", "actor_restarted"}, {"actor_id", a.id}, {"node_id", a.node}, {"restarts", a.num_restarts},
+                 {"time", unix_time()}}.dump());
+  if (!a.replied) {
+    a.replied = true;
+    OutMessage m(token_, a.creator_req, true);
+    fill_actor_info(m.env().getBody().initActorInfo(), a);
+    io_->reply(a.creator_routing, m.finish());
+  }
+  answer_lookups(a);
+}
+
+// The actor's process (or node) is gone without anyone asking: restart it if it may.
+void HeadService::actor_lost(Actor& a, const std::string& cause, bool count_restart) {
+  if (a.state == store::ActorState::kDead || a.killed) return;
+  free_actor_bundle(a);
+  bool may = count_restart ? (a.max_restarts < 0 || static_cast<int>(a.num_restarts) < a.max_restarts)
+                           : ++a.place_failures <= 3;
+  if (!may || !a.create_msg) {
+    actor_failed(a, wire::ErrorCode::ACTOR_DIED,
+                 cause + (count_restart ? (a.max_restarts == 0 ? "" : " (no restarts left of " + std::to_string(a.max_restarts) + ")")
+                                        : " (placement failed 3 times)"));
+    return;
+  }
+  if (count_restart) ++a.num_restarts;
+  a.state = a.num_restarts ? store::ActorState::kRestarting : store::ActorState::kPending;
+  a.placing = false;
+  a.address.clear();
+  a.worker.clear();
+  a.node.clear();
+  a.cause = cause;
+  spdlog::warn("actor {} ({}) lost: {}; restarting ({} of {})", a.id, a.class_name, cause, a.num_restarts,
+               a.max_restarts < 0 ? std::string("unlimited") : std::to_string(a.max_restarts));
+  try { save_actor(a); } catch (...) {}
+  publish(json{{"type", "actor_restarting"}, {"actor_id", a.id}, {"cause", cause}, {"restarts", a.num_restarts},
+               {"time", unix_time()}}.dump());
+  pending_actors_.push_back(a.id);
+}
+
+void HeadService::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause) {
+  free_actor_bundle(a);
+  a.state = store::ActorState::kDead;
+  a.dead_at = unix_time();
+  a.cause = cause;
+  a.placing = false;
+  a.create_msg.reset();
+  spdlog::warn("actor {} ({}) is dead: {}", a.id, a.class_name, cause);
+  try {
+    save_actor(a);
+    tables_->drop_actor_spec(a.id);
+  } catch (...) {
+  }
+  if (!a.replied) {
+    a.replied = true;
+    reply_.error(a.creator_routing, a.creator_req, code, cause);
+  }
+  answer_lookups(a);
+}
+
+// The head keeps the most recent dead actors (for status and late lookups) and forgets older
+// ones, in memory and in Redis, so a long-running cluster does not grow without bound.
+void HeadService::prune_dead_actors() {
+  static const size_t kKeepDead = [] {
+    const char* v = getenv("YARD_KEEP_DEAD_ACTORS");
+    return v && atoi(v) > 0 ? static_cast<size_t>(atoi(v)) : size_t{10000};
+  }();
+  std::vector<std::pair<double, std::string>> dead;
+  for (auto& [id, a] : actors_)
+    if (a.state == store::ActorState::kDead && a.lookups.empty()) dead.emplace_back(a.dead_at, id);
+  if (dead.size() <= kKeepDead) return;
+  std::sort(dead.begin(), dead.end());
+  std::vector<std::pair<std::string, std::string>> forget;  // (id, its name when it still holds it)
+  for (size_t i = 0; i + kKeepDead < dead.size(); ++i) {
+    auto& id = dead[i].second;
+    auto& a = actors_.at(id);
+    std::string name;
+    if (!a.name.empty()) {
+      auto n = actor_names_.find(a.name);
+      if (n != actor_names_.end() && n->second == id) {
+        actor_names_.erase(n);
+        name = a.name;
+      }
+    }
+    forget.emplace_back(id, name);
+    actors_.erase(id);
+  }
+  try {
+    tables_->forget_actors(forget);
+  } catch (const std::exception& e) {
+    spdlog::error("forgetting old dead actors: {}", e.what());
+  }
+}
+
+void HeadService::free_actor_bundle(Actor& a) {
+  if (a.pg.empty() || a.bundle < 0) return;
+  auto g = pgs_.find(a.pg);
+  if (g != pgs_.end() && a.bundle < static_cast<int>(g->second.bundle_avail.size())) {
+    add(g->second.bundle_avail[a.bundle], a.resources);
+    try {
+      release_bundle(*redis_, bundle_key(a.pg, a.bundle), a.resources);
+    } catch (const std::exception& e) {
+      spdlog::error("giving back bundle {} of {}: {}", a.bundle, a.pg, e.what());
+    }
+  }
+  a.bundle = -1;
+}
+
+// Stops the actor's process wherever it runs (its node gives the resources back).
+void HeadService::kill_actor_process(Actor& a) {
+  if (a.node.empty() || (a.state != store::ActorState::kAlive && !a.placing)) return;
+  std::string address = node_address(a.node);
+  if (address.empty()) return;
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().setKillHosted(a.id);
+  notify(address, m.finish(), rid);
+}
+
+void HeadService::answer_lookups(Actor& a, bool expired_only) {
+  auto now = Clock::now();
+  for (auto it = a.lookups.begin(); it != a.lookups.end();) {
+    if (expired_only && it->deadline > now) {
+      ++it;
+      continue;
+    }
+    OutMessage m(token_, it->req, true);
+    fill_actor_info(m.env().getBody().initActorInfo(), a);
+    io_->reply(it->routing, m.finish());
+    it = a.lookups.erase(it);
+  }
+}
+
+void HeadService::fill_actor_info(wire::ActorInfo::Builder b, const Actor& a) {
+  b.setActorId(a.id);
+  b.setClassName(a.class_name);
+  b.setAddress(a.address);
+  b.setState(store::name(a.state));
+  b.setName(a.name);
+  b.setWorkerId(a.worker);
+  b.setDeathCause(a.cause);
+  b.setNodeId(a.node);
+  b.setNumRestarts(a.num_restarts);
+}
+
+void HeadService::save_actor(const Actor& a) { tables_->save_actor(a); }
+
+void HeadService::on_get_actor(Incoming& in) {
+  auto ga = in.msg->env().getBody().getGetActor();
+  if (ga.getActorId().size()) {
+    auto it = actors_.find(ga.getActorId());
+    if (it == actors_.end()) {
+      reply_.error(in, wire::ErrorCode::NOT_FOUND, "no actor " + std::string(ga.getActorId()));
+      return;
+    }
+    auto& a = it->second;
+    // Still starting, restarting, or (as far as the head knows) alive where the caller just lost
+    // it: the answer waits for the actor to come up, move, or die (a node's death takes up to the
+    // heartbeat timeout to be noticed).
+    if ((a.state != store::ActorState::kAlive && a.state != store::ActorState::kDead) || (a.state == store::ActorState::kAlive && a.address == std::string(ga.getLostAddress()))) {
+      auto wait = std::chrono::seconds(a.state == store::ActorState::kAlive ? 30 : 300);
+      a.lookups.push_back({in.routing_id, in.msg->env().getRequestId(), Clock::now() + wait});
+      return;
+    }
+    OutMessage m(token_, in.msg->env().getRequestId(), true);
+    fill_actor_info(m.env().getBody().initActorInfo(), it->second);
+    io_->reply(in.routing_id, m.finish());
+    return;
+  }
+  std::string name = ga.getName();
+  auto n = actor_names_.find(name);
+  if (n == actor_names_.end() || !actors_.count(n->second)) {
+    reply_.error(in, wire::ErrorCode::NOT_FOUND, "no actor named '" + name + "'");
+    return;
+  }
+  auto& a = actors_.at(n->second);
+  if (a.state == store::ActorState::kPending) {
+    reply_.error(in, wire::ErrorCode::UNAVAILABLE, "actor '" + name + "' is still starting");
+    return;
+  }
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  fill_actor_info(m.env().getBody().initActorInfo(), a);
+  io_->reply(in.routing_id, m.finish());
+}
+
+void HeadService::on_kill_actor(Incoming& in) {
+  std::string id = in.msg->env().getBody().getKillActor().getActorId();
+  auto it = actors_.find(id);
+  if (it == actors_.end()) {
+    reply_.error(in, wire::ErrorCode::NOT_FOUND, "no actor " + id);
+    return;
+  }
+  auto& a = it->second;
+  a.killed = true;
+  kill_actor_process(a);
+  if (a.state != store::ActorState::kDead) actor_failed(a, wire::ErrorCode::ACTOR_DIED, "killed by request");
+  reply_.ok(in);
+}
+
+void HeadService::on_actor_lost(Incoming& in) {
+  auto al = in.msg->env().getBody().getActorLost();
+  auto it = actors_.find(al.getActorId());
+  if (it != actors_.end() && it->second.state == store::ActorState::kAlive && it->second.node == std::string(al.getNodeId()))
+    actor_lost(it->second, al.getCause(), true);
+  reply_.ok(in);
+  process_actors();
+}
+
+
+}  // namespace yard::sched

@@ -1,0 +1,416 @@
+#include "head/head_service.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include <kj/exception.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "process.h"
+#include "session.h"
+#include "yard/errors.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace yard::sched {
+
+using namespace detail;
+
+// ---- start-up ---------------------------------------------------------------------------------
+
+// A head started where a killed head left its cluster (same address, its Redis still up) takes
+// the cluster over instead of starting a new one: the address and pid of that Redis, or nullopt.
+std::optional<HeadService::Takeover> HeadService::find_takeover() {
+  if (!o_.redis_address.empty() || o_.embedded || o_.port == 0) return std::nullopt;
+  auto rec = record_for(o_.host + ":" + std::to_string(o_.port));
+  if (!rec || !process_dead(rec->pid)) return std::nullopt;
+  std::ifstream f(rec->session_dir + "/redis.address");
+  std::string addr;
+  long rpid = 0;
+  if (!(f >> addr >> rpid)) return std::nullopt;
+  try {
+    auto [rh, rp] = split_address(addr);
+    Redis probe(rh, rp, read_token(rec->token_file), std::chrono::milliseconds(500));
+  } catch (const std::exception&) {
+    return std::nullopt;  // its Redis is gone too: a new cluster
+  }
+  o_.session_dir = rec->session_dir;
+  return Takeover{addr, static_cast<pid_t>(rpid)};
+}
+
+// The session's folders, the log and the cluster token.
+void HeadService::open_session(bool taking_over) {
+  if (o_.session_dir.empty())
+    o_.session_dir = yard_home() + "/session-" + std::to_string(static_cast<long>(start_time_)) + "-" + random_hex(3);
+  log_dir_ = o_.session_dir + "/logs";
+  fs::create_directories(log_dir_);
+  fs::create_directories(o_.session_dir + "/redis");
+  open_log(log_dir_, "head");
+  token_file_ = o_.session_dir + "/token";
+  token_ = taking_over ? read_token(token_file_) : create_token(token_file_);
+  if (const char* pp = getenv("YARD_PARENT_PID")) parent_pid_ = atoi(pp);
+}
+
+// The head's own redis-server: loopback (and the head's interface when it listens beyond this
+// machine), append-only, the cluster token as its password; the head reaches it by Unix socket.
+void HeadService::start_redis() {
+  int rport = free_port("127.0.0.1");
+  SpawnOptions so;
+  // A standalone head's Redis outlives the head (a restarted head takes the cluster over);
+  // `yard stop` stops it. An embedded cluster's dies with its program.
+  so.death_signal = o_.embedded ? SIGTERM : 0;
+  so.new_process_group = !o_.embedded;
+  so.stdout_path = log_dir_ + "/redis.log";
+  std::vector<std::string> argv{which("redis-server"), "--port", std::to_string(rport), "--bind"};
+  if (o_.host == "0.0.0.0") {
+    argv.push_back("0.0.0.0");
+  } else {
+    argv.push_back("127.0.0.1");
+    if (o_.host != "127.0.0.1" && o_.host != "localhost") argv.push_back(o_.host);
+  }
+  std::string sock = o_.session_dir + "/redis/redis.sock";
+  argv.insert(argv.end(), {"--dir", o_.session_dir + "/redis", "--appendonly", "yes", "--save", "",
+                           "--requirepass", token_, "--daemonize", "no", "--protected-mode", "yes"});
+  if (sock.size() < 100) argv.insert(argv.end(), {"--unixsocket", sock, "--unixsocketperm", "700"});
+  redis_pid_ = spawn(argv, so);
+  auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!redis_) {
+    try {
+      if (sock.size() < 100)
+        redis_ = std::make_unique<Redis>(sock, token_, std::chrono::milliseconds(500));
+      else
+        redis_ = std::make_unique<Redis>("127.0.0.1", rport, token_, std::chrono::milliseconds(500));
+    } catch (const Error& e) {
+      if (Clock::now() > deadline || !pid_alive(redis_pid_))
+        throw ConnectionError(std::string("redis-server did not start (see ") + log_dir_ + "/redis.log): " + e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  bool wide = o_.host != "127.0.0.1" && o_.host != "localhost" && o_.host != "0.0.0.0";
+  o_.redis_address = (wide ? o_.host : std::string("127.0.0.1")) + ":" + std::to_string(rport);
+  std::ofstream(o_.session_dir + "/redis.address") << o_.redis_address << " " << redis_pid_ << "\n";
+  redis_password_ = token_;
+}
+
+// The control store: the one a killed head left, a new one of this head's own, or the one named
+// by --redis-address.
+void HeadService::connect_control_store(const std::optional<Takeover>& takeover) {
+  if (takeover) {
+    auto [rh, rp] = split_address(takeover->redis_address);
+    redis_ = std::make_unique<Redis>(rh, rp, token_, std::chrono::seconds(3));
+    o_.redis_address = takeover->redis_address;
+    redis_password_ = token_;
+    redis_pid_ = takeover->redis_pid;
+    redis_owned_ = false;
+    spdlog::warn("taking over the cluster of session {}: its head is gone, its Redis at {} is up", o_.session_dir,
+                 takeover->redis_address);
+  } else if (o_.redis_address.empty()) {
+    start_redis();
+  } else {
+    auto [rh, rp] = split_address(o_.redis_address);
+    const char* pw = getenv("YARD_REDIS_PASSWORD");
+    redis_password_ = pw ? pw : "";
+    redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
+  }
+  tables_ = std::make_unique<store::Tables>(*redis_);
+}
+
+// Rebuilds a taken-over cluster and starts the timers.
+void HeadService::begin_serving() {
+  if (recovered_) {
+    // State is rebuilt on the loop thread before any request is served (requests arriving
+    // meanwhile are answered "unavailable, retry").
+    std::promise<void> built;
+    auto fut = built.get_future();
+    io_->post([this, &built] {
+      try {
+        rebuild();
+      } catch (const std::exception& e) {
+        spdlog::error("rebuilding the cluster state from Redis: {}", e.what());
+      }
+      built.set_value();
+    });
+    fut.wait();
+  }
+  tables_->put_cluster(io_->address(), o_.session_dir, log_dir_, start_time_);
+  serving_.store(true);
+  io_->post([this] {
+    refresh_nodes();
+    io_->every(std::chrono::milliseconds(50), [this] { periodic(); });
+    io_->every(std::chrono::milliseconds(250), [this] { check_nodes(); });
+  });
+}
+
+// Runs f on the I/O thread (which owns the control-store connection once serving) and waits.
+void HeadService::on_loop(std::function<void()> f) {
+  std::promise<void> done;
+  auto fut = done.get_future();
+  io_->post([&] {
+    try {
+      f();
+      done.set_value();
+    } catch (...) {
+      done.set_exception(std::current_exception());
+    }
+  });
+  fut.get();
+}
+
+void HeadService::start_head_node() {
+  if (recovered_) {
+    bool kept = false;
+    on_loop([&] {
+      auto cluster = tables_->cluster();
+      auto it = cluster.find("head_node");
+      if (it == cluster.end() || it->second.empty() || !tables_->heartbeating(it->second)) return;
+      head_node_ = it->second;
+      auto fields = tables_->node_fields(head_node_);
+      head_node_pid_ = fields.count("pid") ? atoi(fields["pid"].c_str()) : 0;
+      kept = true;
+    });
+    if (kept) {
+      spdlog::info("the head's node {} (pid {}) kept running: it stays", head_node_, head_node_pid_);
+      return;
+    }
+  }
+  std::vector<std::string> argv{self_exe(), "start", "--address", io_->address(), "--block", "--head-node",
+                                "--port", "0", "--host", o_.host, "--session-dir", o_.session_dir,
+                                "--heartbeat-timeout", std::to_string(o_.heartbeat_timeout_s),
+                                "--num-gpus", std::to_string(o_.num_gpus)};
+  if (o_.num_cpus > 0) argv.insert(argv.end(), {"--num-cpus", std::to_string(o_.num_cpus)});
+  if (!o_.resources.empty()) argv.insert(argv.end(), {"--resources", json(o_.resources).dump()});
+  if (o_.embedded) argv.push_back("--embedded");
+  SpawnOptions so;
+  so.env["YARD_TOKEN"] = token_;
+  so.stdout_path = log_dir_ + "/node.out";
+  if (o_.embedded) {
+    so.death_signal = SIGTERM;
+    so.env["YARD_PARENT_PID"] = std::to_string(getpid());
+  } else {
+    so.new_process_group = true;  // not stopped by a signal meant for the head
+  }
+  auto [pid, line] = spawn_ready(argv, so, std::chrono::seconds(30));
+  if (line.empty() || line.rfind("ERROR", 0) == 0) {
+    terminate(pid, SIGTERM, std::chrono::seconds(5));
+    throw Error("the head's node manager did not start: " + (line.empty() ? "no answer within 30 s" : line.substr(7)) +
+                " (see " + log_dir_ + "/node.log)");
+  }
+  on_loop([&] {
+    head_node_pid_ = pid;
+    head_node_child_ = true;
+    head_node_ = tables_->cluster()["head_node"];
+    refresh_nodes();
+  });
+}
+
+void HeadService::stop_head_node() {
+  pid_t pid = 0;
+  on_loop([&] { std::swap(pid, head_node_pid_); });
+  if (pid <= 0) return;
+  spdlog::info("stopping the head's node manager (pid {})", pid);
+  terminate(pid, SIGTERM, std::chrono::seconds(15));
+}
+
+int HeadService::run() {
+  try {
+    start_time_ = unix_time();
+    auto takeover = find_takeover();
+    open_session(takeover.has_value());
+    // Listen first: a busy port is the most common start-up error and should fail fast.
+    io_ = std::make_unique<IoLoop>(o_.host, o_.port, token_, [this](Incoming in) { handle(std::move(in)); });
+    connect_control_store(takeover);
+    recovered_ = takeover.has_value();
+    begin_serving();
+    start_head_node();
+    ClusterRecord rec{io_->address(), o_.session_dir, log_dir_, token_file_, getpid()};
+    if (!o_.embedded) write_record(rec, true);
+    spdlog::info("head listening on {}, redis at {}, its node {} (pid {}), session {}", io_->address(), o_.redis_address,
+                 head_node_, head_node_pid_, o_.session_dir);
+    report_ready(o_.ready_fd, io_->address() + " " + token_file_);
+    wait_for_stop(parent_pid_);
+
+    on_loop([this] { flush_releases(); });
+    stop_head_node();
+    io_->stop();
+    if (!o_.embedded) remove_record(rec);
+    if (redis_pid_) terminate(redis_pid_, SIGTERM, std::chrono::seconds(5));
+    spdlog::info("stopped");
+    return 0;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    report_ready(o_.ready_fd, std::string("ERROR: ") + e.what());
+    fprintf(stderr, "yard: %s\n", e.what());
+    if (io_) io_->stop();
+    if (head_node_child_ && head_node_pid_) terminate(head_node_pid_, SIGTERM, std::chrono::seconds(5));
+    if (redis_pid_ && redis_owned_) terminate(redis_pid_, SIGTERM, std::chrono::seconds(5));
+    return 1;
+  }
+}
+
+// ---- requests ---------------------------------------------------------------------------------
+
+void HeadService::handle(Incoming in) {
+  if (!serving_.load()) {
+    reply_.error(in, wire::ErrorCode::UNAVAILABLE, "the head is starting; retry");
+    return;
+  }
+  reply_.guarded(in, [&] { handle_head_request(in); });
+}
+
+void HeadService::handle_head_request(Incoming& in) {
+  using B = wire::Envelope::Body;
+  switch (in.msg->env().getBody().which()) {
+    case B::PING: return reply_.ok(in);
+    case B::SHUTDOWN:
+      spdlog::info("shutdown requested");
+      reply_.ok(in);
+      request_stop();
+      return;
+    case B::REGISTER_JOB: return on_register_job(in);
+    case B::KILL_ACTOR: return on_kill_actor(in);
+    case B::CREATE_ACTOR: return on_create_actor(in);
+    case B::GET_ACTOR: return on_get_actor(in);
+    case B::ACTOR_LOST: return on_actor_lost(in);
+    case B::CREATE_PLACEMENT_GROUP: return on_create_pg(in);
+    case B::WAIT_PLACEMENT_GROUP: return on_wait_pg(in);
+    case B::REMOVE_PLACEMENT_GROUP: return on_remove_pg(in);
+    case B::HAS_BLOB:
+    case B::PUT_BLOB:
+    case B::GET_BLOB: return on_blob(in);
+    case B::DRAIN_NODE: return on_drain(in);
+    case B::SUBMIT_JOB: return on_submit_job(in);
+    case B::JOB_LOGS: return on_job_logs(in);
+    case B::STOP_JOB: return on_stop_job(in);
+    case B::STATUS: return on_status(in);
+    case B::GET_CONTROL_STORE: return on_get_control_store(in);
+    case B::LIST_JOBS: return on_list_jobs(in);
+    case B::FINISH_JOB: return on_finish_job(in);
+    case B::REQUEST_LEASE:
+    case B::RETURN_LEASE:
+    case B::REGISTER_WORKER: {
+      auto node = driver_node();
+      return reply_.error(in, wire::ErrorCode::BAD_REQUEST,
+                          "this is the head service: workers are leased by node managers (the head's node is at " +
+                              (node.second.empty() ? std::string("-") : node.second) + ")");
+    }
+    default:
+      reply_.error(in, wire::ErrorCode::BAD_REQUEST, "the head does not serve this request");
+  }
+}
+
+void HeadService::on_get_control_store(Incoming& in) {
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  auto cs = m.env().getBody().initControlStore();
+  cs.setAddress(o_.redis_address);
+  cs.setPassword(redis_password_);
+  io_->reply(in.routing_id, m.finish());
+}
+
+void HeadService::publish(const std::string& ev) {
+  try {
+    tables_->publish(ev);
+  } catch (const std::exception& e) {
+    spdlog::error("publishing an event: {}", e.what());
+  }
+}
+
+// ---- housekeeping -----------------------------------------------------------------------------
+
+void HeadService::periodic() {
+  reap();
+  for (auto& [id, j] : jobs_)
+    if (!j.ended && !j.submitted && j.driver_pid && kill(static_cast<pid_t>(j.driver_pid), 0) != 0) {
+      spdlog::warn("driver of job {} (pid {}) is gone", id, j.driver_pid);
+      end_job(j, store::JobStatus::kFailed);
+    }
+  process_actors();
+  for (auto& [id, a] : actors_)
+    if (!a.lookups.empty()) answer_lookups(a, true);
+  auto now = Clock::now();
+  if (now >= next_prune_) {
+    next_prune_ = now + std::chrono::seconds(10);
+    prune_dead_actors();
+  }
+  for (auto it = pgs_.begin(); it != pgs_.end();) it = it->second.state == store::GroupState::kRemoved ? pgs_.erase(it) : std::next(it);
+  for (auto& [id, g] : pgs_) {
+    if (g.state == store::GroupState::kPending || g.state == store::GroupState::kRescheduling) (void)try_place_pg(g, false);
+    answer_pg_waiters(g);
+  }
+}
+
+// The children this process started: its Redis and the head's node manager.
+void HeadService::reap() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    if (pid == redis_pid_) {
+      spdlog::error("redis-server (pid {}) {}", pid, describe_exit(status));
+      redis_pid_ = 0;
+    } else if (pid == head_node_pid_) {
+      spdlog::error("the head's node manager (pid {}) {}; see {}/node.log", pid, describe_exit(status), log_dir_);
+      head_node_pid_ = 0;
+    }
+  }
+}
+
+// ---- status -----------------------------------------------------------------------------------
+
+void HeadService::on_status(Incoming& in) {
+  json j;
+  json c;
+  for (auto& [k, v] : tables_->cluster()) c[k] = v;
+  c["redis"] = o_.redis_address;
+  c["head_pid"] = getpid();
+  j["cluster"] = c;
+  std::map<std::string, json> per_node;
+  json actors = json::array();
+  for (auto& [id, a] : actors_) {
+    json x = {{"actor_id", id}, {"class", a.class_name}, {"name", a.name}, {"state", store::name(a.state)}, {"job", a.job},
+              {"node", a.node}, {"address", a.address}, {"death_cause", a.cause}, {"restarts", a.num_restarts},
+              {"max_restarts", a.max_restarts}, {"resources", a.resources}, {"placement_group", a.pg},
+              {"detached", a.detached}};
+    actors.push_back(x);
+    if (a.state == store::ActorState::kAlive) per_node[a.node].push_back(id);
+  }
+  json nodes = json::array();
+  for (auto& id : tables_->node_ids()) {
+    json n;
+    n["node_id"] = id;
+    for (auto& [k, v] : tables_->node_fields(id))
+      if (k.rfind("resources_", 0) != 0) n[k] = v;
+    n["resources_total"] = read_res(*redis_, total_key(id));
+    n["resources_available"] = read_res(*redis_, avail_key(id));
+    n["alive"] = tables_->heartbeating(id) && !dead_nodes_.count(id);
+    n["actors"] = per_node.count(id) ? per_node[id] : json::array();
+    nodes.push_back(n);
+  }
+  j["nodes"] = nodes;
+  j["actors"] = actors;
+  json groups = json::array();
+  for (auto& [id, g] : pgs_)
+    groups.push_back({{"placement_group_id", id}, {"name", g.name}, {"job", g.job}, {"strategy", policy::name(g.strategy)},
+                      {"state", store::name(g.state)}, {"bundles", g.bundles}, {"bundle_nodes", g.nodes}});
+  j["placement_groups"] = groups;
+  json jobs = json::array();
+  for (auto& id : tables_->job_ids()) {
+    json jj;
+    jj["job_id"] = id;
+    for (auto& [k, v] : tables_->job_fields(id)) jj[k] = v;
+    jobs.push_back(jj);
+  }
+  j["jobs"] = jobs;
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.env().getBody().setStatusReply(j.dump());
+  io_->reply(in.routing_id, m.finish());
+}
+
+}  // namespace yard::sched

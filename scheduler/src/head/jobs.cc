@@ -1,0 +1,293 @@
+// Jobs at the head: registration, the job table, and requests about jobs. A program started with
+// `yard submit` runs on the head's node, whose manager owns its process; the head relays.
+#include "head/head_service.h"
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <spdlog/spdlog.h>
+
+#include "process.h"
+#include "yard/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace yard::sched {
+
+using namespace detail;
+
+void HeadService::save_job(const Job& j) { tables_->save_job(j); }
+
+// The job, from this head's table or (a job submitted through the head's node, or one a killed
+// head knew) from its record; nullptr when there is none.
+HeadService::Job* HeadService::load_job(const std::string& id) {
+  auto it = jobs_.find(id);
+  if (it != jobs_.end()) return &it->second;
+  auto rec = tables_->job(id);
+  if (!rec) return nullptr;
+  Job j;
+  static_cast<store::JobRecord&>(j) = std::move(*rec);
+  j.ended = j.end > 0;
+  return &jobs_.emplace(id, std::move(j)).first->second;
+}
+
+bool HeadService::job_running(const std::string& id) {
+  auto* j = load_job(id);
+  return j && !j->ended;
+}
+
+std::string HeadService::node_address(const std::string& id) const {
+  auto n = nodes_.find(id);
+  return n == nodes_.end() ? std::string() : n->second.address;
+}
+
+std::pair<std::string, std::string> HeadService::driver_node() {
+  if (!nodes_.count(head_node_)) refresh_nodes();  // it joined a moment ago
+  auto h = nodes_.find(head_node_);
+  if (h != nodes_.end() && h->second.alive) return {h->first, h->second.address};
+  for (auto& [id, n] : nodes_)
+    if (n.alive) return {id, n.address};
+  return {};
+}
+
+void HeadService::on_register_job(Incoming& in) {
+  auto rj = in.msg->env().getBody().getRegisterJob();
+  std::string sub = rj.getSubmissionId();
+  Job* j = sub.empty() ? nullptr : load_job(sub);
+  auto [node, address] = driver_node();
+  if (!j) {
+    std::string id = tables_->new_job_id();
+    j = &jobs_[id];
+    j->id = id;
+    j->entrypoint = std::string(rj.getBinary()) + " (driver pid " + std::to_string(rj.getPid()) + ")";
+    j->start = unix_time();
+    j->node = node;
+    tables_->add_job(id);
+  }
+  j->binary = rj.getBinary();
+  j->digest = rj.getBinaryDigest();
+  j->cwd = rj.getCwd();
+  j->driver_pid = rj.getPid();
+  save_job(*j);
+  spdlog::info("job {} registered: driver pid {}, binary {}, leases from node {}", j->id, j->driver_pid, j->binary, node);
+  double cpus = 0;
+  if (auto n = nodes_.find(node); n != nodes_.end() && n->second.total.count("CPU")) cpus = n->second.total.at("CPU");
+  if (!address.empty()) {
+    // Warm the pool: workers start there while the driver gets going.
+    uint64_t rid = io_->next_request_id();
+    OutMessage w(token_, rid, false);
+    auto wp = w.env().getBody().initWarmPool();
+    wp.setJobId(j->id);
+    wp.setCount(2);
+    notify(address, w.finish(), rid);
+  }
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  auto jr = m.env().getBody().initJobRegistered();
+  jr.setJobId(j->id);
+  jr.setNodeId(node);
+  jr.setNodeAddress(address);
+  jr.setNumCpus(cpus);
+  io_->reply(in.routing_id, m.finish());
+}
+
+// A driver says its job is done, or the node that ran a submitted job's program says it exited
+// (its record then has the end).
+void HeadService::on_finish_job(Incoming& in) {
+  auto it = jobs_.find(in.msg->env().getBody().getFinishJob());
+  if (it != jobs_.end()) {
+    auto& j = it->second;
+    if (!j.submitted) {
+      end_job(j, store::JobStatus::kSucceeded);
+    } else if (auto rec = tables_->job(j.id); rec && rec->end > 0) {
+      static_cast<store::JobRecord&>(j) = std::move(*rec);
+      end_job(j, j.status);
+    } else {
+      end_job(j, std::nullopt);
+    }
+  }
+  reply_.ok(in);
+}
+
+void HeadService::end_job(Job& j, std::optional<store::JobStatus> status) {
+  if (j.ended) return;
+  if (status) {
+    if (j.status != store::JobStatus::kStopped) j.status = *status;
+    j.ended = true;
+    if (!j.submitted) {  // a submitted job's record is its node's to end
+      j.end = unix_time();
+      save_job(j);
+    }
+  }
+  // Its actors and placement groups go with the driver; detached actors stay.
+  for (auto& [id, a] : actors_)
+    if (a.job == j.id && a.state != store::ActorState::kDead && !a.detached) {
+      kill_actor_process(a);
+      actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its job " + j.id + " ended");
+    }
+  for (auto& [id, g] : pgs_)
+    if (g.job == j.id && g.state != store::GroupState::kRemoved) remove_pg(g, "its job " + j.id + " ended");
+  j.driver_pid = 0;
+  // Its workers stop on every node now (nodes also notice from the record).
+  for (auto& [id, n] : nodes_) {
+    if (!n.alive || n.address.empty()) continue;
+    uint64_t rid = io_->next_request_id();
+    OutMessage m(token_, rid, false);
+    m.env().getBody().setJobEnded(j.id);
+    notify(n.address, m.finish(), rid);
+  }
+  spdlog::info("job {} ended{}", j.id, status ? std::string(": ") + store::name(j.status) : " (its driver is done)");
+}
+
+void HeadService::on_submit_job(Incoming& in) {
+  auto [node, address] = driver_node();
+  if (address.empty()) {
+    reply_.error(in, wire::ErrorCode::UNAVAILABLE, "no node is alive to run the job; retry");
+    return;
+  }
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().setSubmitJob(in.msg->env().getBody().getSubmitJob());
+  forward(in, address, m.finish(), rid, [this](const InMessage& r) {
+    if (r.env().getBody().isJobInfo()) load_job(r.env().getBody().getJobInfo().getJobId());
+  });
+}
+
+void HeadService::on_stop_job(Incoming& in) {
+  std::string id = in.msg->env().getBody().getStopJob();
+  Job* j = load_job(id);
+  if (!j) {
+    reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + id);
+    return;
+  }
+  if (j->ended) return reply_.ok(in);
+  if (j->submitted) {
+    std::string address = node_address(j->node);
+    if (address.empty()) {
+      reply_.error(in, wire::ErrorCode::UNAVAILABLE, "node " + j->node + ", which runs job " + id + ", is not reachable");
+      return;
+    }
+    uint64_t rid = io_->next_request_id();
+    OutMessage m(token_, rid, false);
+    m.env().getBody().setStopJob(id);
+    forward(in, address, m.finish(), rid);
+    return;
+  }
+  j->status = store::JobStatus::kStopped;
+  if (j->driver_pid) kill(static_cast<pid_t>(j->driver_pid), SIGTERM);
+  save_job(*j);
+  spdlog::info("job {} stop requested", id);
+  reply_.ok(in);
+}
+
+void HeadService::forward(Incoming& in, const std::string& address, Frames request, uint64_t rid,
+                          std::function<void(const InMessage&)> then) {
+  std::string routing = in.routing_id;
+  uint64_t req = in.msg->env().getRequestId();
+  io_->request(address, rid, std::move(request),
+               [this, routing, req, address, then](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 if (err) {
+                   reply_.error(routing, req, wire::ErrorCode::UNAVAILABLE,
+                                "the node manager at " + address + " did not answer: " + err->message);
+                   return;
+                 }
+                 if (then) then(*r);
+                 reply_.relay(routing, req, *r);
+               },
+               std::chrono::seconds(30));
+}
+
+void HeadService::notify(const std::string& address, Frames request, uint64_t rid) {
+  io_->request(address, rid, std::move(request), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+               std::chrono::seconds(10));
+}
+
+void HeadService::on_list_jobs(Incoming& in) {
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  std::vector<store::JobRecord> jobs;
+  for (auto& id : tables_->job_ids())
+    if (auto j = tables_->job(id)) jobs.push_back(std::move(*j));
+  auto list = m.env().getBody().initJobList(static_cast<unsigned>(jobs.size()));
+  for (unsigned i = 0; i < jobs.size(); ++i) {
+    list[i].setJobId(jobs[i].id);
+    list[i].setEntrypoint(jobs[i].entrypoint);
+    list[i].setStatus(store::name(jobs[i].status));
+    list[i].setExitCode(jobs[i].exit_code);
+    list[i].setStartTime(jobs[i].start);
+    list[i].setEndTime(jobs[i].end);
+    list[i].setLogPath(jobs[i].log_path);
+  }
+  io_->reply(in.routing_id, m.finish());
+}
+
+void HeadService::on_job_logs(Incoming& in) {
+  auto jl = in.msg->env().getBody().getJobLogs();
+  std::string id = jl.getJobId();
+  auto rec = tables_->job(id);
+  if (!rec) {
+    reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + id);
+    return;
+  }
+  std::string data;
+  uint64_t off = jl.getOffset();
+  size_t max = std::min<uint32_t>(jl.getMaxBytes() ? jl.getMaxBytes() : 1 << 20, 4 << 20);
+  uint64_t size = 0;
+  if (!rec->log_path.empty()) {
+    std::ifstream in_f(rec->log_path, std::ios::binary);
+    if (in_f) {
+      in_f.seekg(0, std::ios::end);
+      size = static_cast<uint64_t>(in_f.tellg());
+      if (off < size) {
+        in_f.seekg(static_cast<std::streamoff>(off));
+        data.resize(std::min<uint64_t>(max, size - off));
+        in_f.read(data.data(), static_cast<std::streamsize>(data.size()));
+        data.resize(static_cast<size_t>(in_f.gcount()));
+      }
+    }
+  }
+  // A stopped job has ended only once its process is gone and its exit code is known: its end
+  // time is set then.
+  bool ended = rec->end > 0;
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  auto r = m.env().getBody().initJobLogsReply();
+  r.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(data.data()), data.size()));
+  r.setNextOffset(off + data.size());
+  r.setFinished(ended && off + data.size() >= size);
+  r.setExitCode(rec->exit_code);
+  io_->reply(in.routing_id, m.finish());
+}
+
+// Content-addressed files at the head: job binaries, uploaded once per digest.
+void HeadService::on_blob(Incoming& in) {
+  auto body = in.msg->env().getBody();
+  std::string dir = o_.session_dir + "/blobs";
+  auto valid = [](const std::string& d) {
+    return d.size() == 64 && d.find_first_not_of("0123456789abcdef") == std::string::npos;
+  };
+  if (body.isHasBlob()) {
+    std::string d = body.getHasBlob();
+    if (valid(d) && fs::exists(dir + "/" + d)) return reply_.ok(in);
+    return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no blob " + d);
+  }
+  if (body.isPutBlob()) {
+    std::string d = body.getPutBlob().getDigest();
+    auto bytes = in.msg->value(body.getPutBlob().getData());
+    if (!valid(d) || sha256_hex(bytes->data(), bytes->size()) != d)
+      return reply_.error(in, wire::ErrorCode::BAD_REQUEST, "the blob's bytes do not match its digest");
+    if (auto why = write_file_atomic(dir + "/" + d, bytes->data(), bytes->size()))
+      return reply_.error(in, wire::ErrorCode::INTERNAL, "cannot store blob: " + *why);
+    spdlog::info("stored blob {} ({} bytes)", d, bytes->size());
+    return reply_.ok(in);
+  }
+  std::string d = body.getGetBlob();
+  std::ifstream f(dir + "/" + d, std::ios::binary);
+  if (!valid(d) || !f) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no blob " + d);
+  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.set_value(m.env().getBody().initTaskReply().initResult(), std::make_shared<StringBuffer>(std::move(data)));
+  io_->reply(in.routing_id, m.finish());
+}
+
+
+}  // namespace yard::sched

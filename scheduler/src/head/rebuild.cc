@@ -1,0 +1,152 @@
+// Taking over after a killed head: the cluster is read back from the control store. Nodes and
+// their actors kept running meanwhile; jobs, actors (with their creation messages, for restarts),
+// placement groups, names and dead nodes come from their records.
+#include "head/head_service.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "process.h"
+#include "yard/errors.h"
+
+namespace yard::sched {
+
+using namespace detail;
+
+namespace {
+// Frames <-> one string, to keep an actor's creation message (arguments included) in Redis.
+std::string pack_frames(const Frames& frames) {
+  std::string out;
+  auto put = [&](uint64_t v) { out.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(frames.size());
+  for (auto& f : frames) {
+    put(f.size());
+    out.append(static_cast<const char*>(f.data()), f.size());
+  }
+  return out;
+}
+Frames unpack_frames(const std::string& s) {
+  Frames out;
+  size_t off = 0;
+  auto get = [&]() -> uint64_t {
+    if (off + 8 > s.size()) throw Error("truncated actor record");
+    uint64_t v;
+    std::memcpy(&v, s.data() + off, 8);
+    off += 8;
+    return v;
+  };
+  uint64_t n = get();
+  if (n > 1024) throw Error("corrupt actor record");
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t len = get();
+    if (off + len > s.size()) throw Error("truncated actor record");
+    out.emplace_back(s.data() + off, len);
+    off += len;
+  }
+  return out;
+}
+}  // namespace
+
+// The actor's creation message, with its arguments as bytes, for restarts by a later head.
+void HeadService::save_actor_spec(const Actor& a) {
+  OutMessage m(token_, 0, false);
+  a.create_msg->rewind();
+  auto src = a.create_msg->env().getBody().getCreateActor();
+  m.env().getBody().setCreateActor(src);
+  auto dst = m.env().getBody().getCreateActor();
+  auto args = dst.initArgs(src.getArgs().size());
+  for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], a.create_msg->value(src.getArgs()[i]));
+  tables_->save_actor_spec(a.id, pack_frames(m.finish()));
+}
+
+
+void HeadService::rebuild() {
+  for (auto& id : tables_->node_ids())
+    if (tables_->node_state(id) == store::NodeState::kDead) dead_nodes_.insert(id);
+  refresh_nodes();
+  rebuild_jobs();
+  rebuild_actors();
+  rebuild_groups();
+  spdlog::warn("rebuilt from Redis: {} running jobs, {} actors, {} placement groups",
+               std::count_if(jobs_.begin(), jobs_.end(), [](auto& kv) { return !kv.second.ended; }), actors_.size(),
+               pgs_.size());
+}
+
+// A job whose program or driver still runs goes on; the others ended with the previous head.
+void HeadService::rebuild_jobs() {
+  for (auto& id : tables_->job_ids()) {
+    auto rec = tables_->job(id);
+    if (!rec || rec->status != store::JobStatus::kRunning) continue;
+    Job j;
+    static_cast<store::JobRecord&>(j) = std::move(*rec);
+    if (j.start == 0) j.start = unix_time();
+    auto& jj = jobs_.emplace(id, std::move(j)).first->second;
+    long pid = jj.submitted ? jj.proc_pid : jj.driver_pid;
+    if (pid > 0 && !process_dead(static_cast<pid_t>(pid))) {
+      spdlog::info("job {} is still running (pid {})", id, pid);
+      continue;
+    }
+    jj.status = store::JobStatus::kFailed;
+    jj.ended = true;
+    jj.exit_code = -1;
+    jj.end = unix_time();
+    save_job(jj);
+    spdlog::warn("job {} ended while there was no head", id);
+  }
+}
+
+void HeadService::rebuild_actors() {
+  for (auto& id : tables_->actor_ids()) {
+    auto rec = tables_->actor(id);
+    if (!rec) continue;
+    Actor a;
+    static_cast<store::ActorRecord&>(a) = std::move(*rec);
+    a.replied = true;
+    if (auto spec = tables_->actor_spec(id)) {
+      try {
+        a.create_msg = std::make_shared<InMessage>(unpack_frames(*spec));
+      } catch (const std::exception& e) {
+        spdlog::error("actor {}: its creation record is unreadable ({}): it cannot be restarted", id, e.what());
+      }
+    }
+    if (a.state != store::ActorState::kDead && !job_running(a.job) && !a.detached) {
+      a.state = store::ActorState::kDead;
+      a.cause = "its job " + a.job + " ended while the head was down";
+      kill_actor_process(a);
+      save_actor(a);
+    } else if (a.state == store::ActorState::kPending || a.state == store::ActorState::kRestarting) {
+      if (a.create_msg) {
+        a.node.clear();
+        pending_actors_.push_back(id);
+      } else {
+        a.state = store::ActorState::kDead;
+        a.cause = "the head was replaced before it was placed";
+        save_actor(a);
+      }
+    }
+    if (!a.name.empty() && a.state != store::ActorState::kDead) actor_names_[a.name] = id;
+    actors_.emplace(id, std::move(a));
+  }
+}
+
+// Groups are found by their keys (a set of ids would cost every creation and removal a round trip).
+void HeadService::rebuild_groups() {
+  for (auto& id : tables_->group_ids()) {
+    auto rec = tables_->group(id);
+    if (!rec) continue;
+    PGroup g;
+    static_cast<store::GroupRecord&>(g) = std::move(*rec);
+    g.nodes.resize(g.bundles.size());
+    g.bundle_avail = g.bundles;
+    for (size_t i = 0; i < g.bundles.size(); ++i) {
+      auto used = read_res(*redis_, bundle_key(id, static_cast<int>(i)));
+      if (!used.empty()) g.bundle_avail[i] = used;
+      if (g.nodes[i].empty()) g.bundle_avail[i].clear();
+    }
+    pgs_.emplace(id, std::move(g));
+  }
+}
+
+}  // namespace yard::sched

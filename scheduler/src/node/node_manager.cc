@@ -1,0 +1,331 @@
+#include "node/node_manager.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include <kj/exception.h>
+#include <spdlog/spdlog.h>
+
+#include "process.h"
+#include "session.h"
+#include "shm_store.h"
+#include "yard/errors.h"
+
+namespace fs = std::filesystem;
+
+namespace yard::sched {
+
+using namespace detail;
+
+namespace {
+
+// Removes the shared-memory segments a (dead) worker left behind.
+void remove_worker_segments(pid_t pid) {
+  std::string prefix = ShmPool::prefix_for(pid).substr(1);  // without the leading '/'
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator("/dev/shm", ec)) {
+    auto name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) fs::remove(e.path(), ec);
+  }
+}
+
+}  // namespace
+
+// ---- start-up ---------------------------------------------------------------------------------
+
+// The session's folders, the log, the cluster token and this node's id. The head's node shares
+// the head's session directory (its blobs, its logs folder, its token file).
+void NodeManager::open_session() {
+  if (o_.session_dir.empty())
+    o_.session_dir = yard_home() + "/session-" + std::to_string(static_cast<long>(start_time_)) + "-" + random_hex(3);
+  log_dir_ = o_.session_dir + "/logs";
+  fs::create_directories(log_dir_);
+  open_log(log_dir_, "node");
+  token_file_ = o_.session_dir + "/token";
+  token_ = o_.join_token;
+  if (!o_.head_node) {
+    int fd = ::open(token_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw Error("cannot write " + token_file_);
+    (void)!::write(fd, token_.data(), token_.size());
+    ::close(fd);
+  }
+  node_id_ = "node-" + random_hex(4);
+  if (const char* pp = getenv("YARD_PARENT_PID")) parent_pid_ = atoi(pp);
+}
+
+// What this node offers: CPUs, memory, GPUs (its NVIDIA devices unless told) and custom resources.
+void NodeManager::measure_resources() {
+  double cpus = o_.num_cpus > 0 ? o_.num_cpus : std::max(1u, std::thread::hardware_concurrency());
+  total_ = o_.resources;
+  total_["CPU"] = cpus;
+  total_["memory"] = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  int gpus = o_.num_gpus;
+  if (gpus < 0) {
+    gpus = 0;
+    std::error_code ec;
+    for (auto& e : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) (void)e, ++gpus;
+  }
+  if (gpus > 0) total_["GPU"] = gpus;
+  gpu_free_.assign(static_cast<size_t>(gpus), 1.0);
+  for (auto& [k, v] : o_.resources)
+    if (!(v >= 0) || !std::isfinite(v)) throw Error("resource " + k + " has a bad amount");
+}
+
+// The head says where the control store is; a wrong token is refused here, clearly.
+void NodeManager::join() {
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().setGetControlStore();
+  std::unique_ptr<InMessage> r;
+  try {
+    r = io_->call(o_.join_address, m, rid, std::chrono::seconds(10));
+  } catch (const std::exception& e) {
+    throw ConnectionError("cannot reach the head at " + o_.join_address + ": " + e.what());
+  }
+  auto body = r->env().getBody();
+  if (body.isError()) throw AuthError("the head at " + o_.join_address + " refused this node: " + describe(body.getError()));
+  o_.redis_address = body.getControlStore().getAddress();
+  redis_password_ = body.getControlStore().getPassword();
+  // A head that listens everywhere names its Redis by loopback: reach it where the head is.
+  auto [jh, jp] = split_address(o_.join_address);
+  auto [sh, sp] = split_address(o_.redis_address);
+  if ((sh == "127.0.0.1" || sh == "0.0.0.0") && jh != "127.0.0.1" && jh != "localhost")
+    o_.redis_address = jh + ":" + std::to_string(sp);
+  auto [rh, rp] = split_address(o_.redis_address);
+  redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
+  tables_ = std::make_unique<store::Tables>(*redis_);
+}
+
+// Resources and the heartbeat first, then the membership: the failure detector never sees a
+// member without a heartbeat, and the scheduler never sees one without resources.
+void NodeManager::begin_serving() {
+  register_resources(*redis_, node_id_, total_);
+  avail_ = total_;
+  save_node();
+  tables_->add_node(node_id_, o_.head_node ? "head" : "node");
+  if (o_.head_node) tables_->set_head_node(node_id_);
+  io_->post([this] { io_->every(std::chrono::milliseconds(50), [this] { periodic(); }); });
+  auto beat = std::chrono::milliseconds(std::max<long>(100, static_cast<long>(o_.heartbeat_timeout_s * 250)));
+  io_->post([this, beat] { io_->every(beat, [this] { save_node(); }); });
+}
+
+int NodeManager::run() {
+  try {
+    start_time_ = unix_time();
+    open_session();
+    measure_resources();
+    // Listen first: a busy port is the most common start-up error and should fail fast.
+    io_ = std::make_unique<IoLoop>(o_.host, o_.port, token_, [this](Incoming in) { handle(std::move(in)); });
+    join();
+    begin_serving();
+    ClusterRecord rec{io_->address(), o_.session_dir, log_dir_, token_file_, getpid()};
+    if (!o_.embedded && !o_.head_node) write_record(rec, false);
+    spdlog::info("node {} listening on {}, head at {}, redis at {}, {} CPUs, session {}", node_id_, io_->address(),
+                 o_.join_address, o_.redis_address, total_["CPU"], o_.session_dir);
+    report_ready(o_.ready_fd, io_->address() + " " + token_file_);
+    wait_for_stop(parent_pid_);
+
+    std::promise<void> done;
+    auto f = done.get_future();
+    io_->post([this, &done] {
+      shutdown_all();
+      done.set_value();
+    });
+    f.wait_for(std::chrono::seconds(10));
+    io_->stop();
+    if (!o_.embedded && !o_.head_node) remove_record(rec);
+    spdlog::info("stopped");
+    return 0;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    report_ready(o_.ready_fd, std::string("ERROR: ") + e.what());
+    fprintf(stderr, "yard: %s\n", e.what());
+    return 1;
+  }
+}
+
+void NodeManager::save_node() {
+  try {
+    if (redis_->cmd({"EXISTS", avail_key(node_id_)}).integer() == 0 && !fenced_) {
+      // The head declared this node dead (it was cut off too long) and moved its actors away:
+      // what still runs here is stale. Stop it, and come back as an empty node.
+      spdlog::warn("this node was declared dead while it was silent: stopping its workers and rejoining");
+      fenced_ = true;
+      for (auto& [id, w] : workers_) kill(w.pid, SIGKILL);
+    }
+    if (fenced_ && workers_.empty()) {
+      register_resources(*redis_, node_id_, total_);
+      avail_ = total_;
+      fenced_ = false;
+    }
+    if (!fenced_) refresh_local();
+    refresh_peers_view();
+    store::NodeReport r;
+    r.address = io_->address();
+    r.hostname = hostname();
+    r.pid = getpid();
+    r.log_dir = log_dir_;
+    r.leased = std::count_if(workers_.begin(), workers_.end(), [](auto& kv) { return kv.second.state == WState::kLeased; });
+    r.start_time = start_time_;
+    r.now = unix_time();
+    r.workers = static_cast<long>(workers_.size());
+    tables_->report(node_id_, r, std::chrono::milliseconds(static_cast<long>(o_.heartbeat_timeout_s * 1000)));
+  } catch (const std::exception& e) {
+    spdlog::error("cannot update the node record: {}", e.what());
+  }
+}
+
+void NodeManager::shutdown_all() {
+  for (auto& [id, w] : workers_) kill(w.pid, SIGKILL);
+  for (auto& [id, j] : jobs_)
+    if (j.proc_pid && !j.ended) kill(-static_cast<pid_t>(j.proc_pid), SIGTERM);
+  auto deadline = Clock::now() + std::chrono::seconds(3);
+  while (Clock::now() < deadline) {
+    bool any = false;
+    for (auto& [id, w] : workers_) any |= pid_alive(w.pid);
+    for (auto& [id, j] : jobs_)
+      if (j.proc_pid && !j.ended) any |= pid_alive(static_cast<pid_t>(j.proc_pid));
+    if (!any) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (auto& [id, w] : workers_) remove_worker_segments(w.pid);
+  for (auto& [id, j] : jobs_)
+    if (j.proc_pid && !j.ended) {
+      kill(-static_cast<pid_t>(j.proc_pid), SIGKILL);
+      if (j.status == store::JobStatus::kRunning) {
+        j.status = store::JobStatus::kStopped;
+        j.end = unix_time();
+        try { save_job(j); } catch (...) {}
+      }
+    }
+  try {
+    tables_->remove_node(node_id_);
+  } catch (...) {
+  }
+}
+
+// ---- requests ---------------------------------------------------------------------------------
+
+void NodeManager::handle(Incoming in) {
+  using B = wire::Envelope::Body;
+  reply_.guarded(in, [&] {
+    switch (in.msg->env().getBody().which()) {
+      case B::PING: return reply_.ok(in);
+      case B::REGISTER_WORKER: return on_register_worker(in);
+      case B::REQUEST_LEASE: return on_request_lease(in);
+      case B::RETURN_LEASE: return on_return_lease(in);
+      case B::HOST_ACTOR: return on_host_actor(in);
+      case B::KILL_HOSTED: return on_kill_hosted(in);
+      case B::WARM_POOL: return on_warm_pool(in);
+      case B::SUBMIT_JOB: return on_submit_job(in);
+      case B::STOP_JOB: return on_stop_job(in);
+      case B::JOB_ENDED: return on_job_ended(in);
+      case B::SHUTDOWN:
+        spdlog::info("shutdown requested");
+        reply_.ok(in);
+        request_stop();
+        return;
+      default:
+        reply_.error(in, wire::ErrorCode::BAD_REQUEST,
+                     "this is node " + node_id_ + "'s manager, not the head: send this request to the cluster's head at " +
+                         o_.join_address);
+    }
+  });
+}
+
+// ---- housekeeping -----------------------------------------------------------------------------
+
+void NodeManager::periodic() {
+  reap();
+  auto now = Clock::now();
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->deadline <= now) {
+      answer_lease(*it);
+      it = leases_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  process_leases();
+  if (now >= next_job_check_) {
+    next_job_check_ = now + std::chrono::seconds(1);
+    check_remote_jobs();
+  }
+}
+
+void NodeManager::reap() {
+  for (;;) {
+    int status = 0;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) break;
+    auto wp = worker_by_pid_.find(pid);
+    if (wp != worker_by_pid_.end()) {
+      std::string id = wp->second;
+      worker_by_pid_.erase(wp);
+      worker_exited(id, status);
+      remove_worker_segments(pid);
+      continue;
+    }
+    for (auto& [id, j] : jobs_) {
+      if (j.proc_pid != pid) continue;
+      int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      {
+        std::ofstream log(j.log_path, std::ios::app);
+        if (code != 0) log << "[yard] job " << id << " " << describe_exit(status) << "\n";
+      }
+      end_job(j, code == 0 ? store::JobStatus::kSucceeded : store::JobStatus::kFailed, code);
+      tell_head_job_ended(id);
+      break;
+    }
+  }
+}
+
+// A worker process is gone: its resources and devices come back; the head hears of a hosted
+// actor's loss, a lease waiting for it is told, the pool keeps its size.
+void NodeManager::worker_exited(const std::string& wid, int status) {
+  auto wit = workers_.find(wid);
+  if (wit == workers_.end()) return;
+  Worker w = wit->second;
+  workers_.erase(wit);
+  give_held(w);
+  give_gpus(w.gpus);
+  auto job = jobs_.find(w.job_id);
+  bool job_live = job != jobs_.end() && !job->second.ended;
+  if (job_live) spdlog::warn("{} (pid {}) of job {} {}; log: {}", w.id, w.pid, w.job_id, describe_exit(status), w.log);
+  if (!w.actor_id.empty()) {
+    auto h = hosted_.find(w.actor_id);
+    if (h == hosted_.end() || h->second.worker != w.id) return;
+    std::string cause = "its worker process on node " + node_id_ + " " + describe_exit(status) + " (log: " + w.log + ")";
+    if (!h->second.replied)
+      reply_.error(h->second.routing, h->second.req, wire::ErrorCode::ACTOR_DIED,
+                   "its worker died while constructing it: " + cause);
+    else
+      report_lost(w.actor_id, cause);
+    hosted_.erase(h);
+  } else if (w.state == WState::kStarting && w.lease) {
+    auto l = std::find_if(leases_.begin(), leases_.end(), [&](const Lease& x) { return x.seq == w.lease; });
+    if (l == leases_.end()) return;
+    --l->starting;
+    if (job_live && ++job->second.startup_failures > 3) {
+      reply_.error(l->routing, l->req, wire::ErrorCode::INTERNAL,
+                   "workers of job " + w.job_id + " keep dying during start-up (last " + describe_exit(status) +
+                       ", log: " + w.log + ")");
+      leases_.erase(l);
+    }
+  } else if (job_live && (w.state == WState::kLeased || w.state == WState::kIdle)) {
+    try {
+      spawn_worker(w.job_id, "", 0);  // the pool keeps its size
+    } catch (const std::exception& e) {
+      spdlog::error("cannot replace {}: {}", w.id, e.what());
+    }
+  }
+}
+
+}  // namespace yard::sched

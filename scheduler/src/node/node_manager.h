@@ -1,0 +1,188 @@
+// The node manager: one per node (the head's machine has one too, beside the head service). It
+// offers the node's resources in the control store and owns what runs on the node:
+//  * the worker pool and the lease queue (workers leased to task submitters, spillback);
+//  * local resources and GPU devices;
+//  * actors the head placed here (hosting: a dedicated worker constructs each);
+//  * jobs' processes (`yard submit` runs the job's program on the head's node), their logs, and
+//    the blob cache (job binaries and working directories fetched from the head by digest).
+// Everything runs on its one I/O thread.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/service.h"
+#include "daemon.h"
+#include "policy/placement.h"
+#include "redis_client.h"
+#include "resources.h"
+#include "store/tables.h"
+
+namespace yard::sched {
+
+class NodeManager {
+ public:
+  explicit NodeManager(DaemonOptions o) : o_(std::move(o)) {}
+  int run();
+
+ private:
+  enum class WState { kStarting, kIdle, kLeased, kActor };
+  using Devices = std::vector<std::pair<int, double>>;  // (device, share)
+  struct Worker {
+    std::string id, job_id, address, actor_id, log;
+    pid_t pid = 0;
+    WState state = WState::kStarting;
+    Res held;            // given back to this node's pool when the worker exits
+    uint64_t lease = 0;  // lease this starting worker is reserved for
+    bool detached = false;
+    Devices gpus;            // assigned to it
+    bool dedicated = false;  // started for one lease (GPUs): it exits when the lease is returned
+    std::string bundle;      // held comes from this placement-group bundle, not from the node
+  };
+  struct Job : store::JobRecord {
+    bool ended = false;
+    bool runs_here = false;  // its program is this node's child (`yard submit`)
+    int startup_failures = 0;
+  };
+  struct Lease {
+    uint64_t seq;
+    std::string routing;
+    uint64_t req;
+    std::string job;
+    uint32_t count;
+    Clock::time_point deadline;
+    std::vector<std::string> assigned;
+    int starting = 0;
+    bool spilled = false;
+    bool no_wait = false;
+    Res need{{"CPU", 1.0}};  // per worker
+    std::string node_id;      // affinity
+    bool soft = false, spread = false;
+    std::string pg;           // placement group: served from a bundle's resources
+    int bundle = -1;
+  };
+  // An actor the head asked this node to host.
+  struct Hosted {
+    std::string routing;  // the head's request, answered once the actor is constructed
+    uint64_t req = 0;
+    bool replied = false;
+    std::shared_ptr<detail::InMessage> msg;  // the HostActor request (constructor arguments)
+    std::string worker;
+  };
+
+  // Start-up (node_manager.cc).
+  void open_session();
+  void measure_resources();
+  void join();
+  void begin_serving();
+  void save_node();
+  void shutdown_all();
+  void handle(Incoming in);
+  void periodic();
+  void reap();
+  void worker_exited(const std::string& id, int status);
+
+  // Leases (leases.cc).
+  void on_request_lease(Incoming& in);
+  void on_return_lease(Incoming& in);
+  void process_leases();
+  // One lease's turn in the queue; true when it has been answered (it leaves the queue).
+  bool serve_lease(Lease& l);
+  bool serve_in_bundle(Lease& l);
+  // A worker for the lease: an idle one of its job (none for GPU leases), else a new one
+  // (l.starting counts it). Throws when the process cannot be started.
+  std::string lease_worker(Lease& l, const Devices& devices);
+  void answer_lease(Lease& l);
+  void answer_spillback(const Lease& l, const std::string& address);
+  // For a lease in a placement group: served here from bundle l.bundle (whose totals come with
+  // it), at the bundle's node elsewhere, wait (the bundle is not placed yet), or infeasible.
+  struct BundleRoute {
+    enum class Kind { kWait, kHere, kElsewhere, kInfeasible };
+    Kind kind = Kind::kWait;
+    std::string address, why;
+    Res total;
+  };
+  BundleRoute bundle_route(Lease& l);
+  bool take_local(const Res& need);
+  void give_local(const Res& need);
+  void give_held(Worker& w);  // its resources back to the node or to its bundle
+  void refresh_local();
+  // The other alive nodes as the policies see them, refreshed with every heartbeat (and when
+  // older than 100 ms where it is needed).
+  void refresh_peers_view();
+  void refresh_peers_if_stale();
+  // A node with room for `need` now (most free CPUs first), or when `ever`, one whose totals hold it.
+  std::string spill_target(const Res& need, bool ever = false);
+  // A live node's address from the peer view, or "".
+  std::string peer_address(const std::string& node);
+
+  // Workers and devices (workers.cc).
+  std::string spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease,
+                           uint32_t restarts = 0, const Devices& gpus = {});
+  void on_register_worker(Incoming& in);
+  void on_warm_pool(Incoming& in);
+  // Devices for `amount` GPUs (whole devices for 1 and more, a share of one for less), or
+  // nullopt when the free shares do not allow it.
+  std::optional<Devices> take_gpus(double amount);
+  void give_gpus(const Devices& gpus);
+
+  // Hosting actors (hosting.cc).
+  void on_host_actor(Incoming& in);
+  void instantiate_hosted(const std::string& actor_id, Worker& w);
+  void on_kill_hosted(Incoming& in);
+  // Tells the head an actor's process here is gone; the head decides whether it restarts.
+  void report_lost(const std::string& actor_id, const std::string& cause, int attempt = 0);
+
+  // Jobs (jobs.cc).
+  void on_submit_job(Incoming& in);
+  void on_stop_job(Incoming& in);
+  void on_job_ended(Incoming& in);
+  // The job's workers here stop and its leases are refused; `status` set: it has ended with it.
+  void end_job(Job& j, std::optional<store::JobStatus> status, int exit_code);
+  // A job run here ended: the head hears of it (retried while the head is away).
+  void tell_head_job_ended(const std::string& job_id, int attempt = 0);
+  void check_remote_jobs();
+  void save_job(const Job& j);
+  // Runs k with the job (its binary fetched from the head when this node lacks it), or with the
+  // reason it cannot run here.
+  void with_job(const std::string& job_id, std::function<void(Result<Job*>)> k);
+
+  // Blobs from the head (blobs.cc).
+  // Fetches a blob from the head into `path` (once per digest), then calls k with what failed.
+  void fetch_blob(const std::string& digest, const std::string& path, std::function<void(const Problem&)> k);
+  // Unpacks an uploaded working directory (tar.gz blob at `archive`) under this node's session.
+  Result<std::string> unpack_workdir(const std::string& digest, const std::string& archive);
+
+  DaemonOptions o_;
+  std::string token_, token_file_, log_dir_, node_id_;
+  std::unique_ptr<detail::IoLoop> io_;
+  Replies reply_{io_, token_};
+  std::unique_ptr<detail::Redis> redis_;
+  std::unique_ptr<store::Tables> tables_;
+  std::string redis_password_;
+  pid_t parent_pid_ = 0;
+  double start_time_ = 0;
+  bool fenced_ = false;  // declared dead while silent: its work was stopped, it rejoins empty
+
+  Res total_, avail_;  // avail_: this node's view of its own Redis hash
+  std::vector<double> gpu_free_;
+  std::map<std::string, Worker> workers_;
+  std::map<pid_t, std::string> worker_by_pid_;
+  std::map<std::string, Job> jobs_;
+  std::deque<Lease> leases_;
+  uint64_t lease_seq_ = 0;
+  std::map<std::string, Hosted> hosted_;
+  Clock::time_point next_job_check_{};
+  std::map<std::string, std::vector<std::function<void(const Problem&)>>> fetching_;  // digest -> waiters
+  policy::ClusterView peers_;
+  std::map<std::string, std::string> peer_addresses_;
+  Clock::time_point peers_view_at_{};
+  size_t spread_turn_ = 0;
+};
+
+}  // namespace yard::sched
