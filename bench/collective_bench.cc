@@ -13,9 +13,9 @@
 #include <sstream>
 #include <thread>
 
-#include "../tests/support.h"
+#include "yard/redis.h"
 #include "bench_util.h"
-#include "process.h"
+#include "yard/process.h"
 #include "yard/collective.h"
 
 using namespace yard::collective;
@@ -111,19 +111,19 @@ int main(int argc, char** argv) {
     return rank_main(atoi(r), atoi(getenv("BENCH_WORLD")), getenv("BENCH_REDIS"), getenv("BENCH_OUT"));
   std::string only = argc > 1 ? argv[1] : "";
   std::string peer_script = std::string(argc > 2 ? argv[2] : "bench/torch_gloo_peer.py");
-  yard::test::RedisServer redis;
+  yard::sys::RedisServer redis;
   double mem = yard::bench::memcpy_gbps(64 << 20);
   std::printf("{\"suite\":\"collective\",\"case\":\"memcpy_64MiB\",\"value\":%.4g,\"unit\":\"GB/s\"}\n", mem);
   for (int world : {2, 4}) {
     std::string ours = "/tmp/yard-coll-bench-" + std::to_string(getpid()) + "-" + std::to_string(world);
     std::vector<pid_t> pids;
     for (int r = 0; r < world; ++r) {
-      yard::detail::SpawnOptions so;
+      yard::sys::SpawnOptions so;
       so.env = kEnv;
       so.env.insert({{"BENCH_RANK", std::to_string(r)}, {"BENCH_WORLD", std::to_string(world)},
                      {"BENCH_REDIS", redis.address()}, {"BENCH_OUT", ours}});
       so.death_signal = SIGKILL;
-      pids.push_back(yard::detail::spawn({yard::detail::self_exe()}, so));
+      pids.push_back(yard::sys::spawn({yard::sys::self_exe()}, so));
     }
     for (auto p : pids) {
       int st = 0;
@@ -135,12 +135,12 @@ int main(int argc, char** argv) {
     }
     std::string theirs = ours + ".torch";
     std::vector<std::string> cmd = {"/usr/bin/python3", peer_script, std::to_string(world),
-                                    std::to_string(yard::detail::free_port("127.0.0.1")), theirs};
+                                    std::to_string(yard::sys::free_port("127.0.0.1")), theirs};
     for (auto b : kSizes) cmd.push_back(std::to_string(b));
-    yard::detail::SpawnOptions so;
+    yard::sys::SpawnOptions so;
     so.env = kEnv;
     so.death_signal = SIGKILL;
-    pid_t tp = yard::detail::spawn(cmd, so);
+    pid_t tp = yard::sys::spawn(cmd, so);
     waitpid(tp, nullptr, 0);
     auto a = read_results(ours), b = read_results(theirs);
     std::remove(ours.c_str());

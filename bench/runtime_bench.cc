@@ -13,7 +13,7 @@
 #include <zmq.hpp>
 
 #include "bench_util.h"
-#include "process.h"
+#include "yard/process.h"
 #include "yard/yard.h"
 
 using Clock = std::chrono::steady_clock;
@@ -78,11 +78,11 @@ void zmq_rep_server(int port) {
 
 // This binary again as a peer's server (main() looks at `role`); returns its pid and port.
 std::pair<pid_t, int> start_peer_server(const char* role) {
-  int port = yard::detail::free_port("127.0.0.1");
-  yard::detail::SpawnOptions so;
+  int port = yard::sys::free_port("127.0.0.1");
+  yard::sys::SpawnOptions so;
   so.env[role] = std::to_string(port);
   so.death_signal = SIGKILL;
-  return {yard::detail::spawn({yard::detail::self_exe()}, so), port};
+  return {yard::sys::spawn({yard::sys::self_exe()}, so), port};
 }
 
 double zmq_round_trips() {
@@ -100,7 +100,7 @@ double zmq_round_trips() {
     }
   }, 100);
   kill(pid, SIGKILL);
-  yard::detail::terminate(pid, SIGKILL, 1s);
+  yard::sys::terminate(pid, SIGKILL, 1s);
   return r;
 }
 
@@ -136,7 +136,7 @@ double zmq_pipelined(int in_flight) {
     }
   }, in_flight, 3.0);
   kill(pid, SIGKILL);
-  yard::detail::terminate(pid, SIGKILL, 1s);
+  yard::sys::terminate(pid, SIGKILL, 1s);
   return r;
 }
 

@@ -19,9 +19,8 @@
 #include <mutex>
 #include <thread>
 
-#include "process.h"
-#include "redis_client.h"
-#include "session.h"
+#include "yard/process.h"
+#include "yard/redis.h"
 #include "yard/yard.h"
 
 namespace fs = std::filesystem;
@@ -38,10 +37,10 @@ class Empty {
 YARD_ACTOR(Empty, yard::ctor<>, &Empty::ping);
 
 std::pair<pid_t, std::string> start_daemon(std::vector<std::string> argv) {
-  yard::detail::SpawnOptions so;
+  yard::sys::SpawnOptions so;
   so.death_signal = SIGTERM;  // if this process dies, the daemon still stops cleanly (and its Redis)
   so.env["YARD_PARENT_PID"] = std::to_string(getpid());
-  auto [pid, line] = yard::detail::spawn_ready(argv, so, 20s);
+  auto [pid, line] = yard::sys::spawn_ready(argv, so, 20s);
   if (line.empty() || line.rfind("ERROR", 0) == 0) throw std::runtime_error("daemon did not start: " + line);
   return {pid, line.substr(0, line.find(' '))};
 }
@@ -65,7 +64,8 @@ int main(int argc, char** argv) {
   auto [head_pid, head] = start_daemon({yard_bin, "start", "--head", "--block", "--port", "0", "--num-cpus", "4",
                                         "--session-dir", (home / "head").string()});
   pids.push_back(head_pid);
-  std::string token = yard::detail::read_token((home / "head" / "token").string());
+  std::string token;
+  std::ifstream((home / "head" / "token").string()) >> token;
   auto add_node = [&](const std::string& name, const std::string& timeout) {
     auto [pid, addr] = start_daemon({yard_bin, "start", "--address", head, "--token", token, "--block", "--port", "0",
                                      "--num-cpus", "4", "--heartbeat-timeout", timeout, "--session-dir",
@@ -152,8 +152,8 @@ int main(int argc, char** argv) {
   // Dead node detection at the default heartbeat timeout.
   {
     auto cs = yard::control_store();
-    auto [rh, rp] = yard::detail::split_address(cs.address);
-    yard::detail::Redis redis(rh, rp, cs.password, 2s);
+    auto [rh, rp] = yard::sys::split_address(cs.address);
+    yard::sys::Redis redis(rh, rp, cs.password, 2s);
     double worst = 0;
     for (int trial = 0; trial < 3; ++trial) {
       auto [pid, addr] = add_node("d" + std::to_string(trial), "4");
@@ -179,11 +179,11 @@ int main(int argc, char** argv) {
   // The head stops its Redis when asked to stop; a head that does not is killed, and its Redis
   // (which outlives a killed head, for a takeover) is stopped from its record.
   for (auto p : pids) kill(p, SIGTERM);
-  for (auto p : pids) yard::detail::terminate(p, SIGTERM, 10s);
+  for (auto p : pids) yard::sys::terminate(p, SIGTERM, 10s);
   std::ifstream rec(home / "head" / "redis.address");
   std::string raddr;
   pid_t rpid = 0;
-  if (rec >> raddr >> rpid && rpid > 0 && !yard::detail::process_dead(rpid)) yard::detail::terminate(rpid, SIGTERM, 5s);
+  if (rec >> raddr >> rpid && rpid > 0 && !yard::sys::process_dead(rpid)) yard::sys::terminate(rpid, SIGTERM, 5s);
   fs::remove_all(home);
   return 0;
 }

@@ -25,8 +25,8 @@
 #include <sstream>
 
 #include "yard/railway/model.h"
-#include "../tests/support.h"
-#include "process.h"
+#include "yard/redis.h"
+#include "yard/process.h"
 #include "yard/actors/checkpoint.h"
 #include "yard/actors/ddp.h"
 #include "yard/actors/torch_state.h"
@@ -223,7 +223,7 @@ std::pair<double, double> run_ours(int world, const std::string& redis, int64_t 
   std::string out = "/tmp/yard-train-bench-" + std::to_string(getpid());
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
-    yard::detail::SpawnOptions so;
+    yard::sys::SpawnOptions so;
     so.env = ProcessSettings{}.env();
     std::map<std::string, std::string> tb = {
         {"TB_RANK", std::to_string(r)}, {"TB_WORLD", std::to_string(world)}, {"TB_REDIS", redis},
@@ -232,7 +232,7 @@ std::pair<double, double> run_ours(int world, const std::string& redis, int64_t 
         {"TB_CKPT_EVERY", std::to_string(ckpt_every)}, {"TB_OUT", sync || r == 0 ? out : out + ".r" + std::to_string(r)}};
     so.env.insert(tb.begin(), tb.end());
     so.death_signal = SIGKILL;
-    pids.push_back(yard::detail::spawn({yard::detail::self_exe()}, so));
+    pids.push_back(yard::sys::spawn({yard::sys::self_exe()}, so));
   }
   for (auto p : pids) {
     int st = 0;
@@ -260,11 +260,11 @@ std::pair<double, double> run_ours(int world, const std::string& redis, int64_t 
 double run_torch(int world, int64_t d, int64_t layers, int64_t batch, int steps, const std::string& script,
                  const ProcessSettings& settings) {
   std::string out = "/tmp/yard-train-bench-torch-" + std::to_string(getpid());
-  yard::detail::SpawnOptions so;
+  yard::sys::SpawnOptions so;
   so.env = settings.env();
   so.death_signal = SIGKILL;
-  pid_t p = yard::detail::spawn({"/usr/bin/python3", script, std::to_string(world),
-                                 std::to_string(yard::detail::free_port("127.0.0.1")), std::to_string(d),
+  pid_t p = yard::sys::spawn({"/usr/bin/python3", script, std::to_string(world),
+                                 std::to_string(yard::sys::free_port("127.0.0.1")), std::to_string(d),
                                  std::to_string(layers), std::to_string(batch), std::to_string(steps), out},
                                 so);
   waitpid(p, nullptr, 0);
@@ -312,7 +312,7 @@ int main(int argc, char** argv) {
                      atoll(getenv("TB_BATCH")), atoi(getenv("TB_STEPS")), static_cast<Mode>(atoi(getenv("TB_MODE"))),
                      getenv("TB_OUT"), atoi(getenv("TB_CKPT_EVERY")));
   std::string script = argc > 1 ? argv[1] : "bench/torch_ddp_peer.py";
-  yard::test::RedisServer redis;
+  yard::sys::RedisServer redis;
   // TB_ONLY=<case> runs one case (for experiments); bench/run runs them all.
   std::string only = getenv("TB_ONLY") ? getenv("TB_ONLY") : "";
   auto want = [&](const char* c) { return only.empty() || only == c; };

@@ -15,49 +15,13 @@
 
 #include <zmq.hpp>
 
-#include "process.h"
-#include "redis_client.h"
+#include "yard/process.h"
+#include "yard/redis.h"
 #include "wire.h"
 
 namespace yard::test {
 
-// Starts redis-server on a free loopback port in a temporary directory; stops it at the end.
-class RedisServer {
- public:
-  RedisServer() {
-    char tmpl[] = "/tmp/yard-test-redis-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-    port_ = detail::free_port("127.0.0.1");
-    detail::SpawnOptions so;
-    so.death_signal = SIGKILL;
-    so.stdout_path = dir_ + "/redis.log";
-    pid_ = detail::spawn({"/usr/bin/redis-server", "--port", std::to_string(port_), "--bind", "127.0.0.1",
-                          "--dir", dir_, "--save", "", "--appendonly", "no"},
-                         so);
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (std::chrono::steady_clock::now() < deadline) {
-      try {
-        detail::Redis r("127.0.0.1", port_, "", std::chrono::milliseconds(200));
-        return;
-      } catch (const std::exception&) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      }
-    }
-    throw std::runtime_error("redis-server did not start");
-  }
-  ~RedisServer() {
-    detail::terminate(pid_, SIGTERM, std::chrono::seconds(5));
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
-  int port() const { return port_; }
-
- private:
-  std::string dir_;
-  int port_ = 0;
-  pid_t pid_ = 0;
-};
+using RedisServer = sys::RedisServer;
 
 // The next single-frame reply on a DEALER, decoded; nullptr when none came before its timeout.
 inline std::unique_ptr<detail::InMessage> recv_reply(zmq::socket_t& s) {

@@ -13,7 +13,7 @@
 #include <set>
 #include <thread>
 
-#include "redis_client.h"
+#include "yard/redis.h"
 #include "support.h"
 #include "yard/actors/checkpoint.h"
 #include "yard/actors/data_loader.h"

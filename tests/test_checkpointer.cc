@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "process.h"
-#include "redis_client.h"
+#include "yard/process.h"
+#include "yard/redis.h"
 #include "yard/actors/checkpointer.h"
 #include "yard/yard.h"
 

@@ -20,9 +20,9 @@
 #include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
-#include "process.h"
+#include "yard/process.h"
 #include "support.h"
-#include "redis_client.h"
+#include "yard/redis.h"
 #include "session.h"
 #include "wire.h"
 

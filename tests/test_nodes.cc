@@ -19,8 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "process.h"
-#include "redis_client.h"
+#include "yard/process.h"
+#include "yard/redis.h"
 #include "resources.h"
 #include "session.h"
 #include "support.h"

@@ -2,24 +2,24 @@
 
 #include <spdlog/spdlog.h>
 
-#include "process.h"
-#include "redis_client.h"
+#include "yard/process.h"
+#include "yard/redis.h"
 
 namespace yard::actors {
 
 struct Checkpointer::Impl {
   std::string name;
-  std::unique_ptr<detail::Redis> redis;  // null outside a cluster
+  std::unique_ptr<sys::Redis> redis;  // null outside a cluster
   std::unique_ptr<CheckpointStore> store;
   std::string key() const { return "yard:ckpt:" + name + ":latest"; }
 };
 
 namespace {
-std::unique_ptr<detail::Redis> connect_control_store() {
+std::unique_ptr<sys::Redis> connect_control_store() {
   if (!yard::is_initialized()) return nullptr;
   auto cs = yard::control_store();
-  auto [host, port] = detail::split_address(cs.address);
-  return std::make_unique<detail::Redis>(host, port, cs.password, std::chrono::seconds(5));
+  auto [host, port] = sys::split_address(cs.address);
+  return std::make_unique<sys::Redis>(host, port, cs.password, std::chrono::seconds(5));
 }
 }  // namespace
 

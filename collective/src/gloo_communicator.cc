@@ -16,7 +16,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include "bf16.h"
-#include "process.h"
+#include "yard/process.h"
 #include "redis_store.h"
 #include "shm_channel.h"
 
@@ -81,7 +81,7 @@ class GlooCommunicator final : public Communicator {
       context_ = std::make_shared<gloo::rendezvous::Context>(spec.rank, spec.world_size);
       context_->setTimeout(spec.timeout);
       // Which host each rank is on decides the same-node fast path.
-      std::string me = detail::hostname() + "/" + boot_id();
+      std::string me = sys::hostname() + "/" + boot_id();
       store_->set("host_" + std::to_string(spec.rank), std::vector<char>(me.begin(), me.end()));
       std::string pid = std::to_string(getpid());
       store_->set("pid_" + std::to_string(spec.rank), std::vector<char>(pid.begin(), pid.end()));
@@ -307,7 +307,7 @@ class GlooCommunicator final : public Communicator {
       // On one host we can say which peers are gone.
       std::string dead;
       for (size_t q = 0; q < peer_pids_.size(); ++q)
-        if (peer_pids_[q] != getpid() && detail::process_dead(peer_pids_[q]))
+        if (peer_pids_[q] != getpid() && sys::process_dead(peer_pids_[q]))
           dead += (dead.empty() ? "" : ", ") + std::to_string(q);
       throw CollectiveError("group '" + spec_.name + "' rank " + std::to_string(spec_.rank) + ": " + op + " failed (" +
                             (dead.empty() ? std::string("a peer died, left or timed out")

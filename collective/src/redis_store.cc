@@ -2,7 +2,7 @@
 
 #include <thread>
 
-#include "process.h"
+#include "yard/process.h"
 #include "yard/collective.h"
 
 namespace yard::collective {
@@ -10,9 +10,9 @@ namespace yard::collective {
 RedisStore::RedisStore(const std::string& address, const std::string& password, std::string prefix,
                        std::string group, std::chrono::milliseconds timeout)
     : prefix_(std::move(prefix)), group_(std::move(group)), timeout_(timeout) {
-  auto [host, port] = detail::split_address(address);
+  auto [host, port] = sys::split_address(address);
   try {
-    redis_ = std::make_unique<detail::Redis>(host, port, password, std::chrono::seconds(5));
+    redis_ = std::make_unique<sys::Redis>(host, port, password, std::chrono::seconds(5));
   } catch (const Error& e) {
     throw CollectiveError("group '" + group_ + "': cannot reach the rendezvous store: " + e.what());
   }

@@ -10,7 +10,7 @@
 
 #include <gloo/rendezvous/store.h>
 
-#include "redis_client.h"
+#include "yard/redis.h"
 
 namespace yard::collective {
 
@@ -29,7 +29,7 @@ class RedisStore : public gloo::rendezvous::Store {
   const std::string& prefix() const { return prefix_; }
 
  private:
-  std::unique_ptr<detail::Redis> redis_;
+  std::unique_ptr<sys::Redis> redis_;
   std::string prefix_, group_;
   std::chrono::milliseconds timeout_;
 };

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <thread>
 
-#include "process.h"
+#include "yard/process.h"
 #include "bf16.h"
 #include "redis_store.h"
 
@@ -98,7 +98,7 @@ ShmChannel::ShmChannel(RedisStore& store, const GroupSpec& spec, size_t chunk_by
   std::string name;
   int fd = -1;
   if (rank_ == 0) {
-    name = "/yard-coll-" + detail::random_hex(8);
+    name = "/yard-coll-" + sys::random_hex(8);
     fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
       if (fd >= 0) close(fd);
@@ -149,7 +149,7 @@ void ShmChannel::sync(std::chrono::steady_clock::time_point deadline, const char
     }
     if ((spins & 255) == 0) {
       int32_t pid = pid_of(base_, q)->load(std::memory_order_acquire);
-      if (pid > 0 && pid != getpid() && detail::process_dead(pid))
+      if (pid > 0 && pid != getpid() && sys::process_dead(pid))
         throw CollectiveError("rank " + std::to_string(q) + " (pid " + std::to_string(pid) + ") died");
     }
     if ((spins & 255) == 0 && std::chrono::steady_clock::now() > deadline) {

@@ -13,7 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core_worker.h"
-#include "process.h"
+#include "yard/process.h"
 #include "session.h"
 #include "yard/yard.h"
 
@@ -133,9 +133,9 @@ void init(const InitOptions& options, int argc, char** argv) {
     cfg.head_address = env("YARD_HEAD_ADDRESS");
     cfg.node_id = env("YARD_NODE_ID");
     cfg.bind_host = env("YARD_NODE_HOST");
-    auto* w_ptr = new CoreWorker(cfg);
+    auto* w_ptr = new Worker(cfg);
     g_current.store(w_ptr);
-    w_ptr->run_worker();  // never returns
+    w_ptr->run();  // never returns
   }
   std::string address = options.address;
   std::string token = options.token;
@@ -150,7 +150,7 @@ void init(const InitOptions& options, int argc, char** argv) {
   }
   Endpoint ep = resolve_endpoint(address, token);
   try {
-    g_worker = std::make_unique<CoreWorker>(ep.address, ep.token, options.timeout);
+    g_worker = std::make_unique<Driver>(ep.address, ep.token, options.timeout);
   } catch (...) {
     if (g_embedded_pid) {
       terminate(g_embedded_pid, SIGTERM, std::chrono::seconds(5));
@@ -186,7 +186,7 @@ void shutdown() {
 }
 
 ControlStore control_store() {
-  auto [address, password] = detail::rt().control_store();
+  auto [address, password] = detail::rt().head().control_store();
   return ControlStore{address, password};
 }
 
@@ -203,22 +203,22 @@ PlacementGroup placement_group(std::vector<Bundle> bundles, PlacementStrategy st
   g.id_ = "pg-" + detail::random_hex(8);
   g.bundles_ = std::move(bundles);
   g.created_ = std::make_shared<std::atomic<bool>>(
-      detail::rt().create_placement_group(g.id_, names[static_cast<int>(strategy)], g.bundles_, name));
+      detail::rt().head().create_placement_group(g.id_, names[static_cast<int>(strategy)], g.bundles_, name));
   return g;
 }
 
 bool PlacementGroup::wait(std::chrono::milliseconds timeout) const {
   if (created_ && created_->load()) return true;
-  bool ok = detail::rt().wait_placement_group(id_, timeout).first == "CREATED";
+  bool ok = detail::rt().head().wait_placement_group(id_, timeout).first == "CREATED";
   if (ok && created_) created_->store(true);
   return ok;
 }
 
 std::vector<std::string> PlacementGroup::bundle_nodes() const {
-  return detail::rt().wait_placement_group(id_, std::chrono::milliseconds(0)).second;
+  return detail::rt().head().wait_placement_group(id_, std::chrono::milliseconds(0)).second;
 }
 
-void PlacementGroup::remove() const { detail::rt().remove_placement_group(id_); }
+void PlacementGroup::remove() const { detail::rt().head().remove_placement_group(id_); }
 
 bool is_initialized() { return detail::g_current.load() != nullptr; }
 std::string cluster_address() { return detail::g_address; }

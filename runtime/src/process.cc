@@ -1,4 +1,4 @@
-#include "process.h"
+#include "yard/process.h"
 
 #include <openssl/evp.h>
 
@@ -30,7 +30,7 @@ extern char** environ;
 #define YARD_LIB_TO_BIN "../bin"
 #endif
 
-namespace yard::detail {
+namespace yard::sys {
 
 pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& opts) {
   // Everything the child needs is prepared before fork: after it only async-signal-safe calls.
@@ -258,9 +258,9 @@ std::pair<std::string, int> split_address(const std::string& addr) {
   return {host, port};
 }
 
-}  // namespace yard::detail
+}  // namespace yard::sys
 
-namespace yard::detail {
+namespace yard::sys {
 
 std::string sha256_hex(const void* data, size_t size) {
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -282,9 +282,9 @@ std::string sha256_file(const std::string& path) {
   return sha256_hex(bytes.data(), bytes.size());
 }
 
-}  // namespace yard::detail
+}  // namespace yard::sys
 
-namespace yard::detail {
+namespace yard::sys {
 
 std::string local_ip_toward(const std::string& host) {
   if (host.empty() || host == "localhost" || host.rfind("127.", 0) == 0) return "127.0.0.1";
@@ -305,9 +305,9 @@ std::string local_ip_toward(const std::string& host) {
   return out;
 }
 
-}  // namespace yard::detail
+}  // namespace yard::sys
 
-namespace yard::detail {
+namespace yard::sys {
 
 std::pair<pid_t, std::string> spawn_ready(std::vector<std::string> argv, SpawnOptions opts,
                                           std::chrono::milliseconds timeout) {
@@ -342,4 +342,4 @@ std::pair<pid_t, std::string> spawn_ready(std::vector<std::string> argv, SpawnOp
   return {pid, line};
 }
 
-}  // namespace yard::detail
+}  // namespace yard::sys

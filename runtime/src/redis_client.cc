@@ -1,10 +1,17 @@
-#include "redis_client.h"
+#include "yard/redis.h"
+
+#include <signal.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <thread>
 
 #include <hiredis/hiredis.h>
 
 #include "yard/errors.h"
+#include "yard/process.h"
 
-namespace yard::detail {
+namespace yard::sys {
 
 RedisReply::~RedisReply() {
   if (r_) freeReplyObject(r_);
@@ -141,13 +148,49 @@ std::vector<RedisReply> Redis::pipeline(const std::vector<std::vector<std::strin
   return out;
 }
 
-}  // namespace yard::detail
+}  // namespace yard::sys
 
-namespace yard::detail {
+namespace yard::sys {
 std::map<std::string, std::string> Redis::hgetall(const std::string& key) {
   auto h = cmd({"HGETALL", key}).strings();
   std::map<std::string, std::string> out;
   for (size_t k = 0; k + 1 < h.size(); k += 2) out[h[k]] = h[k + 1];
   return out;
 }
-}  // namespace yard::detail
+}  // namespace yard::sys
+
+namespace yard::sys {
+
+RedisServer::RedisServer() {
+  char tmpl[] = "/tmp/yard-redis-XXXXXX";
+  if (!mkdtemp(tmpl)) throw ConnectionError("cannot create a directory for redis-server under /tmp");
+  dir_ = tmpl;
+  port_ = free_port("127.0.0.1");
+  SpawnOptions so;
+  so.death_signal = SIGKILL;
+  so.stdout_path = dir_ + "/redis.log";
+  std::string exe = which("redis-server");
+  if (exe == "redis-server") exe = "/usr/bin/redis-server";
+  pid_ = spawn({exe, "--port", std::to_string(port_), "--bind", "127.0.0.1", "--dir", dir_, "--save", "",
+                "--appendonly", "no"},
+               so);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      Redis r("127.0.0.1", port_, "", std::chrono::milliseconds(200));
+      return;
+    } catch (const std::exception&) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
+  terminate(pid_, SIGKILL, std::chrono::seconds(1));
+  throw ConnectionError("redis-server did not start within 10 s (see " + dir_ + "/redis.log)");
+}
+
+RedisServer::~RedisServer() {
+  terminate(pid_, SIGTERM, std::chrono::seconds(5));
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+}  // namespace yard::sys

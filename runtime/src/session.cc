@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "process.h"
+#include "yard/process.h"
 #include "yard/errors.h"
 
 namespace fs = std::filesystem;

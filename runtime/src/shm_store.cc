@@ -9,7 +9,7 @@
 #include <cstring>
 #include <optional>
 
-#include "process.h"
+#include "yard/process.h"
 
 namespace yard::detail {
 

@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core_worker.h"
-#include "process.h"
+#include "yard/process.h"
 
 namespace yard::detail {
 

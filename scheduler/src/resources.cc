@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <mutex>
 
-#include "redis_client.h"
+#include "yard/redis.h"
 #include "yard/errors.h"
 
 namespace yard::sched {

@@ -10,8 +10,11 @@
 #include "policy/res.h"
 #include "result.h"
 
-namespace yard::detail {
+namespace yard::sys {
 class Redis;
+}
+namespace yard::detail {
+using sys::Redis;
 }
 
 namespace yard::sched {

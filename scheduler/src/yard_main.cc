@@ -16,7 +16,7 @@
 
 #include "control_client.h"
 #include "daemon.h"
-#include "process.h"
+#include "yard/process.h"
 #include "session.h"
 #include "yard/errors.h"
 

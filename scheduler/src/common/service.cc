@@ -14,7 +14,7 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "process.h"
+#include "yard/process.h"
 #include "yard/errors.h"
 
 namespace fs = std::filesystem;

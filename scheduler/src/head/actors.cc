@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "process.h"
+#include "yard/process.h"
 #include "yard/errors.h"
 
 using json = nlohmann::json;

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "process.h"
+#include "yard/process.h"
 #include "session.h"
 #include "yard/errors.h"
 

@@ -9,7 +9,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "process.h"
+#include "yard/process.h"
 #include "yard/errors.h"
 
 namespace fs = std::filesystem;

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "process.h"
+#include "yard/process.h"
 
 using json = nlohmann::json;
 

@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "process.h"
+#include "yard/process.h"
 
 namespace fs = std::filesystem;
 

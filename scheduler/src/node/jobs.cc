@@ -10,7 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "process.h"
+#include "yard/process.h"
 #include "yard/errors.h"
 
 namespace fs = std::filesystem;

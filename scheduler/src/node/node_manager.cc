@@ -13,7 +13,7 @@
 #include <kj/exception.h>
 #include <spdlog/spdlog.h>
 
-#include "process.h"
+#include "yard/process.h"
 #include "session.h"
 #include "shm_store.h"
 #include "yard/errors.h"

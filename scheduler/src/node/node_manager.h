@@ -19,7 +19,7 @@
 #include "common/service.h"
 #include "daemon.h"
 #include "policy/placement.h"
-#include "redis_client.h"
+#include "yard/redis.h"
 #include "resources.h"
 #include "store/tables.h"
 

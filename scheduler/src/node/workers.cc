@@ -7,7 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "process.h"
+#include "yard/process.h"
 
 namespace yard::sched {
 

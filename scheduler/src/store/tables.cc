@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "redis_client.h"
+#include "yard/redis.h"
 #include "resources.h"
 #include "yard/errors.h"
 

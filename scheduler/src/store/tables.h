@@ -29,8 +29,11 @@
 
 #include "policy/placement.h"
 
-namespace yard::detail {
+namespace yard::sys {
 class Redis;
+}
+namespace yard::detail {
+using sys::Redis;
 }
 
 namespace yard::sched::store {

@@ -1,4 +1,5 @@
-// Process helpers: spawning children that die with their parent, ports, paths, ids.
+// Process helpers the runtime, the daemons and tools beside them use: spawning children that die
+// with their parent (and daemons that report readiness), ports, paths, ids, hashes, addresses.
 #pragma once
 
 #include <sys/types.h>
@@ -8,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace yard::detail {
+namespace yard::sys {
 
 struct SpawnOptions {
   std::map<std::string, std::string> env;  // added to (or replacing in) the current environment
@@ -55,4 +56,8 @@ double unix_time();
 // "host:port" -> {host, port}; throws yard::Error with the bad text.
 std::pair<std::string, int> split_address(const std::string& addr);
 
+}  // namespace yard::sys
+
+namespace yard::detail {
+using namespace yard::sys;  // the runtime's own code names them unqualified
 }  // namespace yard::detail

@@ -1,16 +1,18 @@
-// A small synchronous Redis client over hiredis: the control store's only door.
+// A small synchronous Redis client over hiredis: the control store's only door. And a
+// redis-server of a program's own (a rendezvous store for collective groups outside a cluster).
 #pragma once
 
 #include <chrono>
 #include <map>
 #include <memory>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 struct redisContext;
 struct redisReply;
 
-namespace yard::detail {
+namespace yard::sys {
 
 class RedisReply {
  public:
@@ -62,4 +64,26 @@ class Redis {
   uint64_t reconnects_ = 0;
 };
 
+// Starts redis-server (from PATH, else /usr/bin) on a free loopback port in a temporary directory,
+// without persistence; stops it and removes the directory when destroyed. The server dies with
+// the thread that started it. Throws ConnectionError when it does not come up within 10 s.
+class RedisServer {
+ public:
+  RedisServer();
+  ~RedisServer();
+  RedisServer(const RedisServer&) = delete;
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  int port() const { return port_; }
+
+ private:
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = 0;
+};
+
+}  // namespace yard::sys
+
+namespace yard::detail {
+using sys::Redis;
+using sys::RedisReply;
 }  // namespace yard::detail

@@ -1,0 +1,52 @@
+// Requests to the cluster's head service: a driver's registration (its binary uploaded once,
+// content-addressed) and the end of its job, placement groups, where the control store is.
+// Actor requests go through the actor submitter. Callable from any thread but the I/O thread.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io_loop.h"
+
+namespace yard::detail {
+
+class HeadClient {
+ public:
+  HeadClient(const std::unique_ptr<IoLoop>& io, const std::string& token, const std::string& head,
+             const std::string& job_id)
+      : io_(io), token_(token), head_(head), job_id_(job_id) {}
+
+  struct Registration {
+    std::string job_id, node_id, node_address;  // node_address: where its leases go
+  };
+  // Uploads this program unless the head has it, then registers a job for it. Throws
+  // ConnectionError (unreachable, refused) or AuthError (wrong token).
+  Registration register_driver(std::chrono::milliseconds timeout);
+  // The driver is done: the head ends its job (its actors and workers stop).
+  void finish_job();
+
+  // True when it was created at once.
+  bool create_placement_group(const std::string& id, const std::string& strategy,
+                              const std::vector<std::map<std::string, double>>& bundles, const std::string& name);
+  // State and bundle nodes once created (or the timeout passed: state PENDING).
+  std::pair<std::string, std::vector<std::string>> wait_placement_group(const std::string& id,
+                                                                        std::chrono::milliseconds timeout);
+  void remove_placement_group(const std::string& id);
+  // The control store's address and password.
+  std::pair<std::string, std::string> control_store();
+
+ private:
+  // The program's digest once the head has its bytes ("" when it could not take them: nodes then
+  // use the path).
+  std::string upload_binary(std::chrono::milliseconds timeout);
+  const std::unique_ptr<IoLoop>& io_;
+  const std::string& token_;
+  const std::string& head_;
+  const std::string& job_id_;
+};
+
+}  // namespace yard::detail

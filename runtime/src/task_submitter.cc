@@ -1,0 +1,195 @@
+#include "task_submitter.h"
+
+#include <algorithm>
+
+#include <spdlog/spdlog.h>
+
+namespace yard::detail {
+
+namespace {
+constexpr int kPipelinePerWorker = 16;
+
+// Tasks with the same resources, affinity and group share leased workers.
+std::string shape_key(const std::map<std::string, double>& need, const TaskOptions& o) {
+  std::string key;
+  for (auto& [k, v] : need) key += k + "=" + std::to_string(v) + ";";
+  if (!o.node_id.empty()) key += "@" + o.node_id + (o.soft ? "~" : "");
+  if (o.spread) key += "*";
+  if (!o.placement_group.empty()) key += "#" + o.placement_group + ":" + std::to_string(o.bundle_index);
+  return key;
+}
+}  // namespace
+
+void TaskSubmitter::submit(const std::shared_ptr<TaskSpec>& spec, const TaskOptions& o) {
+  spec->retries_left = o.max_retries;
+  std::map<std::string, double> need = o.resources.empty() ? std::map<std::string, double>{{"CPU", 1.0}} : o.resources;
+  spec->shape = shape_key(need, o);
+  args_.resolve_then(spec, [this, spec, need, o] {
+    auto& sh = shapes_[spec->shape];
+    sh.need = need;
+    sh.node_id = o.node_id;
+    sh.soft = o.soft;
+    sh.spread = o.spread;
+    sh.placement_group = o.placement_group;
+    sh.bundle_index = o.bundle_index;
+    sh.queue.push_back(spec);
+    pump();
+  });
+}
+
+// Tasks go to leased workers of their resource shape. They queue deep behind busy workers only
+// once the cluster said it has no more room for that shape (checked again every second): until
+// then more workers are asked for, here or on other nodes, and while workers on another node are
+// being leased tasks wait for them.
+void TaskSubmitter::pump() {
+  auto now = std::chrono::steady_clock::now();
+  for (auto& [key, sh] : shapes_) {
+    int depth = now < sh.saturated_until && !sh.spill_in_flight ? kPipelinePerWorker : 1;
+    while (!sh.queue.empty()) {
+      Lease* best = nullptr;
+      for (auto& l : leases_)
+        if (l.shape == key && l.inflight < depth && (!best || l.inflight < best->inflight)) best = &l;
+      if (!best) break;
+      auto spec = sh.queue.front();
+      sh.queue.pop_front();
+      send(spec, *best);
+    }
+    if (!sh.queue.empty() && !sh.spill_in_flight) request_lease(key);
+  }
+}
+
+void TaskSubmitter::send(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto pt = m.env().getBody().initPushTask();
+  pt.setTaskId(spec->id);
+  pt.setFunction(spec->function);
+  if (!args_.fill_task(pt, m, *spec)) return;
+  ++w.inflight;
+  w.last_used = std::chrono::steady_clock::now();
+  std::string wid = w.worker_id, addr = w.address;
+  io_->request(addr, rid, m.finish(),
+               [this, spec, wid, addr](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 on_reply(spec, wid, addr, std::move(r), std::move(err));
+               },
+               std::chrono::milliseconds::max());
+}
+
+// A lost worker's task runs again elsewhere while it has retries left.
+void TaskSubmitter::on_reply(const std::shared_ptr<TaskSpec>& spec, const std::string& wid, const std::string& addr,
+                             std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+  auto it = std::find_if(leases_.begin(), leases_.end(), [&](const Lease& l) { return l.worker_id == wid; });
+  if (err) {
+    if (it != leases_.end()) leases_.erase(it);
+    if (spec->retries_left > 0) {
+      --spec->retries_left;
+      spdlog::warn("worker {} at {} was lost ({}); retrying task {}", wid, addr, err->message, spec->function);
+      shapes_[spec->shape].queue.push_back(spec);
+    } else {
+      fail_object(store_, spec->id, wire::ErrorCode::WORKER_CRASHED,
+                  "the worker running task " + spec->function + " (worker " + wid + " at " + addr +
+                      ") died: " + err->message);
+    }
+  } else {
+    if (it != leases_.end()) {
+      --it->inflight;
+      it->last_used = std::chrono::steady_clock::now();
+    }
+    complete_from_reply(store_, spec->id, *r);
+  }
+  pump();
+}
+
+// Leases come from this process's node manager first; one that has no room sends us on to a node
+// that has (spillback), which then serves the request itself.
+void TaskSubmitter::request_lease(const std::string& key, const std::string& node_in, bool spilled) {
+  auto& sh = shapes_[key];
+  if (sh.lease_in_flight && !spilled) return;
+  sh.lease_in_flight = true;
+  std::string node = node_in.empty() ? lease_address_ : node_in;
+  bool have = std::any_of(leases_.begin(), leases_.end(), [&](const Lease& l) { return l.shape == key; });
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto rl = m.env().getBody().initRequestLease();
+  rl.setJobId(job_id_);
+  // SPREAD asks for one worker at a time, so each may come from another node.
+  rl.setCount(sh.spread ? 1 : static_cast<uint32_t>(std::min<size_t>(sh.queue.size(), 64)));
+  rl.setNodeId(sh.node_id);
+  rl.setSoft(sh.soft);
+  rl.setSpread(sh.spread);
+  rl.setPlacementGroup(sh.placement_group);
+  rl.setBundleIndex(sh.bundle_index);
+  rl.setTimeoutMs(spilled ? 2000 : 60000);  // a node that turns out busy answers soon
+  rl.setSpilled(spilled);
+  rl.setNoWait(!spilled && have);
+  set_resources(rl.initResources(static_cast<unsigned>(sh.need.size())), sh.need);
+  if (spilled) sh.spill_in_flight = true;
+  io_->request(node, rid, m.finish(),
+               [this, key, node, spilled](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 on_lease(key, node, spilled, std::move(r), std::move(err));
+               },
+               std::chrono::milliseconds(65000));
+}
+
+void TaskSubmitter::fail_queue(Shape& sh, const std::function<void(const std::string&)>& fail) {
+  auto q = std::move(sh.queue);
+  sh.queue.clear();
+  for (auto& s : q) fail(s->id);
+}
+
+void TaskSubmitter::on_lease(const std::string& key, const std::string& node, bool spilled,
+                             std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+  auto& sh = shapes_[key];
+  sh.lease_in_flight = false;
+  if (spilled) sh.spill_in_flight = false;
+  if (err && (spilled || err->code == wire::ErrorCode::TIMEOUT)) {
+    pump();  // that node is unreachable: the local workers take the tasks (or: ask again)
+    return;
+  }
+  if (err) {
+    fail_queue(sh, [&](const std::string& id) {
+      fail_object(store_, id, wire::ErrorCode::UNAVAILABLE, "cannot lease workers from " + node + ": " + err->message);
+    });
+    return;
+  }
+  auto body = r->env().getBody();
+  if (body.isError()) {
+    fail_queue(sh, [&](const std::string& id) { fail_from_reply(store_, id, body.getError()); });
+    return;
+  }
+  auto lg = body.getLeaseGranted();
+  for (auto w : lg.getWorkers()) leases_.push_back(Lease{w.getWorkerId(), w.getAddress(), 0, node, key});
+  if (lg.getWorkers().size() == 0 && lg.getSpillback().size() == 0)
+    sh.saturated_until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  if (lg.getSpillback().size() && !spilled && !sh.queue.empty())
+    request_lease(key, lg.getSpillback(), true);  // one task per worker granted here, the rest waits for the spill
+  pump();
+}
+
+void TaskSubmitter::return_idle_leases() {
+  if (leases_.empty()) return;
+  auto now = std::chrono::steady_clock::now();
+  std::map<std::string, std::vector<std::string>> by_node;
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    auto sh = shapes_.find(it->shape);
+    bool queued = sh != shapes_.end() && !sh->second.queue.empty();
+    if (it->inflight == 0 && !queued && now - it->last_used >= std::chrono::seconds(2)) {
+      by_node[it->node.empty() ? lease_address_ : it->node].push_back(it->worker_id);
+      it = leases_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& [node, workers] : by_node) {
+    uint64_t rid = io_->next_request_id();
+    OutMessage m(token_, rid, false);
+    auto rl = m.env().getBody().initReturnLease();
+    rl.setJobId(job_id_);
+    auto ids = rl.initWorkerIds(static_cast<unsigned>(workers.size()));
+    for (size_t i = 0; i < workers.size(); ++i) ids.set(static_cast<unsigned>(i), workers[i]);
+    io_->request(node, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+                 std::chrono::seconds(10));
+  }
+}
+
+}  // namespace yard::detail

@@ -1,0 +1,73 @@
+// The task submitter: tasks of one resource shape go to workers leased for that shape, pipelined
+// (up to 16 in flight per worker once the cluster is saturated), retried on a lost worker, and
+// idle leases go back after 2 s. Leases come from the node manager at `lease_address` (for a
+// driver the one the head named, for a worker its own), which may send the request on to a node
+// with room (spillback). Its state lives on the I/O thread only.
+#pragma once
+
+#include <chrono>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "arguments.h"
+#include "io_loop.h"
+#include "memory_store.h"
+#include "task_spec.h"
+#include "yard/yard.h"
+
+namespace yard::detail {
+
+class TaskSubmitter {
+ public:
+  TaskSubmitter(MemoryStore& store, const std::unique_ptr<IoLoop>& io, ArgumentResolver& args, const std::string& token,
+                const std::string& lease_address, const std::string& job_id)
+      : store_(store), io_(io), args_(args), token_(token), lease_address_(lease_address), job_id_(job_id) {}
+
+  // Any thread: queues the task once its arguments are resolved.
+  void submit(const std::shared_ptr<TaskSpec>& spec, const TaskOptions& o);
+  // I/O thread, every 500 ms: workers idle for 2 s whose shape has nothing queued go back.
+  void return_idle_leases();
+
+ private:
+  struct Lease {
+    std::string worker_id, address;
+    int inflight = 0;
+    std::string node;  // the node manager that granted it (where it goes back)
+    std::string shape;
+    std::chrono::steady_clock::time_point last_used = std::chrono::steady_clock::now();
+  };
+  // Tasks of one resource shape: their queue and the state of leasing workers for them.
+  struct Shape {
+    std::map<std::string, double> need;
+    std::string node_id;
+    bool soft = false, spread = false;
+    std::string placement_group;
+    int bundle_index = -1;
+    std::deque<std::shared_ptr<TaskSpec>> queue;
+    bool lease_in_flight = false, spill_in_flight = false;
+    std::chrono::steady_clock::time_point saturated_until{};
+  };
+
+  void pump();
+  void send(const std::shared_ptr<TaskSpec>& spec, Lease& w);
+  void on_reply(const std::shared_ptr<TaskSpec>& spec, const std::string& wid, const std::string& addr,
+                std::unique_ptr<InMessage> r, std::optional<LocalError> err);
+  void request_lease(const std::string& shape, const std::string& node = {}, bool spilled = false);
+  void on_lease(const std::string& key, const std::string& node, bool spilled, std::unique_ptr<InMessage> r,
+                std::optional<LocalError> err);
+  void fail_queue(Shape& sh, const std::function<void(const std::string&)>& fail);
+
+  MemoryStore& store_;
+  const std::unique_ptr<IoLoop>& io_;
+  ArgumentResolver& args_;
+  const std::string& token_;
+  const std::string& lease_address_;
+  const std::string& job_id_;
+  std::map<std::string, Shape> shapes_;
+  std::vector<Lease> leases_;
+};
+
+}  // namespace yard::detail
