@@ -7,31 +7,46 @@
 namespace yard::detail {
 
 namespace {
-constexpr int kPipelinePerWorker = 16;
+constexpr int kPipelineUnmeasured = 16;  // per worker, before a service time is known
+constexpr double kQueueBudgetUs = 5000;   // work queued on one worker once saturated
+constexpr int kPipelineMax = 1024;
 
-// Tasks with the same resources, affinity and group share leased workers.
-std::string shape_key(const std::map<std::string, double>& need, const TaskOptions& o) {
-  std::string key;
-  for (auto& [k, v] : need) key += k + "=" + std::to_string(v) + ";";
-  if (!o.node_id.empty()) key += "@" + o.node_id + (o.soft ? "~" : "");
-  if (o.spread) key += "*";
-  if (!o.placement_group.empty()) key += "#" + o.placement_group + ":" + std::to_string(o.bundle_index);
-  return key;
+bool same_shape(const TaskOptions& a, const TaskOptions& b) {
+  return a.resources == b.resources && a.node_id == b.node_id && a.soft == b.soft && a.spread == b.spread &&
+         a.placement_group == b.placement_group && a.bundle_index == b.bundle_index;
 }
 }  // namespace
 
+// Tasks with the same resources, affinity and group share leased workers: their shape. A
+// submitting thread keeps the last shape it used, so a stream of like tasks builds it once.
+std::shared_ptr<const TaskSubmitter::ShapeSpec> TaskSubmitter::shape_of(const TaskOptions& o) {
+  thread_local std::shared_ptr<const ShapeSpec> last;
+  if (last && same_shape(last->options, o)) return last;
+  auto s = std::make_shared<ShapeSpec>();
+  s->options = o;
+  s->need = o.resources.empty() ? std::map<std::string, double>{{"CPU", 1.0}} : o.resources;
+  for (auto& [k, v] : s->need) s->key += k + "=" + std::to_string(v) + ";";
+  if (!o.node_id.empty()) s->key += "@" + o.node_id + (o.soft ? "~" : "");
+  if (o.spread) s->key += "*";
+  if (!o.placement_group.empty()) s->key += "#" + o.placement_group + ":" + std::to_string(o.bundle_index);
+  last = s;
+  return s;
+}
+
 void TaskSubmitter::submit(const std::shared_ptr<TaskSpec>& spec, const TaskOptions& o) {
   spec->retries_left = o.max_retries;
-  std::map<std::string, double> need = o.resources.empty() ? std::map<std::string, double>{{"CPU", 1.0}} : o.resources;
-  spec->shape = shape_key(need, o);
-  args_.resolve_then(spec, [this, spec, need, o] {
-    auto& sh = shapes_[spec->shape];
-    sh.need = need;
-    sh.node_id = o.node_id;
-    sh.soft = o.soft;
-    sh.spread = o.spread;
-    sh.placement_group = o.placement_group;
-    sh.bundle_index = o.bundle_index;
+  auto shape = shape_of(o);
+  spec->shape = shape->key;
+  args_.resolve_then(spec, [this, spec, shape] {
+    auto& sh = shapes_[shape->key];
+    if (sh.need.empty()) {
+      sh.need = shape->need;
+      sh.node_id = shape->options.node_id;
+      sh.soft = shape->options.soft;
+      sh.spread = shape->options.spread;
+      sh.placement_group = shape->options.placement_group;
+      sh.bundle_index = shape->options.bundle_index;
+    }
     sh.queue.push_back(spec);
     pump();
   });
@@ -41,10 +56,16 @@ void TaskSubmitter::submit(const std::shared_ptr<TaskSpec>& spec, const TaskOpti
 // once the cluster said it has no more room for that shape (checked again every second): until
 // then more workers are asked for, here or on other nodes, and while workers on another node are
 // being leased tasks wait for them.
+int pipeline_depth(bool saturated, bool spilling, double service_us) {
+  if (!saturated || spilling) return 1;
+  if (!(service_us > 0)) return kPipelineUnmeasured;
+  return static_cast<int>(std::clamp(kQueueBudgetUs / service_us, 1.0, double(kPipelineMax)));
+}
+
 void TaskSubmitter::pump() {
   auto now = std::chrono::steady_clock::now();
   for (auto& [key, sh] : shapes_) {
-    int depth = now < sh.saturated_until && !sh.spill_in_flight ? kPipelinePerWorker : 1;
+    int depth = pipeline_depth(now < sh.saturated_until, sh.spill_in_flight, sh.service_us);
     while (!sh.queue.empty()) {
       Lease* best = nullptr;
       for (auto& l : leases_)
@@ -65,8 +86,8 @@ void TaskSubmitter::send(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
   pt.setTaskId(spec->id);
   pt.setFunction(spec->function);
   if (!args_.fill_task(pt, m, *spec)) return;
-  ++w.inflight;
   w.last_used = std::chrono::steady_clock::now();
+  if (w.inflight++ == 0) w.last_event = w.last_used;
   std::string wid = w.worker_id, addr = w.address;
   io_->request(addr, rid, m.finish(),
                [this, spec, wid, addr](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
@@ -93,7 +114,11 @@ void TaskSubmitter::on_reply(const std::shared_ptr<TaskSpec>& spec, const std::s
   } else {
     if (it != leases_.end()) {
       --it->inflight;
-      it->last_used = std::chrono::steady_clock::now();
+      auto now = std::chrono::steady_clock::now();
+      double us = std::chrono::duration<double, std::micro>(now - it->last_event).count();
+      auto& sh = shapes_[spec->shape];
+      sh.service_us = sh.service_us <= 0 ? us : 0.9 * sh.service_us + 0.1 * us;
+      it->last_used = it->last_event = now;
     }
     complete_from_reply(store_, spec->id, *r);
   }

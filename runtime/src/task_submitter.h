@@ -1,6 +1,7 @@
 // The task submitter: tasks of one resource shape go to workers leased for that shape, pipelined
-// (up to 16 in flight per worker once the cluster is saturated), retried on a lost worker, and
-// idle leases go back after 2 s. Leases come from the node manager at `lease_address` (for a
+// once the cluster is saturated (as many per worker as keep it busy for a few milliseconds, so
+// short tasks stream and long ones still spread), retried on a lost worker, and idle leases go
+// back after 2 s. Leases come from the node manager at `lease_address` (for a
 // driver the one the head named, for a worker its own), which may send the request on to a node
 // with room (spillback). Its state lives on the I/O thread only.
 #pragma once
@@ -20,6 +21,11 @@
 
 namespace yard::detail {
 
+// How many tasks of one shape may wait on one worker: one while more workers may still come
+// (`saturated` false, or a spillback in flight); once the cluster has no more room, about 5 ms of
+// work at the measured service time (`service_us`, 0: not measured yet: 16), at most 1024.
+int pipeline_depth(bool saturated, bool spilling, double service_us);
+
 class TaskSubmitter {
  public:
   TaskSubmitter(MemoryStore& store, const std::unique_ptr<IoLoop>& io, ArgumentResolver& args, const std::string& token,
@@ -32,12 +38,19 @@ class TaskSubmitter {
   void return_idle_leases();
 
  private:
+  struct ShapeSpec {
+    TaskOptions options;
+    std::map<std::string, double> need;
+    std::string key;
+  };
+  static std::shared_ptr<const ShapeSpec> shape_of(const TaskOptions& o);
   struct Lease {
     std::string worker_id, address;
     int inflight = 0;
     std::string node;  // the node manager that granted it (where it goes back)
     std::string shape;
     std::chrono::steady_clock::time_point last_used = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point last_event{};  // its last reply, or a send to it idle
   };
   // Tasks of one resource shape: their queue and the state of leasing workers for them.
   struct Shape {
@@ -49,6 +62,7 @@ class TaskSubmitter {
     std::deque<std::shared_ptr<TaskSpec>> queue;
     bool lease_in_flight = false, spill_in_flight = false;
     std::chrono::steady_clock::time_point saturated_until{};
+    double service_us = 0;  // a task's time on a worker (moving average of reply spacing)
   };
 
   void pump();
