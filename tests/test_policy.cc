@@ -260,3 +260,39 @@ TEST_CASE("a lease this node can never hold goes where the totals can, or is inf
   req.need = {{"TPU", 1}};
   CHECK(route_lease(peers, node("a", 2, 2), req, 0).kind == LeaseRoute::Kind::kInfeasible);
 }
+
+// ---- GPU devices ------------------------------------------------------------------------------
+
+#include "policy/gpus.h"
+
+TEST_CASE("GPUs: whole devices for one or more, all or nothing", "[policy][gpus]") {
+  yard::sched::policy::GpuPool pool(3);
+  auto two = pool.take(2);
+  REQUIRE(two);
+  CHECK(*two == yard::sched::policy::GpuPool::Devices{{0, 1.0}, {1, 1.0}});
+  CHECK_FALSE(pool.take(2));           // one whole device left: nothing is taken
+  CHECK(pool.free_share(2) == 1.0);
+  auto one = pool.take(1);
+  REQUIRE(one);
+  CHECK(*one == yard::sched::policy::GpuPool::Devices{{2, 1.0}});
+  CHECK_FALSE(pool.take(0.5));
+  pool.give(*two);
+  CHECK(pool.free_share(0) == 1.0);
+  CHECK(pool.take(0)->empty());        // no GPU asked: nothing taken, no failure
+}
+
+TEST_CASE("GPUs: a share goes to the fullest device that has room, keeping whole ones free", "[policy][gpus]") {
+  yard::sched::policy::GpuPool pool(2);
+  auto a = pool.take(0.5);
+  REQUIRE(a);
+  auto b = pool.take(0.25);  // device 0 (half free) before device 1 (whole)
+  REQUIRE(b);
+  CHECK((*b)[0].first == (*a)[0].first);
+  CHECK(pool.take(1));       // the other device is still whole
+  CHECK_FALSE(pool.take(0.5));
+  pool.give(*a);
+  pool.give(*a);             // given back twice: never above a whole device
+  CHECK(pool.free_share((*a)[0].first) == 1.0);
+  pool.give({{7, 1.0}});     // an unknown device is ignored
+  CHECK(pool.devices() == 2);
+}

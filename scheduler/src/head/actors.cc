@@ -82,7 +82,7 @@ std::optional<HeadService::Rejection> HeadService::check_new_actor(const Actor& 
 void HeadService::on_create_actor(Incoming& in) {
   auto ca = in.msg->env().getBody().getCreateActor();
   std::string job = ca.getJobId();
-  if (!job_running(job)) {
+  if (!jobs_->running(job)) {
     reply_.error(in, wire::ErrorCode::NOT_FOUND, "job " + job + " is not running");
     return;
   }

@@ -114,7 +114,7 @@ void HeadService::on_create_pg(Incoming& in) {
     reply_.error(in, wire::ErrorCode::BAD_REQUEST, "placement group id missing or already used");
     return;
   }
-  if (!job_running(g.job)) {
+  if (!jobs_->running(g.job)) {
     reply_.error(in, wire::ErrorCode::NOT_FOUND, "job " + g.job + " is not running");
     return;
   }

@@ -121,6 +121,7 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
     redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
   }
   tables_ = std::make_unique<store::Tables>(*redis_);
+  jobs_ = std::make_unique<JobTable>(*tables_);
 }
 
 // Rebuilds a taken-over cluster and starts the timers.
@@ -326,11 +327,10 @@ void HeadService::publish(const std::string& ev) {
 
 void HeadService::periodic() {
   reap();
-  for (auto& [id, j] : jobs_)
-    if (!j.ended && !j.submitted && j.driver_pid && kill(static_cast<pid_t>(j.driver_pid), 0) != 0) {
-      spdlog::warn("driver of job {} (pid {}) is gone", id, j.driver_pid);
-      end_job(j, store::JobStatus::kFailed);
-    }
+  for (Job* j : jobs_->orphaned()) {
+    spdlog::warn("driver of job {} (pid {}) is gone", j->id, j->driver_pid);
+    end_job(*j, store::JobStatus::kFailed);
+  }
   process_actors();
   for (auto& [id, a] : actors_)
     if (!a.lookups.empty()) answer_lookups(a, true);

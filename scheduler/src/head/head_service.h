@@ -23,6 +23,7 @@
 
 #include "common/service.h"
 #include "daemon.h"
+#include "head/job_table.h"
 #include "policy/placement.h"
 #include "yard/redis.h"
 #include "resources.h"
@@ -41,9 +42,7 @@ class HeadService {
     Res total, avail;
     bool alive = false;
   };
-  struct Job : store::JobRecord {
-    bool ended = false;
-  };
+  using Job = JobTable::Job;
   struct Actor : store::ActorRecord {
     std::shared_ptr<detail::InMessage> create_msg;  // kept while it may still be (re)started
     std::string creator_routing;
@@ -107,8 +106,6 @@ class HeadService {
   // The job ended (`status`), or its driver did (nullopt: the program `yard submit` started
   // still runs, and its node says when it ends): its actors and groups go, its nodes are told.
   void end_job(Job& j, std::optional<store::JobStatus> status);
-  Job* load_job(const std::string& id);
-  void save_job(const Job& j);
   // Sends a request to a node manager; the answer goes to `in`'s sender.
   // `then` sees the answer first.
   void forward(Incoming& in, const std::string& address, detail::Frames request, uint64_t rid,
@@ -118,11 +115,9 @@ class HeadService {
   // The node whose manager serves a driver's leases: the head's node, else any live node.
   std::pair<std::string, std::string> driver_node();
   std::string node_address(const std::string& id) const;
-  bool job_running(const std::string& id);
 
   // Taking over from a killed head (rebuild.cc).
   void rebuild();
-  void rebuild_jobs();
   void rebuild_actors();
   void rebuild_groups();
   void save_actor_spec(const Actor& a);
@@ -206,7 +201,7 @@ class HeadService {
   pid_t head_node_pid_ = 0;
   bool head_node_child_ = false;
 
-  std::map<std::string, Job> jobs_;
+  std::unique_ptr<JobTable> jobs_;  // over tables_
   std::map<std::string, NodeView> nodes_;
   std::set<std::string> dead_nodes_;
   uint64_t seen_reconnects_ = 0;

@@ -18,26 +18,6 @@ namespace yard::sched {
 
 using namespace detail;
 
-void HeadService::save_job(const Job& j) { tables_->save_job(j); }
-
-// The job, from this head's table or (a job submitted through the head's node, or one a killed
-// head knew) from its record; nullptr when there is none.
-HeadService::Job* HeadService::load_job(const std::string& id) {
-  auto it = jobs_.find(id);
-  if (it != jobs_.end()) return &it->second;
-  auto rec = tables_->job(id);
-  if (!rec) return nullptr;
-  Job j;
-  static_cast<store::JobRecord&>(j) = std::move(*rec);
-  j.ended = j.end > 0;
-  return &jobs_.emplace(id, std::move(j)).first->second;
-}
-
-bool HeadService::job_running(const std::string& id) {
-  auto* j = load_job(id);
-  return j && !j->ended;
-}
-
 std::string HeadService::node_address(const std::string& id) const {
   auto n = nodes_.find(id);
   return n == nodes_.end() ? std::string() : n->second.address;
@@ -55,22 +35,14 @@ std::pair<std::string, std::string> HeadService::driver_node() {
 void HeadService::on_register_job(Incoming& in) {
   auto rj = in.msg->env().getBody().getRegisterJob();
   std::string sub = rj.getSubmissionId();
-  Job* j = sub.empty() ? nullptr : load_job(sub);
+  Job* j = sub.empty() ? nullptr : jobs_->find(sub);
   auto [node, address] = driver_node();
-  if (!j) {
-    std::string id = tables_->new_job_id();
-    j = &jobs_[id];
-    j->id = id;
-    j->entrypoint = std::string(rj.getBinary()) + " (driver pid " + std::to_string(rj.getPid()) + ")";
-    j->start = unix_time();
-    j->node = node;
-    tables_->add_job(id);
-  }
+  if (!j) j = &jobs_->create(std::string(rj.getBinary()) + " (driver pid " + std::to_string(rj.getPid()) + ")", node);
   j->binary = rj.getBinary();
   j->digest = rj.getBinaryDigest();
   j->cwd = rj.getCwd();
   j->driver_pid = rj.getPid();
-  save_job(*j);
+  jobs_->save(*j);
   spdlog::info("job {} registered: driver pid {}, binary {}, leases from node {}", j->id, j->driver_pid, j->binary, node);
   double cpus = 0;
   if (auto n = nodes_.find(node); n != nodes_.end() && n->second.total.count("CPU")) cpus = n->second.total.at("CPU");
@@ -95,9 +67,8 @@ void HeadService::on_register_job(Incoming& in) {
 // A driver says its job is done, or the node that ran a submitted job's program says it exited
 // (its record then has the end).
 void HeadService::on_finish_job(Incoming& in) {
-  auto it = jobs_.find(in.msg->env().getBody().getFinishJob());
-  if (it != jobs_.end()) {
-    auto& j = it->second;
+  if (Job* found = jobs_->find(in.msg->env().getBody().getFinishJob())) {
+    auto& j = *found;
     if (!j.submitted) {
       end_job(j, store::JobStatus::kSucceeded);
     } else if (auto rec = tables_->job(j.id); rec && rec->end > 0) {
@@ -117,7 +88,7 @@ void HeadService::end_job(Job& j, std::optional<store::JobStatus> status) {
     j.ended = true;
     if (!j.submitted) {  // a submitted job's record is its node's to end
       j.end = unix_time();
-      save_job(j);
+      jobs_->save(j);
     }
   }
   // Its actors and placement groups go with the driver; detached actors stay.
@@ -150,13 +121,13 @@ void HeadService::on_submit_job(Incoming& in) {
   OutMessage m(token_, rid, false);
   m.env().getBody().setSubmitJob(in.msg->env().getBody().getSubmitJob());
   forward(in, address, m.finish(), rid, [this](const InMessage& r) {
-    if (r.env().getBody().isJobInfo()) load_job(r.env().getBody().getJobInfo().getJobId());
+    if (r.env().getBody().isJobInfo()) jobs_->find(r.env().getBody().getJobInfo().getJobId());
   });
 }
 
 void HeadService::on_stop_job(Incoming& in) {
   std::string id = in.msg->env().getBody().getStopJob();
-  Job* j = load_job(id);
+  Job* j = jobs_->find(id);
   if (!j) {
     reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + id);
     return;
@@ -176,7 +147,7 @@ void HeadService::on_stop_job(Incoming& in) {
   }
   j->status = store::JobStatus::kStopped;
   if (j->driver_pid) kill(static_cast<pid_t>(j->driver_pid), SIGTERM);
-  save_job(*j);
+  jobs_->save(*j);
   spdlog::info("job {} stop requested", id);
   reply_.ok(in);
 }

@@ -66,35 +66,10 @@ void HeadService::rebuild() {
   for (auto& id : tables_->node_ids())
     if (tables_->node_state(id) == store::NodeState::kDead) dead_nodes_.insert(id);
   refresh_nodes();
-  rebuild_jobs();
+  size_t jobs = jobs_->rebuild();
   rebuild_actors();
   rebuild_groups();
-  spdlog::warn("rebuilt from Redis: {} running jobs, {} actors, {} placement groups",
-               std::count_if(jobs_.begin(), jobs_.end(), [](auto& kv) { return !kv.second.ended; }), actors_.size(),
-               pgs_.size());
-}
-
-// A job whose program or driver still runs goes on; the others ended with the previous head.
-void HeadService::rebuild_jobs() {
-  for (auto& id : tables_->job_ids()) {
-    auto rec = tables_->job(id);
-    if (!rec || rec->status != store::JobStatus::kRunning) continue;
-    Job j;
-    static_cast<store::JobRecord&>(j) = std::move(*rec);
-    if (j.start == 0) j.start = unix_time();
-    auto& jj = jobs_.emplace(id, std::move(j)).first->second;
-    long pid = jj.submitted ? jj.proc_pid : jj.driver_pid;
-    if (pid > 0 && !process_dead(static_cast<pid_t>(pid))) {
-      spdlog::info("job {} is still running (pid {})", id, pid);
-      continue;
-    }
-    jj.status = store::JobStatus::kFailed;
-    jj.ended = true;
-    jj.exit_code = -1;
-    jj.end = unix_time();
-    save_job(jj);
-    spdlog::warn("job {} ended while there was no head", id);
-  }
+  spdlog::warn("rebuilt from Redis: {} running jobs, {} actors, {} placement groups", jobs, actors_.size(), pgs_.size());
 }
 
 void HeadService::rebuild_actors() {
@@ -111,7 +86,7 @@ void HeadService::rebuild_actors() {
         spdlog::error("actor {}: its creation record is unreadable ({}): it cannot be restarted", id, e.what());
       }
     }
-    if (a.state != store::ActorState::kDead && !job_running(a.job) && !a.detached) {
+    if (a.state != store::ActorState::kDead && !jobs_->running(a.job) && !a.detached) {
       a.state = store::ActorState::kDead;
       a.cause = "its job " + a.job + " ended while the head was down";
       kill_actor_process(a);

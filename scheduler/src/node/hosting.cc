@@ -46,9 +46,9 @@ void NodeManager::on_host_actor(Incoming& in) {
     double gpu = 0;
     for (auto r : c.getResources())
       if (std::string(r.getName()) == "GPU") gpu += r.getAmount();
-    std::vector<std::pair<int, double>> devices;
+    Devices devices;
     if (gpu > 0) {
-      auto d = take_gpus(gpu);
+      auto d = gpus_.take(gpu);
       if (!d) return fail(wire::ErrorCode::UNAVAILABLE, "node " + node_id_ + " has no device with that share of a GPU free");
       devices = *d;
     }
@@ -56,7 +56,7 @@ void NodeManager::on_host_actor(Incoming& in) {
     try {
       wid = spawn_worker(j->id, aid, 0, c.getNumRestarts(), devices);
     } catch (const std::exception& e) {
-      give_gpus(devices);
+      gpus_.give(devices);
       return fail(wire::ErrorCode::INTERNAL, std::string("cannot start its worker on node ") + node_id_ + ": " + e.what());
     }
     auto& w = workers_.at(wid);

@@ -146,7 +146,7 @@ bool NodeManager::serve_in_bundle(Lease& l) {
   while (l.assigned.size() + l.starting < l.count && reserve_bundle(*redis_, key, route.total, l.need)) {
     Devices devices;
     if (gpu > 0) {
-      auto d = take_gpus(gpu);
+      auto d = gpus_.take(gpu);
       if (!d) {
         release_bundle(*redis_, key, l.need);
         break;
@@ -158,7 +158,7 @@ bool NodeManager::serve_in_bundle(Lease& l) {
       wid = lease_worker(l, devices);
     } catch (const std::exception& e) {
       release_bundle(*redis_, key, l.need);
-      give_gpus(devices);
+      gpus_.give(devices);
       break;
     }
     workers_.at(wid).held = l.need;
@@ -194,7 +194,7 @@ bool NodeManager::serve_lease(Lease& l) {
   while (l.assigned.size() + l.starting < l.count && take_local(l.need)) {
     Devices devices;
     if (gpu > 0) {
-      auto d = take_gpus(gpu);
+      auto d = gpus_.take(gpu);
       if (!d) {  // the shares left are too fragmented for this request now
         give_local(l.need);
         break;
@@ -205,7 +205,7 @@ bool NodeManager::serve_lease(Lease& l) {
       workers_.at(lease_worker(l, devices)).held = l.need;
     } catch (const std::exception& e) {
       give_local(l.need);
-      give_gpus(devices);
+      gpus_.give(devices);
       reply_.error(l.routing, l.req, wire::ErrorCode::INTERNAL, std::string("cannot start a worker: ") + e.what());
       return true;
     }

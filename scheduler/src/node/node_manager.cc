@@ -73,7 +73,7 @@ void NodeManager::measure_resources() {
     for (auto& e : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) (void)e, ++gpus;
   }
   if (gpus > 0) total_["GPU"] = gpus;
-  gpu_free_.assign(static_cast<size_t>(gpus), 1.0);
+  gpus_ = policy::GpuPool(gpus);
   for (auto& [k, v] : o_.resources)
     if (!(v >= 0) || !std::isfinite(v)) throw Error("resource " + k + " has a bad amount");
 }
@@ -295,7 +295,7 @@ void NodeManager::worker_exited(const std::string& wid, int status) {
   Worker w = wit->second;
   workers_.erase(wit);
   give_held(w);
-  give_gpus(w.gpus);
+  gpus_.give(w.gpus);
   auto job = jobs_.find(w.job_id);
   bool job_live = job != jobs_.end() && !job->second.ended;
   if (job_live) spdlog::warn("{} (pid {}) of job {} {}; log: {}", w.id, w.pid, w.job_id, describe_exit(status), w.log);

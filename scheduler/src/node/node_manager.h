@@ -18,6 +18,7 @@
 
 #include "common/service.h"
 #include "daemon.h"
+#include "policy/gpus.h"
 #include "policy/placement.h"
 #include "yard/redis.h"
 #include "resources.h"
@@ -32,7 +33,7 @@ class NodeManager {
 
  private:
   enum class WState { kStarting, kIdle, kLeased, kActor };
-  using Devices = std::vector<std::pair<int, double>>;  // (device, share)
+  using Devices = policy::GpuPool::Devices;
   struct Worker {
     std::string id, job_id, address, actor_id, log;
     pid_t pid = 0;
@@ -121,15 +122,11 @@ class NodeManager {
   // A live node's address from the peer view, or "".
   std::string peer_address(const std::string& node);
 
-  // Workers and devices (workers.cc).
+  // Workers (workers.cc).
   std::string spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease,
                            uint32_t restarts = 0, const Devices& gpus = {});
   void on_register_worker(Incoming& in);
   void on_warm_pool(Incoming& in);
-  // Devices for `amount` GPUs (whole devices for 1 and more, a share of one for less), or
-  // nullopt when the free shares do not allow it.
-  std::optional<Devices> take_gpus(double amount);
-  void give_gpus(const Devices& gpus);
 
   // Hosting actors (hosting.cc).
   void on_host_actor(Incoming& in);
@@ -170,7 +167,7 @@ class NodeManager {
   bool fenced_ = false;  // declared dead while silent: its work was stopped, it rejoins empty
 
   Res total_, avail_;  // avail_: this node's view of its own Redis hash
-  std::vector<double> gpu_free_;
+  policy::GpuPool gpus_;
   std::map<std::string, Worker> workers_;
   std::map<pid_t, std::string> worker_by_pid_;
   std::map<std::string, Job> jobs_;

@@ -3,7 +3,6 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include <spdlog/spdlog.h>
 
@@ -31,7 +30,7 @@ std::string NodeManager::spawn_worker(const std::string& job_id, const std::stri
   // A worker sees exactly the devices it was given (none: an empty list hides them all).
   std::string visible;
   for (auto& [dev, share] : gpus) visible += (visible.empty() ? "" : ",") + std::to_string(dev);
-  if (!gpu_free_.empty() || !gpus.empty()) so.env["CUDA_VISIBLE_DEVICES"] = visible;
+  if (gpus_.devices() > 0 || !gpus.empty()) so.env["CUDA_VISIBLE_DEVICES"] = visible;
   w.gpus = gpus;
   so.cwd = j.cwd;
   so.stdout_path = w.log;
@@ -104,32 +103,5 @@ void NodeManager::on_warm_pool(Incoming& in) {
     }
   });
 }
-
-std::optional<NodeManager::Devices> NodeManager::take_gpus(double amount) {
-  Devices out;
-  if (amount <= 0) return out;
-  if (amount >= 1 - 1e-9) {
-    int whole = static_cast<int>(std::ceil(amount - 1e-9));
-    for (size_t i = 0; i < gpu_free_.size() && static_cast<int>(out.size()) < whole; ++i)
-      if (gpu_free_[i] >= 1 - 1e-9) out.emplace_back(static_cast<int>(i), 1.0);
-    if (static_cast<int>(out.size()) < whole) return std::nullopt;
-  } else {
-    // A share of one device: the fullest that still has room (keeps whole devices free).
-    int best = -1;
-    for (size_t i = 0; i < gpu_free_.size(); ++i)
-      if (gpu_free_[i] + 1e-9 >= amount && (best < 0 || gpu_free_[i] < gpu_free_[static_cast<size_t>(best)]))
-        best = static_cast<int>(i);
-    if (best < 0) return std::nullopt;
-    out.emplace_back(best, amount);
-  }
-  for (auto& [d, share] : out) gpu_free_[static_cast<size_t>(d)] -= share;
-  return out;
-}
-
-void NodeManager::give_gpus(const Devices& gpus) {
-  for (auto& [d, share] : gpus)
-    if (d >= 0 && static_cast<size_t>(d) < gpu_free_.size()) gpu_free_[static_cast<size_t>(d)] = std::min(1.0, gpu_free_[static_cast<size_t>(d)] + share);
-}
-
 
 }  // namespace yard::sched
