@@ -173,10 +173,42 @@ TEST_CASE("start, status and stop a head", "[cli]") {
   CHECK(doc["nodes"][0]["resources_total"]["CPU"].get<double>() == 2.0);
   CHECK(doc["nodes"][0]["alive"].get<bool>());
 
+  // The head service, its node manager and its Redis are three processes; `yard stop` stops all.
+  long node_pid = 0, redis_pid = 0;
+  std::string redis_addr;
+  std::ifstream(rec->session_dir + "/head-node.pid") >> node_pid;
+  std::ifstream(rec->session_dir + "/redis.address") >> redis_addr >> redis_pid;
+  REQUIRE(node_pid > 0);
+  REQUIRE(redis_pid > 0);
+  CHECK(node_pid != c.pid);
+  CHECK(kill(static_cast<pid_t>(node_pid), 0) == 0);
   auto s = sh(c.yard("stop"));
   INFO(s.out);
   CHECK(s.code == 0);
   CHECK(eventually([&] { return kill(c.pid, 0) != 0; }, 10s));
+  CHECK(eventually([&] { return yard::detail::process_dead(static_cast<pid_t>(node_pid)); }, 10s));
+  CHECK(eventually([&] { return yard::detail::process_dead(static_cast<pid_t>(redis_pid)); }, 10s));
+  CHECK_FALSE(yard::detail::latest_record());
+}
+
+TEST_CASE("yard stop after the head service was killed stops what it left", "[cli]") {
+  Cluster c;
+  auto rec = yard::detail::latest_record();
+  REQUIRE(rec);
+  long node_pid = 0, redis_pid = 0;
+  std::string redis_addr;
+  std::ifstream(rec->session_dir + "/head-node.pid") >> node_pid;
+  std::ifstream(rec->session_dir + "/redis.address") >> redis_addr >> redis_pid;
+  REQUIRE(node_pid > 0);
+  kill(c.pid, SIGKILL);
+  REQUIRE(eventually([&] { return yard::detail::process_dead(c.pid); }, 10s));
+  CHECK(kill(static_cast<pid_t>(node_pid), 0) == 0);  // the head's node outlives it
+  auto s = sh(c.yard("stop"));
+  INFO(s.out);
+  CHECK(s.code == 0);
+  CHECK_THAT(s.out, Catch::Contains("is gone"));
+  CHECK(eventually([&] { return yard::detail::process_dead(static_cast<pid_t>(node_pid)); }, 10s));
+  CHECK(eventually([&] { return yard::detail::process_dead(static_cast<pid_t>(redis_pid)); }, 10s));
   CHECK_FALSE(yard::detail::latest_record());
 }
 

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -87,6 +89,34 @@ int start(sched::DaemonOptions o, bool block) {
   return 0;
 }
 
+// True when pid runs the program named `name` (a pid read from a file may have been reused).
+bool runs(pid_t pid, const std::string& name) {
+  if (pid <= 0 || kill(pid, 0) != 0) return false;
+  std::string comm;
+  std::getline(std::ifstream("/proc/" + std::to_string(pid) + "/comm"), comm);
+  return comm == name.substr(0, 15);
+}
+
+// The head service is gone (killed): what it left on this machine (its node manager, its Redis)
+// is stopped, and the cluster's record removed.
+int stop_remains(const detail::ClusterRecord& rec) {
+  std::cout << "The head (pid " << rec.pid << ") is gone; stopping what it left\n";
+  long node = 0, redis = 0;
+  std::string redis_address;
+  std::ifstream(rec.session_dir + "/head-node.pid") >> node;
+  std::ifstream(rec.session_dir + "/redis.address") >> redis_address >> redis;
+  if (runs(static_cast<pid_t>(node), "yard")) {
+    detail::terminate(static_cast<pid_t>(node), SIGTERM, std::chrono::seconds(15));
+    std::cout << "  stopped the head's node manager (pid " << node << ")\n";
+  }
+  if (runs(static_cast<pid_t>(redis), "redis-server")) {
+    detail::terminate(static_cast<pid_t>(redis), SIGTERM, std::chrono::seconds(5));
+    std::cout << "  stopped its Redis (pid " << redis << ")\n";
+  }
+  detail::remove_record(rec);
+  return 0;
+}
+
 int stop(const std::string& address, const std::string& token) {
   std::optional<detail::ClusterRecord> rec;
   std::string addr = address;
@@ -98,6 +128,7 @@ int stop(const std::string& address, const std::string& token) {
     std::cout << "No running Switchyard cluster found in " << detail::yard_home() << "\n";
     return 0;
   }
+  if (rec && rec->pid > 0 && detail::process_dead(rec->pid)) return stop_remains(*rec);
   auto c = connect(rec ? rec->address : addr, token);
   c.call([](auto env) { env.getBody().setShutdown(); });
   if (rec && rec->pid > 0) {

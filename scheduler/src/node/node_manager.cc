@@ -127,6 +127,8 @@ int NodeManager::run() {
     begin_serving();
     ClusterRecord rec{io_->address(), o_.session_dir, log_dir_, token_file_, getpid()};
     if (!o_.embedded && !o_.head_node) write_record(rec, false);
+    // `yard stop` finds the head's node manager here when the head service is gone.
+    if (o_.head_node) std::ofstream(o_.session_dir + "/head-node.pid") << getpid() << "\n";
     spdlog::info("node {} listening on {}, head at {}, redis at {}, {} CPUs, session {}", node_id_, io_->address(),
                  o_.join_address, o_.redis_address, total_["CPU"], o_.session_dir);
     report_ready(o_.ready_fd, io_->address() + " " + token_file_);
@@ -141,6 +143,7 @@ int NodeManager::run() {
     f.wait_for(std::chrono::seconds(10));
     io_->stop();
     if (!o_.embedded && !o_.head_node) remove_record(rec);
+    if (o_.head_node) fs::remove(o_.session_dir + "/head-node.pid");
     spdlog::info("stopped");
     return 0;
   } catch (const std::exception& e) {
