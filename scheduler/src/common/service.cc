@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -107,6 +108,12 @@ void open_log(const std::string& log_dir, const std::string& name) {
   auto logger = std::make_shared<spdlog::logger>(name, spdlog::sinks_init_list{file_sink});
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(logger);
+}
+
+void report_failure(int& ready_fd, const std::string& what) {
+  spdlog::error("{}", what);
+  report_ready(ready_fd, "ERROR: " + what);
+  fprintf(stderr, "yard: %s\n", what.c_str());
 }
 
 void report_ready(int& fd, const std::string& line) {

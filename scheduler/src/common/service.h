@@ -49,6 +49,8 @@ void wait_for_stop(pid_t parent_pid);
 void take_stop_signals();
 // The process's log (<log_dir>/<name>.log) as spdlog's default logger.
 void open_log(const std::string& log_dir, const std::string& name);
+// A daemon that could not start or run: the log, the readiness line and stderr say why.
+void report_failure(int& ready_fd, const std::string& what);
 // Writes the readiness line once ("address token_file" or "ERROR: ...") and closes the fd.
 void report_ready(int& fd, const std::string& line);
 

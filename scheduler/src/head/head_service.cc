@@ -246,9 +246,7 @@ int HeadService::run() {
     spdlog::info("stopped");
     return 0;
   } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    report_ready(o_.ready_fd, std::string("ERROR: ") + e.what());
-    fprintf(stderr, "yard: %s\n", e.what());
+    report_failure(o_.ready_fd, e.what());
     if (io_) io_->stop();
     if (head_node_child_ && head_node_pid_) terminate(head_node_pid_, SIGTERM, std::chrono::seconds(5));
     if (redis_pid_ && redis_owned_) terminate(redis_pid_, SIGTERM, std::chrono::seconds(5));

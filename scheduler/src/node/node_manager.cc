@@ -147,9 +147,7 @@ int NodeManager::run() {
     spdlog::info("stopped");
     return 0;
   } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
-    report_ready(o_.ready_fd, std::string("ERROR: ") + e.what());
-    fprintf(stderr, "yard: %s\n", e.what());
+    report_failure(o_.ready_fd, e.what());
     return 1;
   }
 }
