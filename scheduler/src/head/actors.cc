@@ -65,8 +65,8 @@ std::optional<HeadService::Rejection> HeadService::check_new_actor(const Actor& 
                                                         ") does not fit in placement group " + a.pg +
                                                         (a.bundle >= 0 ? " bundle " + std::to_string(a.bundle) : "")};
   } else {
-    refresh_nodes();
-    auto d = pick_node(a, cluster_view());
+    nodes_->refresh();
+    auto d = pick_node(a, nodes_->view());
     if (d.outcome == policy::Outcome::kInfeasible)
       return Rejection{wire::ErrorCode::INFEASIBLE,
                        "actor " + a.class_name + " cannot be placed on any node (" + d.why + ")"};
@@ -153,7 +153,7 @@ void HeadService::process_actors() {
       node = place_in_group(a);
     } else {
       if (!view) {
-        view = cluster_view();
+        view = nodes_->view();
         counted = false;
       }
       if (a.strategy == policy::ActorStrategy::kSpread && !counted) {
@@ -162,18 +162,10 @@ void HeadService::process_actors() {
       }
       auto d = pick_node(a, *view);
       if (d.outcome == policy::Outcome::kPlaced) {
-        Problem why;
-        try {
-          why = reserve_now({{d.node, a.resources}});
-        } catch (const std::exception& e) {
-          why = e.what();
-        }
-        if (why) {
-          nodes_[d.node].avail = read_res(*redis_, avail_key(d.node));
-          view.reset();
+        if (nodes_->reserve({{d.node, a.resources}})) {
+          view.reset();  // it did not fit after all: look again with what the store says
         } else {
           node = d.node;
-          sub(nodes_[node].avail, a.resources);
           view->place(node, a.resources);
         }
       }
@@ -231,7 +223,7 @@ void HeadService::place_actor(Actor& a, const std::string& node) {
   std::string aid = a.id;
   spdlog::info("actor {} ({}) placed on node {}{}", a.id, a.class_name, node,
                a.num_restarts ? " (restart " + std::to_string(a.num_restarts) + ")" : "");
-  io_->request(node_address(node), rid, m.finish(),
+  io_->request(nodes_->address(node), rid, m.finish(),
                [this, aid, node, epoch](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  on_placed(aid, node, epoch, std::move(r), std::move(err));
                },
@@ -250,7 +242,7 @@ void HeadService::on_placed(const std::string& aid, const std::string& node, uin
       uint64_t k = io_->next_request_id();
       OutMessage km(token_, k, false);
       km.env().getBody().setKillHosted(aid);
-      notify(node_address(node), km.finish(), k);
+      notify(nodes_->address(node), km.finish(), k);
     }
     return;
   }
@@ -396,7 +388,7 @@ void HeadService::free_actor_bundle(Actor& a) {
 // Stops the actor's process wherever it runs (its node gives the resources back).
 void HeadService::kill_actor_process(Actor& a) {
   if (a.node.empty() || (a.state != store::ActorState::kAlive && !a.placing)) return;
-  std::string address = node_address(a.node);
+  std::string address = nodes_->address(a.node);
   if (address.empty()) return;
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);

@@ -10,26 +10,6 @@ namespace yard::sched {
 
 using namespace detail;
 
-void HeadService::flush_releases() {
-  flush_scheduled_ = false;
-  if (pending_release_.empty() && pending_del_.empty()) return;
-  try {
-    release_all(*redis_, pending_release_, pending_del_);
-    pending_release_.clear();
-    pending_del_.clear();
-  } catch (const std::exception& e) {
-    spdlog::error("giving back resources of removed placement groups: {}", e.what());
-  }
-}
-
-Problem HeadService::reserve_now(const std::vector<std::pair<std::string, Res>>& items,
-                                const std::vector<std::string>& then_hset) {
-  auto why = reserve(*redis_, items, then_hset, pending_release_, pending_del_);
-  pending_release_.clear();
-  pending_del_.clear();
-  return why;
-}
-
 void HeadService::save_pg(const PGroup& g) { tables_->save_group(g); }
 
 // Places the group's unplaced bundles: plans on the cached view, then takes everything in one
@@ -40,10 +20,10 @@ policy::Decision HeadService::try_place_pg(PGroup& g, bool check_feasible) {
   req.strategy = g.strategy;
   req.placed = g.nodes;
   req.check_feasible = check_feasible;
-  auto plan = policy::place_bundles(cluster_view(), req);
+  auto plan = policy::place_bundles(nodes_->view(), req);
   if (plan.outcome == policy::Outcome::kInfeasible) return policy::Decision::infeasible(plan.why);
   if (plan.outcome == policy::Outcome::kWait) return policy::Decision::wait();
-  std::vector<std::pair<std::string, Res>> items;
+  ClusterNodes::Items items;
   for (size_t i = 0; i < g.bundles.size(); ++i)
     if (g.nodes[i].empty()) items.emplace_back(plan.nodes[i], g.bundles[i]);
   if (items.empty()) {
@@ -51,21 +31,11 @@ policy::Decision HeadService::try_place_pg(PGroup& g, bool check_feasible) {
     save_pg(g);
     return policy::Decision::placed({});
   }
-  Problem why;
-  try {
-    // The group's record says CREATED in the same atomic step that takes the resources.
-    store::GroupRecord created = g;
-    created.state = store::GroupState::kCreated;
-    created.nodes = plan.nodes;
-    why = reserve_now(items, store::Tables::group_fields(created));
-  } catch (const std::exception& e) {
-    why = e.what();
-  }
-  if (why) {
-    for (auto& [n, r] : items) nodes_[n].avail = read_res(*redis_, avail_key(n));
-    return policy::Decision::wait();
-  }
-  for (auto& [n, r] : items) sub(nodes_[n].avail, r);
+  // The group's record says CREATED in the same atomic step that takes the resources.
+  store::GroupRecord created = g;
+  created.state = store::GroupState::kCreated;
+  created.nodes = plan.nodes;
+  if (nodes_->reserve(items, store::Tables::group_fields(created))) return policy::Decision::wait();
   for (size_t i = 0; i < g.bundles.size(); ++i)
     if (g.nodes[i].empty()) {
       g.nodes[i] = plan.nodes[i];
@@ -171,18 +141,13 @@ void HeadService::remove_pg(PGroup& g, const std::string& why) {
       kill_actor_process(a);
       actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its placement group " + g.id + " was removed (" + why + ")");
     }
-  std::vector<std::pair<std::string, Res>> items;
+  ClusterNodes::Items items;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!g.nodes[i].empty()) items.emplace_back(g.nodes[i], g.bundles[i]);
-  pending_release_.insert(pending_release_.end(), items.begin(), items.end());
-  pending_del_.push_back(store::Tables::group_key(g.id));
-  for (size_t i = 0; i < g.bundles.size(); ++i) pending_del_.push_back(bundle_key(g.id, static_cast<int>(i)));
-  if (!flush_scheduled_) {
-    flush_scheduled_ = true;
-    io_->after(std::chrono::milliseconds(2), [this] { flush_releases(); });
-  }
-  for (auto& [n, r] : items)
-    if (nodes_.count(n)) add(nodes_[n].avail, r);
+  std::vector<std::string> keys{store::Tables::group_key(g.id)};
+  for (size_t i = 0; i < g.bundles.size(); ++i) keys.push_back(bundle_key(g.id, static_cast<int>(i)));
+  // Removal costs no Redis round trip of its own: it rides on the next reservation.
+  nodes_->release_later(items, keys);
   g.state = store::GroupState::kRemoved;
   answer_pg_waiters(g);
 }

@@ -122,6 +122,7 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   }
   tables_ = std::make_unique<store::Tables>(*redis_);
   jobs_ = std::make_unique<JobTable>(*tables_);
+  nodes_ = std::make_unique<ClusterNodes>(*redis_, *tables_, *io_);
 }
 
 // Rebuilds a taken-over cluster and starts the timers.
@@ -144,7 +145,7 @@ void HeadService::begin_serving() {
   tables_->put_cluster(io_->address(), o_.session_dir, log_dir_, start_time_);
   serving_.store(true);
   io_->post([this] {
-    refresh_nodes();
+    nodes_->refresh();
     io_->every(std::chrono::milliseconds(50), [this] { periodic(); });
     io_->every(std::chrono::milliseconds(250), [this] { check_nodes(); });
   });
@@ -208,7 +209,7 @@ void HeadService::start_head_node() {
     head_node_pid_ = pid;
     head_node_child_ = true;
     head_node_ = tables_->cluster()["head_node"];
-    refresh_nodes();
+    nodes_->refresh();
   });
 }
 
@@ -238,7 +239,7 @@ int HeadService::run() {
     report_ready(o_.ready_fd, io_->address() + " " + token_file_);
     wait_for_stop(parent_pid_);
 
-    on_loop([this] { flush_releases(); });
+    on_loop([this] { nodes_->flush(); });
     stop_head_node();
     io_->stop();
     if (!o_.embedded) remove_record(rec);
@@ -387,7 +388,7 @@ void HeadService::on_status(Incoming& in) {
       if (k.rfind("resources_", 0) != 0) n[k] = v;
     n["resources_total"] = read_res(*redis_, total_key(id));
     n["resources_available"] = read_res(*redis_, avail_key(id));
-    n["alive"] = tables_->heartbeating(id) && !dead_nodes_.count(id);
+    n["alive"] = tables_->heartbeating(id) && !nodes_->dead(id);
     n["actors"] = per_node.count(id) ? per_node[id] : json::array();
     nodes.push_back(n);
   }

@@ -23,6 +23,7 @@
 
 #include "common/service.h"
 #include "daemon.h"
+#include "head/cluster_nodes.h"
 #include "head/job_table.h"
 #include "policy/placement.h"
 #include "yard/redis.h"
@@ -37,11 +38,6 @@ class HeadService {
   int run();
 
  private:
-  struct NodeView {
-    std::string id, address, hostname;
-    Res total, avail;
-    bool alive = false;
-  };
   using Job = JobTable::Job;
   struct Actor : store::ActorRecord {
     std::shared_ptr<detail::InMessage> create_msg;  // kept while it may still be (re)started
@@ -114,7 +110,6 @@ class HeadService {
   void notify(const std::string& address, detail::Frames request, uint64_t rid);
   // The node whose manager serves a driver's leases: the head's node, else any live node.
   std::pair<std::string, std::string> driver_node();
-  std::string node_address(const std::string& id) const;
 
   // Taking over from a killed head (rebuild.cc).
   void rebuild();
@@ -123,15 +118,12 @@ class HeadService {
   void save_actor_spec(const Actor& a);
 
   // Nodes: the failure detector and drains (nodes.cc).
-  void refresh_nodes();
   void check_nodes();
   void node_died(const std::string& id);
   void on_drain(Incoming& in);
   void move_off(const std::string& node);
   void check_drains();
-  // The nodes that can take work now (alive, not draining); count_actors() adds how many live
-  // actors each has, which only SPREAD placement reads.
-  policy::ClusterView cluster_view() const;
+  // Adds to a view of the nodes how many live actors each has (only SPREAD placement reads it).
   void count_actors(policy::ClusterView& view) const;
 
   // Actors (actors.cc).
@@ -176,9 +168,6 @@ class HeadService {
   void answer_pg_waiters(PGroup& g);
   void remove_pg(PGroup& g, const std::string& why);
   void save_pg(const PGroup& g);
-  void flush_releases();
-  Problem reserve_now(const std::vector<std::pair<std::string, Res>>& items,
-                      const std::vector<std::string>& then_hset = {});
 
   DaemonOptions o_;
   std::string token_, token_file_, log_dir_;
@@ -202,19 +191,13 @@ class HeadService {
   bool head_node_child_ = false;
 
   std::unique_ptr<JobTable> jobs_;  // over tables_
-  std::map<std::string, NodeView> nodes_;
-  std::set<std::string> dead_nodes_;
+  std::unique_ptr<ClusterNodes> nodes_;  // over tables_
   uint64_t seen_reconnects_ = 0;
   Clock::time_point grace_until_{};
   std::map<std::string, Actor> actors_;
   std::deque<std::string> pending_actors_;
   std::map<std::string, std::string> actor_names_;
   std::map<std::string, PGroup> pgs_;
-  // Resources of removed groups, given back in the same round trip as the next reservation (or
-  // within a few milliseconds): removal costs the head no Redis round trip of its own.
-  std::vector<std::pair<std::string, Res>> pending_release_;
-  std::vector<std::string> pending_del_;
-  bool flush_scheduled_ = false;
   struct Drain {
     std::string node, routing;
     uint64_t req;
@@ -222,7 +205,6 @@ class HeadService {
     bool force;
   };
   std::vector<Drain> drains_;
-  std::set<std::string> draining_;  // no new placements there
 };
 
 }  // namespace yard::sched

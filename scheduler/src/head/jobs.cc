@@ -18,16 +18,11 @@ namespace yard::sched {
 
 using namespace detail;
 
-std::string HeadService::node_address(const std::string& id) const {
-  auto n = nodes_.find(id);
-  return n == nodes_.end() ? std::string() : n->second.address;
-}
-
 std::pair<std::string, std::string> HeadService::driver_node() {
-  if (!nodes_.count(head_node_)) refresh_nodes();  // it joined a moment ago
-  auto h = nodes_.find(head_node_);
-  if (h != nodes_.end() && h->second.alive) return {h->first, h->second.address};
-  for (auto& [id, n] : nodes_)
+  if (!nodes_->find(head_node_)) nodes_->refresh();  // it joined a moment ago
+  auto* h = nodes_->find(head_node_);
+  if (h && h->alive) return {h->id, h->address};
+  for (auto& [id, n] : nodes_->all())
     if (n.alive) return {id, n.address};
   return {};
 }
@@ -45,7 +40,7 @@ void HeadService::on_register_job(Incoming& in) {
   jobs_->save(*j);
   spdlog::info("job {} registered: driver pid {}, binary {}, leases from node {}", j->id, j->driver_pid, j->binary, node);
   double cpus = 0;
-  if (auto n = nodes_.find(node); n != nodes_.end() && n->second.total.count("CPU")) cpus = n->second.total.at("CPU");
+  if (auto* n = nodes_->find(node); n && n->total.count("CPU")) cpus = n->total.at("CPU");
   if (!address.empty()) {
     // Warm the pool: workers start there while the driver gets going.
     uint64_t rid = io_->next_request_id();
@@ -101,7 +96,7 @@ void HeadService::end_job(Job& j, std::optional<store::JobStatus> status) {
     if (g.job == j.id && g.state != store::GroupState::kRemoved) remove_pg(g, "its job " + j.id + " ended");
   j.driver_pid = 0;
   // Its workers stop on every node now (nodes also notice from the record).
-  for (auto& [id, n] : nodes_) {
+  for (auto& [id, n] : nodes_->all()) {
     if (!n.alive || n.address.empty()) continue;
     uint64_t rid = io_->next_request_id();
     OutMessage m(token_, rid, false);
@@ -134,7 +129,7 @@ void HeadService::on_stop_job(Incoming& in) {
   }
   if (j->ended) return reply_.ok(in);
   if (j->submitted) {
-    std::string address = node_address(j->node);
+    std::string address = nodes_->address(j->node);
     if (address.empty()) {
       reply_.error(in, wire::ErrorCode::UNAVAILABLE, "node " + j->node + ", which runs job " + id + ", is not reachable");
       return;

@@ -12,22 +12,6 @@ namespace yard::sched {
 
 using namespace detail;
 
-void HeadService::refresh_nodes() {
-  flush_releases();
-  std::set<std::string> seen;
-  for (auto& r : tables_->nodes_with_resources()) {
-    seen.insert(r.id);
-    auto& n = nodes_[r.id];
-    n.id = r.id;
-    n.address = r.address;
-    n.hostname = r.hostname;
-    n.total = std::move(r.total);
-    n.avail = std::move(r.avail);
-    n.alive = !dead_nodes_.count(r.id) && !draining_.count(r.id) && !n.address.empty() && r.has_avail;
-  }
-  for (auto it = nodes_.begin(); it != nodes_.end();) it = seen.count(it->first) ? std::next(it) : nodes_.erase(it);
-}
-
 // The failure detector: a node whose heartbeat key expired is dead. It is marked in its record,
 // announced on "yard:events", its resources are withdrawn, its actors restart elsewhere (as far as
 // their max_restarts allow) and its placement-group bundles are placed again.
@@ -44,18 +28,18 @@ void HeadService::check_nodes() {
     bool grace = Clock::now() < grace_until_;
     for (auto& id : members) {
       bool beating = tables_->heartbeating(id);
-      if (beating && dead_nodes_.count(id)) {
+      if (beating && nodes_->dead(id)) {
         // Back (a healed partition, a paused process): it fences itself and rejoins empty.
-        dead_nodes_.erase(id);
+        nodes_->mark_alive(id);
         tables_->set_node_state(id, store::NodeState::kAlive);
         publish(json{{"type", "node_alive"}, {"node_id", id}, {"time", unix_time()}}.dump());
         spdlog::warn("node {} is heartbeating again", id);
         continue;
       }
-      if (beating || dead_nodes_.count(id) || grace) continue;
+      if (beating || nodes_->dead(id) || grace) continue;
       node_died(id);
     }
-    refresh_nodes();
+    nodes_->refresh();
     check_drains();
   } catch (const std::exception& e) {
     spdlog::error("checking nodes: {}", e.what());
@@ -65,13 +49,12 @@ void HeadService::check_nodes() {
 // Marked in its record, announced on "yard:events", its resources withdrawn, its actors restarted
 // elsewhere (as far as their max_restarts allow) and its placement-group bundles placed again.
 void HeadService::node_died(const std::string& id) {
-  dead_nodes_.insert(id);
+  nodes_->mark_dead(id);
   double now = unix_time();
   unregister_resources(*redis_, id);
   tables_->set_node_state(id, store::NodeState::kDead, now);
   publish(json{{"type", "node_dead"}, {"node_id", id}, {"time", now}}.dump());
   spdlog::warn("node {}: its heartbeat expired: marked dead", id);
-  if (nodes_.count(id)) nodes_[id].alive = false;
   for (auto& [aid, a] : actors_)
     if (a.node == id && (a.state == store::ActorState::kAlive || a.placing)) actor_lost(a, "its node " + id + " died", true);
   for (auto& [gid, g] : pgs_) {
@@ -96,17 +79,15 @@ void HeadService::node_died(const std::string& id) {
 void HeadService::on_drain(Incoming& in) {
   auto d = in.msg->env().getBody().getDrainNode();
   std::string id = d.getNodeId();
-  auto n = nodes_.find(id);
   if (id == head_node_) {
     reply_.error(in, wire::ErrorCode::BAD_REQUEST, "node " + id + " is the head's; stop the cluster instead (yard stop)");
     return;
   }
-  if (n == nodes_.end() || dead_nodes_.count(id)) {
+  if (!nodes_->find(id) || nodes_->dead(id)) {
     reply_.error(in, wire::ErrorCode::NOT_FOUND, "no live node " + id + " (yard status lists the nodes)");
     return;
   }
-  draining_.insert(id);
-  n->second.alive = false;
+  nodes_->start_drain(id);
   tables_->set_node_state(id, store::NodeState::kDraining);
   publish(json{{"type", "node_draining"}, {"node_id", id}, {"time", unix_time()}}.dump());
   spdlog::info("draining node {}", id);
@@ -146,7 +127,7 @@ void HeadService::move_off(const std::string& id) {
         for (auto& [aid, a] : actors_)
           if (a.pg == gid && a.bundle == static_cast<int>(i) && a.state != store::ActorState::kDead) used = true;
         if (used) continue;  // waits for its actors
-        pending_release_.emplace_back(id, g.bundles[i]);
+        nodes_->release_later({{id, g.bundles[i]}}, {});
         g.nodes[i].clear();
         g.bundle_avail[i].clear();
         hit = true;
@@ -167,7 +148,7 @@ void HeadService::check_drains() {
       leased = tables_->leased_workers(d.node);
     } catch (...) {
     }
-    bool gone = dead_nodes_.count(d.node) || !nodes_.count(d.node);
+    bool gone = nodes_->dead(d.node) || !nodes_->find(d.node);
     bool idle = left.empty() && leased == 0;
     if (!gone && !idle && now < d.deadline) {
       ++it;
@@ -193,10 +174,9 @@ void HeadService::check_drains() {
       uint64_t rid = io_->next_request_id();
       OutMessage m(token_, rid, false);
       m.env().getBody().setShutdown();
-      io_->request(nodes_[d.node].address, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
-                   std::chrono::seconds(10));
+      notify(nodes_->address(d.node), m.finish(), rid);
     }
-    draining_.erase(d.node);
+    nodes_->end_drain(d.node);
     spdlog::info("node {} drained", d.node);
     publish(json{{"type", "node_drained"}, {"node_id", d.node}, {"time", unix_time()}}.dump());
     OutMessage m(token_, d.req, true);
@@ -204,13 +184,6 @@ void HeadService::check_drains() {
     io_->reply(d.routing, m.finish());
     it = drains_.erase(it);
   }
-}
-
-policy::ClusterView HeadService::cluster_view() const {
-  policy::ClusterView v;
-  for (auto& [id, n] : nodes_)
-    if (n.alive) v.nodes.push_back({id, n.total, n.avail, 0});
-  return v;
 }
 
 void HeadService::count_actors(policy::ClusterView& view) const {

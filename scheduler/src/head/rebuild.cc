@@ -64,8 +64,8 @@ void HeadService::save_actor_spec(const Actor& a) {
 
 void HeadService::rebuild() {
   for (auto& id : tables_->node_ids())
-    if (tables_->node_state(id) == store::NodeState::kDead) dead_nodes_.insert(id);
-  refresh_nodes();
+    if (tables_->node_state(id) == store::NodeState::kDead) nodes_->mark_dead(id);
+  nodes_->refresh();
   size_t jobs = jobs_->rebuild();
   rebuild_actors();
   rebuild_groups();

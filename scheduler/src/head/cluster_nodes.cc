@@ -1,0 +1,102 @@
+#include "head/cluster_nodes.h"
+
+#include <spdlog/spdlog.h>
+
+#include "resources.h"
+#include "yard/redis.h"
+
+namespace yard::sched {
+
+void ClusterNodes::refresh() {
+  flush();
+  std::set<std::string> seen;
+  for (auto& r : tables_.nodes_with_resources()) {
+    seen.insert(r.id);
+    auto& n = nodes_[r.id];
+    n.id = r.id;
+    n.address = r.address;
+    n.hostname = r.hostname;
+    n.total = std::move(r.total);
+    n.avail = std::move(r.avail);
+    n.alive = !dead_.count(r.id) && !draining_.count(r.id) && !n.address.empty() && r.has_avail;
+  }
+  for (auto it = nodes_.begin(); it != nodes_.end();) it = seen.count(it->first) ? std::next(it) : nodes_.erase(it);
+}
+
+const ClusterNodes::Node* ClusterNodes::find(const std::string& id) const {
+  auto n = nodes_.find(id);
+  return n == nodes_.end() ? nullptr : &n->second;
+}
+
+std::string ClusterNodes::address(const std::string& id) const {
+  auto* n = find(id);
+  return n ? n->address : std::string();
+}
+
+policy::ClusterView ClusterNodes::view() const {
+  policy::ClusterView v;
+  for (auto& [id, n] : nodes_)
+    if (n.alive) v.nodes.push_back({id, n.total, n.avail, 0});
+  return v;
+}
+
+void ClusterNodes::mark_dead(const std::string& id) {
+  dead_.insert(id);
+  if (auto n = nodes_.find(id); n != nodes_.end()) n->second.alive = false;
+}
+
+void ClusterNodes::mark_alive(const std::string& id) { dead_.erase(id); }
+
+void ClusterNodes::start_drain(const std::string& id) {
+  draining_.insert(id);
+  if (auto n = nodes_.find(id); n != nodes_.end()) n->second.alive = false;
+}
+
+Problem ClusterNodes::reserve(const Items& items, const std::vector<std::string>& then_hset) {
+  Problem why;
+  try {
+    why = sched::reserve(redis_, items, then_hset, pending_release_, pending_del_);
+    pending_release_.clear();
+    pending_del_.clear();
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  for (auto& [node, res] : items) {
+    auto n = nodes_.find(node);
+    if (n == nodes_.end()) continue;
+    if (!why) {
+      sub(n->second.avail, res);
+      continue;
+    }
+    try {
+      n->second.avail = read_res(redis_, avail_key(node));
+    } catch (const std::exception& e) {
+      spdlog::error("reading node {}'s resources: {}", node, e.what());
+    }
+  }
+  return why;
+}
+
+void ClusterNodes::release_later(const Items& items, const std::vector<std::string>& keys) {
+  pending_release_.insert(pending_release_.end(), items.begin(), items.end());
+  pending_del_.insert(pending_del_.end(), keys.begin(), keys.end());
+  for (auto& [node, res] : items)
+    if (auto n = nodes_.find(node); n != nodes_.end()) add(n->second.avail, res);
+  if (flush_scheduled_) return;
+  flush_scheduled_ = true;
+  io_.after(std::chrono::milliseconds(2), [this] { flush(); });
+}
+
+void ClusterNodes::flush() {
+  flush_scheduled_ = false;
+  if (pending_release_.empty() && pending_del_.empty()) return;
+  try {
+    release_all(redis_, pending_release_, pending_del_);
+    pending_release_.clear();
+    pending_del_.clear();
+  } catch (const std::exception& e) {
+    spdlog::error("giving back resources of removed placement groups: {}", e.what());
+  }
+}
+
+}  // namespace yard::sched

@@ -1,0 +1,64 @@
+// The nodes as the head sees them: membership, addresses and resources from the control store
+// (refreshed every 250 ms and when needed), which are dead or draining, and the head's
+// reservations of their resources: all or nothing in one atomic script, with the resources of
+// removed placement groups given back in the same round trip (or within a few milliseconds).
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "io_loop.h"
+#include "policy/placement.h"
+#include "result.h"
+#include "store/tables.h"
+
+namespace yard::sched {
+
+class ClusterNodes {
+ public:
+  struct Node {
+    std::string id, address, hostname;
+    Res total, avail;
+    bool alive = false;  // heartbeating, not draining, resources offered
+  };
+  using Items = std::vector<std::pair<std::string, Res>>;  // (node, resources)
+
+  ClusterNodes(detail::Redis& redis, store::Tables& tables, detail::IoLoop& io)
+      : redis_(redis), tables_(tables), io_(io) {}
+
+  // Reads every node's record and resources (pending releases go first).
+  void refresh();
+  const Node* find(const std::string& id) const;
+  std::string address(const std::string& id) const;  // "" when unknown
+  const std::map<std::string, Node>& all() const { return nodes_; }
+  // The nodes that can take work now, for the placement policies.
+  policy::ClusterView view() const;
+
+  bool dead(const std::string& id) const { return dead_.count(id) > 0; }
+  void mark_dead(const std::string& id);
+  void mark_alive(const std::string& id);
+  void start_drain(const std::string& id);
+  void end_drain(const std::string& id) { draining_.erase(id); }
+
+  // Takes the items' resources, all or nothing (`then_hset` is written in the same atomic step);
+  // the view follows. What did not fit (the view of those nodes is read again then).
+  Problem reserve(const Items& items, const std::vector<std::string>& then_hset = {});
+  // Gives resources back, and deletes keys, with the next reservation or within 2 ms.
+  void release_later(const Items& items, const std::vector<std::string>& keys);
+  void flush();
+
+ private:
+  detail::Redis& redis_;
+  store::Tables& tables_;
+  detail::IoLoop& io_;
+  std::map<std::string, Node> nodes_;
+  std::set<std::string> dead_, draining_;
+  Items pending_release_;
+  std::vector<std::string> pending_del_;
+  bool flush_scheduled_ = false;
+};
+
+}  // namespace yard::sched
