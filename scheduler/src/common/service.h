@@ -21,6 +21,12 @@ namespace yard::sched {
 using Clock = std::chrono::steady_clock;
 using Incoming = detail::IoLoop::Incoming;
 
+// Why a request is refused: the error code the answer carries, and the reason.
+struct Rejection {
+  wire::ErrorCode code;
+  std::string why;
+};
+
 // Answers on a daemon's ROUTER, with the cluster token.
 class Replies {
  public:

@@ -46,24 +46,11 @@ bool HeadService::answer_repeated_creation(Incoming& in) {
   return true;
 }
 
-std::optional<HeadService::Rejection> HeadService::check_new_actor(const Actor& a) {
+std::optional<Rejection> HeadService::check_new_actor(const Actor& a) {
   if (a.id.empty() || a.class_name.empty() || actors_.count(a.id))
     return Rejection{wire::ErrorCode::BAD_REQUEST, "actor id missing or already used"};
   if (!a.pg.empty()) {
-    auto g = pgs_.find(a.pg);
-    if (g == pgs_.end() || g->second.state == store::GroupState::kRemoved)
-      return Rejection{wire::ErrorCode::NOT_FOUND, "no placement group " + a.pg};
-    auto& b = g->second.bundles;
-    if (a.bundle >= static_cast<int>(b.size()) || a.bundle < -1)
-      return Rejection{wire::ErrorCode::BAD_REQUEST, "placement group " + a.pg + " has " + std::to_string(b.size()) +
-                                                         " bundles; there is no bundle " + std::to_string(a.bundle)};
-    bool any = false;
-    for (int i = 0; i < static_cast<int>(b.size()); ++i)
-      if ((a.bundle < 0 || a.bundle == i) && fits(a.resources, b[i])) any = true;
-    if (!any)
-      return Rejection{wire::ErrorCode::INFEASIBLE, "actor " + a.class_name + " (" + res_text(a.resources) +
-                                                        ") does not fit in placement group " + a.pg +
-                                                        (a.bundle >= 0 ? " bundle " + std::to_string(a.bundle) : "")};
+    if (auto no = groups_->check_actor(a.pg, a.bundle, a.resources, a.class_name)) return no;
   } else {
     nodes_->refresh();
     auto d = pick_node(a, nodes_->view());
@@ -144,13 +131,15 @@ void HeadService::process_actors() {
     auto& a = f->second;
     std::string node;
     if (!a.pg.empty()) {
-      auto g = pgs_.find(a.pg);
-      if (g == pgs_.end() || g->second.state == store::GroupState::kRemoved) {
+      if (groups_->gone(a.pg)) {
         actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its placement group " + a.pg + " was removed");
         it = pending_actors_.erase(it);
         continue;
       }
-      node = place_in_group(a);
+      if (auto taken = groups_->take(a.pg, a.place_bundle, a.resources)) {
+        a.bundle = taken->first;
+        node = taken->second;
+      }
     } else {
       if (!view) {
         view = nodes_->view();
@@ -177,24 +166,6 @@ void HeadService::process_actors() {
     it = pending_actors_.erase(it);
     place_actor(a, node);
   }
-}
-
-std::string HeadService::place_in_group(Actor& a) {
-  auto& pg = pgs_.at(a.pg);
-  for (int i = 0; i < static_cast<int>(pg.bundles.size()); ++i) {
-    if (a.place_bundle >= 0 && a.place_bundle != i) continue;
-    if (pg.nodes[i].empty() || !fits(a.resources, pg.bundles[i])) continue;
-    // The bundle's free resources are shared with tasks in it (leased by its node): the count in
-    // Redis decides, not this process's view.
-    if (!reserve_bundle(*redis_, bundle_key(pg.id, i), pg.bundles[i], a.resources)) {
-      pg.bundle_avail[i] = read_res(*redis_, bundle_key(pg.id, i));
-      continue;
-    }
-    a.bundle = i;
-    sub(pg.bundle_avail[i], a.resources);
-    return pg.nodes[i];
-  }
-  return {};
 }
 
 // Asks `node`'s manager to host the actor; its resources are already taken there.
@@ -373,16 +344,17 @@ void HeadService::prune_dead_actors() {
 
 void HeadService::free_actor_bundle(Actor& a) {
   if (a.pg.empty() || a.bundle < 0) return;
-  auto g = pgs_.find(a.pg);
-  if (g != pgs_.end() && a.bundle < static_cast<int>(g->second.bundle_avail.size())) {
-    add(g->second.bundle_avail[a.bundle], a.resources);
-    try {
-      release_bundle(*redis_, bundle_key(a.pg, a.bundle), a.resources);
-    } catch (const std::exception& e) {
-      spdlog::error("giving back bundle {} of {}: {}", a.bundle, a.pg, e.what());
-    }
-  }
+  groups_->give_back(a.pg, a.bundle, a.resources);
   a.bundle = -1;
+}
+
+void HeadService::group_removed(const std::string& group, const std::string& why) {
+  for (auto& [id, a] : actors_)
+    if (a.pg == group && a.state != store::ActorState::kDead) {
+      a.killed = true;
+      kill_actor_process(a);
+      actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its placement group " + group + " was removed (" + why + ")");
+    }
 }
 
 // Stops the actor's process wherever it runs (its node gives the resources back).

@@ -1,26 +1,24 @@
-// Placement groups: bundles of resources reserved together (PACK, SPREAD, STRICT_*), placed by
-// the bundle policy and taken in one atomic script, placed again when a node goes.
-#include "head/head_service.h"
+#include "head/groups.h"
 
 #include <spdlog/spdlog.h>
 
+#include "resources.h"
 #include "yard/process.h"
+#include "yard/redis.h"
 
 namespace yard::sched {
 
 using namespace detail;
 
-void HeadService::save_pg(const PGroup& g) { tables_->save_group(g); }
-
-// Places the group's unplaced bundles: plans on the cached view, then takes everything in one
-// atomic script. False when it does not fit now (it is tried again as resources free up).
-policy::Decision HeadService::try_place_pg(PGroup& g, bool check_feasible) {
+// Plans on the cached view, then takes everything in one atomic script. Wait when it does not fit
+// now (it is tried again as resources free up).
+policy::Decision GroupManager::try_place(Group& g, bool check_feasible) {
   policy::GroupRequest req;
   req.bundles = g.bundles;
   req.strategy = g.strategy;
   req.placed = g.nodes;
   req.check_feasible = check_feasible;
-  auto plan = policy::place_bundles(nodes_->view(), req);
+  auto plan = policy::place_bundles(nodes_.view(), req);
   if (plan.outcome == policy::Outcome::kInfeasible) return policy::Decision::infeasible(plan.why);
   if (plan.outcome == policy::Outcome::kWait) return policy::Decision::wait();
   ClusterNodes::Items items;
@@ -28,143 +26,234 @@ policy::Decision HeadService::try_place_pg(PGroup& g, bool check_feasible) {
     if (g.nodes[i].empty()) items.emplace_back(plan.nodes[i], g.bundles[i]);
   if (items.empty()) {
     g.state = store::GroupState::kCreated;
-    save_pg(g);
+    save(g);
     return policy::Decision::placed({});
   }
   // The group's record says CREATED in the same atomic step that takes the resources.
   store::GroupRecord created = g;
   created.state = store::GroupState::kCreated;
   created.nodes = plan.nodes;
-  if (nodes_->reserve(items, store::Tables::group_fields(created))) return policy::Decision::wait();
+  if (nodes_.reserve(items, store::Tables::group_fields(created))) return policy::Decision::wait();
   for (size_t i = 0; i < g.bundles.size(); ++i)
     if (g.nodes[i].empty()) {
       g.nodes[i] = plan.nodes[i];
       g.bundle_avail[i] = g.bundles[i];
     }
   g.state = store::GroupState::kCreated;
-  answer_pg_waiters(g);
-  process_actors();
+  answer_waiters(g);
+  if (on_placed) on_placed();
   return policy::Decision::placed({});
 }
 
-void HeadService::answer_pg_waiters(PGroup& g) {
-  auto now = Clock::now();
-  for (auto it = g.waiters.begin(); it != g.waiters.end();) {
-    bool done = g.state == store::GroupState::kCreated || g.state == store::GroupState::kRemoved;
-    if (!done && it->deadline > now) {
-      ++it;
-      continue;
-    }
-    OutMessage m(token_, it->req, true);
-    auto info = m.env().getBody().initPlacementGroupInfo();
-    info.setGroupId(g.id);
-    info.setState(store::name(g.state));
-    auto ns = info.initBundleNodes(static_cast<unsigned>(g.nodes.size()));
-    for (unsigned i = 0; i < g.nodes.size(); ++i) ns.set(i, g.nodes[i]);
-    io_->reply(it->routing, m.finish());
-    it = g.waiters.erase(it);
-  }
-}
-
-void HeadService::on_create_pg(Incoming& in) {
-  auto c = in.msg->env().getBody().getCreatePlacementGroup();
-  PGroup g;
-  g.id = c.getGroupId();
-  g.job = c.getJobId();
-  g.name = c.getName();
-  std::string strategy = c.getStrategy();
-  auto parsed = policy::parse_bundle_strategy(strategy.empty() ? "PACK" : strategy);
-  if (!parsed) {
-    reply_.error(in, wire::ErrorCode::BAD_REQUEST, "unknown placement strategy '" + strategy +
-                                                      "' (PACK, SPREAD, STRICT_PACK or STRICT_SPREAD)");
-    return;
-  }
-  g.strategy = *parsed;
-  if (g.id.empty() || pgs_.count(g.id)) {
-    reply_.error(in, wire::ErrorCode::BAD_REQUEST, "placement group id missing or already used");
-    return;
-  }
-  if (!jobs_->running(g.job)) {
-    reply_.error(in, wire::ErrorCode::NOT_FOUND, "job " + g.job + " is not running");
-    return;
-  }
-  if (c.getBundles().size() == 0) {
-    reply_.error(in, wire::ErrorCode::BAD_REQUEST, "a placement group needs at least one bundle");
-    return;
-  }
-  for (auto b : c.getBundles()) {
-    Res r;
-    if (auto bad = read_resources(b.getResources(), r)) {
-      reply_.error(in, wire::ErrorCode::BAD_REQUEST, *bad);
-      return;
-    }
-    g.bundles.push_back(r);
-  }
-  g.bundle_avail.assign(g.bundles.size(), Res{});
-  g.nodes.assign(g.bundles.size(), "");
-  g.created_at = unix_time();
-  auto placed = try_place_pg(g, true);
-  if (placed.outcome == policy::Outcome::kInfeasible) {
-    reply_.error(in, wire::ErrorCode::INFEASIBLE, "placement group " + g.id + " (" + policy::name(g.strategy) + ", " +
-                                                     std::to_string(g.bundles.size()) + " bundles) cannot be placed: " + placed.why);
-    return;
-  }
-  if (g.state == store::GroupState::kPending) save_pg(g);
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
+void GroupManager::reply_info(const std::string& routing, uint64_t req, const Group& g) {
+  OutMessage m(token_, req, true);
   auto info = m.env().getBody().initPlacementGroupInfo();
   info.setGroupId(g.id);
   info.setState(store::name(g.state));
   auto ns = info.initBundleNodes(static_cast<unsigned>(g.nodes.size()));
   for (unsigned i = 0; i < g.nodes.size(); ++i) ns.set(i, g.nodes[i]);
-  std::string id = g.id;
-  pgs_.emplace(id, std::move(g));
-  io_->reply(in.routing_id, m.finish());
+  io_->reply(routing, m.finish());
 }
 
-void HeadService::on_wait_pg(Incoming& in) {
-  auto w = in.msg->env().getBody().getWaitPlacementGroup();
-  auto it = pgs_.find(w.getGroupId());
-  if (it == pgs_.end()) {
-    reply_.error(in, wire::ErrorCode::NOT_FOUND, "no placement group " + std::string(w.getGroupId()));
-    return;
+void GroupManager::answer_waiters(Group& g) {
+  auto now = Clock::now();
+  bool done = g.state == store::GroupState::kCreated || g.state == store::GroupState::kRemoved;
+  for (auto it = g.waiters.begin(); it != g.waiters.end();) {
+    if (!done && it->deadline > now) {
+      ++it;
+      continue;
+    }
+    reply_info(it->routing, it->req, g);
+    it = g.waiters.erase(it);
   }
+}
+
+void GroupManager::on_create(Incoming& in) {
+  auto c = in.msg->env().getBody().getCreatePlacementGroup();
+  Group g;
+  g.id = c.getGroupId();
+  g.job = c.getJobId();
+  g.name = c.getName();
+  std::string strategy = c.getStrategy();
+  auto parsed = policy::parse_bundle_strategy(strategy.empty() ? "PACK" : strategy);
+  if (!parsed)
+    return reply_.error(in, wire::ErrorCode::BAD_REQUEST,
+                        "unknown placement strategy '" + strategy + "' (PACK, SPREAD, STRICT_PACK or STRICT_SPREAD)");
+  g.strategy = *parsed;
+  if (g.id.empty() || groups_.count(g.id))
+    return reply_.error(in, wire::ErrorCode::BAD_REQUEST, "placement group id missing or already used");
+  if (!jobs_.running(g.job)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "job " + g.job + " is not running");
+  if (c.getBundles().size() == 0)
+    return reply_.error(in, wire::ErrorCode::BAD_REQUEST, "a placement group needs at least one bundle");
+  for (auto b : c.getBundles()) {
+    Res r;
+    if (auto bad = read_resources(b.getResources(), r)) return reply_.error(in, wire::ErrorCode::BAD_REQUEST, *bad);
+    g.bundles.push_back(r);
+  }
+  g.bundle_avail.assign(g.bundles.size(), Res{});
+  g.nodes.assign(g.bundles.size(), "");
+  g.created_at = unix_time();
+  auto placed = try_place(g, true);
+  if (placed.outcome == policy::Outcome::kInfeasible)
+    return reply_.error(in, wire::ErrorCode::INFEASIBLE,
+                        "placement group " + g.id + " (" + policy::name(g.strategy) + ", " +
+                            std::to_string(g.bundles.size()) + " bundles) cannot be placed: " + placed.why);
+  if (g.state == store::GroupState::kPending) save(g);
+  reply_info(in.routing_id, in.msg->env().getRequestId(), g);
+  std::string id = g.id;
+  groups_.emplace(id, std::move(g));
+}
+
+void GroupManager::on_wait(Incoming& in) {
+  auto w = in.msg->env().getBody().getWaitPlacementGroup();
+  auto it = groups_.find(w.getGroupId());
+  if (it == groups_.end())
+    return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no placement group " + std::string(w.getGroupId()));
   it->second.waiters.push_back({in.routing_id, in.msg->env().getRequestId(),
                                 Clock::now() + std::chrono::milliseconds(w.getTimeoutMs())});
-  answer_pg_waiters(it->second);
+  answer_waiters(it->second);
 }
 
-void HeadService::remove_pg(PGroup& g, const std::string& why) {
+void GroupManager::remove(Group& g, const std::string& why) {
   if (g.state == store::GroupState::kRemoved) return;
-  for (auto& [id, a] : actors_)
-    if (a.pg == g.id && a.state != store::ActorState::kDead) {
-      a.killed = true;
-      kill_actor_process(a);
-      actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its placement group " + g.id + " was removed (" + why + ")");
-    }
+  if (on_removed) on_removed(g.id, why);
   ClusterNodes::Items items;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!g.nodes[i].empty()) items.emplace_back(g.nodes[i], g.bundles[i]);
   std::vector<std::string> keys{store::Tables::group_key(g.id)};
   for (size_t i = 0; i < g.bundles.size(); ++i) keys.push_back(bundle_key(g.id, static_cast<int>(i)));
   // Removal costs no Redis round trip of its own: it rides on the next reservation.
-  nodes_->release_later(items, keys);
+  nodes_.release_later(items, keys);
   g.state = store::GroupState::kRemoved;
-  answer_pg_waiters(g);
+  answer_waiters(g);
 }
 
-void HeadService::on_remove_pg(Incoming& in) {
+void GroupManager::on_remove(Incoming& in) {
   std::string id = in.msg->env().getBody().getRemovePlacementGroup();
-  auto it = pgs_.find(id);
-  if (it == pgs_.end()) {
-    reply_.error(in, wire::ErrorCode::NOT_FOUND, "no placement group " + id);
-    return;
-  }
-  remove_pg(it->second, "removed by request");
-  pgs_.erase(it);
+  auto it = groups_.find(id);
+  if (it == groups_.end()) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no placement group " + id);
+  remove(it->second, "removed by request");
+  groups_.erase(it);
   reply_.ok(in);
-  process_actors();
+  if (on_placed) on_placed();  // the resources it held are free for waiting actors
 }
 
-// ---- status -----------------------------------------------------------------------------------
+void GroupManager::tick() {
+  for (auto it = groups_.begin(); it != groups_.end();)
+    it = it->second.state == store::GroupState::kRemoved ? groups_.erase(it) : std::next(it);
+  for (auto& [id, g] : groups_) {
+    if (g.state == store::GroupState::kPending || g.state == store::GroupState::kRescheduling) (void)try_place(g, false);
+    answer_waiters(g);
+  }
+}
+
+void GroupManager::node_died(const std::string& node) {
+  for (auto& [gid, g] : groups_) {
+    bool hit = false;
+    for (auto& n : g.nodes)
+      if (n == node) {
+        n.clear();
+        hit = true;
+      }
+    if (hit && g.state == store::GroupState::kCreated) {
+      g.state = store::GroupState::kRescheduling;
+      save(g);
+    }
+  }
+}
+
+void GroupManager::move_off(const std::string& node, const std::function<bool(const std::string&, int)>& used) {
+  for (auto& [gid, g] : groups_) {
+    bool hit = false;
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      if (g.nodes[i] != node || used(gid, static_cast<int>(i))) continue;  // a used one waits for its actors
+      nodes_.release_later({{node, g.bundles[i]}}, {});
+      g.nodes[i].clear();
+      g.bundle_avail[i].clear();
+      hit = true;
+    }
+    if (hit && g.state == store::GroupState::kCreated) g.state = store::GroupState::kRescheduling;
+  }
+}
+
+void GroupManager::job_ended(const std::string& job) {
+  for (auto& [id, g] : groups_)
+    if (g.job == job && g.state != store::GroupState::kRemoved) remove(g, "its job " + job + " ended");
+}
+
+std::optional<Rejection> GroupManager::check_actor(const std::string& group, int bundle, const Res& need,
+                                                   const std::string& class_name) const {
+  auto g = groups_.find(group);
+  if (g == groups_.end() || g->second.state == store::GroupState::kRemoved)
+    return Rejection{wire::ErrorCode::NOT_FOUND, "no placement group " + group};
+  auto& b = g->second.bundles;
+  if (bundle >= static_cast<int>(b.size()) || bundle < -1)
+    return Rejection{wire::ErrorCode::BAD_REQUEST, "placement group " + group + " has " + std::to_string(b.size()) +
+                                                       " bundles; there is no bundle " + std::to_string(bundle)};
+  for (int i = 0; i < static_cast<int>(b.size()); ++i)
+    if ((bundle < 0 || bundle == i) && fits(need, b[static_cast<size_t>(i)])) return std::nullopt;
+  return Rejection{wire::ErrorCode::INFEASIBLE, "actor " + class_name + " (" + res_text(need) +
+                                                    ") does not fit in placement group " + group +
+                                                    (bundle >= 0 ? " bundle " + std::to_string(bundle) : "")};
+}
+
+bool GroupManager::gone(const std::string& group) const {
+  auto g = groups_.find(group);
+  return g == groups_.end() || g->second.state == store::GroupState::kRemoved;
+}
+
+std::optional<std::pair<int, std::string>> GroupManager::take(const std::string& group, int want, const Res& need) {
+  auto& g = groups_.at(group);
+  for (int i = 0; i < static_cast<int>(g.bundles.size()); ++i) {
+    auto b = static_cast<size_t>(i);
+    if ((want >= 0 && want != i) || g.nodes[b].empty() || !fits(need, g.bundles[b])) continue;
+    // The bundle's free resources are shared with tasks in it (leased by its node): the count in
+    // Redis decides, not this process's view.
+    if (!reserve_bundle(redis_, bundle_key(g.id, i), g.bundles[b], need)) {
+      g.bundle_avail[b] = read_res(redis_, bundle_key(g.id, i));
+      continue;
+    }
+    sub(g.bundle_avail[b], need);
+    return std::make_pair(i, g.nodes[b]);
+  }
+  return std::nullopt;
+}
+
+void GroupManager::give_back(const std::string& group, int bundle, const Res& res) {
+  auto g = groups_.find(group);
+  if (g == groups_.end() || bundle < 0 || bundle >= static_cast<int>(g->second.bundle_avail.size())) return;
+  add(g->second.bundle_avail[static_cast<size_t>(bundle)], res);
+  try {
+    release_bundle(redis_, bundle_key(group, bundle), res);
+  } catch (const std::exception& e) {
+    spdlog::error("giving back bundle {} of {}: {}", bundle, group, e.what());
+  }
+}
+
+// Groups are found by their keys (a set of ids would cost every creation and removal a round trip).
+void GroupManager::rebuild() {
+  for (auto& id : tables_.group_ids()) {
+    auto rec = tables_.group(id);
+    if (!rec) continue;
+    Group g;
+    static_cast<store::GroupRecord&>(g) = std::move(*rec);
+    g.nodes.resize(g.bundles.size());
+    g.bundle_avail = g.bundles;
+    for (size_t i = 0; i < g.bundles.size(); ++i) {
+      auto used = read_res(redis_, bundle_key(id, static_cast<int>(i)));
+      if (!used.empty()) g.bundle_avail[i] = used;
+      if (g.nodes[i].empty()) g.bundle_avail[i].clear();
+    }
+    groups_.emplace(id, std::move(g));
+  }
+}
+
+nlohmann::json GroupManager::status() const {
+  auto out = nlohmann::json::array();
+  for (auto& [id, g] : groups_)
+    out.push_back({{"placement_group_id", id}, {"name", g.name}, {"job", g.job}, {"strategy", policy::name(g.strategy)},
+                   {"state", store::name(g.state)}, {"bundles", g.bundles}, {"bundle_nodes", g.nodes}});
+  return out;
+}
 
 }  // namespace yard::sched

@@ -123,6 +123,9 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   tables_ = std::make_unique<store::Tables>(*redis_);
   jobs_ = std::make_unique<JobTable>(*tables_);
   nodes_ = std::make_unique<ClusterNodes>(*redis_, *tables_, *io_);
+  groups_ = std::make_unique<GroupManager>(io_, token_, reply_, *redis_, *tables_, *nodes_, *jobs_);
+  groups_->on_removed = [this](const std::string& g, const std::string& why) { group_removed(g, why); };
+  groups_->on_placed = [this] { process_actors(); };
 }
 
 // Rebuilds a taken-over cluster and starts the timers.
@@ -279,9 +282,9 @@ void HeadService::handle_head_request(Incoming& in) {
     case B::CREATE_ACTOR: return on_create_actor(in);
     case B::GET_ACTOR: return on_get_actor(in);
     case B::ACTOR_LOST: return on_actor_lost(in);
-    case B::CREATE_PLACEMENT_GROUP: return on_create_pg(in);
-    case B::WAIT_PLACEMENT_GROUP: return on_wait_pg(in);
-    case B::REMOVE_PLACEMENT_GROUP: return on_remove_pg(in);
+    case B::CREATE_PLACEMENT_GROUP: return groups_->on_create(in);
+    case B::WAIT_PLACEMENT_GROUP: return groups_->on_wait(in);
+    case B::REMOVE_PLACEMENT_GROUP: return groups_->on_remove(in);
     case B::HAS_BLOB:
     case B::PUT_BLOB:
     case B::GET_BLOB: return on_blob(in);
@@ -338,11 +341,7 @@ void HeadService::periodic() {
     next_prune_ = now + std::chrono::seconds(10);
     prune_dead_actors();
   }
-  for (auto it = pgs_.begin(); it != pgs_.end();) it = it->second.state == store::GroupState::kRemoved ? pgs_.erase(it) : std::next(it);
-  for (auto& [id, g] : pgs_) {
-    if (g.state == store::GroupState::kPending || g.state == store::GroupState::kRescheduling) (void)try_place_pg(g, false);
-    answer_pg_waiters(g);
-  }
+  groups_->tick();
 }
 
 // The children this process started: its Redis and the head's node manager.
@@ -394,11 +393,7 @@ void HeadService::on_status(Incoming& in) {
   }
   j["nodes"] = nodes;
   j["actors"] = actors;
-  json groups = json::array();
-  for (auto& [id, g] : pgs_)
-    groups.push_back({{"placement_group_id", id}, {"name", g.name}, {"job", g.job}, {"strategy", policy::name(g.strategy)},
-                      {"state", store::name(g.state)}, {"bundles", g.bundles}, {"bundle_nodes", g.nodes}});
-  j["placement_groups"] = groups;
+  j["placement_groups"] = groups_->status();
   json jobs = json::array();
   for (auto& id : tables_->job_ids()) {
     json jj;

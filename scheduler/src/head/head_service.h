@@ -24,6 +24,7 @@
 #include "common/service.h"
 #include "daemon.h"
 #include "head/cluster_nodes.h"
+#include "head/groups.h"
 #include "head/job_table.h"
 #include "policy/placement.h"
 #include "yard/redis.h"
@@ -57,16 +58,6 @@ class HeadService {
     int place_failures = 0;
     int unreachable = 0;
     double dead_at = 0;
-  };
-  struct PGroup : store::GroupRecord {
-    std::vector<Res> bundle_avail;
-    struct Waiter {
-      std::string routing;
-      uint64_t req;
-      Clock::time_point deadline;
-    };
-    std::vector<Waiter> waiters;
-    double created_at = 0;
   };
   struct Takeover {
     std::string redis_address;
@@ -114,7 +105,6 @@ class HeadService {
   // Taking over from a killed head (rebuild.cc).
   void rebuild();
   void rebuild_actors();
-  void rebuild_groups();
   void save_actor_spec(const Actor& a);
 
   // Nodes: the failure detector and drains (nodes.cc).
@@ -131,10 +121,6 @@ class HeadService {
   // A creation sent again (its first answer was lost with a head that restarted) is answered as
   // the same actor; true when `in` was one.
   bool answer_repeated_creation(Incoming& in);
-  struct Rejection {
-    wire::ErrorCode code;
-    std::string why;
-  };
   // Why a new actor is refused at once (bad request, unknown group or name in use, nowhere it
   // could ever run), or nullopt.
   std::optional<Rejection> check_new_actor(const Actor& a);
@@ -143,31 +129,20 @@ class HeadService {
   void on_actor_lost(Incoming& in);
   policy::Decision pick_node(const Actor& a, const policy::ClusterView& view) const;
   void process_actors();
-  // The node for a placement-group actor (its bundle's resources taken), or "" to wait.
-  std::string place_in_group(Actor& a);
   void place_actor(Actor& a, const std::string& node);
   void on_placed(const std::string& aid, const std::string& node, uint64_t epoch,
                  std::unique_ptr<detail::InMessage> r, std::optional<detail::LocalError> err);
   void actor_up(Actor& a, const detail::InMessage& info);
   void actor_lost(Actor& a, const std::string& cause, bool count_restart);
   void actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause);
+  // Its placement group was removed: the actors in it die.
+  void group_removed(const std::string& group, const std::string& why);
   void free_actor_bundle(Actor& a);
   void kill_actor_process(Actor& a);
   void fill_actor_info(wire::ActorInfo::Builder b, const Actor& a);
   void answer_lookups(Actor& a, bool expired_only = false);
   void save_actor(const Actor& a);
   void prune_dead_actors();
-
-  // Placement groups (groups.cc).
-  void on_create_pg(Incoming& in);
-  void on_wait_pg(Incoming& in);
-  void on_remove_pg(Incoming& in);
-  // Places the group's unplaced bundles and reserves them: placed (the group is CREATED), wait,
-  // or (check_feasible: a new group) infeasible with the reason.
-  policy::Decision try_place_pg(PGroup& g, bool check_feasible);
-  void answer_pg_waiters(PGroup& g);
-  void remove_pg(PGroup& g, const std::string& why);
-  void save_pg(const PGroup& g);
 
   DaemonOptions o_;
   std::string token_, token_file_, log_dir_;
@@ -197,7 +172,7 @@ class HeadService {
   std::map<std::string, Actor> actors_;
   std::deque<std::string> pending_actors_;
   std::map<std::string, std::string> actor_names_;
-  std::map<std::string, PGroup> pgs_;
+  std::unique_ptr<GroupManager> groups_;  // over nodes_ and jobs_
   struct Drain {
     std::string node, routing;
     uint64_t req;

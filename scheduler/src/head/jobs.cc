@@ -92,8 +92,7 @@ void HeadService::end_job(Job& j, std::optional<store::JobStatus> status) {
       kill_actor_process(a);
       actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its job " + j.id + " ended");
     }
-  for (auto& [id, g] : pgs_)
-    if (g.job == j.id && g.state != store::GroupState::kRemoved) remove_pg(g, "its job " + j.id + " ended");
+  groups_->job_ended(j.id);
   j.driver_pid = 0;
   // Its workers stop on every node now (nodes also notice from the record).
   for (auto& [id, n] : nodes_->all()) {

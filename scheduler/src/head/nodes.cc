@@ -57,18 +57,7 @@ void HeadService::node_died(const std::string& id) {
   spdlog::warn("node {}: its heartbeat expired: marked dead", id);
   for (auto& [aid, a] : actors_)
     if (a.node == id && (a.state == store::ActorState::kAlive || a.placing)) actor_lost(a, "its node " + id + " died", true);
-  for (auto& [gid, g] : pgs_) {
-    bool hit = false;
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (g.nodes[i] == id) {
-        g.nodes[i].clear();
-        hit = true;
-      }
-    if (hit && g.state == store::GroupState::kCreated) {
-      g.state = store::GroupState::kRescheduling;
-      save_pg(g);
-    }
-  }
+  groups_->node_died(id);
 }
 
 // ---- draining ---------------------------------------------------------------------------------
@@ -119,21 +108,11 @@ void HeadService::move_off(const std::string& id) {
     save_actor(a);
     pending_actors_.push_back(aid);
   }
-  for (auto& [gid, g] : pgs_) {
-    bool hit = false;
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-      if (g.nodes[i] == id) {
-        bool used = false;
-        for (auto& [aid, a] : actors_)
-          if (a.pg == gid && a.bundle == static_cast<int>(i) && a.state != store::ActorState::kDead) used = true;
-        if (used) continue;  // waits for its actors
-        nodes_->release_later({{id, g.bundles[i]}}, {});
-        g.nodes[i].clear();
-        g.bundle_avail[i].clear();
-        hit = true;
-      }
-    if (hit && g.state == store::GroupState::kCreated) g.state = store::GroupState::kRescheduling;
-  }
+  groups_->move_off(id, [this](const std::string& group, int bundle) {
+    for (auto& [aid, a] : actors_)
+      if (a.pg == group && a.bundle == bundle && a.state != store::ActorState::kDead) return true;
+    return false;
+  });
 }
 
 void HeadService::check_drains() {

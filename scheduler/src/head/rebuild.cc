@@ -68,8 +68,8 @@ void HeadService::rebuild() {
   nodes_->refresh();
   size_t jobs = jobs_->rebuild();
   rebuild_actors();
-  rebuild_groups();
-  spdlog::warn("rebuilt from Redis: {} running jobs, {} actors, {} placement groups", jobs, actors_.size(), pgs_.size());
+  groups_->rebuild();
+  spdlog::warn("rebuilt from Redis: {} running jobs, {} actors", jobs, actors_.size());
 }
 
 void HeadService::rebuild_actors() {
@@ -103,24 +103,6 @@ void HeadService::rebuild_actors() {
     }
     if (!a.name.empty() && a.state != store::ActorState::kDead) actor_names_[a.name] = id;
     actors_.emplace(id, std::move(a));
-  }
-}
-
-// Groups are found by their keys (a set of ids would cost every creation and removal a round trip).
-void HeadService::rebuild_groups() {
-  for (auto& id : tables_->group_ids()) {
-    auto rec = tables_->group(id);
-    if (!rec) continue;
-    PGroup g;
-    static_cast<store::GroupRecord&>(g) = std::move(*rec);
-    g.nodes.resize(g.bundles.size());
-    g.bundle_avail = g.bundles;
-    for (size_t i = 0; i < g.bundles.size(); ++i) {
-      auto used = read_res(*redis_, bundle_key(id, static_cast<int>(i)));
-      if (!used.empty()) g.bundle_avail[i] = used;
-      if (g.nodes[i].empty()) g.bundle_avail[i].clear();
-    }
-    pgs_.emplace(id, std::move(g));
   }
 }
 
