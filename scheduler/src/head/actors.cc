@@ -1,6 +1,6 @@
 // The actor manager: where each actor runs (placement across nodes, in placement groups),
 // restarts, lookups by id and name, and the dead it still remembers.
-#include "head/head_service.h"
+#include "head/actors.h"
 
 #include <algorithm>
 
@@ -16,7 +16,7 @@ namespace yard::sched {
 
 using namespace detail;
 
-policy::Decision HeadService::pick_node(const Actor& a, const policy::ClusterView& view) const {
+policy::Decision ActorManager::pick_node(const Actor& a, const policy::ClusterView& view) const {
   policy::ActorRequest r;
   r.resources = a.resources;
   r.strategy = a.strategy;
@@ -26,7 +26,7 @@ policy::Decision HeadService::pick_node(const Actor& a, const policy::ClusterVie
   return policy::place_actor(view, r);
 }
 
-bool HeadService::answer_repeated_creation(Incoming& in) {
+bool ActorManager::answer_repeated_creation(Incoming& in) {
   auto ca = in.msg->env().getBody().getCreateActor();
   auto it = actors_.find(ca.getActorId());
   if (it == actors_.end() || it->second.job != std::string(ca.getJobId()) ||
@@ -46,7 +46,7 @@ bool HeadService::answer_repeated_creation(Incoming& in) {
   return true;
 }
 
-std::optional<Rejection> HeadService::check_new_actor(const Actor& a) {
+std::optional<Rejection> ActorManager::check_new_actor(const Actor& a) {
   if (a.id.empty() || a.class_name.empty() || actors_.count(a.id))
     return Rejection{wire::ErrorCode::BAD_REQUEST, "actor id missing or already used"};
   if (!a.pg.empty()) {
@@ -66,7 +66,7 @@ std::optional<Rejection> HeadService::check_new_actor(const Actor& a) {
   return std::nullopt;
 }
 
-void HeadService::on_create_actor(Incoming& in) {
+void ActorManager::on_create(Incoming& in) {
   auto ca = in.msg->env().getBody().getCreateActor();
   std::string job = ca.getJobId();
   if (!jobs_->running(job)) {
@@ -116,10 +116,10 @@ void HeadService::on_create_actor(Incoming& in) {
   save_actor(actors_.at(id));
   if (actors_.at(id).max_restarts != 0) save_actor_spec(actors_.at(id));
   pending_actors_.push_back(id);
-  process_actors();
+  process();
 }
 
-void HeadService::process_actors() {
+void ActorManager::process() {
   std::optional<policy::ClusterView> view;  // built on first need, kept up to date in this pass
   bool counted = false;                     // its actor counts filled (for SPREAD)
   for (auto it = pending_actors_.begin(); it != pending_actors_.end();) {
@@ -169,7 +169,7 @@ void HeadService::process_actors() {
 }
 
 // Asks `node`'s manager to host the actor; its resources are already taken there.
-void HeadService::place_actor(Actor& a, const std::string& node) {
+void ActorManager::place_actor(Actor& a, const std::string& node) {
   a.node = node;
   a.placing = true;
   uint64_t epoch = ++a.epoch;
@@ -202,7 +202,7 @@ void HeadService::place_actor(Actor& a, const std::string& node) {
 }
 
 // The node's answer to hosting an actor.
-void HeadService::on_placed(const std::string& aid, const std::string& node, uint64_t epoch,
+void ActorManager::on_placed(const std::string& aid, const std::string& node, uint64_t epoch,
                             std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
   auto it = actors_.find(aid);
   if (it == actors_.end()) return;
@@ -239,7 +239,7 @@ void HeadService::on_placed(const std::string& aid, const std::string& node, uin
   actor_up(a, *r);
 }
 
-void HeadService::actor_up(Actor& a, const InMessage& r) {
+void ActorManager::actor_up(Actor& a, const InMessage& r) {
   auto info = r.env().getBody().getActorInfo();
   a.state = store::ActorState::kAlive;
   a.address = info.getAddress();
@@ -262,7 +262,7 @@ void HeadService::actor_up(Actor& a, const InMessage& r) {
 }
 
 // The actor's process (or node) is gone without anyone asking: restart it if it may.
-void HeadService::actor_lost(Actor& a, const std::string& cause, bool count_restart) {
+void ActorManager::actor_lost(Actor& a, const std::string& cause, bool count_restart) {
   if (a.state == store::ActorState::kDead || a.killed) return;
   free_actor_bundle(a);
   bool may = count_restart ? (a.max_restarts < 0 || static_cast<int>(a.num_restarts) < a.max_restarts)
@@ -288,7 +288,7 @@ void HeadService::actor_lost(Actor& a, const std::string& cause, bool count_rest
   pending_actors_.push_back(a.id);
 }
 
-void HeadService::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause) {
+void ActorManager::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause) {
   free_actor_bundle(a);
   a.state = store::ActorState::kDead;
   a.dead_at = unix_time();
@@ -310,7 +310,7 @@ void HeadService::actor_failed(Actor& a, wire::ErrorCode code, const std::string
 
 // The head keeps the most recent dead actors (for status and late lookups) and forgets older
 // ones, in memory and in Redis, so a long-running cluster does not grow without bound.
-void HeadService::prune_dead_actors() {
+void ActorManager::prune_dead_actors() {
   static const size_t kKeepDead = [] {
     const char* v = getenv("YARD_KEEP_DEAD_ACTORS");
     return v && atoi(v) > 0 ? static_cast<size_t>(atoi(v)) : size_t{10000};
@@ -342,13 +342,13 @@ void HeadService::prune_dead_actors() {
   }
 }
 
-void HeadService::free_actor_bundle(Actor& a) {
+void ActorManager::free_actor_bundle(Actor& a) {
   if (a.pg.empty() || a.bundle < 0) return;
   groups_->give_back(a.pg, a.bundle, a.resources);
   a.bundle = -1;
 }
 
-void HeadService::group_removed(const std::string& group, const std::string& why) {
+void ActorManager::group_removed(const std::string& group, const std::string& why) {
   for (auto& [id, a] : actors_)
     if (a.pg == group && a.state != store::ActorState::kDead) {
       a.killed = true;
@@ -358,7 +358,7 @@ void HeadService::group_removed(const std::string& group, const std::string& why
 }
 
 // Stops the actor's process wherever it runs (its node gives the resources back).
-void HeadService::kill_actor_process(Actor& a) {
+void ActorManager::kill_actor_process(Actor& a) {
   if (a.node.empty() || (a.state != store::ActorState::kAlive && !a.placing)) return;
   std::string address = nodes_->address(a.node);
   if (address.empty()) return;
@@ -368,7 +368,7 @@ void HeadService::kill_actor_process(Actor& a) {
   notify(address, m.finish(), rid);
 }
 
-void HeadService::answer_lookups(Actor& a, bool expired_only) {
+void ActorManager::answer_lookups(Actor& a, bool expired_only) {
   auto now = Clock::now();
   for (auto it = a.lookups.begin(); it != a.lookups.end();) {
     if (expired_only && it->deadline > now) {
@@ -382,7 +382,7 @@ void HeadService::answer_lookups(Actor& a, bool expired_only) {
   }
 }
 
-void HeadService::fill_actor_info(wire::ActorInfo::Builder b, const Actor& a) {
+void ActorManager::fill_actor_info(wire::ActorInfo::Builder b, const Actor& a) {
   b.setActorId(a.id);
   b.setClassName(a.class_name);
   b.setAddress(a.address);
@@ -394,9 +394,9 @@ void HeadService::fill_actor_info(wire::ActorInfo::Builder b, const Actor& a) {
   b.setNumRestarts(a.num_restarts);
 }
 
-void HeadService::save_actor(const Actor& a) { tables_->save_actor(a); }
+void ActorManager::save_actor(const Actor& a) { tables_->save_actor(a); }
 
-void HeadService::on_get_actor(Incoming& in) {
+void ActorManager::on_get(Incoming& in) {
   auto ga = in.msg->env().getBody().getGetActor();
   if (ga.getActorId().size()) {
     auto it = actors_.find(ga.getActorId());
@@ -434,7 +434,7 @@ void HeadService::on_get_actor(Incoming& in) {
   io_->reply(in.routing_id, m.finish());
 }
 
-void HeadService::on_kill_actor(Incoming& in) {
+void ActorManager::on_kill(Incoming& in) {
   std::string id = in.msg->env().getBody().getKillActor().getActorId();
   auto it = actors_.find(id);
   if (it == actors_.end()) {
@@ -448,14 +448,104 @@ void HeadService::on_kill_actor(Incoming& in) {
   reply_.ok(in);
 }
 
-void HeadService::on_actor_lost(Incoming& in) {
+void ActorManager::on_lost(Incoming& in) {
   auto al = in.msg->env().getBody().getActorLost();
   auto it = actors_.find(al.getActorId());
   if (it != actors_.end() && it->second.state == store::ActorState::kAlive && it->second.node == std::string(al.getNodeId()))
     actor_lost(it->second, al.getCause(), true);
   reply_.ok(in);
-  process_actors();
+  process();
 }
 
+
+void ActorManager::notify(const std::string& address, Frames request, uint64_t rid) {
+  io_->request(address, rid, std::move(request), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+               std::chrono::seconds(10));
+}
+
+void ActorManager::count_actors(policy::ClusterView& view) const {
+  std::map<std::string, int> count;
+  for (auto& [id, x] : actors_)
+    if (x.state != store::ActorState::kDead && !x.node.empty()) ++count[x.node];
+  for (auto& n : view.nodes) n.actors = count[n.id];
+}
+
+void ActorManager::tick() {
+  for (auto& [id, a] : actors_)
+    if (!a.lookups.empty()) answer_lookups(a, true);
+  auto now = Clock::now();
+  if (now >= next_prune_) {
+    next_prune_ = now + std::chrono::seconds(10);
+    prune_dead_actors();
+  }
+}
+
+void ActorManager::node_died(const std::string& node) {
+  for (auto& [aid, a] : actors_)
+    if (a.node == node && (a.state == store::ActorState::kAlive || a.placing)) actor_lost(a, "its node " + node + " died", true);
+}
+
+void ActorManager::move_off(const std::string& node) {
+  for (auto& [aid, a] : actors_) {
+    if (a.node != node || a.state != store::ActorState::kAlive || a.max_restarts == 0 || !a.create_msg) continue;
+    kill_actor_process(a);
+    a.killed = false;
+    free_actor_bundle(a);
+    a.state = store::ActorState::kRestarting;
+    a.placing = false;
+    a.address.clear();
+    a.worker.clear();
+    a.node.clear();
+    a.cause = "moved off node " + node + ", which is draining";
+    // A move is a restart for the actor (it starts from its constructor) but does not use up its
+    // budget.
+    ++a.num_restarts;
+    if (a.max_restarts > 0) ++a.max_restarts;
+    ++a.epoch;
+    save_actor(a);
+    pending_actors_.push_back(aid);
+  }
+}
+
+std::vector<std::string> ActorManager::on_node(const std::string& node) const {
+  std::vector<std::string> out;
+  for (auto& [aid, a] : actors_)
+    if (a.node == node && (a.state == store::ActorState::kAlive || a.placing)) out.push_back(aid);
+  return out;
+}
+
+void ActorManager::stop(const std::string& id, const std::string& cause) {
+  auto it = actors_.find(id);
+  if (it == actors_.end()) return;
+  it->second.killed = true;
+  kill_actor_process(it->second);
+  actor_failed(it->second, wire::ErrorCode::ACTOR_DIED, cause);
+}
+
+void ActorManager::job_ended(const std::string& job) {
+  for (auto& [id, a] : actors_)
+    if (a.job == job && a.state != store::ActorState::kDead && !a.detached) {
+      kill_actor_process(a);
+      actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its job " + job + " ended");
+    }
+}
+
+bool ActorManager::uses_bundle(const std::string& group, int bundle) const {
+  for (auto& [aid, a] : actors_)
+    if (a.pg == group && a.bundle == bundle && a.state != store::ActorState::kDead) return true;
+  return false;
+}
+
+nlohmann::json ActorManager::status(std::map<std::string, nlohmann::json>& per_node) const {
+  auto out = nlohmann::json::array();
+  for (auto& [id, a] : actors_) {
+    out.push_back({{"actor_id", id}, {"class", a.class_name}, {"name", a.name}, {"state", store::name(a.state)},
+                   {"job", a.job}, {"node", a.node}, {"address", a.address}, {"death_cause", a.cause},
+                   {"restarts", a.num_restarts}, {"max_restarts", a.max_restarts}, {"resources", a.resources},
+                   {"placement_group", a.pg}, {"detached", a.detached}});
+    if (a.state == store::ActorState::kAlive) per_node[a.node].push_back(id);
+  }
+  return out;
+}
 
 }  // namespace yard::sched

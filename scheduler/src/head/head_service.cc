@@ -124,8 +124,11 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   jobs_ = std::make_unique<JobTable>(*tables_);
   nodes_ = std::make_unique<ClusterNodes>(*redis_, *tables_, *io_);
   groups_ = std::make_unique<GroupManager>(io_, token_, reply_, *redis_, *tables_, *nodes_, *jobs_);
-  groups_->on_removed = [this](const std::string& g, const std::string& why) { group_removed(g, why); };
-  groups_->on_placed = [this] { process_actors(); };
+  actors_ = std::make_unique<ActorManager>(ActorManager::Context{
+      io_, token_, reply_, *redis_, *tables_, *nodes_, *groups_, *jobs_, head_node_,
+      [this](const std::string& ev) { publish(ev); }});
+  groups_->on_removed = [this](const std::string& g, const std::string& why) { actors_->group_removed(g, why); };
+  groups_->on_placed = [this] { actors_->process(); };
 }
 
 // Rebuilds a taken-over cluster and starts the timers.
@@ -278,10 +281,10 @@ void HeadService::handle_head_request(Incoming& in) {
       request_stop();
       return;
     case B::REGISTER_JOB: return on_register_job(in);
-    case B::KILL_ACTOR: return on_kill_actor(in);
-    case B::CREATE_ACTOR: return on_create_actor(in);
-    case B::GET_ACTOR: return on_get_actor(in);
-    case B::ACTOR_LOST: return on_actor_lost(in);
+    case B::KILL_ACTOR: return actors_->on_kill(in);
+    case B::CREATE_ACTOR: return actors_->on_create(in);
+    case B::GET_ACTOR: return actors_->on_get(in);
+    case B::ACTOR_LOST: return actors_->on_lost(in);
     case B::CREATE_PLACEMENT_GROUP: return groups_->on_create(in);
     case B::WAIT_PLACEMENT_GROUP: return groups_->on_wait(in);
     case B::REMOVE_PLACEMENT_GROUP: return groups_->on_remove(in);
@@ -317,7 +320,7 @@ void HeadService::on_get_control_store(Incoming& in) {
   io_->reply(in.routing_id, m.finish());
 }
 
-void HeadService::publish(const std::string& ev) {
+void HeadService::publish(const std::string& ev) const {
   try {
     tables_->publish(ev);
   } catch (const std::exception& e) {
@@ -333,14 +336,8 @@ void HeadService::periodic() {
     spdlog::warn("driver of job {} (pid {}) is gone", j->id, j->driver_pid);
     end_job(*j, store::JobStatus::kFailed);
   }
-  process_actors();
-  for (auto& [id, a] : actors_)
-    if (!a.lookups.empty()) answer_lookups(a, true);
-  auto now = Clock::now();
-  if (now >= next_prune_) {
-    next_prune_ = now + std::chrono::seconds(10);
-    prune_dead_actors();
-  }
+  actors_->process();
+  actors_->tick();
   groups_->tick();
 }
 
@@ -370,15 +367,7 @@ void HeadService::on_status(Incoming& in) {
   c["head_pid"] = getpid();
   j["cluster"] = c;
   std::map<std::string, json> per_node;
-  json actors = json::array();
-  for (auto& [id, a] : actors_) {
-    json x = {{"actor_id", id}, {"class", a.class_name}, {"name", a.name}, {"state", store::name(a.state)}, {"job", a.job},
-              {"node", a.node}, {"address", a.address}, {"death_cause", a.cause}, {"restarts", a.num_restarts},
-              {"max_restarts", a.max_restarts}, {"resources", a.resources}, {"placement_group", a.pg},
-              {"detached", a.detached}};
-    actors.push_back(x);
-    if (a.state == store::ActorState::kAlive) per_node[a.node].push_back(id);
-  }
+  json actors = actors_->status(per_node);
   json nodes = json::array();
   for (auto& id : tables_->node_ids()) {
     json n;

@@ -2,13 +2,14 @@
 // node manager (which it starts, and stops with itself). Killing it leaves every node, and every
 // actor on them, running; a head started again at the same address takes the cluster over from
 // the control store.
-//  * jobs: registration, the job table, `yard submit` (run by the head node's manager), logs;
-//  * the actor manager: placement across nodes, restarts, lookups, names;
-//  * placement groups;
-//  * the failure detector and drains;
-//  * status, events, blobs (job binaries, working directories), the control store's address.
-// Every placement reads the nodes' resources from the control store and takes them with an
-// atomic script there; the chosen node's manager then hosts the actor. One I/O thread.
+// Its parts, each owning its state behind a narrow interface:
+//  * JobTable (job_table.h): the jobs; registration, `yard submit` (run by the head node's
+//    manager) and logs are requests here (jobs.cc);
+//  * ClusterNodes (cluster_nodes.h): the nodes as the head sees them and its reservations;
+//  * ActorManager (actors.h): placement across nodes, restarts, lookups, names;
+//  * GroupManager (groups.h): placement groups;
+// and the service itself: start-up and takeover, the failure detector and drains (nodes.cc),
+// status, events, blobs, the control store's address. One I/O thread.
 #pragma once
 
 #include <atomic>
@@ -23,13 +24,14 @@
 
 #include "common/service.h"
 #include "daemon.h"
+#include "head/actors.h"
 #include "head/cluster_nodes.h"
 #include "head/groups.h"
 #include "head/job_table.h"
 #include "policy/placement.h"
-#include "yard/redis.h"
 #include "resources.h"
 #include "store/tables.h"
+#include "yard/redis.h"
 
 namespace yard::sched {
 
@@ -40,25 +42,6 @@ class HeadService {
 
  private:
   using Job = JobTable::Job;
-  struct Actor : store::ActorRecord {
-    std::shared_ptr<detail::InMessage> create_msg;  // kept while it may still be (re)started
-    std::string creator_routing;
-    uint64_t creator_req = 0;
-    struct Lookup {
-      std::string routing;
-      uint64_t req;
-      Clock::time_point deadline;  // answered by then whatever the state
-    };
-    std::vector<Lookup> lookups;  // GetActor by id, answered once up (or moved, or dead)
-    bool replied = false;
-    policy::ActorStrategy strategy = policy::ActorStrategy::kDefault;
-    std::string affinity_node, caller_node;
-    bool soft = false, killed = false, placing = false;
-    uint64_t epoch = 0;     // placement attempts: a late answer to an old one is ignored
-    int place_failures = 0;
-    int unreachable = 0;
-    double dead_at = 0;
-  };
   struct Takeover {
     std::string redis_address;
     pid_t redis_pid = 0;
@@ -80,7 +63,7 @@ class HeadService {
   void reap();
   void on_get_control_store(Incoming& in);
   void on_status(Incoming& in);
-  void publish(const std::string& event_json);
+  void publish(const std::string& event_json) const;
 
   // Jobs and blobs (jobs.cc).
   void on_register_job(Incoming& in);
@@ -104,8 +87,6 @@ class HeadService {
 
   // Taking over from a killed head (rebuild.cc).
   void rebuild();
-  void rebuild_actors();
-  void save_actor_spec(const Actor& a);
 
   // Nodes: the failure detector and drains (nodes.cc).
   void check_nodes();
@@ -113,36 +94,6 @@ class HeadService {
   void on_drain(Incoming& in);
   void move_off(const std::string& node);
   void check_drains();
-  // Adds to a view of the nodes how many live actors each has (only SPREAD placement reads it).
-  void count_actors(policy::ClusterView& view) const;
-
-  // Actors (actors.cc).
-  void on_create_actor(Incoming& in);
-  // A creation sent again (its first answer was lost with a head that restarted) is answered as
-  // the same actor; true when `in` was one.
-  bool answer_repeated_creation(Incoming& in);
-  // Why a new actor is refused at once (bad request, unknown group or name in use, nowhere it
-  // could ever run), or nullopt.
-  std::optional<Rejection> check_new_actor(const Actor& a);
-  void on_get_actor(Incoming& in);
-  void on_kill_actor(Incoming& in);
-  void on_actor_lost(Incoming& in);
-  policy::Decision pick_node(const Actor& a, const policy::ClusterView& view) const;
-  void process_actors();
-  void place_actor(Actor& a, const std::string& node);
-  void on_placed(const std::string& aid, const std::string& node, uint64_t epoch,
-                 std::unique_ptr<detail::InMessage> r, std::optional<detail::LocalError> err);
-  void actor_up(Actor& a, const detail::InMessage& info);
-  void actor_lost(Actor& a, const std::string& cause, bool count_restart);
-  void actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause);
-  // Its placement group was removed: the actors in it die.
-  void group_removed(const std::string& group, const std::string& why);
-  void free_actor_bundle(Actor& a);
-  void kill_actor_process(Actor& a);
-  void fill_actor_info(wire::ActorInfo::Builder b, const Actor& a);
-  void answer_lookups(Actor& a, bool expired_only = false);
-  void save_actor(const Actor& a);
-  void prune_dead_actors();
 
   DaemonOptions o_;
   std::string token_, token_file_, log_dir_;
@@ -157,7 +108,6 @@ class HeadService {
   std::atomic<bool> serving_{false};
   pid_t parent_pid_ = 0;
   double start_time_ = 0;
-  Clock::time_point next_prune_{};
 
   // The head's node: its manager's id, pid (a child of this process, or one a killed head left)
   // and whether this process started it.
@@ -169,9 +119,7 @@ class HeadService {
   std::unique_ptr<ClusterNodes> nodes_;  // over tables_
   uint64_t seen_reconnects_ = 0;
   Clock::time_point grace_until_{};
-  std::map<std::string, Actor> actors_;
-  std::deque<std::string> pending_actors_;
-  std::map<std::string, std::string> actor_names_;
+  std::unique_ptr<ActorManager> actors_;  // over nodes_, groups_ and jobs_
   std::unique_ptr<GroupManager> groups_;  // over nodes_ and jobs_
   struct Drain {
     std::string node, routing;

@@ -87,11 +87,7 @@ void HeadService::end_job(Job& j, std::optional<store::JobStatus> status) {
     }
   }
   // Its actors and placement groups go with the driver; detached actors stay.
-  for (auto& [id, a] : actors_)
-    if (a.job == j.id && a.state != store::ActorState::kDead && !a.detached) {
-      kill_actor_process(a);
-      actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its job " + j.id + " ended");
-    }
+  actors_->job_ended(j.id);
   groups_->job_ended(j.id);
   j.driver_pid = 0;
   // Its workers stop on every node now (nodes also notice from the record).

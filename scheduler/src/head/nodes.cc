@@ -55,8 +55,7 @@ void HeadService::node_died(const std::string& id) {
   tables_->set_node_state(id, store::NodeState::kDead, now);
   publish(json{{"type", "node_dead"}, {"node_id", id}, {"time", now}}.dump());
   spdlog::warn("node {}: its heartbeat expired: marked dead", id);
-  for (auto& [aid, a] : actors_)
-    if (a.node == id && (a.state == store::ActorState::kAlive || a.placing)) actor_lost(a, "its node " + id + " died", true);
+  actors_->node_died(id);
   groups_->node_died(id);
 }
 
@@ -83,45 +82,21 @@ void HeadService::on_drain(Incoming& in) {
   move_off(id);
   drains_.push_back({id, in.routing_id, in.msg->env().getRequestId(),
                      Clock::now() + std::chrono::milliseconds(d.getTimeoutMs()), d.getForce()});
-  process_actors();
+  actors_->process();
 }
 
 // Actors on a draining node that may restart are placed elsewhere now; bundles nothing uses
 // there are placed again.
 void HeadService::move_off(const std::string& id) {
-  for (auto& [aid, a] : actors_) {
-    if (a.node != id || a.state != store::ActorState::kAlive || a.max_restarts == 0 || !a.create_msg) continue;
-    kill_actor_process(a);
-    a.killed = false;
-    free_actor_bundle(a);
-    a.state = store::ActorState::kRestarting;
-    a.placing = false;
-    a.address.clear();
-    a.worker.clear();
-    a.node.clear();
-    a.cause = "moved off node " + id + ", which is draining";
-    // A move is a restart for the actor (it starts from its constructor) but does not use up its
-    // budget.
-    ++a.num_restarts;
-    if (a.max_restarts > 0) ++a.max_restarts;
-    ++a.epoch;
-    save_actor(a);
-    pending_actors_.push_back(aid);
-  }
-  groups_->move_off(id, [this](const std::string& group, int bundle) {
-    for (auto& [aid, a] : actors_)
-      if (a.pg == group && a.bundle == bundle && a.state != store::ActorState::kDead) return true;
-    return false;
-  });
+  actors_->move_off(id);
+  groups_->move_off(id, [this](const std::string& group, int bundle) { return actors_->uses_bundle(group, bundle); });
 }
 
 void HeadService::check_drains() {
   auto now = Clock::now();
   for (auto it = drains_.begin(); it != drains_.end();) {
     auto& d = *it;
-    std::vector<std::string> left;
-    for (auto& [aid, a] : actors_)
-      if (a.node == d.node && (a.state == store::ActorState::kAlive || a.placing)) left.push_back(aid);
+    std::vector<std::string> left = actors_->on_node(d.node);
     long leased = 0;
     try {
       leased = tables_->leased_workers(d.node);
@@ -143,12 +118,7 @@ void HeadService::check_drains() {
       it = drains_.erase(it);
       continue;
     }
-    for (auto& aid : left) {
-      auto& a = actors_.at(aid);
-      a.killed = true;
-      kill_actor_process(a);
-      actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its node " + d.node + " was drained");
-    }
+    for (auto& aid : left) actors_->stop(aid, "its node " + d.node + " was drained");
     if (!gone) {
       uint64_t rid = io_->next_request_id();
       OutMessage m(token_, rid, false);
@@ -163,13 +133,6 @@ void HeadService::check_drains() {
     io_->reply(d.routing, m.finish());
     it = drains_.erase(it);
   }
-}
-
-void HeadService::count_actors(policy::ClusterView& view) const {
-  std::map<std::string, int> count;
-  for (auto& [id, x] : actors_)
-    if (x.state != store::ActorState::kDead && !x.node.empty()) ++count[x.node];
-  for (auto& n : view.nodes) n.actors = count[n.id];
 }
 
 }  // namespace yard::sched

@@ -1,0 +1,132 @@
+// The actor manager at the head: where each actor runs (placed by the actor policy on the nodes'
+// view, or in a placement group's bundle), its restarts (a lost process or node, up to
+// max_restarts), moves off draining nodes, lookups by id and name, kills, the end of its job, and
+// the dead it still remembers. Its records (with each creation message, for restarts by a later
+// head) are in the control store; the chosen node's manager hosts the process.
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/service.h"
+#include "head/cluster_nodes.h"
+#include "head/groups.h"
+#include "head/job_table.h"
+#include "policy/placement.h"
+#include "store/tables.h"
+
+namespace yard::sched {
+
+class ActorManager {
+ public:
+  struct Context {
+    std::unique_ptr<detail::IoLoop>& io;
+    const std::string& token;
+    const Replies& reply;
+    detail::Redis& redis;
+    store::Tables& tables;
+    ClusterNodes& nodes;
+    GroupManager& groups;
+    JobTable& jobs;
+    const std::string& head_node;                       // where callers without a node are
+    std::function<void(const std::string&)> publish;    // an event on yard:events
+  };
+  explicit ActorManager(Context c)
+      : io_(c.io), token_(c.token), reply_(c.reply), redis_(&c.redis), tables_(&c.tables), nodes_(&c.nodes),
+        groups_(&c.groups), jobs_(&c.jobs), head_node_(c.head_node), publish(std::move(c.publish)) {}
+
+  void on_create(Incoming& in);
+  void on_get(Incoming& in);
+  void on_kill(Incoming& in);
+  void on_lost(Incoming& in);
+  // Pending actors placed where they fit now.
+  void process();
+  // Lookups past their deadline answered; old dead actors forgotten (every 10 s).
+  void tick();
+  // Its actors restart elsewhere (as far as their max_restarts allow).
+  void node_died(const std::string& node);
+  // Actors on a draining node that may restart move now (a move does not use up a restart).
+  void move_off(const std::string& node);
+  // The actors alive (or being placed) on the node.
+  std::vector<std::string> on_node(const std::string& node) const;
+  // Stops an actor for good (a drain that ran out of time).
+  void stop(const std::string& id, const std::string& cause);
+  void job_ended(const std::string& job);
+  void group_removed(const std::string& group, const std::string& why);
+  bool uses_bundle(const std::string& group, int bundle) const;
+  // After a takeover: the actors the records hold (rebuild.cc).
+  void rebuild();
+  size_t size() const { return actors_.size(); }
+  // Every actor for `yard status`; `per_node` gets the live ones by node.
+  nlohmann::json status(std::map<std::string, nlohmann::json>& per_node) const;
+
+ private:
+  struct Actor : store::ActorRecord {
+    std::shared_ptr<detail::InMessage> create_msg;  // kept while it may still be (re)started
+    std::string creator_routing;
+    uint64_t creator_req = 0;
+    struct Lookup {
+      std::string routing;
+      uint64_t req;
+      Clock::time_point deadline;  // answered by then whatever the state
+    };
+    std::vector<Lookup> lookups;  // GetActor by id, answered once up (or moved, or dead)
+    bool replied = false;
+    policy::ActorStrategy strategy = policy::ActorStrategy::kDefault;
+    std::string affinity_node, caller_node;
+    bool soft = false, killed = false, placing = false;
+    uint64_t epoch = 0;     // placement attempts: a late answer to an old one is ignored
+    int place_failures = 0;
+    int unreachable = 0;
+    double dead_at = 0;
+  };
+
+  // A creation sent again (its first answer was lost with a head that restarted) is answered as
+  // the same actor; true when `in` was one.
+  bool answer_repeated_creation(Incoming& in);
+  // Why a new actor is refused at once (bad request, unknown group or name in use, nowhere it
+  // could ever run), or nullopt.
+  std::optional<Rejection> check_new_actor(const Actor& a);
+  policy::Decision pick_node(const Actor& a, const policy::ClusterView& view) const;
+  // Adds to a view of the nodes how many live actors each has (only SPREAD placement reads it).
+  void count_actors(policy::ClusterView& view) const;
+  void place_actor(Actor& a, const std::string& node);
+  void on_placed(const std::string& aid, const std::string& node, uint64_t epoch,
+                 std::unique_ptr<detail::InMessage> r, std::optional<detail::LocalError> err);
+  void actor_up(Actor& a, const detail::InMessage& info);
+  void actor_lost(Actor& a, const std::string& cause, bool count_restart);
+  void actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause);
+  void free_actor_bundle(Actor& a);
+  void kill_actor_process(Actor& a);
+  void fill_actor_info(wire::ActorInfo::Builder b, const Actor& a);
+  void answer_lookups(Actor& a, bool expired_only = false);
+  void save_actor(const Actor& a);
+  void save_actor_spec(const Actor& a);
+  void prune_dead_actors();
+  void notify(const std::string& address, detail::Frames request, uint64_t rid);
+
+  std::unique_ptr<detail::IoLoop>& io_;
+  const std::string& token_;
+  const Replies& reply_;
+  detail::Redis* redis_;
+  store::Tables* tables_;
+  ClusterNodes* nodes_;
+  GroupManager* groups_;
+  JobTable* jobs_;
+  const std::string& head_node_;
+  std::function<void(const std::string&)> publish;
+
+  std::map<std::string, Actor> actors_;
+  std::deque<std::string> pending_actors_;
+  std::map<std::string, std::string> actor_names_;
+  Clock::time_point next_prune_{};
+};
+
+}  // namespace yard::sched
