@@ -1,5 +1,4 @@
-// The blob cache: job binaries and working directories fetched from the head by digest.
-#include "node/node_manager.h"
+#include "node/blob_cache.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/service.h"
 #include "yard/process.h"
 
 namespace fs = std::filesystem;
@@ -16,7 +16,8 @@ namespace yard::sched {
 
 using namespace detail;
 
-void NodeManager::fetch_blob(const std::string& digest, const std::string& path, std::function<void(const Problem&)> k) {
+void BlobCache::fetch(const std::string& digest, std::function<void(const Problem&)> k) {
+  std::string path = this->path(digest);
   if (access(path.c_str(), R_OK) == 0) return k(std::nullopt);
   auto& waiters = fetching_[digest];
   waiters.push_back(std::move(k));
@@ -25,7 +26,7 @@ void NodeManager::fetch_blob(const std::string& digest, const std::string& path,
   OutMessage m(token_, rid, false);
   m.env().getBody().setGetBlob(digest);
   spdlog::info("fetching {} from the head", digest);
-  io_->request(o_.join_address, rid, m.finish(),
+  io_->request(head_, rid, m.finish(),
                [this, digest, path](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  Problem why;
                  if (err) why = err->message;
@@ -47,9 +48,10 @@ void NodeManager::fetch_blob(const std::string& digest, const std::string& path,
                std::chrono::seconds(120));
 }
 
-Result<std::string> NodeManager::unpack_workdir(const std::string& digest, const std::string& archive) {
+Result<std::string> BlobCache::unpack_workdir(const std::string& digest) {
   using R = Result<std::string>;
-  std::string dir = o_.session_dir + "/workdirs/" + digest;
+  std::string archive = path(digest);
+  std::string dir = session_dir_ + "/workdirs/" + digest;
   if (fs::is_directory(dir)) return R::ok(dir);
   if (access(archive.c_str(), R_OK) != 0) return R::fail("no uploaded archive " + digest);
   std::error_code ec;

@@ -48,7 +48,7 @@ void NodeManager::on_submit_job(Incoming& in) {
   std::string cwd = sj.getCwd();
   std::string workdir = sj.getWorkingDir();
   if (!workdir.empty()) {
-    auto dir = unpack_workdir(workdir, o_.session_dir + "/blobs/" + workdir);
+    auto dir = blobs_.unpack_workdir(workdir);
     if (!dir) {
       reply_.error(in, wire::ErrorCode::BAD_REQUEST, "the job's working directory: " + dir.why());
       return;
@@ -224,15 +224,14 @@ void NodeManager::with_job(const std::string& job_id, std::function<void(Result<
       return k(R::fail("job " + job_id + "'s program " + rec->binary + " is not on node " + node_id_));
     return k(R::ok(make(rec->binary)));
   }
-  std::string path = o_.session_dir + "/blobs/" + digest;
+  std::string path = blobs_.path(digest);
   std::string workdir = rec->workdir;
   // The binary, then the working directory (if the job was submitted with one).
   auto with_workdir = [this, k, make, workdir, job_id](const std::string& binary) mutable {
     if (workdir.empty()) return k(R::ok(make(binary)));
-    std::string archive = o_.session_dir + "/blobs/" + workdir;
-    fetch_blob(workdir, archive, [this, k, make, workdir, archive, binary, job_id](const Problem& why) mutable {
+    blobs_.fetch(workdir, [this, k, make, workdir, binary, job_id](const Problem& why) mutable {
       if (why) return k(R::fail("fetching job " + job_id + "'s working directory: " + *why));
-      auto dir = unpack_workdir(workdir, archive);
+      auto dir = blobs_.unpack_workdir(workdir);
       if (!dir) return k(R::fail("job " + job_id + "'s working directory: " + dir.why()));
       Job* j = make(binary);
       j->cwd = dir.value();
@@ -240,7 +239,7 @@ void NodeManager::with_job(const std::string& job_id, std::function<void(Result<
     });
   };
   if (access(path.c_str(), X_OK) == 0) return with_workdir(path);
-  fetch_blob(digest, path, [k, path, job_id, with_workdir](const Problem& why) mutable {
+  blobs_.fetch(digest, [k, path, job_id, with_workdir](const Problem& why) mutable {
     if (why) return k(R::fail("fetching job " + job_id + "'s program: " + *why));
     with_workdir(path);
   });

@@ -48,39 +48,12 @@ void NodeManager::on_request_lease(Incoming& in) {
   });
 }
 
-// Where a lease that cannot be served here now could be: the node (alive, not draining, not
-// this one) with the most free CPUs, from the view refreshed with every heartbeat.
-std::string NodeManager::spill_target(const Res& need, bool ever) {
-  try {
-    refresh_peers_if_stale();
-  } catch (const std::exception& e) {
-    spdlog::error("reading the other nodes' resources: {}", e.what());
-  }
-  auto id = policy::spill_target(peers_, node_id_, need, ever);
-  return id.empty() ? std::string() : peer_addresses_.at(id);
-}
-
-void NodeManager::refresh_peers_view() {
-  peers_view_at_ = Clock::now();
-  peers_.nodes.clear();
-  peer_addresses_.clear();
-  for (auto& n : tables_->nodes_with_resources())
-    if (n.state == store::NodeState::kAlive && !n.address.empty() && n.has_avail) {
-      peer_addresses_[n.id] = n.address;
-      peers_.nodes.push_back({n.id, std::move(n.total), std::move(n.avail), 0});
-    }
-}
-
-void NodeManager::refresh_peers_if_stale() {
-  if (Clock::now() - peers_view_at_ > std::chrono::milliseconds(100)) refresh_peers_view();
-}
-
 void NodeManager::answer_lease(Lease& l) {
   OutMessage m(token_, l.req, true);
   auto lg = m.env().getBody().initLeaseGranted();
   // Fewer than asked for: say where more could be had.
   if (l.assigned.size() < l.count && !l.spilled) {
-    auto target = spill_target(l.need);
+    auto target = peers_.spill_target(node_id_, l.need);
     if (!target.empty()) lg.setSpillback(target);
   }
   auto ws = lg.initWorkers(static_cast<unsigned>(l.assigned.size()));
@@ -103,12 +76,6 @@ void NodeManager::answer_spillback(const Lease& l, const std::string& address) {
   OutMessage m(token_, l.req, true);
   m.env().getBody().initLeaseGranted().setSpillback(address);
   io_->reply(l.routing, m.finish());
-}
-
-std::string NodeManager::peer_address(const std::string& node) {
-  refresh_peers_if_stale();
-  auto p = peer_addresses_.find(node);
-  return p == peer_addresses_.end() ? std::string() : p->second;
 }
 
 std::string NodeManager::lease_worker(Lease& l, const Devices& devices) {
@@ -176,16 +143,16 @@ bool NodeManager::serve_in_bundle(Lease& l) {
 // from this node's resources, spilled to a node with room, or kept waiting.
 bool NodeManager::serve_lease(Lease& l) {
   bool routed = !l.spilled && ((!l.node_id.empty() && l.node_id != node_id_) || l.spread);
-  if (routed || !fits(l.need, total_)) refresh_peers_if_stale();  // only then does the route look at peers
+  if (routed || !fits(l.need, total_)) peers_.refresh_if_stale();  // only then does the route look at peers
   policy::LeaseRequest req{l.need, l.node_id, l.soft, l.spread, l.spilled};
-  auto route = policy::route_lease(peers_, {node_id_, total_, avail_, 0}, req, spread_turn_);
+  auto route = policy::route_lease(peers_.view(), {node_id_, total_, avail_, 0}, req, spread_turn_);
   if (route.used_turn) ++spread_turn_;
   if (route.kind == policy::LeaseRoute::Kind::kInfeasible) {
     reply_.error(l.routing, l.req, wire::ErrorCode::INFEASIBLE, route.why);
     return true;
   }
   if (route.kind == policy::LeaseRoute::Kind::kElsewhere) {
-    answer_spillback(l, peer_addresses_.at(route.node));
+    answer_spillback(l, peers_.listed(route.node));
     return true;
   }
   // Decided: served here (soft affinity to a gone node, SPREAD's turn here, hard affinity here).
@@ -217,7 +184,7 @@ bool NodeManager::serve_lease(Lease& l) {
   }
   if (!l.spilled) {
     // Nothing free here: send the submitter to a node that has room (one hop only).
-    if (auto target = spill_target(l.need); !target.empty()) {
+    if (auto target = peers_.spill_target(node_id_, l.need); !target.empty()) {
       answer_spillback(l, target);
       return true;
     }
@@ -309,7 +276,7 @@ NodeManager::BundleRoute NodeManager::bundle_route(Lease& l) {
     l.bundle = pick;
     return {BundleRoute::Kind::kHere, {}, {}, b};
   }
-  auto address = peer_address(node);
+  auto address = peers_.address(node);
   if (address.empty()) return {};
   l.bundle = pick;
   return {BundleRoute::Kind::kElsewhere, address, {}, {}};

@@ -167,7 +167,7 @@ void NodeManager::save_node() {
       fenced_ = false;
     }
     if (!fenced_) refresh_local();
-    refresh_peers_view();
+    peers_.refresh();
     store::NodeReport r;
     r.address = io_->address();
     r.hostname = hostname();

@@ -18,6 +18,8 @@
 
 #include "common/service.h"
 #include "daemon.h"
+#include "node/blob_cache.h"
+#include "node/peers.h"
 #include "policy/gpus.h"
 #include "policy/placement.h"
 #include "yard/redis.h"
@@ -113,14 +115,6 @@ class NodeManager {
   void give_local(const Res& need);
   void give_held(Worker& w);  // its resources back to the node or to its bundle
   void refresh_local();
-  // The other alive nodes as the policies see them, refreshed with every heartbeat (and when
-  // older than 100 ms where it is needed).
-  void refresh_peers_view();
-  void refresh_peers_if_stale();
-  // A node with room for `need` now (most free CPUs first), or when `ever`, one whose totals hold it.
-  std::string spill_target(const Res& need, bool ever = false);
-  // A live node's address from the peer view, or "".
-  std::string peer_address(const std::string& node);
 
   // Workers (workers.cc).
   std::string spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease,
@@ -149,12 +143,6 @@ class NodeManager {
   // reason it cannot run here.
   void with_job(const std::string& job_id, std::function<void(Result<Job*>)> k);
 
-  // Blobs from the head (blobs.cc).
-  // Fetches a blob from the head into `path` (once per digest), then calls k with what failed.
-  void fetch_blob(const std::string& digest, const std::string& path, std::function<void(const Problem&)> k);
-  // Unpacks an uploaded working directory (tar.gz blob at `archive`) under this node's session.
-  Result<std::string> unpack_workdir(const std::string& digest, const std::string& archive);
-
   DaemonOptions o_;
   std::string token_, token_file_, log_dir_, node_id_;
   std::unique_ptr<detail::IoLoop> io_;
@@ -175,10 +163,8 @@ class NodeManager {
   uint64_t lease_seq_ = 0;
   std::map<std::string, Hosted> hosted_;
   Clock::time_point next_job_check_{};
-  std::map<std::string, std::vector<std::function<void(const Problem&)>>> fetching_;  // digest -> waiters
-  policy::ClusterView peers_;
-  std::map<std::string, std::string> peer_addresses_;
-  Clock::time_point peers_view_at_{};
+  BlobCache blobs_{io_, token_, o_.join_address, o_.session_dir, log_dir_};
+  Peers peers_{tables_};  // the other nodes, for routing leases
   size_t spread_turn_ = 0;
 };
 
