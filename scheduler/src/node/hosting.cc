@@ -85,8 +85,8 @@ void NodeManager::instantiate_hosted(const std::string& aid, Worker& w) {
                  auto it = hosted_.find(aid);
                  if (it == hosted_.end() || it->second.worker != wid || it->second.replied) return;
                  auto& h = it->second;
-                 auto w = workers_.find(wid);
-                 if (err || w == workers_.end()) return;  // the worker's exit answers the head
+                 auto* w = workers_.find(wid);
+                 if (err || !w) return;  // the worker's exit answers the head
                  auto body = r->env().getBody();
                  if (body.isError()) {
                    h.replied = true;
@@ -94,16 +94,16 @@ void NodeManager::instantiate_hosted(const std::string& aid, Worker& w) {
                                                                                         : body.getError().getCode();
                    reply_.error(h.routing, h.req, code, body.getError().getMessage());
                    hosted_.erase(it);
-                   kill(w->second.pid, SIGKILL);  // its exit then gives its resources back
+                   kill(w->pid, SIGKILL);  // its exit then gives its resources back
                    return;
                  }
-                 w->second.state = WState::kActor;
+                 w->state = WState::kActor;
                  h.replied = true;
                  h.msg.reset();
                  OutMessage m(token_, h.req, true);
                  auto info = m.env().getBody().initActorInfo();
                  info.setActorId(aid);
-                 info.setAddress(w->second.address);
+                 info.setAddress(w->address);
                  info.setWorkerId(wid);
                  info.setNodeId(node_id_);
                  info.setState(store::name(store::ActorState::kAlive));
@@ -116,8 +116,7 @@ void NodeManager::on_kill_hosted(Incoming& in) {
   std::string aid = in.msg->env().getBody().getKillHosted();
   auto h = hosted_.find(aid);
   if (h != hosted_.end()) {
-    auto w = workers_.find(h->second.worker);
-    if (w != workers_.end()) kill(w->second.pid, SIGKILL);
+    workers_.kill(h->second.worker);
     if (!h->second.replied) reply_.error(h->second.routing, h->second.req, wire::ErrorCode::ACTOR_DIED, "killed by request");
     hosted_.erase(h);  // killed on purpose: nothing to report
   }

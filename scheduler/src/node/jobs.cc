@@ -137,8 +137,7 @@ void NodeManager::end_job(Job& j, std::optional<store::JobStatus> status, int ex
     j.end = unix_time();
   }
   // Its workers go with it; detached actors stay.
-  for (auto& [id, w] : workers_)
-    if (w.job_id == j.id && !w.detached) kill(w.pid, SIGKILL);
+  workers_.kill_job(j.id);
   for (auto it = leases_.begin(); it != leases_.end();) {
     if (it->job == j.id) {
       reply_.error(it->routing, it->req, wire::ErrorCode::NOT_FOUND, "job " + j.id + " ended");

@@ -80,13 +80,10 @@ void NodeManager::answer_spillback(const Lease& l, const std::string& address) {
 
 std::string NodeManager::lease_worker(Lease& l, const Devices& devices) {
   bool gpu = !devices.empty();
-  auto idle = gpu ? workers_.end() : std::find_if(workers_.begin(), workers_.end(), [&](auto& kv) {
-    return kv.second.state == WState::kIdle && kv.second.job_id == l.job;
-  });
-  if (idle != workers_.end()) {
-    idle->second.state = WState::kLeased;
-    l.assigned.push_back(idle->first);
-    return idle->first;
+  if (auto* idle = gpu ? nullptr : workers_.idle_of(l.job)) {
+    idle->state = WState::kLeased;
+    l.assigned.push_back(idle->id);
+    return idle->id;
   }
   auto wid = spawn_worker(l.job, "", l.seq, 0, devices);
   workers_.at(wid).dedicated = gpu;
@@ -199,16 +196,16 @@ bool NodeManager::serve_lease(Lease& l) {
 void NodeManager::on_return_lease(Incoming& in) {
   auto rl = in.msg->env().getBody().getReturnLease();
   for (auto id : rl.getWorkerIds()) {
-    auto it = workers_.find(id);
-    if (it == workers_.end() || it->second.state != WState::kLeased) continue;
-    if (it->second.dedicated) {
-      kill(it->second.pid, SIGKILL);  // its exit gives back its resources and devices
+    auto* w = workers_.find(id);
+    if (!w || w->state != WState::kLeased) continue;
+    if (w->dedicated) {
+      kill(w->pid, SIGKILL);  // its exit gives back its resources and devices
       continue;
     }
-    give_held(it->second);
-    it->second.held.clear();
-    it->second.bundle.clear();
-    it->second.state = WState::kIdle;
+    give_held(*w);
+    w->held.clear();
+    w->bundle.clear();
+    w->state = WState::kIdle;
   }
   reply_.ok(in);
   process_leases();
@@ -239,7 +236,7 @@ void NodeManager::give_local(const Res& need) {
   refresh_local();
 }
 
-void NodeManager::give_held(Worker& w) {
+void NodeManager::give_held(const Worker& w) {
   if (w.bundle.empty()) return give_local(w.held);
   try {
     release_bundle(*redis_, w.bundle, w.held);

@@ -24,19 +24,6 @@ namespace yard::sched {
 
 using namespace detail;
 
-namespace {
-
-// Removes the shared-memory segments a (dead) worker left behind.
-void remove_worker_segments(pid_t pid) {
-  std::string prefix = ShmPool::prefix_for(pid).substr(1);  // without the leading '/'
-  std::error_code ec;
-  for (auto& e : fs::directory_iterator("/dev/shm", ec)) {
-    auto name = e.path().filename().string();
-    if (name.rfind(prefix, 0) == 0) fs::remove(e.path(), ec);
-  }
-}
-
-}  // namespace
 
 // ---- start-up ---------------------------------------------------------------------------------
 
@@ -106,6 +93,9 @@ void NodeManager::join() {
 // Resources and the heartbeat first, then the membership: the failure detector never sees a
 // member without a heartbeat, and the scheduler never sees one without resources.
 void NodeManager::begin_serving() {
+  workers_.configure({{"YARD_NODE_ADDRESS", io_->address()}, {"YARD_TOKEN", token_}, {"YARD_NODE_ID", node_id_},
+                      {"YARD_HEAD_ADDRESS", o_.join_address}, {"YARD_NODE_HOST", o_.host}},
+                     log_dir_, gpus_.devices() > 0);
   register_resources(*redis_, node_id_, total_);
   avail_ = total_;
   save_node();
@@ -159,7 +149,7 @@ void NodeManager::save_node() {
       // what still runs here is stale. Stop it, and come back as an empty node.
       spdlog::warn("this node was declared dead while it was silent: stopping its workers and rejoining");
       fenced_ = true;
-      for (auto& [id, w] : workers_) kill(w.pid, SIGKILL);
+      workers_.kill_all();
     }
     if (fenced_ && workers_.empty()) {
       register_resources(*redis_, node_id_, total_);
@@ -173,7 +163,7 @@ void NodeManager::save_node() {
     r.hostname = hostname();
     r.pid = getpid();
     r.log_dir = log_dir_;
-    r.leased = std::count_if(workers_.begin(), workers_.end(), [](auto& kv) { return kv.second.state == WState::kLeased; });
+    r.leased = workers_.leased();
     r.start_time = start_time_;
     r.now = unix_time();
     r.workers = static_cast<long>(workers_.size());
@@ -184,19 +174,18 @@ void NodeManager::save_node() {
 }
 
 void NodeManager::shutdown_all() {
-  for (auto& [id, w] : workers_) kill(w.pid, SIGKILL);
+  workers_.kill_all();
   for (auto& [id, j] : jobs_)
     if (j.proc_pid && !j.ended) kill(-static_cast<pid_t>(j.proc_pid), SIGTERM);
   auto deadline = Clock::now() + std::chrono::seconds(3);
   while (Clock::now() < deadline) {
-    bool any = false;
-    for (auto& [id, w] : workers_) any |= pid_alive(w.pid);
+    bool any = workers_.any_alive();
     for (auto& [id, j] : jobs_)
       if (j.proc_pid && !j.ended) any |= pid_alive(static_cast<pid_t>(j.proc_pid));
     if (!any) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  for (auto& [id, w] : workers_) remove_worker_segments(w.pid);
+  workers_.remove_segments();
   for (auto& [id, j] : jobs_)
     if (j.proc_pid && !j.ended) {
       kill(-static_cast<pid_t>(j.proc_pid), SIGKILL);
@@ -266,12 +255,8 @@ void NodeManager::reap() {
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0) break;
-    auto wp = worker_by_pid_.find(pid);
-    if (wp != worker_by_pid_.end()) {
-      std::string id = wp->second;
-      worker_by_pid_.erase(wp);
-      worker_exited(id, status);
-      remove_worker_segments(pid);
+    if (auto w = workers_.exited(pid)) {
+      worker_exited(*w, status);
       continue;
     }
     for (auto& [id, j] : jobs_) {
@@ -290,11 +275,7 @@ void NodeManager::reap() {
 
 // A worker process is gone: its resources and devices come back; the head hears of a hosted
 // actor's loss, a lease waiting for it is told, the pool keeps its size.
-void NodeManager::worker_exited(const std::string& wid, int status) {
-  auto wit = workers_.find(wid);
-  if (wit == workers_.end()) return;
-  Worker w = wit->second;
-  workers_.erase(wit);
+void NodeManager::worker_exited(const Worker& w, int status) {
   give_held(w);
   gpus_.give(w.gpus);
   auto job = jobs_.find(w.job_id);

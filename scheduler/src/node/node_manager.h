@@ -20,6 +20,7 @@
 #include "daemon.h"
 #include "node/blob_cache.h"
 #include "node/peers.h"
+#include "node/worker_pool.h"
 #include "policy/gpus.h"
 #include "policy/placement.h"
 #include "yard/redis.h"
@@ -34,19 +35,9 @@ class NodeManager {
   int run();
 
  private:
-  enum class WState { kStarting, kIdle, kLeased, kActor };
-  using Devices = policy::GpuPool::Devices;
-  struct Worker {
-    std::string id, job_id, address, actor_id, log;
-    pid_t pid = 0;
-    WState state = WState::kStarting;
-    Res held;            // given back to this node's pool when the worker exits
-    uint64_t lease = 0;  // lease this starting worker is reserved for
-    bool detached = false;
-    Devices gpus;            // assigned to it
-    bool dedicated = false;  // started for one lease (GPUs): it exits when the lease is returned
-    std::string bundle;      // held comes from this placement-group bundle, not from the node
-  };
+  using WState = WorkerPool::State;
+  using Worker = WorkerPool::Worker;
+  using Devices = WorkerPool::Devices;
   struct Job : store::JobRecord {
     bool ended = false;
     bool runs_here = false;  // its program is this node's child (`yard submit`)
@@ -88,7 +79,7 @@ class NodeManager {
   void handle(Incoming in);
   void periodic();
   void reap();
-  void worker_exited(const std::string& id, int status);
+  void worker_exited(const Worker& w, int status);
 
   // Leases (leases.cc).
   void on_request_lease(Incoming& in);
@@ -113,7 +104,7 @@ class NodeManager {
   BundleRoute bundle_route(Lease& l);
   bool take_local(const Res& need);
   void give_local(const Res& need);
-  void give_held(Worker& w);  // its resources back to the node or to its bundle
+  void give_held(const Worker& w);  // its resources back to the node or to its bundle
   void refresh_local();
 
   // Workers (workers.cc).
@@ -156,8 +147,7 @@ class NodeManager {
 
   Res total_, avail_;  // avail_: this node's view of its own Redis hash
   policy::GpuPool gpus_;
-  std::map<std::string, Worker> workers_;
-  std::map<pid_t, std::string> worker_by_pid_;
+  WorkerPool workers_;
   std::map<std::string, Job> jobs_;
   std::deque<Lease> leases_;
   uint64_t lease_seq_ = 0;

@@ -13,44 +13,19 @@ namespace yard::sched {
 using namespace detail;
 
 std::string NodeManager::spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease,
-                                 uint32_t restarts, const Devices& gpus) {
+                                      uint32_t restarts, const Devices& gpus) {
   auto& j = jobs_.at(job_id);
-  Worker w;
-  w.id = "worker-" + random_hex(5);
-  w.job_id = job_id;
-  w.actor_id = actor_id;
-  w.lease = lease;
-  w.log = log_dir_ + "/" + w.id + ".log";
-  SpawnOptions so;
-  so.env = {{"YARD_WORKER", "1"}, {"YARD_NODE_ADDRESS", io_->address()}, {"YARD_TOKEN", token_},
-            {"YARD_JOB_ID", job_id}, {"YARD_WORKER_ID", w.id}, {"YARD_ACTOR_ID", actor_id},
-            {"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}, {"YARD_NODE_ID", node_id_},
-            {"YARD_HEAD_ADDRESS", o_.join_address},
-            {"YARD_ACTOR_RESTARTS", std::to_string(restarts)}, {"YARD_NODE_HOST", o_.host}};
-  // A worker sees exactly the devices it was given (none: an empty list hides them all).
-  std::string visible;
-  for (auto& [dev, share] : gpus) visible += (visible.empty() ? "" : ",") + std::to_string(dev);
-  if (gpus_.devices() > 0 || !gpus.empty()) so.env["CUDA_VISIBLE_DEVICES"] = visible;
-  w.gpus = gpus;
-  so.cwd = j.cwd;
-  so.stdout_path = w.log;
-  so.death_signal = SIGKILL;
-  w.pid = spawn({j.binary}, so);
-  worker_by_pid_[w.pid] = w.id;
-  spdlog::info("started {} (pid {}) for job {}{}", w.id, w.pid, job_id, actor_id.empty() ? "" : " actor " + actor_id);
-  std::string id = w.id;
-  workers_.emplace(id, std::move(w));
-  return id;
+  return workers_.start({job_id, j.binary, j.cwd, actor_id, lease, restarts, gpus});
 }
 
 void NodeManager::on_register_worker(Incoming& in) {
   auto rw = in.msg->env().getBody().getRegisterWorker();
-  auto it = workers_.find(rw.getWorkerId());
-  if (it == workers_.end()) {
+  auto* found = workers_.find(rw.getWorkerId());
+  if (!found) {
     reply_.error(in, wire::ErrorCode::NOT_FOUND, "unknown worker id");
     return;
   }
-  auto& w = it->second;
+  auto& w = *found;
   w.address = rw.getAddress();
   reply_.ok(in);
   if (!w.actor_id.empty()) {
@@ -90,10 +65,7 @@ void NodeManager::on_warm_pool(Incoming& in) {
   reply_.ok(in);
   with_job(job, [this, job, want](Result<Job*> j) {
     if (!j) return;
-    int have = static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [&](auto& kv) {
-      return kv.second.job_id == job && kv.second.actor_id.empty();
-    }));
-    for (int i = have; i < want; ++i) {
+    for (int i = workers_.task_workers_of(job); i < want; ++i) {
       try {
         spawn_worker(job, "", 0);
       } catch (const std::exception& e) {

@@ -1,0 +1,114 @@
+#include "node/worker_pool.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include <spdlog/spdlog.h>
+
+#include "shm_store.h"
+#include "yard/process.h"
+
+namespace fs = std::filesystem;
+
+namespace yard::sched {
+
+void WorkerPool::configure(std::map<std::string, std::string> env, std::string log_dir, bool node_has_gpus) {
+  env_ = std::move(env);
+  log_dir_ = std::move(log_dir);
+  gpus_ = node_has_gpus;
+}
+
+std::string WorkerPool::start(const Launch& l) {
+  Worker w;
+  w.id = "worker-" + sys::random_hex(5);
+  w.job_id = l.job_id;
+  w.actor_id = l.actor_id;
+  w.lease = l.lease;
+  w.log = log_dir_ + "/" + w.id + ".log";
+  sys::SpawnOptions so;
+  so.env = env_;
+  so.env.insert({{"YARD_WORKER", "1"}, {"YARD_JOB_ID", l.job_id}, {"YARD_WORKER_ID", w.id}, {"YARD_ACTOR_ID", l.actor_id},
+                 {"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"},
+                 {"YARD_ACTOR_RESTARTS", std::to_string(l.restarts)}});
+  // A worker sees exactly the devices it was given (none: an empty list hides them all).
+  std::string visible;
+  for (auto& [dev, share] : l.gpus) visible += (visible.empty() ? "" : ",") + std::to_string(dev);
+  if (gpus_ || !l.gpus.empty()) so.env["CUDA_VISIBLE_DEVICES"] = visible;
+  w.gpus = l.gpus;
+  so.cwd = l.cwd;
+  so.stdout_path = w.log;
+  so.death_signal = SIGKILL;
+  w.pid = sys::spawn({l.binary}, so);
+  by_pid_[w.pid] = w.id;
+  spdlog::info("started {} (pid {}) for job {}{}", w.id, w.pid, l.job_id, l.actor_id.empty() ? "" : " actor " + l.actor_id);
+  std::string id = w.id;
+  workers_.emplace(id, std::move(w));
+  return id;
+}
+
+WorkerPool::Worker* WorkerPool::find(const std::string& id) {
+  auto it = workers_.find(id);
+  return it == workers_.end() ? nullptr : &it->second;
+}
+
+WorkerPool::Worker* WorkerPool::idle_of(const std::string& job) {
+  for (auto& [id, w] : workers_)
+    if (w.state == State::kIdle && w.job_id == job) return &w;
+  return nullptr;
+}
+
+int WorkerPool::task_workers_of(const std::string& job) const {
+  return static_cast<int>(std::count_if(workers_.begin(), workers_.end(), [&](auto& kv) {
+    return kv.second.job_id == job && kv.second.actor_id.empty();
+  }));
+}
+
+long WorkerPool::leased() const {
+  return std::count_if(workers_.begin(), workers_.end(), [](auto& kv) { return kv.second.state == State::kLeased; });
+}
+
+std::optional<WorkerPool::Worker> WorkerPool::exited(pid_t pid) {
+  auto p = by_pid_.find(pid);
+  if (p == by_pid_.end()) return std::nullopt;
+  auto w = workers_.find(p->second);
+  by_pid_.erase(p);
+  remove_segments(pid);
+  if (w == workers_.end()) return std::nullopt;
+  Worker gone = std::move(w->second);
+  workers_.erase(w);
+  return gone;
+}
+
+void WorkerPool::kill(const std::string& id) {
+  if (auto* w = find(id)) ::kill(w->pid, SIGKILL);
+}
+
+void WorkerPool::kill_job(const std::string& job) {
+  for (auto& [id, w] : workers_)
+    if (w.job_id == job && !w.detached) ::kill(w.pid, SIGKILL);
+}
+
+void WorkerPool::kill_all() {
+  for (auto& [id, w] : workers_) ::kill(w.pid, SIGKILL);
+}
+
+bool WorkerPool::any_alive() const {
+  return std::any_of(workers_.begin(), workers_.end(), [](auto& kv) { return sys::pid_alive(kv.second.pid); });
+}
+
+void WorkerPool::remove_segments() const {
+  for (auto& [id, w] : workers_) remove_segments(w.pid);
+}
+
+void WorkerPool::remove_segments(pid_t pid) {
+  std::string prefix = detail::ShmPool::prefix_for(pid).substr(1);  // without the leading '/'
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator("/dev/shm", ec)) {
+    auto name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) fs::remove(e.path(), ec);
+  }
+}
+
+}  // namespace yard::sched

@@ -1,0 +1,75 @@
+// The node's worker processes: each runs a job's binary (YARD_WORKER=1) as a task worker (idle or
+// leased), or dedicated to one actor or one GPU lease; what it holds (resources, a bundle's
+// resources, GPU devices) comes back when it exits. Pure bookkeeping plus starting and stopping
+// processes; the node manager decides what each is for.
+#pragma once
+
+#include <sys/types.h>
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "policy/gpus.h"
+#include "policy/res.h"
+
+namespace yard::sched {
+
+class WorkerPool {
+ public:
+  enum class State { kStarting, kIdle, kLeased, kActor };
+  using Devices = policy::GpuPool::Devices;
+  struct Worker {
+    std::string id, job_id, address, actor_id, log;
+    pid_t pid = 0;
+    State state = State::kStarting;
+    Res held;            // given back to this node's pool when the worker exits
+    uint64_t lease = 0;  // lease this starting worker is reserved for
+    bool detached = false;
+    Devices gpus;            // assigned to it
+    bool dedicated = false;  // started for one lease (GPUs): it exits when the lease is returned
+    std::string bundle;      // held comes from this placement-group bundle, not from the node
+  };
+  struct Launch {
+    std::string job_id, binary, cwd, actor_id;
+    uint64_t lease = 0;
+    uint32_t restarts = 0;
+    Devices gpus;
+  };
+
+  // What every worker's environment says about this node (its address, token, id, the head),
+  // where their logs go, and whether the node has GPUs (then a worker sees only its own).
+  void configure(std::map<std::string, std::string> env, std::string log_dir, bool node_has_gpus);
+  // Starts a worker; its id. Throws yard::Error when the process cannot be started.
+  std::string start(const Launch& l);
+
+  Worker* find(const std::string& id);
+  Worker& at(const std::string& id) { return workers_.at(id); }
+  // An idle task worker of the job, or nullptr.
+  Worker* idle_of(const std::string& job);
+  // Task workers of the job (idle, leased or starting).
+  int task_workers_of(const std::string& job) const;
+  long leased() const;
+  size_t size() const { return workers_.size(); }
+  bool empty() const { return workers_.empty(); }
+
+  // The worker that was this process, now gone from the pool; nullopt when pid was none of ours.
+  std::optional<Worker> exited(pid_t pid);
+  void kill(const std::string& id);
+  // The job's workers, detached actors' excepted.
+  void kill_job(const std::string& job);
+  void kill_all();
+  bool any_alive() const;
+  // The shared-memory segments of every worker (after they are gone).
+  void remove_segments() const;
+  static void remove_segments(pid_t pid);
+
+ private:
+  std::map<std::string, std::string> env_;
+  std::string log_dir_;
+  bool gpus_ = false;
+  std::map<std::string, Worker> workers_;
+  std::map<pid_t, std::string> by_pid_;
+};
+
+}  // namespace yard::sched
