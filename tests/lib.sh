@@ -6,6 +6,10 @@ daemon_pids() {
   for f in "$YARD_HOME"/clusters/*.json; do
     [ -f "$f" ] && python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$f"
   done
+  # The head's node manager (a process of its own beside the head service).
+  for f in "$YARD_HOME"/session-*/head-node.pid; do
+    [ -f "$f" ] && cat "$f"
+  done
 }
 redis_pids() {
   for f in "$YARD_HOME"/session-*/redis.address; do
