@@ -103,8 +103,24 @@ class GlooCommunicator final : public Communicator {
       throw;
     } catch (const std::exception& e) {
       throw CollectiveError("group '" + spec.name + "': rank " + std::to_string(spec.rank) +
-                            " could not connect to its peers: " + e.what());
+                            " could not connect to its peers" + dead_at_start(spec) + ": " + e.what());
     }
+  }
+
+  // " (rank(s) N died)" for peers on this host whose process is gone, from the pids they published
+  // (a peer that never published one is not named); "" when none is known dead.
+  std::string dead_at_start(const GroupSpec& spec) {
+    std::string me = sys::hostname() + "/" + boot_id(), dead;
+    try {
+      for (int r = 0; r < spec.world_size; ++r) {
+        if (r == spec.rank || store_->peek("host_" + std::to_string(r)) != me) continue;
+        auto pid = store_->peek("pid_" + std::to_string(r));
+        if (!pid.empty() && sys::process_dead(std::stoi(pid))) dead += (dead.empty() ? "" : ", ") + std::to_string(r);
+      }
+    } catch (const std::exception&) {
+      return {};
+    }
+    return dead.empty() ? std::string() : " (rank(s) " + dead + " died)";
   }
 
   int rank() const override { return spec_.rank; }

@@ -29,6 +29,11 @@ std::vector<char> RedisStore::get(const std::string& key) {
   return std::vector<char>(s.begin(), s.end());
 }
 
+std::string RedisStore::peek(const std::string& key) {
+  auto r = redis_->cmd({"GET", prefix_ + key});
+  return r.is_nil() ? std::string() : r.str();
+}
+
 void RedisStore::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
 
 void RedisStore::wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) {

@@ -22,6 +22,8 @@ class RedisStore : public gloo::rendezvous::Store {
   std::vector<char> get(const std::string& key) override;
   void wait(const std::vector<std::string>& keys) override;
   void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override;
+  // The value if the key is there now, else "" (no waiting).
+  std::string peek(const std::string& key);
   // Deletes every key of this prefix.
   void remove_all();
   void erase(const std::string& key);
