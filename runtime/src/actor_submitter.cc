@@ -98,12 +98,7 @@ ActorPtr ActorSubmitter::lookup(const std::string& name, const std::string& cls)
   m.env().getBody().initGetActor().setName(name);
   auto r = io_->call(head_, m, rid, kControlTimeout);
   auto body = r->env().getBody();
-  if (body.isError()) {
-    ErrorInfo e;
-    e.code = static_cast<int>(body.getError().getCode());
-    e.message = body.getError().getMessage();
-    throw_error(e);
-  }
+  if (body.isError()) throw_reply_error(body.getError());
   auto info = body.getActorInfo();
   if (std::string(info.getClassName()) != cls)
     throw NotFoundError("actor '" + name + "' is a " + std::string(info.getClassName()) + ", not a " + cls);

@@ -6,7 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "memory_store.h"
+#include "ownership.h"
 #include "yard/process.h"
 #include "yard/errors.h"
 
@@ -14,13 +14,6 @@ namespace yard::detail {
 
 namespace {
 constexpr auto kControlTimeout = std::chrono::seconds(30);
-
-void throw_reply_error(wire::Error::Reader e) {
-  ErrorInfo info;
-  info.code = static_cast<int>(e.getCode());
-  info.message = e.getMessage();
-  throw_error(info);
-}
 }  // namespace
 
 std::string HeadClient::upload_binary(std::chrono::milliseconds timeout) {

@@ -24,14 +24,20 @@ void fail_object(MemoryStore& store, const std::string& id, wire::ErrorCode code
   store.set_error(id, std::move(e));
 }
 
-void fail_from_reply(MemoryStore& store, const std::string& id, wire::Error::Reader e) {
+ErrorInfo error_info(wire::Error::Reader e) {
   ErrorInfo info;
   info.code = static_cast<int>(e.getCode());
   info.type = e.getType();
   info.message = e.getMessage();
   info.location = e.getLocation();
-  store.set_error(id, std::move(info));
+  return info;
 }
+
+void fail_from_reply(MemoryStore& store, const std::string& id, wire::Error::Reader e) {
+  store.set_error(id, error_info(e));
+}
+
+void throw_reply_error(wire::Error::Reader e) { throw_error(error_info(e)); }
 
 std::pair<std::string, std::string> Ownership::export_ref(const Holder& h) {
   if (!h->owner().empty()) {

@@ -27,6 +27,9 @@ void complete_from_reply(MemoryStore& store, const std::string& id, const InMess
 void fail_object(MemoryStore& store, const std::string& id, wire::ErrorCode code, const std::string& message);
 // An object's entry completed with the error a peer replied with.
 void fail_from_reply(MemoryStore& store, const std::string& id, wire::Error::Reader e);
+// A wire error as the runtime keeps it, and the one place a wire error becomes an exception.
+ErrorInfo error_info(wire::Error::Reader e);
+[[noreturn]] void throw_reply_error(wire::Error::Reader e);
 
 class Ownership {
  public:
