@@ -71,6 +71,11 @@ void Replies::relay(const std::string& routing, uint64_t req, const InMessage& a
   io_->reply(routing, m.finish());
 }
 
+void notify(IoLoop& io, const std::string& address, Frames request, uint64_t rid) {
+  io.request(address, rid, std::move(request), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+             std::chrono::seconds(10));
+}
+
 void request_stop() { g_stop.store(true); }
 
 void take_stop_signals() {

@@ -27,6 +27,16 @@ struct Rejection {
   std::string why;
 };
 
+// A request answered later (when what it waits for happens, or at its deadline).
+struct PendingReply {
+  std::string routing;
+  uint64_t req = 0;
+  Clock::time_point deadline;
+};
+
+// Sends a daemon a request whose answer nobody waits for (10 s to deliver it).
+void notify(detail::IoLoop& io, const std::string& address, detail::Frames request, uint64_t rid);
+
 // Answers on a daemon's ROUTER, with the cluster token.
 class Replies {
  public:

@@ -213,7 +213,7 @@ void ActorManager::on_placed(const std::string& aid, const std::string& node, ui
       uint64_t k = io_->next_request_id();
       OutMessage km(token_, k, false);
       km.env().getBody().setKillHosted(aid);
-      notify(nodes_->address(node), km.finish(), k);
+      notify(*io_, nodes_->address(node), km.finish(), k);
     }
     return;
   }
@@ -365,7 +365,7 @@ void ActorManager::kill_actor_process(Actor& a) {
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setKillHosted(a.id);
-  notify(address, m.finish(), rid);
+  notify(*io_, address, m.finish(), rid);
 }
 
 void ActorManager::answer_lookups(Actor& a, bool expired_only) {
@@ -457,11 +457,6 @@ void ActorManager::on_lost(Incoming& in) {
   process();
 }
 
-
-void ActorManager::notify(const std::string& address, Frames request, uint64_t rid) {
-  io_->request(address, rid, std::move(request), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
-               std::chrono::seconds(10));
-}
 
 void ActorManager::count_actors(policy::ClusterView& view) const {
   std::map<std::string, int> count;

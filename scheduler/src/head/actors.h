@@ -72,12 +72,8 @@ class ActorManager {
     std::shared_ptr<detail::InMessage> create_msg;  // kept while it may still be (re)started
     std::string creator_routing;
     uint64_t creator_req = 0;
-    struct Lookup {
-      std::string routing;
-      uint64_t req;
-      Clock::time_point deadline;  // answered by then whatever the state
-    };
-    std::vector<Lookup> lookups;  // GetActor by id, answered once up (or moved, or dead)
+    // GetActor by id, answered once up (or moved, or dead), or at its deadline whatever the state.
+    std::vector<PendingReply> lookups;
     bool replied = false;
     policy::ActorStrategy strategy = policy::ActorStrategy::kDefault;
     std::string affinity_node, caller_node;
@@ -110,7 +106,6 @@ class ActorManager {
   void save_actor(const Actor& a);
   void save_actor_spec(const Actor& a);
   void prune_dead_actors();
-  void notify(const std::string& address, detail::Frames request, uint64_t rid);
 
   std::unique_ptr<detail::IoLoop>& io_;
   const std::string& token_;

@@ -58,12 +58,7 @@ class GroupManager {
  private:
   struct Group : store::GroupRecord {
     std::vector<Res> bundle_avail;
-    struct Waiter {
-      std::string routing;
-      uint64_t req;
-      Clock::time_point deadline;
-    };
-    std::vector<Waiter> waiters;
+    std::vector<PendingReply> waiters;  // answered once CREATED or REMOVED, or at their deadline
     double created_at = 0;
   };
   // Places the group's unplaced bundles and reserves them: placed (the group is CREATED), wait,

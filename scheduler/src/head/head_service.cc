@@ -136,17 +136,13 @@ void HeadService::begin_serving() {
   if (recovered_) {
     // State is rebuilt on the loop thread before any request is served (requests arriving
     // meanwhile are answered "unavailable, retry").
-    std::promise<void> built;
-    auto fut = built.get_future();
-    io_->post([this, &built] {
+    on_loop([this] {
       try {
         rebuild();
       } catch (const std::exception& e) {
         spdlog::error("rebuilding the cluster state from Redis: {}", e.what());
       }
-      built.set_value();
     });
-    fut.wait();
   }
   tables_->put_cluster(io_->address(), o_.session_dir, log_dir_, start_time_);
   serving_.store(true);

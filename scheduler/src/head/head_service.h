@@ -80,8 +80,6 @@ class HeadService {
   // `then` sees the answer first.
   void forward(Incoming& in, const std::string& address, detail::Frames request, uint64_t rid,
                std::function<void(const detail::InMessage&)> then = {});
-  // Tells a node manager something that needs no answer.
-  void notify(const std::string& address, detail::Frames request, uint64_t rid);
   // The node whose manager serves a driver's leases: the head's node, else any live node.
   std::pair<std::string, std::string> driver_node();
 

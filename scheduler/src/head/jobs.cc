@@ -48,7 +48,7 @@ void HeadService::on_register_job(Incoming& in) {
     auto wp = w.env().getBody().initWarmPool();
     wp.setJobId(j->id);
     wp.setCount(2);
-    notify(address, w.finish(), rid);
+    notify(*io_, address, w.finish(), rid);
   }
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   auto jr = m.env().getBody().initJobRegistered();
@@ -96,7 +96,7 @@ void HeadService::end_job(Job& j, std::optional<store::JobStatus> status) {
     uint64_t rid = io_->next_request_id();
     OutMessage m(token_, rid, false);
     m.env().getBody().setJobEnded(j.id);
-    notify(n.address, m.finish(), rid);
+    notify(*io_, n.address, m.finish(), rid);
   }
   spdlog::info("job {} ended{}", j.id, status ? std::string(": ") + store::name(j.status) : " (its driver is done)");
 }
@@ -159,10 +159,6 @@ void HeadService::forward(Incoming& in, const std::string& address, Frames reque
                std::chrono::seconds(30));
 }
 
-void HeadService::notify(const std::string& address, Frames request, uint64_t rid) {
-  io_->request(address, rid, std::move(request), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
-               std::chrono::seconds(10));
-}
 
 void HeadService::on_list_jobs(Incoming& in) {
   OutMessage m(token_, in.msg->env().getRequestId(), true);

@@ -123,7 +123,7 @@ void HeadService::check_drains() {
       uint64_t rid = io_->next_request_id();
       OutMessage m(token_, rid, false);
       m.env().getBody().setShutdown();
-      notify(nodes_->address(d.node), m.finish(), rid);
+      notify(*io_, nodes_->address(d.node), m.finish(), rid);
     }
     nodes_->end_drain(d.node);
     spdlog::info("node {} drained", d.node);

@@ -123,25 +123,31 @@ void NodeManager::on_kill_hosted(Incoming& in) {
   reply_.ok(in);
 }
 
-// Tells the head an actor's process here is gone; the head decides whether it restarts.
-void NodeManager::report_lost(const std::string& aid, const std::string& cause, int attempt) {
+void NodeManager::report_lost(const std::string& aid, const std::string& cause) {
+  tell_head(
+      [this, aid, cause](wire::Envelope::Builder env) {
+        auto al = env.getBody().initActorLost();
+        al.setActorId(aid);
+        al.setCause(cause);
+        al.setNodeId(node_id_);
+      },
+      "actor " + aid + " was lost");
+}
+
+void NodeManager::tell_head(std::function<void(wire::Envelope::Builder)> fill, std::string what, int attempt) {
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
-  auto al = m.env().getBody().initActorLost();
-  al.setActorId(aid);
-  al.setCause(cause);
-  al.setNodeId(node_id_);
+  fill(m.env());
   io_->request(o_.join_address, rid, m.finish(),
-               [this, aid, cause, attempt](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+               [this, fill, what, attempt](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  bool again = err || (r->env().getBody().isError() &&
                                       r->env().getBody().getError().getCode() == wire::ErrorCode::UNAVAILABLE);
                  if (!again) return;
                  // The head may be restarting: keep telling it for about a minute.
-                 if (attempt < 120) {
-                   io_->after(std::chrono::milliseconds(500), [this, aid, cause, attempt] { report_lost(aid, cause, attempt + 1); });
-                 } else {
-                   spdlog::error("cannot tell the head that actor {} was lost: {}", aid, err ? err->message : "unavailable");
-                 }
+                 if (attempt < 120)
+                   io_->after(std::chrono::milliseconds(500), [this, fill, what, attempt] { tell_head(fill, what, attempt + 1); });
+                 else
+                   spdlog::error("cannot tell the head that {}: {}", what, err ? err->message : "unavailable");
                },
                std::chrono::seconds(10));
 }

@@ -156,22 +156,8 @@ void NodeManager::end_job(Job& j, std::optional<store::JobStatus> status, int ex
   if (status) spdlog::info("job {} ended: {}", j.id, store::name(j.status));
 }
 
-void NodeManager::tell_head_job_ended(const std::string& job_id, int attempt) {
-  uint64_t rid = io_->next_request_id();
-  OutMessage m(token_, rid, false);
-  m.env().getBody().setFinishJob(job_id);
-  io_->request(o_.join_address, rid, m.finish(),
-               [this, job_id, attempt](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
-                 bool again = err || (r->env().getBody().isError() &&
-                                      r->env().getBody().getError().getCode() == wire::ErrorCode::UNAVAILABLE);
-                 if (!again) return;
-                 // The head may be restarting: keep telling it for about a minute.
-                 if (attempt < 120)
-                   io_->after(std::chrono::milliseconds(500), [this, job_id, attempt] { tell_head_job_ended(job_id, attempt + 1); });
-                 else
-                   spdlog::error("cannot tell the head that job {} ended", job_id);
-               },
-               std::chrono::seconds(10));
+void NodeManager::tell_head_job_ended(const std::string& job_id) {
+  tell_head([job_id](wire::Envelope::Builder env) { env.getBody().setFinishJob(job_id); }, "job " + job_id + " ended");
 }
 
 // Jobs whose record says they ended take their workers here with them (the head also says so

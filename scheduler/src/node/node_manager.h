@@ -118,7 +118,10 @@ class NodeManager {
   void instantiate_hosted(const std::string& actor_id, Worker& w);
   void on_kill_hosted(Incoming& in);
   // Tells the head an actor's process here is gone; the head decides whether it restarts.
-  void report_lost(const std::string& actor_id, const std::string& cause, int attempt = 0);
+  void report_lost(const std::string& actor_id, const std::string& cause);
+  // Sends the head a request `fill` writes, again every 500 ms for about a minute while the head
+  // is unreachable or restarting; `what` names it in the log when it never arrives.
+  void tell_head(std::function<void(wire::Envelope::Builder)> fill, std::string what, int attempt = 0);
 
   // Jobs (jobs.cc).
   void on_submit_job(Incoming& in);
@@ -127,7 +130,7 @@ class NodeManager {
   // The job's workers here stop and its leases are refused; `status` set: it has ended with it.
   void end_job(Job& j, std::optional<store::JobStatus> status, int exit_code);
   // A job run here ended: the head hears of it (retried while the head is away).
-  void tell_head_job_ended(const std::string& job_id, int attempt = 0);
+  void tell_head_job_ended(const std::string& job_id);
   void check_remote_jobs();
   void save_job(const Job& j);
   // Runs k with the job (its binary fetched from the head when this node lacks it), or with the
