@@ -57,7 +57,13 @@ int sum_refs(std::vector<yard::ObjectRef<int>> refs) {
   return s;
 }
 std::vector<uint8_t> big_bytes(int mb, int fill) { return std::vector<uint8_t>(size_t(mb) << 20, uint8_t(fill)); }
-YARD_REMOTE(make_owned, sum_refs, big_bytes);
+// A checksum of a large argument: every element, weighted by its position.
+uint64_t checksum(std::vector<uint32_t> v) {
+  uint64_t s = 0;
+  for (size_t i = 0; i < v.size(); ++i) s += uint64_t(v[i]) * (i % 7 + 1);
+  return s;
+}
+YARD_REMOTE(make_owned, sum_refs, big_bytes, checksum);
 
 class Counter;
 int bump_via(yard::ActorHandle<Counter> c, int by);
@@ -72,11 +78,12 @@ class Counter {
   int throws() { throw std::runtime_error("counter says no"); }
   yard::ObjectRef<int> stash() { return yard::put(n_); }
   std::vector<uint8_t> blob(int mb) { return std::vector<uint8_t>(size_t(mb) << 20, 9); }
+  uint64_t check(std::vector<uint32_t> v) { return checksum(std::move(v)); }
 
  private:
   int n_;
 };
-YARD_ACTOR(Counter, yard::ctor<int>, &Counter::incr, &Counter::value, &Counter::pid, &Counter::boom, &Counter::throws, &Counter::stash, &Counter::blob);
+YARD_ACTOR(Counter, yard::ctor<int>, &Counter::incr, &Counter::value, &Counter::pid, &Counter::boom, &Counter::throws, &Counter::stash, &Counter::blob, &Counter::check);
 
 // A task that receives an actor handle as an argument and calls the actor.
 int bump_via(yard::ActorHandle<Counter> c, int by) {
@@ -348,6 +355,40 @@ TEST_CASE("large results on the same node travel through reused shared memory", 
   auto outer = yard::task(make_owned).remote(std::string(3 << 20, 'z'));
   auto inner = *outer.get(30s);
   CHECK(inner.get(30s)->size() == (3u << 20) + 1);
+}
+
+TEST_CASE("100 MB arguments, as values and as refs, reach tasks and actors intact", "[api][objects][shm]") {
+  std::vector<uint32_t> v((100u << 20) / 4);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = uint32_t(i * 2654435761u);
+  uint64_t want = 0;
+  for (size_t i = 0; i < v.size(); ++i) want += uint64_t(v[i]) * (i % 7 + 1);
+  CHECK(*yard::task(checksum).remote(v).get(60s) == want);
+  auto ref = yard::put(v);
+  CHECK(*yard::task(checksum).remote(ref).get(60s) == want);
+  CHECK(*yard::task(checksum).remote(ref).get(60s) == want);  // the object, now in shared memory
+  auto c = yard::actor<Counter>(0).remote();
+  for (int i = 0; i < 2; ++i) {  // the first call learns that the actor is on this host
+    CHECK(*c.call(&Counter::check).remote(v).get(60s) == want);
+    CHECK(*c.call(&Counter::check).remote(ref).get(60s) == want);
+  }
+  yard::kill(c);
+}
+
+TEST_CASE("the driver's shared-memory segments are gone once its objects are released", "[api][objects][shm]") {
+  std::string prefix = "yard-obj-" + std::to_string(getpid()) + "-";
+  auto count = [&] {
+    int n = 0;
+    for (auto& e : std::filesystem::directory_iterator("/dev/shm")) n += e.path().filename().string().rfind(prefix, 0) == 0;
+    return n;
+  };
+  {
+    auto ref = yard::put(std::vector<uint32_t>(4u << 20, 3));
+    CHECK(*yard::task(checksum).remote(ref).get(60s) > 0);
+    CHECK(count() > 0);  // the object moved into shared memory when it was sent
+  }
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (count() > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  CHECK(count() == 0);
 }
 
 TEST_CASE("a dead worker's shared-memory segments are removed by the node manager", "[api][objects][shm][crash]") {

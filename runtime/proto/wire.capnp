@@ -39,6 +39,7 @@ struct ShmRef {
   name @0 :Text;       # a shared-memory segment of the sender's pool (same host only)
   offset @1 :UInt64;
   size @2 :UInt64;
+  generation @3 :UInt64; # the segment's use this slot belongs to (a reused segment is not read)
 }
 
 struct Value {

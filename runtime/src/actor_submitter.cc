@@ -201,6 +201,7 @@ void ActorSubmitter::send_call(const ActorPtr& a, const std::shared_ptr<TaskSpec
   pt.setTaskId(spec->id);
   pt.setFunction(spec->function);
   pt.setActorId(a->id);
+  if (a->same_host_address == a->address) m.allow_shared_memory();
   if (!args_.fill_task(pt, m, *spec)) return;
   std::string address = a->address;
   io_->request(address, rid, m.finish(),
@@ -209,6 +210,7 @@ void ActorSubmitter::send_call(const ActorPtr& a, const std::shared_ptr<TaskSpec
                    connection_lost(a, spec, address, err->message, err->code != wire::ErrorCode::UNAVAILABLE);
                    return;
                  }
+                 if (r->same_host()) a->same_host_address = address;
                  complete_from_reply(store_, spec->id, *r);
                },
                std::chrono::milliseconds::max());

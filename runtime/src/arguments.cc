@@ -1,6 +1,7 @@
 #include "arguments.h"
 
 #include "core_worker.h"
+#include "shm_store.h"
 
 namespace yard::detail {
 
@@ -39,6 +40,13 @@ std::optional<ArgumentProblem> ArgumentResolver::fill(capnp::List<wire::Value>::
       auto snap = store_.peek(a.ref->id());
       if (!snap.present || snap.error) return ArgumentProblem{i, a.ref->id(), snap.error};
       v = snap.value;
+      // An object sent to this host once moves into shared memory for good: later calls that
+      // take it copy nothing.
+      if (m.shared_memory_allowed() && v->size() >= kShmMinBytes && !dynamic_cast<const ShmBuffer*>(v.get()))
+        if (auto sb = ShmPool::instance().copy(v->data(), v->size())) {
+          store_.replace_value(a.ref->id(), v, sb);
+          v = std::move(sb);
+        }
     }
     m.set_value(list[static_cast<unsigned>(i)], v);
   }

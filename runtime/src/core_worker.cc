@@ -1,4 +1,5 @@
 #include "core_worker.h"
+#include "shm_store.h"
 
 #include <spdlog/spdlog.h>
 
@@ -97,7 +98,12 @@ Driver::Driver(const std::string& address, const std::string& token, std::chrono
   node_id_ = reg.node_id;
   // Leases go to the node manager the head named; actors, groups and the job's end to the head.
   if (!reg.node_address.empty()) lease_address_ = reg.node_address;
-  io_->post([this] { io_->every(std::chrono::milliseconds(500), [this] { tasks_.return_idle_leases(); }); });
+  io_->post([this] {
+    io_->every(std::chrono::milliseconds(500), [this] {
+      tasks_.return_idle_leases();
+      ShmPool::instance().trim();
+    });
+  });
 }
 
 void Driver::disconnect() {

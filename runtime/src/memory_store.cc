@@ -34,6 +34,12 @@ void MemoryStore::set_error(const std::string& id, ErrorInfo error) {
   complete(id, nullptr, std::move(error));
 }
 
+void MemoryStore::replace_value(const std::string& id, const Bytes& old, Bytes now) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = entries_.find(id);
+  if (it != entries_.end() && it->second.ready && it->second.value == old) it->second.value = std::move(now);
+}
+
 void MemoryStore::complete(const std::string& id, Bytes value, std::optional<ErrorInfo> error) {
   std::vector<std::shared_ptr<Waiter>> waiters;
   std::vector<std::function<void()>> callbacks;

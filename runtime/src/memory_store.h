@@ -30,6 +30,9 @@ class MemoryStore {
   // Completes an entry; ignored when the entry was released or already completed.
   void set_value(const std::string& id, Bytes value);
   void set_error(const std::string& id, ErrorInfo error);
+  // The same bytes in another buffer (moved into shared memory): for a ready entry that still
+  // holds `old`.
+  void replace_value(const std::string& id, const Bytes& old, Bytes now);
   void release(const std::string& id);
   // Runs fn (on the completing thread, or now) once the entry is complete or gone.
   void on_ready(const std::string& id, std::function<void()> fn);

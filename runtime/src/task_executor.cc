@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core_worker.h"
+#include "shm_store.h"
 #include "yard/process.h"
 
 namespace yard::detail {
@@ -77,6 +78,7 @@ void TaskExecutor::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const
 
 void TaskExecutor::run() {
   io_ = std::make_unique<IoLoop>(bind_host_, 0, token_, [this](IoLoop::Incoming in) { handle(std::move(in)); });
+  io_->post([this] { io_->every(std::chrono::milliseconds(500), [] { ShmPool::instance().trim(); }); });
   uint64_t rid = io_->next_request_id();
   OutMessage reg(token_, rid, false);
   auto rw = reg.env().getBody().initRegisterWorker();

@@ -24,6 +24,7 @@ class ActorState {
   // I/O thread only.
   State state = State::kPending;
   std::string address;
+  std::string same_host_address;  // the address that answered from this host (shared memory)
   std::string death_cause;
   bool created_here = false;    // made by this process's create_actor (not looked up or received)
   bool creation_sent = false;   // its creation request has gone to the head

@@ -85,6 +85,7 @@ void TaskSubmitter::send(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
   auto pt = m.env().getBody().initPushTask();
   pt.setTaskId(spec->id);
   pt.setFunction(spec->function);
+  if (w.same_host) m.allow_shared_memory();
   if (!args_.fill_task(pt, m, *spec)) return;
   w.last_used = std::chrono::steady_clock::now();
   if (w.inflight++ == 0) w.last_event = w.last_used;
@@ -183,7 +184,7 @@ void TaskSubmitter::on_lease(const std::string& key, const std::string& node, bo
     return;
   }
   auto lg = body.getLeaseGranted();
-  for (auto w : lg.getWorkers()) leases_.push_back(Lease{w.getWorkerId(), w.getAddress(), 0, node, key});
+  for (auto w : lg.getWorkers()) leases_.push_back(Lease{w.getWorkerId(), w.getAddress(), 0, node, key, r->same_host()});
   if (lg.getWorkers().size() == 0 && lg.getSpillback().size() == 0)
     sh.saturated_until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   if (lg.getSpillback().size() && !spilled && !sh.queue.empty())

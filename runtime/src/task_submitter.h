@@ -49,6 +49,7 @@ class TaskSubmitter {
     int inflight = 0;
     std::string node;  // the node manager that granted it (where it goes back)
     std::string shape;
+    bool same_host = false;  // large arguments go through shared memory
     std::chrono::steady_clock::time_point last_used = std::chrono::steady_clock::now();
     std::chrono::steady_clock::time_point last_event{};  // its last reply, or a send to it idle
   };

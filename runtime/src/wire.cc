@@ -25,11 +25,16 @@ OutMessage::OutMessage(const std::string& token, uint64_t request_id, bool is_re
 
 void OutMessage::set_value(wire::Value::Builder v, const Bytes& b) {
   if (shm_ && b->size() >= kShmMinBytes) {
-    if (auto slot = ShmPool::instance().put(b->data(), b->size())) {
+    // A value already in this process's pool is shared as it is; another is copied in once.
+    auto sb = std::dynamic_pointer_cast<const ShmBuffer>(b);
+    if (!sb) sb = ShmPool::instance().copy(b->data(), b->size());
+    if (sb) {
+      auto slot = ShmPool::instance().share(*sb);
       auto r = v.initShm();
-      r.setName(slot->name);
-      r.setOffset(slot->offset);
-      r.setSize(slot->size);
+      r.setName(slot.name);
+      r.setOffset(slot.offset);
+      r.setSize(slot.size);
+      r.setGeneration(slot.generation);
       return;
     }
   }
@@ -104,8 +109,9 @@ Bytes InMessage::value(wire::Value::Reader v) const {
       std::string name = r.getName();
       if (name.rfind("/yard-obj-", 0) != 0 || name.find('/', 1) != std::string::npos)
         throw DecodeError("value refers to a shared-memory segment with a bad name");
-      auto b = open_shm_slot({name, r.getOffset(), r.getSize()});
-      if (!b) throw DecodeError("cannot map shared-memory segment " + name);
+      std::string why;
+      auto b = open_shm_slot({name, r.getGeneration(), r.getOffset(), r.getSize()}, &why);
+      if (!b) throw DecodeError(why);
       return b;
     }
     if (v.isFrame()) {

@@ -42,6 +42,7 @@ class OutMessage {
   // large and allow_shared_memory() was called (the receiver is on this host).
   void set_value(wire::Value::Builder v, const Bytes& b);
   void allow_shared_memory() { shm_ = true; }
+  bool shared_memory_allowed() const { return shm_; }
   Frames finish();
 
  private:

@@ -8,6 +8,7 @@
 // Specialise yard::Codec<T> for a type to give it another encoding (e.g. raw tensor bytes).
 #pragma once
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -45,6 +46,20 @@ class StringBuffer final : public Buffer {
  private:
   std::string s_;
 };
+
+// Room for an encoded value of `size` bytes: in this process's shared-memory pool when large (a
+// process on the same host then reads it without a copy), on the heap otherwise.
+struct WritableBytes {
+  Bytes bytes;
+  char* data;
+};
+WritableBytes allocate_bytes(size_t size);
+
+inline Bytes copy_bytes(const void* data, size_t size) {
+  auto w = allocate_bytes(size);
+  if (size) std::memcpy(w.data, data, size);
+  return w.bytes;
+}
 
 class SBuffer final : public Buffer {
  public:
@@ -93,24 +108,30 @@ class VectorBuffer final : public Buffer {
 template <class E, class A>
 struct Codec<std::vector<E, A>, std::enable_if_t<std::is_arithmetic_v<E> && !std::is_same_v<E, bool>>> {
   using V = std::vector<E, A>;
-  static detail::Bytes encode(const V& v) {
-    return std::make_shared<detail::StringBuffer>(
-        std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(E)));
-  }
+  static detail::Bytes encode(const V& v) { return detail::copy_bytes(v.data(), v.size() * sizeof(E)); }
   static detail::Bytes encode_owned(V&& v) {
     return std::make_shared<detail::VectorBuffer<V>>(std::move(v));
   }
   static V decode(const char* data, size_t size) {
     if (size % sizeof(E) != 0) throw msgpack::type_error();
-    V v(size / sizeof(E));
-    if (size) std::memcpy(v.data(), data, size);
+    V v;
+    if (reinterpret_cast<uintptr_t>(data) % alignof(E) == 0) {  // one pass: no zeroing first
+      auto* p = reinterpret_cast<const E*>(data);
+      v.assign(p, p + size / sizeof(E));
+    } else {
+      v.resize(size / sizeof(E));
+      if (size) std::memcpy(v.data(), data, size);
+    }
     return v;
   }
 };
 
 template <>
 struct Codec<std::string> {
-  static detail::Bytes encode(const std::string& s) { return std::make_shared<detail::StringBuffer>(s); }
+  static detail::Bytes encode(const std::string& s) {
+    if (s.size() < (1u << 20)) return std::make_shared<detail::StringBuffer>(s);
+    return detail::copy_bytes(s.data(), s.size());
+  }
   static detail::Bytes encode_owned(std::string&& s) {
     return std::make_shared<detail::StringBuffer>(std::move(s));
   }
