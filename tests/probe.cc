@@ -7,6 +7,7 @@
 //                    from its own
 //   probe detach N   starts a detached actor named N, calls it once and exits
 //   probe use N      finds the actor named N (made by another job) and calls it
+//   probe leave DIR  starts a long task and a long actor call, and exits once both have started
 #include <unistd.h>
 
 #include <cstdio>
@@ -18,11 +19,20 @@
 
 #include "yard/yard.h"
 
+// Marks that it started, then takes a long time.
+int nap(std::string mark) {
+  std::ofstream(mark) << "started\n";
+  std::this_thread::sleep_for(std::chrono::seconds(60));
+  return 1;
+}
+YARD_REMOTE(nap);
+
 class Holder {
  public:
   Holder() = default;
   int ping() { return 1; }
   std::string where() { return yard::node_id(); }
+  int nap(std::string mark) { return ::nap(mark); }
   std::string read(std::string file) {
     std::ifstream f(file);
     std::string s;
@@ -30,7 +40,7 @@ class Holder {
     return f ? s : "<no " + file + " in " + std::filesystem::current_path().string() + ">";
   }
 };
-YARD_ACTOR(Holder, yard::ctor<>, &Holder::ping, &Holder::where, &Holder::read);
+YARD_ACTOR(Holder, &Holder::ping, &Holder::where, &Holder::read, &Holder::nap);
 
 int main(int argc, char** argv) {
   yard::init(argc, argv);
@@ -48,6 +58,18 @@ int main(int argc, char** argv) {
     std::string line;
     std::getline(std::cin, line);
     return *h.call(&Holder::ping).remote().get(std::chrono::seconds(30)) == 1 ? 0 : 3;
+  }
+  if (mode == "leave" && argc > 2) {
+    std::string dir = argv[2];
+    auto t = yard::task(nap).remote(dir + "/task");
+    auto h = yard::actor<Holder>().remote();
+    auto c = h.call(&Holder::nap).remote(dir + "/call");
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!(std::filesystem::exists(dir + "/task") && std::filesystem::exists(dir + "/call")))
+      if (std::chrono::steady_clock::now() > deadline) return 2;
+      else std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::printf("both started\n");
+    return 0;  // with both still running
   }
   if (mode == "detach" && argc > 2) {
     auto h = yard::actor<Holder>().name(argv[2]).detached().remote();

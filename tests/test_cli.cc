@@ -228,6 +228,15 @@ TEST_CASE("a program joins a running head through YARD_ADDRESS", "[cli][jobs]") 
   CHECK_THAT(r.out, Catch::Contains("connected to " + c.addr) && Catch::Contains("sum of 100 tasks = 9900"));
 }
 
+TEST_CASE("a program that exits with work still running neither retries nor reports lost workers", "[cli][jobs]") {
+  Cluster c;
+  auto r = sh("YARD_ADDRESS=" + c.addr + " " + probe_bin() + " leave " + c.home);
+  INFO(r.out);
+  CHECK(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("both started"));
+  CHECK_THAT(r.out, !Catch::Contains("retrying") && !Catch::Contains("was lost") && !Catch::Contains("asking the head"));
+}
+
 TEST_CASE("submit runs a job, streams its output and returns its exit code", "[cli][jobs]") {
   Cluster c;
   auto r = sh(c.yard("submit --address " + c.addr + " -- " + counter_bin()));

@@ -32,6 +32,20 @@ struct Acc {
   std::string prefix;
 };
 YARD_ACTOR(Acc, yard::ctor<std::string>, &Acc::add, &Acc::size);
+
+// Without a yard::ctor<...>: the default constructor.
+struct Ping {
+  int ping() { return 7; }
+};
+YARD_ACTOR(Ping, &Ping::ping);
+
+// Several constructor parameters, named in the macro itself.
+struct Pair {
+  Pair(int a, std::string b) : s(b + std::to_string(a)) {}
+  std::string get() { return s; }
+  std::string s;
+};
+YARD_ACTOR(Pair, yard::ctor<int, std::string>, &Pair::get);
 }  // namespace
 
 TEST_CASE("codec round-trips the documented value kinds", "[codec]") {
@@ -96,6 +110,29 @@ TEST_CASE("registry finds functions and actor methods by name and by pointer", "
   auto obj = cls->factory({yard::encode(std::string("ab"))});
   auto res = cls->methods.at("add")(obj.get(), {yard::encode(std::string("c"))});
   CHECK(yard::decode<std::string>(res) == "abc");
+}
+
+TEST_CASE("actor classes register with their default constructor or named parameters", "[registry]") {
+  auto& r = yard::Registry::global();
+  const auto* ping = r.actor_class(typeid(Ping));
+  REQUIRE(ping);
+  REQUIRE(ping->methods.size() == 1);
+  auto p = ping->factory({});
+  CHECK(yard::decode<int>(ping->methods.at("ping")(p.get(), {})) == 7);
+  CHECK_THROWS_WITH(ping->factory({yard::encode(1)}), Catch::Contains("expected 0 arguments, got 1"));
+  const auto* pair = r.actor_class(typeid(Pair));
+  REQUIRE(pair);
+  CHECK(pair->methods.size() == 1);
+  CHECK(pair->methods.count("get") == 1);
+  auto q = pair->factory({yard::encode(3), yard::encode(std::string("x"))});
+  CHECK(yard::decode<std::string>(pair->methods.at("get")(q.get(), {})) == "x3");
+}
+
+TEST_CASE("split_names keeps template arguments together", "[registry]") {
+  auto n = yard::detail::split_names("yard::ctor<int, std::map<int, int>>, &A::f");
+  REQUIRE(n.size() == 2);
+  CHECK(n[1] == "f");
+  CHECK(yard::detail::split_names("").empty());
 }
 
 TEST_CASE("split_names strips class prefixes and ampersands", "[registry]") {

@@ -63,7 +63,6 @@ int64_t Checkpointer::latest_step() {
 
 }  // namespace yard::actors
 
-using CheckpointerCtor = yard::ctor<std::string, int64_t, std::string>;
-YARD_ACTOR(yard::actors::Checkpointer, CheckpointerCtor, &yard::actors::Checkpointer::save,
+YARD_ACTOR(yard::actors::Checkpointer, yard::ctor<std::string, int64_t, std::string>, &yard::actors::Checkpointer::save,
            &yard::actors::Checkpointer::restore, &yard::actors::Checkpointer::skipped,
            &yard::actors::Checkpointer::latest_step);

@@ -206,6 +206,11 @@ void ActorSubmitter::send_call(const ActorPtr& a, const std::shared_ptr<TaskSpec
   std::string address = a->address;
   io_->request(address, rid, m.finish(),
                [this, a, spec, address](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 if (err && err->shutdown) {
+                   fail_object(store_, spec->id, wire::ErrorCode::UNAVAILABLE,
+                               "call " + spec->function + " had not finished when this process's runtime shut down");
+                   return;
+                 }
                  if (err) {
                    connection_lost(a, spec, address, err->message, err->code != wire::ErrorCode::UNAVAILABLE);
                    return;

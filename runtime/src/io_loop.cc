@@ -236,7 +236,7 @@ void IoLoop::run() {
   // Fail whatever is still waiting so no caller hangs on a stopped loop.
   auto pending = std::move(pending_);
   pending_.clear();
-  for (auto& [id, p] : pending) deliver(p.cb, nullptr, LocalError{wire::ErrorCode::UNAVAILABLE, "runtime is shutting down"});
+  for (auto& [id, p] : pending) deliver(p.cb, nullptr, LocalError{wire::ErrorCode::UNAVAILABLE, "runtime is shutting down", true});
 }
 
 void IoLoop::on_router_readable() {

@@ -30,6 +30,7 @@ namespace yard::detail {
 struct LocalError {
   wire::ErrorCode code;
   std::string message;
+  bool shutdown = false;  // this process's loop stopped: nothing is retried
 };
 
 class IoLoop {

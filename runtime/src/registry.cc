@@ -51,11 +51,14 @@ std::vector<std::string> split_names(const char* stringified) {
     out.push_back(t);
     cur.clear();
   };
+  int depth = 0;  // inside <...> or (...): a comma there does not end a name
   for (char c : s) {
-    if (c == ',') flush();
+    if (c == '<' || c == '(') ++depth;
+    if (c == '>' || c == ')') --depth;
+    if (c == ',' && depth == 0) flush();
     else cur.push_back(c);
   }
-  flush();
+  if (!cur.empty() || !out.empty()) flush();
   return out;
 }
 }  // namespace detail

@@ -101,6 +101,11 @@ void TaskSubmitter::send(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
 void TaskSubmitter::on_reply(const std::shared_ptr<TaskSpec>& spec, const std::string& wid, const std::string& addr,
                              std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
   auto it = std::find_if(leases_.begin(), leases_.end(), [&](const Lease& l) { return l.worker_id == wid; });
+  if (err && err->shutdown) {
+    fail_object(store_, spec->id, wire::ErrorCode::UNAVAILABLE,
+                "task " + spec->function + " had not finished when this process's runtime shut down");
+    return;
+  }
   if (err) {
     if (it != leases_.end()) leases_.erase(it);
     if (spec->retries_left > 0) {

@@ -20,9 +20,12 @@
 
 namespace yard {
 
-// Tag naming an actor class's constructor parameters: YARD_ACTOR(Counter, yard::ctor<int>, ...).
+// Names an actor class's constructor parameters: YARD_ACTOR(Counter, yard::ctor<int>, ...).
+// A class registered without one is made with its default constructor.
 template <class... Args>
-struct ctor {};
+struct ctor_t {};
+template <class... Args>
+inline constexpr ctor_t<Args...> ctor{};
 
 namespace detail {
 
@@ -91,7 +94,13 @@ std::string key_bytes(Key k) {
   return s;
 }
 
+// The names in a stringified argument list ("yard::ctor<int, X>, &C::a, &C::b": "ctor<int, X>", "a", "b").
 std::vector<std::string> split_names(const char* stringified);
+
+template <class T>
+struct is_ctor_tag : std::false_type {};
+template <class... A>
+struct is_ctor_tag<ctor_t<A...>> : std::true_type {};
 
 }  // namespace detail
 
@@ -110,9 +119,30 @@ class Registry {
     return true;
   }
 
+  // YARD_ACTOR's arguments after the class: a yard::ctor<...> first (or none), then methods.
+  template <class T, class... Args>
+  bool add_actor(const std::string& name, const char* stringified, Args... args) {
+    auto names = detail::split_names(stringified);
+    if constexpr (sizeof...(Args) > 0 && detail::is_ctor_tag<std::tuple_element_t<0, std::tuple<Args...>>>::value) {
+      names.erase(names.begin());
+      return std::apply([&](auto tag, auto... methods) { return add_actor_with<T>(name, tag, names, methods...); },
+                        std::make_tuple(args...));
+    } else {
+      static_assert(std::is_default_constructible_v<T>,
+                    "YARD_ACTOR(Class, &Class::method, ...) makes the actor with its default constructor, "
+                    "and this class has none: name the constructor's parameters first, as in "
+                    "YARD_ACTOR(Class, yard::ctor<int, std::string>, &Class::method)");
+      return add_actor_with<T>(name, ctor_t<>{}, names, args...);
+    }
+  }
+
   template <class T, class... CtorArgs, class... Methods>
-  bool add_actor(const std::string& name, ctor<CtorArgs...>, const char* method_names,
-                 Methods... methods) {
+  bool add_actor_with(const std::string& name, ctor_t<CtorArgs...>, const std::vector<std::string>& names,
+                      Methods... methods) {
+    static_assert(std::is_constructible_v<T, CtorArgs...>,
+                  "YARD_ACTOR: the class has no constructor taking the parameters named in yard::ctor<...>");
+    static_assert((std::is_member_function_pointer_v<Methods> && ...),
+                  "YARD_ACTOR: after the class (and its yard::ctor<...>) come its methods, as &Class::method");
     detail::ActorClass cls;
     cls.name = name;
     cls.factory = [](const std::vector<detail::Bytes>& args) -> std::shared_ptr<void> {
@@ -120,7 +150,6 @@ class Registry {
       return std::apply([](auto&&... a) { return std::make_shared<T>(std::move(a)...); },
                         std::move(p));
     };
-    auto names = detail::split_names(method_names);
     size_t i = 0;
     (add_method<T>(cls, names.at(i++), methods), ...);
     add_actor_erased(typeid(T), std::move(cls));
@@ -185,6 +214,7 @@ bool register_functions(const char* names, Fns... fns) {
 
 // Registers an actor class, its constructor parameters and its remote methods:
 //   YARD_ACTOR(Counter, yard::ctor<int>, &Counter::incr, &Counter::value);
-#define YARD_ACTOR(Class, Ctor, ...)                                                    \
-  static const bool YARD_CONCAT(yard_actor_reg_, __LINE__) =                            \
-      ::yard::Registry::global().add_actor<Class>(#Class, Ctor{}, #__VA_ARGS__, __VA_ARGS__)
+//   YARD_ACTOR(Echo, &Echo::ping);   // made with its default constructor
+#define YARD_ACTOR(Class, ...)                                  \
+  static const bool YARD_CONCAT(yard_actor_reg_, __LINE__) =    \
+      ::yard::Registry::global().add_actor<Class>(#Class, #__VA_ARGS__ __VA_OPT__(, ) __VA_ARGS__)
