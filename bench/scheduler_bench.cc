@@ -2,12 +2,15 @@
 // managers on loopback ports, started by this program and tied to it).
 //   placement_group_create_remove  single-bundle groups created, waited for and removed per second
 //   schedule_p50 / schedule_p99    ms from asking for a group to its reservation, 4 clients at once
-//   actor_create                   actors per second, from the create call to the first answer
+//   actor_create                   actors per second, from the create call to the first answer;
+//                                  peer process_start: this binary started as many times at once,
+//                                  each to its first answer (a line on a pipe)
 //   dead_node_detect               s from kill -9 of a node manager to the head marking it dead
 // This binary is also the workers' binary.
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -45,16 +48,56 @@ std::pair<pid_t, std::string> start_daemon(std::vector<std::string> argv) {
   return {pid, line.substr(0, line.find(' '))};
 }
 
-void emit(const char* name, double value, const char* unit) {
-  std::printf("{\"suite\":\"scheduler\",\"case\":\"%s\",\"value\":%.3f,\"unit\":\"%s\"}\n", name, value, unit);
+double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void emit(const char* name, double value, const char* unit, const char* peer = nullptr, double peer_value = 0) {
+  if (peer)
+    std::printf("{\"suite\":\"scheduler\",\"case\":\"%s\",\"value\":%.3f,\"unit\":\"%s\",\"peer\":\"%s\","
+                "\"peer_value\":%.3f,\"ratio\":%.4g}\n",
+                name, value, unit, peer, peer_value, value / peer_value);
+  else
+    std::printf("{\"suite\":\"scheduler\",\"case\":\"%s\",\"value\":%.3f,\"unit\":\"%s\"}\n", name, value, unit);
   std::fflush(stdout);
 }
 
-double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+// The limit for actor creation: `n` processes of this binary started at once, each answering
+// with one line as soon as its main() runs. Processes per second.
+double process_starts(int n) {
+  auto t0 = Clock::now();
+  std::vector<std::pair<pid_t, int>> kids;
+  for (int i = 0; i < n; ++i) {
+    int fds[2];
+    if (pipe(fds) != 0) return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+      dup2(fds[1], 1);
+      close(fds[0]);
+      close(fds[1]);
+      setenv("BENCH_ANSWER", "1", 1);
+      execl(yard::sys::self_exe().c_str(), "scheduler_bench", nullptr);
+      _exit(127);
+    }
+    close(fds[1]);
+    kids.push_back({pid, fds[0]});
+  }
+  for (auto& [pid, fd] : kids) {
+    char c;
+    if (read(fd, &c, 1) != 1) return 0;
+    close(fd);
+  }
+  double rate = n / secs_since(t0);
+  for (auto& [pid, fd] : kids) waitpid(pid, nullptr, 0);
+  return rate;
+}
+
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (getenv("BENCH_ANSWER")) {
+    std::printf("up\n");
+    return 0;
+  }
   if (getenv("YARD_WORKER")) yard::init(argc, argv);
   std::string yard_bin = argc > 1 ? argv[1] : "build/scheduler/yard";
   auto home = fs::temp_directory_path() / ("yard-sched-bench-" + std::to_string(getpid()));
@@ -145,7 +188,8 @@ int main(int argc, char** argv) {
     std::vector<yard::ObjectRef<int>> pings;
     for (auto& a : as) pings.push_back(a.call(&Empty::ping).remote());
     for (auto& p : pings) *p.get(60s);
-    emit("actor_create", n / secs_since(t0), "actors/s");
+    double rate = n / secs_since(t0);
+    emit("actor_create", rate, "actors/s", "process_start", process_starts(n));
     for (auto& a : as) a.kill();
   }
 
