@@ -10,6 +10,11 @@
 #include <thread>
 #include <vector>
 
+#include <malloc.h>
+
+#include <filesystem>
+#include <fstream>
+
 #include <zmq.hpp>
 
 #include "bench_util.h"
@@ -29,7 +34,15 @@ double sum_floats(std::vector<float> v) {
   for (size_t i = 0; i < v.size(); i += 1024) s += v[i];
   return s;
 }
-YARD_REMOTE(noop, make_bytes, sum_floats);
+// Holds a CPU until `release` exists (after writing `started`): the driver's queue fills behind it.
+int hold_cpu(std::string started, std::string release) {
+  std::ofstream(started) << "1";
+  auto t0 = Clock::now();
+  while (!std::filesystem::exists(release) && Clock::now() - t0 < std::chrono::seconds(600))
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  return 0;
+}
+YARD_REMOTE(noop, make_bytes, sum_floats, hold_cpu);
 
 class Echo {
  public:
@@ -146,6 +159,40 @@ double zmq_pipelined(int in_flight) {
   return r;
 }
 
+// Heap bytes in use, all arenas (the allocator's own count; mmap threshold is raised, so large
+// blocks are counted too).
+size_t heap_in_use() {
+  auto m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+// One driver queues `n` small tasks while every CPU is held: the heap it takes per queued task
+// (ObjectRefs, the runtime's records, arguments), then the rate at which all n complete.
+void queued_tasks(size_t n) {
+  auto dir = std::filesystem::temp_directory_path() / ("yard-queue-bench-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::vector<yard::ObjectRef<int>> holds;
+  int cpus = 2;
+  for (int i = 0; i < cpus; ++i)
+    holds.push_back(yard::task(hold_cpu).remote((dir / ("started" + std::to_string(i))).string(), (dir / "release").string()));
+  for (int i = 0; i < cpus; ++i)
+    while (!std::filesystem::exists(dir / ("started" + std::to_string(i)))) std::this_thread::sleep_for(1ms);
+  std::vector<yard::ObjectRef<int>> refs;
+  refs.reserve(n);
+  malloc_trim(0);
+  size_t before = heap_in_use();
+  auto t0 = Clock::now();
+  for (size_t i = 0; i < n; ++i) refs.push_back(yard::task(noop).remote(int(i)));
+  size_t after = heap_in_use();
+  emit("driver_bytes_per_queued_task", double(after - before) / double(n), "bytes");
+  std::ofstream(dir / "release") << "1";
+  yard::get(holds);
+  for (size_t i = 0; i < n; i += n / 10) if (*refs[i].get() != int(i)) std::abort();
+  yard::get(refs);
+  emit("tasks_1M_per_s", double(n) / seconds_since(t0), "tasks/s");
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -231,6 +278,8 @@ int main(int argc, char** argv) {
     for (auto& t : ts) t.join();
     emit("n_n_actor_calls_async", total / seconds_since(t0), "ops/s");
   }
+
+  if (want("driver_bytes_per_queued_task") || want("tasks_1M_per_s")) queued_tasks(1000000);
 
   if (want("put_calls"))
     emit("put_calls", rate([] {

@@ -1,16 +1,18 @@
 // The public API against a real embedded cluster: this binary starts one (redis-server, head,
 // worker processes running this same binary) and every test case shares it.
-#include <catch2/catch.hpp>
-
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
+#include <catch2/catch.hpp>
 #include <zmq.hpp>
 
+#include "pending_calls.h"
 #include "support.h"
 
 #include <boost/fiber/condition_variable.hpp>
@@ -63,7 +65,15 @@ uint64_t checksum(std::vector<uint32_t> v) {
   for (size_t i = 0; i < v.size(); ++i) s += uint64_t(v[i]) * (i % 7 + 1);
   return s;
 }
-YARD_REMOTE(make_owned, sum_refs, big_bytes, checksum);
+// Holds a CPU until `release` exists, after creating `started`.
+int hold_until(std::string started, std::string release) {
+  std::ofstream(started) << "1";
+  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (!std::filesystem::exists(release) && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  return 0;
+}
+YARD_REMOTE(make_owned, sum_refs, big_bytes, checksum, hold_until);
 
 class Counter;
 int bump_via(yard::ActorHandle<Counter> c, int by);
@@ -407,6 +417,54 @@ TEST_CASE("a dead worker's shared-memory segments are removed by the node manage
   auto deadline = std::chrono::steady_clock::now() + 20s;
   while (count() > 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(20ms);
   CHECK(count() == 0);
+}
+
+TEST_CASE("a queued task costs its driver under 1 KB of heap", "[api][tasks][memory]") {
+  auto dir = std::filesystem::temp_directory_path() / ("yard-api-queue-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::vector<yard::ObjectRef<int>> holds;
+  for (int i = 0; i < 2; ++i)  // both CPUs of the cluster: what follows queues
+    holds.push_back(yard::task(hold_until).remote((dir / std::to_string(i)).string(), (dir / "go").string()));
+  auto started = [&] { return std::filesystem::exists(dir / "0") && std::filesystem::exists(dir / "1"); };
+  auto end = std::chrono::steady_clock::now() + 60s;
+  while (!started() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(10ms);
+  REQUIRE(started());
+  const size_t n = 100000;
+  std::vector<yard::ObjectRef<int>> refs;
+  refs.reserve(n);
+  malloc_trim(0);
+  auto heap = [] {
+    auto m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+  };
+  size_t before = heap();
+  for (size_t i = 0; i < n; ++i) refs.push_back(yard::task(add).remote(int(i), 1));
+  size_t after = heap();
+  CHECK(yard::detail::PendingCalls::instance().count() >= n);  // all still pending
+  double per_task = double(after - before) / n;
+  INFO("heap per queued task: " << per_task << " bytes");
+  CHECK(per_task <= 1024);
+  std::ofstream(dir / "go") << "1";
+  yard::get(holds, 60s);
+  auto all = yard::get(refs, 120s);
+  for (size_t i = 0; i < n; i += 997) REQUIRE(*all[i] == int(i) + 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("submission waits at the bound on pending calls", "[api][tasks][memory]") {
+  auto& pending = yard::detail::PendingCalls::instance();
+  struct Restore {
+    size_t limit;
+    ~Restore() { yard::detail::PendingCalls::instance().set_limit(limit); }
+  } restore{pending.limit()};
+  pending.set_limit(pending.count() + 20);
+  pending.reset_peak();
+  std::vector<yard::ObjectRef<int>> refs;
+  for (int i = 0; i < 300; ++i) refs.push_back(yard::task(add).remote(i, 2));
+  auto all = yard::get(refs, 60s);
+  for (int i = 0; i < 300; ++i) REQUIRE(*all[i] == i + 2);
+  CHECK(pending.peak() <= pending.limit());
+  CHECK(pending.peak() == pending.limit());  // it was reached: submitting outran the workers
 }
 
 TEST_CASE("malformed bytes to the driver's own socket leave it serving its objects", "[api][robustness]") {

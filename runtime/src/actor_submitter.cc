@@ -26,7 +26,7 @@ ActorPtr ActorSubmitter::create(const std::string& cls, std::vector<Arg> args, c
   auto spec = make_spec_(cls, std::move(args));
   spec->actor = a;
   spec->is_creation = true;
-  spec->actor_options = o;
+  spec->actor_options = std::make_unique<ActorOptions>(o);
   auto holder = std::make_shared<ObjectHolder>(spec->id);
   args_.resolve_then(spec, [this, spec, holder] { send_creation(spec); });
   return a;
@@ -47,7 +47,7 @@ void ActorSubmitter::send_creation(const std::shared_ptr<TaskSpec>& spec) {
   ca.setClassName(a->class_name);
   ca.setName(a->name);
   ca.setMaxConcurrency(static_cast<uint32_t>(a->max_concurrency));
-  const auto& o = spec->actor_options;
+  const auto& o = *spec->actor_options;
   ca.setMaxRestarts(o.max_restarts);
   ca.setStrategy(o.strategy);
   ca.setNodeId(o.node_id);

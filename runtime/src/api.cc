@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core_worker.h"
+#include "pending_calls.h"
 #include "yard/process.h"
 #include "session.h"
 #include "yard/yard.h"
@@ -122,6 +123,7 @@ void init(const InitOptions& options, int argc, char** argv) {
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
   }
+  PendingCalls::instance().set_limit(options.max_pending_tasks ? options.max_pending_tasks : default_pending_limit());
   if (const char* w = getenv("YARD_WORKER"); w && std::string(w) == "1") {
     WorkerConfig cfg;
     auto env = [](const char* k) { const char* v = getenv(k); return std::string(v ? v : ""); };

@@ -1,4 +1,5 @@
 #include "core_worker.h"
+#include "pending_calls.h"
 #include "shm_store.h"
 
 #include <spdlog/spdlog.h>
@@ -50,8 +51,13 @@ Holder CoreWorker::import_ref(const std::string& id, const std::string& owner) {
 
 void CoreWorker::release(const std::string& id, const std::string& owner) { ownership_.release(id, owner); }
 
+TaskSpec::~TaskSpec() {
+  if (counted_) PendingCalls::instance().leave();
+}
+
 std::shared_ptr<TaskSpec> CoreWorker::make_spec(std::string fn, std::vector<Arg> args) {
-  auto spec = std::make_shared<TaskSpec>();
+  PendingCalls::instance().enter();  // waits while the process is at its bound
+  auto spec = std::make_shared<TaskSpec>(true);
   spec->seq = id_seq_.load(std::memory_order_relaxed);
   spec->id = new_id();
   spec->function = std::move(fn);

@@ -50,7 +50,7 @@ void MemoryStore::complete(const std::string& id, Bytes value, std::optional<Err
     auto& e = it->second;
     e.ready = true;
     e.value = std::move(value);
-    e.error = std::move(error);
+    if (error) e.error = std::make_unique<ErrorInfo>(std::move(*error));
     waiters.swap(e.waiters);
     callbacks.swap(e.callbacks);
   }
@@ -89,7 +89,7 @@ MemoryStore::Snapshot MemoryStore::peek(const std::string& id) {
   if (it == entries_.end() || !it->second.ready) return s;
   s.present = true;
   s.value = it->second.value;
-  s.error = it->second.error;
+  if (it->second.error) s.error = *it->second.error;
   return s;
 }
 

@@ -54,7 +54,7 @@ class MemoryStore {
   struct Entry {
     bool ready = false;
     Bytes value;
-    std::optional<ErrorInfo> error;
+    std::unique_ptr<ErrorInfo> error;  // rare: kept out of line
     std::vector<std::shared_ptr<Waiter>> waiters;
     std::vector<std::function<void()>> callbacks;
   };

@@ -40,6 +40,11 @@ class ActorState {
 };
 
 struct TaskSpec {
+  // Counted against the process's bound on pending calls (PendingCalls) while it lives.
+  explicit TaskSpec(bool counted = false) : counted_(counted) {}
+  ~TaskSpec();
+  TaskSpec(const TaskSpec&) = delete;
+  TaskSpec& operator=(const TaskSpec&) = delete;
   std::string id;        // also the id of the result object
   uint64_t seq = 0;      // submission order in this process
   std::string shape;     // a task's resources, as a key (leases are per shape)
@@ -48,9 +53,12 @@ struct TaskSpec {
   int retries_left = 0;
   ActorPtr actor;        // set for actor calls and creation
   bool is_creation = false;
-  ActorOptions actor_options;
+  std::unique_ptr<ActorOptions> actor_options;  // creation only (a queued call stays small)
   std::atomic<int> unresolved{0};
   bool resolved = false;  // I/O thread
+
+ private:
+  bool counted_;
 };
 
 struct WorkerConfig {

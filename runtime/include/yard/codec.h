@@ -73,13 +73,24 @@ class SBuffer final : public Buffer {
 
 }  // namespace detail
 
+namespace detail {
+// Packs into a buffer this thread reuses, then keeps exactly the bytes packed: a small value costs
+// its size, not a fresh packing buffer (8 KiB), and a large one lands in shared memory directly.
+template <class T>
+Bytes pack_exact(const T& v) {
+  thread_local msgpack::sbuffer buf(256);
+  buf.clear();
+  msgpack::pack(buf, v);
+  Bytes out = buf.size() < 64 ? std::make_shared<StringBuffer>(std::string(buf.data(), buf.size()))
+                              : copy_bytes(buf.data(), buf.size());
+  if (buf.size() > (1u << 20)) buf = msgpack::sbuffer(256);  // a large value's room is not kept
+  return out;
+}
+}  // namespace detail
+
 template <class T, class Enable = void>
 struct Codec {
-  static detail::Bytes encode(const T& v) {
-    msgpack::sbuffer buf;
-    msgpack::pack(buf, v);
-    return std::make_shared<detail::SBuffer>(std::move(buf));
-  }
+  static detail::Bytes encode(const T& v) { return detail::pack_exact(v); }
   static T decode(const char* data, size_t size) {
     // Strings and binaries are referenced, not copied into the zone; as<T>() copies once.
     auto no_copy = [](msgpack::type::object_type, std::size_t, void*) { return true; };

@@ -42,6 +42,10 @@ struct InitOptions {
   int num_cpus = 0;
   // Connect/start deadline.
   Duration timeout = std::chrono::seconds(30);
+  // Calls (tasks, actor calls) submitted and not yet finished, at most; at the bound, submitting
+  // waits for one to finish. 0: YARD_MAX_PENDING_TASKS, else 2,000,000 (a small task costs its
+  // driver about 0.7 KB beyond its arguments while pending).
+  size_t max_pending_tasks = 0;
 };
 
 // Connects this process to a cluster (or, in a worker process, serves calls and never returns).
