@@ -65,15 +65,7 @@ uint64_t checksum(std::vector<uint32_t> v) {
   for (size_t i = 0; i < v.size(); ++i) s += uint64_t(v[i]) * (i % 7 + 1);
   return s;
 }
-// Holds a CPU until `release` exists, after creating `started`.
-int hold_until(std::string started, std::string release) {
-  std::ofstream(started) << "1";
-  auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  while (!std::filesystem::exists(release) && std::chrono::steady_clock::now() < end)
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  return 0;
-}
-YARD_REMOTE(make_owned, sum_refs, big_bytes, checksum, hold_until);
+YARD_REMOTE(make_owned, sum_refs, big_bytes, checksum);
 
 class Counter;
 int bump_via(yard::ActorHandle<Counter> c, int by);
@@ -420,15 +412,11 @@ TEST_CASE("a dead worker's shared-memory segments are removed by the node manage
 }
 
 TEST_CASE("a queued task costs its driver under 1 KB of heap", "[api][tasks][memory]") {
-  auto dir = std::filesystem::temp_directory_path() / ("yard-api-queue-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  std::vector<yard::ObjectRef<int>> holds;
-  for (int i = 0; i < 2; ++i)  // both CPUs of the cluster: what follows queues
-    holds.push_back(yard::task(hold_until).remote((dir / std::to_string(i)).string(), (dir / "go").string()));
-  auto started = [&] { return std::filesystem::exists(dir / "0") && std::filesystem::exists(dir / "1"); };
-  auto end = std::chrono::steady_clock::now() + 60s;
-  while (!started() && std::chrono::steady_clock::now() < end) std::this_thread::sleep_for(10ms);
-  REQUIRE(started());
+  // Two actors take both CPUs of the cluster (once this driver's idle leases went back): the
+  // tasks that follow queue.
+  std::vector<yard::ActorHandle<Counter>> holds;
+  for (int i = 0; i < 2; ++i) holds.push_back(yard::actor<Counter>(0).resources({{"CPU", 1}}).remote());
+  for (auto& h : holds) REQUIRE(*h.call(&Counter::value).remote().get(60s) == 0);
   const size_t n = 100000;
   std::vector<yard::ObjectRef<int>> refs;
   refs.reserve(n);
@@ -444,11 +432,9 @@ TEST_CASE("a queued task costs its driver under 1 KB of heap", "[api][tasks][mem
   double per_task = double(after - before) / n;
   INFO("heap per queued task: " << per_task << " bytes");
   CHECK(per_task <= 1024);
-  std::ofstream(dir / "go") << "1";
-  yard::get(holds, 60s);
+  for (auto& h : holds) yard::kill(h);
   auto all = yard::get(refs, 120s);
   for (size_t i = 0; i < n; i += 997) REQUIRE(*all[i] == int(i) + 1);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("submission waits at the bound on pending calls", "[api][tasks][memory]") {

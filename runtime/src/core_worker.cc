@@ -51,6 +51,11 @@ Holder CoreWorker::import_ref(const std::string& id, const std::string& owner) {
 
 void CoreWorker::release(const std::string& id, const std::string& owner) { ownership_.release(id, owner); }
 
+void CoreWorker::housekeeping() {
+  tasks_.return_idle_leases();
+  ShmPool::instance().trim();
+}
+
 TaskSpec::~TaskSpec() {
   if (counted_) PendingCalls::instance().leave();
 }
@@ -104,12 +109,7 @@ Driver::Driver(const std::string& address, const std::string& token, std::chrono
   node_id_ = reg.node_id;
   // Leases go to the node manager the head named; actors, groups and the job's end to the head.
   if (!reg.node_address.empty()) lease_address_ = reg.node_address;
-  io_->post([this] {
-    io_->every(std::chrono::milliseconds(500), [this] {
-      tasks_.return_idle_leases();
-      ShmPool::instance().trim();
-    });
-  });
+  io_->post([this] { io_->every(std::chrono::milliseconds(500), [this] { housekeeping(); }); });
 }
 
 void Driver::disconnect() {
@@ -124,7 +124,7 @@ Worker::Worker(WorkerConfig cfg)
 
 void Worker::run() {
   executor_ = std::make_unique<TaskExecutor>(io_, ownership_, token_, cfg_);
-  executor_->run();
+  executor_->run([this] { housekeeping(); });
 }
 
 }  // namespace yard::detail

@@ -7,7 +7,6 @@
 #include <spdlog/spdlog.h>
 
 #include "core_worker.h"
-#include "shm_store.h"
 #include "yard/process.h"
 
 namespace yard::detail {
@@ -76,9 +75,9 @@ void TaskExecutor::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const
   io_->reply(in.routing_id, m.finish());
 }
 
-void TaskExecutor::run() {
+void TaskExecutor::run(std::function<void()> housekeeping) {
   io_ = std::make_unique<IoLoop>(bind_host_, 0, token_, [this](IoLoop::Incoming in) { handle(std::move(in)); });
-  io_->post([this] { io_->every(std::chrono::milliseconds(500), [] { ShmPool::instance().trim(); }); });
+  io_->post([this, housekeeping] { io_->every(std::chrono::milliseconds(500), housekeeping); });
   uint64_t rid = io_->next_request_id();
   OutMessage reg(token_, rid, false);
   auto rw = reg.env().getBody().initRegisterWorker();

@@ -5,6 +5,7 @@
 // process's submitter (nested tasks) shares the same I/O loop.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -22,7 +23,8 @@ class TaskExecutor {
   ~TaskExecutor();
   // Binds, registers with the node manager and serves until told to shut down; then exits the
   // process. Exits with status 3 when the node manager cannot be reached or refuses it.
-  [[noreturn]] void run();
+  // `housekeeping` runs on the I/O thread every 500 ms.
+  [[noreturn]] void run(std::function<void()> housekeeping);
 
  private:
   void handle(IoLoop::Incoming in);  // I/O thread
