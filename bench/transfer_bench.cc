@@ -1,0 +1,173 @@
+// bench/run runtime (needs root): object_transfer_100MB_cross_node. A second node runs in its own
+// network namespace behind a veth pair (a stand-in for a second machine: it counts as another
+// host, so nothing goes through shared memory). An actor there puts a 100 MB object; this driver
+// gets it through its ObjectRef. The peer is a plain TCP stream of the same bytes over the same
+// link, from a process in that namespace to this one, measured in the same run.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "yard/process.h"
+#include "yard/yard.h"
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr size_t kBytes = 100u << 20;
+
+class Maker {
+ public:
+  yard::ObjectRef<std::vector<uint8_t>> make(int fill) { return yard::put(std::vector<uint8_t>(kBytes, uint8_t(fill))); }
+  std::string node() { return yard::node_id(); }
+};
+YARD_ACTOR(Maker, &Maker::make, &Maker::node);
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+int run(const std::string& cmd) { return std::system(cmd.c_str()); }
+
+// The TCP peer's sending side: connects to host:port and writes kBytes.
+int tcp_source(const std::string& host, int port) {
+  std::vector<char> buf(kBytes, 5);  // made before the clock starts (at connect)
+  int s = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return 1;
+  for (size_t off = 0; off < buf.size();) {
+    ssize_t n = write(s, buf.data() + off, buf.size() - off);
+    if (n <= 0) return 1;
+    off += size_t(n);
+  }
+  close(s);
+  return 0;
+}
+
+// The TCP peer's receiving side, in this process: GB/s from accept to the last byte.
+double tcp_stream(const std::string& ns, const std::string& host) {
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  inet_pton(AF_INET, host.c_str(), &a.sin_addr);
+  if (bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(l, 1) != 0) return 0;
+  socklen_t len = sizeof a;
+  getsockname(l, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = ntohs(a.sin_port);
+  std::vector<char> buf(kBytes);
+  double best = 0;
+  for (int i = 0; i < 5; ++i) {
+    yard::sys::SpawnOptions so;
+    so.env["BENCH_TCP_SOURCE"] = host + ":" + std::to_string(port);
+    pid_t pid = yard::sys::spawn({"/usr/sbin/ip", "netns", "exec", ns, yard::sys::self_exe()}, so);
+    int c = accept(l, nullptr, nullptr);
+    auto t0 = Clock::now();
+    size_t got = 0;
+    for (ssize_t n; got < buf.size() && (n = read(c, buf.data() + got, buf.size() - got)) > 0;) got += size_t(n);
+    double s = seconds_since(t0);
+    close(c);
+    yard::sys::terminate(pid, SIGKILL, 10s);
+    if (got == buf.size()) best = std::max(best, got / s / 1e9);
+  }
+  close(l);
+  return best;
+}
+
+// Two nodes, one in namespace `ns`; removed again at the end, whatever happened.
+struct Link {
+  std::string ns, vh, vn, h, n, home;
+  Link() {
+    std::string tag = std::to_string(getpid() % 100000);
+    ns = "yard-b-" + tag;
+    vh = "ybh" + tag;
+    vn = "ybn" + tag;
+    std::string sub = "10.78." + std::to_string(getpid() % 200 + 20);
+    h = sub + ".1";
+    n = sub + ".2";
+    home = (fs::temp_directory_path() / ("yard-transfer-bench-" + tag)).string();
+  }
+  bool up() {
+    return run("ip netns add " + ns) == 0 && run("ip link add " + vh + " type veth peer name " + vn) == 0 &&
+           run("ip link set " + vn + " netns " + ns) == 0 && run("ip addr add " + h + "/24 dev " + vh) == 0 &&
+           run("ip link set " + vh + " up") == 0 && run("ip netns exec " + ns + " ip addr add " + n + "/24 dev " + vn) == 0 &&
+           run("ip netns exec " + ns + " ip link set " + vn + " up") == 0 &&
+           run("ip netns exec " + ns + " ip link set lo up") == 0;
+  }
+  ~Link() {
+    run("ip netns pids " + ns + " 2>/dev/null | xargs -r kill -9");
+    run("ip netns del " + ns + " 2>/dev/null");
+    run("ip link del " + vh + " 2>/dev/null");
+    std::error_code ec;
+    fs::remove_all(home, ec);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (const char* src = getenv("BENCH_TCP_SOURCE")) {
+    std::string s = src;
+    return tcp_source(s.substr(0, s.find(':')), std::atoi(s.c_str() + s.find(':') + 1));
+  }
+  if (getenv("YARD_WORKER")) yard::init(argc, argv);
+  std::string yard_bin = argc > 1 ? argv[1] : "build/scheduler/yard";
+  if (geteuid() != 0) {
+    std::fprintf(stderr, "object_transfer_100MB_cross_node: skipped (needs root for network namespaces)\n");
+    return 0;
+  }
+  Link link;
+  if (!link.up()) {
+    std::fprintf(stderr, "object_transfer_100MB_cross_node: skipped (cannot make a network namespace)\n");
+    return 0;
+  }
+  fs::create_directories(link.home);
+  setenv("YARD_HOME", link.home.c_str(), 1);
+  int port = yard::sys::free_port(link.h);
+  std::string addr = link.h + ":" + std::to_string(port);
+  if (run(yard_bin + " start --head --host " + link.h + " --port " + std::to_string(port) + " --num-cpus 1 >/dev/null") != 0)
+    return 1;
+  std::string token;
+  for (auto& e : fs::directory_iterator(link.home))
+    if (e.path().filename().string().rfind("session-", 0) == 0) std::ifstream(e.path() / "token") >> token;
+  int rc = run("ip netns exec " + link.ns + " env YARD_HOST_ID=bench-second-host " + yard_bin + " start --address " +
+               addr + " --token " + token + " --host " + link.n + " --num-cpus 2 >/dev/null");
+  double value = 0, peer = 0;
+  if (rc == 0) {
+    yard::InitOptions o;
+    o.address = addr;
+    o.token = token;
+    yard::init(o);
+    auto m = yard::actor<Maker>().resources({{"CPU", 2}}).remote();  // only the namespaced node has 2
+    std::string node = *m.call(&Maker::node).remote().get(60s);
+    for (int i = 0; i < 5; ++i) {
+      auto ref = *m.call(&Maker::make).remote(i + 1).get(60s);  // made there, not yet here
+      auto t0 = Clock::now();
+      auto v = ref.get(60s);
+      double s = seconds_since(t0);
+      if (v->size() != kBytes || (*v)[kBytes - 1] != i + 1) return 1;
+      value = std::max(value, kBytes / s / 1e9);
+    }
+    yard::shutdown();
+    peer = tcp_stream(link.ns, link.h);
+    std::printf("{\"suite\":\"runtime\",\"case\":\"object_transfer_100MB_cross_node\",\"value\":%.4g,\"unit\":\"GB/s\","
+                "\"peer\":\"tcp_stream_same_link\",\"peer_value\":%.4g,\"ratio\":%.4g,\"node\":\"%s\"}\n",
+                value, peer, value / peer, node.c_str());
+  }
+  run(yard_bin + " stop --address " + addr + " --token " + token + " >/dev/null 2>&1");
+  return rc == 0 && peer > 0 ? 0 : 1;
+}
