@@ -8,6 +8,8 @@
 //   probe detach N   starts a detached actor named N, calls it once and exits
 //   probe use N      finds the actor named N (made by another job) and calls it
 //   probe leave DIR  starts a long task and a long actor call, and exits once both have started
+//   probe spill N    puts N objects of 16 MB, prints "put", waits for a line on stdin, then reads
+//                    each back (and one through a task) and prints "intact K"
 #include <unistd.h>
 
 #include <cstdio>
@@ -25,7 +27,13 @@ int nap(std::string mark) {
   std::this_thread::sleep_for(std::chrono::seconds(60));
   return 1;
 }
-YARD_REMOTE(nap);
+// The sum of every 4096th byte of a value (a task that reads its argument).
+long sample_sum(std::vector<uint8_t> v) {
+  long s = 0;
+  for (size_t i = 0; i < v.size(); i += 4096) s += v[i];
+  return s;
+}
+YARD_REMOTE(nap, sample_sum);
 
 class Holder {
  public:
@@ -70,6 +78,24 @@ int main(int argc, char** argv) {
       else std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::printf("both started\n");
     return 0;  // with both still running
+  }
+  if (mode == "spill" && argc > 2) {
+    int n = std::atoi(argv[2]);
+    std::vector<yard::ObjectRef<std::vector<uint8_t>>> refs;
+    for (int i = 0; i < n; ++i) refs.push_back(yard::put(std::vector<uint8_t>(16u << 20, uint8_t(i + 1))));
+    std::printf("put\n");
+    std::fflush(stdout);
+    std::string line;
+    std::getline(std::cin, line);
+    int intact = 0;
+    for (int i = 0; i < n; ++i) {
+      auto v = refs[i].get(std::chrono::seconds(60));
+      intact += v->size() == (16u << 20) && v->front() == i + 1 && v->back() == i + 1;
+    }
+    long want = long(16u << 20) / 4096;  // the first object's bytes are all 1
+    bool task_ok = *yard::task(sample_sum).remote(refs[0]).get(std::chrono::seconds(60)) == want;
+    std::printf("intact %d%s\n", intact, task_ok ? "" : " (the task read a wrong value)");
+    return 0;
   }
   if (mode == "detach" && argc > 2) {
     auto h = yard::actor<Holder>().name(argv[2]).detached().remote();

@@ -237,6 +237,45 @@ TEST_CASE("a program that exits with work still running neither retries nor repo
   CHECK_THAT(r.out, !Catch::Contains("retrying") && !Catch::Contains("was lost") && !Catch::Contains("asking the head"));
 }
 
+TEST_CASE("objects past the node's memory limit spill to disk and come back intact", "[cli][objects]") {
+  Cluster c(false);
+  int port = yard::detail::free_port("127.0.0.1");
+  auto r = sh(yard_bin() + " start --head --num-cpus 2 --object-store-memory 48MB --port " + std::to_string(port));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  c.addr = "127.0.0.1:" + std::to_string(port);
+  c.pid = yard::detail::latest_record()->pid;
+  setenv("YARD_ADDRESS", c.addr.c_str(), 1);
+  Child p({probe_bin(), "spill", "8"});  // 128 MB of objects
+  unsetenv("YARD_ADDRESS");
+  REQUIRE(p.line() == "put\n");
+  json node;
+  auto spilled = [&] {
+    auto j = json::parse(sh(c.yard("status --json --address " + c.addr)).out);
+    for (auto& n : j["nodes"])
+      if (std::stoull(n.value("spilled_objects", std::string("0"))) > 0 &&
+          std::stoull(n.value("object_store_used", std::string("0"))) <= (48u << 20))
+        node = n;
+    return !node.is_null();
+  };
+  REQUIRE(eventually(spilled, 20s));
+  CHECK(node.value("object_store_limit", std::string()) == std::to_string(48u << 20));
+  CHECK(std::stoull(node.value("spilled_bytes", std::string("0"))) >= (80u << 20));
+  auto st = sh(c.yard("status --address " + c.addr));
+  CHECK_THAT(st.out, Catch::Contains("objects:") && Catch::Contains("spilled"));
+  auto spill_files = [&] {
+    int n = 0;
+    for (auto& e : fs::recursive_directory_iterator(c.home))
+      n += e.path().parent_path().filename().string().rfind("spill-", 0) == 0;
+    return n;
+  };
+  CHECK(spill_files() >= 5);
+  REQUIRE(write(p.in_fd, "go\n", 3) == 3);
+  CHECK(p.line() == "intact 8\n");
+  CHECK(p.wait_exit() == 0);
+  CHECK(eventually([&] { return spill_files() == 0; }, 10s));  // gone with the driver's objects
+}
+
 TEST_CASE("submit runs a job, streams its output and returns its exit code", "[cli][jobs]") {
   Cluster c;
   auto r = sh(c.yard("submit --address " + c.addr + " -- " + counter_bin()));

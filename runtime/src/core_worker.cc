@@ -1,4 +1,5 @@
 #include "core_worker.h"
+#include "node_memory.h"
 #include "pending_calls.h"
 #include "shm_store.h"
 
@@ -109,6 +110,7 @@ Driver::Driver(const std::string& address, const std::string& token, std::chrono
   node_id_ = reg.node_id;
   // Leases go to the node manager the head named; actors, groups and the job's end to the head.
   if (!reg.node_address.empty()) lease_address_ = reg.node_address;
+  store_.attach_node_memory(NodeMemory::attach(node_id_));  // when its node is on this host
   io_->post([this] { io_->every(std::chrono::milliseconds(500), [this] { housekeeping(); }); });
 }
 
@@ -124,6 +126,7 @@ Worker::Worker(WorkerConfig cfg)
 
 void Worker::run() {
   executor_ = std::make_unique<TaskExecutor>(io_, ownership_, token_, cfg_);
+  store_.attach_node_memory(NodeMemory::attach(cfg_.node_id));
   executor_->run([this] { housekeeping(); });
 }
 

@@ -5,6 +5,7 @@
 #include <boost/fiber/condition_variable.hpp>
 #include <boost/fiber/mutex.hpp>
 
+#include "node_memory.h"
 #include "wire.capnp.h"
 #include "yard/errors.h"
 
@@ -43,6 +44,7 @@ void MemoryStore::replace_value(const std::string& id, const Bytes& old, Bytes n
 void MemoryStore::complete(const std::string& id, Bytes value, std::optional<ErrorInfo> error) {
   std::vector<std::shared_ptr<Waiter>> waiters;
   std::vector<std::function<void()>> callbacks;
+  bool over = false;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = entries_.find(id);
@@ -51,22 +53,37 @@ void MemoryStore::complete(const std::string& id, Bytes value, std::optional<Err
     e.ready = true;
     e.value = std::move(value);
     if (error) e.error = std::make_unique<ErrorInfo>(std::move(*error));
+    if (node_ && e.value) {
+      e.counted = e.value->size();
+      e.last_use = ++tick_;
+      node_->add_used(int64_t(e.counted));
+      over = node_->over_limit();
+    }
     waiters.swap(e.waiters);
     callbacks.swap(e.callbacks);
   }
+  if (over) spill_cv_.notify_one();
   for (auto& w : waiters) w->notify();
   for (auto& cb : callbacks) cb();
 }
 
 void MemoryStore::release(const std::string& id) {
   std::vector<std::function<void()>> callbacks;
+  std::string spilled;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = entries_.find(id);
     if (it == entries_.end()) return;
-    callbacks.swap(it->second.callbacks);
+    auto& e = it->second;
+    callbacks.swap(e.callbacks);
+    if (node_ && e.counted) {
+      if (e.spill_path.empty()) node_->add_used(-int64_t(e.counted));
+      else node_->add_spilled(-int64_t(e.counted), -1);
+    }
+    spilled = std::move(e.spill_path);
     entries_.erase(it);
   }
+  if (!spilled.empty()) remove_spill_file(spilled);
   for (auto& cb : callbacks) cb();
 }
 
@@ -88,7 +105,7 @@ MemoryStore::Snapshot MemoryStore::peek(const std::string& id) {
   auto it = entries_.find(id);
   if (it == entries_.end() || !it->second.ready) return s;
   s.present = true;
-  s.value = it->second.value;
+  s.value = use(id, it->second);
   if (it->second.error) s.error = *it->second.error;
   return s;
 }
@@ -118,7 +135,7 @@ Bytes MemoryStore::get(const std::string& id, Duration timeout) {
   auto it = entries_.find(id);
   if (it == entries_.end()) throw Error("object " + id + " was freed while waiting for it");
   if (it->second.error) throw_error(*it->second.error);
-  return it->second.value;
+  return use(id, it->second);
 }
 
 std::vector<size_t> MemoryStore::wait(const std::vector<std::string>& ids, size_t num, Duration timeout) {

@@ -3,14 +3,21 @@
 // Entries are created when a task is submitted or a value is put, completed once (value or
 // error) from any thread, and erased when the last ObjectRef is gone. Waiting suspends only the
 // calling fiber and always has a deadline.
+//
+// With the node's object memory attached (NodeMemory), the bytes of its values count toward the
+// node's limit; while the node is over it, a spilling thread writes this process's least recently
+// used values of 64 KiB and more to the node's spill directory and drops them from memory. A
+// spilled value is read back on its next use; its file goes when the object is released.
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -23,9 +30,15 @@ struct ErrorInfo {
   std::string type, message, location;
 };
 
+class NodeMemory;
+
 class MemoryStore {
  public:
   using Duration = std::chrono::milliseconds;
+  MemoryStore();
+  ~MemoryStore();
+  // Counts this process's values toward the node's limit, spilling when over it.
+  void attach_node_memory(std::unique_ptr<NodeMemory> node);
   void create(const std::string& id);
   // Completes an entry; ignored when the entry was released or already completed.
   void set_value(const std::string& id, Bytes value);
@@ -55,14 +68,28 @@ class MemoryStore {
     bool ready = false;
     Bytes value;
     std::unique_ptr<ErrorInfo> error;  // rare: kept out of line
+    uint64_t counted = 0;              // bytes counted toward the node's memory
+    uint64_t last_use = 0;             // for choosing what to spill
+    std::string spill_path;            // set: the value is on disk, not in memory
     std::vector<std::shared_ptr<Waiter>> waiters;
     std::vector<std::function<void()>> callbacks;
   };
   void complete(const std::string& id, Bytes value, std::optional<ErrorInfo> error);
+  // Under mu_: the entry's value, read back from disk when spilled.
+  Bytes use(const std::string& id, Entry& e);
+  void spill_loop();
+  bool spill_one();
 
   std::mutex mu_;
   std::unordered_map<std::string, Entry> entries_;  // guarded by mu_
+  uint64_t tick_ = 0;                               // guarded by mu_
+  std::unique_ptr<NodeMemory> node_;
+  std::condition_variable spill_cv_;
+  bool stop_ = false;  // guarded by mu_
+  std::thread spiller_;
 };
+
+void remove_spill_file(const std::string& path);
 
 // Throws the yard exception that matches an ErrorInfo.
 [[noreturn]] void throw_error(const ErrorInfo& e);

@@ -24,6 +24,9 @@ struct DaemonOptions {
   bool head_node = false;      // the node manager the head service started beside itself
   // A node whose heartbeat is older than this is dead (heartbeats go every timeout / 4).
   double heartbeat_timeout_s = 4;
+  // Bytes of objects the node's processes may hold in memory before they spill to disk
+  // (0: 30% of the machine's memory).
+  uint64_t object_store_bytes = 0;
 };
 
 // The head service, or with join_address a node manager. Runs until SIGTERM/SIGINT or a shutdown

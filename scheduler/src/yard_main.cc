@@ -176,6 +176,11 @@ int status(const std::string& address, const std::string& token, bool as_json) {
                              n.value("address", ""), state, fmt_res(n["resources_total"], n["resources_available"]),
                              n["workers"].is_number() ? std::to_string(n["workers"].get<int>()) : n.value("workers", std::string("?")),
                              n.contains("actors") ? n["actors"].size() : 0, n.value("log_dir", ""));
+    auto mb = [&](const char* k) { return std::atof(n.value(k, std::string("0")).c_str()) / (1 << 20); };
+    if (n.contains("object_store_limit"))
+      std::cout << fmt::format("      objects: {:.0f}/{:.0f} MB in memory, {:.0f} MB spilled ({} objects)\n",
+                               mb("object_store_used"), mb("object_store_limit"), mb("spilled_bytes"),
+                               n.value("spilled_objects", std::string("0")));
   }
   std::cout << "\nActors (" << j["actors"].size() << ")\n";
   for (auto& a : j["actors"])
@@ -301,6 +306,10 @@ Commands define_start(CLI::App& app, Args& a, Commands c) {
   s->add_option("--redis-address", a.dopts.redis_address, "use this Redis (host:port) instead of starting one; password from YARD_REDIS_PASSWORD");
   s->add_option("--num-cpus", a.dopts.num_cpus, "CPUs this node offers (default: all)");
   s->add_option("--num-gpus", a.dopts.num_gpus, "GPUs this node offers (default: its NVIDIA devices)");
+  s->add_option("--object-store-memory", a.dopts.object_store_bytes,
+                "bytes of objects this node's processes keep in memory before spilling the least recently used "
+                "to disk, e.g. 2GB (default: 30% of the machine's memory)")
+      ->transform(CLI::AsSizeValue(false));
   s->add_option("--resources", a.resources_json, "custom resources as JSON, e.g. '{\"disk\": 2}'");
   s->add_flag("--block", a.block, "stay in the foreground");
   s->add_flag("--embedded", a.dopts.embedded, "started by yard::init() (internal)")->group("");

@@ -190,6 +190,7 @@ void HeadService::start_head_node() {
                                 "--heartbeat-timeout", std::to_string(o_.heartbeat_timeout_s),
                                 "--num-gpus", std::to_string(o_.num_gpus)};
   if (o_.num_cpus > 0) argv.insert(argv.end(), {"--num-cpus", std::to_string(o_.num_cpus)});
+  if (o_.object_store_bytes > 0) argv.insert(argv.end(), {"--object-store-memory", std::to_string(o_.object_store_bytes)});
   if (!o_.resources.empty()) argv.insert(argv.end(), {"--resources", json(o_.resources).dump()});
   if (o_.embedded) argv.push_back("--embedded");
   SpawnOptions so;

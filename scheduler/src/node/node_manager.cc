@@ -92,7 +92,31 @@ void NodeManager::join() {
 
 // Resources and the heartbeat first, then the membership: the failure detector never sees a
 // member without a heartbeat, and the scheduler never sees one without resources.
+// The node's processes count their objects' bytes in a segment this node makes; over the limit
+// they spill to spill_dir_ (removed with the node).
+void NodeManager::open_object_memory() {
+  uint64_t limit = o_.object_store_bytes;
+  if (limit == 0) limit = uint64_t(double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) * 0.3);
+  spill_dir_ = o_.session_dir + "/spill-" + node_id_;
+  fs::create_directories(spill_dir_);
+  memory_ = detail::NodeMemory::create(node_id_, limit, spill_dir_);
+  if (!memory_) spdlog::warn("cannot create the node's object memory segment: objects will not spill");
+}
+
+// Processes that died: their slots and their spilled files go.
+void NodeManager::sweep_object_memory() {
+  if (!memory_) return;
+  memory_->sweep();
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(spill_dir_, ec)) {
+    auto name = e.path().filename().string();
+    pid_t pid = static_cast<pid_t>(std::atol(name.c_str()));
+    if (pid > 0 && sys::process_dead(pid)) fs::remove(e.path(), ec);
+  }
+}
+
 void NodeManager::begin_serving() {
+  open_object_memory();
   workers_.configure({{"YARD_NODE_ADDRESS", io_->address()}, {"YARD_TOKEN", token_}, {"YARD_NODE_ID", node_id_},
                       {"YARD_HEAD_ADDRESS", o_.join_address}, {"YARD_NODE_HOST", o_.host}},
                      log_dir_, gpus_.devices() > 0);
@@ -134,6 +158,9 @@ int NodeManager::run() {
     io_->stop();
     if (!o_.embedded && !o_.head_node) remove_record(rec);
     if (o_.head_node) fs::remove(o_.session_dir + "/head-node.pid");
+    memory_.reset();
+    std::error_code ec;
+    if (!spill_dir_.empty()) fs::remove_all(spill_dir_, ec);
     spdlog::info("stopped");
     return 0;
   } catch (const std::exception& e) {
@@ -167,6 +194,14 @@ void NodeManager::save_node() {
     r.start_time = start_time_;
     r.now = unix_time();
     r.workers = static_cast<long>(workers_.size());
+    if (memory_) {
+      sweep_object_memory();
+      auto t = memory_->totals();
+      r.object_store_limit = memory_->limit();
+      r.object_store_used = t.used;
+      r.spilled_bytes = t.spilled;
+      r.spilled_objects = t.spilled_objects;
+    }
     tables_->report(node_id_, r, std::chrono::milliseconds(static_cast<long>(o_.heartbeat_timeout_s * 1000)));
   } catch (const std::exception& e) {
     spdlog::error("cannot update the node record: {}", e.what());

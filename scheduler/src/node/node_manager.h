@@ -19,6 +19,7 @@
 #include "common/service.h"
 #include "daemon.h"
 #include "node/blob_cache.h"
+#include "node_memory.h"
 #include "node/peers.h"
 #include "node/worker_pool.h"
 #include "policy/gpus.h"
@@ -157,6 +158,11 @@ class NodeManager {
   std::map<std::string, Hosted> hosted_;
   Clock::time_point next_job_check_{};
   BlobCache blobs_{io_, token_, o_.join_address, o_.session_dir, log_dir_};
+  // The node's object memory: its limit, what its processes hold, the spill directory.
+  std::unique_ptr<detail::NodeMemory> memory_;
+  std::string spill_dir_;
+  void open_object_memory();
+  void sweep_object_memory();
   Peers peers_{tables_};  // the other nodes, for routing leases
   size_t spread_turn_ = 0;
 };

@@ -116,7 +116,9 @@ void Tables::remove_node(const std::string& id) { run_all({{"SREM", kNodes, id},
 void Tables::report(const std::string& id, const NodeReport& n, std::chrono::milliseconds ttl) {
   run_all({{"HSET", node_key(id), "address", n.address, "hostname", n.hostname, "pid", std::to_string(n.pid), "log_dir",
             n.log_dir, "leased", std::to_string(n.leased), "start_time", std::to_string(n.start_time), "workers",
-            std::to_string(n.workers)},
+            std::to_string(n.workers), "object_store_limit", std::to_string(n.object_store_limit), "object_store_used",
+            std::to_string(n.object_store_used), "spilled_bytes", std::to_string(n.spilled_bytes), "spilled_objects",
+            std::to_string(n.spilled_objects)},
            {"SET", heartbeat_key(id), std::to_string(n.now), "PX", std::to_string(ttl.count())}});
 }
 

@@ -86,6 +86,7 @@ struct NodeReport {
   std::string address, hostname, log_dir;
   long pid = 0, leased = 0, workers = 0;
   double start_time = 0, now = 0;
+  uint64_t object_store_limit = 0, object_store_used = 0, spilled_bytes = 0, spilled_objects = 0;
 };
 
 // A node as the schedulers see it: its record's address and state, and its resources.

@@ -1,0 +1,126 @@
+#include "node_memory.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+
+namespace yard::detail {
+
+namespace {
+constexpr int kSlots = 256;
+std::string segment_name(const std::string& node_id) {
+  std::string n = "/yard-mem-";
+  for (char c : node_id) n += std::isalnum(static_cast<unsigned char>(c)) || c == '-' ? c : '_';
+  return n;
+}
+}  // namespace
+
+struct NodeMemory::Segment {
+  uint64_t limit;
+  std::atomic<int64_t> used;  // the sum of the slots' `used`: one load to compare with the limit
+  char spill_dir[512];
+  struct Slot {
+    std::atomic<int32_t> pid;
+    std::atomic<int64_t> used, spilled, spilled_objects;
+  } slots[kSlots];
+};
+
+std::unique_ptr<NodeMemory> NodeMemory::create(const std::string& node_id, uint64_t limit, const std::string& spill_dir) {
+  std::string name = segment_name(node_id);
+  shm_unlink(name.c_str());
+  int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) return nullptr;
+  void* p = MAP_FAILED;
+  if (ftruncate(fd, sizeof(Segment)) == 0) p = mmap(nullptr, sizeof(Segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    shm_unlink(name.c_str());
+    return nullptr;
+  }
+  auto* s = static_cast<Segment*>(p);  // zero-filled: every slot free
+  s->limit = limit;
+  std::strncpy(s->spill_dir, spill_dir.c_str(), sizeof s->spill_dir - 1);
+  return std::unique_ptr<NodeMemory>(new NodeMemory(name, s, true));
+}
+
+std::unique_ptr<NodeMemory> NodeMemory::attach(const std::string& node_id) {
+  if (node_id.empty()) return nullptr;
+  std::string name = segment_name(node_id);
+  int fd = shm_open(name.c_str(), O_RDWR, 0600);
+  if (fd < 0) return nullptr;
+  void* p = mmap(nullptr, sizeof(Segment), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return nullptr;
+  return std::unique_ptr<NodeMemory>(new NodeMemory(name, static_cast<Segment*>(p), false));
+}
+
+NodeMemory::~NodeMemory() {
+  if (slot_ >= 0 && !owner_) {
+    auto& sl = s_->slots[slot_];
+    s_->used.fetch_sub(sl.used.exchange(0));
+    sl.spilled.store(0);
+    sl.spilled_objects.store(0);
+    sl.pid.store(0);
+  }
+  munmap(s_, sizeof(Segment));
+  if (owner_) shm_unlink(name_.c_str());
+}
+
+uint64_t NodeMemory::limit() const { return s_->limit; }
+std::string NodeMemory::spill_dir() const { return std::string(s_->spill_dir, strnlen(s_->spill_dir, sizeof s_->spill_dir)); }
+
+int NodeMemory::slot() {
+  if (slot_ >= 0) return slot_;
+  int32_t self = getpid();
+  for (int i = 0; i < kSlots; ++i) {
+    int32_t expected = 0;
+    if (s_->slots[i].pid.compare_exchange_strong(expected, self)) return slot_ = i;
+  }
+  return -1;  // a node with more than kSlots object-holding processes: the rest are not counted
+}
+
+void NodeMemory::add_used(int64_t delta) {
+  if (int i = slot(); i >= 0) {
+    s_->slots[i].used.fetch_add(delta);
+    s_->used.fetch_add(delta);
+  }
+}
+
+void NodeMemory::add_spilled(int64_t bytes, int64_t objects) {
+  if (int i = slot(); i >= 0) {
+    s_->slots[i].spilled.fetch_add(bytes);
+    s_->slots[i].spilled_objects.fetch_add(objects);
+  }
+}
+
+NodeMemory::Totals NodeMemory::totals() const {
+  Totals t;
+  for (auto& sl : s_->slots) {
+    if (sl.pid.load() == 0) continue;
+    t.used += uint64_t(std::max<int64_t>(0, sl.used.load()));
+    t.spilled += uint64_t(std::max<int64_t>(0, sl.spilled.load()));
+    t.spilled_objects += uint64_t(std::max<int64_t>(0, sl.spilled_objects.load()));
+  }
+  return t;
+}
+
+bool NodeMemory::over_limit() const { return s_->limit > 0 && s_->used.load() > int64_t(s_->limit); }
+
+void NodeMemory::sweep() {
+  for (auto& sl : s_->slots) {
+    int32_t pid = sl.pid.load();
+    if (pid == 0 || !(kill(pid, 0) != 0 && errno == ESRCH)) continue;
+    s_->used.fetch_sub(sl.used.exchange(0));
+    sl.spilled.store(0);
+    sl.spilled_objects.store(0);
+    sl.pid.compare_exchange_strong(pid, 0);
+  }
+}
+
+}  // namespace yard::detail
