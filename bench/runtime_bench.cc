@@ -42,7 +42,13 @@ int hold_cpu(std::string started, std::string release) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   return 0;
 }
-YARD_REMOTE(noop, make_bytes, sum_floats, hold_cpu);
+// The same, reading the argument in place.
+double sum_view(yard::ArrayView<float> v) {
+  double s = 0;
+  for (size_t i = 0; i < v.size(); i += 1024) s += v[i];
+  return s;
+}
+YARD_REMOTE(noop, make_bytes, sum_floats, hold_cpu, sum_view);
 
 class Echo {
  public:
@@ -343,6 +349,15 @@ int main(int argc, char** argv) {
   if (want("ref_arg_100MB")) {
     auto ref = yard::put(std::vector<float>(nfloats, 0.5f));
     arg_case("ref_arg_100MB", [&] { return *yard::task(sum_floats).remote(ref).get(); });
+  }
+  // The same two, with the task taking a yard::ArrayView<float>: read in place, no decode copy.
+  if (want("task_arg_100MB_view")) {
+    std::vector<float> v(nfloats, 0.5f);
+    arg_case("task_arg_100MB_view", [&] { return *yard::task(sum_view).remote(v).get(); });
+  }
+  if (want("ref_arg_100MB_view")) {
+    auto ref = yard::put(std::vector<float>(nfloats, 0.5f));
+    arg_case("ref_arg_100MB_view", [&] { return *yard::task(sum_view).remote(ref).get(); });
   }
   return 0;
 }

@@ -65,7 +65,13 @@ uint64_t checksum(std::vector<uint32_t> v) {
   for (size_t i = 0; i < v.size(); ++i) s += uint64_t(v[i]) * (i % 7 + 1);
   return s;
 }
-YARD_REMOTE(make_owned, sum_refs, big_bytes, checksum);
+// The same checksum, read in place.
+uint64_t checksum_view(yard::ArrayView<uint32_t> v) {
+  uint64_t s = 0;
+  for (size_t i = 0; i < v.size(); ++i) s += uint64_t(v[i]) * (i % 7 + 1);
+  return s;
+}
+YARD_REMOTE(make_owned, sum_refs, big_bytes, checksum, checksum_view);
 
 class Counter;
 int bump_via(yard::ActorHandle<Counter> c, int by);
@@ -368,6 +374,13 @@ TEST_CASE("100 MB arguments, as values and as refs, reach tasks and actors intac
   auto ref = yard::put(v);
   CHECK(*yard::task(checksum).remote(ref).get(60s) == want);
   CHECK(*yard::task(checksum).remote(ref).get(60s) == want);  // the object, now in shared memory
+  // Read in place by the worker, as a value and as a ref; and by this process, without a copy.
+  CHECK(*yard::task(checksum_view).remote(v).get(60s) == want);
+  CHECK(*yard::task(checksum_view).remote(ref).get(60s) == want);
+  auto view = ref.view(60s);
+  REQUIRE(view.size() == v.size());
+  CHECK(view[v.size() - 1] == v.back());
+  CHECK(ref.view().data() == view.data());  // the stored bytes themselves
   auto c = yard::actor<Counter>(0).remote();
   for (int i = 0; i < 2; ++i) {  // the first call learns that the actor is on this host
     CHECK(*c.call(&Counter::check).remote(v).get(60s) == want);

@@ -128,6 +128,31 @@ TEST_CASE("actor classes register with their default constructor or named parame
   CHECK(yard::decode<std::string>(pair->methods.at("get")(q.get(), {})) == "x3");
 }
 
+TEST_CASE("an ArrayView shares the bytes it is decoded from", "[codec]") {
+  std::vector<float> v{1.5f, 2.5f, 3.5f};
+  auto bytes = yard::encode(v);  // a vector's wire form is a view's
+  auto view = yard::decode<yard::ArrayView<float>>(bytes);
+  REQUIRE(view.size() == 3);
+  CHECK(view[1] == 2.5f);
+  CHECK(static_cast<const void*>(view.data()) == static_cast<const void*>(bytes->data()));  // no copy
+  CHECK(yard::encode(view) == bytes);  // and none on the way back out
+  CHECK(view.to_vector() == v);
+  CHECK_THROWS_AS(yard::decode<yard::ArrayView<float>>(yard::encode(std::string("abcde"))), msgpack::type_error);
+  // Misaligned bytes are copied once into aligned memory.
+  auto odd = std::make_shared<yard::detail::StringBuffer>(std::string(1, 'x') + std::string(8, '\0'));
+  struct Tail final : yard::detail::Buffer {
+    yard::detail::Bytes b;
+    const char* data() const override { return b->data() + 1; }
+    size_t size() const override { return 8; }
+  };
+  auto tail = std::make_shared<Tail>();
+  tail->b = odd;
+  auto dv = yard::decode<yard::ArrayView<double>>(tail);
+  CHECK(dv.size() == 1);
+  CHECK(dv[0] == 0.0);
+  CHECK(reinterpret_cast<uintptr_t>(dv.data()) % alignof(double) == 0);
+}
+
 TEST_CASE("split_names keeps template arguments together", "[registry]") {
   auto n = yard::detail::split_names("yard::ctor<int, std::map<int, int>>, &A::f");
   REQUIRE(n.size() == 2);

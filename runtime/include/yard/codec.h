@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include <msgpack.hpp>
 
@@ -149,6 +150,46 @@ struct Codec<std::string> {
   static std::string decode(const char* data, size_t size) { return std::string(data, size); }
 };
 
+// A read-only array of numbers that shares the bytes it came from instead of copying them: a
+// task parameter or an object read as an ArrayView<float> is the argument's or object's memory
+// (its shared-memory segment, its received frame) itself. On the wire it is the same as a
+// std::vector<E>, so a vector (or an ObjectRef to one) can be passed where a view is taken.
+template <class E>
+class ArrayView {
+  static_assert(std::is_arithmetic_v<E> && !std::is_same_v<E, bool>, "ArrayView holds numbers");
+
+ public:
+  ArrayView() = default;
+  // Bytes whose size is a multiple of sizeof(E) and whose address is aligned for E.
+  explicit ArrayView(detail::Bytes b) : b_(std::move(b)) {}
+  const E* data() const { return b_ ? reinterpret_cast<const E*>(b_->data()) : nullptr; }
+  size_t size() const { return b_ ? b_->size() / sizeof(E) : 0; }
+  bool empty() const { return size() == 0; }
+  const E& operator[](size_t i) const { return data()[i]; }
+  const E* begin() const { return data(); }
+  const E* end() const { return data() + size(); }
+  std::vector<E> to_vector() const { return std::vector<E>(begin(), end()); }
+  const detail::Bytes& bytes() const { return b_; }
+
+ private:
+  detail::Bytes b_;
+};
+
+template <class E>
+struct Codec<ArrayView<E>> {
+  static detail::Bytes encode(const ArrayView<E>& v) {  // the same bytes: nothing is copied
+    return v.bytes() ? v.bytes() : std::make_shared<detail::StringBuffer>(std::string());
+  }
+  static ArrayView<E> decode_bytes(const detail::Bytes& b) {
+    if (b->size() % sizeof(E) != 0) throw msgpack::type_error();
+    if (reinterpret_cast<uintptr_t>(b->data()) % alignof(E) == 0) return ArrayView<E>(b);
+    return ArrayView<E>(detail::copy_bytes(b->data(), b->size()));  // misaligned: one copy
+  }
+  static ArrayView<E> decode(const char* data, size_t size) {
+    return decode_bytes(detail::copy_bytes(data, size));
+  }
+};
+
 template <class T>
 concept OwnedEncodable = requires(T&& v) { Codec<T>::encode_owned(std::move(v)); };
 
@@ -157,9 +198,13 @@ detail::Bytes encode(const T& v) {
   return Codec<T>::encode(v);
 }
 
+// Codecs that can keep the received bytes (ArrayView) get them whole; others decode a copy.
 template <class T>
 T decode(const detail::Bytes& b) {
-  return Codec<T>::decode(b->data(), b->size());
+  if constexpr (requires { Codec<T>::decode_bytes(b); })
+    return Codec<T>::decode_bytes(b);
+  else
+    return Codec<T>::decode(b->data(), b->size());
 }
 
 }  // namespace yard

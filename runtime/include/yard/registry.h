@@ -63,7 +63,7 @@ struct fn_traits<R (C::*)(P...) const> : fn_traits<R (C::*)(P...)> {};
 
 template <class Tuple, size_t... I>
 Tuple decode_args(const std::vector<Bytes>& args, std::index_sequence<I...>) {
-  return Tuple{Codec<std::tuple_element_t<I, Tuple>>::decode(args[I]->data(), args[I]->size())...};
+  return Tuple{yard::decode<std::tuple_element_t<I, Tuple>>(args[I])...};
 }
 
 template <class Tuple>

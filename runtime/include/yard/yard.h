@@ -195,6 +195,14 @@ class ObjectRef {
       throw Error("object " + id() + " does not decode as the requested type: " + e.what());
     }
   }
+  // The value as a read-only view of the stored bytes, without a decode copy (an object of
+  // numbers: T is std::vector<E>). The view keeps the bytes alive.
+  template <class U = T>
+  auto view(Duration timeout = kForever) const -> ArrayView<typename U::value_type> {
+    using E = typename U::value_type;
+    static_assert(std::is_same_v<U, std::vector<E>> && std::is_arithmetic_v<E>, "view() is for vectors of numbers");
+    return Codec<ArrayView<E>>::decode_bytes(detail::get_bytes(id(), timeout));
+  }
   const std::string& id() const {
     static const std::string empty;
     return h_ ? h_->id() : empty;
@@ -210,12 +218,22 @@ namespace detail {
 template <class T>
 struct is_object_ref<ObjectRef<T>> : std::true_type {};
 
+template <class T>
+struct vector_of {
+  using element = char;  // not a vector: matches no ArrayView parameter below
+};
+template <class E, class Al>
+struct vector_of<std::vector<E, Al>> {
+  using element = std::conditional_t<std::is_arithmetic_v<E> && !std::is_same_v<E, bool>, E, char>;
+};
+
 template <class P, class A>
 Arg make_arg(A&& a) {
   using D = std::decay_t<A>;
   if constexpr (is_object_ref<D>::value) {
     return Arg{nullptr, a.holder()};
-  } else if constexpr (std::is_same_v<D, std::decay_t<P>>) {
+  } else if constexpr (std::is_same_v<D, std::decay_t<P>> || std::is_same_v<ArrayView<typename vector_of<D>::element>, std::decay_t<P>>) {
+    // (a vector passed where an ArrayView is taken: the same bytes)
     if constexpr (!std::is_lvalue_reference_v<A> && OwnedEncodable<D>)
       return Arg{Codec<D>::encode_owned(std::move(a)), nullptr};
     else
