@@ -47,8 +47,10 @@ ip netns exec "$NS" ip link set lo up
 
 "$YARD" start --head --host "$H" --port "$PORT" --num-cpus 1 --heartbeat-timeout 2 > /dev/null
 TOKEN=$(cat "$YARD_HOME"/session-*/token)
-ip netns exec "$NS" "$YARD" start --address "$H:$PORT" --token "$TOKEN" --host "$N" --num-cpus 1 \
-  --heartbeat-timeout 2 > /dev/null
+# YARD_HOST_ID: the node counts as another machine (it shares this one's /dev/shm, but nothing
+# may go through it).
+ip netns exec "$NS" env YARD_HOST_ID=netns-node "$YARD" start --address "$H:$PORT" --token "$TOKEN" --host "$N" \
+  --num-cpus 1 --heartbeat-timeout 2 > /dev/null
 status() { "$YARD" status --json --address "$H:$PORT" --token "$TOKEN"; }
 node_field() {  # node_field ADDRESS_PREFIX FIELD
   status | python3 -c 'import json,sys; [print(n.get(sys.argv[2], "")) for n in json.load(sys.stdin)["nodes"] if n["address"].startswith(sys.argv[1] + ":")]' "$1" "$2"
@@ -57,6 +59,10 @@ NODE=$(node_field "$N" node_id)
 HEAD_NODE=$(node_field "$H" node_id)
 [ -n "$NODE" ] || fail "the namespaced node did not join"
 echo "node $NODE joined from $N; head node $HEAD_NODE at $H"
+
+big=$(YARD_ADDRESS="$H:$PORT" YARD_TOKEN="$TOKEN" timeout 300 "$PROBE" big "$NODE") || fail "the 100 MB transfers failed"
+[ "$big" = "intact 3" ] || fail "100 MB across the link: $big"
+echo "a 100 MB argument, a 100 MB ref argument and a 100 MB object came through the link intact"
 
 coproc P { YARD_ADDRESS="$H:$PORT" YARD_TOKEN="$TOKEN" "$PROBE" remote "$NODE"; }
 PROBE_PID=$P_PID

@@ -8,6 +8,8 @@
 //   probe detach N   starts a detached actor named N, calls it once and exits
 //   probe use N      finds the actor named N (made by another job) and calls it
 //   probe leave DIR  starts a long task and a long actor call, and exits once both have started
+//   probe big N      sends a 100 MB value and a 100 MB ref to an actor on node N, gets a 100 MB
+//                    object back from it, and prints "intact K" (K of 3 arrived intact)
 //   probe spill N    puts N objects of 16 MB, prints "put", waits for a line on stdin, then reads
 //                    each back (and one through a task) and prints "intact K"
 #include <unistd.h>
@@ -20,6 +22,8 @@
 #include <thread>
 
 #include "yard/yard.h"
+
+long sample_sum(std::vector<uint8_t> v);
 
 // Marks that it started, then takes a long time.
 int nap(std::string mark) {
@@ -41,6 +45,11 @@ class Holder {
   int ping() { return 1; }
   std::string where() { return yard::node_id(); }
   int nap(std::string mark) { return ::nap(mark); }
+  long sample(std::vector<uint8_t> v) {
+    long whole = v.size() == (100u << 20);
+    return ::sample_sum(std::move(v)) + whole;
+  }
+  yard::ObjectRef<std::vector<uint8_t>> make(int fill) { return yard::put(std::vector<uint8_t>(100u << 20, uint8_t(fill))); }
   std::string read(std::string file) {
     std::ifstream f(file);
     std::string s;
@@ -48,7 +57,7 @@ class Holder {
     return f ? s : "<no " + file + " in " + std::filesystem::current_path().string() + ">";
   }
 };
-YARD_ACTOR(Holder, &Holder::ping, &Holder::where, &Holder::read, &Holder::nap);
+YARD_ACTOR(Holder, &Holder::ping, &Holder::where, &Holder::read, &Holder::nap, &Holder::sample, &Holder::make);
 
 int main(int argc, char** argv) {
   yard::init(argc, argv);
@@ -78,6 +87,17 @@ int main(int argc, char** argv) {
       else std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::printf("both started\n");
     return 0;  // with both still running
+  }
+  if (mode == "big" && argc > 2) {
+    auto h = yard::actor<Holder>().node_affinity(argv[2]).remote();
+    std::vector<uint8_t> v(100u << 20, 3);
+    long want = long(v.size() / 4096) * 3 + 1;
+    int intact = *h.call(&Holder::sample).remote(v).get(std::chrono::seconds(120)) == want;
+    intact += *h.call(&Holder::sample).remote(yard::put(v)).get(std::chrono::seconds(120)) == want;
+    auto back = h.call(&Holder::make).remote(9).get(std::chrono::seconds(120))->get(std::chrono::seconds(120));
+    intact += back->size() == (100u << 20) && back->front() == 9 && back->back() == 9;
+    std::printf("intact %d\n", intact);
+    return 0;
   }
   if (mode == "spill" && argc > 2) {
     int n = std::atoi(argv[2]);
