@@ -10,6 +10,9 @@
 //   probe leave DIR  starts a long task and a long actor call, and exits once both have started
 //   probe big N      sends a 100 MB value and a 100 MB ref to an actor on node N, gets a 100 MB
 //                    object back from it, and prints "intact K" (K of 3 arrived intact)
+//   probe share N    an actor on node N makes a 100 MB object; an actor here fetches and keeps
+//                    it; the maker is killed; a second actor here still gets it (from the first,
+//                    not from the dead owner). Prints "announced 1", "shared 1", "withdrawn 1"
 //   probe spill N    puts N objects of 16 MB, prints "put", waits for a line on stdin, then reads
 //                    each back (and one through a task) and prints "intact K"
 #include <unistd.h>
@@ -50,14 +53,30 @@ class Holder {
     return ::sample_sum(std::move(v)) + whole;
   }
   yard::ObjectRef<std::vector<uint8_t>> make(int fill) { return yard::put(std::vector<uint8_t>(100u << 20, uint8_t(fill))); }
+  // Keeps the ref (inside a vector: a ref as a direct argument is passed as its value) and reads
+  // it: 1 when it is 100 MB of `fill`.
+  int hold(std::vector<yard::ObjectRef<std::vector<uint8_t>>> rs, int fill) {
+    auto r = rs.at(0);
+    kept_ = r;
+    auto v = r.get(std::chrono::seconds(60));
+    return v->size() == (100u << 20) && v->front() == fill && v->back() == fill;
+  }
+  int drop() {
+    kept_ = {};
+    return 1;
+  }
   std::string read(std::string file) {
     std::ifstream f(file);
     std::string s;
     std::getline(f, s);
     return f ? s : "<no " + file + " in " + std::filesystem::current_path().string() + ">";
   }
+
+ private:
+  yard::ObjectRef<std::vector<uint8_t>> kept_;
 };
-YARD_ACTOR(Holder, &Holder::ping, &Holder::where, &Holder::read, &Holder::nap, &Holder::sample, &Holder::make);
+YARD_ACTOR(Holder, &Holder::ping, &Holder::where, &Holder::read, &Holder::nap, &Holder::sample, &Holder::make,
+           &Holder::hold, &Holder::drop);
 
 int main(int argc, char** argv) {
   yard::init(argc, argv);
@@ -97,6 +116,31 @@ int main(int argc, char** argv) {
     auto back = h.call(&Holder::make).remote(9).get(std::chrono::seconds(120))->get(std::chrono::seconds(120));
     intact += back->size() == (100u << 20) && back->front() == 9 && back->back() == 9;
     std::printf("intact %d\n", intact);
+    return 0;
+  }
+  if (mode == "share" && argc > 2) {
+    auto wait = std::chrono::seconds(120);
+    auto maker = yard::actor<Holder>().node_affinity(argv[2]).remote();
+    auto ref = *maker.call(&Holder::make).remote(4).get(wait);
+    auto a = yard::actor<Holder>().remote(), b = yard::actor<Holder>().remote();
+    if (*a.call(&Holder::hold).remote(std::vector{ref}, 4).get(wait) != 1) return 2;
+    std::string mark = "/dev/shm/yard-have-" + ref.id();
+    std::printf("announced %d\n", int(std::filesystem::exists(mark)));
+    maker.kill();
+    try {
+      maker.call(&Holder::ping).remote().get(wait);
+      return 3;
+    } catch (const yard::ActorDied&) {  // the owner is gone
+    }
+    int shared = 0;
+    try {
+      shared = *b.call(&Holder::hold).remote(std::vector{ref}, 4).get(wait);
+    } catch (const yard::Error& e) {
+      std::printf("second fetch: %s\n", e.what());
+    }
+    std::printf("shared %d\n", shared);
+    a.call(&Holder::drop).remote().get(wait);
+    std::printf("withdrawn %d\n", int(!std::filesystem::exists(mark)));
     return 0;
   }
   if (mode == "spill" && argc > 2) {

@@ -1,5 +1,8 @@
 #include "ownership.h"
 
+#include "local_copies.h"
+#include "shm_store.h"
+
 namespace yard::detail {
 
 void complete_from_reply(MemoryStore& store, const std::string& id, const InMessage& r) {
@@ -78,15 +81,17 @@ void Ownership::release(const std::string& id, const std::string& owner) {
     return;
   }
   // Each imported holder is one borrow at the owner; the local entry goes with the last one.
-  bool last = false;
+  bool last = false, announced = false;
   {
     std::lock_guard<std::mutex> l(mu_);
     auto it = borrowed_.find(id);
     if (it != borrowed_.end() && --it->second.holders <= 0) {
+      announced = it->second.announced;
       borrowed_.erase(it);
       last = true;
     }
   }
+  if (announced) local_copies::withdraw(id);
   if (last) store_.release(id);
   if (!io_) return;
   uint64_t rid = io_->next_request_id();
@@ -105,19 +110,41 @@ void Ownership::ensure_fetched(const std::string& id) {
     it->second.fetching = true;
     owner = it->second.owner;
   }
+  auto local = local_copies::find(id);
+  fetch(id, owner, local && *local != io_->address() ? *local : owner);
+}
+
+void Ownership::fetch(const std::string& id, const std::string& owner, const std::string& from) {
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setGetObject(id);
-  io_->request(owner, rid, m.finish(),
-               [this, id, owner](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+  io_->request(from, rid, m.finish(),
+               [this, id, owner, from](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 bool failed = err || r->env().getBody().isError();
+                 if (failed && from != owner) {  // the local copy went: the owner has it
+                   fetch(id, owner, owner);
+                   return;
+                 }
                  if (err) {
                    fail_object(store_, id, wire::ErrorCode::OWNER_DIED,
                                "the owner of object " + id + " (" + owner + ") is gone: " + err->message);
                    return;
                  }
-                 complete_from_reply(store_, id, *r);
+                 fetched(id, owner, from, *r);
                },
                std::chrono::milliseconds::max());
+}
+
+// A large value that came from another host is offered to the other processes of this one.
+void Ownership::fetched(const std::string& id, const std::string& owner, const std::string& from, const InMessage& r) {
+  complete_from_reply(store_, id, r);
+  if (from != owner || r.same_host()) return;
+  auto snap = store_.peek(id);
+  if (!snap.present || snap.error || !snap.value || snap.value->size() < kShmMinBytes) return;
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = borrowed_.find(id);
+  if (it != borrowed_.end() && !it->second.announced && local_copies::announce(id, io_->address()))
+    it->second.announced = true;
 }
 
 bool Ownership::serve(IoLoop::Incoming& in) {

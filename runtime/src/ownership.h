@@ -3,7 +3,8 @@
 // The process that creates an object owns it. A ref that leaves the process (inside a value) is
 // exported: the owner pins the object until the borrower says it dropped the ref. A borrower
 // fetches the value from the owner on first use; if the owner is gone the get fails with a
-// message naming the owner, never a hang.
+// message naming the owner, never a hang. A large object from another host is fetched once per
+// host: the first process to fetch it serves the others there (local_copies.h).
 //
 // Thread-safety: every method may be called from any thread; requests go out through the I/O
 // loop (which may not exist yet in a worker before it serves, or any more after disconnect).
@@ -55,8 +56,12 @@ class Ownership {
   struct Borrow {
     std::string owner;
     bool fetching = false;
+    bool announced = false;  // this process serves it to the others of its host
     int holders = 0;
   };
+  // Asks `from` (a process of this host that holds it, or the owner) for the object.
+  void fetch(const std::string& id, const std::string& owner, const std::string& from);
+  void fetched(const std::string& id, const std::string& owner, const std::string& from, const InMessage& r);
   std::mutex mu_;
   // Objects that left this process, kept for their borrowers (id -> holder, count of exports).
   std::unordered_map<std::string, std::pair<Holder, int>> exported_;  // guarded by mu_

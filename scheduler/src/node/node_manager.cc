@@ -11,6 +11,8 @@
 #include <thread>
 
 #include <kj/exception.h>
+
+#include "local_copies.h"
 #include <spdlog/spdlog.h>
 
 #include "yard/process.h"
@@ -105,6 +107,7 @@ void NodeManager::open_object_memory() {
 
 // Processes that died: their slots and their spilled files go.
 void NodeManager::sweep_object_memory() {
+  detail::local_copies::sweep();
   if (!memory_) return;
   memory_->sweep();
   std::error_code ec;
