@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 namespace yard::detail {
 
@@ -22,6 +24,7 @@ std::string segment_name(const std::string& node_id) {
 }  // namespace
 
 struct NodeMemory::Segment {
+  int32_t owner_pid;  // the node manager that made it
   uint64_t limit;
   std::atomic<int64_t> used;  // the sum of the slots' `used`: one load to compare with the limit
   char spill_dir[512];
@@ -31,7 +34,25 @@ struct NodeMemory::Segment {
   } slots[kSlots];
 };
 
+namespace {
+// Segments of node managers that died without removing theirs (kill -9).
+void remove_orphans() {
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    std::string file = e.path().filename().string();
+    if (file.rfind("yard-mem-", 0) != 0) continue;
+    int32_t pid = 0;
+    if (FILE* f = std::fopen(e.path().c_str(), "rb")) {
+      if (std::fread(&pid, sizeof pid, 1, f) != 1) pid = 0;
+      std::fclose(f);
+    }
+    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) shm_unlink(("/" + file).c_str());
+  }
+}
+}  // namespace
+
 std::unique_ptr<NodeMemory> NodeMemory::create(const std::string& node_id, uint64_t limit, const std::string& spill_dir) {
+  remove_orphans();
   std::string name = segment_name(node_id);
   shm_unlink(name.c_str());
   int fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
@@ -44,6 +65,7 @@ std::unique_ptr<NodeMemory> NodeMemory::create(const std::string& node_id, uint6
     return nullptr;
   }
   auto* s = static_cast<Segment*>(p);  // zero-filled: every slot free
+  s->owner_pid = getpid();
   s->limit = limit;
   std::strncpy(s->spill_dir, spill_dir.c_str(), sizeof s->spill_dir - 1);
   return std::unique_ptr<NodeMemory>(new NodeMemory(name, s, true));

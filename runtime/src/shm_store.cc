@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <unordered_map>
 
 #include "yard/process.h"
@@ -47,6 +48,17 @@ uint64_t monotonic_ns() {
 }
 
 bool pid_gone(int32_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
+
+// Segments of processes of this host that died before their node manager could remove them.
+void remove_orphan_segments() {
+  std::error_code ec;
+  for (auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    std::string file = e.path().filename().string();
+    if (file.rfind("yard-obj-", 0) != 0) continue;
+    int32_t pid = std::atoi(file.c_str() + 9);
+    if (pid > 0 && pid_gone(pid)) shm_unlink(("/" + file).c_str());
+  }
+}
 
 // No receiver holds it (entries of processes that died are cleared on the way).
 bool no_holders(Header* h) {
@@ -113,6 +125,7 @@ ShmPool& ShmPool::instance() {
   static ShmPool* p = new ShmPool();  // lives to the end; names are unlinked at exit
   static bool registered = [] {
     std::atexit([] { ShmPool::instance().unlink_all(); });
+    remove_orphan_segments();
     return true;
   }();
   (void)registered;
