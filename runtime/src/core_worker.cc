@@ -1,10 +1,10 @@
 #include "core_worker.h"
-#include "node_memory.h"
-#include "pending_calls.h"
-#include "shm_store.h"
 
 #include <spdlog/spdlog.h>
 
+#include "node_memory.h"
+#include "pending_calls.h"
+#include "shm_store.h"
 #include "yard/process.h"
 
 namespace yard::detail {
@@ -57,13 +57,11 @@ void CoreWorker::housekeeping() {
   ShmPool::instance().trim();
 }
 
-TaskSpec::~TaskSpec() {
-  if (counted_) PendingCalls::instance().leave();
-}
+TaskSpec::TaskSpec() { PendingCalls::instance().enter(); }  // waits while the process is at its bound
+TaskSpec::~TaskSpec() { PendingCalls::instance().leave(); }
 
 std::shared_ptr<TaskSpec> CoreWorker::make_spec(std::string fn, std::vector<Arg> args) {
-  PendingCalls::instance().enter();  // waits while the process is at its bound
-  auto spec = std::make_shared<TaskSpec>(true);
+  auto spec = std::make_shared<TaskSpec>();
   spec->seq = id_seq_.load(std::memory_order_relaxed);
   spec->id = new_id();
   spec->function = std::move(fn);

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "yard/process.h"
+
 namespace yard::detail::local_copies {
 
 namespace {
@@ -21,7 +23,7 @@ std::string path_of(const std::string& id) {
   return std::string(kDir) + kPrefix + safe;
 }
 
-bool alive(pid_t pid) { return pid > 0 && !(kill(pid, 0) != 0 && errno == ESRCH); }
+bool alive(pid_t pid) { return pid > 0 && !sys::process_dead(pid); }
 }  // namespace
 
 std::optional<std::string> find(const std::string& id) {

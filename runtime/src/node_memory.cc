@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "yard/process.h"
+
 namespace yard::detail {
 
 namespace {
@@ -46,7 +48,7 @@ void remove_orphans() {
       if (std::fread(&pid, sizeof pid, 1, f) != 1) pid = 0;
       std::fclose(f);
     }
-    if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) shm_unlink(("/" + file).c_str());
+    if (pid > 0 && sys::process_dead(pid)) shm_unlink(("/" + file).c_str());
   }
 }
 }  // namespace
@@ -137,7 +139,7 @@ bool NodeMemory::over_limit() const { return s_->limit > 0 && s_->used.load() > 
 void NodeMemory::sweep() {
   for (auto& sl : s_->slots) {
     int32_t pid = sl.pid.load();
-    if (pid == 0 || !(kill(pid, 0) != 0 && errno == ESRCH)) continue;
+    if (pid == 0 || !sys::process_dead(pid)) continue;
     s_->used.fetch_sub(sl.used.exchange(0));
     sl.spilled.store(0);
     sl.spilled_objects.store(0);

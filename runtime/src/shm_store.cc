@@ -1,7 +1,6 @@
 #include "shm_store.h"
 
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -47,16 +46,15 @@ uint64_t monotonic_ns() {
   return uint64_t(ts.tv_sec) * 1'000'000'000 + uint64_t(ts.tv_nsec);
 }
 
-bool pid_gone(int32_t pid) { return kill(pid, 0) != 0 && errno == ESRCH; }
-
-// Segments of processes of this host that died before their node manager could remove them.
-void remove_orphan_segments() {
+// Removes this host's segments whose writer's pid satisfies `which`.
+template <class F>
+void remove_segments_if(F which) {
   std::error_code ec;
   for (auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
     std::string file = e.path().filename().string();
     if (file.rfind("yard-obj-", 0) != 0) continue;
     int32_t pid = std::atoi(file.c_str() + 9);
-    if (pid > 0 && pid_gone(pid)) shm_unlink(("/" + file).c_str());
+    if (pid > 0 && which(pid)) shm_unlink(("/" + file).c_str());
   }
 }
 
@@ -66,7 +64,7 @@ bool no_holders(Header* h) {
   for (auto& e : h->holders) {
     int32_t pid = e.load();
     if (pid == 0) continue;
-    if (pid_gone(pid)) {
+    if (sys::process_dead(pid)) {
       e.compare_exchange_strong(pid, 0);
       continue;
     }
@@ -125,7 +123,6 @@ ShmPool& ShmPool::instance() {
   static ShmPool* p = new ShmPool();  // lives to the end; names are unlinked at exit
   static bool registered = [] {
     std::atexit([] { ShmPool::instance().unlink_all(); });
-    remove_orphan_segments();
     return true;
   }();
   (void)registered;
@@ -133,6 +130,12 @@ ShmPool& ShmPool::instance() {
 }
 
 std::string ShmPool::prefix_for(int pid) { return "/yard-obj-" + std::to_string(pid) + "-"; }
+
+void ShmPool::remove_segments_of(int pid) {
+  remove_segments_if([pid](int32_t p) { return p == pid; });
+}
+
+void ShmPool::remove_orphans() { remove_segments_if([](int32_t p) { return sys::process_dead(p); }); }
 
 // At most half of what /dev/shm has free when the pool is first used.
 size_t ShmPool::budget() {

@@ -75,8 +75,12 @@ class ShmPool {
   void trim(std::chrono::milliseconds idle = std::chrono::seconds(3));
   // Removes this process's segment names (their memory lives on while mapped elsewhere).
   void unlink_all();
-  // The name prefix of a process's segments (the node manager cleans up after dead workers).
+  // The name prefix of a process's segments.
   static std::string prefix_for(int pid);
+  // The node manager's clean-up: a dead worker's segments, and at start those of every process
+  // of this host that died without their node manager removing them (kill -9 of both).
+  static void remove_segments_of(int pid);
+  static void remove_orphans();
 
   struct Stats {
     size_t segments = 0, bytes = 0, in_use = 0;

@@ -41,7 +41,7 @@ class ActorState {
 
 struct TaskSpec {
   // Counted against the process's bound on pending calls (PendingCalls) while it lives.
-  explicit TaskSpec(bool counted = false) : counted_(counted) {}
+  TaskSpec();
   ~TaskSpec();
   TaskSpec(const TaskSpec&) = delete;
   TaskSpec& operator=(const TaskSpec&) = delete;
@@ -56,9 +56,6 @@ struct TaskSpec {
   std::unique_ptr<ActorOptions> actor_options;  // creation only (a queued call stays small)
   std::atomic<int> unresolved{0};
   bool resolved = false;  // I/O thread
-
- private:
-  bool counted_;
 };
 
 struct WorkerConfig {

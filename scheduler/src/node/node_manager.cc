@@ -11,9 +11,9 @@
 #include <thread>
 
 #include <kj/exception.h>
+#include <spdlog/spdlog.h>
 
 #include "local_copies.h"
-#include <spdlog/spdlog.h>
 
 #include "yard/process.h"
 #include "session.h"
@@ -92,11 +92,11 @@ void NodeManager::join() {
   tables_ = std::make_unique<store::Tables>(*redis_);
 }
 
-// Resources and the heartbeat first, then the membership: the failure detector never sees a
-// member without a heartbeat, and the scheduler never sees one without resources.
 // The node's processes count their objects' bytes in a segment this node makes; over the limit
-// they spill to spill_dir_ (removed with the node).
+// they spill to spill_dir_ (removed with the node). Segments that processes killed with their
+// node manager left behind go first.
 void NodeManager::open_object_memory() {
+  ShmPool::remove_orphans();
   uint64_t limit = o_.object_store_bytes;
   if (limit == 0) limit = uint64_t(double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) * 0.3);
   spill_dir_ = o_.session_dir + "/spill-" + node_id_;
@@ -118,6 +118,8 @@ void NodeManager::sweep_object_memory() {
   }
 }
 
+// Resources and the heartbeat first, then the membership: the failure detector never sees a
+// member without a heartbeat, and the scheduler never sees one without resources.
 void NodeManager::begin_serving() {
   open_object_memory();
   workers_.configure({{"YARD_NODE_ADDRESS", io_->address()}, {"YARD_TOKEN", token_}, {"YARD_NODE_ID", node_id_},

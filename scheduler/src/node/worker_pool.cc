@@ -102,13 +102,6 @@ void WorkerPool::remove_segments() const {
   for (auto& [id, w] : workers_) remove_segments(w.pid);
 }
 
-void WorkerPool::remove_segments(pid_t pid) {
-  std::string prefix = detail::ShmPool::prefix_for(pid).substr(1);  // without the leading '/'
-  std::error_code ec;
-  for (auto& e : fs::directory_iterator("/dev/shm", ec)) {
-    auto name = e.path().filename().string();
-    if (name.rfind(prefix, 0) == 0) fs::remove(e.path(), ec);
-  }
-}
+void WorkerPool::remove_segments(pid_t pid) { detail::ShmPool::remove_segments_of(pid); }
 
 }  // namespace yard::sched
