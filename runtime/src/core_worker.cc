@@ -113,6 +113,7 @@ Driver::Driver(const std::string& address, const std::string& token, std::chrono
 }
 
 void Driver::disconnect() {
+  if (io_) io_->closing();  // ending the job stops its workers: their calls are not retried
   if (io_ && !job_id_.empty()) head_client_.finish_job();
   CoreWorker::disconnect();
 }

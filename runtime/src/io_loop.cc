@@ -101,7 +101,7 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, R
     try {
       p = &peer(peer_addr);
     } catch (const zmq::error_t& e) {
-      deliver(cb, nullptr, LocalError{wire::ErrorCode::UNAVAILABLE, "cannot connect to " + peer_addr + ": " + e.what()});
+      fail(cb, LocalError{wire::ErrorCode::UNAVAILABLE, "cannot connect to " + peer_addr + ": " + e.what()});
       return;
     }
     auto deadline = timeout.count() <= 0 || timeout == std::chrono::milliseconds::max()
@@ -236,7 +236,8 @@ void IoLoop::run() {
   // Fail whatever is still waiting so no caller hangs on a stopped loop.
   auto pending = std::move(pending_);
   pending_.clear();
-  for (auto& [id, p] : pending) deliver(p.cb, nullptr, LocalError{wire::ErrorCode::UNAVAILABLE, "runtime is shutting down", true});
+  closing_ = true;
+  for (auto& [id, p] : pending) fail(p.cb, LocalError{wire::ErrorCode::UNAVAILABLE, "runtime is shutting down"});
 }
 
 void IoLoop::on_router_readable() {
@@ -349,7 +350,12 @@ void IoLoop::fail_peer(const std::string& addr, const std::string& why, wire::Er
     zmq_socket_monitor(it->second.dealer->handle(), nullptr, 0);
     peers_.erase(it);
   }
-  for (auto& cb : cbs) deliver(cb, nullptr, LocalError{code, why});
+  for (auto& cb : cbs) fail(cb, LocalError{code, why});
+}
+
+void IoLoop::fail(ReplyCallback& cb, LocalError e) {
+  e.shutdown = e.shutdown || closing_;
+  deliver(cb, nullptr, std::move(e));
 }
 
 void IoLoop::expire(Clock::time_point now) {
@@ -365,7 +371,7 @@ void IoLoop::expire(Clock::time_point now) {
     }
   }
   for (auto& [cb, peer] : expired)
-    deliver(cb, nullptr, LocalError{wire::ErrorCode::TIMEOUT, "no reply from " + peer + " before the deadline"});
+    fail(cb, LocalError{wire::ErrorCode::TIMEOUT, "no reply from " + peer + " before the deadline"});
 }
 
 }  // namespace yard::detail

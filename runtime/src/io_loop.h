@@ -30,7 +30,7 @@ namespace yard::detail {
 struct LocalError {
   wire::ErrorCode code;
   std::string message;
-  bool shutdown = false;  // this process's loop stopped: nothing is retried
+  bool shutdown = false;  // this process is ending (IoLoop::closing): nothing is retried
 };
 
 class IoLoop {
@@ -70,6 +70,9 @@ class IoLoop {
   void after(std::chrono::milliseconds delay, std::function<void()> fn);
   bool in_loop() const { return std::this_thread::get_id() == thread_.get_id(); }
   void stop();
+  // The process is ending: requests that fail from now on (its peers may go first) are reported
+  // with LocalError::shutdown, as those still pending at stop() are.
+  void closing() { closing_ = true; }
 
   // Blocking helper for threads other than the loop: sends and waits for the reply.
   // Throws ConnectionError on a lost peer, TimeoutError on the deadline.
@@ -80,6 +83,7 @@ class IoLoop {
   uint64_t malformed_count() const { return malformed_.load(); }
 
  private:
+  void fail(ReplyCallback& cb, LocalError e);
   struct Peer {
     std::unique_ptr<zmq::socket_t> dealer;
     std::unique_ptr<zmq::socket_t> monitor;
@@ -118,6 +122,7 @@ class IoLoop {
   int wake_fd_ = -1;
   std::atomic<uint64_t> next_id_{1};
   std::atomic<bool> running_{true};
+  std::atomic<bool> closing_{false};
   std::atomic<uint64_t> malformed_{0};
   uint64_t monitor_seq_ = 0;
 
