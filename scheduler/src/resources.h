@@ -3,6 +3,7 @@
 // (head, node managers, several heads during a restart) never over-commit a node.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -51,5 +52,9 @@ void release_bundle(detail::Redis& r, const std::string& key, const Res& res);
 
 // A hash of numbers (empty when the key does not exist).
 Res read_res(detail::Redis& r, const std::string& key);
+
+// A node's resources kept with these scripts (node/ledger.cc).
+class ResourceLedger;
+std::unique_ptr<ResourceLedger> control_store_ledger(detail::Redis& r);
 
 }  // namespace yard::sched

@@ -52,17 +52,17 @@ void NodeManager::open_session() {
 // What this node offers: CPUs, memory, GPUs (its NVIDIA devices unless told) and custom resources.
 void NodeManager::measure_resources() {
   double cpus = o_.num_cpus > 0 ? o_.num_cpus : std::max(1u, std::thread::hardware_concurrency());
-  total_ = o_.resources;
-  total_["CPU"] = cpus;
-  total_["memory"] = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
+  measured_ = o_.resources;
+  measured_["CPU"] = cpus;
+  measured_["memory"] = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * sysconf(_SC_PAGESIZE);
   int gpus = o_.num_gpus;
   if (gpus < 0) {
     gpus = 0;
     std::error_code ec;
     for (auto& e : fs::directory_iterator("/proc/driver/nvidia/gpus", ec)) (void)e, ++gpus;
   }
-  if (gpus > 0) total_["GPU"] = gpus;
-  gpus_ = policy::GpuPool(gpus);
+  if (gpus > 0) measured_["GPU"] = gpus;
+  gpu_devices_ = gpus;
   for (auto& [k, v] : o_.resources)
     if (!(v >= 0) || !std::isfinite(v)) throw Error("resource " + k + " has a bad amount");
 }
@@ -124,9 +124,17 @@ void NodeManager::begin_serving() {
   open_object_memory();
   workers_.configure({{"YARD_NODE_ADDRESS", io_->address()}, {"YARD_TOKEN", token_}, {"YARD_NODE_ID", node_id_},
                       {"YARD_HEAD_ADDRESS", o_.join_address}, {"YARD_NODE_HOST", o_.host}},
-                     log_dir_, gpus_.devices() > 0);
-  register_resources(*redis_, node_id_, total_);
-  avail_ = total_;
+                     log_dir_, gpu_devices_ > 0);
+  ledger_ = control_store_ledger(*redis_);
+  res_ = std::make_unique<LocalResources>(*ledger_, node_id_, measured_, gpu_devices_);
+  res_->reopen();
+  leases_ = std::make_unique<LeaseQueue>(*res_, static_cast<LeaseQueue::Node&>(*this));
+  JobRunner::Setting js{node_id_, o_.session_dir, log_dir_, o_.join_address, token_, o_.head_node};
+  jobs_ = std::make_unique<JobRunner>(*tables_, blobs_, js, [this](const Job& j) {
+    workers_.kill_job(j.id);  // detached actors stay
+    leases_->refuse_job(j.id, "job " + j.id + " ended");
+  });
+  hosting_ = std::make_unique<ActorHosting>(io_, token_, node_id_, workers_, *res_, static_cast<ActorHosting::Node&>(*this));
   save_node();
   tables_->add_node(node_id_, o_.head_node ? "head" : "node");
   if (o_.head_node) tables_->set_head_node(node_id_);
@@ -149,7 +157,7 @@ int NodeManager::run() {
     // `yard stop` finds the head's node manager here when the head service is gone.
     if (o_.head_node) std::ofstream(o_.session_dir + "/head-node.pid") << getpid() << "\n";
     spdlog::info("node {} listening on {}, head at {}, redis at {}, {} CPUs, session {}", node_id_, io_->address(),
-                 o_.join_address, o_.redis_address, total_["CPU"], o_.session_dir);
+                 o_.join_address, o_.redis_address, measured_["CPU"], o_.session_dir);
     report_ready(o_.ready_fd, io_->address() + " " + token_file_);
     wait_for_stop(parent_pid_);
 
@@ -176,19 +184,15 @@ int NodeManager::run() {
 
 void NodeManager::save_node() {
   try {
-    if (redis_->cmd({"EXISTS", avail_key(node_id_)}).integer() == 0 && !fenced_) {
+    if (redis_->cmd({"EXISTS", avail_key(node_id_)}).integer() == 0 && !res_->fenced()) {
       // The head declared this node dead (it was cut off too long) and moved its actors away:
       // what still runs here is stale. Stop it, and come back as an empty node.
       spdlog::warn("this node was declared dead while it was silent: stopping its workers and rejoining");
-      fenced_ = true;
+      res_->fence();
       workers_.kill_all();
     }
-    if (fenced_ && workers_.empty()) {
-      register_resources(*redis_, node_id_, total_);
-      avail_ = total_;
-      fenced_ = false;
-    }
-    if (!fenced_) refresh_local();
+    if (res_->fenced() && workers_.empty()) res_->reopen();
+    if (!res_->fenced()) res_->refresh();
     peers_.refresh();
     store::NodeReport r;
     r.address = io_->address();
@@ -215,26 +219,12 @@ void NodeManager::save_node() {
 
 void NodeManager::shutdown_all() {
   workers_.kill_all();
-  for (auto& [id, j] : jobs_)
-    if (j.proc_pid && !j.ended) kill(-static_cast<pid_t>(j.proc_pid), SIGTERM);
+  if (jobs_) jobs_->terminate_all();
   auto deadline = Clock::now() + std::chrono::seconds(3);
-  while (Clock::now() < deadline) {
-    bool any = workers_.any_alive();
-    for (auto& [id, j] : jobs_)
-      if (j.proc_pid && !j.ended) any |= pid_alive(static_cast<pid_t>(j.proc_pid));
-    if (!any) break;
+  while (Clock::now() < deadline && (workers_.any_alive() || (jobs_ && jobs_->any_running())))
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
   workers_.remove_segments();
-  for (auto& [id, j] : jobs_)
-    if (j.proc_pid && !j.ended) {
-      kill(-static_cast<pid_t>(j.proc_pid), SIGKILL);
-      if (j.status == store::JobStatus::kRunning) {
-        j.status = store::JobStatus::kStopped;
-        j.end = unix_time();
-        try { save_job(j); } catch (...) {}
-      }
-    }
+  if (jobs_) jobs_->kill_all();
   try {
     tables_->remove_node(node_id_);
   } catch (...) {
@@ -246,13 +236,14 @@ void NodeManager::shutdown_all() {
 void NodeManager::handle(Incoming in) {
   using B = wire::Envelope::Body;
   reply_.guarded(in, [&] {
+    if (!hosting_) return reply_.error(in, wire::ErrorCode::UNAVAILABLE, "node " + node_id_ + " is starting");
     switch (in.msg->env().getBody().which()) {
       case B::PING: return reply_.ok(in);
       case B::REGISTER_WORKER: return on_register_worker(in);
       case B::REQUEST_LEASE: return on_request_lease(in);
       case B::RETURN_LEASE: return on_return_lease(in);
-      case B::HOST_ACTOR: return on_host_actor(in);
-      case B::KILL_HOSTED: return on_kill_hosted(in);
+      case B::HOST_ACTOR: return hosting_->host(in);
+      case B::KILL_HOSTED: return hosting_->kill(in);
       case B::WARM_POOL: return on_warm_pool(in);
       case B::SUBMIT_JOB: return on_submit_job(in);
       case B::STOP_JOB: return on_stop_job(in);
@@ -275,18 +266,11 @@ void NodeManager::handle(Incoming in) {
 void NodeManager::periodic() {
   reap();
   auto now = Clock::now();
-  for (auto it = leases_.begin(); it != leases_.end();) {
-    if (it->deadline <= now) {
-      answer_lease(*it);
-      it = leases_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  process_leases();
+  leases_->expire(now);
+  leases_->process();
   if (now >= next_job_check_) {
     next_job_check_ = now + std::chrono::seconds(1);
-    check_remote_jobs();
+    jobs_->check_records();
   }
 }
 
@@ -299,17 +283,7 @@ void NodeManager::reap() {
       worker_exited(*w, status);
       continue;
     }
-    for (auto& [id, j] : jobs_) {
-      if (j.proc_pid != pid) continue;
-      int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      {
-        std::ofstream log(j.log_path, std::ios::app);
-        if (code != 0) log << "[yard] job " << id << " " << describe_exit(status) << "\n";
-      }
-      end_job(j, code == 0 ? store::JobStatus::kSucceeded : store::JobStatus::kFailed, code);
-      tell_head_job_ended(id);
-      break;
-    }
+    if (auto job = jobs_->reaped(pid, status)) tell_head_job_ended(*job);
   }
 }
 
@@ -317,30 +291,17 @@ void NodeManager::reap() {
 // actor's loss, a lease waiting for it is told, the pool keeps its size.
 void NodeManager::worker_exited(const Worker& w, int status) {
   give_held(w);
-  gpus_.give(w.gpus);
-  auto job = jobs_.find(w.job_id);
-  bool job_live = job != jobs_.end() && !job->second.ended;
+  res_->give_gpus(w.gpus);
+  Job* job = jobs_->live(w.job_id);
+  bool job_live = job != nullptr;
   if (job_live) spdlog::warn("{} (pid {}) of job {} {}; log: {}", w.id, w.pid, w.job_id, describe_exit(status), w.log);
   if (!w.actor_id.empty()) {
-    auto h = hosted_.find(w.actor_id);
-    if (h == hosted_.end() || h->second.worker != w.id) return;
-    std::string cause = "its worker process on node " + node_id_ + " " + describe_exit(status) + " (log: " + w.log + ")";
-    if (!h->second.replied)
-      reply_.error(h->second.routing, h->second.req, wire::ErrorCode::ACTOR_DIED,
-                   "its worker died while constructing it: " + cause);
-    else
-      report_lost(w.actor_id, cause);
-    hosted_.erase(h);
+    hosting_->worker_gone(w, "its worker process on node " + node_id_ + " " + describe_exit(status) + " (log: " + w.log + ")");
   } else if (w.state == WState::kStarting && w.lease) {
-    auto l = std::find_if(leases_.begin(), leases_.end(), [&](const Lease& x) { return x.seq == w.lease; });
-    if (l == leases_.end()) return;
-    --l->starting;
-    if (job_live && ++job->second.startup_failures > 3) {
-      reply_.error(l->routing, l->req, wire::ErrorCode::INTERNAL,
-                   "workers of job " + w.job_id + " keep dying during start-up (last " + describe_exit(status) +
-                       ", log: " + w.log + ")");
-      leases_.erase(l);
-    }
+    bool give_up = job_live && ++job->startup_failures > 3;
+    leases_->worker_failed(w.lease, give_up,
+                           "workers of job " + w.job_id + " keep dying during start-up (last " + describe_exit(status) +
+                               ", log: " + w.log + ")");
   } else if (job_live && (w.state == WState::kLeased || w.state == WState::kIdle)) {
     try {
       spawn_worker(w.job_id, "", 0);  // the pool keeps its size

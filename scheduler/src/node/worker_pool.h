@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "node/local_resources.h"
 #include "policy/gpus.h"
 #include "policy/res.h"
 
@@ -28,7 +29,7 @@ class WorkerPool {
     bool detached = false;
     Devices gpus;            // assigned to it
     bool dedicated = false;  // started for one lease (GPUs): it exits when the lease is returned
-    std::string bundle;      // held comes from this placement-group bundle, not from the node
+    BundleRef bundle;        // held comes from this placement-group bundle, not from the node
   };
   struct Launch {
     std::string job_id, binary, cwd, actor_id;

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "yard/errors.h"
 #include "yard/process.h"
 
 namespace yard::sched {
@@ -14,8 +15,9 @@ using namespace detail;
 
 std::string NodeManager::spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease,
                                       uint32_t restarts, const Devices& gpus) {
-  auto& j = jobs_.at(job_id);
-  return workers_.start({job_id, j.binary, j.cwd, actor_id, lease, restarts, gpus});
+  auto* j = jobs_->live(job_id);
+  if (!j) throw Error("job " + job_id + " has ended");
+  return workers_.start({job_id, j->binary, j->cwd, actor_id, lease, restarts, gpus});
 }
 
 void NodeManager::on_register_worker(Incoming& in) {
@@ -28,32 +30,18 @@ void NodeManager::on_register_worker(Incoming& in) {
   auto& w = *found;
   w.address = rw.getAddress();
   reply_.ok(in);
-  if (!w.actor_id.empty()) {
-    if (!hosted_.count(w.actor_id)) {
-      kill(w.pid, SIGKILL);
-      return;
-    }
-    instantiate_hosted(w.actor_id, w);
-    return;
-  }
+  if (!w.actor_id.empty()) return hosting_->registered(w);
   if (w.lease) {
-    auto l = std::find_if(leases_.begin(), leases_.end(), [&](const Lease& x) { return x.seq == w.lease; });
+    uint64_t lease = w.lease;
     w.lease = 0;
-    if (l != leases_.end()) {
-      w.state = WState::kLeased;
-      l->assigned.push_back(w.id);
-      --l->starting;
-      if (l->starting == 0) {
-        answer_lease(*l);
-        leases_.erase(l);
-      }
-      return;
-    }
-    give_held(w);
+    w.state = WState::kLeased;
+    if (leases_->worker_ready(lease, w.id)) return;
+    give_held(w);  // its lease is gone (answered at its deadline)
     w.held.clear();
+    w.bundle = {};
   }
   w.state = WState::kIdle;
-  process_leases();
+  leases_->process();
 }
 
 // The head registered a job whose driver leases from this node: its first workers start while
@@ -61,7 +49,7 @@ void NodeManager::on_register_worker(Incoming& in) {
 void NodeManager::on_warm_pool(Incoming& in) {
   auto wp = in.msg->env().getBody().getWarmPool();
   std::string job = wp.getJobId();
-  int want = std::min<int>(static_cast<int>(wp.getCount()), static_cast<int>(total_["CPU"]));
+  int want = std::min<int>(static_cast<int>(wp.getCount()), static_cast<int>(res_->total().at("CPU")));
   reply_.ok(in);
   with_job(job, [this, job, want](Result<Job*> j) {
     if (!j) return;

@@ -1,0 +1,43 @@
+// The head told what happens here: a hosted actor lost, a job ended.
+#include "node/node_manager.h"
+
+#include <signal.h>
+
+#include <spdlog/spdlog.h>
+
+#include "yard/errors.h"
+
+namespace yard::sched {
+
+using namespace detail;
+
+void NodeManager::actor_lost(const std::string& aid, const std::string& cause) {
+  tell_head(
+      [this, aid, cause](wire::Envelope::Builder env) {
+        auto al = env.getBody().initActorLost();
+        al.setActorId(aid);
+        al.setCause(cause);
+        al.setNodeId(node_id_);
+      },
+      "actor " + aid + " was lost");
+}
+
+void NodeManager::tell_head(std::function<void(wire::Envelope::Builder)> fill, std::string what, int attempt) {
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  fill(m.env());
+  io_->request(o_.join_address, rid, m.finish(),
+               [this, fill, what, attempt](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 bool again = err || (r->env().getBody().isError() &&
+                                      r->env().getBody().getError().getCode() == wire::ErrorCode::UNAVAILABLE);
+                 if (!again) return;
+                 // The head may be restarting: keep telling it for about a minute.
+                 if (attempt < 120)
+                   io_->after(std::chrono::milliseconds(500), [this, fill, what, attempt] { tell_head(fill, what, attempt + 1); });
+                 else
+                   spdlog::error("cannot tell the head that {}: {}", what, err ? err->message : "unavailable");
+               },
+               std::chrono::seconds(10));
+}
+
+}  // namespace yard::sched

@@ -1,0 +1,225 @@
+#include "node/job_runner.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <spdlog/spdlog.h>
+
+#include "common/service.h"
+#include "yard/process.h"
+
+namespace fs = std::filesystem;
+
+namespace yard::sched {
+
+using namespace detail;
+
+// The record as this node knows it; a record the head wrote keeps what only the head knows (the
+// driver's binary and pid), with this node's status, exit code and end time.
+void JobRunner::save(const Job& j) {
+  store::JobRecord r = j;
+  if (auto cur = tables_.job(j.id)) {
+    r = *cur;
+    r.status = j.status;
+    r.exit_code = j.exit_code;
+    r.end = j.end;
+  }
+  r.node = s_.node_id;
+  tables_.save_job(r);
+}
+
+Result<const JobRunner::Job*> JobRunner::submit(Submission sub) {
+  using R = Result<const Job*>;
+  if (sub.argv.empty()) return R::fail("empty entrypoint");
+  std::string ep;
+  for (auto& a : sub.argv) ep += (ep.empty() ? "" : " ") + a;
+  std::string cwd = sub.cwd;
+  if (!sub.workdir.empty()) {
+    auto dir = blobs_.unpack_workdir(sub.workdir);
+    if (!dir) return R::fail("the job's working directory: " + dir.why());
+    cwd = dir.value();
+    if (sub.argv[0].find('/') != std::string::npos && sub.argv[0][0] != '/') sub.argv[0] = cwd + "/" + sub.argv[0];
+  }
+  sub.argv[0] = which(sub.argv[0]);
+  Job j;
+  j.id = tables_.new_job_id();
+  j.submitted = true;
+  j.runs_here = true;
+  j.entrypoint = ep;
+  j.cwd = cwd;
+  j.workdir = sub.workdir;
+  j.log_path = s_.log_dir + "/" + j.id + ".log";
+  j.start = unix_time();
+  SpawnOptions so;
+  so.env = {{"YARD_ADDRESS", s_.head_address}, {"YARD_TOKEN", s_.token}, {"YARD_SUBMISSION_ID", j.id}};
+  for (auto& [k, v] : sub.env) so.env[k] = v;
+  so.cwd = j.cwd;
+  so.stdout_path = j.log_path;
+  so.new_process_group = true;
+  so.death_signal = SIGTERM;
+  { std::ofstream(j.log_path, std::ios::app); }
+  try {
+    j.proc_pid = spawn(sub.argv, so);
+  } catch (const std::exception& e) {
+    return R::fail(std::string("cannot start the job: ") + e.what());
+  }
+  tables_.add_job(j.id);
+  save(j);
+  spdlog::info("job {} submitted: {} (pid {})", j.id, ep, j.proc_pid);
+  auto id = j.id;
+  return R::ok(&jobs_.emplace(id, std::move(j)).first->second);
+}
+
+Problem JobRunner::stop(const std::string& id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || !it->second.runs_here) return "job " + id + " does not run on node " + s_.node_id;
+  auto& j = it->second;
+  if (!j.ended) {
+    j.status = store::JobStatus::kStopped;
+    kill(-static_cast<pid_t>(j.proc_pid), SIGTERM);
+    save(j);
+    spdlog::info("job {} stop requested", id);
+  }
+  return std::nullopt;
+}
+
+void JobRunner::ended_elsewhere(const std::string& id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.ended) return;
+  bool running = it->second.runs_here && pid_alive(static_cast<pid_t>(it->second.proc_pid));
+  if (running)
+    end(it->second, std::nullopt, 0);
+  else
+    end(it->second, store::JobStatus::kSucceeded, 0);
+}
+
+void JobRunner::end(Job& j, std::optional<store::JobStatus> status, int exit_code) {
+  if (j.ended) return;
+  if (status && j.status != store::JobStatus::kStopped) j.status = *status;
+  if (status) {
+    j.ended = true;
+    j.exit_code = exit_code;
+    j.end = unix_time();
+  }
+  ended_(j);
+  if (j.runs_here && status) {
+    try {
+      save(j);
+    } catch (const std::exception& e) {
+      spdlog::error("saving job {}: {}", j.id, e.what());
+    }
+  }
+  if (status) spdlog::info("job {} ended: {}", j.id, store::name(j.status));
+}
+
+std::optional<std::string> JobRunner::reaped(pid_t pid, int status) {
+  for (auto& [id, j] : jobs_) {
+    if (j.proc_pid != pid || !j.runs_here) continue;
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code != 0) std::ofstream(j.log_path, std::ios::app) << "[yard] job " << id << " " << describe_exit(status) << "\n";
+    end(j, code == 0 ? store::JobStatus::kSucceeded : store::JobStatus::kFailed, code);
+    return id;
+  }
+  return std::nullopt;
+}
+
+void JobRunner::check_records() {
+  for (auto& [id, j] : jobs_) {
+    if (j.runs_here || j.ended) continue;
+    try {
+      auto rec = tables_.job(id);
+      if (rec && rec->status == store::JobStatus::kRunning) continue;
+      if (!rec) spdlog::warn("job {}: its record is gone from the control store", id);
+      j.status = rec ? rec->status : store::JobStatus::kFailed;
+    } catch (const std::exception& e) {
+      spdlog::error("checking job {}: {}", id, e.what());
+      continue;
+    }
+    end(j, j.status, 0);
+  }
+}
+
+JobRunner::Job* JobRunner::live(const std::string& id) {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() || it->second.ended ? nullptr : &it->second;
+}
+
+JobRunner::Job* JobRunner::make(const std::string& id, const store::JobRecord& rec, const std::string& binary) {
+  auto& j = jobs_[id];
+  j.id = id;
+  j.binary = binary;
+  if (!j.runs_here) j.cwd = fs::is_directory(rec.cwd) ? rec.cwd : s_.session_dir;
+  j.entrypoint = rec.entrypoint;
+  if (j.start == 0) j.start = unix_time();
+  spdlog::info("job {} runs workers here: {}", id, binary);
+  return &j;
+}
+
+void JobRunner::with_job(const std::string& job_id, std::function<void(Result<Job*>)> k) {
+  using R = Result<Job*>;
+  auto it = jobs_.find(job_id);
+  if (it != jobs_.end()) {
+    if (it->second.ended) return k(R::fail("job " + job_id + " has ended"));
+    if (!it->second.binary.empty()) return k(R::ok(&it->second));
+  }
+  auto rec = tables_.job(job_id);
+  if (!rec) return k(R::fail("no job " + job_id + " in the control store"));
+  if (rec->status != store::JobStatus::kRunning) return k(R::fail("job " + job_id + " is " + store::name(rec->status)));
+  std::string digest = rec->digest;
+  // The head's node shares the head's machine: it runs the program where the driver has it.
+  if (s_.head_node && access(rec->binary.c_str(), X_OK) == 0) digest.clear();
+  if (digest.empty()) {
+    if (access(rec->binary.c_str(), X_OK) != 0)
+      return k(R::fail("job " + job_id + "'s program " + rec->binary + " is not on node " + s_.node_id));
+    return k(R::ok(make(job_id, *rec, rec->binary)));
+  }
+  std::string path = blobs_.path(digest);
+  // The binary, then the working directory (if the job was submitted with one).
+  auto with_workdir = [this, k, job_id, rec = *rec](const std::string& binary) mutable {
+    if (rec.workdir.empty()) return k(R::ok(make(job_id, rec, binary)));
+    blobs_.fetch(rec.workdir, [this, k, rec, binary, job_id](const Problem& why) mutable {
+      if (why) return k(R::fail("fetching job " + job_id + "'s working directory: " + *why));
+      auto dir = blobs_.unpack_workdir(rec.workdir);
+      if (!dir) return k(R::fail("job " + job_id + "'s working directory: " + dir.why()));
+      Job* j = make(job_id, rec, binary);
+      j->cwd = dir.value();
+      k(R::ok(j));
+    });
+  };
+  if (access(path.c_str(), X_OK) == 0) return with_workdir(path);
+  blobs_.fetch(digest, [k, path, job_id, with_workdir](const Problem& why) mutable {
+    if (why) return k(R::fail("fetching job " + job_id + "'s program: " + *why));
+    with_workdir(path);
+  });
+}
+
+void JobRunner::terminate_all() {
+  for (auto& [id, j] : jobs_)
+    if (j.proc_pid && !j.ended) kill(-static_cast<pid_t>(j.proc_pid), SIGTERM);
+}
+
+bool JobRunner::any_running() const {
+  for (auto& [id, j] : jobs_)
+    if (j.proc_pid && !j.ended && pid_alive(static_cast<pid_t>(j.proc_pid))) return true;
+  return false;
+}
+
+void JobRunner::kill_all() {
+  for (auto& [id, j] : jobs_) {
+    if (!j.proc_pid || j.ended) continue;
+    kill(-static_cast<pid_t>(j.proc_pid), SIGKILL);
+    if (j.status != store::JobStatus::kRunning) continue;
+    j.status = store::JobStatus::kStopped;
+    j.end = unix_time();
+    try {
+      save(j);
+    } catch (...) {
+    }
+  }
+}
+
+}  // namespace yard::sched

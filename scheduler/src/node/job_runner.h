@@ -1,0 +1,79 @@
+// The node's jobs: programs submitted with `yard submit` run here as this node's children (on the
+// head's node), and every job whose workers run here is known from its record in the control
+// store, with its binary (and working directory) fetched from the head by digest when this node
+// lacks them. The runner owns the jobs; a job's end reaches the node through `Ended` (its workers
+// and waiting leases here go with it).
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "node/blob_cache.h"
+#include "result.h"
+#include "store/tables.h"
+
+namespace yard::sched {
+
+class JobRunner {
+ public:
+  struct Job : store::JobRecord {
+    bool ended = false;
+    bool runs_here = false;  // its program is this node's child (`yard submit`)
+    int startup_failures = 0;
+  };
+  struct Setting {
+    std::string node_id, session_dir, log_dir, head_address, token;
+    bool head_node = false;  // shares the head's machine: runs programs where the driver has them
+  };
+  // What a submitter asks to run.
+  struct Submission {
+    std::vector<std::string> argv;
+    std::string cwd, workdir;  // workdir: a working directory's digest (uploaded to the head)
+    std::map<std::string, std::string> env;
+  };
+  using Ended = std::function<void(const Job&)>;
+
+  JobRunner(store::Tables& tables, BlobCache& blobs, Setting s, Ended ended)
+      : tables_(tables), blobs_(blobs), s_(std::move(s)), ended_(std::move(ended)) {}
+
+  // Starts the program; the job, or why it cannot start.
+  Result<const Job*> submit(Submission sub);
+  // Asks a program that runs here to stop (SIGTERM to its process group).
+  Problem stop(const std::string& id);
+  // The head ended a job (its driver finished or died): a program running here is stopped with
+  // it, anything else ends now.
+  void ended_elsewhere(const std::string& id);
+  // A child process exited: the id of the job whose program it was (ended now), or nullopt.
+  std::optional<std::string> reaped(pid_t pid, int status);
+  // Jobs whose workers run here but whose programs run elsewhere end when their records say so.
+  void check_records();
+  // Runs k with the job (its binary fetched first when this node lacks it), or with the reason it
+  // cannot run here.
+  void with_job(const std::string& id, std::function<void(Result<Job*>)> k);
+  // A known job that has not ended, or nullptr.
+  Job* live(const std::string& id);
+  // Stopping the node: every program running here gets SIGTERM; then, after waiting, SIGKILL and
+  // the record says stopped.
+  void terminate_all();
+  bool any_running() const;
+  void kill_all();
+
+ private:
+  // The job's workers here stop and its leases are refused; `status` set: it has ended with it.
+  void end(Job& j, std::optional<store::JobStatus> status, int exit_code);
+  void save(const Job& j);
+  Job* make(const std::string& id, const store::JobRecord& rec, const std::string& binary);
+
+  store::Tables& tables_;
+  BlobCache& blobs_;
+  Setting s_;
+  Ended ended_;
+  std::map<std::string, Job> jobs_;
+};
+
+}  // namespace yard::sched
