@@ -1,8 +1,10 @@
 // bench/run runtime: the runtime microbenchmarks, named after Ray's so the figures compare.
 // One JSON object per line: {"suite","case","value","unit"[,"peer","peer_value","ratio"]}.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -199,6 +201,54 @@ void queued_tasks(size_t n) {
   std::filesystem::remove_all(dir);
 }
 
+// 1,000 small tasks (or calls to one actor) submitted, then all awaited; ops/s.
+double async_rate(bool actor) {
+  if (!actor)
+    return rate([] {
+      std::vector<yard::ObjectRef<int>> refs;
+      refs.reserve(1000);
+      for (int i = 0; i < 1000; ++i) refs.push_back(yard::task(noop).remote(i));
+      yard::get(refs);
+    }, 1000, 3.0);
+  auto a = yard::actor<Echo>().remote();
+  a.call(&Echo::echo).remote(0).get();
+  return rate([&] {
+    std::vector<yard::ObjectRef<int>> refs;
+    refs.reserve(1000);
+    for (int i = 0; i < 1000; ++i) refs.push_back(a.call(&Echo::echo).remote(i));
+    yard::get(refs);
+  }, 1000, 3.0);
+}
+
+// The same case in a child of this binary with its own embedded cluster and YARD_METRICS=0 (the
+// cluster's workers inherit it): the rate with metrics recording off.
+double async_rate_metrics_off(bool actor) {
+  auto out = std::filesystem::temp_directory_path() / ("yard-bench-rate-" + std::to_string(getpid()));
+  yard::sys::SpawnOptions so;
+  so.env = {{"BENCH_RATE", actor ? "actor" : "task"}, {"YARD_METRICS", "0"}, {"YARD_ADDRESS", ""}};
+  so.stdout_path = out.string();
+  pid_t pid = yard::sys::spawn({yard::sys::self_exe()}, so);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  double r = 0;
+  std::ifstream(out) >> r;
+  std::filesystem::remove(out);
+  if (r <= 0) std::fprintf(stderr, "the metrics-off run failed\n");
+  return r;
+}
+
+// Metrics on (this process) against off (a child), alternating three times; the medians.
+void metrics_cost(const char* name, bool actor, const char* base) {
+  std::vector<double> on, off;
+  for (int i = 0; i < 3; ++i) {
+    off.push_back(async_rate_metrics_off(actor));
+    on.push_back(async_rate(actor));
+  }
+  std::sort(on.begin(), on.end());
+  std::sort(off.begin(), off.end());
+  emit(name, on[1], "ops/s", (std::string(base) + "_metrics_off").c_str(), off[1]);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -211,6 +261,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   yard::init(argc, argv);
+  if (const char* c = getenv("BENCH_RATE")) {
+    std::printf("%f\n", async_rate(std::string(c) == "actor"));
+    return 0;
+  }
   std::string only = argc > 1 ? argv[1] : "";
   auto want = [&](const char* c) { return only.empty() || only == c; };
 
@@ -231,6 +285,9 @@ int main(int argc, char** argv) {
       yard::get(refs);
     }, 1000, 3.0), "ops/s", "zmq_dealer_router_1000_in_flight", peer);
   }
+
+  if (want("tasks_async_metrics_on")) metrics_cost("tasks_async_metrics_on", false, "tasks_async");
+  if (want("actor_calls_async_metrics_on")) metrics_cost("actor_calls_async_metrics_on", true, "actor_calls_async");
 
   auto a = yard::actor<Echo>().remote();
   a.call(&Echo::echo).remote(0).get();

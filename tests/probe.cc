@@ -40,7 +40,15 @@ long sample_sum(std::vector<uint8_t> v) {
   for (size_t i = 0; i < v.size(); i += 4096) s += v[i];
   return s;
 }
-YARD_REMOTE(nap, sample_sum);
+// A task that also reports a user metric (a counter tagged by parity, a gauge, a histogram).
+int twice(int x) {
+  static yard::metrics::Counter seen("probe_values_total", "values doubled", {"parity"});
+  static yard::metrics::Histogram size("probe_value", "values doubled", {10, 100});
+  seen.inc(1, {{"parity", x % 2 ? "odd" : "even"}});
+  size.observe(x);
+  return 2 * x;
+}
+YARD_REMOTE(nap, sample_sum, twice);
 
 class Holder {
  public:
@@ -159,6 +167,17 @@ int main(int argc, char** argv) {
     long want = long(16u << 20) / 4096;  // the first object's bytes are all 1
     bool task_ok = *yard::task(sample_sum).remote(refs[0]).get(std::chrono::seconds(60)) == want;
     std::printf("intact %d%s\n", intact, task_ok ? "" : " (the task read a wrong value)");
+    return 0;
+  }
+  if (mode == "tasks" && argc > 2) {
+    std::vector<yard::ObjectRef<int>> refs;
+    for (int i = 0; i < std::atoi(argv[2]); ++i) refs.push_back(yard::task(twice).remote(i));
+    long sum = 0;
+    for (auto& v : yard::get(refs, std::chrono::seconds(60))) sum += *v;
+    std::printf("sum %ld\n", sum);
+    std::fflush(stdout);
+    std::string line;
+    std::getline(std::cin, line);  // the job (and its workers) stay until stdin closes
     return 0;
   }
   if (mode == "detach" && argc > 2) {

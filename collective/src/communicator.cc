@@ -80,14 +80,16 @@ GroupSpec cluster_group(const std::string& name, int world_size, int rank, const
   return s;
 }
 
+// The communicator with its operations counted in the process's metrics (metered_communicator.cc).
+std::unique_ptr<Communicator> metered(std::unique_ptr<Communicator> c);
+
 std::unique_ptr<Communicator> create_group(const GroupSpec& spec) {
   if (spec.name.empty()) throw CollectiveError("a group needs a name");
   if (spec.redis_address.empty())
     throw CollectiveError("group '" + spec.name + "': no rendezvous store address");
   Backend b = spec.backend;
   if (b == Backend::kAuto) b = spec.on_gpu ? Backend::kNccl : Backend::kGloo;
-  if (b == Backend::kNccl) return create_nccl(spec);
-  return create_gloo(spec);
+  return metered(b == Backend::kNccl ? create_nccl(spec) : create_gloo(spec));
 }
 
 }  // namespace yard::collective

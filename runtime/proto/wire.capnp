@@ -248,6 +248,28 @@ struct ControlStore {
   password @1 :Text;
 }
 
+# A process's metrics (yard/metrics.h and the runtime's own), sent to its node manager, which adds
+# up its processes' series and serves them to Prometheus.
+struct MetricTag {
+  key @0 :Text;
+  value @1 :Text;
+}
+struct MetricSeries {
+  name @0 :Text;
+  help @1 :Text;
+  kind @2 :UInt8;               # 0 counter, 1 gauge, 2 histogram
+  tags @3 :List(MetricTag);
+  value @4 :Float64;            # counter, gauge
+  bounds @5 :List(Float64);     # histogram: bucket upper bounds (then +Inf)
+  buckets @6 :List(UInt64);     # histogram: counts per bucket (not cumulative)
+  sum @7 :Float64;
+  count @8 :UInt64;
+}
+struct MetricsReport {
+  pid @0 :Int32;
+  series @1 :List(MetricSeries);   # every series of the process, cumulative
+}
+
 struct Envelope {
   version @0 :UInt16;
   token @1 :Text;
@@ -298,6 +320,7 @@ struct Envelope {
     getBlob @46 :Text;         # answered with taskReply holding the bytes
     warmPool @47 :WarmPool;
     jobEnded @48 :Text;        # head -> node managers: the job's workers stop
+    reportMetrics @49 :MetricsReport;  # a process -> its node manager (answered ok)
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
 }

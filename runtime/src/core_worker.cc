@@ -1,5 +1,7 @@
 #include "core_worker.h"
 
+#include "metrics_registry.h"
+
 #include <spdlog/spdlog.h>
 
 #include "node_memory.h"
@@ -55,6 +57,35 @@ void CoreWorker::release(const std::string& id, const std::string& owner) { owne
 void CoreWorker::housekeeping() {
   tasks_.return_idle_leases();
   ShmPool::instance().trim();
+  report_metrics();
+}
+
+// A driver that ends sends its last values and waits (briefly) for them to arrive.
+void CoreWorker::flush_metrics() {
+  auto& r = metrics::detail::Registry::instance();
+  if (!r.enabled() || lease_address_.empty()) return;
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  if (!r.write_report(m.env().getBody().initReportMetrics(), false)) return;
+  try {
+    io_->call(lease_address_, m, rid, std::chrono::seconds(2));
+  } catch (const std::exception&) {
+  }
+}
+
+// What changed in this process's metrics goes to its node manager (which serves Prometheus).
+void CoreWorker::report_metrics() {
+  auto& r = metrics::detail::Registry::instance();
+  if (!r.enabled() || lease_address_.empty()) return;
+  r.set(metrics::detail::Builtin::get().shm_bytes, {}, double(ShmPool::instance().stats().bytes));
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  // Unchanged values too every 5 s: the node takes a process silent for 15 s as gone.
+  bool force = ++reports_skipped_ >= 10;
+  if (!r.write_report(m.env().getBody().initReportMetrics(), force)) return;
+  reports_skipped_ = 0;
+  io_->request(lease_address_, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+               std::chrono::seconds(5));
 }
 
 TaskSpec::TaskSpec() { PendingCalls::instance().enter(); }  // waits while the process is at its bound
@@ -73,6 +104,8 @@ std::shared_ptr<TaskSpec> CoreWorker::make_spec(std::string fn, std::vector<Arg>
 // ---- tasks and actors -------------------------------------------------------------------------
 
 Holder CoreWorker::submit_task(const std::string& function, std::vector<Arg> args, const TaskOptions& o) {
+  auto& m = metrics::detail::Builtin::get();
+  metrics::detail::Registry::instance().add1(m.submitted, function, 1);
   auto spec = make_spec(function, std::move(args));
   auto holder = std::make_shared<ObjectHolder>(spec->id);
   tasks_.submit(spec, o);
@@ -80,11 +113,13 @@ Holder CoreWorker::submit_task(const std::string& function, std::vector<Arg> arg
 }
 
 ActorPtr CoreWorker::create_actor(const std::string& cls, std::vector<Arg> args, const ActorOptions& o) {
+  metrics::detail::Registry::instance().add1(metrics::detail::Builtin::get().submitted, cls + ".create", 1);
   return actors_.create(cls, std::move(args), o);
 }
 ActorPtr CoreWorker::lookup_actor(const std::string& name, const std::string& cls) { return actors_.lookup(name, cls); }
 ActorPtr CoreWorker::actor_from_id(const std::string& id, const std::string& cls) { return actors_.from_id(id, cls); }
 Holder CoreWorker::submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args) {
+  metrics::detail::Registry::instance().add1(metrics::detail::Builtin::get().submitted, a->class_name + "." + method, 1);
   return actors_.call(a, method, std::move(args));
 }
 void CoreWorker::kill_actor(const ActorPtr& a) { actors_.kill(a); }
@@ -113,6 +148,7 @@ Driver::Driver(const std::string& address, const std::string& token, std::chrono
 }
 
 void Driver::disconnect() {
+  if (io_) flush_metrics();
   if (io_) io_->closing();  // ending the job stops its workers: their calls are not retried
   if (io_ && !job_id_.empty()) head_client_.finish_job();
   CoreWorker::disconnect();

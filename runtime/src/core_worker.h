@@ -55,6 +55,9 @@ class CoreWorker {
   // I/O thread, every 500 ms in drivers and workers alike: idle leases go back, idle
   // shared-memory segments are removed.
   void housekeeping();
+  void report_metrics();
+  void flush_metrics();
+  int reports_skipped_ = 0;
   CoreWorker(std::string token, std::string lease_address, std::string head_address, std::string node_id,
              std::string job_id);
   std::string new_id();

@@ -1,5 +1,7 @@
 #include "task_executor.h"
 
+#include "metrics_registry.h"
+
 #include <cxxabi.h>
 #include <unistd.h>
 
@@ -150,11 +152,33 @@ void TaskExecutor::instantiate(IoLoop::Incoming& in) {
   reply_ok(in);
 }
 
+namespace {
+// A task's run in the process's metrics: running while it runs, then finished or failed, and
+// its duration. Labelled by function, or Class.method for an actor call.
+struct TaskRecord {
+  std::string label;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  bool ok = false;
+  explicit TaskRecord(std::string l) : label(std::move(l)) {
+    auto& b = metrics::detail::Builtin::get();
+    metrics::detail::Registry::instance().add1(b.running, label, 1);
+  }
+  ~TaskRecord() {
+    auto& r = metrics::detail::Registry::instance();
+    auto& b = metrics::detail::Builtin::get();
+    r.add1(b.running, label, -1);
+    r.add1(ok ? b.finished : b.failed, label, 1);
+    r.observe1(b.duration, label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+};
+}  // namespace
+
 void TaskExecutor::execute(IoLoop::Incoming& in) {
   auto pt = in.msg->env().getBody().getPushTask();
   std::string fn = pt.getFunction();
   bool is_actor = pt.getActorId().size() > 0;
   std::string where = (is_actor && s_->cls ? s_->cls->name + "::" : std::string()) + fn + s_->location_suffix;
+  TaskRecord record(is_actor && s_->cls ? s_->cls->name + "." + fn : fn);
   Bytes result;
   try {
     std::vector<Bytes> args;
@@ -190,6 +214,7 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
     reply_error(in, wire::ErrorCode::TASK_ERROR, "a non-standard exception was thrown", "unknown", where);
     return;
   }
+  record.ok = true;
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   if (in.msg->same_host()) m.allow_shared_memory();
   m.set_value(m.env().getBody().initTaskReply().initResult(), result);

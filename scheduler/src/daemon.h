@@ -27,6 +27,9 @@ struct DaemonOptions {
   // Bytes of objects the node's processes may hold in memory before they spill to disk
   // (0: 30% of the machine's memory).
   uint64_t object_store_bytes = 0;
+  // Prometheus metrics served on this port of `host` (-1: none, 0: any free port). The head's
+  // node manager serves on the next port (any free port when 0).
+  int metrics_port = -1;
 };
 
 // The head service, or with join_address a node manager. Runs until SIGTERM/SIGINT or a shutdown

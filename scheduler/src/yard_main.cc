@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -168,7 +169,9 @@ int status(const std::string& address, const std::string& token, bool as_json) {
   std::cout << "Cluster " << c.address() << "\n"
             << "  session: " << j["cluster"].value("session_dir", "") << "\n"
             << "  logs:    " << j["cluster"].value("log_dir", "") << "\n"
-            << "  redis:   " << j["cluster"].value("redis", "") << "\n\n"
+            << "  redis:   " << j["cluster"].value("redis", "") << "\n"
+            << (j["cluster"].value("metrics", "").empty() ? "" : "  metrics: " + j["cluster"].value("metrics", "") + "\n")
+            << "\n"
             << "Nodes (" << j["nodes"].size() << ")\n";
   for (auto& n : j["nodes"]) {
     std::string state = n.value("alive", false) ? (n.value("state", "") == "DRAINING" ? "DRAINING" : "ALIVE") : "DEAD";
@@ -177,6 +180,7 @@ int status(const std::string& address, const std::string& token, bool as_json) {
                              n["workers"].is_number() ? std::to_string(n["workers"].get<int>()) : n.value("workers", std::string("?")),
                              n.contains("actors") ? n["actors"].size() : 0, n.value("log_dir", ""));
     auto mb = [&](const char* k) { return std::atof(n.value(k, std::string("0")).c_str()) / (1 << 20); };
+    if (!n.value("metrics", "").empty()) std::cout << "      metrics: " << n.value("metrics", "") << "\n";
     if (n.contains("object_store_limit"))
       std::cout << fmt::format("      objects: {:.0f}/{:.0f} MB in memory, {:.0f} MB spilled ({} objects)\n",
                                mb("object_store_used"), mb("object_store_limit"), mb("spilled_bytes"),
@@ -207,6 +211,31 @@ int status(const std::string& address, const std::string& token, bool as_json) {
   for (auto& jb : j["jobs"])
     std::cout << fmt::format("  {}  {}  {}\n", jb.value("job_id", ""), jb.value("status", ""), jb.value("entrypoint", ""));
   return 0;
+}
+
+// Prometheus' file-based service discovery: the head's and every alive node's metrics endpoint.
+int metrics_targets(const std::string& address, const std::string& token, const std::string& out) {
+  auto c = connect(address, token);
+  auto r = c.call([](auto env) { env.getBody().setStatus(); });
+  auto j = json::parse(std::string(r->env().getBody().getStatusReply()));
+  json targets = json::array();
+  std::string head = j["cluster"].value("metrics", "");
+  if (!head.empty()) targets.push_back({{"targets", {head}}, {"labels", {{"yard_role", "head"}}}});
+  for (auto& n : j["nodes"])
+    if (n.value("alive", false) && !n.value("metrics", "").empty())
+      targets.push_back({{"targets", {n.value("metrics", "")}},
+                         {"labels", {{"yard_role", "node"}, {"yard_node", n.value("node_id", "")}}}});
+  if (targets.empty()) std::cerr << "yard: no metrics endpoints (start the head and nodes with --metrics-port)\n";
+  std::string text = targets.dump(2) + "\n";
+  if (out.empty()) {
+    std::cout << text;
+  } else {
+    // Whole or not at all: Prometheus may read it at any moment.
+    std::string tmp = out + ".tmp";
+    std::ofstream(tmp) << text;
+    if (std::rename(tmp.c_str(), out.c_str()) != 0) throw Error("cannot write " + out + ": " + std::strerror(errno));
+  }
+  return targets.empty() ? 1 : 0;
 }
 
 // Packs a directory (tar.gz), uploads it to the head unless it is there already, returns its digest.
@@ -287,10 +316,11 @@ struct Args {
   std::string drain_node;
   double drain_timeout = 600;
   bool drain_force = false;
+  std::string output;
 };
 
 struct Commands {
-  CLI::App *start, *stop, *status, *submit, *jobs, *logs, *stop_job, *drain;
+  CLI::App *start, *stop, *status, *submit, *jobs, *logs, *stop_job, *drain, *metrics_targets;
 };
 
 Commands define_start(CLI::App& app, Args& a, Commands c) {
@@ -310,6 +340,10 @@ Commands define_start(CLI::App& app, Args& a, Commands c) {
                 "bytes of objects this node's processes keep in memory before spilling the least recently used "
                 "to disk, e.g. 2GB (default: 30% of the machine's memory)")
       ->transform(CLI::AsSizeValue(false));
+  s->add_option("--metrics-port", a.dopts.metrics_port,
+                "serve Prometheus metrics on this port of --host (0: any free port; the head's node manager "
+                "uses the next port); `yard metrics-targets` lists every endpoint")
+      ->check(CLI::Range(0, 65535));
   s->add_option("--resources", a.resources_json, "custom resources as JSON, e.g. '{\"disk\": 2}'");
   s->add_flag("--block", a.block, "stay in the foreground");
   s->add_flag("--embedded", a.dopts.embedded, "started by yard::init() (internal)")->group("");
@@ -330,6 +364,10 @@ Commands define_cli(CLI::App& app, Args& a) {
   c.stop = add_conn(app.add_subcommand("stop", "stop the cluster: the head, its Redis, workers and jobs"));
   c.status = add_conn(app.add_subcommand("status", "nodes, resources used/total, actors and jobs"));
   c.status->add_flag("--json", a.as_json, "print JSON");
+  c.metrics_targets = add_conn(app.add_subcommand(
+      "metrics-targets", "the cluster's Prometheus endpoints as a file_sd_configs file (scrape them with basic_auth: "
+                         "username yard, password_file the session's token file)"));
+  c.metrics_targets->add_option("-o,--output", a.output, "write the file here (atomically) instead of printing it");
   c.submit = add_conn(app.add_subcommand("submit", "run a program as a job on the cluster, streaming its output"));
   c.submit->add_flag("--no-wait", a.no_wait, "print the job id and return at once");
   c.submit->add_option("--env", a.env_kv, "extra KEY=VALUE for the job's environment");
@@ -458,6 +496,7 @@ int main(int argc, char** argv) {
       return a.follow ? code : 0;
     }
     if (c.drain->parsed()) return cmd_drain(a);
+    if (c.metrics_targets->parsed()) return metrics_targets(a.address, a.token, a.output);
     if (c.stop_job->parsed()) return cmd_stop_job(a);
   } catch (const std::exception& e) {
     std::cerr << "yard: " << e.what() << "\n";

@@ -29,6 +29,7 @@
 #include <CLI/CLI.hpp>
 
 #include "make_shards.h"
+#include "train_metrics.h"
 #include "yard/railway/model.h"
 #include "yard/actors/checkpointer.h"
 #include "yard/actors/data_loader.h"
@@ -453,6 +454,7 @@ int main(int argc, char** argv) {
     // 4. Epochs, in chunks of steps. A lost trainer (crash, kill, dead node) fails the chunk on
     // every rank; the group is started again from the newest complete checkpoint.
     std::ofstream metrics(out + "/metrics.jsonl"), step_log(out + "/steps.jsonl");
+    yard::railway::TrainMetrics prom(run);
     yard::railway::PlotSeries train_loss{"train loss", {}, {}}, val_loss{"validation loss", {}, {}}, f1{"validation macro F1", {}, {}};
     auto t_start = std::chrono::steady_clock::now();
     auto last_print = t_start;
@@ -501,6 +503,7 @@ int main(int argc, char** argv) {
       double seconds = 0;
       for (auto& g : got) seconds = std::max(seconds, g->seconds);
       int64_t chunk_samples = 0;
+      double chunk_loss = 0;
       for (size_t i = 0; i < r0.loss_sum.size(); ++i) {
         double ls = 0;
         int64_t ns = 0;
@@ -508,6 +511,7 @@ int main(int argc, char** argv) {
         epoch_loss += ls;
         epoch_samples += ns;
         chunk_samples += ns;
+        chunk_loss += ls;
         int64_t gs = r0.global_step - static_cast<int64_t>(r0.loss_sum.size()) + static_cast<int64_t>(i) + 1;
         step_log << "{\"step\":" << gs << ",\"epoch\":" << epoch + 1 << ",\"loss\":" << ls / std::max<int64_t>(1, ns)
                  << ",\"samples\":" << ns << "}\n";
@@ -519,6 +523,8 @@ int main(int argc, char** argv) {
       done_steps += static_cast<int64_t>(r0.loss_sum.size());
       epoch = r0.epoch;
       step = r0.step;
+      prom.chunk(r0.loss_sum.empty() ? 0 : chunk_loss / std::max<int64_t>(1, chunk_samples), seconds,
+                 static_cast<long>(r0.loss_sum.size()), chunk_samples / std::max(1e-9, seconds), r0.checkpoint_ms);
       auto now = std::chrono::steady_clock::now();
       double elapsed = std::chrono::duration<double>(now - t_start).count();
       double eta = elapsed / static_cast<double>(std::max<int64_t>(1, done_steps)) *
@@ -535,6 +541,7 @@ int main(int argc, char** argv) {
       auto ev = *trainers[0].call(&RailwayTrainer::evaluate).remote().get(600s);
       double loss = epoch_loss / std::max<int64_t>(1, epoch_samples);
       double sps = epoch_samples / std::max(1e-9, epoch_seconds);
+      prom.epoch(ev.loss, ev.macro_f1, static_cast<long>(epoch));
       std::printf("epoch %llu/%d  steps %lld  loss %.4f  val loss %.4f  val F1 %.3f  acc %.3f  %.0f samples/s  ETA %.0f s\n",
                   static_cast<unsigned long long>(epoch), epochs, static_cast<long long>(spe), loss, ev.loss, ev.macro_f1,
                   ev.accuracy, sps, eta);

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "yard/codec.h"
+#include "yard/metrics.h"
 #include "yard/errors.h"
 #include "yard/registry.h"
 

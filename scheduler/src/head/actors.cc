@@ -531,6 +531,12 @@ bool ActorManager::uses_bundle(const std::string& group, int bundle) const {
   return false;
 }
 
+std::map<std::pair<std::string, std::string>, int> ActorManager::counts() const {
+  std::map<std::pair<std::string, std::string>, int> n;
+  for (auto& [id, a] : actors_) ++n[{store::name(a.state), a.class_name}];
+  return n;
+}
+
 nlohmann::json ActorManager::status(std::map<std::string, nlohmann::json>& per_node) const {
   auto out = nlohmann::json::array();
   for (auto& [id, a] : actors_) {

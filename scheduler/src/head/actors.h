@@ -64,6 +64,8 @@ class ActorManager {
   // After a takeover: the actors the records hold (rebuild.cc).
   void rebuild();
   size_t size() const { return actors_.size(); }
+  // How many actors there are by (state, class).
+  std::map<std::pair<std::string, std::string>, int> counts() const;
   // Every actor for `yard status`; `per_node` gets the live ones by node.
   nlohmann::json status(std::map<std::string, nlohmann::json>& per_node) const;
 

@@ -47,6 +47,15 @@ void ClusterNodes::mark_dead(const std::string& id) {
 
 void ClusterNodes::mark_alive(const std::string& id) { dead_.erase(id); }
 
+std::map<std::string, int> ClusterNodes::by_state() const {
+  std::map<std::string, int> n{{"alive", 0}, {"draining", 0}, {"dead", 0}, {"unavailable", 0}};
+  for (auto& [id, node] : nodes_)
+    ++n[dead_.count(id) ? "dead" : draining_.count(id) ? "draining" : node.alive ? "alive" : "unavailable"];
+  for (auto& id : dead_)
+    if (!nodes_.count(id)) ++n["dead"];
+  return n;
+}
+
 void ClusterNodes::start_drain(const std::string& id) {
   draining_.insert(id);
   if (auto n = nodes_.find(id); n != nodes_.end()) n->second.alive = false;

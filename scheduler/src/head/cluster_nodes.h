@@ -42,6 +42,8 @@ class ClusterNodes {
   void mark_alive(const std::string& id);
   void start_drain(const std::string& id);
   void end_drain(const std::string& id) { draining_.erase(id); }
+  // How many nodes are alive, draining, dead or unavailable (joining, or without resources).
+  std::map<std::string, int> by_state() const;
 
   // Takes the items' resources, all or nothing (`then_hset` is written in the same atomic step);
   // the view follows. What did not fit (the view of those nodes is read again then).

@@ -248,6 +248,12 @@ void GroupManager::rebuild() {
   }
 }
 
+std::map<std::string, int> GroupManager::counts() const {
+  std::map<std::string, int> n;
+  for (auto& [id, g] : groups_) ++n[store::name(g.state)];
+  return n;
+}
+
 nlohmann::json GroupManager::status() const {
   auto out = nlohmann::json::array();
   for (auto& [id, g] : groups_)

@@ -54,6 +54,8 @@ class GroupManager {
 
   void rebuild();
   nlohmann::json status() const;
+  // How many groups there are by state.
+  std::map<std::string, int> counts() const;
 
  private:
   struct Group : store::GroupRecord {

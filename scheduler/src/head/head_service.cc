@@ -145,11 +145,14 @@ void HeadService::begin_serving() {
     });
   }
   tables_->put_cluster(io_->address(), o_.session_dir, log_dir_, start_time_);
+  if (o_.metrics_port >= 0) metrics_ = std::make_unique<HeadMetrics>(o_.host, o_.metrics_port, token_);
+  tables_->set_head_metrics(metrics_ ? metrics_->address() : "");
   serving_.store(true);
   io_->post([this] {
     nodes_->refresh();
     io_->every(std::chrono::milliseconds(50), [this] { periodic(); });
     io_->every(std::chrono::milliseconds(250), [this] { check_nodes(); });
+    if (metrics_) io_->every(std::chrono::seconds(1), [this] { update_metrics(); });
   });
 }
 
@@ -190,6 +193,8 @@ void HeadService::start_head_node() {
                                 "--heartbeat-timeout", std::to_string(o_.heartbeat_timeout_s),
                                 "--num-gpus", std::to_string(o_.num_gpus)};
   if (o_.num_cpus > 0) argv.insert(argv.end(), {"--num-cpus", std::to_string(o_.num_cpus)});
+  if (o_.metrics_port >= 0)
+    argv.insert(argv.end(), {"--metrics-port", std::to_string(o_.metrics_port == 0 ? 0 : o_.metrics_port + 1)});
   if (o_.object_store_bytes > 0) argv.insert(argv.end(), {"--object-store-memory", std::to_string(o_.object_store_bytes)});
   if (!o_.resources.empty()) argv.insert(argv.end(), {"--resources", json(o_.resources).dump()});
   if (o_.embedded) argv.push_back("--embedded");
@@ -317,7 +322,25 @@ void HeadService::on_get_control_store(Incoming& in) {
   io_->reply(in.routing_id, m.finish());
 }
 
+void HeadService::update_metrics() {
+  HeadMetrics::Sample s;
+  s.nodes = nodes_->by_state();
+  s.actors = actors_->counts();
+  s.groups = groups_->counts();
+  s.jobs = jobs_->counts();
+  for (auto& [id, n] : nodes_->all()) {
+    if (!n.alive) continue;
+    add(s.total, n.total);
+    add(s.avail, n.avail);
+  }
+  metrics_->update(s);
+}
+
 void HeadService::publish(const std::string& ev) const {
+  if (metrics_) {
+    auto type = json::parse(ev, nullptr, false);
+    if (type.is_object() && type.contains("type") && type["type"].is_string()) metrics_->event(type["type"]);
+  }
   try {
     tables_->publish(ev);
   } catch (const std::exception& e) {

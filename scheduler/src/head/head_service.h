@@ -27,6 +27,7 @@
 #include "head/actors.h"
 #include "head/cluster_nodes.h"
 #include "head/groups.h"
+#include "head/head_metrics.h"
 #include "head/job_table.h"
 #include "policy/placement.h"
 #include "resources.h"
@@ -126,6 +127,8 @@ class HeadService {
     bool force;
   };
   std::vector<Drain> drains_;
+  std::unique_ptr<HeadMetrics> metrics_;  // with --metrics-port
+  void update_metrics();
 };
 
 }  // namespace yard::sched

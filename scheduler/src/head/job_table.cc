@@ -69,4 +69,10 @@ size_t JobTable::rebuild() {
   return live;
 }
 
+std::map<std::string, int> JobTable::counts() const {
+  std::map<std::string, int> n;
+  for (auto& [id, j] : jobs_) ++n[store::name(j.status)];
+  return n;
+}
+
 }  // namespace yard::sched

@@ -21,6 +21,8 @@ class JobTable {
 
   // The job, or nullptr when there is no record of it.
   Job* find(const std::string& id);
+  // How many jobs there are by status.
+  std::map<std::string, int> counts() const;
   bool running(const std::string& id);
   // A new job (a driver started by hand), recorded.
   Job& create(const std::string& entrypoint, const std::string& node);

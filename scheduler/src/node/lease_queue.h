@@ -32,7 +32,7 @@ class LeaseQueue {
     uint64_t req = 0;
     std::string job;
     uint32_t count = 1;
-    Clock::time_point deadline;
+    Clock::time_point arrived, deadline;
     std::vector<std::string> assigned;  // worker ids
     int starting = 0;                   // workers started for it, not yet registered
     bool spilled = false;               // sent here by another node (or decided here): never sent on

@@ -30,7 +30,8 @@ void NodeManager::on_request_lease(Incoming& in) {
   l.req = in.msg->env().getRequestId();
   l.job = rl.getJobId();
   l.count = std::max<uint32_t>(1, rl.getCount());
-  l.deadline = Clock::now() + std::chrono::milliseconds(std::max<uint32_t>(1000, rl.getTimeoutMs()) - 500);
+  l.arrived = Clock::now();
+  l.deadline = l.arrived + std::chrono::milliseconds(std::max<uint32_t>(1000, rl.getTimeoutMs()) - 500);
   // A job registered elsewhere (tasks spilled here) is looked up, its binary fetched if needed.
   with_job(l.job, [this, l](Result<Job*> j) mutable {
     if (!j) return reply_.error(l.routing, l.req, wire::ErrorCode::NOT_FOUND, j.why());
@@ -101,6 +102,7 @@ std::pair<std::string, bool> NodeManager::worker(const LeaseQueue::Lease& l, con
 }
 
 void NodeManager::grant(const LeaseQueue::Lease& l, const std::string& more_at) {
+  if (metrics_) metrics_->lease_answered(std::chrono::duration<double>(Clock::now() - l.arrived).count(), l.assigned.size());
   OutMessage m(token_, l.req, true);
   auto lg = m.env().getBody().initLeaseGranted();
   if (!more_at.empty()) lg.setSpillback(more_at);

@@ -134,6 +134,7 @@ void NodeManager::begin_serving() {
     workers_.kill_job(j.id);  // detached actors stay
     leases_->refuse_job(j.id, "job " + j.id + " ended");
   });
+  if (o_.metrics_port >= 0) metrics_ = std::make_unique<NodeMetrics>(o_.host, o_.metrics_port, token_, node_id_);
   hosting_ = std::make_unique<ActorHosting>(io_, token_, node_id_, workers_, *res_, static_cast<ActorHosting::Node&>(*this));
   save_node();
   tables_->add_node(node_id_, o_.head_node ? "head" : "node");
@@ -211,10 +212,29 @@ void NodeManager::save_node() {
       r.spilled_bytes = t.spilled;
       r.spilled_objects = t.spilled_objects;
     }
+    if (metrics_) {
+      r.metrics = metrics_->address();
+      update_metrics(r);
+    }
     tables_->report(node_id_, r, std::chrono::milliseconds(static_cast<long>(o_.heartbeat_timeout_s * 1000)));
   } catch (const std::exception& e) {
     spdlog::error("cannot update the node record: {}", e.what());
   }
+}
+
+void NodeManager::update_metrics(const store::NodeReport& r) {
+  NodeMetrics::Sample s;
+  s.total = res_->total();
+  s.avail = res_->fenced() ? Res{} : res_->available();
+  s.workers = workers_.by_state();
+  s.leases_waiting = leases_->size();
+  s.store_used = r.object_store_used;
+  s.store_limit = r.object_store_limit;
+  s.spilled_bytes = r.spilled_bytes;
+  s.spilled_objects = r.spilled_objects;
+  for (pid_t pid : workers_.pids()) s.workers_rss += process_usage(pid).second;
+  metrics_->update(s);
+  metrics_->reported().sweep([](int pid) { return sys::process_dead(pid); });
 }
 
 void NodeManager::shutdown_all() {
@@ -248,6 +268,11 @@ void NodeManager::handle(Incoming in) {
       case B::SUBMIT_JOB: return on_submit_job(in);
       case B::STOP_JOB: return on_stop_job(in);
       case B::JOB_ENDED: return on_job_ended(in);
+      case B::REPORT_METRICS:
+        if (metrics_)
+          metrics_->reported().report(in.msg->env().getBody().getReportMetrics().getPid(), in.msg->same_host(),
+                                      in.msg->env().getBody().getReportMetrics());
+        return reply_.ok(in);
       case B::SHUTDOWN:
         spdlog::info("shutdown requested");
         reply_.ok(in);

@@ -24,6 +24,7 @@
 #include "node/blob_cache.h"
 #include "node/job_runner.h"
 #include "node/lease_queue.h"
+#include "node/node_metrics.h"
 #include "node/local_resources.h"
 #include "node_memory.h"
 #include "node/peers.h"
@@ -125,6 +126,8 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
   void open_object_memory();
   void sweep_object_memory();
   Peers peers_{tables_};  // the other nodes, for routing leases
+  std::unique_ptr<NodeMetrics> metrics_;  // with --metrics-port
+  void update_metrics(const store::NodeReport& r);
 };
 
 }  // namespace yard::sched

@@ -69,6 +69,20 @@ long WorkerPool::leased() const {
   return std::count_if(workers_.begin(), workers_.end(), [](auto& kv) { return kv.second.state == State::kLeased; });
 }
 
+std::map<std::string, int> WorkerPool::by_state() const {
+  static const char* names[] = {"starting", "idle", "leased", "actor"};
+  std::map<std::string, int> n;
+  for (auto* name : names) n[name] = 0;
+  for (auto& [id, w] : workers_) ++n[names[static_cast<int>(w.state)]];
+  return n;
+}
+
+std::vector<pid_t> WorkerPool::pids() const {
+  std::vector<pid_t> out;
+  for (auto& [id, w] : workers_) out.push_back(w.pid);
+  return out;
+}
+
 std::optional<WorkerPool::Worker> WorkerPool::exited(pid_t pid) {
   auto p = by_pid_.find(pid);
   if (p == by_pid_.end()) return std::nullopt;

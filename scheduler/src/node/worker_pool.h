@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "node/local_resources.h"
 #include "policy/gpus.h"
@@ -51,6 +52,9 @@ class WorkerPool {
   // Task workers of the job (idle, leased or starting).
   int task_workers_of(const std::string& job) const;
   long leased() const;
+  // Workers by state ("starting", "idle", "leased", "actor") and the pids of all of them.
+  std::map<std::string, int> by_state() const;
+  std::vector<pid_t> pids() const;
   size_t size() const { return workers_.size(); }
   bool empty() const { return workers_.empty(); }
 

@@ -84,6 +84,7 @@ struct GroupRecord {
 // What a node reports about itself with every heartbeat.
 struct NodeReport {
   std::string address, hostname, log_dir;
+  std::string metrics;  // host:port of its Prometheus endpoint, or ""
   long pid = 0, leased = 0, workers = 0;
   double start_time = 0, now = 0;
   uint64_t object_store_limit = 0, object_store_used = 0, spilled_bytes = 0, spilled_objects = 0;
@@ -106,6 +107,8 @@ class Tables {
                    double start_time);
   // The node whose manager runs beside the head service.
   void set_head_node(const std::string& id);
+  // Where the head serves its Prometheus metrics ("" when it does not).
+  void set_head_metrics(const std::string& address);
   std::map<std::string, std::string> cluster();
 
   // ---- nodes

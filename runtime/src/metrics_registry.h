@@ -1,0 +1,70 @@
+// The process's metrics: the families of yard/metrics.h and the runtime's own (tasks submitted,
+// running, finished and failed by function, their duration, the shared-memory pool). Values are
+// kept here and sent to the node manager (write_report) every 500 ms when something changed; the
+// node adds up its processes' reports and serves them to Prometheus. YARD_METRICS=0 in the
+// environment turns recording off.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "yard/metrics.h"
+#include "wire.capnp.h"
+
+namespace yard::metrics::detail {
+
+enum class Kind : uint8_t { kCounter = 0, kGauge = 1, kHistogram = 2 };
+
+struct Series {
+  double value = 0;                // counter, gauge
+  std::vector<uint64_t> buckets;   // histogram: one per bound, then +Inf
+  double sum = 0;
+  uint64_t count = 0;
+};
+
+struct Family {
+  std::string name, help;
+  Kind kind = Kind::kCounter;
+  std::vector<std::string> keys;
+  std::vector<double> bounds;
+  std::map<std::vector<std::string>, Series> series;  // by tag values in key order
+};
+
+class Registry {
+ public:
+  static Registry& instance();
+  bool enabled() const { return enabled_; }
+  // The family, made on first use; throws yard::Error for a bad name, key or bounds, or a name
+  // already defined differently.
+  Family* define(const std::string& name, const std::string& help, Kind kind, const std::vector<std::string>& keys,
+                 const std::vector<double>& bounds = {});
+  void add(Family* f, const Tags& tags, double v);
+  void set(Family* f, const Tags& tags, double v);
+  void observe(Family* f, const Tags& tags, double v);
+  // The runtime's own, with one tag value (the function) and no map to build.
+  void add1(Family* f, const std::string& value, double v);
+  void observe1(Family* f, const std::string& value, double v);
+  // Every series, when something changed since the last call or `force` (false: nothing sent).
+  bool write_report(wire::MetricsReport::Builder out, bool force);
+
+ private:
+  Registry();
+  std::vector<std::string> values(const Family& f, const Tags& tags) const;
+  static void observe(const Family& f, Series& s, double v);
+  mutable std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Family>> families_;
+  bool dirty_ = false;
+  bool enabled_ = true;
+};
+
+// The runtime's own families.
+struct Builtin {
+  Family *submitted, *running, *finished, *failed, *duration, *shm_bytes;
+  static Builtin& get();
+};
+
+}  // namespace yard::metrics::detail

@@ -1,0 +1,73 @@
+// A daemon's Prometheus endpoint: the registry its parts add metric families to, served over HTTP
+// at http://host:port/metrics (prometheus-cpp's pull exposer) with basic authentication: user
+// "yard", the cluster token as the password (Prometheus: `basic_auth` with `password_file`
+// pointing at the session's token file). Names follow Prometheus' conventions: `yard_` prefix,
+// base units, `_total` for counters.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace yard::sched {
+
+class MetricsEndpoint {
+ public:
+  // Listens on host:port (0: any free port). Throws yard::Error when it cannot.
+  MetricsEndpoint(const std::string& host, int port, const std::string& token);
+  ~MetricsEndpoint();
+  prometheus::Registry& registry() { return *registry_; }
+  // "host:port" that Prometheus scrapes.
+  const std::string& address() const { return address_; }
+  // Served with the registry's families.
+  void add(const std::shared_ptr<prometheus::Collectable>& c);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string address_;
+};
+
+// A gauge family set all at once from a fresh count: label sets not in the new count go away
+// (an actor class with no actors left is not reported as 0 forever).
+class GaugeTable {
+ public:
+  using Rows = std::vector<std::pair<prometheus::Labels, double>>;
+  GaugeTable(prometheus::Registry& r, const std::string& name, const std::string& help,
+             const prometheus::Labels& constant = {});
+  void set(const Rows& rows);
+
+ private:
+  prometheus::Family<prometheus::Gauge>& family_;
+  std::map<prometheus::Labels, prometheus::Gauge*> series_;
+};
+
+// Reads this process's CPU seconds and resident bytes from /proc into the conventional
+// process_cpu_seconds_total and process_resident_memory_bytes.
+class ProcessMetrics {
+ public:
+  ProcessMetrics(prometheus::Registry& r, const prometheus::Labels& constant);
+  void update();
+
+ private:
+  prometheus::Counter& cpu_;
+  prometheus::Gauge& rss_;
+  double cpu_seen_ = 0;
+};
+
+// CPU seconds and resident bytes of a process (from /proc/PID/stat); {0, 0} when it is gone.
+std::pair<double, double> process_usage(int pid);
+
+}  // namespace yard::sched

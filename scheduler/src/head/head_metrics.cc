@@ -1,0 +1,49 @@
+#include "head/head_metrics.h"
+
+namespace yard::sched {
+
+namespace {
+
+GaugeTable::Rows rows(const std::string& label, const std::map<std::string, int>& m) {
+  GaugeTable::Rows r;
+  for (auto& [k, v] : m) r.push_back({{{label, k}}, double(v)});
+  return r;
+}
+
+GaugeTable::Rows rows(const Res& m) {
+  GaugeTable::Rows r;
+  for (auto& [k, v] : m) r.push_back({{{"resource", k}}, v});
+  return r;
+}
+
+}  // namespace
+
+HeadMetrics::HeadMetrics(const std::string& host, int port, const std::string& token)
+    : endpoint_(host, port, token),
+      nodes_(endpoint_.registry(), "yard_nodes", "nodes by state (alive, draining, dead)"),
+      actors_(endpoint_.registry(), "yard_actors", "actors by state and class"),
+      groups_(endpoint_.registry(), "yard_placement_groups", "placement groups by state"),
+      jobs_(endpoint_.registry(), "yard_jobs", "jobs by status"),
+      total_(endpoint_.registry(), "yard_cluster_resources", "resources of the alive nodes (memory in bytes)"),
+      avail_(endpoint_.registry(), "yard_cluster_resources_available", "resources of the alive nodes free now"),
+      events_(prometheus::BuildCounter()
+                  .Name("yard_events_total")
+                  .Help("cluster events by type (actor_restarted, node_dead, ...)")
+                  .Register(endpoint_.registry())),
+      process_(endpoint_.registry(), {{"node", "head"}}) {}
+
+void HeadMetrics::update(const Sample& s) {
+  nodes_.set(rows("state", s.nodes));
+  GaugeTable::Rows a;
+  for (auto& [key, n] : s.actors) a.push_back({{{"state", key.first}, {"class", key.second}}, double(n)});
+  actors_.set(a);
+  groups_.set(rows("state", s.groups));
+  jobs_.set(rows("status", s.jobs));
+  total_.set(rows(s.total));
+  avail_.set(rows(s.avail));
+  process_.update();
+}
+
+void HeadMetrics::event(const std::string& type) { events_.Add({{"type", type}}).Increment(); }
+
+}  // namespace yard::sched

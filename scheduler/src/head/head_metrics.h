@@ -1,0 +1,37 @@
+// What the head service reports to Prometheus: the cluster's nodes, actors, placement groups and
+// jobs by state, its resources, and its events (actor restarts, nodes declared dead...) as
+// counters. Set from the head's parts once a second, on its I/O thread.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+
+#include "common/metrics.h"
+#include "policy/res.h"
+
+namespace yard::sched {
+
+class HeadMetrics {
+ public:
+  struct Sample {
+    std::map<std::string, int> nodes;                                 // by state
+    std::map<std::pair<std::string, std::string>, int> actors;        // by (state, class)
+    std::map<std::string, int> groups, jobs;                          // by state, by status
+    Res total, avail;                                                 // of the alive nodes
+  };
+  // Throws yard::Error when it cannot listen.
+  HeadMetrics(const std::string& host, int port, const std::string& token);
+  const std::string& address() const { return endpoint_.address(); }
+  void update(const Sample& s);
+  // An event the head published ({"type": ...}).
+  void event(const std::string& type);
+
+ private:
+  MetricsEndpoint endpoint_;
+  GaugeTable nodes_, actors_, groups_, jobs_, total_, avail_;
+  prometheus::Family<prometheus::Counter>& events_;
+  ProcessMetrics process_;
+};
+
+}  // namespace yard::sched
