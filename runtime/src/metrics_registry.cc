@@ -119,22 +119,21 @@ void Registry::observe(Family* f, const Tags& tags, double v) {
   dirty_ = true;
 }
 
+Series& Registry::series1(Family* f, const std::string& value) {
+  dirty_ = true;
+  return f->series[std::vector<std::string>{value}];
+}
+
 void Registry::add1(Family* f, const std::string& value, double v) {
   if (!enabled_) return;
   std::lock_guard lk(mu_);
-  auto it = f->series.find(std::vector<std::string>{value});
-  if (it == f->series.end()) it = f->series.emplace(std::vector<std::string>{value}, Series{}).first;
-  it->second.value += v;
-  dirty_ = true;
+  series1(f, value).value += v;
 }
 
 void Registry::observe1(Family* f, const std::string& value, double v) {
   if (!enabled_) return;
   std::lock_guard lk(mu_);
-  auto it = f->series.find(std::vector<std::string>{value});
-  if (it == f->series.end()) it = f->series.emplace(std::vector<std::string>{value}, Series{}).first;
-  observe(*f, it->second, v);
-  dirty_ = true;
+  observe(*f, series1(f, value), v);
 }
 
 bool Registry::write_report(wire::MetricsReport::Builder out, bool force) {

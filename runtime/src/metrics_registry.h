@@ -55,6 +55,8 @@ class Registry {
   Registry();
   std::vector<std::string> values(const Family& f, const Tags& tags) const;
   static void observe(const Family& f, Series& s, double v);
+  // The series of `value` (made on first use), marked changed; under mu_.
+  Series& series1(Family* f, const std::string& value);
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Family>> families_;
   bool dirty_ = false;
