@@ -48,7 +48,13 @@ int twice(int x) {
   size.observe(x);
   return 2 * x;
 }
-YARD_REMOTE(nap, sample_sum, twice);
+int my_pid() { return int(getpid()); }
+YARD_REMOTE(nap, sample_sum, twice, my_pid);
+
+struct Pid {
+  int pid() { return int(getpid()); }
+};
+YARD_ACTOR(Pid, &Pid::pid);
 
 class Holder {
  public:
@@ -178,6 +184,16 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::string line;
     std::getline(std::cin, line);  // the job (and its workers) stay until stdin closes
+    return 0;
+  }
+  if (mode == "timeline") {  // 100 tasks and a call to each of 3 actors: which process ran each
+    std::vector<yard::ObjectRef<int>> refs;
+    for (int i = 0; i < 100; ++i) refs.push_back(yard::task(my_pid).remote());
+    std::printf("tasks");
+    for (auto& p : yard::get(refs, std::chrono::seconds(60))) std::printf(" %d", *p);
+    std::printf("\nactors");
+    for (int i = 0; i < 3; ++i) std::printf(" %d", *yard::actor<Pid>().remote().call(&Pid::pid).remote().get(std::chrono::seconds(60)));
+    std::printf("\n");
     return 0;
   }
   if (mode == "detach" && argc > 2) {

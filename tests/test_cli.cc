@@ -14,7 +14,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -235,6 +238,55 @@ TEST_CASE("a program that exits with work still running neither retries nor repo
   CHECK(r.code == 0);
   CHECK_THAT(r.out, Catch::Contains("both started"));
   CHECK_THAT(r.out, !Catch::Contains("retrying") && !Catch::Contains("was lost") && !Catch::Contains("asking the head"));
+}
+
+TEST_CASE("a job's timeline has every task and actor call on the worker that ran it", "[cli][timeline]") {
+  Cluster c;
+  auto r = sh("YARD_ADDRESS=" + c.addr + " " + probe_bin() + " timeline");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  std::map<long, int> task_pids;  // worker pid -> tasks it ran
+  std::vector<long> actor_pids;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string what;
+    words >> what;
+    for (long pid; words >> pid;) what == "tasks" ? (void)++task_pids[pid] : actor_pids.push_back(pid);
+  }
+  REQUIRE(actor_pids.size() == 3);
+  std::string file = c.home + "/trace.json";
+  nlohmann::json doc;
+  std::map<long, int> spans_on;  // worker pid -> "my_pid" spans on its row
+  std::vector<long> call_rows;
+  // The spans arrive within 50 ms of each task; the last ones may still be on their way.
+  bool complete = eventually([&] {
+    auto t = sh(c.yard("timeline -o " + file + " --address " + c.addr));
+    if (t.code != 0) return false;
+    doc = nlohmann::json::parse(std::ifstream(file));
+    spans_on.clear();
+    call_rows.clear();
+    for (auto& e : doc["traceEvents"]) {
+      if (e["ph"] != "X") continue;
+      if (e["name"] == "my_pid" && e["cat"] == "task" && e["dur"].get<double>() >= 0) ++spans_on[e["tid"].get<long>()];
+      if (e["name"] == "Pid.pid" && e["cat"] == "actor_call") call_rows.push_back(e["tid"].get<long>());
+    }
+    return spans_on == task_pids && call_rows.size() == 3;
+  }, 10s);
+  INFO(doc.dump().substr(0, 2000));
+  CHECK(complete);
+  std::sort(call_rows.begin(), call_rows.end());
+  std::sort(actor_pids.begin(), actor_pids.end());
+  CHECK(call_rows == actor_pids);
+  // Every row is named: the worker and its pid.
+  std::set<long> named;
+  for (auto& e : doc["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name") named.insert(e["tid"].get<long>());
+  for (auto& [pid, n] : task_pids) CHECK(named.count(pid));
+  // A job that does not exist is refused by name.
+  auto missing = sh(c.yard("timeline job-nope --address " + c.addr));
+  CHECK(missing.code != 0);
+  CHECK_THAT(missing.out, Catch::Contains("no job job-nope"));
 }
 
 TEST_CASE("objects past the node's memory limit spill to disk and come back intact", "[cli][objects]") {

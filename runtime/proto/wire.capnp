@@ -265,9 +265,21 @@ struct MetricSeries {
   sum @7 :Float64;
   count @8 :UInt64;
 }
+# A task or actor call a process ran, for its job's timeline.
+struct TaskEvent {
+  name @0 :Text;
+  kind @1 :Text;        # task, actor_call
+  startUs @2 :Int64;    # microseconds since the Unix epoch
+  durUs @3 :Int64;
+  ok @4 :Bool;          # returned (false: threw)
+}
 struct MetricsReport {
   pid @0 :Int32;
   series @1 :List(MetricSeries);   # every series of the process, cumulative
+  job @2 :Text;                    # the process's job ("" for none)
+  worker @3 :Text;                 # its worker id, or "driver"
+  events @4 :List(TaskEvent);      # spans since the last report
+  eventsDropped @5 :UInt64;        # spans lost since the last report (too many waiting)
 }
 
 struct Envelope {
@@ -321,6 +333,8 @@ struct Envelope {
     warmPool @47 :WarmPool;
     jobEnded @48 :Text;        # head -> node managers: the job's workers stop
     reportMetrics @49 :MetricsReport;  # a process -> its node manager (answered ok)
+    timeline @50 :Text;        # to the head: a job's timeline ("" : the latest job)
+    timelineReply @51 :Text;   # Chrome trace-event JSON
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
 }

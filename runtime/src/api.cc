@@ -135,6 +135,11 @@ void init(const InitOptions& options, int argc, char** argv) {
     cfg.head_address = env("YARD_HEAD_ADDRESS");
     cfg.node_id = env("YARD_NODE_ID");
     cfg.bind_host = env("YARD_NODE_HOST");
+    // Before any thread starts: SIGTERM waits for the worker's own handler (Worker::run).
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &term, nullptr);
     auto* w_ptr = new Worker(cfg);
     g_current.store(w_ptr);
     w_ptr->run();  // never returns

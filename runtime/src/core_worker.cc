@@ -1,6 +1,12 @@
 #include "core_worker.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
+
 #include "metrics_registry.h"
+#include "task_events.h"
 
 #include <spdlog/spdlog.h>
 
@@ -54,10 +60,36 @@ Holder CoreWorker::import_ref(const std::string& id, const std::string& owner) {
 
 void CoreWorker::release(const std::string& id, const std::string& owner) { ownership_.release(id, owner); }
 
+// Every 50 ms: spans of tasks that just ran go to the node at once (a worker killed when its job
+// ends loses none of them); every 500 ms the rest.
 void CoreWorker::housekeeping() {
+  if (++ticks_ % 10 != 0) {
+    if (TaskEvents::instance().pending()) report_metrics();
+    return;
+  }
   tasks_.return_idle_leases();
   ShmPool::instance().trim();
   report_metrics();
+}
+
+void CoreWorker::describe_process(wire::MetricsReport::Builder r) {
+  r.setPid(static_cast<int32_t>(getpid()));
+  r.setJob(job_id_);
+  r.setWorker(process_label_);
+}
+
+// A worker asked to stop: its last values and spans, then it exits (when they have arrived).
+void Worker::final_report() {
+  auto& r = metrics::detail::Registry::instance();
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  auto report = m.env().getBody().initReportMetrics();
+  bool series = r.enabled() && r.write_report(report, false);
+  bool events = TaskEvents::instance().write(report);
+  if ((!series && !events) || lease_address_.empty()) _exit(0);
+  describe_process(report);
+  io_->request(lease_address_, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) { _exit(0); },
+               std::chrono::milliseconds(400));
 }
 
 // A driver that ends sends its last values and waits (briefly) for them to arrive.
@@ -66,7 +98,9 @@ void CoreWorker::flush_metrics() {
   if (!r.enabled() || lease_address_.empty()) return;
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
-  if (!r.write_report(m.env().getBody().initReportMetrics(), false)) return;
+  auto report = m.env().getBody().initReportMetrics();
+  if (!r.write_report(report, false)) return;
+  describe_process(report);
   try {
     io_->call(lease_address_, m, rid, std::chrono::seconds(2));
   } catch (const std::exception&) {
@@ -81,9 +115,14 @@ void CoreWorker::report_metrics() {
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   // Unchanged values too every 5 s: the node takes a process silent for 15 s as gone.
-  bool force = ++reports_skipped_ >= 10;
-  if (!r.write_report(m.env().getBody().initReportMetrics(), force)) return;
-  reports_skipped_ = 0;
+  auto now = std::chrono::steady_clock::now();
+  bool force = now - last_report_ >= std::chrono::seconds(5);
+  auto report = m.env().getBody().initReportMetrics();
+  bool series = r.write_report(report, force);
+  bool events = TaskEvents::instance().write(report);
+  if (!series && !events) return;
+  describe_process(report);
+  last_report_ = now;
   io_->request(lease_address_, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
                std::chrono::seconds(5));
 }
@@ -144,7 +183,7 @@ Driver::Driver(const std::string& address, const std::string& token, std::chrono
   // Leases go to the node manager the head named; actors, groups and the job's end to the head.
   if (!reg.node_address.empty()) lease_address_ = reg.node_address;
   store_.attach_node_memory(NodeMemory::attach(node_id_));  // when its node is on this host
-  io_->post([this] { io_->every(std::chrono::milliseconds(500), [this] { housekeeping(); }); });
+  io_->post([this] { io_->every(std::chrono::milliseconds(50), [this] { housekeeping(); }); });
 }
 
 void Driver::disconnect() {
@@ -157,9 +196,24 @@ void Driver::disconnect() {
 Worker::Worker(WorkerConfig cfg)
     : CoreWorker(cfg.token, cfg.node_address, cfg.head_address.empty() ? cfg.node_address : cfg.head_address,
                  cfg.node_id, cfg.job_id),
-      cfg_(std::move(cfg)) {}
+      cfg_(std::move(cfg)) {
+  process_label_ = cfg_.worker_id;
+}
 
 void Worker::run() {
+  // The node stops a worker with SIGTERM (its job ended, its actor was killed): what its metrics
+  // and timeline still hold goes to the node, then it exits (at most half a second later; the
+  // node kills it after a second). SIGTERM is blocked in every thread (yard::init) but this one.
+  std::thread([this] {
+    sigset_t term;
+    sigemptyset(&term);
+    sigaddset(&term, SIGTERM);
+    int sig = 0;
+    sigwait(&term, &sig);
+    if (io_) io_->post([this] { final_report(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    _exit(0);
+  }).detach();
   executor_ = std::make_unique<TaskExecutor>(io_, ownership_, token_, cfg_);
   store_.attach_node_memory(NodeMemory::attach(cfg_.node_id));
   executor_->run([this] { housekeeping(); });

@@ -57,7 +57,10 @@ class CoreWorker {
   void housekeeping();
   void report_metrics();
   void flush_metrics();
-  int reports_skipped_ = 0;
+  void describe_process(wire::MetricsReport::Builder r);
+  std::string process_label_ = "driver";  // in metrics reports: "driver", or the worker's id
+  std::chrono::steady_clock::time_point last_report_{};
+  uint64_t ticks_ = 0;
   CoreWorker(std::string token, std::string lease_address, std::string head_address, std::string node_id,
              std::string job_id);
   std::string new_id();
@@ -98,6 +101,7 @@ class Worker final : public CoreWorker {
   [[noreturn]] void run();
 
  private:
+  void final_report();
   WorkerConfig cfg_;
   std::unique_ptr<TaskExecutor> executor_;
 };

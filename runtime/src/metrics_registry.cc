@@ -140,7 +140,6 @@ bool Registry::write_report(wire::MetricsReport::Builder out, bool force) {
   std::lock_guard lk(mu_);
   if (!dirty_ && !force) return false;
   dirty_ = false;
-  out.setPid(static_cast<int32_t>(getpid()));
   size_t n = 0;
   for (auto& [name, f] : families_) n += f->series.size();
   auto list = out.initSeries(static_cast<unsigned>(n));

@@ -48,7 +48,8 @@ class Registry {
   // The runtime's own, with one tag value (the function) and no map to build.
   void add1(Family* f, const std::string& value, double v);
   void observe1(Family* f, const std::string& value, double v);
-  // Every series, when something changed since the last call or `force` (false: nothing sent).
+  // Every series into out.series, when something changed since the last call or `force` (false:
+  // nothing written).
   bool write_report(wire::MetricsReport::Builder out, bool force);
 
  private:

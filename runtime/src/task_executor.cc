@@ -1,6 +1,7 @@
 #include "task_executor.h"
 
 #include "metrics_registry.h"
+#include "task_events.h"
 
 #include <cxxabi.h>
 #include <unistd.h>
@@ -79,7 +80,7 @@ void TaskExecutor::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const
 
 void TaskExecutor::run(std::function<void()> housekeeping) {
   io_ = std::make_unique<IoLoop>(bind_host_, 0, token_, [this](IoLoop::Incoming in) { handle(std::move(in)); });
-  io_->post([this, housekeeping] { io_->every(std::chrono::milliseconds(500), housekeeping); });
+  io_->post([this, housekeeping] { io_->every(std::chrono::milliseconds(50), housekeeping); });
   uint64_t rid = io_->next_request_id();
   OutMessage reg(token_, rid, false);
   auto rw = reg.env().getBody().initRegisterWorker();
@@ -157,9 +158,12 @@ namespace {
 // its duration. Labelled by function, or Class.method for an actor call.
 struct TaskRecord {
   std::string label;
+  const char* kind;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  int64_t start_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
   bool ok = false;
-  explicit TaskRecord(std::string l) : label(std::move(l)) {
+  TaskRecord(std::string l, bool actor) : label(std::move(l)), kind(actor ? "actor_call" : "task") {
     auto& b = metrics::detail::Builtin::get();
     metrics::detail::Registry::instance().add1(b.running, label, 1);
   }
@@ -168,7 +172,11 @@ struct TaskRecord {
     auto& b = metrics::detail::Builtin::get();
     r.add1(b.running, label, -1);
     r.add1(ok ? b.finished : b.failed, label, 1);
-    r.observe1(b.duration, label, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    auto dur = std::chrono::steady_clock::now() - t0;
+    r.observe1(b.duration, label, std::chrono::duration<double>(dur).count());
+    if (r.enabled())
+      TaskEvents::instance().record(label, kind, start_us,
+                                    std::chrono::duration_cast<std::chrono::microseconds>(dur).count(), ok);
   }
 };
 }  // namespace
@@ -178,7 +186,7 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
   std::string fn = pt.getFunction();
   bool is_actor = pt.getActorId().size() > 0;
   std::string where = (is_actor && s_->cls ? s_->cls->name + "::" : std::string()) + fn + s_->location_suffix;
-  TaskRecord record(is_actor && s_->cls ? s_->cls->name + "." + fn : fn);
+  TaskRecord record(is_actor && s_->cls ? s_->cls->name + "." + fn : fn, is_actor);
   Bytes result;
   try {
     std::vector<Bytes> args;

@@ -23,7 +23,7 @@ class TaskExecutor {
   ~TaskExecutor();
   // Binds, registers with the node manager and serves until told to shut down; then exits the
   // process. Exits with status 3 when the node manager cannot be reached or refuses it.
-  // `housekeeping` runs on the I/O thread every 500 ms.
+  // `housekeeping` runs on the I/O thread every 50 ms.
   [[noreturn]] void run(std::function<void()> housekeeping);
 
  private:

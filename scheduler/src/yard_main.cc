@@ -238,6 +238,24 @@ int metrics_targets(const std::string& address, const std::string& token, const 
   return targets.empty() ? 1 : 0;
 }
 
+// A job's timeline (the latest job's without one) as a Chrome trace.
+int timeline(const std::string& address, const std::string& token, const std::string& job, const std::string& out) {
+  auto c = connect(address, token);
+  auto r = c.call([&](auto env) { env.getBody().setTimeline(job); });
+  std::string trace = r->env().getBody().getTimelineReply();
+  if (out.empty()) {
+    std::cout << trace << "\n";
+    return 0;
+  }
+  std::ofstream f(out);
+  f << trace << "\n";
+  if (!f) throw Error("cannot write " + out);
+  auto doc = json::parse(trace);
+  std::cerr << "wrote " << out << ": " << doc["otherData"].value("spans", 0) << " spans of job "
+            << doc["otherData"].value("job", "") << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
+  return 0;
+}
+
 // Packs a directory (tar.gz), uploads it to the head unless it is there already, returns its digest.
 std::string upload_dir(sched::ControlClient& c, const std::string& dir) {
   std::string cmd = "tar -czf - -C '" + dir + "' .";
@@ -320,7 +338,7 @@ struct Args {
 };
 
 struct Commands {
-  CLI::App *start, *stop, *status, *submit, *jobs, *logs, *stop_job, *drain, *metrics_targets;
+  CLI::App *start, *stop, *status, *submit, *jobs, *logs, *stop_job, *drain, *metrics_targets, *timeline;
 };
 
 Commands define_start(CLI::App& app, Args& a, Commands c) {
@@ -368,6 +386,10 @@ Commands define_cli(CLI::App& app, Args& a) {
       "metrics-targets", "the cluster's Prometheus endpoints as a file_sd_configs file (scrape them with basic_auth: "
                          "username yard, password_file the session's token file)"));
   c.metrics_targets->add_option("-o,--output", a.output, "write the file here (atomically) instead of printing it");
+  c.timeline = add_conn(app.add_subcommand(
+      "timeline", "a job's tasks, actor calls and lease waits as a Chrome trace (Perfetto, chrome://tracing)"));
+  c.timeline->add_option("job", a.job_id, "job id (default: the latest job)");
+  c.timeline->add_option("-o,--output", a.output, "write the trace here instead of printing it");
   c.submit = add_conn(app.add_subcommand("submit", "run a program as a job on the cluster, streaming its output"));
   c.submit->add_flag("--no-wait", a.no_wait, "print the job id and return at once");
   c.submit->add_option("--env", a.env_kv, "extra KEY=VALUE for the job's environment");
@@ -496,6 +518,7 @@ int main(int argc, char** argv) {
       return a.follow ? code : 0;
     }
     if (c.drain->parsed()) return cmd_drain(a);
+    if (c.timeline->parsed()) return timeline(a.address, a.token, a.job_id, a.output);
     if (c.metrics_targets->parsed()) return metrics_targets(a.address, a.token, a.output);
     if (c.stop_job->parsed()) return cmd_stop_job(a);
   } catch (const std::exception& e) {

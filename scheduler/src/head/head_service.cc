@@ -1,4 +1,5 @@
 #include "head/head_service.h"
+#include "head/timeline.h"
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -298,6 +299,7 @@ void HeadService::handle_head_request(Incoming& in) {
     case B::JOB_LOGS: return on_job_logs(in);
     case B::STOP_JOB: return on_stop_job(in);
     case B::STATUS: return on_status(in);
+    case B::TIMELINE: return on_timeline(in);
     case B::GET_CONTROL_STORE: return on_get_control_store(in);
     case B::LIST_JOBS: return on_list_jobs(in);
     case B::FINISH_JOB: return on_finish_job(in);
@@ -378,6 +380,19 @@ void HeadService::reap() {
 }
 
 // ---- status -----------------------------------------------------------------------------------
+
+void HeadService::on_timeline(Incoming& in) {
+  std::string job = in.msg->env().getBody().getTimeline();
+  if (job.empty()) {
+    auto ids = tables_->job_ids();
+    if (ids.empty()) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no jobs yet");
+    job = ids.back();
+  }
+  if (!tables_->job(job)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + job);
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.env().getBody().setTimelineReply(chrome_trace(job, tables_->timeline(job)));
+  io_->reply(in.routing_id, m.finish());
+}
 
 void HeadService::on_status(Incoming& in) {
   json j;

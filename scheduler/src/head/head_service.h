@@ -64,6 +64,7 @@ class HeadService {
   void reap();
   void on_get_control_store(Incoming& in);
   void on_status(Incoming& in);
+  void on_timeline(Incoming& in);
   void publish(const std::string& event_json) const;
 
   // Jobs and blobs (jobs.cc).

@@ -125,7 +125,7 @@ void ActorHosting::kill(Incoming& in) {
   std::string aid = in.msg->env().getBody().getKillHosted();
   auto h = hosted_.find(aid);
   if (h != hosted_.end()) {
-    workers_.kill(h->second.worker);
+    workers_.stop(h->second.worker);
     if (!h->second.replied) reply_.error(h->second.routing, h->second.req, wire::ErrorCode::ACTOR_DIED, "killed by request");
     hosted_.erase(h);  // killed on purpose: nothing to report
   }

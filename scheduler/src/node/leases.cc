@@ -102,7 +102,9 @@ std::pair<std::string, bool> NodeManager::worker(const LeaseQueue::Lease& l, con
 }
 
 void NodeManager::grant(const LeaseQueue::Lease& l, const std::string& more_at) {
-  if (metrics_) metrics_->lease_answered(std::chrono::duration<double>(Clock::now() - l.arrived).count(), l.assigned.size());
+  double waited = std::chrono::duration<double>(Clock::now() - l.arrived).count();
+  if (metrics_) metrics_->lease_answered(waited, l.assigned.size());
+  lease_span(l.job, waited, l.assigned.size());
   OutMessage m(token_, l.req, true);
   auto lg = m.env().getBody().initLeaseGranted();
   if (!more_at.empty()) lg.setSpillback(more_at);

@@ -131,8 +131,9 @@ void NodeManager::begin_serving() {
   leases_ = std::make_unique<LeaseQueue>(*res_, static_cast<LeaseQueue::Node&>(*this));
   JobRunner::Setting js{node_id_, o_.session_dir, log_dir_, o_.join_address, token_, o_.head_node};
   jobs_ = std::make_unique<JobRunner>(*tables_, blobs_, js, [this](const Job& j) {
-    workers_.kill_job(j.id);  // detached actors stay
+    workers_.stop_job(j.id);  // detached actors stay
     leases_->refuse_job(j.id, "job " + j.id + " ended");
+    curve_values_.erase(j.id);
   });
   if (o_.metrics_port >= 0) metrics_ = std::make_unique<NodeMetrics>(o_.host, o_.metrics_port, token_, node_id_);
   hosting_ = std::make_unique<ActorHosting>(io_, token_, node_id_, workers_, *res_, static_cast<ActorHosting::Node&>(*this));
@@ -268,11 +269,7 @@ void NodeManager::handle(Incoming in) {
       case B::SUBMIT_JOB: return on_submit_job(in);
       case B::STOP_JOB: return on_stop_job(in);
       case B::JOB_ENDED: return on_job_ended(in);
-      case B::REPORT_METRICS:
-        if (metrics_)
-          metrics_->reported().report(in.msg->env().getBody().getReportMetrics().getPid(), in.msg->same_host(),
-                                      in.msg->env().getBody().getReportMetrics());
-        return reply_.ok(in);
+      case B::REPORT_METRICS: return on_report_metrics(in);
       case B::SHUTDOWN:
         spdlog::info("shutdown requested");
         reply_.ok(in);
@@ -293,6 +290,8 @@ void NodeManager::periodic() {
   auto now = Clock::now();
   leases_->expire(now);
   leases_->process();
+  flush_lease_spans();
+  workers_.enforce_stops(now);
   if (now >= next_job_check_) {
     next_job_check_ = now + std::chrono::seconds(1);
     jobs_->check_records();

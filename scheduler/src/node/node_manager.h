@@ -128,6 +128,14 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
   Peers peers_{tables_};  // the other nodes, for routing leases
   std::unique_ptr<NodeMetrics> metrics_;  // with --metrics-port
   void update_metrics(const store::NodeReport& r);
+  // A process's metrics (served with the node's) and task spans (to its job's timeline).
+  void on_report_metrics(Incoming& in);
+  // Spans of the node's own (lease waits) by job, appended to the timelines every 50 ms.
+  std::map<std::string, std::vector<std::string>> lease_spans_;
+  void lease_span(const std::string& job, double wait_s, size_t workers);
+  void flush_lease_spans();
+  void record_curves(const std::string& job, wire::MetricsReport::Reader r);
+  std::map<std::string, std::map<std::string, double>> curve_values_;  // job -> series -> last point
 };
 
 }  // namespace yard::sched

@@ -5,6 +5,11 @@
 namespace yard::sched {
 
 void ReportedMetrics::report(int pid, bool local, wire::MetricsReport::Reader r) {
+  if (!r.hasSeries()) {  // spans only: the values are as they were
+    std::lock_guard lk(mu_);
+    if (auto it = live_.find(pid); it != live_.end()) it->second.seen = Clock::now();
+    return;
+  }
   std::map<Key, Value> next;
   for (auto s : r.getSeries()) {
     Tags tags;

@@ -95,13 +95,34 @@ std::optional<WorkerPool::Worker> WorkerPool::exited(pid_t pid) {
   return gone;
 }
 
-void WorkerPool::kill(const std::string& id) {
-  if (auto* w = find(id)) ::kill(w->pid, SIGKILL);
+void WorkerPool::stop_pid(pid_t pid) {
+  if (stopping_.count(pid)) return;
+  ::kill(pid, SIGTERM);
+  stopping_[pid] = std::chrono::steady_clock::now() + std::chrono::seconds(1);
 }
 
-void WorkerPool::kill_job(const std::string& job) {
+void WorkerPool::stop(const std::string& id) {
+  if (auto* w = find(id)) stop_pid(w->pid);
+}
+
+void WorkerPool::stop_job(const std::string& job) {
   for (auto& [id, w] : workers_)
-    if (w.job_id == job && !w.detached) ::kill(w.pid, SIGKILL);
+    if (w.job_id == job && !w.detached) stop_pid(w.pid);
+}
+
+void WorkerPool::stop_all() {
+  for (auto& [id, w] : workers_) stop_pid(w.pid);
+}
+
+void WorkerPool::enforce_stops(std::chrono::steady_clock::time_point now) {
+  for (auto it = stopping_.begin(); it != stopping_.end();) {
+    if (!by_pid_.count(it->first)) {  // gone (reaped)
+      it = stopping_.erase(it);
+      continue;
+    }
+    if (now >= it->second) ::kill(it->first, SIGKILL);
+    ++it;
+  }
 }
 
 void WorkerPool::kill_all() {

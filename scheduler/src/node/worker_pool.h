@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <map>
 #include <optional>
 #include <string>
@@ -60,9 +61,14 @@ class WorkerPool {
 
   // The worker that was this process, now gone from the pool; nullopt when pid was none of ours.
   std::optional<Worker> exited(pid_t pid);
-  void kill(const std::string& id);
-  // The job's workers, detached actors' excepted.
-  void kill_job(const std::string& job);
+  // Asks a worker to stop: SIGTERM (it sends its last metrics and timeline spans, then exits);
+  // SIGKILL from enforce_stops when it is still there a second later.
+  void stop(const std::string& id);
+  // The job's workers, detached actors' excepted (stopped as above).
+  void stop_job(const std::string& job);
+  void stop_all();
+  void enforce_stops(std::chrono::steady_clock::time_point now);
+  // At once (SIGKILL): a fenced node's stale workers.
   void kill_all();
   bool any_alive() const;
   // The shared-memory segments of every worker (after they are gone).
@@ -75,6 +81,8 @@ class WorkerPool {
   bool gpus_ = false;
   std::map<std::string, Worker> workers_;
   std::map<pid_t, std::string> by_pid_;
+  std::map<pid_t, std::chrono::steady_clock::time_point> stopping_;  // SIGKILL at that time
+  void stop_pid(pid_t pid);
 };
 
 }  // namespace yard::sched

@@ -332,6 +332,32 @@ std::optional<GroupRecord> Tables::group(const std::string& id) {
 
 // ---- events ---------------------------------------------------------------------------------
 
+std::string timeline_key(const std::string& job) { return "yard:timeline:" + job; }
+
+void Tables::append_timeline(const std::string& job, const std::vector<std::string>& spans) {
+  if (spans.empty()) return;
+  std::vector<std::string> push{"RPUSH", timeline_key(job)};
+  push.insert(push.end(), spans.begin(), spans.end());
+  run_all({push, {"LTRIM", timeline_key(job), "-100000", "-1"}, {"EXPIRE", timeline_key(job), "604800"}});
+}
+
+std::vector<std::string> Tables::timeline(const std::string& job) {
+  return r_.cmd({"LRANGE", timeline_key(job), "0", "-1"}).strings();
+}
+
+std::string curves_key(const std::string& job) { return "yard:curves:" + job; }
+
+void Tables::append_curves(const std::string& job, const std::vector<std::string>& points) {
+  if (points.empty()) return;
+  std::vector<std::string> push{"RPUSH", curves_key(job)};
+  push.insert(push.end(), points.begin(), points.end());
+  run_all({push, {"LTRIM", curves_key(job), "-20000", "-1"}, {"EXPIRE", curves_key(job), "604800"}});
+}
+
+std::vector<std::string> Tables::curves(const std::string& job) {
+  return r_.cmd({"LRANGE", curves_key(job), "0", "-1"}).strings();
+}
+
 void Tables::publish(const std::string& ev) {
   run_all({{"PUBLISH", kEvents, ev}, {"RPUSH", kEventLog, ev}, {"LTRIM", kEventLog, "-10000", "-1"}});
 }

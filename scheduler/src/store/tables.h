@@ -13,6 +13,8 @@
 //   yard:actor_names             hash    name -> actor id
 //   yard:pg:<id>                 hash    GroupRecord (found by SCAN: no set to keep)
 //   yard:events / :events:log    channel / list of the last 10,000 events
+//   yard:timeline:<job>          list of JSON spans (`yard timeline`)
+//   yard:curves:<job>            list of JSON points of the job's gauges (the dashboard)
 //
 // Every function throws ConnectionError when Redis is unreachable. A record that is missing or
 // unreadable comes back as nullopt.
@@ -155,6 +157,15 @@ class Tables {
   void save_group(const GroupRecord& g);
   std::vector<std::string> group_ids();
   std::optional<GroupRecord> group(const std::string& id);
+
+  // ---- task timelines: yard:timeline:<job>, JSON spans (tasks, actor calls, leases) in arrival
+  // order, the newest 100,000 kept for a week.
+  void append_timeline(const std::string& job, const std::vector<std::string>& spans);
+  std::vector<std::string> timeline(const std::string& job);
+  // ---- curves: yard:curves:<job>, the values a job's own gauges took over time (JSON points
+  // {"name", "tags", "t", "v"}), the newest 20,000 kept for a week: what the dashboard charts.
+  void append_curves(const std::string& job, const std::vector<std::string>& points);
+  std::vector<std::string> curves(const std::string& job);
 
   // ---- events: published on yard:events, the last 10,000 kept in yard:events:log.
   void publish(const std::string& event_json);

@@ -1,0 +1,40 @@
+// The task timeline of a process: one span per task or actor call it ran (what, when, how long,
+// whether it returned), kept until the next metrics report carries them to the node manager,
+// which appends them to its job's timeline in the control store (`yard timeline`). At most
+// 20,000 wait between reports; beyond that the oldest are dropped and counted.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+
+#include "wire.capnp.h"
+
+namespace yard::detail {
+
+class TaskEvents {
+ public:
+  static TaskEvents& instance();
+  // `kind`: "task" or "actor_call"; times in microseconds since the Unix epoch.
+  void record(const std::string& name, const char* kind, int64_t start_us, int64_t dur_us, bool ok);
+  // Moves what is waiting (up to 5,000) into the report; false when nothing was.
+  bool write(wire::MetricsReport::Builder out);
+  bool pending() {
+    std::lock_guard lk(mu_);
+    return !pending_.empty();
+  }
+
+ private:
+  struct Event {
+    std::string name;
+    const char* kind;
+    int64_t start_us, dur_us;
+    bool ok;
+  };
+  std::mutex mu_;
+  std::deque<Event> pending_;
+  uint64_t dropped_ = 0;
+};
+
+}  // namespace yard::detail

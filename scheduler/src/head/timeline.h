@@ -1,0 +1,14 @@
+// A job's timeline in Chrome's trace-event format (what Perfetto and chrome://tracing open): one
+// process row per node, one thread row per worker process (the node manager's own for lease
+// waits), a complete event ("X") per task, actor call or lease. Pure: spans in, document out.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace yard::sched {
+
+// `spans`: the JSON spans the nodes appended (yard:timeline:<job>); unreadable ones are skipped.
+std::string chrome_trace(const std::string& job, const std::vector<std::string>& spans);
+
+}  // namespace yard::sched
