@@ -332,28 +332,28 @@ std::optional<GroupRecord> Tables::group(const std::string& id) {
 
 // ---- events ---------------------------------------------------------------------------------
 
+namespace {
 std::string timeline_key(const std::string& job) { return "yard:timeline:" + job; }
+std::string curves_key(const std::string& job) { return "yard:curves:" + job; }
+}  // namespace
 
-void Tables::append_timeline(const std::string& job, const std::vector<std::string>& spans) {
-  if (spans.empty()) return;
-  std::vector<std::string> push{"RPUSH", timeline_key(job)};
-  push.insert(push.end(), spans.begin(), spans.end());
-  run_all({push, {"LTRIM", timeline_key(job), "-100000", "-1"}, {"EXPIRE", timeline_key(job), "604800"}});
+// Appends to a list that keeps its newest `keep` items for a week.
+void Tables::append_capped(const std::string& key, const std::vector<std::string>& items, long keep) {
+  if (items.empty()) return;
+  std::vector<std::string> push{"RPUSH", key};
+  push.insert(push.end(), items.begin(), items.end());
+  run_all({push, {"LTRIM", key, std::to_string(-keep), "-1"}, {"EXPIRE", key, "604800"}});
 }
 
+void Tables::append_timeline(const std::string& job, const std::vector<std::string>& spans) {
+  append_capped(timeline_key(job), spans, 100000);
+}
 std::vector<std::string> Tables::timeline(const std::string& job) {
   return r_.cmd({"LRANGE", timeline_key(job), "0", "-1"}).strings();
 }
-
-std::string curves_key(const std::string& job) { return "yard:curves:" + job; }
-
 void Tables::append_curves(const std::string& job, const std::vector<std::string>& points) {
-  if (points.empty()) return;
-  std::vector<std::string> push{"RPUSH", curves_key(job)};
-  push.insert(push.end(), points.begin(), points.end());
-  run_all({push, {"LTRIM", curves_key(job), "-20000", "-1"}, {"EXPIRE", curves_key(job), "604800"}});
+  append_capped(curves_key(job), points, 20000);
 }
-
 std::vector<std::string> Tables::curves(const std::string& job) {
   return r_.cmd({"LRANGE", curves_key(job), "0", "-1"}).strings();
 }

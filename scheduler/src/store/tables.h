@@ -171,6 +171,7 @@ class Tables {
   void publish(const std::string& event_json);
 
  private:
+  void append_capped(const std::string& key, const std::vector<std::string>& items, long keep);
   // The commands in one round trip, in order; throws on a command's error reply (cmd() would).
   void run_all(const std::vector<std::vector<std::string>>& cmds);
   detail::Redis& r_;
