@@ -196,6 +196,21 @@ int main(int argc, char** argv) {
     std::printf("\n");
     return 0;
   }
+  if (mode == "train" && argc > 2) {  // a job that reports a loss, holds an actor, and waits for a file
+    static yard::metrics::Gauge loss("probe_train_loss", "training loss", {"rank"});
+    auto h = yard::actor<Holder>().name("probe-trainer").remote();
+    if (*h.call(&Holder::ping).remote().get(std::chrono::seconds(60)) != 1) return 1;
+    for (int i = 0; i < 30; ++i) {
+      loss.set(1.0 / (i + 1), {{"rank", "0"}});
+      std::printf("step %d\n", i);
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    std::printf("trained\n");
+    std::fflush(stdout);
+    while (!std::filesystem::exists(argv[2])) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    return 0;
+  }
   if (mode == "detach" && argc > 2) {
     auto h = yard::actor<Holder>().name(argv[2]).detached().remote();
     return *h.call(&Holder::ping).remote().get(std::chrono::seconds(60)) == 1 ? 0 : 1;

@@ -335,6 +335,7 @@ struct Envelope {
     reportMetrics @49 :MetricsReport;  # a process -> its node manager (answered ok)
     timeline @50 :Text;        # to the head: a job's timeline ("" : the latest job)
     timelineReply @51 :Text;   # Chrome trace-event JSON
+    jobCurves @52 :Text;       # to the head: a job's gauge points, answered with statusReply (JSON)
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
 }

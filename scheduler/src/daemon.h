@@ -30,6 +30,8 @@ struct DaemonOptions {
   // Prometheus metrics served on this port of `host` (-1: none, 0: any free port). The head's
   // node manager serves on the next port (any free port when 0).
   int metrics_port = -1;
+  // The head's dashboard on this port of `host` (0: any free port, -1: none).
+  int dashboard_port = 0;
 };
 
 // The head service, or with join_address a node manager. Runs until SIGTERM/SIGINT or a shutdown

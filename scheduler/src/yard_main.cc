@@ -256,6 +256,18 @@ int timeline(const std::string& address, const std::string& token, const std::st
   return 0;
 }
 
+// The dashboard's address with the token (what a browser opens).
+int dashboard(const std::string& address, const std::string& token) {
+  auto ep = detail::resolve_endpoint(address, token);
+  sched::ControlClient c(ep.address, ep.token);
+  auto r = c.call([](auto env) { env.getBody().setStatus(); });
+  auto j = json::parse(std::string(r->env().getBody().getStatusReply()));
+  std::string url = j["cluster"].value("dashboard", "");
+  if (url.empty()) throw Error("the head at " + ep.address + " serves no dashboard (started with --dashboard-port -1?)");
+  std::cout << url << "/?token=" << ep.token << "\n";
+  return 0;
+}
+
 // Packs a directory (tar.gz), uploads it to the head unless it is there already, returns its digest.
 std::string upload_dir(sched::ControlClient& c, const std::string& dir) {
   std::string cmd = "tar -czf - -C '" + dir + "' .";
@@ -338,7 +350,7 @@ struct Args {
 };
 
 struct Commands {
-  CLI::App *start, *stop, *status, *submit, *jobs, *logs, *stop_job, *drain, *metrics_targets, *timeline;
+  CLI::App *start, *stop, *status, *submit, *jobs, *logs, *stop_job, *drain, *metrics_targets, *timeline, *dashboard;
 };
 
 Commands define_start(CLI::App& app, Args& a, Commands c) {
@@ -362,6 +374,10 @@ Commands define_start(CLI::App& app, Args& a, Commands c) {
                 "serve Prometheus metrics on this port of --host (0: any free port; the head's node manager "
                 "uses the next port); `yard metrics-targets` lists every endpoint")
       ->check(CLI::Range(0, 65535));
+  s->add_option("--dashboard-port", a.dopts.dashboard_port,
+                "the head's dashboard on this port of --host (default: any free port; -1: none); "
+                "`yard dashboard` prints its address")
+      ->check(CLI::Range(-1, 65535));
   s->add_option("--resources", a.resources_json, "custom resources as JSON, e.g. '{\"disk\": 2}'");
   s->add_flag("--block", a.block, "stay in the foreground");
   s->add_flag("--embedded", a.dopts.embedded, "started by yard::init() (internal)")->group("");
@@ -386,6 +402,7 @@ Commands define_cli(CLI::App& app, Args& a) {
       "metrics-targets", "the cluster's Prometheus endpoints as a file_sd_configs file (scrape them with basic_auth: "
                          "username yard, password_file the session's token file)"));
   c.metrics_targets->add_option("-o,--output", a.output, "write the file here (atomically) instead of printing it");
+  c.dashboard = add_conn(app.add_subcommand("dashboard", "the address of the head's dashboard, with the token"));
   c.timeline = add_conn(app.add_subcommand(
       "timeline", "a job's tasks, actor calls and lease waits as a Chrome trace (Perfetto, chrome://tracing)"));
   c.timeline->add_option("job", a.job_id, "job id (default: the latest job)");
@@ -518,6 +535,7 @@ int main(int argc, char** argv) {
       return a.follow ? code : 0;
     }
     if (c.drain->parsed()) return cmd_drain(a);
+    if (c.dashboard->parsed()) return dashboard(a.address, a.token);
     if (c.timeline->parsed()) return timeline(a.address, a.token, a.job_id, a.output);
     if (c.metrics_targets->parsed()) return metrics_targets(a.address, a.token, a.output);
     if (c.stop_job->parsed()) return cmd_stop_job(a);

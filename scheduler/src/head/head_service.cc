@@ -148,6 +148,14 @@ void HeadService::begin_serving() {
   tables_->put_cluster(io_->address(), o_.session_dir, log_dir_, start_time_);
   if (o_.metrics_port >= 0) metrics_ = std::make_unique<HeadMetrics>(o_.host, o_.metrics_port, token_);
   tables_->set_head_metrics(metrics_ ? metrics_->address() : "");
+  if (o_.dashboard_port >= 0) {
+    try {
+      dashboard_ = std::make_unique<Dashboard>(o_.host, o_.dashboard_port, io_->address(), token_);
+    } catch (const std::exception& e) {
+      spdlog::error("{}: the cluster runs without it", e.what());
+    }
+  }
+  tables_->set_dashboard(dashboard_ ? dashboard_->url() : "");
   serving_.store(true);
   io_->post([this] {
     nodes_->refresh();
@@ -300,6 +308,7 @@ void HeadService::handle_head_request(Incoming& in) {
     case B::STOP_JOB: return on_stop_job(in);
     case B::STATUS: return on_status(in);
     case B::TIMELINE: return on_timeline(in);
+    case B::JOB_CURVES: return on_job_curves(in);
     case B::GET_CONTROL_STORE: return on_get_control_store(in);
     case B::LIST_JOBS: return on_list_jobs(in);
     case B::FINISH_JOB: return on_finish_job(in);
@@ -391,6 +400,17 @@ void HeadService::on_timeline(Incoming& in) {
   if (!tables_->job(job)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + job);
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   m.env().getBody().setTimelineReply(chrome_trace(job, tables_->timeline(job)));
+  io_->reply(in.routing_id, m.finish());
+}
+
+// The points of a job's own gauges, oldest first, as one JSON array.
+void HeadService::on_job_curves(Incoming& in) {
+  std::string job = in.msg->env().getBody().getJobCurves();
+  if (!tables_->job(job)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + job);
+  std::string out = "[";
+  for (auto& p : tables_->curves(job)) out += (out.size() > 1 ? "," : "") + p;
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.env().getBody().setStatusReply(out + "]");
   io_->reply(in.routing_id, m.finish());
 }
 

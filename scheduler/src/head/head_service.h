@@ -27,6 +27,7 @@
 #include "head/actors.h"
 #include "head/cluster_nodes.h"
 #include "head/groups.h"
+#include "head/dashboard.h"
 #include "head/head_metrics.h"
 #include "head/job_table.h"
 #include "policy/placement.h"
@@ -65,6 +66,7 @@ class HeadService {
   void on_get_control_store(Incoming& in);
   void on_status(Incoming& in);
   void on_timeline(Incoming& in);
+  void on_job_curves(Incoming& in);
   void publish(const std::string& event_json) const;
 
   // Jobs and blobs (jobs.cc).
@@ -129,6 +131,7 @@ class HeadService {
   };
   std::vector<Drain> drains_;
   std::unique_ptr<HeadMetrics> metrics_;  // with --metrics-port
+  std::unique_ptr<Dashboard> dashboard_;  // unless --dashboard-port -1
   void update_metrics();
 };
 

@@ -100,6 +100,7 @@ void Tables::put_cluster(const std::string& address, const std::string& session_
 
 void Tables::set_head_node(const std::string& id) { r_.cmd({"HSET", kCluster, "head_node", id}); }
 void Tables::set_head_metrics(const std::string& address) { r_.cmd({"HSET", kCluster, "metrics", address}); }
+void Tables::set_dashboard(const std::string& url) { r_.cmd({"HSET", kCluster, "dashboard", url}); }
 
 std::map<std::string, std::string> Tables::cluster() { return r_.hgetall(kCluster); }
 
@@ -119,7 +120,7 @@ void Tables::report(const std::string& id, const NodeReport& n, std::chrono::mil
             n.log_dir, "leased", std::to_string(n.leased), "start_time", std::to_string(n.start_time), "workers",
             std::to_string(n.workers), "object_store_limit", std::to_string(n.object_store_limit), "object_store_used",
             std::to_string(n.object_store_used), "spilled_bytes", std::to_string(n.spilled_bytes), "spilled_objects",
-            std::to_string(n.spilled_objects), "metrics", n.metrics},
+            std::to_string(n.spilled_objects), "metrics", n.metrics, "heartbeat", std::to_string(n.now)},
            {"SET", heartbeat_key(id), std::to_string(n.now), "PX", std::to_string(ttl.count())}});
 }
 

@@ -111,6 +111,8 @@ class Tables {
   void set_head_node(const std::string& id);
   // Where the head serves its Prometheus metrics ("" when it does not).
   void set_head_metrics(const std::string& address);
+  // Where the head serves its dashboard ("http://host:port", or "").
+  void set_dashboard(const std::string& url);
   std::map<std::string, std::string> cluster();
 
   // ---- nodes

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Headless Chromium loads the dashboard of a running cluster with a job that trains (reports a
+# loss gauge) and holds an actor: the rendered page lists the head's node, the actor and the job,
+# streams the job's log and charts its loss; a screenshot is kept (ARTIFACT_DIR/dashboard.png).
+# Requests without the token get 401. Needs Debian's chromium: skipped (exit 77) without it.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+YARD=$1
+PROBE=$2
+ARTIFACTS=${3:-/tmp}
+CHROMIUM=$(command -v chromium || true)
+if [ -z "$CHROMIUM" ]; then
+  echo "SKIP: this test needs chromium (Debian package chromium; scripts/setup-deps installs it)"
+  exit 77
+fi
+export YARD_HOME=$(mktemp -d /tmp/yard-dashboard-XXXXXX)
+cleanup() {
+  set +e
+  touch "$YARD_HOME/stop"
+  for p in $(daemon_pids) $(redis_pids); do kill -9 "$p" 2>/dev/null; done
+  rm -rf "$YARD_HOME"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$YARD" start --head --port "$PORT" --num-cpus 2 > /dev/null
+export YARD_ADDRESS=127.0.0.1:$PORT
+JOB=$("$YARD" submit --no-wait -- "$PROBE" train "$YARD_HOME/stop" | grep -o 'job-[0-9a-z-]*' | head -1)
+[ -n "$JOB" ] || fail "the job was not submitted"
+end=$(( $(date +%s) + 60 ))
+until "$YARD" logs "$JOB" 2>/dev/null | grep -q "^trained"; do
+  [ "$(date +%s)" -lt "$end" ] || fail "the job did not train: $("$YARD" logs "$JOB" 2>&1)"
+  sleep 0.2
+done
+URL=$("$YARD" dashboard)
+BASE=${URL%%/\?*}
+for path in / /api/status "/api/jobs/$JOB/logs" /static/chart.js; do
+  CODE=$(python3 -c 'import sys, urllib.request, urllib.error
+try: urllib.request.urlopen(sys.argv[1], timeout=10); print(200)
+except urllib.error.HTTPError as e: print(e.code)' "$BASE$path")
+  [ "$CODE" = 401 ] || fail "$path without the token: HTTP $CODE, not 401"
+done
+HEAD_NODE=$("$YARD" status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["cluster"]["head_node"])')
+chrome() {
+  "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir="$YARD_HOME/chrome" \
+    --virtual-time-budget=10000 "$@" 2> "$YARD_HOME/chrome.log"
+}
+chrome --dump-dom "$URL" > "$YARD_HOME/dom.html" || fail "chromium failed: $(tail -5 "$YARD_HOME/chrome.log")"
+check() { grep -q -- "$1" "$YARD_HOME/dom.html" || fail "the page does not show $2"; }
+check "$HEAD_NODE" "the head's node $HEAD_NODE"
+check "probe-trainer" "the actor"
+check ">Holder<" "the actor's class"
+check "$JOB" "the job"
+check 'data-name="probe_train_loss"' "a chart of the job's loss"
+check "trained" "the job's log"
+mkdir -p "$ARTIFACTS"
+chrome --screenshot="$ARTIFACTS/dashboard.png" --window-size=1280,1800 "$URL" > /dev/null || fail "no screenshot"
+[ "$(stat -c %s "$ARTIFACTS/dashboard.png")" -gt 10000 ] || fail "the screenshot is empty"
+touch "$YARD_HOME/stop"
+echo "PASS: the dashboard shows the node, actor, job, log and loss chart; screenshot in $ARTIFACTS/dashboard.png"
