@@ -272,6 +272,15 @@ struct TaskEvent {
   startUs @2 :Int64;    # microseconds since the Unix epoch
   durUs @3 :Int64;
   ok @4 :Bool;          # returned (false: threw)
+  count @5 :UInt64;     # a lease's workers
+}
+# Spans of one process as its node keeps them in the control store (yard:timeline:<job>).
+struct TimelineBatch {
+  node @0 :Text;
+  worker @1 :Text;
+  pid @2 :Int32;
+  events @3 :List(TaskEvent);
+  dropped @4 :UInt64;   # spans the process could not keep
 }
 struct MetricsReport {
   pid @0 :Int32;

@@ -64,12 +64,17 @@ void CoreWorker::release(const std::string& id, const std::string& owner) { owne
 // ends loses none of them); every 500 ms the rest.
 void CoreWorker::housekeeping() {
   if (++ticks_ % 10 != 0) {
-    if (TaskEvents::instance().pending()) report_metrics();
+    if (TaskEvents::instance().pending()) report_metrics(false);
     return;
   }
   tasks_.return_idle_leases();
   ShmPool::instance().trim();
-  report_metrics();
+  report_metrics(true);
+}
+
+void CoreWorker::count_submitted(const std::string& function) {
+  auto& r = metrics::detail::Registry::instance();
+  if (r.enabled()) r.task_submitted(r.task_series(function));
 }
 
 void CoreWorker::describe_process(wire::MetricsReport::Builder r) {
@@ -108,21 +113,21 @@ void CoreWorker::flush_metrics() {
 }
 
 // What changed in this process's metrics goes to its node manager (which serves Prometheus).
-void CoreWorker::report_metrics() {
+void CoreWorker::report_metrics(bool with_series) {
   auto& r = metrics::detail::Registry::instance();
   if (!r.enabled() || lease_address_.empty()) return;
-  r.set(metrics::detail::Builtin::get().shm_bytes, {}, double(ShmPool::instance().stats().bytes));
+  if (with_series) r.set(metrics::detail::Builtin::get().shm_bytes, {}, double(ShmPool::instance().stats().bytes));
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   // Unchanged values too every 5 s: the node takes a process silent for 15 s as gone.
   auto now = std::chrono::steady_clock::now();
   bool force = now - last_report_ >= std::chrono::seconds(5);
   auto report = m.env().getBody().initReportMetrics();
-  bool series = r.write_report(report, force);
+  bool series = (with_series || force) && r.write_report(report, force);
   bool events = TaskEvents::instance().write(report);
   if (!series && !events) return;
   describe_process(report);
-  last_report_ = now;
+  if (series) last_report_ = now;
   io_->request(lease_address_, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
                std::chrono::seconds(5));
 }
@@ -143,8 +148,7 @@ std::shared_ptr<TaskSpec> CoreWorker::make_spec(std::string fn, std::vector<Arg>
 // ---- tasks and actors -------------------------------------------------------------------------
 
 Holder CoreWorker::submit_task(const std::string& function, std::vector<Arg> args, const TaskOptions& o) {
-  auto& m = metrics::detail::Builtin::get();
-  metrics::detail::Registry::instance().add1(m.submitted, function, 1);
+  count_submitted(function);
   auto spec = make_spec(function, std::move(args));
   auto holder = std::make_shared<ObjectHolder>(spec->id);
   tasks_.submit(spec, o);
@@ -152,13 +156,13 @@ Holder CoreWorker::submit_task(const std::string& function, std::vector<Arg> arg
 }
 
 ActorPtr CoreWorker::create_actor(const std::string& cls, std::vector<Arg> args, const ActorOptions& o) {
-  metrics::detail::Registry::instance().add1(metrics::detail::Builtin::get().submitted, cls + ".create", 1);
+  count_submitted(cls + ".create");
   return actors_.create(cls, std::move(args), o);
 }
 ActorPtr CoreWorker::lookup_actor(const std::string& name, const std::string& cls) { return actors_.lookup(name, cls); }
 ActorPtr CoreWorker::actor_from_id(const std::string& id, const std::string& cls) { return actors_.from_id(id, cls); }
 Holder CoreWorker::submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args) {
-  metrics::detail::Registry::instance().add1(metrics::detail::Builtin::get().submitted, a->class_name + "." + method, 1);
+  count_submitted(a->class_name + "." + method);
   return actors_.call(a, method, std::move(args));
 }
 void CoreWorker::kill_actor(const ActorPtr& a) { actors_.kill(a); }

@@ -55,8 +55,10 @@ class CoreWorker {
   // I/O thread, every 500 ms in drivers and workers alike: idle leases go back, idle
   // shared-memory segments are removed.
   void housekeeping();
-  void report_metrics();
+  // Spans waiting, and with `with_series` the metrics when they changed (every 5 s regardless).
+  void report_metrics(bool with_series);
   void flush_metrics();
+  void count_submitted(const std::string& function);
   void describe_process(wire::MetricsReport::Builder r);
   std::string process_label_ = "driver";  // in metrics reports: "driver", or the worker's id
   std::chrono::steady_clock::time_point last_report_{};

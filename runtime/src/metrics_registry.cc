@@ -136,6 +136,39 @@ void Registry::observe1(Family* f, const std::string& value, double v) {
   observe(*f, series1(f, value), v);
 }
 
+Registry::TaskSeries* Registry::task_series(const std::string& function) {
+  auto& b = Builtin::get();
+  std::lock_guard lk(mu_);
+  auto& t = tasks_[function];
+  if (!t) {
+    std::vector<std::string> key{function};
+    t = std::make_unique<TaskSeries>(TaskSeries{&b.submitted->series[key], &b.running->series[key],
+                                                &b.finished->series[key], &b.failed->series[key],
+                                                &b.duration->series[key]});
+  }
+  return t.get();
+}
+
+void Registry::task_submitted(TaskSeries* t) {
+  std::lock_guard lk(mu_);
+  t->submitted->value += 1;
+  dirty_ = true;
+}
+
+void Registry::task_started(TaskSeries* t) {
+  std::lock_guard lk(mu_);
+  t->running->value += 1;
+  dirty_ = true;
+}
+
+void Registry::task_ended(TaskSeries* t, bool ok, double seconds) {
+  std::lock_guard lk(mu_);
+  t->running->value -= 1;
+  (ok ? t->finished : t->failed)->value += 1;
+  observe(*Builtin::get().duration, *t->duration, seconds);
+  dirty_ = true;
+}
+
 bool Registry::write_report(wire::MetricsReport::Builder out, bool force) {
   std::lock_guard lk(mu_);
   if (!dirty_ && !force) return false;

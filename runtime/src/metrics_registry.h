@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "yard/metrics.h"
@@ -48,6 +49,14 @@ class Registry {
   // The runtime's own, with one tag value (the function) and no map to build.
   void add1(Family* f, const std::string& value, double v);
   void observe1(Family* f, const std::string& value, double v);
+  // A task's or call's series, found once per function and then by pointer: one lock per event.
+  struct TaskSeries {
+    Series *submitted, *running, *finished, *failed, *duration;
+  };
+  TaskSeries* task_series(const std::string& function);
+  void task_submitted(TaskSeries* t);
+  void task_started(TaskSeries* t);
+  void task_ended(TaskSeries* t, bool ok, double seconds);
   // Every series into out.series, when something changed since the last call or `force` (false:
   // nothing written).
   bool write_report(wire::MetricsReport::Builder out, bool force);
@@ -60,6 +69,7 @@ class Registry {
   Series& series1(Family* f, const std::string& value);
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Family>> families_;
+  std::unordered_map<std::string, std::unique_ptr<TaskSeries>> tasks_;
   bool dirty_ = false;
   bool enabled_ = true;
 };

@@ -159,24 +159,23 @@ namespace {
 struct TaskRecord {
   std::string label;
   const char* kind;
+  metrics::detail::Registry& r = metrics::detail::Registry::instance();
+  metrics::detail::Registry::TaskSeries* series = nullptr;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   int64_t start_us = std::chrono::duration_cast<std::chrono::microseconds>(
                          std::chrono::system_clock::now().time_since_epoch()).count();
   bool ok = false;
   TaskRecord(std::string l, bool actor) : label(std::move(l)), kind(actor ? "actor_call" : "task") {
-    auto& b = metrics::detail::Builtin::get();
-    metrics::detail::Registry::instance().add1(b.running, label, 1);
+    if (!r.enabled()) return;
+    series = r.task_series(label);
+    r.task_started(series);
   }
   ~TaskRecord() {
-    auto& r = metrics::detail::Registry::instance();
-    auto& b = metrics::detail::Builtin::get();
-    r.add1(b.running, label, -1);
-    r.add1(ok ? b.finished : b.failed, label, 1);
+    if (!series) return;
     auto dur = std::chrono::steady_clock::now() - t0;
-    r.observe1(b.duration, label, std::chrono::duration<double>(dur).count());
-    if (r.enabled())
-      TaskEvents::instance().record(label, kind, start_us,
-                                    std::chrono::duration_cast<std::chrono::microseconds>(dur).count(), ok);
+    r.task_ended(series, ok, std::chrono::duration<double>(dur).count());
+    TaskEvents::instance().record(label, kind, start_us,
+                                  std::chrono::duration_cast<std::chrono::microseconds>(dur).count(), ok);
   }
 };
 }  // namespace

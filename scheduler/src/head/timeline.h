@@ -8,7 +8,8 @@
 
 namespace yard::sched {
 
-// `spans`: the JSON spans the nodes appended (yard:timeline:<job>); unreadable ones are skipped.
-std::string chrome_trace(const std::string& job, const std::vector<std::string>& spans);
+// `batches`: what the nodes appended (yard:timeline:<job>, wire::TimelineBatch bytes); unreadable
+// ones are skipped and counted.
+std::string chrome_trace(const std::string& job, const std::vector<std::string>& batches);
 
 }  // namespace yard::sched

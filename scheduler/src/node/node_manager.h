@@ -131,7 +131,11 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
   // A process's metrics (served with the node's) and task spans (to its job's timeline).
   void on_report_metrics(Incoming& in);
   // Spans of the node's own (lease waits) by job, appended to the timelines every 50 ms.
-  std::map<std::string, std::vector<std::string>> lease_spans_;
+  struct LeaseSpan {
+    int64_t start_us, dur_us;
+    size_t workers;
+  };
+  std::map<std::string, std::vector<LeaseSpan>> lease_spans_;
   void lease_span(const std::string& job, double wait_s, size_t workers);
   void flush_lease_spans();
   void record_curves(const std::string& job, wire::MetricsReport::Reader r);

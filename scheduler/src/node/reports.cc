@@ -3,6 +3,8 @@
 // node's own spans (lease waits).
 #include <unistd.h>
 
+#include <capnp/message.h>
+#include <capnp/serialize.h>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -42,28 +44,36 @@ void NodeManager::record_curves(const std::string& job, wire::MetricsReport::Rea
   }
 }
 
+namespace {
+
+// One process's spans as the control store keeps them: a TimelineBatch, as Cap'n Proto bytes.
+std::string batch_bytes(const std::function<void(wire::TimelineBatch::Builder)>& fill) {
+  capnp::MallocMessageBuilder mb;
+  fill(mb.initRoot<wire::TimelineBatch>());
+  auto words = capnp::messageToFlatArray(mb);
+  auto bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+}  // namespace
+
 void NodeManager::on_report_metrics(Incoming& in) {
   auto r = in.msg->env().getBody().getReportMetrics();
   if (metrics_) metrics_->reported().report(r.getPid(), in.msg->same_host(), r);
   std::string job = r.getJob();
   if (!job.empty() && r.hasSeries()) record_curves(job, r);
   if (!job.empty() && (r.getEvents().size() > 0 || r.getEventsDropped() > 0)) {
-    std::vector<std::string> spans;
-    spans.reserve(r.getEvents().size() + 1);
-    for (auto e : r.getEvents())
-      spans.push_back(nlohmann::json{{"name", e.getName().cStr()}, {"kind", e.getKind().cStr()}, {"ts", e.getStartUs()},
-                                     {"dur", e.getDurUs()}, {"ok", e.getOk()}, {"node", node_id_},
-                                     {"worker", r.getWorker().cStr()}, {"pid", r.getPid()}}
-                          .dump());
-    if (r.getEventsDropped() > 0)
-      spans.push_back(nlohmann::json{{"name", "spans dropped"}, {"kind", "dropped"}, {"ts", now_us()}, {"dur", 0},
-                                     {"ok", false}, {"node", node_id_}, {"worker", r.getWorker().cStr()},
-                                     {"pid", r.getPid()}, {"count", r.getEventsDropped()}}
-                          .dump());
+    auto batch = batch_bytes([&](wire::TimelineBatch::Builder b) {
+      b.setNode(node_id_);
+      b.setWorker(r.getWorker());
+      b.setPid(r.getPid());
+      b.setEvents(r.getEvents());
+      b.setDropped(r.getEventsDropped());
+    });
     try {
-      tables_->append_timeline(job, spans);
+      tables_->append_timeline(job, {batch});
     } catch (const std::exception& e) {
-      spdlog::warn("job {}: {} timeline spans lost: {}", job, spans.size(), e.what());
+      spdlog::warn("job {}: {} timeline spans lost: {}", job, r.getEvents().size(), e.what());
     }
   }
   reply_.ok(in);
@@ -71,16 +81,27 @@ void NodeManager::on_report_metrics(Incoming& in) {
 
 void NodeManager::lease_span(const std::string& job, double wait_s, size_t workers) {
   auto dur = static_cast<int64_t>(wait_s * 1e6);
-  lease_spans_[job].push_back(nlohmann::json{{"name", "lease"}, {"kind", "lease"}, {"ts", now_us() - dur},
-                                             {"dur", dur}, {"ok", workers > 0}, {"node", node_id_},
-                                             {"worker", "node manager"}, {"pid", getpid()}, {"workers", workers}}
-                                  .dump());
+  lease_spans_[job].push_back({now_us() - dur, dur, workers});
 }
 
 void NodeManager::flush_lease_spans() {
   for (auto& [job, spans] : lease_spans_) {
+    auto batch = batch_bytes([&](wire::TimelineBatch::Builder b) {
+      b.setNode(node_id_);
+      b.setWorker("node manager");
+      b.setPid(getpid());
+      auto list = b.initEvents(static_cast<unsigned>(spans.size()));
+      for (unsigned i = 0; i < spans.size(); ++i) {
+        list[i].setName("lease");
+        list[i].setKind("lease");
+        list[i].setStartUs(spans[i].start_us);
+        list[i].setDurUs(spans[i].dur_us);
+        list[i].setOk(spans[i].workers > 0);
+        list[i].setCount(spans[i].workers);
+      }
+    });
     try {
-      tables_->append_timeline(job, spans);
+      tables_->append_timeline(job, {batch});
     } catch (const std::exception& e) {
       spdlog::warn("job {}: {} lease spans lost: {}", job, spans.size(), e.what());
     }

@@ -347,7 +347,7 @@ void Tables::append_capped(const std::string& key, const std::vector<std::string
 }
 
 void Tables::append_timeline(const std::string& job, const std::vector<std::string>& spans) {
-  append_capped(timeline_key(job), spans, 100000);
+  append_capped(timeline_key(job), spans, 2000);
 }
 std::vector<std::string> Tables::timeline(const std::string& job) {
   return r_.cmd({"LRANGE", timeline_key(job), "0", "-1"}).strings();

@@ -160,8 +160,8 @@ class Tables {
   std::vector<std::string> group_ids();
   std::optional<GroupRecord> group(const std::string& id);
 
-  // ---- task timelines: yard:timeline:<job>, JSON spans (tasks, actor calls, leases) in arrival
-  // order, the newest 100,000 kept for a week.
+  // ---- task timelines: yard:timeline:<job>, batches of spans (tasks, actor calls, leases; each a
+  // wire::TimelineBatch in Cap'n Proto bytes) in arrival order, the newest 2,000 kept for a week.
   void append_timeline(const std::string& job, const std::vector<std::string>& spans);
   std::vector<std::string> timeline(const std::string& job);
   // ---- curves: yard:curves:<job>, the values a job's own gauges took over time (JSON points
