@@ -214,6 +214,7 @@ void Worker::run() {
     sigaddset(&term, SIGTERM);
     int sig = 0;
     sigwait(&term, &sig);
+    if (executor_) executor_->stop_serving();
     if (io_) io_->post([this] { final_report(); });
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     _exit(0);

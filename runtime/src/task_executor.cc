@@ -50,6 +50,7 @@ TaskExecutor::TaskExecutor(std::unique_ptr<IoLoop>& io, Ownership& ownership, st
 TaskExecutor::~TaskExecutor() = default;
 
 void TaskExecutor::handle(IoLoop::Incoming in) {
+  if (stopping_.load(std::memory_order_relaxed)) return;  // stopped: as good as gone
   if (ownership_.serve(in)) return;
   switch (in.msg->env().getBody().which()) {
     case wire::Envelope::Body::PING:

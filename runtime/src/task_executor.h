@@ -5,6 +5,8 @@
 // process's submitter (nested tasks) shares the same I/O loop.
 #pragma once
 
+#include <atomic>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,6 +27,9 @@ class TaskExecutor {
   // process. Exits with status 3 when the node manager cannot be reached or refuses it.
   // `housekeeping` runs on the I/O thread every 50 ms.
   [[noreturn]] void run(std::function<void()> housekeeping);
+  // The process is being stopped: requests are no longer answered (its objects, calls), as if it
+  // had exited, while it sends its last report.
+  void stop_serving() { stopping_.store(true); }
 
  private:
   void handle(IoLoop::Incoming in);  // I/O thread
@@ -40,6 +45,7 @@ class TaskExecutor {
   const std::string worker_id_, node_address_, bind_host_;
   struct State;  // the channel, the hosted actor and the fibers' bookkeeping
   std::unique_ptr<State> s_;
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace yard::detail
