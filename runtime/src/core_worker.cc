@@ -83,29 +83,31 @@ void CoreWorker::describe_process(wire::MetricsReport::Builder r) {
   r.setWorker(process_label_);
 }
 
+// The report: the metrics when `series` and they changed (or `force`), and the waiting spans.
+// False when there is nothing to send.
+bool CoreWorker::fill_report(wire::MetricsReport::Builder report, bool series, bool force) {
+  auto& r = metrics::detail::Registry::instance();
+  bool any = series && r.enabled() && r.write_report(report, force);
+  any |= r.enabled() && TaskEvents::instance().write(report);
+  if (any) describe_process(report);
+  return any;
+}
+
 // A worker asked to stop: its last values and spans, then it exits (when they have arrived).
 void Worker::final_report() {
-  auto& r = metrics::detail::Registry::instance();
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
-  auto report = m.env().getBody().initReportMetrics();
-  bool series = r.enabled() && r.write_report(report, false);
-  bool events = TaskEvents::instance().write(report);
-  if ((!series && !events) || lease_address_.empty()) _exit(0);
-  describe_process(report);
+  if (lease_address_.empty() || !fill_report(m.env().getBody().initReportMetrics(), true, false)) _exit(0);
   io_->request(lease_address_, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) { _exit(0); },
                std::chrono::milliseconds(400));
 }
 
 // A driver that ends sends its last values and waits (briefly) for them to arrive.
 void CoreWorker::flush_metrics() {
-  auto& r = metrics::detail::Registry::instance();
-  if (!r.enabled() || lease_address_.empty()) return;
+  if (lease_address_.empty()) return;
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
-  auto report = m.env().getBody().initReportMetrics();
-  if (!r.write_report(report, false)) return;
-  describe_process(report);
+  if (!fill_report(m.env().getBody().initReportMetrics(), true, false)) return;
   try {
     io_->call(lease_address_, m, rid, std::chrono::seconds(2));
   } catch (const std::exception&) {
@@ -123,11 +125,8 @@ void CoreWorker::report_metrics(bool with_series) {
   auto now = std::chrono::steady_clock::now();
   bool force = now - last_report_ >= std::chrono::seconds(5);
   auto report = m.env().getBody().initReportMetrics();
-  bool series = (with_series || force) && r.write_report(report, force);
-  bool events = TaskEvents::instance().write(report);
-  if (!series && !events) return;
-  describe_process(report);
-  if (series) last_report_ = now;
+  if (!fill_report(report, with_series || force, force)) return;
+  if (report.hasSeries()) last_report_ = now;
   io_->request(lease_address_, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
                std::chrono::seconds(5));
 }

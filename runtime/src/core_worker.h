@@ -52,14 +52,16 @@ class CoreWorker {
   virtual void disconnect();
 
  protected:
-  // I/O thread, every 500 ms in drivers and workers alike: idle leases go back, idle
-  // shared-memory segments are removed.
+  // I/O thread, every 50 ms in drivers and workers alike: waiting timeline spans go to the node;
+  // every 500 ms also idle leases go back, idle shared-memory segments are removed and changed
+  // metrics are reported.
   void housekeeping();
   // Spans waiting, and with `with_series` the metrics when they changed (every 5 s regardless).
   void report_metrics(bool with_series);
   void flush_metrics();
   void count_submitted(const std::string& function);
   void describe_process(wire::MetricsReport::Builder r);
+  bool fill_report(wire::MetricsReport::Builder report, bool series, bool force);
   std::string process_label_ = "driver";  // in metrics reports: "driver", or the worker's id
   std::chrono::steady_clock::time_point last_report_{};
   uint64_t ticks_ = 0;

@@ -119,23 +119,6 @@ void Registry::observe(Family* f, const Tags& tags, double v) {
   dirty_ = true;
 }
 
-Series& Registry::series1(Family* f, const std::string& value) {
-  dirty_ = true;
-  return f->series[std::vector<std::string>{value}];
-}
-
-void Registry::add1(Family* f, const std::string& value, double v) {
-  if (!enabled_) return;
-  std::lock_guard lk(mu_);
-  series1(f, value).value += v;
-}
-
-void Registry::observe1(Family* f, const std::string& value, double v) {
-  if (!enabled_) return;
-  std::lock_guard lk(mu_);
-  observe(*f, series1(f, value), v);
-}
-
 Registry::TaskSeries* Registry::task_series(const std::string& function) {
   auto& b = Builtin::get();
   std::lock_guard lk(mu_);
@@ -145,6 +128,7 @@ Registry::TaskSeries* Registry::task_series(const std::string& function) {
     t = std::make_unique<TaskSeries>(TaskSeries{&b.submitted->series[key], &b.running->series[key],
                                                 &b.finished->series[key], &b.failed->series[key],
                                                 &b.duration->series[key]});
+    t->duration->buckets.assign(b.duration->bounds.size() + 1, 0);  // a valid histogram before any run
   }
   return t.get();
 }

@@ -46,9 +46,6 @@ class Registry {
   void add(Family* f, const Tags& tags, double v);
   void set(Family* f, const Tags& tags, double v);
   void observe(Family* f, const Tags& tags, double v);
-  // The runtime's own, with one tag value (the function) and no map to build.
-  void add1(Family* f, const std::string& value, double v);
-  void observe1(Family* f, const std::string& value, double v);
   // A task's or call's series, found once per function and then by pointer: one lock per event.
   struct TaskSeries {
     Series *submitted, *running, *finished, *failed, *duration;
@@ -65,8 +62,6 @@ class Registry {
   Registry();
   std::vector<std::string> values(const Family& f, const Tags& tags) const;
   static void observe(const Family& f, Series& s, double v);
-  // The series of `value` (made on first use), marked changed; under mu_.
-  Series& series1(Family* f, const std::string& value);
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Family>> families_;
   std::unordered_map<std::string, std::unique_ptr<TaskSeries>> tasks_;
