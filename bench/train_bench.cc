@@ -368,7 +368,8 @@ int main(int argc, char** argv) {
       if (std::system(cmd.c_str()) != 0) return std::pair<double, double>{NAN, NAN};
       std::ifstream m(out + "/metrics.jsonl");
       std::string line, last;
-      while (std::getline(m, line)) last = line;
+      while (std::getline(m, line))
+        if (line.find("\"event\":\"epoch\"") != std::string::npos) last = line;
       auto field = [&](const std::string& k) {
         auto at = last.find("\"" + k + "\":");
         return at == std::string::npos ? NAN : std::atof(last.c_str() + at + k.size() + 3);

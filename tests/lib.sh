@@ -39,3 +39,14 @@ await_job() {
   cat out.txt
   test $rc -eq 0
 }
+
+# await_line PID REGEX: until the job PID's output (out.txt) has a line matching REGEX (extended);
+# prints that line. Polls every 50 ms: short phases are held open for a second or two at most.
+await_line() {
+  local deadline=$((SECONDS + 300)) line
+  until line=$(grep -m1 -E "$2" out.txt); do
+    if ! kill -0 "$1" 2>/dev/null || [ $SECONDS -gt $deadline ]; then cat out.txt >&2; echo "no line matching: $2" >&2; exit 1; fi
+    sleep 0.05
+  done
+  echo "$line"
+}

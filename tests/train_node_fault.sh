@@ -44,6 +44,6 @@ grep -q "restarting the group from the latest checkpoint" out.txt
 grep -q "epoch 3/3" out.txt
 # The log was aligned on the node that recorded it.
 log_node=$(cat railway-data/log-0/NODE)
-grep -q "aligning .*/log-0 on $log_node\$" out.txt
+grep -q "aligning .*/log-0 on $log_node in aligner pid" out.txt
 ! grep "trainer nodes:" out.txt | tail -1 | grep -q "$victim_node"
 echo "train node fault: ok"

@@ -1,5 +1,7 @@
 #include "yard/actors/checkpointer.h"
 
+#include <unistd.h>
+
 #include <spdlog/spdlog.h>
 
 #include "yard/process.h"
@@ -61,8 +63,10 @@ int64_t Checkpointer::latest_step() {
   return r.is_nil() ? -1 : std::stoll(r.str());
 }
 
+int Checkpointer::pid() { return getpid(); }
+
 }  // namespace yard::actors
 
 YARD_ACTOR(yard::actors::Checkpointer, yard::ctor<std::string, int64_t, std::string>, &yard::actors::Checkpointer::save,
            &yard::actors::Checkpointer::restore, &yard::actors::Checkpointer::skipped,
-           &yard::actors::Checkpointer::latest_step);
+           &yard::actors::Checkpointer::latest_step, &yard::actors::Checkpointer::pid);

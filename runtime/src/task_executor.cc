@@ -4,6 +4,8 @@
 #include "task_events.h"
 
 #include <cxxabi.h>
+#include <cstdlib>
+#include <map>
 #include <unistd.h>
 
 #include <boost/fiber/all.hpp>
@@ -17,6 +19,36 @@ namespace yard::detail {
 namespace {
 
 constexpr auto kRegisterTimeout = std::chrono::seconds(30);
+
+// YARD_TESTING_DELAY_MS="Label=ms,Label=ms": the calls of those functions (or Class.method) wait
+// that long before they run, so that a fault test can land a kill inside a phase that is
+// otherwise over in milliseconds (a chaos-testing knob, as Ray's testing_asio_delay_us).
+std::chrono::milliseconds testing_delay(const std::string& label) {
+  static const std::map<std::string, std::chrono::milliseconds> delays = [] {
+    std::map<std::string, std::chrono::milliseconds> m;
+    const char* e = std::getenv("YARD_TESTING_DELAY_MS");
+    if (!e || !*e) return m;
+    std::string s = e;
+    for (size_t at = 0; at < s.size();) {
+      size_t end = s.find(',', at);
+      if (end == std::string::npos) end = s.size();
+      auto item = s.substr(at, end - at);
+      auto eq = item.rfind('=');
+      if (eq == std::string::npos) {
+        spdlog::warn("YARD_TESTING_DELAY_MS: '{}' is not Label=ms; ignored", item);
+      } else {
+        m[item.substr(0, eq)] = std::chrono::milliseconds(std::atol(item.c_str() + eq + 1));
+        spdlog::warn("testing: calls of {} wait {} ms before they run (YARD_TESTING_DELAY_MS)", item.substr(0, eq),
+                     std::atol(item.c_str() + eq + 1));
+      }
+      at = end + 1;
+    }
+    return m;
+  }();
+  if (delays.empty()) return {};
+  auto it = delays.find(label);
+  return it == delays.end() ? std::chrono::milliseconds(0) : it->second;
+}
 
 std::string demangle(const char* name) {
   int status = 0;
@@ -187,6 +219,7 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
   bool is_actor = pt.getActorId().size() > 0;
   std::string where = (is_actor && s_->cls ? s_->cls->name + "::" : std::string()) + fn + s_->location_suffix;
   TaskRecord record(is_actor && s_->cls ? s_->cls->name + "." + fn : fn, is_actor);
+  if (auto d = testing_delay(record.label); d.count() > 0) boost::this_fiber::sleep_for(d);
   Bytes result;
   try {
     std::vector<Bytes> args;

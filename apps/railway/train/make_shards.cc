@@ -1,10 +1,16 @@
 #include "make_shards.h"
 
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "yard/railway/shards.h"
 #include "yard/railway/sim.h"
@@ -13,80 +19,210 @@
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
+namespace railway_train {
+
 // ---- the aligner: one log per call, on the node that holds the log --------------------------------------
 
 class Aligner {
  public:
   std::string node() { return yard::node_id(); }
-  // Records (simulates) a train's log here; the log remembers the node it is on.
+  int pid() { return getpid(); }
+  // Records (simulates) a train's log into log_dir, complete or not at all: it is written beside
+  // it and renamed. The log remembers its settings and the node it is on.
   std::string record(std::string log_dir, uint64_t seed, double length_km) {
+    std::string tmp = log_dir + ".partial";
+    fs::remove_all(tmp);
     auto cfg = yard::railway::default_config(seed);
     cfg.length_m = length_km * 1000;
     cfg.max_duration_s = 3600;
-    yard::railway::simulate(cfg, log_dir);
-    std::ofstream(log_dir + "/NODE") << yard::node_id() << "\n";
+    yard::railway::simulate(cfg, tmp);
+    std::ofstream(tmp + "/NODE") << yard::node_id() << "\n";
+    std::ofstream(tmp + "/RECORDED.json") << nlohmann::json{{"seed", seed}, {"length_km", length_km}}.dump() << "\n";
+    fs::remove_all(log_dir);
+    fs::rename(tmp, log_dir);
     return yard::node_id();
   }
   // Turns a log into shards (aligned: clock alignment and position correction; or not, the
-  // baseline); returns the number of windows.
+  // baseline), complete or not at all; returns the number of windows.
   int64_t align(std::string log_dir, std::string shard_dir, bool aligned) {
     yard::railway::ShardOptions o;
     o.aligned = aligned;
     auto ws = yard::railway::build_windows(log_dir, o);
-    return static_cast<int64_t>(yard::railway::write_shards(ws, shard_dir, o).windows);
+    std::string tmp = shard_dir + ".partial";
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    auto n = static_cast<int64_t>(yard::railway::write_shards(ws, tmp, o).windows);
+    fs::remove_all(shard_dir);
+    fs::rename(tmp, shard_dir);
+    return n;
   }
 };
-YARD_ACTOR(Aligner, yard::ctor<>, &Aligner::node, &Aligner::record, &Aligner::align);
 
-void make_shards(const std::string& data, int logs, double length_km, bool unaligned) {
-  struct Todo {
-    std::string log, shards;
-  };
-  std::vector<Todo> todo;
-  std::vector<int> unrecorded;
-  for (int i = 0; i < logs; ++i) {
-    Todo t{fs::absolute(data + "/log-" + std::to_string(i)).string(),
-           fs::absolute(data + (unaligned ? "/unaligned/shards-" : "/shards-") + std::to_string(i)).string()};
-    if (fs::exists(t.shards + "/manifest.json")) continue;
-    if (!fs::exists(t.log + "/truth.csv")) unrecorded.push_back(static_cast<int>(todo.size()));
-    todo.push_back(t);
+}  // namespace railway_train
+
+YARD_ACTOR(railway_train::Aligner, yard::ctor<>, &railway_train::Aligner::node, &railway_train::Aligner::pid,
+           &railway_train::Aligner::record, &railway_train::Aligner::align);
+
+namespace railway_train {
+
+namespace {
+
+constexpr int kAttempts = 4;  // a call and up to three more when its aligner is lost
+
+struct Todo {
+  int index = 0;
+  std::string log, shards;
+};
+
+uint64_t log_seed(int i) { return uint64_t(100 + i); }
+
+std::string fmt_km(double km) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g", km);
+  return b;
+}
+
+// A log made before: with the settings asked for, or an error saying what differs.
+void check_recorded(const Todo& t, double length_km) {
+  std::ifstream in(t.log + "/RECORDED.json");
+  if (!in) {
+    std::printf("note: %s was made by an earlier version; its settings are not recorded and not checked\n", t.log.c_str());
+    return;
   }
-  if (todo.empty()) return;
-  if (!unrecorded.empty()) {
-    std::vector<yard::ActorHandle<Aligner>> recorders;
-    for (size_t i = 0; i < std::min<size_t>(unrecorded.size(), 4); ++i) recorders.push_back(yard::actor<Aligner>().spread().remote());
-    std::vector<yard::ObjectRef<std::string>> done;
-    for (size_t i = 0; i < unrecorded.size(); ++i) {
-      std::printf("recording %s (simulated)\n", todo[static_cast<size_t>(unrecorded[i])].log.c_str());
-      done.push_back(recorders[i % recorders.size()].call(&Aligner::record).remote(todo[static_cast<size_t>(unrecorded[i])].log,
-                                                                                     uint64_t(100 + unrecorded[i]), length_km));
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception&) {
+    throw std::runtime_error(t.log + "/RECORDED.json is not valid JSON: remove " + t.log + " to record it again");
+  }
+  double km = j.value("length_km", 0.0);
+  if (std::abs(km - length_km) > 1e-9 || j.value("seed", uint64_t(0)) != log_seed(t.index))
+    throw std::runtime_error(t.log + " was recorded with --length-km " + fmt_km(km) + " (seed " +
+                             std::to_string(j.value("seed", uint64_t(0))) + "), this run asks for --length-km " +
+                             fmt_km(length_km) + ": pass another --data, or remove " + t.log +
+                             " and its shards to record it again");
+}
+
+// Gets a call's result; when the actor's process was lost under it (the actor restarts), reports
+// the loss and makes the call again on the restarted actor.
+template <class T, class Again>
+T get_retrying(yard::ObjectRef<T> ref, Again again, Phase phase, const std::string& what, int pid,
+               const RecoveryReport& report) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return *ref.get(3600s);
+    } catch (const yard::ActorDied& e) {
+      if (attempt >= kAttempts) throw;
+      auto t0 = std::chrono::steady_clock::now();
+      Recovery r;
+      r.phase = phase;
+      r.lost = "aligner (pid " + std::to_string(pid) + ")";
+      r.error = e.what();
+      std::tie(ref, pid) = again();
+      r.redone = what + " again (attempt " + std::to_string(attempt + 1) + ", pid " + std::to_string(pid) + ")";
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      report(r);
     }
-    for (auto& d : done) d.get(3600s);
-    for (auto& r : recorders) yard::kill(r);
   }
-  // Group the logs by the node they are on.
+}
+
+void record_missing(std::vector<Todo>& todo, double length_km, const RecoveryReport& report) {
+  std::vector<const Todo*> missing;
+  for (auto& t : todo)
+    if (!fs::exists(t.log + "/truth.csv")) missing.push_back(&t);
+  if (missing.empty()) return;
+  std::vector<yard::ActorHandle<Aligner>> recorders;
+  for (size_t i = 0; i < std::min<size_t>(missing.size(), 4); ++i)
+    recorders.push_back(yard::actor<Aligner>().spread().max_restarts(kAttempts - 1).remote());
+  struct Call {
+    const Todo* t;
+    yard::ActorHandle<Aligner> a;
+    int pid;
+    yard::ObjectRef<std::string> done;
+  };
+  std::vector<Call> calls;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    Call c{missing[i], recorders[i % recorders.size()], 0, {}};
+    c.pid = *c.a.call(&Aligner::pid).remote().get(600s);
+    std::printf("recording %s (simulated) in aligner pid %d\n", c.t->log.c_str(), c.pid);
+    std::fflush(stdout);
+    c.done = c.a.call(&Aligner::record).remote(c.t->log, log_seed(c.t->index), length_km);
+    calls.push_back(std::move(c));
+  }
+  for (auto& c : calls) {
+    auto again = [&c, length_km] {
+      int pid = *c.a.call(&Aligner::pid).remote().get(600s);
+      return std::pair{c.a.call(&Aligner::record).remote(c.t->log, log_seed(c.t->index), length_km), pid};
+    };
+    get_retrying(c.done, again, Phase::kRecording, c.t->log + " recorded", c.pid, report);
+  }
+  for (auto& r : recorders) yard::kill(r);
+}
+
+void align_missing(const std::vector<Todo>& todo, bool aligned, const RecoveryReport& report) {
+  // Group the logs by the node they are on; up to two aligners per node.
   std::map<std::string, std::vector<const Todo*>> by_node;
   for (auto& t : todo) {
+    if (fs::exists(t.shards + "/manifest.json")) continue;
     std::string node;
     std::ifstream(t.log + "/NODE") >> node;
     by_node[node].push_back(&t);
   }
+  struct Call {
+    const Todo* t;
+    yard::ActorHandle<Aligner> a;
+    int pid;
+    yard::ObjectRef<int64_t> windows;
+  };
   std::vector<yard::ActorHandle<Aligner>> aligners;
-  std::vector<std::pair<const Todo*, yard::ObjectRef<int64_t>>> calls;
+  std::vector<Call> calls;
   for (auto& [node, ts] : by_node) {
     size_t n = std::min<size_t>(ts.size(), 2), first = aligners.size();
-    std::vector<yard::ObjectRef<std::string>> where;
     for (size_t i = 0; i < n; ++i) {
-      aligners.push_back(node.empty() ? yard::actor<Aligner>().remote() : yard::actor<Aligner>().node_affinity(node, true).remote());
-      where.push_back(aligners.back().call(&Aligner::node).remote());
+      auto make = yard::actor<Aligner>().max_restarts(kAttempts - 1);
+      aligners.push_back(node.empty() ? make.remote() : make.node_affinity(node, true).remote());
     }
     for (size_t i = 0; i < ts.size(); ++i) {
-      std::string at = *where[i % n].get(600s);
-      std::printf("aligning %s on %s%s\n", ts[i]->log.c_str(), at.c_str(),
+      Call c{ts[i], aligners[first + i % n], 0, {}};
+      std::string at = *c.a.call(&Aligner::node).remote().get(600s);
+      c.pid = *c.a.call(&Aligner::pid).remote().get(600s);
+      std::printf("aligning %s on %s in aligner pid %d%s\n", c.t->log.c_str(), at.c_str(), c.pid,
                   node.empty() || at == node ? "" : (" (the log's node " + node + " is gone)").c_str());
-      calls.emplace_back(ts[i], aligners[first + i % n].call(&Aligner::align).remote(ts[i]->log, ts[i]->shards, !unaligned));
+      std::fflush(stdout);
+      c.windows = c.a.call(&Aligner::align).remote(c.t->log, c.t->shards, aligned);
+      calls.push_back(std::move(c));
     }
   }
-  for (auto& [t, n] : calls) std::printf("  %s: %lld windows\n", t->shards.c_str(), static_cast<long long>(*n.get(3600s)));
+  for (auto& c : calls) {
+    auto again = [&c, aligned] {
+      int pid = *c.a.call(&Aligner::pid).remote().get(600s);
+      return std::pair{c.a.call(&Aligner::align).remote(c.t->log, c.t->shards, aligned), pid};
+    };
+    auto n = get_retrying(c.windows, again, Phase::kAligning, c.t->log + " aligned", c.pid, report);
+    std::printf("  %s: %lld windows\n", c.t->shards.c_str(), static_cast<long long>(n));
+  }
   for (auto& a : aligners) yard::kill(a);
 }
+
+}  // namespace
+
+std::vector<std::string> make_shards(const DataSpec& spec, const RecoveryReport& report) {
+  std::vector<Todo> todo;
+  for (int i = 0; i < spec.logs; ++i) {
+    Todo t{i, fs::absolute(spec.dir + "/log-" + std::to_string(i)).string(),
+           fs::absolute(spec.dir + (spec.unaligned ? "/unaligned/shards-" : "/shards-") + std::to_string(i)).string()};
+    if (fs::exists(t.log + "/truth.csv")) check_recorded(t, spec.length_km);
+    todo.push_back(t);
+  }
+  int more = 0;
+  while (fs::exists(spec.dir + "/log-" + std::to_string(spec.logs + more))) ++more;
+  if (more > 0)
+    std::printf("using %d of the %d logs in %s (--logs %d)\n", spec.logs, spec.logs + more, spec.dir.c_str(), spec.logs);
+  record_missing(todo, spec.length_km, report);
+  align_missing(todo, !spec.unaligned, report);
+  std::vector<std::string> dirs;
+  for (auto& t : todo) dirs.push_back(t.shards);
+  return dirs;
+}
+
+}  // namespace railway_train

@@ -1,11 +1,25 @@
-// The training data of railway-train: simulated train logs recorded and aligned into shards by
-// Aligner actors, on the nodes that hold the logs.
+// The training job's data: simulated logs, recorded by Aligner actors spread over the nodes, then
+// turned into shards by Aligner actors on the nodes that hold the logs. A log and its shards are
+// written under a temporary name and renamed when complete, so a process lost half-way leaves
+// nothing that looks finished; a lost aligner's work is done again (its actor restarts).
 #pragma once
 
 #include <string>
+#include <vector>
 
-// Makes the shards under `data` that are missing: logs that do not exist yet are recorded first,
-// spread over the nodes; every log is then aligned (or, `unaligned`, cut without alignment, the
-// baseline) by an Aligner on the node it is on (soft: elsewhere when that node is gone), up to
-// two per node at a time.
-void make_shards(const std::string& data, int logs, double length_km, bool unaligned);
+#include "recovery.h"
+
+namespace railway_train {
+
+struct DataSpec {
+  std::string dir;     // logs and shards
+  int logs = 2;        // logs to train on (log-0 .. log-N-1)
+  double length_km = 25;
+  bool unaligned = false;
+};
+
+// Makes what is missing; returns the shard directories to train on. Throws, saying which and
+// why, when the directory holds logs made with other settings.
+std::vector<std::string> make_shards(const DataSpec& spec, const RecoveryReport& report);
+
+}  // namespace railway_train

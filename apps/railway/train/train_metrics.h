@@ -24,6 +24,7 @@ class TrainMetrics {
     f1_.set(f1, tags_);
     epoch_.set(double(epoch), tags_);
   }
+  void recovery(const std::string& phase) { recoveries_.inc(1, {{"run", tags_.at("run")}, {"phase", phase}}); }
 
  private:
   yard::metrics::Tags tags_;
@@ -37,6 +38,8 @@ class TrainMetrics {
   yard::metrics::Gauge val_loss_{"railway_validation_loss", "validation loss after the last epoch", {"run"}};
   yard::metrics::Gauge f1_{"railway_validation_macro_f1", "validation macro-F1 after the last epoch", {"run"}};
   yard::metrics::Gauge epoch_{"railway_epoch", "epochs finished", {"run"}};
+  yard::metrics::Counter recoveries_{"railway_recoveries_total", "processes of the job lost and their work done again",
+                                     {"run", "phase"}};
 };
 
 }  // namespace yard::railway

@@ -1,0 +1,366 @@
+#include "job.h"
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "run_log.h"
+#include "train_metrics.h"
+#include "trainer_group.h"
+#include "yard/actors/checkpointer.h"
+#include "yard/actors/schedule.h"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using yard::actors::Checkpointer;
+
+namespace railway_train {
+
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataSpec, dir, logs, length_km, unaligned)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, d_model, layers, heads, batch, base_lr, base_batch,
+                                                warmup_steps, decay, min_lr_fraction, optimizer, weight_decay, holdout,
+                                                seed, clip, balanced, prefetch, accumulate)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSpec, data, out, workers, epochs, placement, checkpoint_every, keep,
+                                                max_restarts, train)
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The job ran out of restarts (or cannot go on for another reason): what was lost and how to go on.
+class GiveUp : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// What the steps of the current epoch add up to.
+struct EpochSums {
+  double loss = 0, seconds = 0, checkpoint_ms = 0;
+  int64_t samples = 0, steps = 0;
+};
+
+class TrainingJob {
+ public:
+  TrainingJob(JobSpec spec, std::string run_dir, bool resuming)
+      : spec_(std::move(spec)), run_dir_(std::move(run_dir)), resuming_(resuming),
+        run_(fs::path(run_dir_).filename().string()), prom_(run_) {}
+  void run();
+
+ private:
+  void prepare();
+  void start_group(bool resume);
+  void recover(const MemberLost& lost);
+  void train_chunk();
+  void evaluate();
+  void finish();
+  void note_checkpoint_recoveries(const std::vector<std::string>& notes);
+  void note_driver_loss();
+  void print_start() const;
+
+  JobSpec spec_;
+  std::string run_dir_;
+  bool resuming_;
+  std::string run_;
+  yard::railway::TrainMetrics prom_;
+  std::unique_ptr<RunLog> log_;
+  std::optional<yard::ActorHandle<Checkpointer>> ckpt_;
+  std::optional<yard::PlacementGroup> pg_;
+  std::unique_ptr<TrainerGroup> group_;
+  SetupInfo at_;               // where the group stands
+  int64_t furthest_ = 0;       // the furthest global step trained in this run
+  int64_t since_ckpt_ = 0;     // steps since the last checkpoint
+  int restarts_ = 0;
+  EpochSums sums_;
+  Clock::time_point t_start_ = Clock::now(), last_print_ = Clock::now();
+  int64_t done_steps_ = 0;     // steps trained by this driver (for the ETA)
+};
+
+void TrainingJob::prepare() {
+  fs::create_directories(spec_.out);
+  log_ = std::make_unique<RunLog>(spec_.out, resuming_);
+  auto report = [this](const Recovery& r) {
+    log_->recovery(r);
+    prom_.recovery(phase_name(r.phase));
+  };
+  spec_.train.shards = make_shards(spec_.data, report);
+  spec_.train.epochs = spec_.epochs;
+  if (!resuming_) {
+    fs::create_directories(run_dir_);
+    std::ofstream(run_dir_ + "/job.json") << nlohmann::json(spec_).dump(2) << "\n";
+  }
+  // The checkpointer, on this node (where --out is). Each run keeps its own checkpoints: a restart
+  // resumes this run, never an older one.
+  ckpt_ = yard::actor<Checkpointer>(run_dir_, spec_.keep, "railway-" + run_)
+              .node_affinity(yard::node_id(), true)
+              .max_restarts(-1)
+              .remote();
+  std::printf("checkpoints in %s, written by checkpointer pid %d\n", run_dir_.c_str(), *ckpt_->call(&Checkpointer::pid).remote().get(600s));
+  std::fflush(stdout);
+  // A placement group reserves a CPU per trainer, all or nothing (a lost node's bundles are placed
+  // again by the cluster).
+  static const std::map<std::string, yard::PlacementStrategy> strategies{
+      {"PACK", yard::PlacementStrategy::kPack}, {"SPREAD", yard::PlacementStrategy::kSpread},
+      {"STRICT_PACK", yard::PlacementStrategy::kStrictPack}, {"STRICT_SPREAD", yard::PlacementStrategy::kStrictSpread}};
+  pg_ = yard::placement_group(std::vector<yard::Bundle>(static_cast<size_t>(spec_.workers), yard::Bundle{{"CPU", 1}}),
+                              strategies.at(spec_.placement), "railway-trainers");
+  if (!pg_->wait(600s)) throw yard::Error("the trainers' placement group was not placed within 10 minutes");
+  group_ = std::make_unique<TrainerGroup>(spec_.workers, *pg_, *ckpt_);
+}
+
+void TrainingJob::start_group(bool resume) {
+  auto cfg = spec_.train;
+  cfg.resume = resume;
+  at_ = group_->start(cfg);
+  furthest_ = std::max(furthest_, at_.global_step);
+  since_ckpt_ = 0;
+  sums_ = {};
+}
+
+// Restarts the group from the newest complete checkpoint; a restart that fails (another member
+// lost, a lost node's bundle not placed again yet) is tried again, within the restart budget.
+void TrainingJob::recover(const MemberLost& lost) {
+  auto t0 = Clock::now();
+  std::string why = lost.who + " was lost in " + phase_name(lost.phase) + " (" + lost.error + ")";
+  for (;;) {
+    if (++restarts_ > spec_.max_restarts) {
+      int64_t step = -1;
+      try {
+        step = *ckpt_->call(&Checkpointer::latest_step).remote().get(60s);
+      } catch (const yard::Error&) {
+      }
+      throw GiveUp("gave up after " + std::to_string(spec_.max_restarts) + " restarts (--max-restarts): " + why + ". " +
+                   (step >= 0 ? "The newest complete checkpoint is step " + std::to_string(step) + " in " + run_dir_
+                              : "No checkpoint was completed in " + run_dir_) +
+                   "; continue with: railway-train --resume " + run_dir_);
+    }
+    std::printf("epoch %llu: %s; restarting the group from the latest checkpoint\n",
+                static_cast<unsigned long long>(at_.epoch + 1), why.c_str());
+    std::fflush(stdout);
+    try {
+      start_group(true);
+      break;
+    } catch (const yard::Error& again) {
+      why = again.what();
+      std::printf("restarting the group failed (%s); trying again\n", again.what());
+      std::fflush(stdout);
+    }
+  }
+  for (auto& s : *ckpt_->call(&Checkpointer::skipped).remote().get(60s)) std::printf("warning: skipped checkpoint %s\n", s.c_str());
+  log_->rewind(at_.global_step);
+  Recovery r;
+  r.phase = lost.phase;
+  r.lost = lost.who;
+  r.error = lost.error;
+  r.steps_redone = std::max<int64_t>(0, furthest_ - at_.global_step);
+  r.redone = "the group restarted from " +
+             (at_.global_step > 0 ? "the checkpoint of step " + std::to_string(at_.global_step) : std::string("the start")) +
+             ", " + std::to_string(r.steps_redone) + " steps to train again";
+  r.seconds = since(t0);
+  log_->recovery(r);
+  prom_.recovery(phase_name(r.phase));
+  std::printf("resumed at epoch %llu, step %llu\n", static_cast<unsigned long long>(at_.epoch + 1),
+              static_cast<unsigned long long>(at_.step));
+  std::fflush(stdout);
+}
+
+// A resumed run: its driver was lost (the steps it reported after the checkpoint are trained again).
+void TrainingJob::note_driver_loss() {
+  Recovery r;
+  r.phase = at_.epoch > 0 && at_.step == 0 && at_.epoch >= static_cast<uint64_t>(spec_.epochs) ? Phase::kFinish : Phase::kTraining;
+  r.lost = "the driver";
+  r.error = "the run was not finished";
+  r.steps_redone = std::max<int64_t>(0, log_->last_step() - at_.global_step);
+  r.redone = "resumed by railway-train --resume from " +
+             (at_.global_step > 0 ? "the checkpoint of step " + std::to_string(at_.global_step) : std::string("the start")) +
+             ", " + std::to_string(r.steps_redone) + " steps to train again";
+  log_->rewind(at_.global_step);
+  log_->recovery(r);
+  prom_.recovery(phase_name(r.phase));
+}
+
+void TrainingJob::note_checkpoint_recoveries(const std::vector<std::string>& notes) {
+  for (auto& n : notes) {
+    Recovery r;
+    r.phase = Phase::kCheckpoint;
+    r.lost = "the checkpointer";
+    r.error = "its process died while it wrote";
+    r.redone = n;
+    log_->recovery(r);
+    prom_.recovery(phase_name(r.phase));
+  }
+}
+
+void TrainingJob::train_chunk() {
+  const int64_t chunk = 20, spe = at_.steps_per_epoch;
+  int64_t n = std::min<int64_t>(chunk, spe - static_cast<int64_t>(at_.step));
+  bool at_epoch_end = static_cast<int64_t>(at_.step) + n >= spe;
+  bool save = at_epoch_end || since_ckpt_ + n >= spec_.checkpoint_every;
+  auto got = group_->train(n, save);
+  since_ckpt_ = save ? 0 : since_ckpt_ + n;
+  const auto& r0 = got[0];
+  note_checkpoint_recoveries(r0.notes);
+  double seconds = 0, chunk_loss = 0;
+  for (auto& g : got) seconds = std::max(seconds, g.seconds);
+  int64_t chunk_samples = 0;
+  for (size_t i = 0; i < r0.loss_sum.size(); ++i) {
+    double ls = 0;
+    int64_t ns = 0;
+    for (auto& g : got) ls += g.loss_sum[i], ns += g.samples[i];
+    sums_.loss += ls, sums_.samples += ns, chunk_samples += ns, chunk_loss += ls;
+    int64_t gs = r0.global_step - static_cast<int64_t>(r0.loss_sum.size()) + static_cast<int64_t>(i) + 1;
+    log_->step(gs, at_.epoch + 1, ls / std::max<int64_t>(1, ns), ns);
+  }
+  auto steps = static_cast<int64_t>(r0.loss_sum.size());
+  sums_.seconds += seconds, sums_.steps += steps, done_steps_ += steps;
+  sums_.checkpoint_ms = std::max(sums_.checkpoint_ms, r0.checkpoint_ms);
+  at_.epoch = r0.epoch, at_.step = r0.step, at_.global_step = r0.global_step;
+  furthest_ = std::max(furthest_, r0.global_step);
+  prom_.chunk(steps ? chunk_loss / std::max<int64_t>(1, chunk_samples) : 0, seconds, static_cast<long>(steps),
+              chunk_samples / std::max(1e-9, seconds), r0.checkpoint_ms);
+  if (at_epoch_end || Clock::now() - last_print_ < 5s) return;
+  last_print_ = Clock::now();
+  int64_t total = spec_.epochs * spe;
+  double eta = since(t_start_) / double(std::max<int64_t>(1, done_steps_)) * double(std::max<int64_t>(0, total - at_.global_step));
+  std::printf("epoch %llu/%d  step %llu/%lld  loss %.4f  lr %.2e  %.0f samples/s  ETA %.0f s\n",
+              static_cast<unsigned long long>(at_.epoch + 1), spec_.epochs, static_cast<unsigned long long>(at_.step),
+              static_cast<long long>(spe), sums_.loss / std::max<int64_t>(1, sums_.samples), r0.lr,
+              chunk_samples / std::max(1e-9, seconds), eta);
+  std::fflush(stdout);
+}
+
+void TrainingJob::evaluate() {
+  std::printf("evaluating epoch %llu in trainer pid %d\n", static_cast<unsigned long long>(at_.epoch), at_.pid);
+  std::fflush(stdout);
+  auto ev = group_->evaluate();
+  EpochRecord e;
+  e.epoch = at_.epoch;
+  e.steps = at_.steps_per_epoch;
+  e.train_loss = sums_.loss / std::max<int64_t>(1, sums_.samples);
+  e.val = ev;
+  e.samples_per_s = double(sums_.samples) / std::max(1e-9, sums_.seconds);
+  e.workers = spec_.workers;
+  e.restarts = restarts_;
+  e.step_ms = 1e3 * sums_.seconds / double(std::max<int64_t>(1, sums_.steps));
+  e.checkpoint_stall_ms = sums_.checkpoint_ms;
+  log_->epoch(e);
+  prom_.epoch(ev.loss, ev.macro_f1, static_cast<long>(at_.epoch));
+  double eta = since(t_start_) / double(std::max<int64_t>(1, done_steps_)) *
+               double(std::max<int64_t>(0, spec_.epochs * at_.steps_per_epoch - at_.global_step));
+  std::printf("epoch %llu/%d  steps %lld  loss %.4f  val loss %.4f  val F1 %.3f  acc %.3f  %.0f samples/s  ETA %.0f s\n",
+              static_cast<unsigned long long>(at_.epoch), spec_.epochs, static_cast<long long>(at_.steps_per_epoch),
+              e.train_loss, ev.loss, ev.macro_f1, ev.accuracy, e.samples_per_s, eta);
+  std::fflush(stdout);
+  sums_ = {};
+}
+
+void TrainingJob::finish() {
+  std::printf("finishing: waiting for the last checkpoint, leaving the group\n");
+  std::fflush(stdout);
+  note_checkpoint_recoveries(group_->finish());
+}
+
+void TrainingJob::print_start() const {
+  yard::actors::LrSchedule sched;
+  sched.base_lr = spec_.train.base_lr;
+  sched.base_batch = spec_.train.base_batch;
+  sched.global_batch = spec_.train.batch * spec_.workers * spec_.train.accumulate;
+  std::printf("training on %lld windows with %d workers, global batch %lld, lr %.2e after %lld warm-up steps, %s decay, "
+              "%lld steps per epoch\n",
+              static_cast<long long>(at_.windows), spec_.workers, static_cast<long long>(sched.global_batch), sched.peak(),
+              static_cast<long long>(spec_.train.warmup_steps), spec_.train.decay.c_str(),
+              static_cast<long long>(at_.steps_per_epoch));
+  if (at_.global_step > 0)
+    std::printf("resumed run %s at epoch %llu, step %llu (global step %lld)\n", run_.c_str(),
+                static_cast<unsigned long long>(at_.epoch + 1), static_cast<unsigned long long>(at_.step),
+                static_cast<long long>(at_.global_step));
+  std::fflush(stdout);
+}
+
+void TrainingJob::run() {
+  prepare();
+  try {
+    start_group(resuming_);
+  } catch (const MemberLost& lost) {
+    recover(lost);
+  }
+  if (resuming_) note_driver_loss();
+  print_start();
+  // An epoch's end is evaluated once (a restart may land on an end already reported); the job
+  // ends when every epoch is reported and the group has finished.
+  for (;;) {
+    try {
+      if (at_.epoch > log_->epochs_reported()) {
+        evaluate();
+      } else if (at_.epoch >= static_cast<uint64_t>(spec_.epochs)) {
+        finish();
+        break;
+      } else {
+        train_chunk();
+      }
+    } catch (const MemberLost& lost) {
+      recover(lost);
+    }
+  }
+  group_.reset();
+  pg_->remove();
+  yard::kill(*ckpt_);
+  std::ofstream(run_dir_ + "/DONE") << "finished\n";
+  log_->write_curves();
+  std::printf("metrics: %s/metrics.jsonl and steps.jsonl, curves: %s/curves.svg, checkpoints: %s\n", spec_.out.c_str(),
+              spec_.out.c_str(), run_dir_.c_str());
+}
+
+int run_guarded(const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "railway-train: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_job(const JobSpec& spec) {
+  return run_guarded([&] {
+    std::string run = "run-" + std::to_string(std::chrono::system_clock::now().time_since_epoch().count() / 1000000);
+    // Absolute paths: a resumed run may be started from another directory.
+    auto s = spec;
+    s.out = fs::absolute(spec.out).lexically_normal().string();
+    s.data.dir = fs::absolute(spec.data.dir).lexically_normal().string();
+    TrainingJob(s, s.out + "/checkpoints/" + run, false).run();
+  });
+}
+
+int resume_job(const std::string& run_dir) {
+  return run_guarded([&] {
+    auto dir = fs::absolute(run_dir).lexically_normal().string();
+    if (!dir.empty() && dir.back() == '/') dir.pop_back();
+    std::ifstream in(dir + "/job.json");
+    if (!in) throw std::runtime_error("--resume " + run_dir + ": no job.json there (not a run directory of railway-train)");
+    JobSpec spec;
+    try {
+      spec = nlohmann::json::parse(in).get<JobSpec>();
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(dir + "/job.json: " + e.what());
+    }
+    if (fs::exists(dir + "/DONE")) {
+      std::printf("run %s finished already; its metrics are in %s\n", dir.c_str(), spec.out.c_str());
+      return;
+    }
+    std::printf("resuming the run in %s\n", dir.c_str());
+    std::fflush(stdout);
+    TrainingJob(spec, dir, true).run();
+  });
+}
+
+}  // namespace railway_train

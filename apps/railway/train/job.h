@@ -1,0 +1,37 @@
+// The railway training job's driver: data, the checkpointer, the trainers' placement group and
+// group, then epochs in chunks of steps, each epoch evaluated on held-out track, and the end.
+//
+// Any one process of the job may be lost at any moment and the job still completes, at the same
+// result: a lost aligner's log or shards are made again; a lost trainer (in set-up, a step,
+// evaluation or the final save) restarts the group from the newest complete checkpoint, which
+// holds the model, optimizer, schedule and data-loader position, so the same steps follow; a
+// checkpointer lost while it writes is restarted and handed the checkpoint again. Each recovery is
+// reported. When more restarts than --max-restarts are needed the job stops and says how to
+// resume; `--resume RUN_DIR` continues a run whose driver was lost, from its newest checkpoint.
+#pragma once
+
+#include <string>
+
+#include "job_types.h"
+#include "make_shards.h"
+
+namespace railway_train {
+
+struct JobSpec {
+  DataSpec data;
+  std::string out = "railway-out";
+  int workers = 2;
+  int epochs = 6;
+  std::string placement = "PACK";
+  int64_t checkpoint_every = 100;
+  int64_t keep = 3;
+  int max_restarts = 3;
+  TrainConfig train;  // its shards, epochs and resume are the job's to fill in
+};
+
+// Runs the job; returns the process's exit status (errors are printed).
+int run_job(const JobSpec& spec);
+// Continues the run in run_dir (out/checkpoints/run-...) with the settings it was started with.
+int resume_job(const std::string& run_dir);
+
+}  // namespace railway_train

@@ -1,0 +1,68 @@
+// What the railway training job's driver and its trainer actors exchange (no LibTorch here: the
+// driver's files compile without it).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "yard/yard.h"
+
+namespace railway_train {
+
+// What every trainer is set up with.
+struct TrainConfig {
+  std::vector<std::string> shards;  // shard directories (each with its manifest.json)
+  int64_t d_model = 64, layers = 2, heads = 4;
+  int64_t batch = 32;          // per worker
+  double base_lr = 1e-3;       // for base_batch
+  int64_t base_batch = 32;
+  int64_t warmup_steps = 20;
+  std::string decay = "cosine";  // after warm-up: cosine (to min_lr_fraction at the last step) or constant
+  double min_lr_fraction = 0.0;
+  int64_t epochs = 6;          // the schedule's length
+  std::string optimizer = "adamw";  // or sgd (momentum 0.9)
+  double weight_decay = 1e-4;
+  double holdout = 0.2;        // the last fraction of every line's chainage is the validation track
+  uint64_t seed = 17;
+  double clip = 1.0;
+  bool balanced = true;        // class-balanced epochs (defect windows are rare)
+  bool resume = false;         // start from the newest complete checkpoint, if any
+  int64_t prefetch = 2;        // batches the data loader makes ahead
+  int64_t accumulate = 1;      // micro-batches per optimizer step (gradients accumulated locally, no_sync)
+  YARD_FIELDS(shards, d_model, layers, heads, batch, base_lr, base_batch, warmup_steps, decay, min_lr_fraction, epochs,
+              optimizer, weight_decay, holdout, seed, clip, balanced, resume, prefetch, accumulate);
+};
+
+// Where a group stands after set-up: the data, the schedule, the data loader's position.
+struct SetupInfo {
+  int64_t windows = 0;          // training windows
+  int64_t steps_per_epoch = 0;  // optimizer steps
+  uint64_t epoch = 0, step = 0;  // where the next chunk starts
+  int64_t global_step = 0;       // 0, or the checkpoint's step it resumed from
+  int pid = 0;
+  std::string node;
+  YARD_FIELDS(windows, steps_per_epoch, epoch, step, global_step, pid, node);
+};
+
+// What a chunk of steps did on one rank: per step, the loss summed over its samples and the count.
+struct ChunkStats {
+  std::vector<double> loss_sum;
+  std::vector<int64_t> samples;
+  uint64_t epoch = 0, step = 0;  // the data loader's position after the chunk
+  int64_t global_step = 0;
+  double lr = 0;
+  double seconds = 0;
+  double checkpoint_ms = 0;  // training time the checkpoint hand-over took (rank 0, when it saved)
+  // Recoveries the rank made on its own (a checkpoint handed again to a restarted Checkpointer).
+  std::vector<std::string> notes;
+  YARD_FIELDS(loss_sum, samples, epoch, step, global_step, lr, seconds, checkpoint_ms, notes);
+};
+
+struct EvalStats {
+  double loss = 0, accuracy = 0, macro_f1 = 0, amplitude_rmse = 0;
+  int64_t samples = 0;
+  YARD_FIELDS(loss, accuracy, macro_f1, amplitude_rmse, samples);
+};
+
+}  // namespace railway_train

@@ -1,0 +1,327 @@
+#include "railway_trainer.h"
+
+#include <torch/torch.h>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <future>
+
+#include <nlohmann/json.hpp>
+
+#include "yard/actors/data_loader.h"
+#include "yard/actors/ddp.h"
+#include "yard/actors/sampler.h"
+#include "yard/actors/schedule.h"
+#include "yard/actors/torch_state.h"
+#include "yard/actors/trainer.h"
+#include "yard/collective.h"
+#include "yard/railway/model.h"
+#include "yard/railway/shards.h"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using yard::actors::Checkpointer;
+
+namespace railway_train {
+
+namespace {
+
+struct Split {
+  torch::Tensor x, label, amp;
+};
+
+// The windows of one shard directory: the files its manifest lists, each verified.
+std::vector<yard::railway::Window> read_shard_dir(const std::string& dir) {
+  std::ifstream in(dir + "/manifest.json");
+  if (!in) throw std::runtime_error(dir + ": no manifest.json (the shards were not made, or not completely)");
+  nlohmann::json m;
+  try {
+    m = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(dir + "/manifest.json: not valid JSON (" + std::string(e.what()) + ")");
+  }
+  std::vector<yard::railway::Window> ws;
+  for (const auto& f : m.at("shards")) {
+    auto part = yard::railway::read_shard(dir + "/" + f.get<std::string>());
+    ws.insert(ws.end(), part.begin(), part.end());
+  }
+  return ws;
+}
+
+Split pack(const std::vector<const yard::railway::Window*>& v) {
+  Split s;
+  int64_t n = static_cast<int64_t>(v.size()), T = static_cast<int64_t>(v[0]->x.size() / yard::railway::kFeatures);
+  s.x = torch::empty({n, T, yard::railway::kFeatures});
+  s.label = torch::empty({n}, torch::kLong);
+  s.amp = torch::empty({n});
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(s.x[i].data_ptr<float>(), v[i]->x.data(), v[i]->x.size() * sizeof(float));
+    s.label[i] = static_cast<int64_t>(v[i]->label);
+    s.amp[i] = v[i]->amplitude_mm;
+  }
+  return s;
+}
+
+// Loads the shard directories; windows in the last `holdout` of each line's chainage go to val.
+// Features are normalised with the training statistics.
+std::pair<Split, Split> load_data(const std::vector<std::string>& dirs, double holdout) {
+  if (dirs.empty()) throw std::runtime_error("no shard directories to train on");
+  std::vector<std::vector<yard::railway::Window>> per_dir;
+  for (const auto& d : dirs) per_dir.push_back(read_shard_dir(d));
+  std::vector<const yard::railway::Window*> tr, va;
+  for (auto& ws : per_dir) {
+    double end = 0;
+    for (auto& w : ws) end = std::max(end, w.start_chainage);
+    for (auto& w : ws) (w.start_chainage < (1 - holdout) * end ? tr : va).push_back(&w);
+  }
+  if (tr.empty() || va.empty()) throw std::runtime_error("the shards hold too few windows for a training and a validation part");
+  auto train = pack(tr), val = pack(va);
+  auto mu = train.x.mean(std::vector<int64_t>{0, 1}, true);
+  auto sd = train.x.std(std::vector<int64_t>{0, 1}, true, true) + 1e-6;
+  train.x = (train.x - mu) / sd;
+  val.x = (val.x - mu) / sd;
+  return {train, val};
+}
+
+struct Batch {
+  torch::Tensor x, label, amp;
+};
+
+// A checkpoint handed to the checkpointer; handed again (up to 3 times) when the checkpointer's
+// process dies while it writes (it is restarted: max_restarts).
+struct Handover {
+  std::string path;
+  std::string note;  // what had to be redone, for the driver's report
+};
+
+Handover save_with_retries(yard::ActorHandle<Checkpointer> ckpt, const yard::actors::CheckpointData& c) {
+  auto t0 = std::chrono::steady_clock::now();
+  for (int attempt = 0;; ++attempt) {
+    try {
+      Handover h{*ckpt.call(&Checkpointer::save).remote(c).get(600s), {}};
+      if (attempt > 0) {
+        char b[160];
+        std::snprintf(b, sizeof b, "checkpoint of step %llu handed again %d time(s) to the restarted checkpointer, written %.1f s after the first try",
+                      static_cast<unsigned long long>(c.step), attempt,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        h.note = b;
+      }
+      return h;
+    } catch (const yard::ActorDied& e) {
+      if (dynamic_cast<const yard::ActorRestarting*>(&e) == nullptr || attempt >= 3) throw;
+    }
+  }
+}
+
+}  // namespace
+
+struct RailwayTrainer::Impl {
+  TrainConfig cfg;
+  int rank = 0, world = 1;
+  Split train, val;
+  RailwayNet net{nullptr};
+  std::unique_ptr<yard::collective::Communicator> comm;
+  std::unique_ptr<yard::actors::Trainer> trainer;
+  std::unique_ptr<yard::actors::DataLoader<Batch>> loader;
+  yard::ActorHandle<Checkpointer> ckpt;
+  std::future<Handover> pending;  // the last checkpoint's hand-over
+  torch::Tensor class_w;
+
+  int64_t steps_per_epoch() const {
+    return (static_cast<int64_t>(loader->steps_per_epoch()) + cfg.accumulate - 1) / cfg.accumulate;
+  }
+  void make_loader();
+  void make_trainer();
+  void restore();
+  void hand_over_checkpoint(yard::actors::SamplerState pos, ChunkStats& st);
+};
+
+void RailwayTrainer::Impl::make_loader() {
+  yard::actors::DistributedSampler sampler(train.x.size(0), world, rank, cfg.seed);
+  if (cfg.balanced) {
+    auto l = train.label.contiguous();
+    sampler.set_class_balanced(std::vector<int>(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + l.numel()));
+  }
+  loader = std::make_unique<yard::actors::DataLoader<Batch>>(
+      sampler, static_cast<uint64_t>(cfg.batch),
+      [this](const std::vector<uint64_t>& idx) {
+        Batch b;
+        if (idx.empty()) return b;
+        auto ix = torch::tensor(std::vector<int64_t>(idx.begin(), idx.end()), torch::kLong);
+        b.x = train.x.index_select(0, ix);
+        b.label = train.label.index_select(0, ix);
+        b.amp = train.amp.index_select(0, ix);
+        return b;
+      },
+      static_cast<size_t>(std::max<int64_t>(1, cfg.prefetch)));
+}
+
+// The replica's optimizer step: identical start (broadcast from rank 0), DDP, clipping, AdamW or
+// SGD at the linearly scaled, warmed-up, decaying rate.
+void RailwayTrainer::Impl::make_trainer() {
+  yard::actors::TrainerOptions to;
+  to.optimizer = cfg.optimizer;
+  to.weight_decay = cfg.weight_decay;
+  to.clip = cfg.clip;
+  to.schedule.base_lr = cfg.base_lr;
+  to.schedule.base_batch = cfg.base_batch;
+  to.schedule.global_batch = cfg.batch * world * cfg.accumulate;
+  to.schedule.warmup_steps = cfg.warmup_steps;
+  to.schedule.decay = yard::actors::LrSchedule::parse(cfg.decay);
+  to.schedule.total_steps = cfg.epochs * steps_per_epoch();
+  to.schedule.final_fraction = cfg.min_lr_fraction;
+  trainer = std::make_unique<yard::actors::Trainer>(net.ptr(), comm.get(), to);
+}
+
+// Every rank reads the same newest complete checkpoint: identical replicas, optimizers, schedules
+// and data-loader positions.
+void RailwayTrainer::Impl::restore() {
+  if (auto c = *ckpt.call(&Checkpointer::restore).remote().get(600s)) {
+    yard::actors::load_state(*net, c->blobs.at("model"));
+    yard::actors::load_state(trainer->optimizer(), c->blobs.at("optimizer"));
+    trainer->set_global_step(static_cast<int64_t>(c->step));
+    loader->seek(yard::actors::DataLoader<Batch>::decode(c->blobs.at("loader")));
+  }
+}
+
+RailwayTrainer::RailwayTrainer() : impl_(std::make_unique<Impl>()) {}
+RailwayTrainer::~RailwayTrainer() = default;
+
+SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::string generation,
+                                yard::ActorHandle<Checkpointer> ckpt) {
+  torch::set_num_threads(1);
+  yard::actors::keep_freed_memory();
+  auto& s = *impl_;
+  s.cfg = cfg;
+  s.rank = rank;
+  s.world = world;
+  s.ckpt = ckpt;
+  std::tie(s.train, s.val) = load_data(cfg.shards, cfg.holdout);
+  torch::manual_seed(cfg.seed);
+  s.net = RailwayNet(yard::railway::kFeatures, s.train.x.size(1), cfg.d_model, cfg.layers, cfg.heads);
+  s.comm = yard::collective::create_group(yard::collective::cluster_group("railway-train", world, rank, generation));
+  s.make_loader();
+  if (cfg.accumulate < 1) throw std::invalid_argument("accumulate must be at least 1");
+  s.make_trainer();
+  // Without balanced epochs, class weights against the imbalance: inverse square root of frequency.
+  auto counts = torch::bincount(s.train.label, {}, 5).to(torch::kFloat) + 1;
+  s.class_w = cfg.balanced ? torch::ones({5}) : (counts.sum() / counts).sqrt();
+  s.class_w = s.class_w / s.class_w.mean();
+  if (cfg.resume) s.restore();
+  SetupInfo info;
+  info.windows = s.train.x.size(0);
+  info.steps_per_epoch = s.steps_per_epoch();
+  auto p = s.loader->position();
+  info.epoch = p.epoch;
+  info.step = p.step / static_cast<uint64_t>(cfg.accumulate);
+  info.global_step = s.trainer->global_step();
+  info.pid = getpid();
+  info.node = yard::node_id();
+  return info;
+}
+
+void RailwayTrainer::Impl::hand_over_checkpoint(yard::actors::SamplerState pos, ChunkStats& st) {
+  auto c0 = std::chrono::steady_clock::now();
+  // The previous write has long finished; a failure surfaces here rather than being lost.
+  if (pending.valid()) {
+    auto h = pending.get();
+    if (!h.note.empty()) st.notes.push_back(h.note);
+  }
+  // On this thread only copies of the tensors; serialising them and the call that hands the bytes
+  // to the checkpointer run beside training.
+  yard::actors::CheckpointData c;
+  c.step = static_cast<uint64_t>(trainer->global_step());
+  c.blobs["loader"] = yard::actors::DataLoader<Batch>::encode(pos);
+  c.blobs["schedule"] = cfg.decay + " " + std::to_string(trainer->schedule().total_steps) + " " +
+                        std::to_string(trainer->schedule().peak());
+  pending = std::async(std::launch::async, [c = std::move(c), ck = ckpt, model = yard::actors::StateSnapshot(*net),
+                                            opt = yard::actors::StateSnapshot(trainer->optimizer())]() mutable {
+    yard::actors::make_background_thread();
+    c.blobs["model"] = model.bytes();
+    c.blobs["optimizer"] = opt.bytes();
+    return save_with_retries(ck, c);
+  });
+  st.checkpoint_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
+}
+
+ChunkStats RailwayTrainer::train_steps(int64_t steps, bool checkpoint) {
+  auto& s = *impl_;
+  ChunkStats st;
+  auto t0 = std::chrono::steady_clock::now();
+  s.net->train();
+  uint64_t epoch = s.loader->position().epoch;
+  for (int64_t k = 0; k < steps && s.loader->position().epoch == epoch; ++k) {
+    // Up to `accumulate` micro-batches of this epoch make one step.
+    std::vector<yard::actors::DataLoader<Batch>::Item> micro;
+    do micro.push_back(s.loader->next());
+    while (static_cast<int64_t>(micro.size()) < s.cfg.accumulate && s.loader->position().epoch == epoch);
+    std::vector<int64_t> sizes;
+    int64_t local = 0;
+    for (auto& m : micro) sizes.push_back(static_cast<int64_t>(m.indices.size())), local += sizes.back();
+    double loss_sum = s.trainer->step(sizes, [&](size_t i) {
+      const auto& b = micro[i].batch;
+      auto [logits, amp] = s.net->forward(b.x);
+      return torch::nn::functional::cross_entropy(logits, b.label,
+                                                  torch::nn::functional::CrossEntropyFuncOptions().weight(s.class_w)) +
+             torch::mse_loss(amp, b.amp);
+    });
+    st.lr = s.trainer->last_lr();
+    st.loss_sum.push_back(loss_sum);
+    st.samples.push_back(local);
+  }
+  auto pos = s.loader->position();
+  st.epoch = pos.epoch;
+  st.step = pos.step / static_cast<uint64_t>(s.cfg.accumulate);
+  st.global_step = s.trainer->global_step();
+  st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (checkpoint && s.rank == 0) s.hand_over_checkpoint(pos, st);
+  return st;
+}
+
+EvalStats RailwayTrainer::evaluate() {
+  auto& s = *impl_;
+  torch::NoGradGuard ng;
+  s.net->eval();
+  EvalStats ev;
+  auto [logits, amp] = s.net->forward(s.val.x);
+  ev.loss = (torch::nn::functional::cross_entropy(logits, s.val.label) + torch::mse_loss(amp, s.val.amp)).item<double>();
+  auto pred = logits.argmax(1);
+  ev.accuracy = pred.eq(s.val.label).to(torch::kFloat).mean().item<double>();
+  ev.amplitude_rmse = (amp - s.val.amp).pow(2).mean().sqrt().item<double>();
+  double f1 = 0;
+  int classes = 0;
+  for (int c = 0; c < 5; ++c) {
+    double tp = (pred.eq(c) & s.val.label.eq(c)).sum().item<double>();
+    double fp = (pred.eq(c) & s.val.label.ne(c)).sum().item<double>();
+    double fn = (pred.ne(c) & s.val.label.eq(c)).sum().item<double>();
+    if (tp + fn == 0) continue;  // a class absent from the held-out track
+    f1 += tp == 0 ? 0 : 2 * tp / (2 * tp + fp + fn);
+    ++classes;
+  }
+  ev.macro_f1 = classes ? f1 / classes : 0;
+  ev.samples = s.val.x.size(0);
+  return ev;
+}
+
+std::vector<std::string> RailwayTrainer::finish() {
+  auto& s = *impl_;
+  std::vector<std::string> notes;
+  if (s.pending.valid()) {
+    auto h = s.pending.get();
+    if (!h.note.empty()) notes.push_back(h.note);
+  }
+  s.comm->destroy();
+  return notes;
+}
+
+int RailwayTrainer::pid() { return getpid(); }
+
+}  // namespace railway_train
+
+YARD_ACTOR(railway_train::RailwayTrainer, yard::ctor<>, &railway_train::RailwayTrainer::setup,
+           &railway_train::RailwayTrainer::train_steps, &railway_train::RailwayTrainer::evaluate,
+           &railway_train::RailwayTrainer::finish, &railway_train::RailwayTrainer::pid);

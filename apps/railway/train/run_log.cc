@@ -1,0 +1,117 @@
+#include "run_log.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace fs = std::filesystem;
+
+namespace railway_train {
+
+namespace {
+
+// The lines of a JSON-lines file that parse (a line cut short by a crash does not).
+std::vector<nlohmann::json> read_lines(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded()) out.push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace
+
+RunLog::RunLog(std::string out, bool continuing) : out_(std::move(out)) {
+  fs::create_directories(out_);
+  std::string metrics = out_ + "/metrics.jsonl", steps = out_ + "/steps.jsonl";
+  if (continuing) {
+    // Rewrite both without a line a crash may have cut short.
+    auto ms = read_lines(metrics);
+    std::ofstream m(metrics, std::ios::trunc);
+    for (auto& j : ms) {
+      m << j.dump() << "\n";
+      if (j.value("event", "") == "recovery") ++recoveries_;
+      if (j.value("event", "") != "epoch") continue;
+      auto e = j.value("epoch", uint64_t(0));
+      reported_ = std::max(reported_, e);
+      train_loss_.x.push_back(double(e)), train_loss_.y.push_back(j.value("train_loss", 0.0));
+      val_loss_.x.push_back(double(e)), val_loss_.y.push_back(j.value("val_loss", 0.0));
+      f1_.x.push_back(double(e)), f1_.y.push_back(j.value("val_macro_f1", 0.0));
+    }
+    auto ss = read_lines(steps);
+    std::ofstream s(steps, std::ios::trunc);
+    for (auto& j : ss) {
+      s << j.dump() << "\n";
+      last_step_ = std::max(last_step_, j.value("step", int64_t(0)));
+    }
+  }
+  metrics_.open(metrics, continuing ? std::ios::app : std::ios::trunc);
+  steps_.open(steps, continuing ? std::ios::app : std::ios::trunc);
+  if (!metrics_ || !steps_) throw std::runtime_error("cannot write " + metrics + " or " + steps);
+}
+
+void RunLog::step(int64_t global_step, uint64_t epoch, double loss, int64_t samples) {
+  steps_ << "{\"step\":" << global_step << ",\"epoch\":" << epoch << ",\"loss\":" << loss << ",\"samples\":" << samples
+         << "}\n";
+  steps_.flush();
+}
+
+void RunLog::rewind(int64_t global_step) {
+  steps_.close();
+  std::string path = out_ + "/steps.jsonl";
+  auto lines = read_lines(path);
+  {
+    std::ofstream s(path, std::ios::trunc);
+    for (auto& j : lines)
+      if (j.value("step", int64_t(0)) <= global_step) s << j.dump() << "\n";
+  }
+  steps_.open(path, std::ios::app);
+}
+
+void RunLog::epoch(const EpochRecord& e) {
+  nlohmann::json j = {{"event", "epoch"},
+                      {"epoch", e.epoch},
+                      {"steps", e.steps},
+                      {"train_loss", e.train_loss},
+                      {"val_loss", e.val.loss},
+                      {"val_macro_f1", e.val.macro_f1},
+                      {"val_accuracy", e.val.accuracy},
+                      {"val_amplitude_rmse_mm", e.val.amplitude_rmse},
+                      {"samples_per_s", e.samples_per_s},
+                      {"workers", e.workers},
+                      {"restarts", e.restarts},
+                      {"recoveries", recoveries_},
+                      {"step_ms", e.step_ms},
+                      {"checkpoint_stall_ms", e.checkpoint_stall_ms}};
+  metrics_ << j.dump() << "\n";
+  metrics_.flush();
+  reported_ = std::max(reported_, e.epoch);
+  train_loss_.x.push_back(double(e.epoch)), train_loss_.y.push_back(e.train_loss);
+  val_loss_.x.push_back(double(e.epoch)), val_loss_.y.push_back(e.val.loss);
+  f1_.x.push_back(double(e.epoch)), f1_.y.push_back(e.val.macro_f1);
+}
+
+void RunLog::recovery(const Recovery& r) {
+  ++recoveries_;
+  std::printf("recovered: %s was lost in %s (%s); %s; took %.1f s\n", r.lost.c_str(), phase_name(r.phase), r.error.c_str(),
+              r.redone.c_str(), r.seconds);
+  std::fflush(stdout);
+  nlohmann::json j = {{"event", "recovery"}, {"phase", phase_name(r.phase)}, {"lost", r.lost},
+                      {"error", r.error},    {"redone", r.redone},           {"seconds", r.seconds},
+                      {"steps_redone", r.steps_redone}};
+  metrics_ << j.dump() << "\n";
+  metrics_.flush();
+}
+
+void RunLog::write_curves() const {
+  yard::railway::write_svg_plot(out_ + "/curves.svg", "Railway model training", "epoch", "loss / F1",
+                                {train_loss_, val_loss_, f1_});
+}
+
+}  // namespace railway_train

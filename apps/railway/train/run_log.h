@@ -1,0 +1,57 @@
+// RunLog: what a training run writes next to its checkpoints, in --out: per optimizer step a
+// line of steps.jsonl, per epoch a line of metrics.jsonl ({"event":"epoch",...}) and the curves
+// (curves.svg), per recovery a line of metrics.jsonl ({"event":"recovery",...}) and a line of
+// progress. A resumed run continues the same files: the epochs already reported are read back,
+// and steps trained again replace the lines they had.
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "job_types.h"
+#include "recovery.h"
+#include "yard/railway/plot.h"
+
+namespace railway_train {
+
+struct EpochRecord {
+  uint64_t epoch = 0;
+  int64_t steps = 0;
+  double train_loss = 0;
+  EvalStats val;
+  double samples_per_s = 0;
+  int workers = 0;
+  int restarts = 0;
+  double step_ms = 0;
+  double checkpoint_stall_ms = 0;
+};
+
+class RunLog {
+ public:
+  // continuing: a resumed run (the files are kept and read back) rather than a new one.
+  RunLog(std::string out, bool continuing);
+
+  void step(int64_t global_step, uint64_t epoch, double loss, int64_t samples);
+  // Steps after `global_step` will be trained again: their lines go.
+  void rewind(int64_t global_step);
+  void epoch(const EpochRecord& e);
+  void recovery(const Recovery& r);
+  // Epochs reported so far (by this run, or by the run it resumes).
+  uint64_t epochs_reported() const { return reported_; }
+  int recoveries() const { return recoveries_; }
+  // The last step steps.jsonl held when the run was resumed (0: none).
+  int64_t last_step() const { return last_step_; }
+  void write_curves() const;
+
+ private:
+  std::string out_;
+  std::ofstream metrics_, steps_;
+  uint64_t reported_ = 0;
+  int recoveries_ = 0;
+  int64_t last_step_ = 0;
+  yard::railway::PlotSeries train_loss_{"train loss", {}, {}}, val_loss_{"validation loss", {}, {}},
+      f1_{"validation macro F1", {}, {}};
+};
+
+}  // namespace railway_train

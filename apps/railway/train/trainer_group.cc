@@ -1,0 +1,134 @@
+#include "trainer_group.h"
+
+#include <chrono>
+#include <cstdio>
+#include <optional>
+
+namespace railway_train {
+
+using namespace std::chrono_literals;
+
+TrainerGroup::TrainerGroup(int workers, yard::PlacementGroup pg, yard::ActorHandle<yard::actors::Checkpointer> ckpt)
+    : workers_(workers), pg_(std::move(pg)), ckpt_(std::move(ckpt)) {}
+
+TrainerGroup::~TrainerGroup() {
+  try {
+    stop();
+  } catch (const std::exception&) {
+  }
+}
+
+std::string TrainerGroup::who(int rank) const {
+  auto r = static_cast<size_t>(rank);
+  return "trainer rank " + std::to_string(rank) + (r < pids_.size() && pids_[r] ? " (pid " + std::to_string(pids_[r]) + ")" : "");
+}
+
+// Waits for every ref; the first loss ends the wait. A survivor's error about a peer (a collective
+// that lost a rank) may come before the dead member's own: then the dead member is waited for a
+// little, so that the report names the process that was lost.
+template <class T>
+std::vector<T> TrainerGroup::collect(const std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks,
+                                     Phase phase, yard::Duration timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::vector<T> out(refs.size());
+  std::vector<size_t> left;
+  for (size_t i = 0; i < refs.size(); ++i) left.push_back(i);
+  std::optional<MemberLost> second_hand;  // a survivor's report of a loss
+  while (!left.empty()) {
+    std::vector<yard::ObjectRef<T>> waiting;
+    for (auto i : left) waiting.push_back(refs[i]);
+    auto rest = std::chrono::duration_cast<yard::Duration>(deadline - std::chrono::steady_clock::now());
+    auto got = yard::wait(waiting, 1, std::max(rest, yard::Duration(0)));
+    if (got.ready.empty()) {
+      if (second_hand) throw *second_hand;
+      throw yard::TimeoutError(std::string("the trainers did not finish ") + phase_name(phase) + " in time");
+    }
+    std::vector<size_t> still;
+    for (auto i : left) {
+      bool ready = false;
+      for (auto& r : got.ready) ready = ready || r.id() == refs[i].id();
+      if (!ready) {
+        still.push_back(i);
+        continue;
+      }
+      try {
+        out[i] = *refs[i].get(0ms);
+      } catch (const std::exception& e) {
+        if (!is_process_loss(e)) throw;
+        if (!dynamic_cast<const yard::RemoteError*>(&e)) throw MemberLost(phase, who(ranks[i]), e.what());
+        if (!second_hand) {
+          second_hand.emplace(phase, "a peer of " + who(ranks[i]), e.what());
+          deadline = std::min(deadline, std::chrono::steady_clock::now() + 2s);
+        }
+      }
+    }
+    left = std::move(still);
+  }
+  if (second_hand) throw *second_hand;
+  return out;
+}
+
+void TrainerGroup::stop() {
+  for (auto& m : members_) {
+    try {
+      yard::kill(m);
+    } catch (const std::exception&) {
+    }
+  }
+  members_.clear();
+  pids_.clear();
+}
+
+SetupInfo TrainerGroup::start(const TrainConfig& cfg) {
+  stop();
+  std::vector<int> ranks;
+  for (int r = 0; r < workers_; ++r) {
+    members_.push_back(yard::actor<RailwayTrainer>().resources({{"CPU", 1}}).placement_group(pg_, r).remote());
+    ranks.push_back(r);
+  }
+  std::vector<yard::ObjectRef<int>> pid_refs;
+  for (auto& m : members_) pid_refs.push_back(m.call(&RailwayTrainer::pid).remote());
+  pids_ = collect(pid_refs, ranks, Phase::kSetup, 600s);
+  std::string pids;
+  for (int p : pids_) pids += " " + std::to_string(p);
+  std::printf("setting up the trainers: pids%s\n", pids.c_str());
+  std::fflush(stdout);
+  std::string gen = std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  std::vector<yard::ObjectRef<SetupInfo>> ready;
+  for (int r = 0; r < workers_; ++r)
+    ready.push_back(members_[static_cast<size_t>(r)].call(&RailwayTrainer::setup).remote(cfg, r, workers_, gen, ckpt_));
+  auto infos = collect(ready, ranks, Phase::kSetup, 600s);
+  std::string nodes;
+  for (auto& i : infos) nodes += " " + i.node;
+  std::printf("trainer pids:%s\ntrainer nodes:%s\n", pids.c_str(), nodes.c_str());
+  std::fflush(stdout);
+  return infos[0];
+}
+
+std::vector<ChunkStats> TrainerGroup::train(int64_t steps, bool save) {
+  std::vector<yard::ObjectRef<ChunkStats>> parts;
+  std::vector<int> ranks;
+  for (size_t r = 0; r < members_.size(); ++r) {
+    parts.push_back(members_[r].call(&RailwayTrainer::train_steps).remote(steps, save));
+    ranks.push_back(static_cast<int>(r));
+  }
+  return collect(parts, ranks, Phase::kTraining, 3600s);
+}
+
+EvalStats TrainerGroup::evaluate() {
+  return collect(std::vector{members_[0].call(&RailwayTrainer::evaluate).remote()}, {0}, Phase::kEvaluation, 600s)[0];
+}
+
+std::vector<std::string> TrainerGroup::finish() {
+  std::vector<yard::ObjectRef<std::vector<std::string>>> done;
+  std::vector<int> ranks;
+  for (size_t r = 0; r < members_.size(); ++r) {
+    done.push_back(members_[r].call(&RailwayTrainer::finish).remote());
+    ranks.push_back(static_cast<int>(r));
+  }
+  std::vector<std::string> notes;
+  for (auto& n : collect(done, ranks, Phase::kFinish, 600s)) notes.insert(notes.end(), n.begin(), n.end());
+  return notes;
+}
+
+}  // namespace railway_train

@@ -1,0 +1,53 @@
+// TrainerGroup: the job's data-parallel replicas, started in the trainers' placement group and
+// driven together. Every operation waits for all members but fails fast: the first member lost
+// ends it with MemberLost (which rank, its pid, the phase, the error), without waiting for the
+// survivors to time out in a collective. start() kills whatever is left of the previous members
+// and sets up new ones in a new collective generation.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "job_types.h"
+#include "railway_trainer.h"
+#include "recovery.h"
+
+namespace railway_train {
+
+class MemberLost : public yard::Error {
+ public:
+  MemberLost(Phase phase, std::string who, const std::string& error)
+      : yard::Error(who + " was lost in " + phase_name(phase) + ": " + error), phase(phase), who(std::move(who)),
+        error(error) {}
+  Phase phase;
+  std::string who;    // "trainer rank 1 (pid 123)"
+  std::string error;  // what the driver saw
+};
+
+class TrainerGroup {
+ public:
+  TrainerGroup(int workers, yard::PlacementGroup pg, yard::ActorHandle<yard::actors::Checkpointer> ckpt);
+  ~TrainerGroup();
+
+  // New members, set up (from the checkpointer's newest checkpoint with cfg.resume). Prints the
+  // members' pids as soon as they are up and their nodes once set up.
+  SetupInfo start(const TrainConfig& cfg);
+  std::vector<ChunkStats> train(int64_t steps, bool save);
+  EvalStats evaluate();
+  std::vector<std::string> finish();
+  void stop();
+
+ private:
+  template <class T>
+  std::vector<T> collect(const std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks, Phase phase,
+                         yard::Duration timeout);
+  std::string who(int rank) const;
+
+  int workers_;
+  yard::PlacementGroup pg_;
+  yard::ActorHandle<yard::actors::Checkpointer> ckpt_;
+  std::vector<yard::ActorHandle<RailwayTrainer>> members_;
+  std::vector<int> pids_;
+};
+
+}  // namespace railway_train

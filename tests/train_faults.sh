@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# A fault campaign over the railway job's phases. For each phase one process of the job is killed
+# with kill -9 while it works in that phase — an aligner recording or aligning, a trainer in group
+# set-up, a training step, evaluation or the final save, the checkpointer writing, the driver
+# itself — found from the job's own progress lines (which name the phase and the pids), never by
+# sleeping. Short phases are held open with YARD_TESTING_DELAY_MS (the call waits before it
+# runs). Every run must finish with status 0, report the recovery in the phase it was made in, and
+# end at the undisturbed run's validation loss (the resume is exact: the checkpoint carries the
+# model, optimizer, schedule and data-loader position).
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+bin="$1"
+only="${2:-}"
+work=$(mktemp -d /tmp/yard-train-faults-XXXXXX)
+pid=""
+cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT
+cd "$work"
+job=(--epochs 3 --workers 2 --logs 1 --length-km 8 --batch 16 --checkpoint-every 20)
+
+final_val_loss() {
+  python3 -c 'import json,sys; print([j for j in map(json.loads, open(sys.argv[1])) if j["event"] == "epoch"][-1]["val_loss"])' "$1/metrics.jsonl"
+}
+
+# The undisturbed run (it also makes the data the later cases share).
+"$bin" "${job[@]}" --data data --out clean > clean.txt 2>&1 || { cat clean.txt; exit 1; }
+clean=$(final_val_loss clean)
+echo "undisturbed final validation loss: $clean"
+
+# check_run NAME PHASE: the run in NAME.txt / out-NAME finished, reported a recovery in PHASE,
+# and ended at the undisturbed validation loss.
+check_run() {
+  local name=$1 phase=$2
+  python3 - "out-$name/metrics.jsonl" "$phase" "$clean" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+rec = [j for j in lines if j["event"] == "recovery"]
+epochs = [j for j in lines if j["event"] == "epoch"]
+assert rec, "no recovery was reported"
+assert any(r["phase"] == sys.argv[2] for r in rec), "no recovery in %s: %s" % (sys.argv[2], rec)
+assert [e["epoch"] for e in epochs] == [1, 2, 3], "epochs reported: %s" % [e["epoch"] for e in epochs]
+got, want = epochs[-1]["val_loss"], float(sys.argv[3])
+print("  %s: %s; final validation loss %.6f (undisturbed %.6f)" % (sys.argv[2], rec[0]["redone"], got, want))
+assert abs(got - want) <= 1e-3 * want, "the run ended elsewhere"
+PY
+}
+
+# await_steps PID OUT N: until the job PID has reported N optimizer steps in OUT/steps.jsonl.
+await_steps() {
+  local deadline=$((SECONDS + 300))
+  until [ -f "$2/steps.jsonl" ] && [ "$(wc -l < "$2/steps.jsonl")" -ge "$3" ]; do
+    if ! kill -0 "$1" 2>/dev/null || [ $SECONDS -gt $deadline ]; then cat out.txt; echo "no step $3"; exit 1; fi
+    sleep 0.05
+  done
+}
+
+# fault NAME PHASE DATA DELAY WHEN VICTIM FIELD: runs the job with YARD_TESTING_DELAY_MS=DELAY,
+# waits for the first progress line matching WHEN (or, for steps:N, for N steps reported), kills the pid in whitespace-separated FIELD
+# (negative: counted from the end) of the latest line matching VICTIM, waits for the job and
+# checks it.
+fault() {
+  local name=$1 phase=$2 data=$3 delay=$4 when=$5 pattern=$6 field=$7
+  [ -n "$only" ] && [ "$only" != "$name" ] && return 0
+  echo "case $name: kill -9 in $phase"
+  YARD_TESTING_DELAY_MS="$delay" "$bin" "${job[@]}" --data "$data" --out "out-$name" > out.txt 2>&1 &
+  pid=$!
+  if [[ "$when" == steps:* ]]; then await_steps "$pid" "out-$name" "${when#steps:}"; else await_line "$pid" "$when" > /dev/null; fi
+  line=$(grep -E "$pattern" out.txt | tail -1)
+  victim=$(echo "$line" | awk -v f="$field" '{ print (f < 0 ? $(NF + f + 1) : $f) }')
+  echo "  killing pid $victim at: $line"
+  kill -9 "$victim"
+  await_job "$pid" > "$name.txt" || { cat "$name.txt"; echo "case $name: the job failed"; exit 1; }
+  pid=""
+  check_run "$name" "$phase" || { cat "$name.txt"; exit 1; }
+}
+
+rec='^recording .* in aligner pid [0-9]+$' aln='^aligning .* in aligner pid [0-9]+$' pids='^trainer pids:'
+fault record recording data-record "railway_train::Aligner.record=2000" "$rec" "$rec" -1
+fault align aligning data-align "railway_train::Aligner.align=2000" "$aln" "$aln" -1
+fault setup "group setup" data "railway_train::RailwayTrainer.setup=2000" '^setting up the trainers' '^setting up the trainers' -1
+fault step training data "" steps:50 "$pids" -1
+fault checkpoint "a checkpoint write" data "yard::actors::Checkpointer.save=2000" '^epoch 1/3  steps' 'written by checkpointer pid' -1
+fault evaluate evaluation data "railway_train::RailwayTrainer.evaluate=2000" '^evaluating epoch 2' '^evaluating epoch 2' -1
+fault final "the final save" data "railway_train::RailwayTrainer.finish=2000" '^finishing:' "$pids" -1
+
+# The driver: kill -9 of railway-train itself mid-run; --resume continues the run.
+if [ -z "$only" ] || [ "$only" = driver ]; then
+  echo "case driver: kill -9 of the driver, then --resume"
+  "$bin" "${job[@]}" --data data --out out-driver > out.txt 2>&1 &
+  pid=$!
+  await_steps "$pid" out-driver 50
+  kill -9 "$pid"
+  wait "$pid" 2>/dev/null || true
+  pid=""
+  run_dir=$(ls -d out-driver/checkpoints/run-*)
+  "$bin" --resume "$run_dir" > driver.txt 2>&1 || { cat out.txt driver.txt; echo "the resumed run failed"; exit 1; }
+  grep -q "^resumed run run-.* at epoch 2" driver.txt || { cat driver.txt; exit 1; }
+  check_run driver training || { cat driver.txt; exit 1; }
+  # A finished run is not run again.
+  "$bin" --resume "$run_dir" | grep -q "finished already"
+fi
+echo "train faults: ok"
