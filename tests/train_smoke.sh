@@ -29,4 +29,8 @@ spe2=$(sed -n 's/.* \([0-9]*\) steps per epoch$/\1/p' out2.txt)
 test "$(wc -l < again/steps.jsonl)" -eq "$spe2"
 grep -q '"samples":32}' again/steps.jsonl  # a step is both micro-batches
 if grep -q "recording\|aligning" out2.txt; then echo "the shards were not reused"; exit 1; fi
+# A data directory recorded with other settings is refused, saying what differs; nothing is lost.
+if "$bin" --epochs 1 --workers 1 --logs 1 --length-km 9 --out other > out3.txt 2>&1; then cat out3.txt; echo "other settings were accepted"; exit 1; fi
+grep -q "log-0 was recorded with --length-km 8 (seed 100), this run asks for --length-km 9" out3.txt || { cat out3.txt; exit 1; }
+test -f railway-data/shards-0/manifest.json
 echo "train smoke: ok"
