@@ -567,3 +567,73 @@ TEST_CASE("nodes join a head; a silent node is declared dead and announced", "[c
   CHECK(sh(c.yard("stop --address " + node_addrs[1])).code == 0);
   CHECK(eventually([&] { return nodes().size() == 2; }, 10s));
 }
+
+namespace {
+// `yard start --address HEAD ARGS`: the node's address and pid.
+std::pair<std::string, int> join_node(const Cluster& c, const std::string& args) {
+  auto r = sh(c.yard("start --address " + c.addr + " " + args));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  auto at = r.out.find("node started at ");
+  REQUIRE(at != std::string::npos);
+  std::string addr = r.out.substr(at + 16, r.out.find(',', at) - at - 16);
+  auto nrec = yard::detail::record_for(addr);
+  REQUIRE(nrec);
+  return {addr, nrec->pid};
+}
+}  // namespace
+
+TEST_CASE("yard stop stops the nodes that joined the cluster and says which", "[cli][nodes]") {
+  Cluster c;
+  std::vector<int> pids;
+  struct Reaper {
+    std::vector<int>& pids;
+    ~Reaper() {
+      for (int p : pids) kill(p, SIGKILL);
+    }
+  } reaper{pids};
+  std::vector<std::string> addrs;
+  for (int i = 0; i < 2; ++i) {
+    auto [addr, pid] = join_node(c, "--num-cpus 1");
+    addrs.push_back(addr);
+    pids.push_back(pid);
+  }
+  auto s = sh(c.yard("stop"));
+  INFO(s.out);
+  CHECK(s.code == 0);
+  CHECK_THAT(s.out, Catch::Contains("the head, its node and its Redis, and 2 joined nodes") &&
+                        Catch::Contains(addrs[0]) && Catch::Contains(addrs[1]));
+  for (int p : pids) CHECK(eventually([&] { return yard::detail::process_dead(p); }, 10s));
+}
+
+TEST_CASE("a node whose cluster is gone stops itself after --head-timeout, logging the outage at a bounded rate",
+          "[cli][nodes]") {
+  Cluster c;
+  auto rec = *yard::detail::latest_record();
+  auto [addr, node_pid] = join_node(c, "--num-cpus 1 --heartbeat-timeout 0.5 --head-timeout 3");
+  struct Reaper {
+    int pid;
+    ~Reaper() { kill(pid, SIGKILL); }
+  } reaper{node_pid};
+  auto nrec = *yard::detail::record_for(addr);
+  // The head, its node and its Redis vanish (a lost machine): nothing tells the node.
+  long head_node = 0, redis = 0;
+  std::string redis_addr;
+  std::ifstream(rec.session_dir + "/head-node.pid") >> head_node;
+  std::ifstream(rec.session_dir + "/redis.address") >> redis_addr >> redis;
+  for (long p : {long(c.pid), head_node, redis}) kill(static_cast<pid_t>(p), SIGKILL);
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(eventually([&] { return yard::detail::process_dead(node_pid); }, 20s));
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(took >= 2.5);  // it waited its --head-timeout first
+  auto log = sh("cat " + nrec.log_dir + "/*.log 2>/dev/null").out;
+  INFO(log);
+  CHECK_THAT(log, Catch::Contains("stopping this node and its workers"));
+  // Heartbeats fail every 125 ms for 3 s: the same error is logged once, not 24 times.
+  size_t lines = 0;
+  for (size_t at = log.find("cannot update the node record"); at != std::string::npos;
+       at = log.find("cannot update the node record", at + 1))
+    ++lines;
+  CHECK(lines >= 1);
+  CHECK(lines <= 2);
+}

@@ -24,6 +24,10 @@ struct DaemonOptions {
   bool head_node = false;      // the node manager the head service started beside itself
   // A node whose heartbeat is older than this is dead (heartbeats go every timeout / 4).
   double heartbeat_timeout_s = 4;
+  // A node manager that has not reached the cluster's control store for this long (the head and
+  // its Redis are gone: the cluster was stopped, or its machine lost) stops itself and its
+  // workers (0: it waits for ever). Long enough to ride out a head or Redis restart.
+  double head_timeout_s = 60;
   // Bytes of objects the node's processes may hold in memory before they spill to disk
   // (0: 30% of the machine's memory).
   uint64_t object_store_bytes = 0;

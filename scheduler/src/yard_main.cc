@@ -118,6 +118,40 @@ int stop_remains(const detail::ClusterRecord& rec) {
   return 0;
 }
 
+// The nodes that joined the cluster (not the head's own): id and address. nullopt when the
+// address is not a head's (a node manager's: `yard stop` then stops that node only).
+std::optional<std::vector<std::pair<std::string, std::string>>> joined_nodes(sched::ControlClient& c) {
+  std::vector<std::pair<std::string, std::string>> out;
+  try {
+    auto r = c.call([](auto env) { env.getBody().setStatus(); });
+    auto j = json::parse(std::string(r->env().getBody().getStatusReply()));
+    for (auto& n : j["nodes"])
+      if (n.value("role", "") != "head" && n.value("alive", false)) out.emplace_back(n["node_id"], n.value("address", ""));
+  } catch (const yard::ConnectionError&) {
+    throw;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+// Waits (up to 15 s) for a node manager to stop answering; true when it has.
+bool node_stopped(const std::string& address, const std::string& token) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  sched::ControlClient n(address, token);
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      n.call([](auto env) { env.getBody().setPing(); }, std::chrono::milliseconds(500));
+    } catch (const yard::AuthError&) {
+      return false;
+    } catch (const yard::Error&) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
 int stop(const std::string& address, const std::string& token) {
   std::optional<detail::ClusterRecord> rec;
   std::string addr = address;
@@ -130,7 +164,9 @@ int stop(const std::string& address, const std::string& token) {
     return 0;
   }
   if (rec && rec->pid > 0 && detail::process_dead(rec->pid)) return stop_remains(*rec);
-  auto c = connect(rec ? rec->address : addr, token);
+  auto ep = detail::resolve_endpoint(rec ? rec->address : addr, token);
+  sched::ControlClient c(ep.address, ep.token);
+  auto nodes = joined_nodes(c);
   c.call([](auto env) { env.getBody().setShutdown(); });
   if (rec && rec->pid > 0) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -141,8 +177,20 @@ int stop(const std::string& address, const std::string& token) {
       return 1;
     }
   }
-  std::cout << "Stopped the Switchyard cluster at " << c.address() << "\n";
-  return 0;
+  if (!nodes) {
+    std::cout << "Stopped the Switchyard node at " << c.address() << " (it left its cluster)\n";
+    return 0;
+  }
+  std::vector<std::string> stopped, running;
+  for (auto& [id, at] : *nodes) (node_stopped(at, ep.token) ? stopped : running).push_back(id + " at " + at);
+  std::cout << "Stopped the Switchyard cluster at " << c.address() << ": the head, its node and its Redis";
+  if (!stopped.empty()) std::cout << ", and " << stopped.size() << " joined node" << (stopped.size() > 1 ? "s" : "");
+  std::cout << "\n";
+  for (auto& n : stopped) std::cout << "  stopped node " << n << "\n";
+  for (auto& n : running)
+    std::cerr << "yard: node " << n << " still answers; it stops by itself once it has not reached the cluster for "
+                 "its --head-timeout\n";
+  return running.empty() ? 0 : 1;
 }
 
 std::string fmt_res(const json& total, const json& avail) {
@@ -361,6 +409,10 @@ Commands define_start(CLI::App& app, Args& a, Commands c) {
   s->add_option("--token", a.token, "cluster token when joining");
   s->add_option("--heartbeat-timeout", a.dopts.heartbeat_timeout_s, "seconds without a heartbeat after which a node is dead")
       ->default_val(4)->check(CLI::Range(0.5, 600.0));
+  s->add_option("--head-timeout", a.dopts.head_timeout_s,
+                "a node that cannot reach the cluster's control store this many seconds stops itself and its workers "
+                "(0: never)")
+      ->default_val(60)->check(CLI::Range(0.0, 86400.0));
   s->add_option("--port", a.dopts.port, "port the head listens on (0: any free port)")->default_val(6380);
   s->add_option("--host", a.dopts.host, "interface to listen on")->default_val("127.0.0.1");
   s->add_option("--redis-address", a.dopts.redis_address, "use this Redis (host:port) instead of starting one; password from YARD_REDIS_PASSWORD");

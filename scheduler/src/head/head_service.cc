@@ -230,6 +230,25 @@ void HeadService::start_head_node() {
   });
 }
 
+// A stopped cluster stops its nodes: every node that joined is asked to stop (its workers and
+// jobs with it); the head's own node manager is stopped with the head.
+void HeadService::stop_nodes() {
+  for (auto& id : tables_->node_ids()) {
+    if (id == head_node_) continue;
+    auto fields = tables_->node_fields(id);
+    auto addr = fields.count("address") ? fields["address"] : std::string();
+    if (addr.empty()) {
+      spdlog::warn("node {} has no address on record: it is not asked to stop", id);
+      continue;
+    }
+    uint64_t rid = io_->next_request_id();
+    OutMessage m(token_, rid, false);
+    m.env().getBody().setShutdown();
+    notify(*io_, addr, m.finish(), rid);
+    spdlog::info("asked node {} at {} to stop", id, addr);
+  }
+}
+
 void HeadService::stop_head_node() {
   pid_t pid = 0;
   on_loop([&] { std::swap(pid, head_node_pid_); });
@@ -287,7 +306,8 @@ void HeadService::handle_head_request(Incoming& in) {
   switch (in.msg->env().getBody().which()) {
     case B::PING: return reply_.ok(in);
     case B::SHUTDOWN:
-      spdlog::info("shutdown requested");
+      spdlog::info("shutdown requested: stopping the cluster's nodes, then the head");
+      stop_nodes();
       reply_.ok(in);
       request_stop();
       return;

@@ -58,6 +58,7 @@ class HeadService {
   // This machine's node manager: the one a killed head left when it still runs, else a new one.
   void start_head_node();
   void stop_head_node();
+  void stop_nodes();
   void on_loop(std::function<void()> f);
   void handle(Incoming in);
   void handle_head_request(Incoming& in);

@@ -137,6 +137,7 @@ void NodeManager::begin_serving() {
   });
   if (o_.metrics_port >= 0) metrics_ = std::make_unique<NodeMetrics>(o_.host, o_.metrics_port, token_, node_id_);
   hosting_ = std::make_unique<ActorHosting>(io_, token_, node_id_, workers_, *res_, static_cast<ActorHosting::Node&>(*this));
+  last_contact_ = Clock::now();
   save_node();
   tables_->add_node(node_id_, o_.head_node ? "head" : "node");
   if (o_.head_node) tables_->set_head_node(node_id_);
@@ -218,8 +219,19 @@ void NodeManager::save_node() {
       update_metrics(r);
     }
     tables_->report(node_id_, r, std::chrono::milliseconds(static_cast<long>(o_.heartbeat_timeout_s * 1000)));
+    last_contact_ = Clock::now();
+    if (auto line = record_errors_.success(last_contact_)) spdlog::info("node record: {}", *line);
   } catch (const std::exception& e) {
-    spdlog::error("cannot update the node record: {}", e.what());
+    auto now = Clock::now();
+    if (auto line = record_errors_.failure(std::string("cannot update the node record: ") + e.what(), now))
+      spdlog::error("{}", *line);
+    if (o_.head_timeout_s > 0 && !gave_up_ && now - last_contact_ > std::chrono::duration<double>(o_.head_timeout_s)) {
+      spdlog::error("the cluster's control store at {} has not been reachable for {:g} s (--head-timeout): stopping this "
+                    "node and its workers",
+                    o_.redis_address, o_.head_timeout_s);
+      gave_up_ = true;
+      request_stop();
+    }
   }
 }
 

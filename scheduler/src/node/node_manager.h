@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/repeated_log.h"
 #include "common/service.h"
 #include "daemon.h"
 #include "node/actor_hosting.h"
@@ -119,6 +120,9 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
   std::unique_ptr<JobRunner> jobs_;
   std::unique_ptr<ActorHosting> hosting_;
   Clock::time_point next_job_check_{};
+  Clock::time_point last_contact_{};  // the control store last took the node's record
+  RepeatedLog record_errors_;
+  bool gave_up_ = false;  // stopping: the control store was out of reach past --head-timeout
   BlobCache blobs_{io_, token_, o_.join_address, o_.session_dir, log_dir_};
   // The node's object memory: its limit, what its processes hold, the spill directory.
   std::unique_ptr<detail::NodeMemory> memory_;

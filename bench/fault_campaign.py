@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""bench/run faults: kill -9 of a random worker of the railway job at a uniformly random moment.
+
+The job (4 epochs, one 8 km log recorded and aligned afresh every run, 2 trainers, a checkpoint
+every 20 steps) is first run undisturbed (twice: its wall time is the median). Then, KILLS times,
+a fresh run is started, a moment is drawn uniformly over the undisturbed run's length, and at that
+moment one of the job's worker processes (an aligner, a trainer, the checkpointer: the children of
+the job's node manager) is drawn and killed with SIGKILL. Reported:
+  fault_completion_rate   runs that finished with status 0 (target 1.0)
+  fault_val_loss_rel_max  largest |final val loss - undisturbed| / undisturbed (target <= 1e-3)
+  fault_time_lost_s_median  wall time added per fault, against one checkpoint interval + 5 s
+Usage: fault_campaign.py RAILWAY_TRAIN [KILLS] [SEED]
+"""
+import json, os, random, shutil, signal, statistics, subprocess, sys, tempfile, time
+
+JOB = ["--epochs", "4", "--workers", "2", "--logs", "1", "--length-km", "8", "--batch", "16",
+       "--checkpoint-every", "20"]
+
+
+def children(pid):
+    out = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % p) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == pid:
+            out.append(int(p))
+    return out
+
+
+def cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def job_workers(driver):
+    """The job's worker processes: children of its node manager (a `yard start ... --head-node`)."""
+    workers = []
+    for head in children(driver):
+        for node in children(head):
+            if b"--head-node" in cmdline(node):
+                workers += [w for w in children(node) if b"railway-train" in (cmdline(w) or [b""])[0]]
+    return workers
+
+
+def final(out):
+    lines = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
+    epochs = [j for j in lines if j.get("event") == "epoch"]
+    return epochs[-1] if epochs else None, [j for j in lines if j.get("event") == "recovery"]
+
+
+def run(binary, work, name, kill_at=None, rng=None):
+    data, out = os.path.join(work, "data-" + name), os.path.join(work, "out-" + name)
+    log = open(os.path.join(work, name + ".log"), "w")
+    t0 = time.monotonic()
+    p = subprocess.Popen([binary] + JOB + ["--data", data, "--out", out], stdout=log, stderr=subprocess.STDOUT,
+                         cwd=work)
+    victim = None
+    if kill_at is not None:
+        while p.poll() is None and time.monotonic() - t0 < kill_at:
+            time.sleep(0.02)
+        while p.poll() is None and victim is None:
+            ws = job_workers(p.pid)
+            if ws:
+                victim = rng.choice(ws)
+                try:
+                    os.kill(victim, signal.SIGKILL)
+                except ProcessLookupError:
+                    victim = None
+            else:
+                time.sleep(0.02)
+    try:
+        rc = p.wait(timeout=900)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        rc = -9
+    wall = time.monotonic() - t0
+    shutil.rmtree(data, ignore_errors=True)
+    ep, rec = final(out) if rc == 0 else (None, [])
+    return rc, wall, ep, rec, victim
+
+
+def emit(case, value, unit, peer=None, peer_value=None, **extra):
+    r = {"suite": "faults", "case": case, "value": value, "unit": unit}
+    if peer is not None:
+        r.update(peer=peer, peer_value=peer_value, ratio=value / peer_value if peer_value else None)
+    r.update(extra)
+    print(json.dumps(r), flush=True)
+
+
+def main():
+    binary = os.path.abspath(sys.argv[1])
+    kills = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    seed = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    rng = random.Random(seed)
+    work = tempfile.mkdtemp(prefix="yard-faults-")
+    try:
+        clean = [run(binary, work, "clean%d" % i) for i in range(2)]
+        if any(c[0] != 0 for c in clean):
+            sys.exit("the undisturbed job failed: see " + work)
+        t_clean = statistics.median(c[1] for c in clean)
+        loss = clean[0][2]["val_loss"]
+        interval_s = clean[0][2]["step_ms"] * 20 / 1000
+        done, rel, lost, phases = 0, [], [], {}
+        for i in range(kills):
+            at = rng.uniform(0, t_clean)
+            rc, wall, ep, rec, victim = run(binary, work, "fault%d" % i, at, rng)
+            phase = rec[0]["phase"] if rec else "none reported"
+            phases[phase] = phases.get(phase, 0) + 1
+            print("# kill %d at %.1f s (pid %s): status %d, %.1f s, %s" % (i + 1, at, victim, rc, wall, phase),
+                  file=sys.stderr, flush=True)
+            if rc == 0 and ep:
+                done += 1
+                rel.append(abs(ep["val_loss"] - loss) / loss)
+                lost.append(wall - t_clean)
+        emit("fault_completion_rate", done / kills, "fraction", kills=kills, seed=seed, phases=phases)
+        emit("fault_val_loss_rel_max", max(rel) if rel else float("nan"), "fraction")
+        emit("fault_time_lost_s_median", statistics.median(lost) if lost else float("nan"), "s",
+             "checkpoint_interval_plus_5s", interval_s + 5, undisturbed_s=round(t_clean, 2))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
