@@ -11,7 +11,7 @@ the job's node manager) is drawn and killed with SIGKILL. Reported:
   fault_time_lost_s_median  wall time added per fault, against one checkpoint interval + 5 s
 Usage: fault_campaign.py RAILWAY_TRAIN [KILLS] [SEED]
 """
-import json, os, random, shutil, signal, statistics, subprocess, sys, tempfile, time
+import json, os, random, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 JOB = ["--epochs", "4", "--workers", "2", "--logs", "1", "--length-km", "8", "--batch", "16",
        "--checkpoint-every", "20"]
@@ -40,14 +40,17 @@ def cmdline(pid):
         return []
 
 
-def job_workers(driver):
-    """The job's worker processes: children of its node manager (a `yard start ... --head-node`)."""
+def job_workers(driver, log_path):
+    """The job's working processes: children of its node manager (a `yard start ... --head-node`)
+    that the job's progress names (aligners, trainers, the checkpointer); idle pool workers are
+    not drawn, their loss costs nothing."""
     workers = []
     for head in children(driver):
         for node in children(head):
             if b"--head-node" in cmdline(node):
                 workers += [w for w in children(node) if b"railway-train" in (cmdline(w) or [b""])[0]]
-    return workers
+    named = set(int(x) for x in re.findall(r"pid[s]?((?: \d+)+)", open(log_path).read()) for x in x.split())
+    return [w for w in workers if w in named]
 
 
 def final(out):
@@ -58,7 +61,8 @@ def final(out):
 
 def run(binary, work, name, kill_at=None, rng=None):
     data, out = os.path.join(work, "data-" + name), os.path.join(work, "out-" + name)
-    log = open(os.path.join(work, name + ".log"), "w")
+    log_path = os.path.join(work, name + ".log")
+    log = open(log_path, "w")
     t0 = time.monotonic()
     p = subprocess.Popen([binary] + JOB + ["--data", data, "--out", out], stdout=log, stderr=subprocess.STDOUT,
                          cwd=work)
@@ -67,7 +71,7 @@ def run(binary, work, name, kill_at=None, rng=None):
         while p.poll() is None and time.monotonic() - t0 < kill_at:
             time.sleep(0.02)
         while p.poll() is None and victim is None:
-            ws = job_workers(p.pid)
+            ws = job_workers(p.pid, log_path)
             if ws:
                 victim = rng.choice(ws)
                 try:

@@ -99,4 +99,29 @@ if [ -z "$only" ] || [ "$only" = driver ]; then
   # A finished run is not run again.
   "$bin" --resume "$run_dir" | grep -q "finished already"
 fi
+# A submitted job whose driver is killed runs again (yard submit --max-retries) and continues its
+# run: the cluster clears the last attempt's actors and placement group first.
+if { [ -z "$only" ] || [ "$only" = submit ]; } && [ -n "${YARD_BIN:-}" ]; then
+  echo "case submit: kill -9 of a submitted job's driver, run again by the cluster"
+  export YARD_HOME="$work/yard-home"
+  unset YARD_ADDRESS YARD_TOKEN
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$YARD_BIN" start --head --port "$port" --num-cpus 4 > /dev/null
+  stop_cluster() { "$YARD_BIN" stop > /dev/null 2>&1 || true; }
+  trap 'stop_cluster; cleanup' EXIT
+  "$YARD_BIN" submit --max-retries 1 -- "$bin" "${job[@]}" --data "$work/data" --out "$work/out-submit" > out.txt 2>&1 &
+  pid=$!
+  await_steps "$pid" out-submit 50
+  driver=""
+  for p in $(pgrep -f -- "--out $work/out-submit"); do [ "$(cat /proc/$p/comm)" = railway-train ] && driver=$p; done
+  [ -n "$driver" ] || { cat out.txt; echo "no driver process"; exit 1; }
+  echo "  killing the driver, pid $driver"
+  kill -9 "$driver"
+  await_job "$pid" > submit.txt || { cat submit.txt; echo "the submitted job did not finish"; exit 1; }
+  pid=""
+  grep -q "runs again (attempt 2" submit.txt || { cat submit.txt; exit 1; }
+  grep -q "attempt 2 of this job: continuing the run in" submit.txt || { cat submit.txt; exit 1; }
+  check_run submit training || { cat submit.txt; exit 1; }
+  stop_cluster
+fi
 echo "train faults: ok"

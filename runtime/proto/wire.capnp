@@ -218,6 +218,7 @@ struct SubmitJob {
   cwd @1 :Text;
   env @2 :List(Text);        # extra KEY=VALUE pairs
   workingDir @3 :Text;       # digest of an uploaded tar.gz: the job and its workers run in it
+  maxRetries @4 :Int32;      # runs again (up to this many times) when its process dies by a signal
 }
 
 struct JobInfo {
@@ -345,6 +346,8 @@ struct Envelope {
     timeline @50 :Text;        # to the head: a job's timeline ("" : the latest job)
     timelineReply @51 :Text;   # Chrome trace-event JSON
     jobCurves @52 :Text;       # to the head: a job's gauge points, answered with statusReply (JSON)
+    restartJob @53 :Text;      # node -> head: a submitted job's program died and runs again: the
+                               # last attempt's actors and placement groups go (answered ok)
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
 }

@@ -394,6 +394,7 @@ struct Args {
   std::string drain_node;
   double drain_timeout = 600;
   bool drain_force = false;
+  int max_retries = 0;
   std::string output;
 };
 
@@ -462,6 +463,11 @@ Commands define_cli(CLI::App& app, Args& a) {
   c.submit = add_conn(app.add_subcommand("submit", "run a program as a job on the cluster, streaming its output"));
   c.submit->add_flag("--no-wait", a.no_wait, "print the job id and return at once");
   c.submit->add_option("--env", a.env_kv, "extra KEY=VALUE for the job's environment");
+  c.submit->add_option("--max-retries", a.max_retries,
+                       "run the program again, up to this many times, when its process dies by a signal (a crash, "
+                       "kill -9, the OOM killer); YARD_JOB_ATTEMPT tells it which attempt it is")
+      ->default_val(0)
+      ->check(CLI::Range(0, 100));
   c.submit->add_option("--working-dir", a.working_dir,
                        "upload this directory; the job and its workers on every node run in a copy of it")
       ->check(CLI::ExistingDirectory);
@@ -517,6 +523,7 @@ int cmd_submit(const Args& a) {
     for (unsigned i = 0; i < a.entry.size(); ++i) ep.set(i, a.entry[i]);
     sj.setCwd(wd);
     sj.setWorkingDir(wd_digest);
+    sj.setMaxRetries(a.max_retries);
     auto e = sj.initEnv(static_cast<unsigned>(a.env_kv.size()));
     for (unsigned i = 0; i < a.env_kv.size(); ++i) e.set(i, a.env_kv[i]);
   });

@@ -178,7 +178,7 @@ void TrainingJob::note_driver_loss() {
   r.lost = "the driver";
   r.error = "the run was not finished";
   r.steps_redone = std::max<int64_t>(0, log_->last_step() - at_.global_step);
-  r.redone = "resumed by railway-train --resume from " +
+  r.redone = "the run continued from " +
              (at_.global_step > 0 ? "the checkpoint of step " + std::to_string(at_.global_step) : std::string("the start")) +
              ", " + std::to_string(r.steps_redone) + " steps to train again";
   log_->rewind(at_.global_step);
@@ -339,6 +339,17 @@ int run_job(const JobSpec& spec) {
     s.data.dir = fs::absolute(spec.data.dir).lexically_normal().string();
     TrainingJob(s, s.out + "/checkpoints/" + run, false).run();
   });
+}
+
+std::string unfinished_run(const std::string& out) {
+  std::string newest;
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(out + "/checkpoints", ec)) {
+    auto name = e.path().filename().string();
+    if (name.rfind("run-", 0) != 0 || fs::exists(e.path() / "DONE") || !fs::exists(e.path() / "job.json")) continue;
+    if (newest.empty() || name > fs::path(newest).filename().string()) newest = e.path().string();
+  }
+  return newest;
 }
 
 int resume_job(const std::string& run_dir) {

@@ -33,5 +33,8 @@ struct JobSpec {
 int run_job(const JobSpec& spec);
 // Continues the run in run_dir (out/checkpoints/run-...) with the settings it was started with.
 int resume_job(const std::string& run_dir);
+// The newest run under out/checkpoints that has not finished ("" when none): what a job run again
+// after its driver died (`yard submit --max-retries`, YARD_JOB_ATTEMPT > 1) continues.
+std::string unfinished_run(const std::string& out);
 
 }  // namespace railway_train

@@ -14,6 +14,7 @@
 // stretch of track. Progress (epoch, step, loss, samples/s, ETA) is printed as it runs; per-step
 // metrics go to steps.jsonl, per-epoch ones and recoveries to metrics.jsonl, curves to
 // curves.svg. Any one process lost at any moment is survived (job.h says how).
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -97,5 +98,14 @@ int main(int argc, char** argv) {
     return railway_train::resume_job(resume);
   }
   spec.train.balanced = !unbalanced;
+  // Run again by the cluster after the driver died (yard submit --max-retries): the run it was
+  // making continues.
+  if (const char* a = std::getenv("YARD_JOB_ATTEMPT"); a && std::atoi(a) > 1) {
+    if (auto dir = railway_train::unfinished_run(spec.out); !dir.empty()) {
+      std::printf("attempt %s of this job: continuing the run in %s\n", a, dir.c_str());
+      std::fflush(stdout);
+      return railway_train::resume_job(dir);
+    }
+  }
   return railway_train::run_job(spec);
 }

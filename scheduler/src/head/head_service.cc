@@ -332,6 +332,7 @@ void HeadService::handle_head_request(Incoming& in) {
     case B::GET_CONTROL_STORE: return on_get_control_store(in);
     case B::LIST_JOBS: return on_list_jobs(in);
     case B::FINISH_JOB: return on_finish_job(in);
+    case B::RESTART_JOB: return on_restart_job(in);
     case B::REQUEST_LEASE:
     case B::RETURN_LEASE:
     case B::REGISTER_WORKER: {

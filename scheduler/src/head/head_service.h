@@ -73,6 +73,7 @@ class HeadService {
   // Jobs and blobs (jobs.cc).
   void on_register_job(Incoming& in);
   void on_finish_job(Incoming& in);
+  void on_restart_job(Incoming& in);
   void on_submit_job(Incoming& in);
   void on_job_logs(Incoming& in);
   void on_stop_job(Incoming& in);

@@ -76,6 +76,21 @@ void HeadService::on_finish_job(Incoming& in) {
   reply_.ok(in);
 }
 
+// A submitted job's program died and its node runs it again (`yard submit --max-retries`): what
+// the last attempt made goes first (its actors, placement groups), as at a job's end, but the job
+// goes on; its workers stay for the next attempt, which is the same program.
+void HeadService::on_restart_job(Incoming& in) {
+  std::string id = in.msg->env().getBody().getRestartJob();
+  if (Job* j = jobs_->find(id); j && !j->ended) {
+    actors_->job_ended(id);
+    groups_->job_ended(id);
+    j->driver_pid = 0;
+    spdlog::info("job {}: its program died and runs again; the last attempt's actors and placement groups are gone", id);
+    publish(nlohmann::json{{"type", "job_restarted"}, {"job_id", id}, {"time", unix_time()}}.dump());
+  }
+  reply_.ok(in);
+}
+
 void HeadService::end_job(Job& j, std::optional<store::JobStatus> status) {
   if (j.ended) return;
   if (status) {

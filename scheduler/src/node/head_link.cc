@@ -22,20 +22,30 @@ void NodeManager::actor_lost(const std::string& aid, const std::string& cause) {
       "actor " + aid + " was lost");
 }
 
-void NodeManager::tell_head(std::function<void(wire::Envelope::Builder)> fill, std::string what, int attempt) {
+void NodeManager::tell_head(std::function<void(wire::Envelope::Builder)> fill, std::string what, int attempt,
+                            std::function<void()> done) {
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   fill(m.env());
   io_->request(o_.join_address, rid, m.finish(),
-               [this, fill, what, attempt](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+               [this, fill, what, attempt, done](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  bool again = err || (r->env().getBody().isError() &&
                                       r->env().getBody().getError().getCode() == wire::ErrorCode::UNAVAILABLE);
-                 if (!again) return;
+                 if (!again) {
+                   if (r->env().getBody().isError())
+                     spdlog::error("the head refused to hear that {}: {}", what,
+                                   std::string(r->env().getBody().getError().getMessage()));
+                   if (done) done();
+                   return;
+                 }
                  // The head may be restarting: keep telling it for about a minute.
-                 if (attempt < 120)
-                   io_->after(std::chrono::milliseconds(500), [this, fill, what, attempt] { tell_head(fill, what, attempt + 1); });
-                 else
+                 if (attempt < 120) {
+                   io_->after(std::chrono::milliseconds(500),
+                              [this, fill, what, attempt, done] { tell_head(fill, what, attempt + 1, done); });
+                 } else {
                    spdlog::error("cannot tell the head that {}: {}", what, err ? err->message : "unavailable");
+                   if (done) done();
+                 }
                },
                std::chrono::seconds(10));
 }

@@ -54,24 +54,50 @@ Result<const JobRunner::Job*> JobRunner::submit(Submission sub) {
   j.workdir = sub.workdir;
   j.log_path = s_.log_dir + "/" + j.id + ".log";
   j.start = unix_time();
-  SpawnOptions so;
-  so.env = {{"YARD_ADDRESS", s_.head_address}, {"YARD_TOKEN", s_.token}, {"YARD_SUBMISSION_ID", j.id}};
-  for (auto& [k, v] : sub.env) so.env[k] = v;
-  so.cwd = j.cwd;
-  so.stdout_path = j.log_path;
-  so.new_process_group = true;
-  so.death_signal = SIGTERM;
+  j.argv = sub.argv;
+  j.env = sub.env;
+  j.retries_left = std::max(0, sub.max_retries);
   { std::ofstream(j.log_path, std::ios::app); }
-  try {
-    j.proc_pid = spawn(sub.argv, so);
-  } catch (const std::exception& e) {
-    return R::fail(std::string("cannot start the job: ") + e.what());
-  }
+  if (auto why = spawn_program(j)) return R::fail("cannot start the job: " + *why);
   tables_.add_job(j.id);
   save(j);
   spdlog::info("job {} submitted: {} (pid {})", j.id, ep, j.proc_pid);
   auto id = j.id;
   return R::ok(&jobs_.emplace(id, std::move(j)).first->second);
+}
+
+// The program as its own process group, with the cluster's address and token, the job's id and
+// its attempt (YARD_JOB_ATTEMPT: 1, then 2... when it runs again), output to the job's log.
+Problem JobRunner::spawn_program(Job& j) {
+  SpawnOptions so;
+  so.env = {{"YARD_ADDRESS", s_.head_address},
+            {"YARD_TOKEN", s_.token},
+            {"YARD_SUBMISSION_ID", j.id},
+            {"YARD_JOB_ATTEMPT", std::to_string(j.attempt)}};
+  for (auto& [k, v] : j.env) so.env[k] = v;
+  so.cwd = j.cwd;
+  so.stdout_path = j.log_path;
+  so.new_process_group = true;
+  so.death_signal = SIGTERM;
+  try {
+    j.proc_pid = spawn(j.argv, so);
+  } catch (const std::exception& e) {
+    return std::string(e.what());
+  }
+  return std::nullopt;
+}
+
+void JobRunner::rerun(const std::string& id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end() || it->second.ended) return;
+  auto& j = it->second;
+  if (j.status == store::JobStatus::kStopped) return end(j, store::JobStatus::kStopped, j.exit_code);
+  if (auto why = spawn_program(j)) {
+    std::ofstream(j.log_path, std::ios::app) << "[yard] job " << id << " cannot run again: " << *why << "\n";
+    return end(j, store::JobStatus::kFailed, j.exit_code);
+  }
+  save(j);
+  spdlog::info("job {} runs again: attempt {} (pid {})", id, j.attempt, j.proc_pid);
 }
 
 Problem JobRunner::stop(const std::string& id) {
@@ -116,13 +142,23 @@ void JobRunner::end(Job& j, std::optional<store::JobStatus> status, int exit_cod
   if (status) spdlog::info("job {} ended: {}", j.id, store::name(j.status));
 }
 
-std::optional<std::string> JobRunner::reaped(pid_t pid, int status) {
+std::optional<JobRunner::Exit> JobRunner::reaped(pid_t pid, int status) {
   for (auto& [id, j] : jobs_) {
-    if (j.proc_pid != pid || !j.runs_here) continue;
+    if (j.proc_pid != pid || !j.runs_here || j.ended) continue;
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (code != 0) std::ofstream(j.log_path, std::ios::app) << "[yard] job " << id << " " << describe_exit(status) << "\n";
+    // A program that died by a signal (a crash, kill -9, the OOM killer) runs again while it has
+    // retries; one that exited with a status gave its own answer.
+    if (WIFSIGNALED(status) && j.retries_left > 0 && j.status != store::JobStatus::kStopped) {
+      --j.retries_left;
+      ++j.attempt;
+      j.exit_code = code;
+      std::ofstream(j.log_path, std::ios::app) << "[yard] job " << id << " runs again (attempt " << j.attempt << ", "
+                                               << j.retries_left << " more retries left)\n";
+      return Exit{id, true};
+    }
     end(j, code == 0 ? store::JobStatus::kSucceeded : store::JobStatus::kFailed, code);
-    return id;
+    return Exit{id, false};
   }
   return std::nullopt;
 }

@@ -25,6 +25,10 @@ class JobRunner {
     bool ended = false;
     bool runs_here = false;  // its program is this node's child (`yard submit`)
     int startup_failures = 0;
+    // How to run its program again, and how many more times it may be (`yard submit --max-retries`).
+    std::vector<std::string> argv;
+    std::map<std::string, std::string> env;
+    int retries_left = 0, attempt = 1;
   };
   struct Setting {
     std::string node_id, session_dir, log_dir, head_address, token;
@@ -35,6 +39,13 @@ class JobRunner {
     std::vector<std::string> argv;
     std::string cwd, workdir;  // workdir: a working directory's digest (uploaded to the head)
     std::map<std::string, std::string> env;
+    int max_retries = 0;  // runs again when its process dies by a signal
+  };
+  // A program that exited: its job, and whether it is to run again (it died by a signal with
+  // retries left) rather than having ended.
+  struct Exit {
+    std::string job;
+    bool rerun = false;
   };
   using Ended = std::function<void(const Job&)>;
 
@@ -48,8 +59,10 @@ class JobRunner {
   // The head ended a job (its driver finished or died): a program running here is stopped with
   // it, anything else ends now.
   void ended_elsewhere(const std::string& id);
-  // A child process exited: the id of the job whose program it was (ended now), or nullopt.
-  std::optional<std::string> reaped(pid_t pid, int status);
+  // A child process exited: the job whose program it was (ended now, or to run again), or nullopt.
+  std::optional<Exit> reaped(pid_t pid, int status);
+  // Runs a job's program again (after reaped() said so and the head has cleared its last attempt).
+  void rerun(const std::string& id);
   // Jobs whose workers run here but whose programs run elsewhere end when their records say so.
   void check_records();
   // Runs k with the job (its binary fetched first when this node lacks it), or with the reason it
@@ -68,6 +81,7 @@ class JobRunner {
   void end(Job& j, std::optional<store::JobStatus> status, int exit_code);
   void save(const Job& j);
   Job* make(const std::string& id, const store::JobRecord& rec, const std::string& binary);
+  Problem spawn_program(Job& j);
 
   store::Tables& tables_;
   BlobCache& blobs_;

@@ -12,6 +12,7 @@ void NodeManager::on_submit_job(Incoming& in) {
   for (auto a : sj.getEntrypoint()) sub.argv.push_back(a);
   sub.cwd = sj.getCwd();
   sub.workdir = sj.getWorkingDir();
+  sub.max_retries = sj.getMaxRetries();
   for (auto kv : sj.getEnv()) {
     std::string s = kv;
     auto eq = s.find('=');

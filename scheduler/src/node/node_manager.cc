@@ -319,7 +319,17 @@ void NodeManager::reap() {
       worker_exited(*w, status);
       continue;
     }
-    if (auto job = jobs_->reaped(pid, status)) tell_head_job_ended(*job);
+    auto job = jobs_->reaped(pid, status);
+    if (!job) continue;
+    if (!job->rerun) {
+      tell_head_job_ended(job->job);
+      continue;
+    }
+    // The head clears the last attempt (its actors, placement groups) before the program runs
+    // again, so that nothing of the new attempt is taken for the old.
+    std::string id = job->job;
+    tell_head([id](wire::Envelope::Builder env) { env.getBody().setRestartJob(id); },
+              "job " + id + "'s program runs again", 0, [this, id] { jobs_->rerun(id); });
   }
 }
 

@@ -89,7 +89,10 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
   void actor_lost(const std::string& actor_id, const std::string& cause) override;
   // Sends the head a request `fill` writes, again every 500 ms for about a minute while the head
   // is unreachable or restarting; `what` names it in the log when it never arrives.
-  void tell_head(std::function<void(wire::Envelope::Builder)> fill, std::string what, int attempt = 0);
+  // Sends the head a request, again while it is unavailable (restarting) for about a minute;
+  // `done` (optional) runs once it has been answered or given up on.
+  void tell_head(std::function<void(wire::Envelope::Builder)> fill, std::string what, int attempt = 0,
+                 std::function<void()> done = {});
 
   // Jobs (jobs.cc): requests for the job runner, and the head told when a job run here ends.
   void on_submit_job(Incoming& in);
