@@ -66,7 +66,7 @@ def run(binary, work, name, kill_at=None, rng=None):
     t0 = time.monotonic()
     p = subprocess.Popen([binary] + JOB + ["--data", data, "--out", out], stdout=log, stderr=subprocess.STDOUT,
                          cwd=work)
-    victim = None
+    victim, role = None, None
     if kill_at is not None:
         while p.poll() is None and time.monotonic() - t0 < kill_at:
             time.sleep(0.02)
@@ -78,6 +78,10 @@ def run(binary, work, name, kill_at=None, rng=None):
                     os.kill(victim, signal.SIGKILL)
                 except ProcessLookupError:
                     victim = None
+                    continue
+                named = [l for l in open(log_path) if re.search(r"\b%d\b" % victim, l)]
+                role = ("checkpointer" if "checkpointer" in named[-1] else "aligner" if "aligner" in named[-1]
+                        else "trainer") if named else "?"
             else:
                 time.sleep(0.02)
     try:
@@ -88,7 +92,7 @@ def run(binary, work, name, kill_at=None, rng=None):
     wall = time.monotonic() - t0
     shutil.rmtree(data, ignore_errors=True)
     ep, rec = final(out) if rc == 0 else (None, [])
-    return rc, wall, ep, rec, victim
+    return rc, wall, ep, rec, (victim, role)
 
 
 def emit(case, value, unit, peer=None, peer_value=None, **extra):
@@ -112,19 +116,20 @@ def main():
         t_clean = statistics.median(c[1] for c in clean)
         loss = clean[0][2]["val_loss"]
         interval_s = clean[0][2]["step_ms"] * 20 / 1000
-        done, rel, lost, phases = 0, [], [], {}
+        done, rel, lost, phases, roles = 0, [], [], {}, {}
         for i in range(kills):
             at = rng.uniform(0, t_clean)
             rc, wall, ep, rec, victim = run(binary, work, "fault%d" % i, at, rng)
             phase = rec[0]["phase"] if rec else "none reported"
             phases[phase] = phases.get(phase, 0) + 1
-            print("# kill %d at %.1f s (pid %s): status %d, %.1f s, %s" % (i + 1, at, victim, rc, wall, phase),
-                  file=sys.stderr, flush=True)
+            roles[victim[1]] = roles.get(victim[1], 0) + 1
+            print("# kill %d at %.1f s (%s, pid %s): status %d, %.1f s, %s" % (i + 1, at, victim[1], victim[0], rc,
+                                                                              wall, phase), file=sys.stderr, flush=True)
             if rc == 0 and ep:
                 done += 1
                 rel.append(abs(ep["val_loss"] - loss) / loss)
                 lost.append(wall - t_clean)
-        emit("fault_completion_rate", done / kills, "fraction", kills=kills, seed=seed, phases=phases)
+        emit("fault_completion_rate", done / kills, "fraction", kills=kills, seed=seed, victims=roles, phases=phases)
         emit("fault_val_loss_rel_max", max(rel) if rel else float("nan"), "fraction")
         emit("fault_time_lost_s_median", statistics.median(lost) if lost else float("nan"), "s",
              "checkpoint_interval_plus_5s", interval_s + 5, undisturbed_s=round(t_clean, 2))

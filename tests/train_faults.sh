@@ -38,6 +38,7 @@ rec = [j for j in lines if j["event"] == "recovery"]
 epochs = [j for j in lines if j["event"] == "epoch"]
 assert rec, "no recovery was reported"
 assert any(r["phase"] == sys.argv[2] for r in rec), "no recovery in %s: %s" % (sys.argv[2], rec)
+assert len(rec) == 1, "one loss, reported %d times: %s" % (len(rec), rec)
 assert [e["epoch"] for e in epochs] == [1, 2, 3], "epochs reported: %s" % [e["epoch"] for e in epochs]
 got, want = epochs[-1]["val_loss"], float(sys.argv[3])
 print("  %s: %s; final validation loss %.6f (undisturbed %.6f)" % (sys.argv[2], rec[0]["redone"], got, want))

@@ -63,6 +63,7 @@ class TrainingJob {
   void finish();
   void note_checkpoint_recoveries(const std::vector<std::string>& notes);
   void note_driver_loss();
+  void check_checkpointer();
   void print_start() const;
 
   JobSpec spec_;
@@ -78,6 +79,8 @@ class TrainingJob {
   int64_t furthest_ = 0;       // the furthest global step trained in this run
   int64_t since_ckpt_ = 0;     // steps since the last checkpoint
   int restarts_ = 0;
+  int ckpt_pid_ = 0;           // the checkpointer's process (it restarts when lost)
+  int ckpt_losses_seen_ = 0;   // its losses reported before rank 0 says what it handed again
   EpochSums sums_;
   Clock::time_point t_start_ = Clock::now(), last_print_ = Clock::now();
   int64_t done_steps_ = 0;     // steps trained by this driver (for the ETA)
@@ -102,7 +105,8 @@ void TrainingJob::prepare() {
               .node_affinity(yard::node_id(), true)
               .max_restarts(-1)
               .remote();
-  std::printf("checkpoints in %s, written by checkpointer pid %d\n", run_dir_.c_str(), *ckpt_->call(&Checkpointer::pid).remote().get(600s));
+  ckpt_pid_ = *ckpt_->call(&Checkpointer::pid).remote().get(600s);
+  std::printf("checkpoints in %s, written by checkpointer pid %d\n", run_dir_.c_str(), ckpt_pid_);
   std::fflush(stdout);
   // A placement group reserves a CPU per trainer, all or nothing (a lost node's bundles are placed
   // again by the cluster).
@@ -186,13 +190,34 @@ void TrainingJob::note_driver_loss() {
   prom_.recovery(phase_name(r.phase));
 }
 
+// A checkpointer lost between writes restarts without anyone waiting on it: said here.
+void TrainingJob::check_checkpointer() {
+  int pid = *ckpt_->call(&Checkpointer::pid).remote().get(600s);
+  if (pid == ckpt_pid_) return;
+  Recovery r;
+  r.phase = Phase::kCheckpoint;
+  r.lost = "the checkpointer (pid " + std::to_string(ckpt_pid_) + ")";
+  r.error = "its process died";
+  r.redone = "restarted as pid " + std::to_string(pid) + "; a write it had in hand is handed to it again";
+  ckpt_pid_ = pid;
+  ++ckpt_losses_seen_;
+  log_->recovery(r);
+  prom_.recovery(phase_name(r.phase));
+}
+
 void TrainingJob::note_checkpoint_recoveries(const std::vector<std::string>& notes) {
   for (auto& n : notes) {
+    if (ckpt_losses_seen_ > 0) {  // the loss is reported already: only what it cost
+      --ckpt_losses_seen_;
+      std::printf("  %s\n", n.c_str());
+      continue;
+    }
     Recovery r;
     r.phase = Phase::kCheckpoint;
     r.lost = "the checkpointer";
     r.error = "its process died while it wrote";
     r.redone = n;
+    ckpt_pid_ = *ckpt_->call(&Checkpointer::pid).remote().get(600s);  // the loss is this one
     log_->recovery(r);
     prom_.recovery(phase_name(r.phase));
   }
@@ -207,6 +232,7 @@ void TrainingJob::train_chunk() {
   since_ckpt_ = save ? 0 : since_ckpt_ + n;
   const auto& r0 = got[0];
   note_checkpoint_recoveries(r0.notes);
+  if (save) check_checkpointer();
   double seconds = 0, chunk_loss = 0;
   for (auto& g : got) seconds = std::max(seconds, g.seconds);
   int64_t chunk_samples = 0;
