@@ -99,6 +99,14 @@ int bump_via(yard::ActorHandle<Counter> c, int by) {
 }
 YARD_REMOTE(bump_via);
 
+// A task that receives actor handles inside a vector and calls each.
+int bump_all(std::vector<yard::ActorHandle<Counter>> cs, int by) {
+  int sum = 0;
+  for (auto& c : cs) sum += *c.call(&Counter::incr).remote(by).get(std::chrono::seconds(30));
+  return sum;
+}
+YARD_REMOTE(bump_all);
+
 class Picky {
  public:
   explicit Picky(int v) {
@@ -309,6 +317,10 @@ TEST_CASE("actor handles travel as arguments", "[api][actors]") {
   auto dead = yard::actor<Counter>(1).remote();
   yard::kill(dead);
   CHECK_THROWS_AS(yard::task(bump_via).remote(dead, 1).get(60s), yard::RemoteError);
+  // Inside containers too.
+  std::vector<yard::ActorHandle<Counter>> two{c, yard::actor<Counter>(7).remote()};
+  CHECK(*yard::task(bump_all).remote(two, 1).get(60s) == 106 + 8);
+  CHECK(*two[1].call(&Counter::value).remote().get(30s) == 8);
 }
 
 TEST_CASE("refs travel inside values and are fetched from their owner", "[api][objects]") {

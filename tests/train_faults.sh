@@ -84,6 +84,23 @@ fault checkpoint "a checkpoint write" data "yard::actors::Checkpointer.save=2000
 fault evaluate evaluation data "railway_train::RailwayTrainer.evaluate=2000" '^evaluating epoch 2' '^evaluating epoch 2' -1
 fault final "the final save" data "railway_train::RailwayTrainer.finish=2000" '^finishing:' "$pids" -1
 
+# A node's disk lost with its checkpoints: the primary checkpointer's files are deleted while the
+# group restarts after a trainer's loss (set-up held open); the checkpoint comes from the replica.
+if [ -z "$only" ] || [ "$only" = disk ]; then
+  echo "case disk: the primary's checkpoints lost, restored from the replica"
+  YARD_TESTING_DELAY_MS="railway_train::RailwayTrainer.setup=2000" "$bin" "${job[@]}" --data data --out out-disk > out.txt 2>&1 &
+  pid=$!
+  await_line "$pid" '^epoch 1/3  steps' > /dev/null
+  kill -9 "$(grep -E "$pids" out.txt | tail -1 | awk '{print $NF}')"
+  await_line "$pid" 'restarting the group from the latest checkpoint' > /dev/null
+  primary=$(ls -d out-disk/checkpoints/run-*)
+  rm -f "$primary"/ckpt-*.bin "$primary"/LATEST
+  await_job "$pid" > disk.txt || { cat disk.txt; echo "case disk: the job failed"; exit 1; }
+  pid=""
+  grep -q "resumed at epoch 2, step 0 (the checkpoint of step 37, from checkpointer replica 1)" disk.txt || { cat disk.txt; exit 1; }
+  check_run disk training || { cat disk.txt; exit 1; }
+fi
+
 # The driver: kill -9 of railway-train itself mid-run; --resume continues the run.
 if [ -z "$only" ] || [ "$only" = driver ]; then
   echo "case driver: kill -9 of the driver, then --resume"

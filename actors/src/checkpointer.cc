@@ -64,9 +64,11 @@ int64_t Checkpointer::latest_step() {
 }
 
 int Checkpointer::pid() { return getpid(); }
+std::string Checkpointer::node() { return yard::node_id(); }
 
 }  // namespace yard::actors
 
 YARD_ACTOR(yard::actors::Checkpointer, yard::ctor<std::string, int64_t, std::string>, &yard::actors::Checkpointer::save,
            &yard::actors::Checkpointer::restore, &yard::actors::Checkpointer::skipped,
-           &yard::actors::Checkpointer::latest_step, &yard::actors::Checkpointer::pid);
+           &yard::actors::Checkpointer::latest_step, &yard::actors::Checkpointer::pid,
+           &yard::actors::Checkpointer::node);

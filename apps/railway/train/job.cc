@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "checkpoint_replicas.h"
 #include "run_log.h"
 #include "train_metrics.h"
 #include "trainer_group.h"
@@ -28,7 +29,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, d_model, layers, he
                                                 warmup_steps, decay, min_lr_fraction, optimizer, weight_decay, holdout,
                                                 seed, clip, balanced, prefetch, accumulate)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSpec, data, out, workers, epochs, placement, checkpoint_every, keep,
-                                                max_restarts, train)
+                                                checkpoint_replicas, max_restarts, train)
 
 namespace {
 
@@ -61,9 +62,8 @@ class TrainingJob {
   void train_chunk();
   void evaluate();
   void finish();
-  void note_checkpoint_recoveries(const std::vector<std::string>& notes);
   void note_driver_loss();
-  void check_checkpointer();
+  RecoveryReport reporter();
   void print_start() const;
 
   JobSpec spec_;
@@ -72,15 +72,13 @@ class TrainingJob {
   std::string run_;
   yard::railway::TrainMetrics prom_;
   std::unique_ptr<RunLog> log_;
-  std::optional<yard::ActorHandle<Checkpointer>> ckpt_;
+  std::unique_ptr<CheckpointReplicas> ckpts_;
   std::optional<yard::PlacementGroup> pg_;
   std::unique_ptr<TrainerGroup> group_;
   SetupInfo at_;               // where the group stands
   int64_t furthest_ = 0;       // the furthest global step trained in this run
   int64_t since_ckpt_ = 0;     // steps since the last checkpoint
   int restarts_ = 0;
-  int ckpt_pid_ = 0;           // the checkpointer's process (it restarts when lost)
-  int ckpt_losses_seen_ = 0;   // its losses reported before rank 0 says what it handed again
   EpochSums sums_;
   Clock::time_point t_start_ = Clock::now(), last_print_ = Clock::now();
   int64_t done_steps_ = 0;     // steps trained by this driver (for the ETA)
@@ -89,25 +87,15 @@ class TrainingJob {
 void TrainingJob::prepare() {
   fs::create_directories(spec_.out);
   log_ = std::make_unique<RunLog>(spec_.out, resuming_);
-  auto report = [this](const Recovery& r) {
-    log_->recovery(r);
-    prom_.recovery(phase_name(r.phase));
-  };
-  spec_.train.shards = make_shards(spec_.data, report);
+  spec_.train.shards = make_shards(spec_.data, reporter());
   spec_.train.epochs = spec_.epochs;
   if (!resuming_) {
     fs::create_directories(run_dir_);
     std::ofstream(run_dir_ + "/job.json") << nlohmann::json(spec_).dump(2) << "\n";
   }
-  // The checkpointer, on this node (where --out is). Each run keeps its own checkpoints: a restart
-  // resumes this run, never an older one.
-  ckpt_ = yard::actor<Checkpointer>(run_dir_, spec_.keep, "railway-" + run_)
-              .node_affinity(yard::node_id(), true)
-              .max_restarts(-1)
-              .remote();
-  ckpt_pid_ = *ckpt_->call(&Checkpointer::pid).remote().get(600s);
-  std::printf("checkpoints in %s, written by checkpointer pid %d\n", run_dir_.c_str(), ckpt_pid_);
-  std::fflush(stdout);
+  // The checkpointers. Each run keeps its own checkpoints: a restart resumes this run, never an
+  // older one.
+  ckpts_ = std::make_unique<CheckpointReplicas>(run_dir_, run_, spec_.keep, spec_.checkpoint_replicas);
   // A placement group reserves a CPU per trainer, all or nothing (a lost node's bundles are placed
   // again by the cluster).
   static const std::map<std::string, yard::PlacementStrategy> strategies{
@@ -116,7 +104,7 @@ void TrainingJob::prepare() {
   pg_ = yard::placement_group(std::vector<yard::Bundle>(static_cast<size_t>(spec_.workers), yard::Bundle{{"CPU", 1}}),
                               strategies.at(spec_.placement), "railway-trainers");
   if (!pg_->wait(600s)) throw yard::Error("the trainers' placement group was not placed within 10 minutes");
-  group_ = std::make_unique<TrainerGroup>(spec_.workers, *pg_, *ckpt_);
+  group_ = std::make_unique<TrainerGroup>(spec_.workers, *pg_, ckpts_->handles());
 }
 
 void TrainingJob::start_group(bool resume) {
@@ -135,11 +123,7 @@ void TrainingJob::recover(const MemberLost& lost) {
   std::string why = lost.who + " was lost in " + phase_name(lost.phase) + " (" + lost.error + ")";
   for (;;) {
     if (++restarts_ > spec_.max_restarts) {
-      int64_t step = -1;
-      try {
-        step = *ckpt_->call(&Checkpointer::latest_step).remote().get(60s);
-      } catch (const yard::Error&) {
-      }
+      int64_t step = ckpts_->latest_step();
       throw GiveUp("gave up after " + std::to_string(spec_.max_restarts) + " restarts (--max-restarts): " + why + ". " +
                    (step >= 0 ? "The newest complete checkpoint is step " + std::to_string(step) + " in " + run_dir_
                               : "No checkpoint was completed in " + run_dir_) +
@@ -157,7 +141,7 @@ void TrainingJob::recover(const MemberLost& lost) {
       std::fflush(stdout);
     }
   }
-  for (auto& s : *ckpt_->call(&Checkpointer::skipped).remote().get(60s)) std::printf("warning: skipped checkpoint %s\n", s.c_str());
+  for (auto& s : ckpts_->skipped()) std::printf("warning: skipped checkpoint %s\n", s.c_str());
   log_->rewind(at_.global_step);
   Recovery r;
   r.phase = lost.phase;
@@ -170,8 +154,11 @@ void TrainingJob::recover(const MemberLost& lost) {
   r.seconds = since(t0);
   log_->recovery(r);
   prom_.recovery(phase_name(r.phase));
-  std::printf("resumed at epoch %llu, step %llu\n", static_cast<unsigned long long>(at_.epoch + 1),
-              static_cast<unsigned long long>(at_.step));
+  std::printf("resumed at epoch %llu, step %llu%s\n", static_cast<unsigned long long>(at_.epoch + 1),
+              static_cast<unsigned long long>(at_.step),
+              at_.restored_from < 0 ? " (no checkpoint: from the start)"
+                                    : (" (the checkpoint of step " + std::to_string(at_.global_step) + ", from checkpointer replica " +
+                                       std::to_string(at_.restored_from) + ")").c_str());
   std::fflush(stdout);
 }
 
@@ -190,37 +177,11 @@ void TrainingJob::note_driver_loss() {
   prom_.recovery(phase_name(r.phase));
 }
 
-// A checkpointer lost between writes restarts without anyone waiting on it: said here.
-void TrainingJob::check_checkpointer() {
-  int pid = *ckpt_->call(&Checkpointer::pid).remote().get(600s);
-  if (pid == ckpt_pid_) return;
-  Recovery r;
-  r.phase = Phase::kCheckpoint;
-  r.lost = "the checkpointer (pid " + std::to_string(ckpt_pid_) + ")";
-  r.error = "its process died";
-  r.redone = "restarted as pid " + std::to_string(pid) + "; a write it had in hand is handed to it again";
-  ckpt_pid_ = pid;
-  ++ckpt_losses_seen_;
-  log_->recovery(r);
-  prom_.recovery(phase_name(r.phase));
-}
-
-void TrainingJob::note_checkpoint_recoveries(const std::vector<std::string>& notes) {
-  for (auto& n : notes) {
-    if (ckpt_losses_seen_ > 0) {  // the loss is reported already: only what it cost
-      --ckpt_losses_seen_;
-      std::printf("  %s\n", n.c_str());
-      continue;
-    }
-    Recovery r;
-    r.phase = Phase::kCheckpoint;
-    r.lost = "the checkpointer";
-    r.error = "its process died while it wrote";
-    r.redone = n;
-    ckpt_pid_ = *ckpt_->call(&Checkpointer::pid).remote().get(600s);  // the loss is this one
+RecoveryReport TrainingJob::reporter() {
+  return [this](const Recovery& r) {
     log_->recovery(r);
     prom_.recovery(phase_name(r.phase));
-  }
+  };
 }
 
 void TrainingJob::train_chunk() {
@@ -231,8 +192,8 @@ void TrainingJob::train_chunk() {
   auto got = group_->train(n, save);
   since_ckpt_ = save ? 0 : since_ckpt_ + n;
   const auto& r0 = got[0];
-  note_checkpoint_recoveries(r0.notes);
-  if (save) check_checkpointer();
+  ckpts_->handed_again(r0.notes, reporter());
+  if (save) ckpts_->check(reporter());
   double seconds = 0, chunk_loss = 0;
   for (auto& g : got) seconds = std::max(seconds, g.seconds);
   int64_t chunk_samples = 0;
@@ -290,7 +251,7 @@ void TrainingJob::evaluate() {
 void TrainingJob::finish() {
   std::printf("finishing: waiting for the last checkpoint, leaving the group\n");
   std::fflush(stdout);
-  note_checkpoint_recoveries(group_->finish());
+  ckpts_->handed_again(group_->finish(), reporter());
 }
 
 void TrainingJob::print_start() const {
@@ -337,7 +298,7 @@ void TrainingJob::run() {
   }
   group_.reset();
   pg_->remove();
-  yard::kill(*ckpt_);
+  ckpts_->stop();
   std::ofstream(run_dir_ + "/DONE") << "finished\n";
   log_->write_curves();
   std::printf("metrics: %s/metrics.jsonl and steps.jsonl, curves: %s/curves.svg, checkpoints: %s\n", spec_.out.c_str(),

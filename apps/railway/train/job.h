@@ -25,6 +25,7 @@ struct JobSpec {
   std::string placement = "PACK";
   int64_t checkpoint_every = 100;
   int64_t keep = 3;
+  int checkpoint_replicas = 2;  // Checkpointer actors, each keeping every checkpoint
   int max_restarts = 3;
   TrainConfig train;  // its shards, epochs and resume are the job's to fill in
 };

@@ -42,7 +42,8 @@ struct SetupInfo {
   int64_t global_step = 0;       // 0, or the checkpoint's step it resumed from
   int pid = 0;
   std::string node;
-  YARD_FIELDS(windows, steps_per_epoch, epoch, step, global_step, pid, node);
+  int restored_from = -1;  // the checkpointer replica whose checkpoint it resumed from (-1: none)
+  YARD_FIELDS(windows, steps_per_epoch, epoch, step, global_step, pid, node, restored_from);
 };
 
 // What a chunk of steps did on one rank: per step, the loss summed over its samples and the count.

@@ -67,6 +67,10 @@ void add_options(CLI::App& app, railway_train::JobSpec& s) {
       ->check(CLI::Range(1, 1024));
   app.add_option("--checkpoint-every", s.checkpoint_every, "steps between checkpoints (and one at every epoch's end)")->default_val(100);
   app.add_option("--keep", s.keep, "checkpoints kept")->default_val(3);
+  app.add_option("--checkpoint-replicas", s.checkpoint_replicas,
+                 "checkpointers keeping every checkpoint, spread over the nodes (a node lost with its disk loses none)")
+      ->default_val(2)
+      ->check(CLI::Range(1, 8));
   app.add_option("--max-restarts", s.max_restarts, "group restarts (lost trainers) the job may make before it gives up")
       ->default_val(3)
       ->check(CLI::Range(0, 1000));

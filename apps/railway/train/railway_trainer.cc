@@ -117,6 +117,16 @@ Handover save_with_retries(yard::ActorHandle<Checkpointer> ckpt, const yard::act
   }
 }
 
+// The checkpoint to every replica at once (each retried on its own).
+std::vector<Handover> save_everywhere(const std::vector<yard::ActorHandle<Checkpointer>>& cks,
+                                      const yard::actors::CheckpointData& c) {
+  std::vector<std::future<Handover>> each;
+  for (auto& ck : cks) each.push_back(std::async(std::launch::async, [&ck, &c] { return save_with_retries(ck, c); }));
+  std::vector<Handover> out;
+  for (auto& f : each) out.push_back(f.get());
+  return out;
+}
+
 }  // namespace
 
 struct RailwayTrainer::Impl {
@@ -127,8 +137,8 @@ struct RailwayTrainer::Impl {
   std::unique_ptr<yard::collective::Communicator> comm;
   std::unique_ptr<yard::actors::Trainer> trainer;
   std::unique_ptr<yard::actors::DataLoader<Batch>> loader;
-  yard::ActorHandle<Checkpointer> ckpt;
-  std::future<Handover> pending;  // the last checkpoint's hand-over
+  std::vector<yard::ActorHandle<Checkpointer>> ckpts;
+  std::future<std::vector<Handover>> pending;  // the last checkpoint's hand-over, per replica
   torch::Tensor class_w;
 
   int64_t steps_per_epoch() const {
@@ -136,7 +146,7 @@ struct RailwayTrainer::Impl {
   }
   void make_loader();
   void make_trainer();
-  void restore();
+  int restore();
   void hand_over_checkpoint(yard::actors::SamplerState pos, ChunkStats& st);
 };
 
@@ -177,29 +187,42 @@ void RailwayTrainer::Impl::make_trainer() {
   trainer = std::make_unique<yard::actors::Trainer>(net.ptr(), comm.get(), to);
 }
 
-// Every rank reads the same newest complete checkpoint: identical replicas, optimizers, schedules
-// and data-loader positions.
-void RailwayTrainer::Impl::restore() {
-  if (auto c = *ckpt.call(&Checkpointer::restore).remote().get(600s)) {
-    yard::actors::load_state(*net, c->blobs.at("model"));
-    yard::actors::load_state(trainer->optimizer(), c->blobs.at("optimizer"));
-    trainer->set_global_step(static_cast<int64_t>(c->step));
-    loader->seek(yard::actors::DataLoader<Batch>::decode(c->blobs.at("loader")));
+// Every rank reads the same newest complete checkpoint (the one of the highest step any replica
+// holds complete: a replica that lost its disk, or is gone, is passed over): identical replicas,
+// optimizers, schedules and data-loader positions. Returns the replica it came from (-1: none).
+int RailwayTrainer::Impl::restore() {
+  std::vector<yard::ObjectRef<std::optional<yard::actors::CheckpointData>>> asked;
+  for (auto& c : ckpts) asked.push_back(c.call(&Checkpointer::restore).remote());
+  std::optional<yard::actors::CheckpointData> best;
+  int from = -1;
+  for (size_t i = 0; i < asked.size(); ++i) {
+    try {
+      auto c = *asked[i].get(600s);
+      if (c && (!best || c->step > best->step)) best = std::move(c), from = static_cast<int>(i);
+    } catch (const yard::ActorDied&) {
+      // that replica is gone for good; the others may have the checkpoint
+    }
   }
+  if (!best) return -1;
+  yard::actors::load_state(*net, best->blobs.at("model"));
+  yard::actors::load_state(trainer->optimizer(), best->blobs.at("optimizer"));
+  trainer->set_global_step(static_cast<int64_t>(best->step));
+  loader->seek(yard::actors::DataLoader<Batch>::decode(best->blobs.at("loader")));
+  return from;
 }
 
 RailwayTrainer::RailwayTrainer() : impl_(std::make_unique<Impl>()) {}
 RailwayTrainer::~RailwayTrainer() = default;
 
 SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::string generation,
-                                yard::ActorHandle<Checkpointer> ckpt) {
+                                std::vector<yard::ActorHandle<Checkpointer>> ckpts) {
   torch::set_num_threads(1);
   yard::actors::keep_freed_memory();
   auto& s = *impl_;
   s.cfg = cfg;
   s.rank = rank;
   s.world = world;
-  s.ckpt = ckpt;
+  s.ckpts = std::move(ckpts);
   std::tie(s.train, s.val) = load_data(cfg.shards, cfg.holdout);
   torch::manual_seed(cfg.seed);
   s.net = RailwayNet(yard::railway::kFeatures, s.train.x.size(1), cfg.d_model, cfg.layers, cfg.heads);
@@ -211,8 +234,8 @@ SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::strin
   auto counts = torch::bincount(s.train.label, {}, 5).to(torch::kFloat) + 1;
   s.class_w = cfg.balanced ? torch::ones({5}) : (counts.sum() / counts).sqrt();
   s.class_w = s.class_w / s.class_w.mean();
-  if (cfg.resume) s.restore();
   SetupInfo info;
+  if (cfg.resume) info.restored_from = s.restore();
   info.windows = s.train.x.size(0);
   info.steps_per_epoch = s.steps_per_epoch();
   auto p = s.loader->position();
@@ -227,10 +250,9 @@ SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::strin
 void RailwayTrainer::Impl::hand_over_checkpoint(yard::actors::SamplerState pos, ChunkStats& st) {
   auto c0 = std::chrono::steady_clock::now();
   // The previous write has long finished; a failure surfaces here rather than being lost.
-  if (pending.valid()) {
-    auto h = pending.get();
-    if (!h.note.empty()) st.notes.push_back(h.note);
-  }
+  if (pending.valid())
+    for (auto& h : pending.get())
+      if (!h.note.empty()) st.notes.push_back(h.note);
   // On this thread only copies of the tensors; serialising them and the call that hands the bytes
   // to the checkpointer run beside training.
   yard::actors::CheckpointData c;
@@ -238,12 +260,12 @@ void RailwayTrainer::Impl::hand_over_checkpoint(yard::actors::SamplerState pos, 
   c.blobs["loader"] = yard::actors::DataLoader<Batch>::encode(pos);
   c.blobs["schedule"] = cfg.decay + " " + std::to_string(trainer->schedule().total_steps) + " " +
                         std::to_string(trainer->schedule().peak());
-  pending = std::async(std::launch::async, [c = std::move(c), ck = ckpt, model = yard::actors::StateSnapshot(*net),
+  pending = std::async(std::launch::async, [c = std::move(c), cks = ckpts, model = yard::actors::StateSnapshot(*net),
                                             opt = yard::actors::StateSnapshot(trainer->optimizer())]() mutable {
     yard::actors::make_background_thread();
     c.blobs["model"] = model.bytes();
     c.blobs["optimizer"] = opt.bytes();
-    return save_with_retries(ck, c);
+    return save_everywhere(cks, c);
   });
   st.checkpoint_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
 }
@@ -310,10 +332,9 @@ EvalStats RailwayTrainer::evaluate() {
 std::vector<std::string> RailwayTrainer::finish() {
   auto& s = *impl_;
   std::vector<std::string> notes;
-  if (s.pending.valid()) {
-    auto h = s.pending.get();
-    if (!h.note.empty()) notes.push_back(h.note);
-  }
+  if (s.pending.valid())
+    for (auto& h : s.pending.get())
+      if (!h.note.empty()) notes.push_back(h.note);
   s.comm->destroy();
   return notes;
 }

@@ -16,11 +16,12 @@ class RailwayTrainer {
   ~RailwayTrainer();
 
   // Loads the data, builds the replica, joins the group of this generation, makes the replicas
-  // identical; with cfg.resume, continues from the checkpointer's newest complete checkpoint.
+  // identical; with cfg.resume, continues from the newest checkpoint any of the checkpointer
+  // replicas holds complete.
   SetupInfo setup(TrainConfig cfg, int rank, int world, std::string generation,
-                  yard::ActorHandle<yard::actors::Checkpointer> ckpt);
+                  std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts);
   // Trains `steps` steps (fewer if the epoch ends first). With `checkpoint`, rank 0 then hands a
-  // snapshot to the checkpointer and returns without waiting for the write.
+  // snapshot to every checkpointer replica and returns without waiting for the writes.
   ChunkStats train_steps(int64_t steps, bool checkpoint);
   // The model on the held-out track.
   EvalStats evaluate();

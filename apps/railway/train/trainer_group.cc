@@ -8,8 +8,9 @@ namespace railway_train {
 
 using namespace std::chrono_literals;
 
-TrainerGroup::TrainerGroup(int workers, yard::PlacementGroup pg, yard::ActorHandle<yard::actors::Checkpointer> ckpt)
-    : workers_(workers), pg_(std::move(pg)), ckpt_(std::move(ckpt)) {}
+TrainerGroup::TrainerGroup(int workers, yard::PlacementGroup pg,
+                           std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts)
+    : workers_(workers), pg_(std::move(pg)), ckpts_(std::move(ckpts)) {}
 
 TrainerGroup::~TrainerGroup() {
   try {
@@ -96,7 +97,7 @@ SetupInfo TrainerGroup::start(const TrainConfig& cfg) {
   std::string gen = std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
   std::vector<yard::ObjectRef<SetupInfo>> ready;
   for (int r = 0; r < workers_; ++r)
-    ready.push_back(members_[static_cast<size_t>(r)].call(&RailwayTrainer::setup).remote(cfg, r, workers_, gen, ckpt_));
+    ready.push_back(members_[static_cast<size_t>(r)].call(&RailwayTrainer::setup).remote(cfg, r, workers_, gen, ckpts_));
   auto infos = collect(ready, ranks, Phase::kSetup, 600s);
   std::string nodes;
   for (auto& i : infos) nodes += " " + i.node;

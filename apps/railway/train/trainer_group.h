@@ -26,7 +26,7 @@ class MemberLost : public yard::Error {
 
 class TrainerGroup {
  public:
-  TrainerGroup(int workers, yard::PlacementGroup pg, yard::ActorHandle<yard::actors::Checkpointer> ckpt);
+  TrainerGroup(int workers, yard::PlacementGroup pg, std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts);
   ~TrainerGroup();
 
   // New members, set up (from the checkpointer's newest checkpoint with cfg.resume). Prints the
@@ -45,7 +45,7 @@ class TrainerGroup {
 
   int workers_;
   yard::PlacementGroup pg_;
-  yard::ActorHandle<yard::actors::Checkpointer> ckpt_;
+  std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts_;
   std::vector<yard::ActorHandle<RailwayTrainer>> members_;
   std::vector<int> pids_;
 };

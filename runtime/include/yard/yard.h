@@ -454,6 +454,31 @@ struct Codec<ActorHandle<T>> {
   }
 };
 
+}  // namespace yard
+// msgpack adaptor so actor handles nest inside vectors, maps and YARD_FIELDS structs too.
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+namespace adaptor {
+template <class T>
+struct convert<yard::ActorHandle<T>> {
+  const msgpack::object& operator()(const msgpack::object& o, yard::ActorHandle<T>& v) const {
+    auto p = o.as<std::pair<std::string, std::string>>();
+    v = yard::ActorHandle<T>(yard::detail::actor_from_id(p.first, p.second));
+    return o;
+  }
+};
+template <class T>
+struct pack<yard::ActorHandle<T>> {
+  template <class Stream>
+  msgpack::packer<Stream>& operator()(msgpack::packer<Stream>& o, const yard::ActorHandle<T>& v) const {
+    return o.pack(std::make_pair(v.id(), v.class_name()));
+  }
+};
+}  // namespace adaptor
+}  // MSGPACK_API_VERSION_NAMESPACE
+}  // namespace msgpack
+namespace yard {
+
 template <class T>
 class ActorCreator {
  public:

@@ -44,8 +44,9 @@ class Checkpointer {
   std::vector<std::string> skipped();
   // The newest checkpoint's step as the control store has it (-1: none yet).
   int64_t latest_step();
-  // The process the checkpointer runs in (for the job's progress report).
+  // The process and node the checkpointer runs in (for the job's progress report).
   int pid();
+  std::string node();
 
  private:
   struct Impl;
