@@ -101,6 +101,32 @@ if [ -z "$only" ] || [ "$only" = disk ]; then
   check_run disk training || { cat disk.txt; exit 1; }
 fi
 
+# What cannot be survived is said, with what was lost and how to go on: with --max-restarts 0 a
+# lost trainer ends the job, naming the newest checkpoint and the --resume command, which then
+# finishes the run; with every copy of the checkpoints gone, the job stops and says so.
+if [ -z "$only" ] || [ "$only" = limits ]; then
+  echo "case limits: out of restarts, then --resume; every checkpoint copy lost"
+  "$bin" "${job[@]}" --max-restarts 0 --data data --out out-limits > out.txt 2>&1 &
+  pid=$!
+  await_line "$pid" '^epoch 1/3  steps' > /dev/null
+  kill -9 "$(grep -E "$pids" out.txt | tail -1 | awk '{print $NF}')"
+  rc=0; wait "$pid" || rc=$?; pid=""
+  [ "$rc" -eq 1 ] || { cat out.txt; echo "the job did not stop (status $rc)"; exit 1; }
+  grep -q "gave up after 0 restarts (--max-restarts): trainer rank 1 .* The newest complete checkpoint is step [0-9]* in .*; continue with: railway-train --resume " out.txt || { cat out.txt; exit 1; }
+  cmd=$(sed -n 's/.*continue with: \(railway-train --resume .*\)$/\1/p' out.txt)
+  "$bin" ${cmd#railway-train } > limits.txt 2>&1 || { cat limits.txt; echo "the resumed run failed"; exit 1; }
+  python3 -c 'import json,sys; e=[j for j in map(json.loads, open(sys.argv[1])) if j["event"]=="epoch"]; assert [x["epoch"] for x in e]==[1,2,3], e; assert abs(e[-1]["val_loss"]-float(sys.argv[2])) <= 1e-3*float(sys.argv[2]), e[-1]' out-limits/metrics.jsonl "$clean"
+  YARD_TESTING_DELAY_MS="railway_train::RailwayTrainer.setup=2000" "$bin" "${job[@]}" --data data --out out-lost > out.txt 2>&1 &
+  pid=$!
+  await_line "$pid" '^epoch 1/3  steps' > /dev/null
+  kill -9 "$(grep -E "$pids" out.txt | tail -1 | awk '{print $NF}')"
+  await_line "$pid" 'restarting the group from the latest checkpoint' > /dev/null
+  find out-lost/checkpoints -name 'ckpt-*.bin' -delete
+  rc=0; wait "$pid" || rc=$?; pid=""
+  [ "$rc" -eq 1 ] || { cat out.txt; echo "the job went on without its checkpoints (status $rc)"; exit 1; }
+  grep -q "every copy of the run's checkpoints is lost (the newest written was step 37" out.txt || { cat out.txt; exit 1; }
+fi
+
 # The driver: kill -9 of railway-train itself mid-run; --resume continues the run.
 if [ -z "$only" ] || [ "$only" = driver ]; then
   echo "case driver: kill -9 of the driver, then --resume"

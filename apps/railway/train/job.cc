@@ -142,6 +142,13 @@ void TrainingJob::recover(const MemberLost& lost) {
     }
   }
   for (auto& s : ckpts_->skipped()) std::printf("warning: skipped checkpoint %s\n", s.c_str());
+  // Checkpoints were written, yet no replica holds one now: every copy is lost. Starting over
+  // silently would hide that; the job stops and says so.
+  if (int64_t written = ckpts_->latest_step(); at_.restored_from < 0 && written > 0)
+    throw GiveUp(why + "; and every copy of the run's checkpoints is lost (the newest written was step " +
+                 std::to_string(written) + ", kept by " + std::to_string(spec_.checkpoint_replicas) +
+                 " checkpointer replicas under " + run_dir_ + "): the run cannot continue where it was. Run the job "
+                 "again to train from the start (its data is kept), or with more --checkpoint-replicas");
   log_->rewind(at_.global_step);
   Recovery r;
   r.phase = lost.phase;
