@@ -506,22 +506,30 @@ TEST_CASE("malformed bytes to a worker's socket leave the actor serving", "[cli]
   CHECK(p.wait_exit() == 0);
 }
 
+namespace {
+// `yard start --address HEAD ARGS`: the node's address and pid.
+std::pair<std::string, int> join_node(const Cluster& c, const std::string& args) {
+  auto r = sh(c.yard("start --address " + c.addr + " " + args));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  auto at = r.out.find("node started at ");
+  REQUIRE(at != std::string::npos);
+  std::string addr = r.out.substr(at + 16, r.out.find(',', at) - at - 16);
+  auto nrec = yard::detail::record_for(addr);
+  REQUIRE(nrec);
+  return {addr, nrec->pid};
+}
+}  // namespace
+
 TEST_CASE("nodes join a head; a silent node is declared dead and announced", "[cli][nodes]") {
   Cluster c;  // the head, heartbeat timeout as default
   auto rec = *yard::detail::latest_record();
   std::vector<int> node_pids;
   std::vector<std::string> node_addrs;
   for (int i = 0; i < 2; ++i) {
-    auto r = sh(c.yard("start --address " + c.addr + " --num-cpus 1 --heartbeat-timeout 1.5"));
-    INFO(r.out);
-    REQUIRE(r.code == 0);
-    auto at = r.out.find("node started at ");
-    REQUIRE(at != std::string::npos);
-    std::string addr = r.out.substr(at + 16, r.out.find(',', at) - at - 16);
-    auto nrec = yard::detail::record_for(addr);
-    REQUIRE(nrec);
+    auto [addr, pid] = join_node(c, "--num-cpus 1 --heartbeat-timeout 1.5");
     node_addrs.push_back(addr);
-    node_pids.push_back(nrec->pid);
+    node_pids.push_back(pid);
   }
   struct Reaper {
     std::vector<int>& pids;
@@ -568,20 +576,6 @@ TEST_CASE("nodes join a head; a silent node is declared dead and announced", "[c
   CHECK(eventually([&] { return nodes().size() == 2; }, 10s));
 }
 
-namespace {
-// `yard start --address HEAD ARGS`: the node's address and pid.
-std::pair<std::string, int> join_node(const Cluster& c, const std::string& args) {
-  auto r = sh(c.yard("start --address " + c.addr + " " + args));
-  INFO(r.out);
-  REQUIRE(r.code == 0);
-  auto at = r.out.find("node started at ");
-  REQUIRE(at != std::string::npos);
-  std::string addr = r.out.substr(at + 16, r.out.find(',', at) - at - 16);
-  auto nrec = yard::detail::record_for(addr);
-  REQUIRE(nrec);
-  return {addr, nrec->pid};
-}
-}  // namespace
 
 TEST_CASE("yard stop stops the nodes that joined the cluster and says which", "[cli][nodes]") {
   Cluster c;
