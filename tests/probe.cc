@@ -53,8 +53,10 @@ YARD_REMOTE(nap, sample_sum, twice, my_pid);
 
 struct Pid {
   int pid() { return int(getpid()); }
+  // An object this actor owns: whoever gets it fetches it from here.
+  yard::ObjectRef<std::vector<uint8_t>> stash(int bytes) { return yard::put(std::vector<uint8_t>(size_t(bytes), 7)); }
 };
-YARD_ACTOR(Pid, &Pid::pid);
+YARD_ACTOR(Pid, &Pid::pid, &Pid::stash);
 
 class Holder {
  public:
@@ -192,8 +194,14 @@ int main(int argc, char** argv) {
     std::printf("tasks");
     for (auto& p : yard::get(refs, std::chrono::seconds(60))) std::printf(" %d", *p);
     std::printf("\nactors");
-    for (int i = 0; i < 3; ++i) std::printf(" %d", *yard::actor<Pid>().remote().call(&Pid::pid).remote().get(std::chrono::seconds(60)));
-    std::printf("\n");
+    std::vector<yard::ActorHandle<Pid>> actors;
+    for (int i = 0; i < 3; ++i) {
+      actors.push_back(yard::actor<Pid>().remote());
+      std::printf(" %d", *actors.back().call(&Pid::pid).remote().get(std::chrono::seconds(60)));
+    }
+    // One object fetched by the driver from the actor that owns it: a transfer on the timeline.
+    auto ref = *actors[0].call(&Pid::stash).remote(1 << 20).get(std::chrono::seconds(60));
+    std::printf("\ndriver %d %zu\n", int(getpid()), ref.get(std::chrono::seconds(60))->size());
     return 0;
   }
   if (mode == "train" && argc > 2) {  // a job that reports a loss, holds an actor, and waits for a file

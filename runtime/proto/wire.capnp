@@ -269,11 +269,11 @@ struct MetricSeries {
 # A task or actor call a process ran, for its job's timeline.
 struct TaskEvent {
   name @0 :Text;
-  kind @1 :Text;        # task, actor_call
+  kind @1 :Text;        # task, actor_call, lease, transfer
   startUs @2 :Int64;    # microseconds since the Unix epoch
   durUs @3 :Int64;
   ok @4 :Bool;          # returned (false: threw)
-  count @5 :UInt64;     # a lease's workers
+  count @5 :UInt64;     # a lease's workers, a transfer's bytes
 }
 # Spans of one process as its node keeps them in the control store (yard:timeline:<job>).
 struct TimelineBatch {

@@ -1,6 +1,8 @@
 #include "ownership.h"
 
 #include "local_copies.h"
+#include "metrics_registry.h"
+#include "task_events.h"
 #include "shm_store.h"
 
 namespace yard::detail {
@@ -118,8 +120,9 @@ void Ownership::fetch(const std::string& id, const std::string& owner, const std
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setGetObject(id);
+  int64_t t0 = TaskEvents::now_us();
   io_->request(from, rid, m.finish(),
-               [this, id, owner, from](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+               [this, id, owner, from, t0](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  bool failed = err || r->env().getBody().isError();
                  if (failed && from != owner) {  // the local copy went: the owner has it
                    fetch(id, owner, owner);
@@ -131,8 +134,17 @@ void Ownership::fetch(const std::string& id, const std::string& owner, const std
                    return;
                  }
                  fetched(id, owner, from, *r);
+                 record_transfer(id, from, t0, !r->env().getBody().isError());
                },
                std::chrono::milliseconds::max());
+}
+
+// The fetch on the process's timeline: the object, where from, how long, how many bytes.
+void Ownership::record_transfer(const std::string& id, const std::string& from, int64_t t0, bool ok) {
+  if (!metrics::detail::Registry::instance().enabled()) return;
+  auto snap = store_.peek(id);
+  uint64_t bytes = snap.present && snap.value ? snap.value->size() : 0;
+  TaskEvents::instance().record("object " + id + " from " + from, "transfer", t0, TaskEvents::now_us() - t0, ok, bytes);
 }
 
 // A large value that came from another host is offered to the other processes of this one.

@@ -62,6 +62,7 @@ class Ownership {
   // Asks `from` (a process of this host that holds it, or the owner) for the object.
   void fetch(const std::string& id, const std::string& owner, const std::string& from);
   void fetched(const std::string& id, const std::string& owner, const std::string& from, const InMessage& r);
+  void record_transfer(const std::string& id, const std::string& from, int64_t t0, bool ok);
   std::mutex mu_;
   // Objects that left this process, kept for their borrowers (id -> holder, count of exports).
   std::unordered_map<std::string, std::pair<Holder, int>> exported_;  // guarded by mu_

@@ -1,6 +1,7 @@
 #include "task_events.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace yard::detail {
 
@@ -14,13 +15,18 @@ TaskEvents& TaskEvents::instance() {
   return *t;
 }
 
-void TaskEvents::record(const std::string& name, const char* kind, int64_t start_us, int64_t dur_us, bool ok) {
+int64_t TaskEvents::now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void TaskEvents::record(const std::string& name, const char* kind, int64_t start_us, int64_t dur_us, bool ok,
+                        uint64_t count) {
   std::lock_guard lk(mu_);
   if (pending_.size() >= kMaxPending) {
     pending_.pop_front();
     ++dropped_;
   }
-  pending_.push_back({name, kind, start_us, dur_us, ok});
+  pending_.push_back({name, kind, start_us, dur_us, ok, count});
 }
 
 bool TaskEvents::write(wire::MetricsReport::Builder out) {
@@ -36,6 +42,7 @@ bool TaskEvents::write(wire::MetricsReport::Builder out) {
     w.setStartUs(e.start_us);
     w.setDurUs(e.dur_us);
     w.setOk(e.ok);
+    w.setCount(e.count);
     pending_.pop_front();
   }
   out.setEventsDropped(dropped_);

@@ -1,5 +1,6 @@
 // The task timeline of a process: one span per task or actor call it ran (what, when, how long,
-// whether it returned), kept until the next metrics report carries them to the node manager,
+// whether it returned) and per object it fetched from another process (kind "transfer", with
+// its bytes), kept until the next metrics report carries them to the node manager,
 // which appends them to its job's timeline in the control store (`yard timeline`). At most
 // 20,000 wait between reports; beyond that the oldest are dropped and counted.
 #pragma once
@@ -16,8 +17,11 @@ namespace yard::detail {
 class TaskEvents {
  public:
   static TaskEvents& instance();
-  // `kind`: "task" or "actor_call"; times in microseconds since the Unix epoch.
-  void record(const std::string& name, const char* kind, int64_t start_us, int64_t dur_us, bool ok);
+  // `kind`: "task", "actor_call" or "transfer"; times in microseconds since the Unix epoch;
+  // `count`: a transfer's bytes.
+  void record(const std::string& name, const char* kind, int64_t start_us, int64_t dur_us, bool ok,
+              uint64_t count = 0);
+  static int64_t now_us();
   // Moves what is waiting (up to 5,000) into the report; false when nothing was.
   bool write(wire::MetricsReport::Builder out);
   bool pending() {
@@ -31,6 +35,7 @@ class TaskEvents {
     const char* kind;
     int64_t start_us, dur_us;
     bool ok;
+    uint64_t count;
   };
   std::mutex mu_;
   std::deque<Event> pending_;

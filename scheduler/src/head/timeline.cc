@@ -53,6 +53,7 @@ std::string chrome_trace(const std::string& job, const std::vector<std::string>&
       for (auto e : b.getEvents()) {
         json args = {{"ok", e.getOk()}, {"node", b.getNode().cStr()}, {"worker", b.getWorker().cStr()}};
         if (std::string(e.getKind()) == "lease") args["workers"] = e.getCount();
+        if (std::string(e.getKind()) == "transfer") args["bytes"] = e.getCount();
         events.push_back({{"name", e.getName().cStr()}, {"cat", e.getKind().cStr()}, {"ph", "X"},
                           {"ts", e.getStartUs()}, {"dur", std::max<int64_t>(0, e.getDurUs())},
                           {"pid", node}, {"tid", pid}, {"args", args}});
