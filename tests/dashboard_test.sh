@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Headless Chromium loads the dashboard of a running cluster with a job that trains (reports a
-# loss gauge) and holds an actor: the rendered page lists the head's node, the actor and the job,
-# streams the job's log and charts its loss; a screenshot is kept (ARTIFACT_DIR/dashboard.png).
+# Headless Chromium loads the dashboard of a running cluster while the railway training job runs
+# on it (submitted with yard submit): the rendered page lists the head's node, the job's trainer
+# and checkpointer actors and the job, streams the job's log and charts its loss, validation loss
+# and F1; a screenshot is kept (ARTIFACT_DIR/dashboard.png).
 # Requests without the token get 401. Needs Debian's chromium: skipped (exit 77) without it.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-YARD=$1
-PROBE=$2
+YARD=$(readlink -f "$1")
+TRAIN=$(readlink -f "$2")
 ARTIFACTS=${3:-/tmp}
 CHROMIUM=$(command -v chromium || true)
 if [ -z "$CHROMIUM" ]; then
@@ -16,7 +17,7 @@ fi
 export YARD_HOME=$(mktemp -d /tmp/yard-dashboard-XXXXXX)
 cleanup() {
   set +e
-  touch "$YARD_HOME/stop"
+  [ -n "${JOB:-}" ] && "$YARD" stop-job "$JOB" > /dev/null 2>&1
   for p in $(daemon_pids) $(redis_pids); do kill -9 "$p" 2>/dev/null; done
   rm -rf "$YARD_HOME"
 }
@@ -25,10 +26,12 @@ fail() { echo "FAIL: $*"; exit 1; }
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$YARD" start --head --port "$PORT" --num-cpus 2 > /dev/null
 export YARD_ADDRESS=127.0.0.1:$PORT
-JOB=$("$YARD" submit --no-wait -- "$PROBE" train "$YARD_HOME/stop" | grep -o 'job-[0-9a-z-]*' | head -1)
+cd "$YARD_HOME"
+# Enough epochs to be still training when the page is loaded; stopped once it has been looked at.
+JOB=$("$YARD" submit --no-wait -- "$TRAIN" --epochs 40 --workers 1 --logs 1 --length-km 8 --batch 16 | grep -o 'job-[0-9a-z-]*' | head -1)
 [ -n "$JOB" ] || fail "the job was not submitted"
-end=$(( $(date +%s) + 60 ))
-until "$YARD" logs "$JOB" 2>/dev/null | grep -q "^trained"; do
+end=$(( $(date +%s) + 120 ))
+until "$YARD" logs "$JOB" 2>/dev/null | grep -q "^epoch 1/40  steps"; do
   [ "$(date +%s)" -lt "$end" ] || fail "the job did not train: $("$YARD" logs "$JOB" 2>&1)"
   sleep 0.2
 done
@@ -48,13 +51,15 @@ chrome() {
 chrome --dump-dom "$URL" > "$YARD_HOME/dom.html" || fail "chromium failed: $(tail -5 "$YARD_HOME/chrome.log")"
 check() { grep -q -- "$1" "$YARD_HOME/dom.html" || fail "the page does not show $2"; }
 check "$HEAD_NODE" "the head's node $HEAD_NODE"
-check "probe-trainer" "the actor"
-check ">Holder<" "the actor's class"
+check "RailwayTrainer<" "the trainer actor's class"
+check "Checkpointer<" "the checkpointer actors' class"
 check "$JOB" "the job"
-check 'data-name="probe_train_loss"' "a chart of the job's loss"
-check "trained" "the job's log"
+check 'data-name="railway_train_loss"' "a chart of the job's training loss"
+check 'data-name="railway_validation_loss"' "a chart of the job's validation loss"
+check 'data-name="railway_validation_macro_f1"' "a chart of the job's F1"
+check "epoch 1/40  steps" "the job's log"
 mkdir -p "$ARTIFACTS"
 chrome --screenshot="$ARTIFACTS/dashboard.png" --window-size=1280,1800 "$URL" > /dev/null || fail "no screenshot"
 [ "$(stat -c %s "$ARTIFACTS/dashboard.png")" -gt 10000 ] || fail "the screenshot is empty"
-touch "$YARD_HOME/stop"
-echo "PASS: the dashboard shows the node, actor, job, log and loss chart; screenshot in $ARTIFACTS/dashboard.png"
+"$YARD" stop-job "$JOB" > /dev/null
+echo "PASS: the dashboard shows the node, the training job's actors, the job, its log and its loss, validation loss and F1 charts; screenshot in $ARTIFACTS/dashboard.png"
