@@ -8,6 +8,11 @@ namespace yard::detail {
 namespace {
 constexpr size_t kMaxPending = 20000;
 constexpr size_t kPerReport = 5000;
+// Spans a process keeps per second, with bursts up to kBurst: a trace is for a person to read, and
+// at tens of thousands of tasks a second recording every one would cost the tasks a tenth of
+// their speed. Spans past the budget are counted as dropped (the trace says how many).
+constexpr double kSpansPerSecond = 2000;
+constexpr double kBurst = 5000;
 }  // namespace
 
 TaskEvents& TaskEvents::instance() {
@@ -22,6 +27,19 @@ int64_t TaskEvents::now_us() {
 void TaskEvents::record(const std::string& name, const char* kind, int64_t start_us, int64_t dur_us, bool ok,
                         uint64_t count) {
   std::lock_guard lk(mu_);
+  auto now = std::chrono::steady_clock::now();
+  if (!started_) {
+    started_ = true;
+    refilled_ = now;
+    budget_ = kBurst;
+  }
+  budget_ = std::min(kBurst, budget_ + kSpansPerSecond * std::chrono::duration<double>(now - refilled_).count());
+  refilled_ = now;
+  if (budget_ < 1) {
+    ++dropped_;
+    return;
+  }
+  budget_ -= 1;
   if (pending_.size() >= kMaxPending) {
     pending_.pop_front();
     ++dropped_;

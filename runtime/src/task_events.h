@@ -1,10 +1,12 @@
 // The task timeline of a process: one span per task or actor call it ran (what, when, how long,
 // whether it returned) and per object it fetched from another process (kind "transfer", with
 // its bytes), kept until the next metrics report carries them to the node manager,
-// which appends them to its job's timeline in the control store (`yard timeline`). At most
-// 20,000 wait between reports; beyond that the oldest are dropped and counted.
+// which appends them to its job's timeline in the control store (`yard timeline`). A process
+// keeps up to 2,000 spans a second (bursts of 5,000) and at most 20,000 waiting between reports;
+// the rest are dropped and counted.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -40,6 +42,10 @@ class TaskEvents {
   std::mutex mu_;
   std::deque<Event> pending_;
   uint64_t dropped_ = 0;
+  // The span budget (a token bucket: kSpansPerSecond, bursts of kBurst).
+  bool started_ = false;
+  double budget_ = 0;
+  std::chrono::steady_clock::time_point refilled_{};
 };
 
 }  // namespace yard::detail
