@@ -130,4 +130,16 @@ wait $PROBE_PID || fail "the driver failed"
 PROBE_PID=
 expect 'yard_jobs{status="SUCCEEDED"}' 2
 expect 'sum(yard_tasks_finished_total{function="twice"})' 50
+# A node that goes silent (kill -9 of its manager): its missed heartbeat is counted, and it is dead.
+"$YARD" start --address "127.0.0.1:$PORT" --token "$TOKEN" --port 0 --num-cpus 1 > "$YARD_HOME/node3.txt"
+NODE3=$(sed -n 's/.*node started at \([^,]*\),.*/\1/p' "$YARD_HOME/node3.txt")
+NODE3_PID=$(python3 -c '
+import json,glob,sys
+for f in glob.glob(sys.argv[1] + "/clusters/*.json"):
+    r = json.load(open(f))
+    if r["address"] == sys.argv[2]: print(r["pid"])' "$YARD_HOME" "$NODE3")
+[ -n "$NODE3_PID" ] || fail "the third node did not start: $(cat "$YARD_HOME/node3.txt")"
+kill -9 "$NODE3_PID"
+expect 'sum(yard_heartbeats_missed_total)' 1
+expect 'yard_nodes{state="dead"}' 1
 echo "PASS: Prometheus scraped the head and both nodes with the token; queries match"

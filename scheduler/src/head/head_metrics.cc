@@ -30,6 +30,10 @@ HeadMetrics::HeadMetrics(const std::string& host, int port, const std::string& t
                   .Name("yard_events_total")
                   .Help("cluster events by type (actor_restarted, node_dead, ...)")
                   .Register(endpoint_.registry())),
+      missed_(prometheus::BuildCounter()
+                  .Name("yard_heartbeats_missed_total")
+                  .Help("heartbeats a node did not renew within --heartbeat-timeout, by node")
+                  .Register(endpoint_.registry())),
       process_(endpoint_.registry(), {{"node", "head"}}) {}
 
 void HeadMetrics::update(const Sample& s) {
@@ -45,5 +49,6 @@ void HeadMetrics::update(const Sample& s) {
 }
 
 void HeadMetrics::event(const std::string& type) { events_.Add({{"type", type}}).Increment(); }
+void HeadMetrics::heartbeat_missed(const std::string& node_id) { missed_.Add({{"node_id", node_id}}).Increment(); }
 
 }  // namespace yard::sched

@@ -26,11 +26,14 @@ class HeadMetrics {
   void update(const Sample& s);
   // An event the head published ({"type": ...}).
   void event(const std::string& type);
+  // A node's heartbeat expired before it renewed it (the failure detector saw it silent).
+  void heartbeat_missed(const std::string& node_id);
 
  private:
   MetricsEndpoint endpoint_;
   GaugeTable nodes_, actors_, groups_, jobs_, total_, avail_;
   prometheus::Family<prometheus::Counter>& events_;
+  prometheus::Family<prometheus::Counter>& missed_;
   ProcessMetrics process_;
 };
 

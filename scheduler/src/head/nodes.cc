@@ -49,6 +49,7 @@ void HeadService::check_nodes() {
 // Marked in its record, announced on "yard:events", its resources withdrawn, its actors restarted
 // elsewhere (as far as their max_restarts allow) and its placement-group bundles placed again.
 void HeadService::node_died(const std::string& id) {
+  if (metrics_) metrics_->heartbeat_missed(id);
   nodes_->mark_dead(id);
   double now = unix_time();
   unregister_resources(*redis_, id);
