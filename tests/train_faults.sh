@@ -63,10 +63,12 @@ fault() {
   local name=$1 phase=$2 data=$3 delay=$4 when=$5 pattern=$6 field=$7
   [ -n "$only" ] && [ "$only" != "$name" ] && return 0
   echo "case $name: kill -9 in $phase"
+  : > out.txt  # empty before the job starts: nothing of the last case is read as this one's
   YARD_TESTING_DELAY_MS="$delay" "$bin" "${job[@]}" --data "$data" --out "out-$name" > out.txt 2>&1 &
   pid=$!
   if [[ "$when" == steps:* ]]; then await_steps "$pid" "out-$name" "${when#steps:}"; else await_line "$pid" "$when" > /dev/null; fi
-  line=$(grep -E "$pattern" out.txt | tail -1)
+  line=$(grep -E "$pattern" out.txt | tail -1 || true)
+  [ -n "$line" ] || { cat out.txt; echo "case $name: no line matching $pattern"; exit 1; }
   victim=$(echo "$line" | awk -v f="$field" '{ print (f < 0 ? $(NF + f + 1) : $f) }')
   echo "  killing pid $victim at: $line"
   kill -9 "$victim"
@@ -88,6 +90,7 @@ fault final "the final save" data "railway_train::RailwayTrainer.finish=2000" '^
 # group restarts after a trainer's loss (set-up held open); the checkpoint comes from the replica.
 if [ -z "$only" ] || [ "$only" = disk ]; then
   echo "case disk: the primary's checkpoints lost, restored from the replica"
+  : > out.txt  # empty before the job starts: nothing of the last case is read as this one's
   YARD_TESTING_DELAY_MS="railway_train::RailwayTrainer.setup=2000" "$bin" "${job[@]}" --data data --out out-disk > out.txt 2>&1 &
   pid=$!
   await_line "$pid" '^epoch 1/3  steps' > /dev/null
@@ -106,6 +109,7 @@ fi
 # finishes the run; with every copy of the checkpoints gone, the job stops and says so.
 if [ -z "$only" ] || [ "$only" = limits ]; then
   echo "case limits: out of restarts, then --resume; every checkpoint copy lost"
+  : > out.txt  # empty before the job starts: nothing of the last case is read as this one's
   "$bin" "${job[@]}" --max-restarts 0 --data data --out out-limits > out.txt 2>&1 &
   pid=$!
   await_line "$pid" '^epoch 1/3  steps' > /dev/null
@@ -116,6 +120,7 @@ if [ -z "$only" ] || [ "$only" = limits ]; then
   cmd=$(sed -n 's/.*continue with: \(railway-train --resume .*\)$/\1/p' out.txt)
   "$bin" ${cmd#railway-train } > limits.txt 2>&1 || { cat limits.txt; echo "the resumed run failed"; exit 1; }
   python3 -c 'import json,sys; e=[j for j in map(json.loads, open(sys.argv[1])) if j["event"]=="epoch"]; assert [x["epoch"] for x in e]==[1,2,3], e; assert abs(e[-1]["val_loss"]-float(sys.argv[2])) <= 1e-3*float(sys.argv[2]), e[-1]' out-limits/metrics.jsonl "$clean"
+  : > out.txt  # empty before the job starts: nothing of the last case is read as this one's
   YARD_TESTING_DELAY_MS="railway_train::RailwayTrainer.setup=2000" "$bin" "${job[@]}" --data data --out out-lost > out.txt 2>&1 &
   pid=$!
   await_line "$pid" '^epoch 1/3  steps' > /dev/null
@@ -130,6 +135,7 @@ fi
 # The driver: kill -9 of railway-train itself mid-run; --resume continues the run.
 if [ -z "$only" ] || [ "$only" = driver ]; then
   echo "case driver: kill -9 of the driver, then --resume"
+  : > out.txt  # empty before the job starts: nothing of the last case is read as this one's
   "$bin" "${job[@]}" --data data --out out-driver > out.txt 2>&1 &
   pid=$!
   await_steps "$pid" out-driver 50
@@ -153,6 +159,7 @@ if { [ -z "$only" ] || [ "$only" = submit ]; } && [ -n "${YARD_BIN:-}" ]; then
   "$YARD_BIN" start --head --port "$port" --num-cpus 4 > /dev/null
   stop_cluster() { "$YARD_BIN" stop > /dev/null 2>&1 || true; }
   trap 'stop_cluster; cleanup' EXIT
+  : > out.txt  # empty before the job starts: nothing of the last case is read as this one's
   "$YARD_BIN" submit --max-retries 1 -- "$bin" "${job[@]}" --data "$work/data" --out "$work/out-submit" > out.txt 2>&1 &
   pid=$!
   await_steps "$pid" out-submit 50
