@@ -55,6 +55,24 @@ await_steps() {
   done
 }
 
+# start_job OUT DELAY ARGS...: the job in the background ($pid) with YARD_TESTING_DELAY_MS=DELAY,
+# writing OUT; its output in out.txt, emptied first so that nothing of the last case is read as
+# this one's.
+start_job() {
+  local out=$1 delay=$2
+  shift 2
+  : > out.txt
+  YARD_TESTING_DELAY_MS="$delay" "$bin" "${job[@]}" "$@" --out "$out" > out.txt 2>&1 &
+  pid=$!
+}
+
+# kill_trainer_after_first_epoch: kill -9 of a trainer of the running job once it has reported
+# its first epoch.
+kill_trainer_after_first_epoch() {
+  await_line "$pid" '^epoch 1/3  steps' > /dev/null
+  kill -9 "$(grep -E '^trainer pids:' out.txt | tail -1 | awk '{print $NF}')"
+}
+
 # fault NAME PHASE DATA DELAY WHEN VICTIM FIELD: runs the job with YARD_TESTING_DELAY_MS=DELAY,
 # waits for the first progress line matching WHEN (or, for steps:N, for N steps reported), kills the pid in whitespace-separated FIELD
 # (negative: counted from the end) of the latest line matching VICTIM, waits for the job and
@@ -63,9 +81,7 @@ fault() {
   local name=$1 phase=$2 data=$3 delay=$4 when=$5 pattern=$6 field=$7
   [ -n "$only" ] && [ "$only" != "$name" ] && return 0
   echo "case $name: kill -9 in $phase"
-  : > out.txt  # empty before the job starts: nothing of the last case is read as this one's
-  YARD_TESTING_DELAY_MS="$delay" "$bin" "${job[@]}" --data "$data" --out "out-$name" > out.txt 2>&1 &
-  pid=$!
+  start_job "out-$name" "$delay" --data "$data"
   if [[ "$when" == steps:* ]]; then await_steps "$pid" "out-$name" "${when#steps:}"; else await_line "$pid" "$when" > /dev/null; fi
   line=$(grep -E "$pattern" out.txt | tail -1 || true)
   [ -n "$line" ] || { cat out.txt; echo "case $name: no line matching $pattern"; exit 1; }
@@ -90,11 +106,8 @@ fault final "the final save" data "railway_train::RailwayTrainer.finish=2000" '^
 # group restarts after a trainer's loss (set-up held open); the checkpoint comes from the replica.
 if [ -z "$only" ] || [ "$only" = disk ]; then
   echo "case disk: the primary's checkpoints lost, restored from the replica"
-  : > out.txt  # empty before the job starts: nothing of the last case is read as this one's
-  YARD_TESTING_DELAY_MS="railway_train::RailwayTrainer.setup=2000" "$bin" "${job[@]}" --data data --out out-disk > out.txt 2>&1 &
-  pid=$!
-  await_line "$pid" '^epoch 1/3  steps' > /dev/null
-  kill -9 "$(grep -E "$pids" out.txt | tail -1 | awk '{print $NF}')"
+  start_job out-disk "railway_train::RailwayTrainer.setup=2000" --data data
+  kill_trainer_after_first_epoch
   await_line "$pid" 'restarting the group from the latest checkpoint' > /dev/null
   primary=$(ls -d out-disk/checkpoints/run-*)
   rm -f "$primary"/ckpt-*.bin "$primary"/LATEST
@@ -109,22 +122,16 @@ fi
 # finishes the run; with every copy of the checkpoints gone, the job stops and says so.
 if [ -z "$only" ] || [ "$only" = limits ]; then
   echo "case limits: out of restarts, then --resume; every checkpoint copy lost"
-  : > out.txt  # empty before the job starts: nothing of the last case is read as this one's
-  "$bin" "${job[@]}" --max-restarts 0 --data data --out out-limits > out.txt 2>&1 &
-  pid=$!
-  await_line "$pid" '^epoch 1/3  steps' > /dev/null
-  kill -9 "$(grep -E "$pids" out.txt | tail -1 | awk '{print $NF}')"
+  start_job out-limits "" --max-restarts 0 --data data
+  kill_trainer_after_first_epoch
   rc=0; wait "$pid" || rc=$?; pid=""
   [ "$rc" -eq 1 ] || { cat out.txt; echo "the job did not stop (status $rc)"; exit 1; }
   grep -q "gave up after 0 restarts (--max-restarts): trainer rank 1 .* The newest complete checkpoint is step [0-9]* in .*; continue with: railway-train --resume " out.txt || { cat out.txt; exit 1; }
   cmd=$(sed -n 's/.*continue with: \(railway-train --resume .*\)$/\1/p' out.txt)
   "$bin" ${cmd#railway-train } > limits.txt 2>&1 || { cat limits.txt; echo "the resumed run failed"; exit 1; }
   python3 -c 'import json,sys; e=[j for j in map(json.loads, open(sys.argv[1])) if j["event"]=="epoch"]; assert [x["epoch"] for x in e]==[1,2,3], e; assert abs(e[-1]["val_loss"]-float(sys.argv[2])) <= 1e-3*float(sys.argv[2]), e[-1]' out-limits/metrics.jsonl "$clean"
-  : > out.txt  # empty before the job starts: nothing of the last case is read as this one's
-  YARD_TESTING_DELAY_MS="railway_train::RailwayTrainer.setup=2000" "$bin" "${job[@]}" --data data --out out-lost > out.txt 2>&1 &
-  pid=$!
-  await_line "$pid" '^epoch 1/3  steps' > /dev/null
-  kill -9 "$(grep -E "$pids" out.txt | tail -1 | awk '{print $NF}')"
+  start_job out-lost "railway_train::RailwayTrainer.setup=2000" --data data
+  kill_trainer_after_first_epoch
   await_line "$pid" 'restarting the group from the latest checkpoint' > /dev/null
   find out-lost/checkpoints -name 'ckpt-*.bin' -delete
   rc=0; wait "$pid" || rc=$?; pid=""
@@ -135,9 +142,7 @@ fi
 # The driver: kill -9 of railway-train itself mid-run; --resume continues the run.
 if [ -z "$only" ] || [ "$only" = driver ]; then
   echo "case driver: kill -9 of the driver, then --resume"
-  : > out.txt  # empty before the job starts: nothing of the last case is read as this one's
-  "$bin" "${job[@]}" --data data --out out-driver > out.txt 2>&1 &
-  pid=$!
+  start_job out-driver "" --data data
   await_steps "$pid" out-driver 50
   kill -9 "$pid"
   wait "$pid" 2>/dev/null || true
@@ -159,7 +164,7 @@ if { [ -z "$only" ] || [ "$only" = submit ]; } && [ -n "${YARD_BIN:-}" ]; then
   "$YARD_BIN" start --head --port "$port" --num-cpus 4 > /dev/null
   stop_cluster() { "$YARD_BIN" stop > /dev/null 2>&1 || true; }
   trap 'stop_cluster; cleanup' EXIT
-  : > out.txt  # empty before the job starts: nothing of the last case is read as this one's
+  : > out.txt  # as start_job does: nothing of the last case is read as this one's
   "$YARD_BIN" submit --max-retries 1 -- "$bin" "${job[@]}" --data "$work/data" --out "$work/out-submit" > out.txt 2>&1 &
   pid=$!
   await_steps "$pid" out-submit 50

@@ -15,6 +15,8 @@ constexpr double kSpansPerSecond = 2000;
 constexpr double kBurst = 5000;
 }  // namespace
 
+TaskEvents::TaskEvents() : budget_(kBurst), refilled_(std::chrono::steady_clock::now()) {}
+
 TaskEvents& TaskEvents::instance() {
   static TaskEvents* t = new TaskEvents();  // used until the process ends
   return *t;
@@ -28,11 +30,6 @@ void TaskEvents::record(const std::string& name, const char* kind, int64_t start
                         uint64_t count) {
   std::lock_guard lk(mu_);
   auto now = std::chrono::steady_clock::now();
-  if (!started_) {
-    started_ = true;
-    refilled_ = now;
-    budget_ = kBurst;
-  }
   budget_ = std::min(kBurst, budget_ + kSpansPerSecond * std::chrono::duration<double>(now - refilled_).count());
   refilled_ = now;
   if (budget_ < 1) {

@@ -42,10 +42,10 @@ class TaskEvents {
   std::mutex mu_;
   std::deque<Event> pending_;
   uint64_t dropped_ = 0;
+  TaskEvents();
   // The span budget (a token bucket: kSpansPerSecond, bursts of kBurst).
-  bool started_ = false;
-  double budget_ = 0;
-  std::chrono::steady_clock::time_point refilled_{};
+  double budget_;
+  std::chrono::steady_clock::time_point refilled_;
 };
 
 }  // namespace yard::detail

@@ -195,8 +195,7 @@ struct TaskRecord {
   metrics::detail::Registry& r = metrics::detail::Registry::instance();
   metrics::detail::Registry::TaskSeries* series = nullptr;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  int64_t start_us = std::chrono::duration_cast<std::chrono::microseconds>(
-                         std::chrono::system_clock::now().time_since_epoch()).count();
+  int64_t start_us = TaskEvents::now_us();
   bool ok = false;
   TaskRecord(std::string l, bool actor) : label(std::move(l)), kind(actor ? "actor_call" : "task") {
     if (!r.enabled()) return;

@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "control_client.h"
+#include "stop_cluster.h"
 #include "daemon.h"
 #include "yard/process.h"
 #include "session.h"
@@ -88,109 +89,6 @@ int start(sched::DaemonOptions o, bool block) {
             << "Submit a job with:       yard submit --address " << addr << " -- ./your_program\n"
             << "Stop it with:            yard stop\n";
   return 0;
-}
-
-// True when pid runs the program named `name` (a pid read from a file may have been reused).
-bool runs(pid_t pid, const std::string& name) {
-  if (pid <= 0 || kill(pid, 0) != 0) return false;
-  std::string comm;
-  std::getline(std::ifstream("/proc/" + std::to_string(pid) + "/comm"), comm);
-  return comm == name.substr(0, 15);
-}
-
-// The head service is gone (killed): what it left on this machine (its node manager, its Redis)
-// is stopped, and the cluster's record removed.
-int stop_remains(const detail::ClusterRecord& rec) {
-  std::cout << "The head (pid " << rec.pid << ") is gone; stopping what it left\n";
-  long node = 0, redis = 0;
-  std::string redis_address;
-  std::ifstream(rec.session_dir + "/head-node.pid") >> node;
-  std::ifstream(rec.session_dir + "/redis.address") >> redis_address >> redis;
-  if (runs(static_cast<pid_t>(node), "yard")) {
-    detail::terminate(static_cast<pid_t>(node), SIGTERM, std::chrono::seconds(15));
-    std::cout << "  stopped the head's node manager (pid " << node << ")\n";
-  }
-  if (runs(static_cast<pid_t>(redis), "redis-server")) {
-    detail::terminate(static_cast<pid_t>(redis), SIGTERM, std::chrono::seconds(5));
-    std::cout << "  stopped its Redis (pid " << redis << ")\n";
-  }
-  detail::remove_record(rec);
-  return 0;
-}
-
-// The nodes that joined the cluster (not the head's own): id and address. nullopt when the
-// address is not a head's (a node manager's: `yard stop` then stops that node only).
-std::optional<std::vector<std::pair<std::string, std::string>>> joined_nodes(sched::ControlClient& c) {
-  std::vector<std::pair<std::string, std::string>> out;
-  try {
-    auto r = c.call([](auto env) { env.getBody().setStatus(); });
-    auto j = json::parse(std::string(r->env().getBody().getStatusReply()));
-    for (auto& n : j["nodes"])
-      if (n.value("role", "") != "head" && n.value("alive", false)) out.emplace_back(n["node_id"], n.value("address", ""));
-  } catch (const yard::ConnectionError&) {
-    throw;
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
-  return out;
-}
-
-// Waits (up to 15 s) for a node manager to stop answering; true when it has.
-bool node_stopped(const std::string& address, const std::string& token) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  sched::ControlClient n(address, token);
-  while (std::chrono::steady_clock::now() < deadline) {
-    try {
-      n.call([](auto env) { env.getBody().setPing(); }, std::chrono::milliseconds(500));
-    } catch (const yard::AuthError&) {
-      return false;
-    } catch (const yard::Error&) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
-
-int stop(const std::string& address, const std::string& token) {
-  std::optional<detail::ClusterRecord> rec;
-  std::string addr = address;
-  if (addr.empty()) {
-    if (const char* a = getenv("YARD_ADDRESS"); a && *a) addr = a;
-  }
-  rec = addr.empty() ? detail::latest_record() : detail::record_for(addr);
-  if (!rec && addr.empty()) {
-    std::cout << "No running Switchyard cluster found in " << detail::yard_home() << "\n";
-    return 0;
-  }
-  if (rec && rec->pid > 0 && detail::process_dead(rec->pid)) return stop_remains(*rec);
-  auto ep = detail::resolve_endpoint(rec ? rec->address : addr, token);
-  sched::ControlClient c(ep.address, ep.token);
-  auto nodes = joined_nodes(c);
-  c.call([](auto env) { env.getBody().setShutdown(); });
-  if (rec && rec->pid > 0) {
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (kill(rec->pid, 0) == 0 && std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (kill(rec->pid, 0) == 0) {
-      std::cerr << "yard: the head (pid " << rec->pid << ") did not stop within 20 s\n";
-      return 1;
-    }
-  }
-  if (!nodes) {
-    std::cout << "Stopped the Switchyard node at " << c.address() << " (it left its cluster)\n";
-    return 0;
-  }
-  std::vector<std::string> stopped, running;
-  for (auto& [id, at] : *nodes) (node_stopped(at, ep.token) ? stopped : running).push_back(id + " at " + at);
-  std::cout << "Stopped the Switchyard cluster at " << c.address() << ": the head, its node and its Redis";
-  if (!stopped.empty()) std::cout << ", and " << stopped.size() << " joined node" << (stopped.size() > 1 ? "s" : "");
-  std::cout << "\n";
-  for (auto& n : stopped) std::cout << "  stopped node " << n << "\n";
-  for (auto& n : running)
-    std::cerr << "yard: node " << n << " still answers; it stops by itself once it has not reached the cluster for "
-                 "its --head-timeout\n";
-  return running.empty() ? 0 : 1;
 }
 
 std::string fmt_res(const json& total, const json& avail) {
@@ -584,7 +482,7 @@ int main(int argc, char** argv) {
   signal(SIGINT, [](int) { g_interrupted.store(true); });
   try {
     if (c.start->parsed()) return cmd_start(a);
-    if (c.stop->parsed()) return stop(a.address, a.token);
+    if (c.stop->parsed()) return sched::stop_cluster(a.address, a.token);
     if (c.status->parsed()) return status(a.address, a.token, a.as_json);
     if (c.submit->parsed()) return cmd_submit(a);
     if (c.jobs->parsed()) return cmd_jobs(a);

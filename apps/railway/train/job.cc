@@ -172,7 +172,7 @@ void TrainingJob::recover(const MemberLost& lost) {
 // A resumed run: its driver was lost (the steps it reported after the checkpoint are trained again).
 void TrainingJob::note_driver_loss() {
   Recovery r;
-  r.phase = at_.epoch > 0 && at_.step == 0 && at_.epoch >= static_cast<uint64_t>(spec_.epochs) ? Phase::kFinish : Phase::kTraining;
+  r.phase = at_.epoch >= static_cast<uint64_t>(spec_.epochs) ? Phase::kFinish : Phase::kTraining;
   r.lost = "the driver";
   r.error = "the run was not finished";
   r.steps_redone = std::max<int64_t>(0, log_->last_step() - at_.global_step);

@@ -10,6 +10,7 @@
 #include <map>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "yard/railway/shards.h"
@@ -76,11 +77,7 @@ struct Todo {
 
 uint64_t log_seed(int i) { return uint64_t(100 + i); }
 
-std::string fmt_km(double km) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%g", km);
-  return b;
-}
+std::string fmt_km(double km) { return fmt::format("{:g}", km); }
 
 // A log made before: with the settings asked for, or an error saying what differs.
 void check_recorded(const Todo& t, double length_km) {

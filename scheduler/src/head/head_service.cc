@@ -233,20 +233,20 @@ void HeadService::start_head_node() {
 // A stopped cluster stops its nodes: every node that joined is asked to stop (its workers and
 // jobs with it); the head's own node manager is stopped with the head.
 void HeadService::stop_nodes() {
-  for (auto& id : tables_->node_ids()) {
-    if (id == head_node_) continue;
-    auto fields = tables_->node_fields(id);
-    auto addr = fields.count("address") ? fields["address"] : std::string();
-    if (addr.empty()) {
-      spdlog::warn("node {} has no address on record: it is not asked to stop", id);
-      continue;
-    }
-    uint64_t rid = io_->next_request_id();
-    OutMessage m(token_, rid, false);
-    m.env().getBody().setShutdown();
-    notify(*io_, addr, m.finish(), rid);
-    spdlog::info("asked node {} at {} to stop", id, addr);
+  nodes_->refresh();  // a node that joined a moment ago too
+  for (auto& [id, n] : nodes_->all()) {
+    if (id == head_node_ || nodes_->dead(id) || n.address.empty()) continue;  // draining ones too
+    ask_to_stop(n.address);
+    spdlog::info("asked node {} at {} to stop", id, n.address);
   }
+}
+
+// A Shutdown request to a node manager, not waited for.
+void HeadService::ask_to_stop(const std::string& address) {
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().setShutdown();
+  notify(*io_, address, m.finish(), rid);
 }
 
 void HeadService::stop_head_node() {

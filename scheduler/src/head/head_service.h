@@ -59,6 +59,7 @@ class HeadService {
   void start_head_node();
   void stop_head_node();
   void stop_nodes();
+  void ask_to_stop(const std::string& address);
   void on_loop(std::function<void()> f);
   void handle(Incoming in);
   void handle_head_request(Incoming& in);

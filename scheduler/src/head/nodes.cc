@@ -120,12 +120,7 @@ void HeadService::check_drains() {
       continue;
     }
     for (auto& aid : left) actors_->stop(aid, "its node " + d.node + " was drained");
-    if (!gone) {
-      uint64_t rid = io_->next_request_id();
-      OutMessage m(token_, rid, false);
-      m.env().getBody().setShutdown();
-      notify(*io_, nodes_->address(d.node), m.finish(), rid);
-    }
+    if (!gone) ask_to_stop(nodes_->address(d.node));
     nodes_->end_drain(d.node);
     spdlog::info("node {} drained", d.node);
     publish(json{{"type", "node_drained"}, {"node_id", d.node}, {"time", unix_time()}}.dump());
