@@ -16,6 +16,9 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 
 
+FEATURES = 14  # as yard/railway/shards.h's kFeatures
+
+
 class Net(nn.Module):
     def __init__(self, features, tokens, d, layers, heads):
         super().__init__()
@@ -24,31 +27,47 @@ class Net(nn.Module):
         layer = nn.TransformerEncoderLayer(d, heads, dim_feedforward=2 * d, dropout=0.0)
         self.encoder = nn.TransformerEncoder(layer, layers)
         self.cls = nn.Linear(d, 5)
+        self.tok = nn.Linear(d, 5)
         self.amp = nn.Linear(d, 1)
 
     def forward(self, x):
         h = self.input(x).transpose(0, 1) + self.pos
         h = self.encoder(h)
-        pooled = h.max(0).values
-        return self.cls(pooled), self.amp(pooled).squeeze(-1)
+        t = h.size(0)
+        middle = h[t // 4:3 * t // 4].max(0).values
+        return self.cls(middle), self.tok(h).transpose(0, 1), self.amp(h.max(0).values).squeeze(-1)
+
+
+TOKEN_WEIGHT = torch.tensor([0.1, 1.0, 1.0, 1.0, 1.0])
+
+
+def railway_loss(out, y, tokens, a):
+    # As yard/railway/model.h's railway_loss: window class, every token's (a defect's label also on
+    # the token after it), amplitude.
+    cls, tok, amp = out
+    ringing = torch.cat([tokens[:, :1], tokens[:, :-1]], 1)
+    shifted = torch.where(tokens.eq(0) & ringing.ne(4), ringing, tokens)
+    return (nn.functional.cross_entropy(cls, y) +
+            0.5 * nn.functional.cross_entropy(tok.reshape(-1, 5), shifted.reshape(-1), weight=TOKEN_WEIGHT) +
+            nn.functional.mse_loss(amp, a))
 
 
 def run(rank, world, port, d, layers, batch, steps, out):
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     torch.manual_seed(1)
-    model = Net(6, 128, d, layers, 4)
+    model = Net(FEATURES, 128, d, layers, 4)
     ddp = nn.parallel.DistributedDataParallel(
         model, gradient_as_bucket_view=os.environ.get("PEER_BUCKET_VIEW") == "1")
     opt = torch.optim.AdamW(ddp.parameters(), lr=1e-3)
-    x = torch.randn(batch, 128, 6)
+    x = torch.randn(batch, 128, FEATURES)
     y = torch.randint(0, 5, (batch,))
+    tokens = torch.randint(0, 5, (batch, 128))
     a = torch.randn(batch)
 
     def step():
         opt.zero_grad(set_to_none=True)
-        logits, amp = ddp(x)
-        loss = nn.functional.cross_entropy(logits, y) + nn.functional.mse_loss(amp, a)
+        loss = railway_loss(ddp(x), y, tokens, a)
         loss.backward()
         opt.step()
 

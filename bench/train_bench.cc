@@ -25,6 +25,7 @@
 #include <sstream>
 
 #include "yard/railway/model.h"
+#include "yard/railway/shards.h"
 #include "yard/redis.h"
 #include "yard/process.h"
 #include "yard/actors/checkpoint.h"
@@ -36,9 +37,10 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// The railway model itself, 6 features and 128 tokens per window.
+// The railway model itself, its features and 128 tokens per window (the peer builds the same).
+constexpr int64_t kFeatures = yard::railway::kFeatures;
 struct Net : RailwayNet {
-  Net(int64_t d, int64_t layers) : RailwayNet(6, 128, d, layers) {}
+  Net(int64_t d, int64_t layers) : RailwayNet(kFeatures, 128, d, layers) {}
 };
 
 // How the ranks train: each on its own; data-parallel (DDP); or in lock step without any
@@ -80,7 +82,7 @@ struct Replica {
   std::unique_ptr<yard::collective::Communicator> comm;
   std::unique_ptr<yard::actors::DistributedDataParallel> dp;
   std::unique_ptr<torch::optim::AdamW> opt;
-  torch::Tensor x, y, a;
+  torch::Tensor x, y, a, tokens;
   int64_t batch;
   double ph[4] = {0, 0, 0, 0};
 
@@ -102,16 +104,16 @@ struct Replica {
       }
     }
     opt = std::make_unique<torch::optim::AdamW>(net->parameters(), torch::optim::AdamWOptions(1e-3));
-    x = torch::randn({batch, 128, 6});
+    x = torch::randn({batch, 128, kFeatures});
     y = torch::randint(0, 5, {batch}, torch::kLong);
+    tokens = torch::randint(0, 5, {batch, 128}, torch::kLong);
     a = torch::randn({batch});
   }
   void step() {
     auto t0 = Clock::now();
     if (dp) dp->begin_step(batch);
     for (auto& p : net->parameters()) p.mutable_grad().reset();  // zero_grad(set_to_none)
-    auto [logits, amp] = net->forward(x);
-    auto loss = torch::nn::functional::cross_entropy(logits, y) + torch::mse_loss(amp, a);
+    auto loss = railway_loss(net->forward(x), y, tokens, a, torch::ones({5}));
     auto t1 = Clock::now();
     loss.backward();
     auto t2 = Clock::now();

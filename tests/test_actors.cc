@@ -82,6 +82,21 @@ TEST_CASE("class-balanced epochs give every class the same share", "[actors][sam
   CHECK(rare_seen.size() == 5);  // every member of the rarest class appears
 }
 
+TEST_CASE("a balance power of 0.5 gives classes shares growing as the square root of their size", "[actors][sampler]") {
+  std::vector<int> labels(900, 0);
+  for (int i = 0; i < 100; ++i) labels[i * 9] = 1;  // 800 of class 0, 100 of class 1
+  DistributedSampler s(900, 1, 0, 1);
+  s.set_class_balanced(labels, 0.5);
+  std::map<int, int> count;
+  std::set<uint64_t> seen;
+  for (auto i : s.indices(0)) count[labels[i]]++, seen.insert(i);
+  CHECK(count[0] == 800);                     // the largest class: each once
+  CHECK(count[1] == 283);                     // 800 * sqrt(100 / 800)
+  CHECK(seen.size() == 900);                  // nobody left out
+  CHECK(s.epoch_size() == 1083);
+  CHECK_THROWS_AS(s.set_class_balanced(labels, 0.0), std::invalid_argument);
+}
+
 namespace {
 std::string tmpdir(const std::string& tag) {
   auto d = fs::temp_directory_path() / ("yard-ckpt-" + tag + "-" + std::to_string(getpid()));

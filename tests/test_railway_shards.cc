@@ -45,7 +45,7 @@ double localised(const std::vector<Window>& ws, const nlohmann::json& defects, u
       int best = -1;
       float best_e = -1e30f;
       for (int j = std::max(0, centre - 20); j < std::min<int>(tokens, centre + 20); ++j) {
-        float e = w.x[size_t(j) * kFeatures + 3];
+        float e = w.x[size_t(j) * kFeatures + kLogAbove850];
         if (e > best_e) best_e = e, best = j;
       }
       hit += std::abs(best - centre) <= 4;
@@ -76,6 +76,15 @@ TEST_CASE("windows are labelled, shards round-trip and corruption is caught", "[
   REQUIRE(back.size() == ws.size());
   CHECK(back[7].x == ws[7].x);
   CHECK(back[7].label == ws[7].label);
+  CHECK(back[7].token_label == ws[7].token_label);
+  // A window's class is the most severe one among the tokens of its middle half.
+  int consistent = 0;
+  for (auto& w : back) {
+    bool there = w.label == 0;
+    for (uint32_t j = o.tokens / 4; j < 3 * o.tokens / 4; ++j) there |= w.token_label[j] == w.label;
+    consistent += there;
+  }
+  CHECK(consistent == static_cast<int>(back.size()));
   CHECK(back.back().start_chainage == ws.back().start_chainage);
 
   // A flipped byte and a truncated file are both refused with the file named.

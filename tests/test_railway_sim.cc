@@ -115,6 +115,24 @@ TEST_CASE("every defect class appears in the labels", "[railway][sim]") {
   }
 }
 
+TEST_CASE("every defect, however short, labels the truth rows of the cells it touches", "[railway][sim]") {
+  auto truth = read_csv(run().dir + "/truth.csv");
+  std::ifstream in(run().dir + "/truth.json");
+  auto j = nlohmann::json::parse(in);
+  int checked = 0, short_ones = 0;
+  for (auto& d : j["defects"]) {
+    double a = d["chainage"], len = d["length"];
+    size_t row = static_cast<size_t>(a / 0.25);
+    if (row >= truth.size()) continue;
+    ++checked;
+    short_ones += len < 0.25;
+    INFO(d.dump());
+    CHECK(truth[row][3] != 0);  // this defect's class, or a more severe one touching the same cell
+  }
+  CHECK(checked > 20);
+  CHECK(short_ones > 10);  // joints and welds are centimetres long: each still has its row
+}
+
 TEST_CASE("sensor rates match their configuration, less the dropouts", "[railway][sim]") {
   auto& r = run();
   double d = r.sum.duration_s;

@@ -19,6 +19,11 @@ grep -q '"val_macro_f1"' railway-out/metrics.jsonl
 # Each epoch saved a checkpoint: its hand-over time on the training thread is reported.
 test "$(grep -c '"checkpoint_stall_ms":[0-9.]*[1-9]' railway-out/metrics.jsonl)" -eq 2
 test -s railway-out/curves.svg
+# The held-out evaluation as images and per class.
+grep -q "<svg" railway-out/confusion.svg
+grep -q "<svg" railway-out/precision_recall.svg
+grep -q '"val_per_class":{.*"squat":{"precision":' railway-out/metrics.jsonl
+grep -q '"val_confusion":\[' railway-out/metrics.jsonl
 ls railway-out/checkpoints/run-*/ckpt-*.bin > /dev/null
 test -f railway-data/shards-0/manifest.json
 # A second run reuses the shards (no recording or aligning), with two micro-batches of 16 per step: a global batch of 32, half
@@ -33,4 +38,12 @@ if grep -q "recording\|aligning" out2.txt; then echo "the shards were not reused
 if "$bin" --epochs 1 --workers 1 --logs 1 --length-km 9 --out other > out3.txt 2>&1; then cat out3.txt; echo "other settings were accepted"; exit 1; fi
 grep -q "log-0 was recorded with --length-km 8 (seed 100), this run asks for --length-km 9" out3.txt || { cat out3.txt; exit 1; }
 test -f railway-data/shards-0/manifest.json
+# Data an older simulator made (no version in RECORDED.json) is made again, and said so.
+python3 - railway-data/log-0/RECORDED.json <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1])); j.pop("simulator_version", None); json.dump(j, open(sys.argv[1], "w"))
+PY
+"$bin" --epochs 1 --workers 1 --logs 1 --length-km 8 --batch 16 --out older > out4.txt 2>&1 || { cat out4.txt; exit 1; }
+grep -q "log-0 was recorded by an older simulator (version 1, this is [0-9]*): recording it again" out4.txt || { cat out4.txt; exit 1; }
+grep -q '"simulator_version"' railway-data/log-0/RECORDED.json
 echo "train smoke: ok"

@@ -1,6 +1,7 @@
 #include "yard/actors/sampler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <stdexcept>
 
@@ -26,18 +27,27 @@ DistributedSampler::DistributedSampler(uint64_t dataset_size, int world_size, in
     throw std::invalid_argument("sampler: rank " + std::to_string(rank) + " outside world size " + std::to_string(world_size));
 }
 
-void DistributedSampler::set_class_balanced(std::vector<int> labels) {
+void DistributedSampler::set_class_balanced(std::vector<int> labels, double power) {
   if (labels.size() != n_) throw std::invalid_argument("sampler: one label per sample is needed");
+  if (!(power > 0 && power <= 1)) throw std::invalid_argument("sampler: balance power must be in (0, 1]");
   labels_ = std::move(labels);
+  power_ = power;
+}
+
+uint64_t DistributedSampler::class_draws(uint64_t n, uint64_t most) const {
+  if (power_ >= 1) return most;
+  double k = double(most) * std::pow(double(n) / double(most), 1 - power_);
+  return std::max<uint64_t>(n, static_cast<uint64_t>(std::llround(k)));
 }
 
 uint64_t DistributedSampler::epoch_size() const {
   if (labels_.empty()) return n_;
   std::map<int, uint64_t> counts;
   for (int l : labels_) ++counts[l];
-  uint64_t most = 0;
+  uint64_t most = 0, total = 0;
   for (auto& [c, k] : counts) most = std::max(most, k);
-  return most * counts.size();
+  for (auto& [c, k] : counts) total += class_draws(k, most);
+  return total;
 }
 
 std::vector<uint64_t> DistributedSampler::epoch_order(uint64_t epoch) const {
@@ -52,9 +62,9 @@ std::vector<uint64_t> DistributedSampler::epoch_order(uint64_t epoch) const {
     uint64_t most = 0;
     for (auto& [c, v] : by_class) most = std::max<uint64_t>(most, v.size());
     for (auto& [c, v] : by_class) {
-      // Every member once, then random repeats up to the largest class's count.
+      // Every member once, then random repeats up to the class's share.
       order.insert(order.end(), v.begin(), v.end());
-      for (uint64_t k = v.size(); k < most; ++k) order.push_back(v[rng.below(v.size())]);
+      for (uint64_t k = v.size(), want = class_draws(v.size(), most); k < want; ++k) order.push_back(v[rng.below(v.size())]);
     }
   }
   if (shuffle_)

@@ -11,11 +11,11 @@
 
 namespace yard::railway {
 
-std::map<std::string, ClockReport> align_clocks(const std::string& dir, const ReadPolicy& policy) {
+std::map<std::string, ClockReport> align_clocks(const std::string& dir, const ReadPolicy& policy, bool with_truth) {
   namespace fs = std::filesystem;
   std::map<std::string, ClockReport> out;
   std::optional<nlohmann::json> truth;
-  if (fs::exists(dir + "/truth.json")) {
+  if (with_truth && fs::exists(dir + "/truth.json")) {
     std::ifstream in(dir + "/truth.json");
     truth = nlohmann::json::parse(in);
   }

@@ -67,6 +67,22 @@ DefectClass Line::label(double s) const {
     if (s >= d.chainage && s < d.chainage + d.length) return d.kind;
   return DefectClass::kNone;
 }
+DefectClass Line::label(double s0, double s1) const {
+  DefectClass best = DefectClass::kNone;
+  for (auto& d : defects)
+    if (d.chainage < s1 && d.chainage + d.length > s0 && severity_rank(d.kind) > severity_rank(best)) best = d.kind;
+  return best;
+}
+int severity_rank(DefectClass c) {
+  switch (c) {
+    case DefectClass::kSquat: return 4;
+    case DefectClass::kInsulatedJoint: return 3;
+    case DefectClass::kWeld: return 2;
+    case DefectClass::kCorrugation: return 1;
+    case DefectClass::kNone: return 0;
+  }
+  return 0;
+}
 float Line::irregularity_at(double s) const {
   double f = s / step;
   size_t i = static_cast<size_t>(std::clamp(f, 0.0, double(irregularity.size() - 2)));

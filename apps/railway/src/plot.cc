@@ -60,4 +60,42 @@ void write_svg_plot(const std::string& path, const std::string& title, const std
   out << svg;
 }
 
+void write_svg_confusion(const std::string& path, const std::string& title, const std::vector<std::string>& classes,
+                         const std::vector<int64_t>& counts) {
+  const size_t n = classes.size();
+  if (counts.size() != n * n) throw std::invalid_argument("confusion matrix: " + std::to_string(n * n) + " counts needed");
+  const double cell = 70, L = 150, T = 80;
+  double W = L + cell * double(n) + 200, H = T + cell * double(n) + 60;
+  std::string svg = fmt::format(
+      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' font-size='12'>\n"
+      "<rect width='100%' height='100%' fill='white'/>\n"
+      "<text x='{}' y='22' font-size='15' text-anchor='middle'>{}</text>\n"
+      "<text x='{}' y='50' text-anchor='middle'>predicted</text>\n"
+      "<text x='16' y='{}' transform='rotate(-90 16 {})' text-anchor='middle'>true</text>\n",
+      W, H, W / 2, title, L + cell * double(n) / 2, T + cell * double(n) / 2, T + cell * double(n) / 2);
+  for (size_t r = 0; r < n; ++r) {
+    int64_t row = 0, col = 0;
+    for (size_t c = 0; c < n; ++c) row += counts[r * n + c], col += counts[c * n + r];
+    double y = T + cell * double(r);
+    svg += fmt::format("<text x='{}' y='{:.1f}' text-anchor='end'>{}</text>\n", L - 8, y + cell / 2 + 4, classes[r]);
+    svg += fmt::format("<text x='{:.1f}' y='{}' text-anchor='middle'>{}</text>\n", L + cell * double(r) + cell / 2, T - 8, classes[r]);
+    for (size_t c = 0; c < n; ++c) {
+      double share = row > 0 ? double(counts[r * n + c]) / double(row) : 0;
+      int shade = static_cast<int>(255 - 200 * share);
+      svg += fmt::format("<rect x='{:.1f}' y='{:.1f}' width='{}' height='{}' fill='rgb({},{},255)' stroke='#999'/>\n",
+                         L + cell * double(c), y, cell, cell, shade, shade);
+      svg += fmt::format("<text x='{:.1f}' y='{:.1f}' text-anchor='middle'>{}</text>\n", L + cell * double(c) + cell / 2,
+                         y + cell / 2 + 4, counts[r * n + c]);
+    }
+    double tp = double(counts[r * n + r]);
+    auto pct = [](double a, int64_t b) { return b > 0 ? fmt::format("{:.0f}%", 100 * a / double(b)) : std::string("-"); };
+    svg += fmt::format("<text x='{:.1f}' y='{:.1f}'>precision {} recall {}</text>\n", L + cell * double(n) + 10,
+                       y + cell / 2 + 4, pct(tp, col), pct(tp, row));
+  }
+  svg += "</svg>\n";
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("cannot write " + path);
+  out << svg;
+}
+
 }  // namespace yard::railway

@@ -347,9 +347,12 @@ SimSummary simulate(const SimConfig& cfg, const std::string& dir) {
     double nyquist = sc.rate_hz / 2;
     for (double t = 0, dt = 1.0 / sc.rate_hz; t < duration; t += dt) {
       auto st = tr.at(t, k);
-      size_t i = std::min(z2.size() - 1, static_cast<size_t>(st.s / L.step));
+      // z'' between its grid points (a staircase would ring at v / step, a tone no track makes).
+      double fi = std::clamp(st.s / L.step, 0.0, double(z2.size() - 2));
+      size_t i = static_cast<size_t>(fi);
+      double z2_at = z2[i] + (z2[i + 1] - z2[i]) * (fi - double(i));
       double vs = st.v / 44.4;
-      double acc = st.v * st.v * z2[i] / 1000.0;
+      double acc = st.v * st.v * z2_at / 1000.0;
       acc += 0.5 * vs * vs * std::sin(2 * M_PI * st.s / 0.6);
       while (next_hit < hits.size() && hits[next_hit].t0 <= t) active.push_back(hits[next_hit++]);
       while (!active.empty() && t - active.front().t0 > 0.05) active.pop_front();
@@ -405,7 +408,7 @@ SimSummary simulate(const SimConfig& cfg, const std::string& dir) {
       size_t lo = i > half ? i - half : 0, hi = std::min(L.irregularity.size(), i + half);
       double amp = std::sqrt((sq[hi] - sq[lo]) / std::max<size_t>(1, hi - lo));
       std::fprintf(f, "%.2f,%.6f,%.3f,%d,%.3f,%.3f\n", s, t, tr.V[std::min(k, tr.V.size() - 1)],
-                   static_cast<int>(L.label(s)), L.irregularity[i], amp);
+                   static_cast<int>(L.label(s, s + L.step)), L.irregularity[i], amp);
     }
     std::fclose(f);
   }
@@ -432,6 +435,8 @@ SimSummary simulate(const SimConfig& cfg, const std::string& dir) {
     j["balises"] = nlohmann::json::array();
     for (auto& b : L.balises) j["balises"].push_back({{"id", b.id}, {"chainage", b.chainage}});
     j["km_posts"] = L.km_posts;
+    // Where the line's local x (east) and y (north) metres start, for maps (WGS84 degrees).
+    j["origin"] = {{"lat", 47.3769}, {"lon", 8.5417}};
     nlohmann::json poly = nlohmann::json::array();
     size_t every = static_cast<size_t>(10 / L.step);
     for (size_t i = 0; i < L.x.size(); i += every) poly.push_back({i * L.step, L.x[i], L.y[i]});
@@ -440,6 +445,7 @@ SimSummary simulate(const SimConfig& cfg, const std::string& dir) {
 
     nlohmann::json t;
     t["seed"] = cfg.seed;
+    t["simulator_version"] = kSimulatorVersion;
     t["duration_s"] = duration;
     t["distance_m"] = sum.distance_m;
     t["clocks"] = nlohmann::json::object();

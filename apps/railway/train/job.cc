@@ -27,7 +27,7 @@ namespace railway_train {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataSpec, dir, logs, length_km, unaligned)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, d_model, layers, heads, batch, base_lr, base_batch,
                                                 warmup_steps, decay, min_lr_fraction, optimizer, weight_decay, holdout,
-                                                seed, clip, balanced, prefetch, accumulate)
+                                                seed, clip, balance, prefetch, accumulate)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSpec, data, out, workers, epochs, placement, checkpoint_every, keep,
                                                 checkpoint_replicas, max_restarts, train)
 
@@ -88,6 +88,7 @@ void TrainingJob::prepare() {
   fs::create_directories(spec_.out);
   log_ = std::make_unique<RunLog>(spec_.out, resuming_);
   spec_.train.shards = make_shards(spec_.data, reporter());
+  spec_.train.aligned = !spec_.data.unaligned;
   spec_.train.epochs = spec_.epochs;
   if (!resuming_) {
     fs::create_directories(run_dir_);
@@ -245,6 +246,7 @@ void TrainingJob::evaluate() {
   e.step_ms = 1e3 * sums_.seconds / double(std::max<int64_t>(1, sums_.steps));
   e.checkpoint_stall_ms = sums_.checkpoint_ms;
   log_->epoch(e);
+  log_->evaluation_images(ev, at_.epoch);
   prom_.epoch(ev.loss, ev.macro_f1, static_cast<long>(at_.epoch));
   double eta = since(t_start_) / double(std::max<int64_t>(1, done_steps_)) *
                double(std::max<int64_t>(0, spec_.epochs * at_.steps_per_epoch - at_.global_step));

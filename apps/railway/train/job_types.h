@@ -26,12 +26,14 @@ struct TrainConfig {
   double holdout = 0.2;        // the last fraction of every line's chainage is the validation track
   uint64_t seed = 17;
   double clip = 1.0;
-  bool balanced = true;        // class-balanced epochs (defect windows are rare)
+  double balance = 0.5;       // class-balanced epochs (defect windows are rare): a class's share grows
+                               // as its size^(1 - balance); 0: plain epochs
   bool resume = false;         // start from the newest complete checkpoint, if any
+  bool aligned = true;         // the shards were made with alignment (recorded in the model's spec)
   int64_t prefetch = 2;        // batches the data loader makes ahead
   int64_t accumulate = 1;      // micro-batches per optimizer step (gradients accumulated locally, no_sync)
   YARD_FIELDS(shards, d_model, layers, heads, batch, base_lr, base_batch, warmup_steps, decay, min_lr_fraction, epochs,
-              optimizer, weight_decay, holdout, seed, clip, balanced, resume, prefetch, accumulate);
+              optimizer, weight_decay, holdout, seed, clip, balance, resume, aligned, prefetch, accumulate);
 };
 
 // Where a group stands after set-up: the data, the schedule, the data loader's position.
@@ -60,10 +62,15 @@ struct ChunkStats {
   YARD_FIELDS(loss_sum, samples, epoch, step, global_step, lr, seconds, checkpoint_ms, notes);
 };
 
+// The model on the held-out track: windows' classes (macro-F1 over the classes present there).
 struct EvalStats {
   double loss = 0, accuracy = 0, macro_f1 = 0, amplitude_rmse = 0;
   int64_t samples = 0;
-  YARD_FIELDS(loss, accuracy, macro_f1, amplitude_rmse, samples);
+  std::vector<int64_t> confusion;         // 5 x 5, row: true class, column: predicted
+  std::vector<double> precision, recall;  // per class (NaN: no window predicted / present)
+  // Per defect class 1..4: (recall, precision) pairs as the score threshold falls, flattened.
+  std::vector<std::vector<double>> pr_curve;
+  YARD_FIELDS(loss, accuracy, macro_f1, amplitude_rmse, samples, confusion, precision, recall, pr_curve);
 };
 
 }  // namespace railway_train

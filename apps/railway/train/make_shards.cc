@@ -38,7 +38,10 @@ class Aligner {
     cfg.max_duration_s = 3600;
     yard::railway::simulate(cfg, tmp);
     std::ofstream(tmp + "/NODE") << yard::node_id() << "\n";
-    std::ofstream(tmp + "/RECORDED.json") << nlohmann::json{{"seed", seed}, {"length_km", length_km}}.dump() << "\n";
+    std::ofstream(tmp + "/RECORDED.json")
+        << nlohmann::json{{"seed", seed}, {"length_km", length_km}, {"simulator_version", yard::railway::kSimulatorVersion}}
+               .dump()
+        << "\n";
     fs::remove_all(log_dir);
     fs::rename(tmp, log_dir);
     return yard::node_id();
@@ -79,19 +82,29 @@ uint64_t log_seed(int i) { return uint64_t(100 + i); }
 
 std::string fmt_km(double km) { return fmt::format("{:g}", km); }
 
-// A log made before: with the settings asked for, or an error saying what differs.
+// A log made before: with the settings asked for, or an error saying what differs. A log an
+// older simulator made is made again (removed here, recorded with the missing ones): a simulated
+// log is reproducible, and an older one's labels or signals differ.
 void check_recorded(const Todo& t, double length_km) {
+  auto again = [&](const std::string& why) {
+    std::printf("%s %s: recording it again\n", t.log.c_str(), why.c_str());
+    auto data = fs::path(t.log).parent_path();
+    auto n = std::to_string(t.index);
+    fs::remove_all(t.log);
+    fs::remove_all(data / ("shards-" + n));  // both kinds came from the old log
+    fs::remove_all(data / "unaligned" / ("shards-" + n));
+  };
   std::ifstream in(t.log + "/RECORDED.json");
-  if (!in) {
-    std::printf("note: %s was made by an earlier version; its settings are not recorded and not checked\n", t.log.c_str());
-    return;
-  }
+  if (!in) return again("was made by an earlier version (no RECORDED.json)");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception&) {
     throw std::runtime_error(t.log + "/RECORDED.json is not valid JSON: remove " + t.log + " to record it again");
   }
+  if (int v = j.value("simulator_version", 1); v < yard::railway::kSimulatorVersion)
+    return again("was recorded by an older simulator (version " + std::to_string(v) + ", this is " +
+                 std::to_string(yard::railway::kSimulatorVersion) + ")");
   double km = j.value("length_km", 0.0);
   if (std::abs(km - length_km) > 1e-9 || j.value("seed", uint64_t(0)) != log_seed(t.index))
     throw std::runtime_error(t.log + " was recorded with --length-km " + fmt_km(km) + " (seed " +
@@ -156,11 +169,27 @@ void record_missing(std::vector<Todo>& todo, double length_km, const RecoveryRep
   for (auto& r : recorders) yard::kill(r);
 }
 
+// Shards made completely by this version (older ones are made again from their log).
+bool shards_current(const std::string& dir) {
+  std::ifstream in(dir + "/manifest.json");
+  if (!in) return false;
+  int version = 1;
+  try {
+    version = nlohmann::json::parse(in).value("version", 1);
+  } catch (const nlohmann::json::exception&) {
+    version = 0;
+  }
+  if (version == static_cast<int>(yard::railway::kShardVersion)) return true;
+  std::printf("%s was made by another version (shard version %d, this is %u): making it again\n", dir.c_str(), version,
+              yard::railway::kShardVersion);
+  return false;
+}
+
 void align_missing(const std::vector<Todo>& todo, bool aligned, const RecoveryReport& report) {
   // Group the logs by the node they are on; up to two aligners per node.
   std::map<std::string, std::vector<const Todo*>> by_node;
   for (auto& t : todo) {
-    if (fs::exists(t.shards + "/manifest.json")) continue;
+    if (shards_current(t.shards)) continue;
     std::string node;
     std::ifstream(t.log + "/NODE") >> node;
     by_node[node].push_back(&t);

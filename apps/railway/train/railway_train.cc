@@ -87,7 +87,12 @@ int main(int argc, char** argv) {
   std::string resume;
   app.add_flag("--unaligned", spec.data.unaligned,
                "train on shards made without alignment (the baseline the aligner is measured against)");
-  app.add_flag("--unbalanced", unbalanced, "plain epochs (every window once) instead of class-balanced ones");
+  app.add_option("--balance", spec.train.balance,
+                 "class-balanced epochs: a class's share of an epoch grows as its size^(1 - BALANCE) (1: equal shares, "
+                 "0: plain epochs, every window once)")
+      ->default_val(0.5)
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--unbalanced", unbalanced, "plain epochs (--balance 0)");
   app.add_option("--resume", resume,
                  "continue the run in this directory (OUT/checkpoints/run-...) from its newest checkpoint, with the "
                  "settings it was started with");
@@ -101,7 +106,7 @@ int main(int argc, char** argv) {
       }
     return railway_train::resume_job(resume);
   }
-  spec.train.balanced = !unbalanced;
+  if (unbalanced) spec.train.balance = 0;
   // Run again by the cluster after the driver died (yard submit --max-retries): the run it was
   // making continues.
   if (const char* a = std::getenv("YARD_JOB_ATTEMPT"); a && std::atoi(a) > 1) {

@@ -20,6 +20,7 @@
 #include "yard/actors/trainer.h"
 #include "yard/collective.h"
 #include "yard/railway/model.h"
+#include "yard/railway/model_spec.h"
 #include "yard/railway/shards.h"
 
 namespace fs = std::filesystem;
@@ -31,7 +32,7 @@ namespace railway_train {
 namespace {
 
 struct Split {
-  torch::Tensor x, label, amp;
+  torch::Tensor x, label, amp, tokens;
 };
 
 // The windows of one shard directory: the files its manifest lists, each verified.
@@ -52,14 +53,37 @@ std::vector<yard::railway::Window> read_shard_dir(const std::string& dir) {
   return ws;
 }
 
+// Per defect class: (recall, precision) as the threshold on the class's score falls through every
+// held-out window's score (at most 100 points).
+std::vector<std::vector<double>> pr_curves(const torch::Tensor& prob, const torch::Tensor& label) {
+  std::vector<std::vector<double>> curves;
+  for (int64_t c = 1; c < 5; ++c) {
+    auto score = prob.select(1, c).contiguous();
+    auto is = label.eq(c).contiguous();
+    auto order = score.argsort(0, true);
+    int64_t n = score.numel(), positives = is.sum().item<int64_t>(), tp = 0;
+    std::vector<double> curve;
+    int64_t every = std::max<int64_t>(1, n / 100);
+    for (int64_t k = 0; k < n && positives > 0; ++k) {
+      tp += is.data_ptr<bool>()[order.data_ptr<int64_t>()[k]];
+      if ((k + 1) % every == 0 || k + 1 == n) curve.push_back(double(tp) / double(positives)), curve.push_back(double(tp) / double(k + 1));
+    }
+    curves.push_back(std::move(curve));
+  }
+  return curves;
+}
+
 Split pack(const std::vector<const yard::railway::Window*>& v) {
   Split s;
   int64_t n = static_cast<int64_t>(v.size()), T = static_cast<int64_t>(v[0]->x.size() / yard::railway::kFeatures);
   s.x = torch::empty({n, T, yard::railway::kFeatures});
   s.label = torch::empty({n}, torch::kLong);
   s.amp = torch::empty({n});
+  s.tokens = torch::empty({n, T}, torch::kLong);
   for (int64_t i = 0; i < n; ++i) {
     std::memcpy(s.x[i].data_ptr<float>(), v[i]->x.data(), v[i]->x.size() * sizeof(float));
+    auto* tl = s.tokens[i].data_ptr<int64_t>();
+    for (int64_t j = 0; j < T; ++j) tl[j] = v[i]->token_label[static_cast<size_t>(j)];
     s.label[i] = static_cast<int64_t>(v[i]->label);
     s.amp[i] = v[i]->amplitude_mm;
   }
@@ -67,8 +91,9 @@ Split pack(const std::vector<const yard::railway::Window*>& v) {
 }
 
 // Loads the shard directories; windows in the last `holdout` of each line's chainage go to val.
-// Features are normalised with the training statistics.
-std::pair<Split, Split> load_data(const std::vector<std::string>& dirs, double holdout) {
+// Features are normalised with the training statistics (mean and sd per feature, returned).
+std::pair<Split, Split> load_data(const std::vector<std::string>& dirs, double holdout, torch::Tensor& mu,
+                                  torch::Tensor& sd) {
   if (dirs.empty()) throw std::runtime_error("no shard directories to train on");
   std::vector<std::vector<yard::railway::Window>> per_dir;
   for (const auto& d : dirs) per_dir.push_back(read_shard_dir(d));
@@ -80,15 +105,15 @@ std::pair<Split, Split> load_data(const std::vector<std::string>& dirs, double h
   }
   if (tr.empty() || va.empty()) throw std::runtime_error("the shards hold too few windows for a training and a validation part");
   auto train = pack(tr), val = pack(va);
-  auto mu = train.x.mean(std::vector<int64_t>{0, 1}, true);
-  auto sd = train.x.std(std::vector<int64_t>{0, 1}, true, true) + 1e-6;
+  mu = train.x.mean(std::vector<int64_t>{0, 1}, true);
+  sd = train.x.std(std::vector<int64_t>{0, 1}, true, true) + 1e-6;
   train.x = (train.x - mu) / sd;
   val.x = (val.x - mu) / sd;
   return {train, val};
 }
 
 struct Batch {
-  torch::Tensor x, label, amp;
+  torch::Tensor x, label, amp, tokens;
 };
 
 // A checkpoint handed to the checkpointer; handed again (up to 3 times) when the checkpointer's
@@ -133,6 +158,8 @@ struct RailwayTrainer::Impl {
   TrainConfig cfg;
   int rank = 0, world = 1;
   Split train, val;
+  torch::Tensor mu, sd;  // the features' normalisation
+  std::string spec;      // the model_spec blob of every checkpoint
   RailwayNet net{nullptr};
   std::unique_ptr<yard::collective::Communicator> comm;
   std::unique_ptr<yard::actors::Trainer> trainer;
@@ -152,9 +179,9 @@ struct RailwayTrainer::Impl {
 
 void RailwayTrainer::Impl::make_loader() {
   yard::actors::DistributedSampler sampler(train.x.size(0), world, rank, cfg.seed);
-  if (cfg.balanced) {
+  if (cfg.balance > 0) {
     auto l = train.label.contiguous();
-    sampler.set_class_balanced(std::vector<int>(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + l.numel()));
+    sampler.set_class_balanced(std::vector<int>(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + l.numel()), cfg.balance);
   }
   loader = std::make_unique<yard::actors::DataLoader<Batch>>(
       sampler, static_cast<uint64_t>(cfg.batch),
@@ -165,6 +192,7 @@ void RailwayTrainer::Impl::make_loader() {
         b.x = train.x.index_select(0, ix);
         b.label = train.label.index_select(0, ix);
         b.amp = train.amp.index_select(0, ix);
+        b.tokens = train.tokens.index_select(0, ix);
         return b;
       },
       static_cast<size_t>(std::max<int64_t>(1, cfg.prefetch)));
@@ -223,16 +251,28 @@ SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::strin
   s.rank = rank;
   s.world = world;
   s.ckpts = std::move(ckpts);
-  std::tie(s.train, s.val) = load_data(cfg.shards, cfg.holdout);
+  std::tie(s.train, s.val) = load_data(cfg.shards, cfg.holdout, s.mu, s.sd);
   torch::manual_seed(cfg.seed);
   s.net = RailwayNet(yard::railway::kFeatures, s.train.x.size(1), cfg.d_model, cfg.layers, cfg.heads);
+  {
+    yard::railway::ModelSpec m;
+    m.tokens = s.train.x.size(1);
+    m.d_model = cfg.d_model, m.layers = cfg.layers, m.heads = cfg.heads;
+    for (uint32_t f = 0; f < yard::railway::kFeatures; ++f)
+      m.feature_names.push_back(yard::railway::feature_name(static_cast<yard::railway::Feature>(f)));
+    auto mu = s.mu.reshape({-1}).contiguous(), sd = s.sd.reshape({-1}).contiguous();
+    m.mean.assign(mu.data_ptr<float>(), mu.data_ptr<float>() + mu.numel());
+    m.sd.assign(sd.data_ptr<float>(), sd.data_ptr<float>() + sd.numel());
+    m.aligned = cfg.aligned;
+    s.spec = m.to_json();
+  }
   s.comm = yard::collective::create_group(yard::collective::cluster_group("railway-train", world, rank, generation));
   s.make_loader();
   if (cfg.accumulate < 1) throw std::invalid_argument("accumulate must be at least 1");
   s.make_trainer();
   // Without balanced epochs, class weights against the imbalance: inverse square root of frequency.
   auto counts = torch::bincount(s.train.label, {}, 5).to(torch::kFloat) + 1;
-  s.class_w = cfg.balanced ? torch::ones({5}) : (counts.sum() / counts).sqrt();
+  s.class_w = cfg.balance > 0 ? torch::ones({5}) : (counts.sum() / counts).sqrt();
   s.class_w = s.class_w / s.class_w.mean();
   SetupInfo info;
   if (cfg.resume) info.restored_from = s.restore();
@@ -258,6 +298,7 @@ void RailwayTrainer::Impl::hand_over_checkpoint(yard::actors::SamplerState pos, 
   yard::actors::CheckpointData c;
   c.step = static_cast<uint64_t>(trainer->global_step());
   c.blobs["loader"] = yard::actors::DataLoader<Batch>::encode(pos);
+  c.blobs["model_spec"] = spec;
   c.blobs["schedule"] = cfg.decay + " " + std::to_string(trainer->schedule().total_steps) + " " +
                         std::to_string(trainer->schedule().peak());
   pending = std::async(std::launch::async, [c = std::move(c), cks = ckpts, model = yard::actors::StateSnapshot(*net),
@@ -286,10 +327,7 @@ ChunkStats RailwayTrainer::train_steps(int64_t steps, bool checkpoint) {
     for (auto& m : micro) sizes.push_back(static_cast<int64_t>(m.indices.size())), local += sizes.back();
     double loss_sum = s.trainer->step(sizes, [&](size_t i) {
       const auto& b = micro[i].batch;
-      auto [logits, amp] = s.net->forward(b.x);
-      return torch::nn::functional::cross_entropy(logits, b.label,
-                                                  torch::nn::functional::CrossEntropyFuncOptions().weight(s.class_w)) +
-             torch::mse_loss(amp, b.amp);
+      return railway_loss(s.net->forward(b.x), b.label, b.tokens, b.amp, s.class_w);
     });
     st.lr = s.trainer->last_lr();
     st.loss_sum.push_back(loss_sum);
@@ -309,22 +347,28 @@ EvalStats RailwayTrainer::evaluate() {
   torch::NoGradGuard ng;
   s.net->eval();
   EvalStats ev;
-  auto [logits, amp] = s.net->forward(s.val.x);
-  ev.loss = (torch::nn::functional::cross_entropy(logits, s.val.label) + torch::mse_loss(amp, s.val.amp)).item<double>();
-  auto pred = logits.argmax(1);
+  auto out = s.net->forward(s.val.x);
+  ev.loss = (torch::nn::functional::cross_entropy(out.cls, s.val.label) + torch::mse_loss(out.amp, s.val.amp)).item<double>();
+  auto pred = out.cls.argmax(1);
   ev.accuracy = pred.eq(s.val.label).to(torch::kFloat).mean().item<double>();
-  ev.amplitude_rmse = (amp - s.val.amp).pow(2).mean().sqrt().item<double>();
+  ev.amplitude_rmse = (out.amp - s.val.amp).pow(2).mean().sqrt().item<double>();
+  auto truth = s.val.label.contiguous();
+  auto guess = pred.contiguous();
+  ev.confusion.assign(25, 0);
+  for (int64_t i = 0; i < truth.numel(); ++i) ++ev.confusion[size_t(truth.data_ptr<int64_t>()[i] * 5 + guess.data_ptr<int64_t>()[i])];
   double f1 = 0;
   int classes = 0;
   for (int c = 0; c < 5; ++c) {
-    double tp = (pred.eq(c) & s.val.label.eq(c)).sum().item<double>();
-    double fp = (pred.eq(c) & s.val.label.ne(c)).sum().item<double>();
-    double fn = (pred.ne(c) & s.val.label.eq(c)).sum().item<double>();
-    if (tp + fn == 0) continue;  // a class absent from the held-out track
-    f1 += tp == 0 ? 0 : 2 * tp / (2 * tp + fp + fn);
+    double tp = double(ev.confusion[size_t(c * 6)]), col = 0, row = 0;
+    for (int k = 0; k < 5; ++k) col += double(ev.confusion[size_t(k * 5 + c)]), row += double(ev.confusion[size_t(c * 5 + k)]);
+    ev.precision.push_back(col > 0 ? tp / col : NAN);
+    ev.recall.push_back(row > 0 ? tp / row : NAN);
+    if (row == 0) continue;  // a class absent from the held-out track
+    f1 += tp == 0 ? 0 : 2 * tp / (col + row);
     ++classes;
   }
   ev.macro_f1 = classes ? f1 / classes : 0;
+  ev.pr_curve = pr_curves(out.cls.softmax(1), s.val.label);
   ev.samples = s.val.x.size(0);
   return ev;
 }

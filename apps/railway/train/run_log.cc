@@ -1,5 +1,6 @@
 #include "run_log.h"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -12,6 +13,8 @@ namespace fs = std::filesystem;
 namespace railway_train {
 
 namespace {
+
+const char* const kClasses[] = {"none", "squat", "weld", "insulated_joint", "corrugation"};
 
 // The lines of a JSON-lines file that parse (a line cut short by a crash does not).
 std::vector<nlohmann::json> read_lines(const std::string& path) {
@@ -89,12 +92,36 @@ void RunLog::epoch(const EpochRecord& e) {
                       {"recoveries", recoveries_},
                       {"step_ms", e.step_ms},
                       {"checkpoint_stall_ms", e.checkpoint_stall_ms}};
+  nlohmann::json per = nlohmann::json::object();
+  for (size_t c = 0; c < e.val.precision.size() && c < 5; ++c) {
+    auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    per[kClasses[c]] = {{"precision", num(e.val.precision[c])}, {"recall", num(e.val.recall[c])}};
+  }
+  j["val_per_class"] = per;
+  j["val_confusion"] = e.val.confusion;
   metrics_ << j.dump() << "\n";
   metrics_.flush();
   reported_ = std::max(reported_, e.epoch);
   train_loss_.x.push_back(double(e.epoch)), train_loss_.y.push_back(e.train_loss);
   val_loss_.x.push_back(double(e.epoch)), val_loss_.y.push_back(e.val.loss);
   f1_.x.push_back(double(e.epoch)), f1_.y.push_back(e.val.macro_f1);
+}
+
+void RunLog::evaluation_images(const EvalStats& ev, uint64_t epoch) const {
+  if (ev.confusion.size() != 25) return;
+  std::vector<std::string> names(kClasses, kClasses + 5);
+  yard::railway::write_svg_confusion(out_ + "/confusion.svg",
+                                     "Held-out windows after epoch " + std::to_string(epoch) + " (rows: true class)", names,
+                                     ev.confusion);
+  std::vector<yard::railway::PlotSeries> curves;
+  for (size_t c = 0; c < ev.pr_curve.size(); ++c) {
+    yard::railway::PlotSeries s{names[c + 1], {}, {}};
+    for (size_t k = 0; k + 1 < ev.pr_curve[c].size(); k += 2) s.x.push_back(ev.pr_curve[c][k]), s.y.push_back(ev.pr_curve[c][k + 1]);
+    curves.push_back(std::move(s));
+  }
+  yard::railway::write_svg_plot(out_ + "/precision_recall.svg",
+                                "Precision against recall per class, held-out windows, epoch " + std::to_string(epoch),
+                                "recall", "precision", curves);
 }
 
 void RunLog::recovery(const Recovery& r) {

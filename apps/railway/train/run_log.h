@@ -43,6 +43,8 @@ class RunLog {
   // The last step steps.jsonl held when the run was resumed (0: none).
   int64_t last_step() const { return last_step_; }
   void write_curves() const;
+  // confusion.svg and precision_recall.svg of an evaluation, next to metrics.jsonl.
+  void evaluation_images(const EvalStats& ev, uint64_t epoch) const;
 
  private:
   std::string out_;

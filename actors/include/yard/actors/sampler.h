@@ -7,8 +7,11 @@
 // sample; every rank runs the same number of steps, and a rank's last batch may be short or empty
 // (the trainer weights gradients by batch size, so the step still averages over the global batch).
 //
-// Class-balanced mode draws, per epoch, the same number of samples from every class (with
-// replacement for the small ones) — an optional departure from "each sample once".
+// Class-balanced mode draws, per epoch, every sample of a class once and then random repeats of
+// the class up to most * (n_class / most)^(1 - power), where `most` is the largest class's count:
+// power 1 gives every class the same share, 0.5 a share growing as the square root of its size
+// (rare classes seen often without drowning the common one's calibration) — an optional
+// departure from "each sample once".
 //
 // The position (epoch, step) is all the state there is: a checkpoint restores it exactly.
 #pragma once
@@ -26,8 +29,8 @@ struct SamplerState {
 class DistributedSampler {
  public:
   DistributedSampler(uint64_t dataset_size, int world_size, int rank, uint64_t seed, bool shuffle = true);
-  // Balanced mode: labels[i] is sample i's class.
-  void set_class_balanced(std::vector<int> labels);
+  // Balanced mode: labels[i] is sample i's class; power in (0, 1].
+  void set_class_balanced(std::vector<int> labels, double power = 1.0);
 
   // This rank's sample indices for an epoch.
   std::vector<uint64_t> indices(uint64_t epoch) const;
@@ -48,6 +51,9 @@ class DistributedSampler {
   uint64_t seed_;
   bool shuffle_;
   std::vector<int> labels_;  // non-empty: class-balanced
+  double power_ = 1.0;
+  // Samples a class of n gets per epoch (most: the largest class's count).
+  uint64_t class_draws(uint64_t n, uint64_t most) const;
   // The last epoch's indices (batch() is called step after step). Not thread-safe.
   mutable uint64_t cached_epoch_ = UINT64_MAX;
   mutable std::vector<uint64_t> cached_;

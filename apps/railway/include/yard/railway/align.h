@@ -24,7 +24,9 @@ struct ClockReport {
 };
 
 // Fits every <sensor>_pps.csv in dir. Throws ReadError / std::runtime_error on unusable input.
-std::map<std::string, ClockReport> align_clocks(const std::string& dir, const ReadPolicy& policy = {});
+// with_truth: compare with truth.json when present (false: never opened, as on a field log).
+std::map<std::string, ClockReport> align_clocks(const std::string& dir, const ReadPolicy& policy = {},
+                                                bool with_truth = true);
 
 nlohmann::json to_json(const std::map<std::string, ClockReport>& r);
 std::string to_table(const std::map<std::string, ClockReport>& r);

@@ -1,6 +1,7 @@
 // Minimal SVG line plots for reports (no plotting library needed to look at a result).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,5 +16,10 @@ struct PlotSeries {
 // extreme). Throws std::runtime_error when the file cannot be written.
 void write_svg_plot(const std::string& path, const std::string& title, const std::string& xlabel,
                     const std::string& ylabel, const std::vector<PlotSeries>& series);
+
+// Writes a confusion matrix as an SVG table: counts[r * n + c] windows of true class r predicted
+// as c, each cell shaded by its share of its row, with per-class precision and recall beside it.
+void write_svg_confusion(const std::string& path, const std::string& title, const std::vector<std::string>& classes,
+                         const std::vector<int64_t>& counts);
 
 }  // namespace yard::railway

@@ -13,9 +13,17 @@
 
 namespace yard::railway {
 
+// What a simulator of this version records differently from an older one: 2 labels every defect
+// (1 lost those shorter than the truth grid's step) and interpolates the irregularity's curvature
+// under the axle box (1 stepped it every grid point, a tone at v / 0.25 m).
+inline constexpr int kSimulatorVersion = 2;
+
 // Defect classes, the labels of the learning task.
 enum class DefectClass : uint8_t { kNone = 0, kSquat = 1, kWeld = 2, kInsulatedJoint = 3, kCorrugation = 4 };
 const char* defect_name(DefectClass c);
+// Which class a stretch holding several is labelled with: squat > insulated joint > weld >
+// corrugation > none (the one a maintenance crew must see first).
+int severity_rank(DefectClass c);
 
 struct Curve {
   double start, end;   // chainage, m
@@ -67,7 +75,8 @@ struct Line {
   double gradient(double s) const;   // permille
   double limit(double s) const;      // m/s
   bool in(const std::vector<Zone>& zones, double s) const;
-  DefectClass label(double s) const;
+  DefectClass label(double s) const;           // the defect at chainage s
+  DefectClass label(double s0, double s1) const;  // the most severe defect touching [s0, s1)
   float irregularity_at(double s) const;
   std::pair<double, double> position(double s) const;
 };
@@ -109,8 +118,10 @@ struct SimSummary {
   std::map<std::string, uint64_t> records;
 };
 
-// Runs the train and writes into `dir`: line.json, truth.csv (every 0.25 m), clocks.json (the
-// true clock models), and one CSV per sensor (local timestamp first). Throws on I/O errors.
+// Runs the train and writes into `dir`: line.json, truth.csv (every 0.25 m: the label of a row is
+// the most severe defect touching the cell [s, s + 0.25 m), so a 1 cm joint is labelled too),
+// truth.json (clocks, defects, events), and one CSV per sensor (local timestamp first). Throws on
+// I/O errors.
 SimSummary simulate(const SimConfig& cfg, const std::string& dir);
 
 }  // namespace yard::railway

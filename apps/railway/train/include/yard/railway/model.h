@@ -1,12 +1,20 @@
-// The railway model: a Transformer encoder over the distance-domain tokens of a window, with two
-// heads — the defect class of the window and its irregularity amplitude. The encoder is yard::nn's
-// (LibTorch's TransformerEncoderLayer with a fused attention). (The benchmarks train the same
-// model against PyTorch's.)
+// The railway model: a Transformer encoder over the distance-domain tokens of a window, with three
+// heads — the defect class of the window's middle half (the part a detector reports from; the
+// quarters either side are context), the class of every token (where in the window a defect is),
+// and the window's irregularity amplitude. The encoder is yard::nn's (LibTorch's
+// TransformerEncoderLayer with a fused attention). (The benchmarks train the same model against
+// PyTorch's.)
 #pragma once
 
 #include <torch/torch.h>
 
 #include "yard/actors/transformer.h"
+
+struct RailwayOut {
+  torch::Tensor cls;     // (N, 5): the window's middle half
+  torch::Tensor tokens;  // (N, T, 5): every token
+  torch::Tensor amp;     // (N): irregularity amplitude, mm
+};
 
 struct RailwayNetImpl : torch::nn::Module {
   RailwayNetImpl(int64_t features, int64_t tokens, int64_t d, int64_t layers, int64_t heads = 4)
@@ -14,18 +22,36 @@ struct RailwayNetImpl : torch::nn::Module {
         pos(register_parameter("pos", torch::randn({tokens, 1, d}) * 0.02)),
         encoder(register_module("encoder", yard::nn::TransformerEncoder(d, heads, 2 * d, layers))),
         cls(register_module("cls", torch::nn::Linear(d, 5))),
+        tok(register_module("tok", torch::nn::Linear(d, 5))),
         amp(register_module("amp", torch::nn::Linear(d, 1))) {}
-  // x: (N, T, F) -> class logits (N, 5), amplitude (N)
-  std::pair<torch::Tensor, torch::Tensor> forward(torch::Tensor x) {
+  // x: (N, T, F)
+  RailwayOut forward(torch::Tensor x) {
     auto h = input->forward(x).transpose(0, 1) + pos;  // (T, N, d)
     h = encoder->forward(h);
-    auto pooled = std::get<0>(h.max(0));                // (N, d): a defect is a local event
-    return {cls->forward(pooled), amp->forward(pooled).squeeze(-1)};
+    int64_t T = h.size(0);
+    // A defect is a local event: the strongest response of the middle half decides its class.
+    auto middle = std::get<0>(h.slice(0, T / 4, 3 * T / 4).max(0));  // (N, d)
+    auto all = std::get<0>(h.max(0));
+    return {cls->forward(middle), tok->forward(h).transpose(0, 1), amp->forward(all).squeeze(-1)};
   }
   torch::nn::Linear input;
   torch::Tensor pos;
   yard::nn::TransformerEncoder encoder;
-  torch::nn::Linear cls, amp;
+  torch::nn::Linear cls, tok, amp;
 };
 TORCH_MODULE(RailwayNet);
 
+// The model's loss: the window's class (weighted), every token's class (a defect labels its own
+// token and the next, where its ringing goes; a token with no defect counts a tenth, as defect
+// tokens are few), and the amplitude.
+inline torch::Tensor railway_loss(const RailwayOut& out, const torch::Tensor& label, const torch::Tensor& token_label,
+                                  const torch::Tensor& amp, const torch::Tensor& class_weight) {
+  namespace F = torch::nn::functional;
+  static const torch::Tensor token_weight = torch::tensor({0.1f, 1.f, 1.f, 1.f, 1.f});
+  auto ringing = torch::cat({token_label.slice(1, 0, 1), token_label.slice(1, 0, -1)}, 1);
+  auto shifted = torch::where(token_label.eq(0) & ringing.ne(4), ringing, token_label);
+  return F::cross_entropy(out.cls, label, F::CrossEntropyFuncOptions().weight(class_weight)) +
+         0.5 * F::cross_entropy(out.tokens.reshape({-1, 5}), shifted.reshape({-1}),
+                                F::CrossEntropyFuncOptions().weight(token_weight)) +
+         torch::mse_loss(out.amp, amp);
+}

@@ -1,0 +1,131 @@
+// One log through the detector: alignment (or, without a time reference, the raw clocks), tokens,
+// the model over the windows, the findings placed on the line.
+#include "detect.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "detect_impl.h"
+#include "yard/railway/align.h"
+#include "yard/railway/position.h"
+
+namespace fs = std::filesystem;
+
+namespace railway_detect {
+
+namespace {
+
+constexpr double kTokenM = 0.25;
+
+// The line as the railway knows it: polyline, km posts, where its plane lies on the globe.
+struct LineMap {
+  std::vector<double> s, x, y, km_posts;
+  bool has_origin = false;
+  double lat0 = 0, lon0 = 0;
+
+  static LineMap load(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) throw std::runtime_error(path + ": missing (the line's geometry is needed to place defects)");
+    LineMap m;
+    try {
+      auto j = nlohmann::json::parse(in);
+      for (auto& p : j.at("polyline")) m.s.push_back(p[0]), m.x.push_back(p[1]), m.y.push_back(p[2]);
+      for (auto& k : j.value("km_posts", nlohmann::json::array())) m.km_posts.push_back(k);
+      if (j.contains("origin")) m.has_origin = true, m.lat0 = j["origin"].at("lat"), m.lon0 = j["origin"].at("lon");
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(path + ": not a line description (" + std::string(e.what()) + ")");
+    }
+    if (m.s.size() < 2) throw std::runtime_error(path + ": the polyline has fewer than 2 points");
+    return m;
+  }
+
+  void place(Detection& d) const {
+    double at = d.start_m;
+    size_t k = static_cast<size_t>(std::upper_bound(s.begin(), s.end(), at) - s.begin());
+    k = std::clamp<size_t>(k, 1, s.size() - 1);
+    double f = std::clamp((at - s[k - 1]) / std::max(1e-9, s[k] - s[k - 1]), 0.0, 1.0);
+    d.x_m = x[k - 1] + (x[k] - x[k - 1]) * f;
+    d.y_m = y[k - 1] + (y[k] - y[k - 1]) * f;
+    double post = 0;
+    for (double p : km_posts)
+      if (p <= at) post = p;
+    d.km_post = post / 1000.0;
+    d.offset_m = at - post;
+    if (has_origin) {
+      constexpr double R = 6371000.0, deg = 180.0 / M_PI;
+      d.lat = lat0 + d.y_m / R * deg;
+      d.lon = lon0 + d.x_m / (R * std::cos(lat0 / deg)) * deg;
+    } else {
+      d.lat = d.lon = NAN;
+    }
+  }
+};
+
+// The log's tokens, aligned when it can be (no truth file is opened); otherwise the raw clocks
+// and odometer distance, with the reason in `note`.
+yard::railway::TokenGrid tokens_of(const std::string& dir, bool& degraded, std::string& note) {
+  try {
+    auto clocks = yard::railway::align_clocks(dir, {}, false);
+    auto axle = clocks.find("axlebox");
+    if (axle == clocks.end()) throw std::runtime_error(dir + "/axlebox_pps.csv: missing (the axle-box clock cannot be aligned)");
+    auto track = yard::railway::estimate_position(dir, clocks);
+    if (track.gnss_used == 0) throw std::runtime_error(dir + "/gnss.csv: no usable GNSS fix");
+    degraded = false;
+    return yard::railway::build_tokens(dir, true, &track, &axle->second.fit);
+  } catch (const std::exception& e) {
+    degraded = true;
+    note = std::string("degraded: odometer-only chainage on the axle box's own clock (") + e.what() + ")";
+    return yard::railway::build_tokens(dir, false);
+  }
+}
+
+}  // namespace
+
+const char* class_name(int kind) {
+  static const char* names[] = {"none", "squat", "weld", "insulated_joint", "corrugation"};
+  return kind >= 0 && kind < 5 ? names[kind] : "?";
+}
+
+struct DefectModel::Impl {
+  WindowModel model;
+  explicit Impl(const std::string& c) : model(c) {}
+};
+
+DefectModel::DefectModel(const std::string& checkpoint) : impl_(std::make_unique<Impl>(checkpoint)) {}
+DefectModel::~DefectModel() = default;
+DefectModel::DefectModel(DefectModel&&) noexcept = default;
+const std::string& DefectModel::path() const { return impl_->model.path(); }
+
+LogResult DefectModel::detect(const std::string& dir, int threads) const {
+  auto t0 = std::chrono::steady_clock::now();
+  LogResult r;
+  r.log = dir;
+  if (!fs::is_directory(dir)) throw std::runtime_error(dir + ": not a log directory");
+  if (!fs::exists(dir + "/axlebox.csv")) throw std::runtime_error(dir + "/axlebox.csv: missing (the axle-box accelerometer is what defects are found in)");
+  auto map = LineMap::load(dir + "/line.json");
+  auto grid = tokens_of(dir, r.degraded, r.note);
+  const auto& m = impl_->model;
+  if (!m.aligned() && !r.degraded) r.note = "the model was trained on unaligned logs";
+  const int64_t T = m.tokens(), stride = m.stride();
+  std::vector<size_t> starts;
+  for (size_t start = 0; start + size_t(T) <= grid.size(); start += size_t(stride)) {
+    int64_t empty = 0;
+    for (int64_t j = 0; j < T; ++j) empty += grid.count[start + size_t(j)] == 0;
+    if (empty <= T / 4) starts.push_back(start);
+  }
+  if (!starts.empty()) {
+    r.covered_from_m = double(starts.front() + size_t(T / 4)) * kTokenM;
+    r.covered_to_m = double(starts.back() + size_t(3 * T / 4)) * kTokenM;
+  }
+  r.detections = find_defects(m.run(grid, starts, threads), T, kTokenM);
+  for (auto& d : r.detections) map.place(d);
+  r.train_seconds = grid.last_s - grid.first_s;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace railway_detect
