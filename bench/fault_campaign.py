@@ -14,7 +14,7 @@ Usage: fault_campaign.py RAILWAY_TRAIN [KILLS] [SEED]
 import json, os, random, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
 JOB = ["--epochs", "4", "--workers", "2", "--logs", "1", "--length-km", "8", "--batch", "16",
-       "--checkpoint-every", "20"]
+       "--checkpoint-every", "20", "--balance", "1"]
 
 
 def children(pid):

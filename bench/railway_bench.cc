@@ -1,5 +1,6 @@
 // bench/run railway: the alignment measured against the simulator's ground truth on a generated
-// train-hour. Cases so far: time_error_rms_us and time_error_max_us (all sensors with PPS).
+// train-hour: clock errors (all sensors with PPS), chainage errors, slip/slide flags, and the
+// aligner's speed. (The model's cases are bench/detect_bench.py's.)
 #include <unistd.h>
 
 #include <chrono>
@@ -40,6 +41,7 @@ int main() {
   emit("chainage_rms_m", pr.chainage_rms_m, "m");
   emit("chainage_outage30s_max_m", pr.outage_max_m, "m");
   emit("slip_detect_recall", pr.slip_recall, "fraction");
+  emit("slip_detect_precision", pr.slip_precision, "fraction");  // flagging everything must not score
   // The whole aligner on one core: clocks, position, and the axle-box stream into distance-domain
   // windows — train-seconds of logs (all sensors) per wall second.
   auto t2 = std::chrono::steady_clock::now();

@@ -16,7 +16,11 @@ pid=""
 cleanup() { [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true; rm -rf "$work"; }
 trap cleanup EXIT
 cd "$work"
-job=(--epochs 3 --workers 2 --logs 1 --length-km 8 --batch 16 --checkpoint-every 20)
+# Equal class shares (--balance 1): epochs of about 60 steps, long enough for the cases below.
+job=(--epochs 3 --workers 2 --logs 1 --length-km 8 --batch 16 --checkpoint-every 20 --balance 1)
+
+# The steps per epoch a job's output announced.
+steps_per_epoch() { sed -n 's/.* \([0-9]*\) steps per epoch$/\1/p' "$1" | head -1; }
 
 final_val_loss() {
   python3 -c 'import json,sys; print([j for j in map(json.loads, open(sys.argv[1])) if j["event"] == "epoch"][-1]["val_loss"])' "$1/metrics.jsonl"
@@ -113,7 +117,8 @@ if [ -z "$only" ] || [ "$only" = disk ]; then
   rm -f "$primary"/ckpt-*.bin "$primary"/LATEST
   await_job "$pid" > disk.txt || { cat disk.txt; echo "case disk: the job failed"; exit 1; }
   pid=""
-  grep -q "resumed at epoch 2, step 0 (the checkpoint of step 37, from checkpointer replica 1)" disk.txt || { cat disk.txt; exit 1; }
+  grep -q "resumed at epoch 2, step 0 (the checkpoint of step $(steps_per_epoch disk.txt), from checkpointer replica 1)" disk.txt ||
+    { cat disk.txt; exit 1; }
   check_run disk training || { cat disk.txt; exit 1; }
 fi
 
@@ -136,14 +141,16 @@ if [ -z "$only" ] || [ "$only" = limits ]; then
   find out-lost/checkpoints -name 'ckpt-*.bin' -delete
   rc=0; wait "$pid" || rc=$?; pid=""
   [ "$rc" -eq 1 ] || { cat out.txt; echo "the job went on without its checkpoints (status $rc)"; exit 1; }
-  grep -q "every copy of the run's checkpoints is lost (the newest written was step 37" out.txt || { cat out.txt; exit 1; }
+  grep -q "every copy of the run's checkpoints is lost (the newest written was step $(steps_per_epoch out.txt)" out.txt ||
+    { cat out.txt; exit 1; }
 fi
 
 # The driver: kill -9 of railway-train itself mid-run; --resume continues the run.
 if [ -z "$only" ] || [ "$only" = driver ]; then
   echo "case driver: kill -9 of the driver, then --resume"
   start_job out-driver "" --data data
-  await_steps "$pid" out-driver 50
+  await_line "$pid" 'steps per epoch$' > /dev/null
+  await_steps "$pid" out-driver $(($(steps_per_epoch out.txt) + 10))  # in epoch 2
   kill -9 "$pid"
   wait "$pid" 2>/dev/null || true
   pid=""

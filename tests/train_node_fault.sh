@@ -26,7 +26,7 @@ export YARD_ADDRESS=127.0.0.1:$PORT
 export YARD_TOKEN=$(cat "$YARD_HOME"/session-*/token)
 for i in 1 2 3; do "$YARD" start --address "$YARD_ADDRESS" --num-cpus 1 --heartbeat-timeout 2 > /dev/null; done
 cd "$YARD_HOME"
-"$TRAIN" --epochs 3 --workers 2 --logs 1 --length-km 8 --batch 16 --placement STRICT_SPREAD > out.txt 2>&1 &
+"$TRAIN" --epochs 3 --workers 2 --logs 1 --length-km 8 --batch 16 --balance 1 --placement STRICT_SPREAD > out.txt 2>&1 &
 pid=$!
 node_pid() {  # the node manager's pid of a node id
   local addr
