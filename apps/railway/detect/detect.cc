@@ -5,9 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-
-#include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "detect_impl.h"
 #include "yard/railway/align.h"
@@ -21,49 +19,24 @@ namespace {
 
 constexpr double kTokenM = 0.25;
 
-// The line as the railway knows it: polyline, km posts, where its plane lies on the globe.
-struct LineMap {
-  std::vector<double> s, x, y, km_posts;
-  bool has_origin = false;
-  double lat0 = 0, lon0 = 0;
-
-  static LineMap load(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error(path + ": missing (the line's geometry is needed to place defects)");
-    LineMap m;
-    try {
-      auto j = nlohmann::json::parse(in);
-      for (auto& p : j.at("polyline")) m.s.push_back(p[0]), m.x.push_back(p[1]), m.y.push_back(p[2]);
-      for (auto& k : j.value("km_posts", nlohmann::json::array())) m.km_posts.push_back(k);
-      if (j.contains("origin")) m.has_origin = true, m.lat0 = j["origin"].at("lat"), m.lon0 = j["origin"].at("lon");
-    } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(path + ": not a line description (" + std::string(e.what()) + ")");
-    }
-    if (m.s.size() < 2) throw std::runtime_error(path + ": the polyline has fewer than 2 points");
-    return m;
+// Where a finding is: km post and offset past it, the line's plane, the globe.
+void place(const yard::railway::TrackGeometry& line, Detection& d) {
+  double at = d.start_m;
+  std::tie(d.x_m, d.y_m) = line.point_at(at);
+  double post = 0;
+  for (double p : line.km_posts)
+    if (p <= at) post = p;
+  d.km_post = post / 1000.0;
+  d.offset_m = at - post;
+  if (line.origin) {
+    constexpr double R = 6371000.0, deg = 180.0 / M_PI;
+    auto [lat0, lon0] = *line.origin;
+    d.lat = lat0 + d.y_m / R * deg;
+    d.lon = lon0 + d.x_m / (R * std::cos(lat0 / deg)) * deg;
+  } else {
+    d.lat = d.lon = NAN;
   }
-
-  void place(Detection& d) const {
-    double at = d.start_m;
-    size_t k = static_cast<size_t>(std::upper_bound(s.begin(), s.end(), at) - s.begin());
-    k = std::clamp<size_t>(k, 1, s.size() - 1);
-    double f = std::clamp((at - s[k - 1]) / std::max(1e-9, s[k] - s[k - 1]), 0.0, 1.0);
-    d.x_m = x[k - 1] + (x[k] - x[k - 1]) * f;
-    d.y_m = y[k - 1] + (y[k] - y[k - 1]) * f;
-    double post = 0;
-    for (double p : km_posts)
-      if (p <= at) post = p;
-    d.km_post = post / 1000.0;
-    d.offset_m = at - post;
-    if (has_origin) {
-      constexpr double R = 6371000.0, deg = 180.0 / M_PI;
-      d.lat = lat0 + d.y_m / R * deg;
-      d.lon = lon0 + d.x_m / (R * std::cos(lat0 / deg)) * deg;
-    } else {
-      d.lat = d.lon = NAN;
-    }
-  }
-};
+}
 
 // The log's tokens, aligned when it can be (no truth file is opened); otherwise the raw clocks
 // and odometer distance, with the reason in `note`.
@@ -85,11 +58,6 @@ yard::railway::TokenGrid tokens_of(const std::string& dir, bool& degraded, std::
 
 }  // namespace
 
-const char* class_name(int kind) {
-  static const char* names[] = {"none", "squat", "weld", "insulated_joint", "corrugation"};
-  return kind >= 0 && kind < 5 ? names[kind] : "?";
-}
-
 struct DefectModel::Impl {
   WindowModel model;
   explicit Impl(const std::string& c) : model(c) {}
@@ -106,7 +74,7 @@ LogResult DefectModel::detect(const std::string& dir, int threads) const {
   r.log = dir;
   if (!fs::is_directory(dir)) throw std::runtime_error(dir + ": not a log directory");
   if (!fs::exists(dir + "/axlebox.csv")) throw std::runtime_error(dir + "/axlebox.csv: missing (the axle-box accelerometer is what defects are found in)");
-  auto map = LineMap::load(dir + "/line.json");
+  auto line = yard::railway::TrackGeometry::load(dir + "/line.json");  // needed to place what is found
   auto grid = tokens_of(dir, r.degraded, r.note);
   const auto& m = impl_->model;
   if (!m.aligned() && !r.degraded) r.note = "the model was trained on unaligned logs";
@@ -122,7 +90,7 @@ LogResult DefectModel::detect(const std::string& dir, int threads) const {
     r.covered_to_m = double(starts.back() + size_t(3 * T / 4)) * kTokenM;
   }
   r.detections = find_defects(m.run(grid, starts, threads), T, kTokenM);
-  for (auto& d : r.detections) map.place(d);
+  for (auto& d : r.detections) place(line, d);
   r.train_seconds = grid.last_s - grid.first_s;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

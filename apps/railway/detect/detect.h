@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "yard/codec.h"
+#include "yard/railway/sim.h"
 
 namespace railway_detect {
 
@@ -55,7 +56,7 @@ class DefectModel {
   std::unique_ptr<Impl> impl_;
 };
 
-const char* class_name(int kind);
+inline const char* class_name(int kind) { return yard::railway::defect_name(static_cast<yard::railway::DefectClass>(kind)); }
 
 // Scoring against the simulator's truth.json: a true defect is found when a detection of its class
 // lies within `tolerance_m` of it (corrugation: overlaps it widened by the tolerance).

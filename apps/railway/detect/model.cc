@@ -2,8 +2,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <filesystem>
 #include <thread>
 

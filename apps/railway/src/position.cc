@@ -110,6 +110,13 @@ double TrackGeometry::project(double px, double py, double hint, double window, 
   return best_s;
 }
 
+std::pair<double, double> TrackGeometry::point_at(double s) const {
+  size_t k = static_cast<size_t>(std::upper_bound(chainage.begin(), chainage.end(), s) - chainage.begin());
+  k = std::clamp<size_t>(k, 1, chainage.size() - 1);
+  double f = std::clamp((s - chainage[k - 1]) / std::max(1e-9, chainage[k] - chainage[k - 1]), 0.0, 1.0);
+  return {x[k - 1] + (x[k] - x[k - 1]) * f, y[k - 1] + (y[k] - y[k - 1]) * f};
+}
+
 TrackGeometry TrackGeometry::load(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read " + path);
@@ -122,6 +129,8 @@ TrackGeometry TrackGeometry::load(const std::string& path) {
   }
   for (auto& b : j.at("balises")) g.balises.emplace_back(b.at("id"), b.at("chainage"));
   for (auto& gr : j.at("gradients")) g.gradients.push_back({gr.at("start").get<double>(), {gr.at("permille").get<double>(), 0}});
+  for (auto& k : j.value("km_posts", nlohmann::json::array())) g.km_posts.push_back(k);
+  if (j.contains("origin")) g.origin = std::pair<double, double>{j["origin"].at("lat"), j["origin"].at("lon")};
   if (g.chainage.size() < 2) throw std::runtime_error(path + ": the polyline has fewer than 2 points");
   return g;
 }

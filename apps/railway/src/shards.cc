@@ -118,10 +118,8 @@ ShardManifest write_shards(const std::vector<Window>& ws, const std::string& out
     m.files.push_back(name);
     m.windows += count;
   }
-  nlohmann::json features = nlohmann::json::array();
-  for (uint32_t f = 0; f < kFeatures; ++f) features.push_back(feature_name(static_cast<Feature>(f)));
   nlohmann::json j = {{"format", "YRDSHRD1"}, {"version", kShardVersion}, {"tokens", o.tokens}, {"stride", o.stride},
-                      {"token_m", 0.25}, {"features", features},
+                      {"token_m", 0.25}, {"features", feature_names()},
                       {"classes", {"none", "squat", "weld", "insulated_joint", "corrugation"}},
                       {"aligned", o.aligned}, {"windows", m.windows}, {"class_counts", m.class_counts}, {"shards", m.files}};
   std::ofstream(out_dir + "/manifest.json") << j.dump(2) << "\n";

@@ -57,9 +57,7 @@ constexpr double kEdges[kBands + 1] = {0, 100, 220, 500, 850, 0};
 
 struct Token {
   double sum2 = 0, band[kBands] = {}, band_peak[kBands] = {}, peak = 0, speed = 0;
-  float env_peak = 0;
-  double env_peak_t = 0;
-  size_t env_peak_at = 0;  // index into the envelope trace
+  size_t env_peak_at = 0;  // the token's strongest moment: index into the envelope trace
   uint32_t n = 0;
 };
 
@@ -107,7 +105,8 @@ void echo_features(const std::vector<Token>& tokens, const std::vector<float>& e
     const Token& tk = tokens[i];
     if (tk.n == 0) continue;
     size_t from = tk.env_peak_at;
-    for (size_t j = tk.env_peak_at; j-- > 0 && tk.env_peak_t - at[j] <= 0.006 && at[j] <= tk.env_peak_t;)
+    const double peak_t = at[tk.env_peak_at];
+    for (size_t j = tk.env_peak_at; j-- > 0 && peak_t - at[j] <= 0.006 && at[j] <= peak_t;)
       if (env[j] > env[from]) from = j;
     double early = 0, late = 0;
     for (size_t j = from; j < hi2.size(); ++j) {
@@ -121,12 +120,12 @@ void echo_features(const std::vector<Token>& tokens, const std::vector<float>& e
 
 }  // namespace
 
-const char* feature_name(Feature f) {
-  static const char* names[] = {"log_rms",         "log_e_lt100Hz",   "log_e_100_220Hz",   "log_e_220_500Hz", "log_e_500_850Hz",
-                                "log_e_gt850Hz",   "log_pe_lt100Hz",  "log_pe_100_220Hz",  "log_pe_220_500Hz", "log_pe_500_850Hz",
-                                "log_pe_gt850Hz",  "log_peak",        "speed_rel",         "echo"};
-  static_assert(sizeof names / sizeof names[0] == kFeatureCount);
-  return f < kFeatureCount ? names[f] : "?";
+const std::vector<std::string>& feature_names() {
+  static const std::vector<std::string> names = {
+      "log_rms",        "log_e_lt100Hz",  "log_e_100_220Hz", "log_e_220_500Hz", "log_e_500_850Hz",
+      "log_e_gt850Hz",  "log_pe_lt100Hz", "log_pe_100_220Hz", "log_pe_220_500Hz", "log_pe_500_850Hz",
+      "log_pe_gt850Hz", "log_peak",       "speed_rel",        "echo"};
+  return names;
 }
 
 TokenGrid build_tokens(const std::string& dir, bool aligned, const PositionTrack* given_track, const ClockFit* given_axle) {
@@ -174,7 +173,7 @@ TokenGrid build_tokens(const std::string& dir, bool aligned, const PositionTrack
     for (int b = 0; b < kBands; ++b) tk.band[b] += y[b] * y[b], tk.band_peak[b] = std::max(tk.band_peak[b], short_e[b]);
     tk.peak = std::max(tk.peak, std::abs(a));
     if (prev_t >= 0 && t > prev_t) tk.speed += std::max(0.0, (s - prev_s) / (t - prev_t));
-    if (tk.n == 0 || smooth > tk.env_peak) tk.env_peak = static_cast<float>(smooth), tk.env_peak_t = t, tk.env_peak_at = hi2.size();
+    if (tk.n == 0 || smooth > env[tk.env_peak_at]) tk.env_peak_at = env.size();
     ++tk.n;
     hi2.push_back(static_cast<float>(y[kBands - 1] * y[kBands - 1]));
     env.push_back(static_cast<float>(smooth));

@@ -158,7 +158,6 @@ struct RailwayTrainer::Impl {
   TrainConfig cfg;
   int rank = 0, world = 1;
   Split train, val;
-  torch::Tensor mu, sd;  // the features' normalisation
   std::string spec;      // the model_spec blob of every checkpoint
   RailwayNet net{nullptr};
   std::unique_ptr<yard::collective::Communicator> comm;
@@ -251,18 +250,18 @@ SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::strin
   s.rank = rank;
   s.world = world;
   s.ckpts = std::move(ckpts);
-  std::tie(s.train, s.val) = load_data(cfg.shards, cfg.holdout, s.mu, s.sd);
+  torch::Tensor mu, sd;
+  std::tie(s.train, s.val) = load_data(cfg.shards, cfg.holdout, mu, sd);
   torch::manual_seed(cfg.seed);
   s.net = RailwayNet(yard::railway::kFeatures, s.train.x.size(1), cfg.d_model, cfg.layers, cfg.heads);
   {
     yard::railway::ModelSpec m;
     m.tokens = s.train.x.size(1);
     m.d_model = cfg.d_model, m.layers = cfg.layers, m.heads = cfg.heads;
-    for (uint32_t f = 0; f < yard::railway::kFeatures; ++f)
-      m.feature_names.push_back(yard::railway::feature_name(static_cast<yard::railway::Feature>(f)));
-    auto mu = s.mu.reshape({-1}).contiguous(), sd = s.sd.reshape({-1}).contiguous();
-    m.mean.assign(mu.data_ptr<float>(), mu.data_ptr<float>() + mu.numel());
-    m.sd.assign(sd.data_ptr<float>(), sd.data_ptr<float>() + sd.numel());
+    m.feature_names = yard::railway::feature_names();
+    auto mean = mu.reshape({-1}).contiguous(), spread = sd.reshape({-1}).contiguous();
+    m.mean.assign(mean.data_ptr<float>(), mean.data_ptr<float>() + mean.numel());
+    m.sd.assign(spread.data_ptr<float>(), spread.data_ptr<float>() + spread.numel());
     m.aligned = cfg.aligned;
     s.spec = m.to_json();
   }

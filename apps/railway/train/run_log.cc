@@ -8,13 +8,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "yard/railway/sim.h"
+
 namespace fs = std::filesystem;
 
 namespace railway_train {
 
 namespace {
-
-const char* const kClasses[] = {"none", "squat", "weld", "insulated_joint", "corrugation"};
 
 // The lines of a JSON-lines file that parse (a line cut short by a crash does not).
 std::vector<nlohmann::json> read_lines(const std::string& path) {
@@ -95,7 +95,7 @@ void RunLog::epoch(const EpochRecord& e) {
   nlohmann::json per = nlohmann::json::object();
   for (size_t c = 0; c < e.val.precision.size() && c < 5; ++c) {
     auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-    per[kClasses[c]] = {{"precision", num(e.val.precision[c])}, {"recall", num(e.val.recall[c])}};
+    per[yard::railway::defect_name(static_cast<yard::railway::DefectClass>(c))] = {{"precision", num(e.val.precision[c])}, {"recall", num(e.val.recall[c])}};
   }
   j["val_per_class"] = per;
   j["val_confusion"] = e.val.confusion;
@@ -109,7 +109,8 @@ void RunLog::epoch(const EpochRecord& e) {
 
 void RunLog::evaluation_images(const EvalStats& ev, uint64_t epoch) const {
   if (ev.confusion.size() != 25) return;
-  std::vector<std::string> names(kClasses, kClasses + 5);
+  std::vector<std::string> names;
+  for (int c = 0; c < 5; ++c) names.push_back(yard::railway::defect_name(static_cast<yard::railway::DefectClass>(c)));
   yard::railway::write_svg_confusion(out_ + "/confusion.svg",
                                      "Held-out windows after epoch " + std::to_string(epoch) + " (rows: true class)", names,
                                      ev.confusion);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,11 +19,16 @@
 
 namespace yard::railway {
 
+// The line as the railway knows it (line.json).
 struct TrackGeometry {
   std::vector<double> chainage, x, y;  // polyline
   std::vector<std::pair<std::string, double>> balises;
   std::vector<std::pair<double, std::pair<double, double>>> gradients;  // start, (permille, unused)
+  std::vector<double> km_posts;                                         // chainage of each
+  std::optional<std::pair<double, double>> origin;  // (lat, lon) of the plane's (0, 0), WGS84
   double gradient(double s) const;
+  // The point of the polyline at chainage s (clamped to its ends).
+  std::pair<double, double> point_at(double s) const;
   // Chainage of the point of the polyline nearest (x, y), searched within ±window of hint (the
   // whole line when hint < 0); lateral distance in `lateral`.
   double project(double x, double y, double hint, double window, double* lateral) const;

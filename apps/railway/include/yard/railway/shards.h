@@ -45,7 +45,8 @@ enum Feature : uint32_t {
   kFeatureCount
 };
 inline constexpr uint32_t kFeatures = kFeatureCount;
-const char* feature_name(Feature f);
+// The features' names, in Feature order (a manifest's and a model description's list).
+const std::vector<std::string>& feature_names();
 
 struct Window {
   double start_chainage = 0;

@@ -40,8 +40,7 @@ struct ModelSpec {
     } catch (const nlohmann::json::exception& e) {
       throw std::runtime_error(where + ": the model description is unreadable (" + e.what() + ")");
     }
-    std::vector<std::string> ours;
-    for (uint32_t f = 0; f < kFeatures; ++f) ours.push_back(feature_name(static_cast<Feature>(f)));
+    const auto& ours = yard::railway::feature_names();
     if (m.feature_names != ours)
       throw std::runtime_error(where + ": the model was trained on " + std::to_string(m.feature_names.size()) +
                                " features (" + nlohmann::json(m.feature_names).dump() + "), this program computes " +
