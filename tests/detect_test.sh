@@ -75,7 +75,7 @@ cp -r new noaxle && rm noaxle/axlebox.csv
 if "$detect" --model model/checkpoints --in noaxle > bad.txt 2>&1; then echo "a log without axlebox.csv was accepted"; exit 1; fi
 grep -q "noaxle/axlebox.csv: missing" bad.txt || { cat bad.txt; exit 1; }
 # A log with no GNSS at all: scanned on odometer distance and raw clocks, every row flagged degraded.
-cp -r new nognss && rm nognss/gnss.csv nognss/*_pps.csv
+cp -r new nognss && rm nognss/gnss.nmea nognss/*_pps.csv nognss/*_time.nmea
 "$detect" --model model/checkpoints --in nognss --out degraded.csv > deg.txt 2>&1 || { cat deg.txt; exit 1; }
 grep -q "degraded: odometer-only chainage" deg.txt || { cat deg.txt; exit 1; }
 test "$(wc -l < degraded.csv)" -gt 1

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "yard/railway/align.h"
 #include "yard/railway/clock_fit.h"
 #include "yard/railway/readers.h"
 #include "yard/railway/sim.h"
@@ -119,13 +120,20 @@ TEST_CASE("simulated loggers: fitted clocks match the planted ones within 100 µ
   simulate(cfg, dir);
   std::ifstream tin(dir + "/truth.json");
   auto truth = nlohmann::json::parse(tin);
+  auto reports = align_clocks(dir, {}, false);  // unlabelled edges, paired with the time messages
   for (std::string name : {"gnss", "imu", "axlebox", "balise"}) {
     INFO(name);
-    SensorCsvReader r(dir + "/" + name + "_pps.csv");
-    SensorRow row;
-    std::vector<std::pair<double, double>> pairs;
-    while (r.next(row)) pairs.emplace_back(row.time, row.values[0]);
-    auto fit = fit_clock(pairs);
+    REQUIRE(reports.count(name));
+    const auto& fit = reports.at(name).fit;
+    REQUIRE(reports.at(name).pairing);
+    const auto& pairing = *reports.at(name).pairing;
+    // The spurious edges, and only those, are off the one-second grid (an accidental one on it
+    // at most); an edge is unlabelled only when its message was lost to corruption.
+    long spurious = truth["events"]["pps"][name]["spurious"];
+    CHECK(std::abs(static_cast<long>(pairing.off_grid) - spurious) <= 1);
+    auto bad = truth["events"]["nmea_corrupted"][name];
+    CHECK(pairing.unlabelled <= bad.value("bad_checksum", 0u) + bad.value("malformed", 0u) + 2);
+    CHECK(fit.pairs_used > 0.85 * truth["duration_s"].get<double>());
     auto c = truth["clocks"][name];
     Model m{name.c_str(), c["offset_s"], c["drift_ppm"], c["jitter_s"], {}, 0};
     for (auto& s : c["steps"])

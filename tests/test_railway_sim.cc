@@ -5,10 +5,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "yard/railway/nmea.h"
 #include "yard/railway/sim.h"
 
 using namespace yard::railway;
@@ -77,7 +79,7 @@ TEST_CASE("the same seed gives the same bytes; another seed does not", "[railway
   auto other = small(8);
   other.max_duration_s = 300;
   simulate(other, c);
-  for (auto f : {"gnss.csv", "odometer.csv", "imu.csv", "axlebox.csv", "balise.csv", "imu_pps.csv", "truth.csv",
+  for (auto f : {"gnss.nmea", "imu_time.nmea", "odometer.csv", "imu.csv", "axlebox.csv", "balise.csv", "imu_pps.csv", "truth.csv",
                  "line.json", "truth.json"}) {
     INFO(f);
     CHECK(slurp(a + "/" + f) == slurp(b + "/" + f));
@@ -143,47 +145,91 @@ TEST_CASE("sensor rates match their configuration, less the dropouts", "[railway
   CHECK(r.sum.records["balise"] > 2 * 8);  // two balises per group, a group every ~km
 }
 
-TEST_CASE("the PPS pairs recover each planted clock's offset and drift", "[railway][sim][clocks]") {
+TEST_CASE("PPS edges sit on each planted clock's seconds, unlabelled, with missed and spurious ones", "[railway][sim][clocks]") {
   auto& r = run();
   for (std::string name : {"imu", "axlebox", "gnss", "balise"}) {
     INFO(name);
     auto c = r.truth["clocks"][name];
-    double first_step = 1e18;
-    for (auto& s : c["steps"]) first_step = std::min(first_step, s["time_s"].get<double>());
-    // Least squares of local against reference time before the first step, without the edges
-    // counted in the wrong second.
-    double sx = 0, sy = 0, sxx = 0, sxy = 0, lo = 1e18, hi = -1e18;
-    int n = 0;
-    for (auto& row : read_csv(r.dir + "/" + name + "_pps.csv")) {
-      double ref = row[1], local = row[0];
-      if (ref >= first_step) continue;
-      double predicted = c["offset_s"].get<double>() + (1 + c["drift_ppm"].get<double>() * 1e-6) * ref;
-      if (std::abs(local - predicted) > 0.5) continue;
-      sx += ref, sy += local, sxx += ref * ref, sxy += ref * local;
-      lo = std::min(lo, ref), hi = std::max(hi, ref);
-      ++n;
+    ClockModel m;
+    m.offset_s = c["offset_s"];
+    m.drift_ppm = c["drift_ppm"];
+    for (auto& st : c["steps"]) m.steps.emplace_back(st["time_s"], st["step_s"]);
+    double jitter = c["jitter_s"];
+    auto edges = read_csv(r.dir + "/" + name + "_pps.csv");
+    REQUIRE(!edges.empty());
+    CHECK(edges[0].size() == 1);  // the local time only: which second is not written
+    // Each edge either marks a whole second on the planted clock (within 6 sigma of the jitter)
+    // or is noise.
+    std::set<long> seconds;
+    int off = 0;
+    for (auto& row : edges) {
+      double local = row[0];
+      double t = (local - m.offset_s) / (1 + m.drift_ppm * 1e-6);
+      bool on = false;
+      for (double cand = std::floor(t) - 1; cand <= std::ceil(t) + 1 && !on; cand += 1)
+        if (std::abs(m.local(cand) - local) < 6 * jitter + 1e-7) {
+          on = true;
+          seconds.insert(static_cast<long>(cand));
+        }
+      off += !on;
     }
-    REQUIRE(n > 100);
-    double slope = (n * sxy - sx * sy) / (n * sxx - sx * sx);
-    double icpt = (sy - slope * sx) / n;
-    // The fit is as good as the capture jitter allows: 5 sigma of the slope and intercept.
-    double jitter = c["jitter_s"].get<double>(), span = hi - lo;
-    double slope_sigma = jitter * std::sqrt(12.0 / n) / span;
-    CHECK(std::abs((slope - 1) * 1e6 - c["drift_ppm"].get<double>()) < 5 * slope_sigma * 1e6 + 0.01);
-    CHECK(std::abs(icpt - c["offset_s"].get<double>()) < 5 * (jitter * 2 / std::sqrt(n) + slope_sigma * hi) + 1e-6);
+    long spurious = r.truth["events"]["pps"][name]["spurious"], missed = r.truth["events"]["pps"][name]["missed"];
+    CHECK(off == spurious);
+    double expected = std::ceil(r.sum.duration_s) - 1;  // the seconds 1, 2, ... before the end
+    CHECK(missed > 0.02 * expected);
+    CHECK(missed < 0.09 * expected);
+    CHECK(seconds.size() <= expected - missed);
+    CHECK(seconds.size() > 0.85 * expected);  // the rest missed, or in a logger dropout
   }
 }
 
-TEST_CASE("GNSS is silent in tunnels; the long tunnel gives an outage over 30 s", "[railway][sim][gnss]") {
+TEST_CASE("every logger with PPS has the receiver's time messages, 10-700 ms after each edge", "[railway][sim][clocks]") {
+  auto& r = run();
+  for (std::string name : {"imu", "axlebox", "gnss", "balise"}) {
+    INFO(name);
+    auto c = r.truth["clocks"][name];
+    ClockModel m;
+    m.offset_s = c["offset_s"];
+    m.drift_ppm = c["drift_ppm"];
+    for (auto& st : c["steps"]) m.steps.emplace_back(st["time_s"], st["step_s"]);
+    NmeaReader rd(r.dir + "/" + name + (name == "gnss" ? ".nmea" : "_time.nmea"));
+    NmeaRecord rec;
+    std::set<long> named;
+    int late = 0, n = 0;
+    while (rd.next(rec)) {
+      if (rec.kind != NmeaKind::kZda) continue;
+      ++n;
+      named.insert(std::lround(rec.utc));
+      double latency = (rec.local - m.local(rec.utc)) / (1 + m.drift_ppm * 1e-6);
+      bool step_between = false;  // a clock step between the edge and the message moves it
+      for (auto& [when, step] : m.steps) step_between |= when > rec.utc && when <= rec.utc + 1;
+      if (!step_between) late += latency < 0.009 || latency > 0.75;
+    }
+    CHECK(late == 0);
+    CHECK(named.size() == static_cast<size_t>(n));  // one ZDA per second
+    CHECK(n > 0.9 * r.sum.duration_s);
+    auto bad = r.truth["events"]["nmea_corrupted"][name];
+    CHECK(rd.summary().dropped_total() == bad.value("bad_checksum", 0u) + bad.value("malformed", 0u));
+  }
+}
+
+TEST_CASE("GNSS has no fix in tunnels, while its time keeps going; the long tunnel gives an outage over 30 s", "[railway][sim][gnss]") {
   auto& r = run();
   double longest = 0;
   for (auto& o : r.truth["events"]["gnss_outages"]) longest = std::max(longest, o[1].get<double>() - o[0].get<double>());
   CHECK(longest > 30);
-  auto gnss = read_csv(r.dir + "/gnss.csv");
-  int inside = 0;
-  for (auto& row : gnss)
-    for (auto& o : r.truth["events"]["gnss_outages"]) inside += row[1] >= o[0].get<double>() + 1 && row[1] < o[1].get<double>() - 1;
-  CHECK(inside == 0);
+  NmeaReader rd(r.dir + "/gnss.nmea");
+  NmeaRecord rec;
+  int fixes_inside = 0, times_inside = 0, fixes = 0;
+  while (rd.next(rec)) {
+    bool inside = false;
+    for (auto& o : r.truth["events"]["gnss_outages"]) inside |= rec.utc >= o[0].get<double>() + 1 && rec.utc < o[1].get<double>() - 1;
+    fixes += rec.fix;
+    if (inside) fixes_inside += rec.fix, times_inside += rec.kind == NmeaKind::kZda;
+  }
+  CHECK(fixes > 0.8 * r.sum.duration_s);
+  CHECK(fixes_inside == 0);
+  CHECK(times_inside > 25);
 }
 
 TEST_CASE("slip and slide episodes are recorded with the odometer", "[railway][sim]") {

@@ -9,6 +9,7 @@
 
 #include "detect_impl.h"
 #include "yard/railway/align.h"
+#include "yard/railway/nmea.h"
 #include "yard/railway/position.h"
 
 namespace fs = std::filesystem;
@@ -29,10 +30,7 @@ void place(const yard::railway::TrackGeometry& line, Detection& d) {
   d.km_post = post / 1000.0;
   d.offset_m = at - post;
   if (line.origin) {
-    constexpr double R = 6371000.0, deg = 180.0 / M_PI;
-    auto [lat0, lon0] = *line.origin;
-    d.lat = lat0 + d.y_m / R * deg;
-    d.lon = lon0 + d.x_m / (R * std::cos(lat0 / deg)) * deg;
+    std::tie(d.lat, d.lon) = yard::railway::plane_to_wgs84({line.origin->first, line.origin->second}, d.x_m, d.y_m);
   } else {
     d.lat = d.lon = NAN;
   }
@@ -46,7 +44,7 @@ yard::railway::TokenGrid tokens_of(const std::string& dir, bool& degraded, std::
     auto axle = clocks.find("axlebox");
     if (axle == clocks.end()) throw std::runtime_error(dir + "/axlebox_pps.csv: missing (the axle-box clock cannot be aligned)");
     auto track = yard::railway::estimate_position(dir, clocks);
-    if (track.gnss_used == 0) throw std::runtime_error(dir + "/gnss.csv: no usable GNSS fix");
+    if (track.gnss_used == 0) throw std::runtime_error(dir + ": no usable GNSS fix in gnss.nmea");
     degraded = false;
     return yard::railway::build_tokens(dir, true, &track, &axle->second.fit);
   } catch (const std::exception& e) {

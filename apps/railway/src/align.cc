@@ -7,9 +7,30 @@
 
 #include <fmt/format.h>
 
+#include "yard/railway/nmea.h"
 #include "yard/railway/sim.h"
 
 namespace yard::railway {
+
+namespace {
+
+// The time messages a logger received beside its PPS line, or nullopt when it has none.
+std::optional<std::vector<TimeMessage>> read_time_messages(const std::string& dir, const std::string& name,
+                                                           const ReadPolicy& policy, ReadSummary& summary) {
+  namespace fs = std::filesystem;
+  for (auto file : {name + "_time.nmea", name + ".nmea"}) {
+    if (!fs::exists(dir + "/" + file)) continue;
+    NmeaReader r(dir + "/" + file, policy);
+    NmeaRecord rec;
+    std::vector<TimeMessage> out;
+    while (r.next(rec)) out.push_back({rec.local, rec.utc});
+    summary = r.summary();
+    return out;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
 
 std::map<std::string, ClockReport> align_clocks(const std::string& dir, const ReadPolicy& policy, bool with_truth) {
   namespace fs = std::filesystem;
@@ -28,12 +49,27 @@ std::map<std::string, ClockReport> align_clocks(const std::string& dir, const Re
   if (names.empty()) throw std::runtime_error("no *_pps.csv files in " + dir);
   for (auto& name : names) {
     ClockReport rep;
-    SensorCsvReader r(dir + "/" + name + "_pps.csv", policy);
+    std::string pps = dir + "/" + name + "_pps.csv";
+    SensorCsvReader r(pps, policy);
     SensorRow row;
     std::vector<std::pair<double, double>> pairs;
-    while (r.next(row))
+    std::vector<double> edges;
+    while (r.next(row)) {
       if (!row.values.empty()) pairs.emplace_back(row.time, row.values[0]);
+      edges.push_back(row.time);
+    }
     rep.read = r.summary();
+    if (r.columns().size() == 1) {
+      auto msgs = read_time_messages(dir, name, policy, rep.messages_read);
+      if (!msgs) throw std::runtime_error(pps + ": unlabelled PPS edges and no time messages (" + name +
+                                          "_time.nmea or " + name + ".nmea): which second each edge marks is unknown");
+      rep.pairing = pair_pps_edges(std::move(edges), std::move(*msgs));
+      pairs = std::move(rep.pairing->pairs);
+      rep.pairing->pairs.clear();
+      if (pairs.size() < 10)
+        throw std::runtime_error(fmt::format("{}: only {} of {} PPS edges could be paired with a time message", pps,
+                                             pairs.size(), rep.pairing->edges));
+    }
     rep.fit = fit_clock(pairs);
     if (truth && truth->contains("clocks") && (*truth)["clocks"].contains(name)) {
       auto c = (*truth)["clocks"][name];
@@ -76,6 +112,12 @@ nlohmann::json to_json(const std::map<std::string, ClockReport>& r) {
     j[name] = {{"drift_ppm", rep.fit.drift_ppm}, {"segments", segs}, {"sigma_s", rep.fit.sigma_s},
                {"pairs_used", rep.fit.pairs_used}, {"outliers", rep.fit.outliers},
                {"read", rep.read.to_string()}};
+    if (rep.pairing) {
+      auto& p = *rep.pairing;
+      j[name]["pps"] = {{"edges", p.edges}, {"off_grid", p.off_grid}, {"unlabelled", p.unlabelled},
+                        {"seconds_named", p.messages}, {"seconds_without_edge", p.messages_unused},
+                        {"time_messages_read", rep.messages_read.to_string()}};
+    }
     if (rep.error_rms_s) {
       j[name]["time_error_rms_us"] = *rep.error_rms_s * 1e6;
       j[name]["time_error_max_us"] = *rep.error_max_s * 1e6;

@@ -38,6 +38,57 @@ double ClockFit::to_local(double ref) const {
   return segments[k].offset_s + (1 + drift_ppm * 1e-6) * ref;
 }
 
+PpsPairing pair_pps_edges(std::vector<double> e, std::vector<TimeMessage> m, double max_latency_s) {
+  PpsPairing out;
+  out.edges = e.size();
+  std::sort(e.begin(), e.end());
+  // Messages: the earliest arrival of each whole second named.
+  std::sort(m.begin(), m.end(), [](auto& a, auto& b) { return a.utc != b.utc ? a.utc < b.utc : a.local < b.local; });
+  std::vector<TimeMessage> msgs;
+  for (auto& x : m) {
+    double sec = std::round(x.utc);
+    if (std::abs(x.utc - sec) > 0.05) continue;  // not a whole second: no edge marks it
+    if (!msgs.empty() && msgs.back().utc == sec) continue;
+    msgs.push_back({x.local, sec});
+  }
+  out.messages = msgs.size();
+  std::sort(msgs.begin(), msgs.end(), [](auto& a, auto& b) { return a.local < b.local; });
+
+  // Neighbours a whole number of seconds away.
+  size_t n = e.size();
+  std::vector<int> agree(n, 0);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i > 4 ? i - 4 : 0; j < std::min(n, i + 5); ++j) {
+      if (j == i) continue;
+      double d = std::abs(e[j] - e[i]), k = std::round(d);
+      if (k >= 1 && k <= 5 && std::abs(d - k) < 0.005 + 0.002 * k) ++agree[i];
+    }
+  std::vector<size_t> kept;
+  for (size_t i = 0; i < n; ++i) {
+    if (agree[i] < 2) continue;
+    if (!kept.empty() && e[i] - e[kept.back()] < 0.5) {
+      if (agree[i] > agree[kept.back()]) kept.back() = i;
+      continue;
+    }
+    kept.push_back(i);
+  }
+  out.off_grid = n - kept.size();
+
+  size_t q = 0;
+  std::vector<bool> used(msgs.size(), false);
+  for (size_t i : kept) {
+    while (q < msgs.size() && msgs[q].local <= e[i]) ++q;
+    if (q < msgs.size() && msgs[q].local - e[i] < max_latency_s) {
+      out.pairs.emplace_back(e[i], msgs[q].utc);
+      used[q] = true;
+    } else {
+      ++out.unlabelled;
+    }
+  }
+  out.messages_unused = static_cast<uint64_t>(std::count(used.begin(), used.end(), false));
+  return out;
+}
+
 ClockFit fit_clock(std::vector<std::pair<double, double>> p) {
   std::sort(p.begin(), p.end(), [](auto& a, auto& b) { return a.second < b.second; });
   p.erase(std::unique(p.begin(), p.end(), [](auto& a, auto& b) { return a.second == b.second; }), p.end());

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "yard/railway/align.h"
+#include "yard/railway/nmea.h"
 #include "yard/railway/readers.h"
 #include "yard/railway/sim.h"
 
@@ -148,13 +149,13 @@ PositionTrack estimate_position(const std::string& dir, const std::map<std::stri
   // GNSS: fixes at their GPS time.
   std::vector<std::array<double, 4>> gnss;  // t, x, y, speed
   {
-    SensorCsvReader r(dir + "/gnss.csv");
-    SensorRow row;
-    while (r.next(row))
-      if (row.values.size() >= 4) gnss.push_back({row.values[0], row.values[1], row.values[2], row.values[3]});
+    std::optional<PlaneOrigin> origin;
+    if (geo.origin) origin = PlaneOrigin{geo.origin->first, geo.origin->second};
+    auto fixes = read_gnss_fixes(dir, origin);
+    for (auto& f : fixes.fixes) gnss.push_back({f.utc, f.x, f.y, f.speed_mps});
     std::sort(gnss.begin(), gnss.end());
+    if (gnss.size() < 10) throw std::runtime_error(fixes.source + ": fewer than 10 GNSS fixes");
   }
-  if (gnss.size() < 10) throw std::runtime_error(dir + ": fewer than 10 GNSS fixes");
   Series gspeed;
   for (auto& f : gnss) gspeed.t.push_back(f[0]), gspeed.v.push_back(f[3]);
 

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "rng.h"
+#include "yard/railway/nmea.h"
 #include "yard/railway/sim.h"
 
 namespace yard::railway {
@@ -151,6 +152,135 @@ nlohmann::json clock_json(const ClockModel& c) {
   return {{"offset_s", c.offset_s}, {"drift_ppm", c.drift_ppm}, {"jitter_s", c.jitter_s}, {"steps", steps}};
 }
 
+
+// Where the line's local x (east) and y (north) metres start (WGS84 degrees), and the day the run
+// starts: at 00:00:00 UTC, so that reference time (UTC seconds since the first day's midnight) is
+// the simulation's time.
+constexpr PlaneOrigin kOrigin{47.3769, 8.5417};
+constexpr UtcDate kStartDate{2026, 3, 14};
+
+// A sentence as a logger captured it: now and then a byte flipped on the wire (the checksum
+// catches it) or the line cut short.
+std::string captured(const std::string& body, Rng& rng, nlohmann::json& corrupted) {
+  std::string s = nmea_sentence(body);
+  if (rng.chance(0.002)) {
+    size_t at = 1 + static_cast<size_t>(rng.uniform() * (s.size() - 4));
+    s[at] = s[at] == '7' ? '1' : '7';
+    corrupted["bad_checksum"] = corrupted.value("bad_checksum", 0) + 1;
+  } else if (rng.chance(0.001)) {
+    s.resize(static_cast<size_t>(rng.uniform(0.3, 0.9) * s.size()));
+    corrupted["malformed"] = corrupted.value("malformed", 0) + 1;
+  }
+  return s;
+}
+
+// The GNSS receiver and the PPS line. Every logger with a PPS input records the edges on its own
+// clock, unlabelled (5% missed, 1% spurious), and the receiver's serial stream beside them: the
+// GNSS logger all of it (RMC, GGA, ZDA in gnss.nmea), the others its ZDA sentences
+// (<name>_time.nmea). A second's burst leaves the receiver 10-700 ms after its edge and reaches
+// each logger after that logger's serial delay. In tunnels the receiver has no fix and says so,
+// while its clock keeps the PPS and the time going.
+template <class SensorOf>
+void record_time_sync(const SimConfig& cfg, const Line& L, const Trajectory& tr, SensorOf&& sensor, double duration,
+                      const std::string& dir, nlohmann::json& events, SimSummary& sum) {
+  std::vector<double> burst;
+  {
+    Rng rng(cfg.seed, "gnss.burst");
+    for (double t = 0; t < duration; t += 1) burst.push_back(rng.uniform(0.01, 0.7));
+  }
+  // Fixes per second, shared by every logger's copy of the stream: (lat, lon) or none, speed,
+  // course, satellites.
+  struct Fix {
+    std::optional<std::pair<double, double>> ll;
+    double speed = 0, course = 0;
+    int sats = 0;
+  };
+  std::vector<Fix> fixes;
+  {
+    Rng rng(cfg.seed, "gnss");
+    size_t k = 0;
+    nlohmann::json outages = nlohmann::json::array();
+    double outage_start = -1;
+    for (double t = 0; t < duration; t += 1) {
+      auto st = tr.at(t, k);
+      Fix f;
+      bool tunnel = L.in(L.tunnels, st.s);
+      if (tunnel && outage_start < 0) outage_start = t;
+      if (!tunnel && outage_start >= 0) {
+        outages.push_back({outage_start, t});
+        outage_start = -1;
+      }
+      if (!tunnel) {
+        auto [x, y] = L.position(st.s);
+        auto [x2, y2] = L.position(std::min(L.length, st.s + 1.0));
+        double sigma = 1.5;
+        x += sigma * rng.normal();
+        y += sigma * rng.normal();
+        f.sats = 12;
+        if (L.in(L.cuttings, st.s)) {
+          f.sats = 6;
+          if (rng.chance(0.25)) {
+            double d = rng.uniform(5, 50), ang = rng.uniform(0, 2 * M_PI);
+            x += d * std::cos(ang);
+            y += d * std::sin(ang);
+          }
+        }
+        f.ll = plane_to_wgs84(kOrigin, x, y);
+        f.speed = std::max(0.0, st.v + 0.05 * rng.normal());
+        f.course = std::fmod(std::atan2(x2 - x, y2 - y) * 180 / M_PI + 360, 360);
+      }
+      fixes.push_back(f);
+    }
+    events["gnss_outages"] = outages;
+  }
+  nlohmann::json pps_events = nlohmann::json::object(), corrupted = nlohmann::json::object();
+  for (const char* name : {"gnss", "imu", "axlebox", "balise"}) {
+    const auto& sc = sensor(name);
+    Rng rng(cfg.seed, std::string("pps.") + name);
+    Writer w(dir + "/" + name + "_pps.csv", "local_time", sc, rng, duration);
+    uint64_t missed = 0, spurious = 0;
+    for (double t = 1; t < duration; t += 1) {
+      if (w.dropped(t)) continue;
+      if (rng.chance(0.05)) {
+        ++missed;
+      } else {
+        w.row(fmt::format("{:.7f}\n", local_time(sc.clock, t, rng)));
+      }
+      if (rng.chance(0.01)) {  // noise on the line, seen as an edge
+        ++spurious;
+        w.row(fmt::format("{:.7f}\n", local_time(sc.clock, t + rng.uniform(0.05, 0.95), rng)));
+      }
+    }
+    pps_events[name] = {{"missed", missed}, {"spurious", spurious}};
+
+    bool gnss = std::string(name) == "gnss";
+    std::string path = dir + "/" + name + (gnss ? ".nmea" : "_time.nmea");
+    std::ofstream out(path);
+    if (!out) throw std::runtime_error("cannot write " + path);
+    Rng srng(cfg.seed, std::string("nmea.") + name);
+    double serial = srng.uniform(0.0005, 0.003);
+    nlohmann::json bad = nlohmann::json::object();
+    uint64_t sentences = 0;
+    auto emit = [&](double arrival, const std::string& body) {
+      out << fmt::format("{:.6f} ", local_time(sc.clock, arrival, srng)) << captured(body, srng, bad) << "\n";
+      ++sentences;
+    };
+    for (size_t i = 0; i < burst.size(); ++i) {
+      double t = static_cast<double>(i), at = t + burst[i] + serial;
+      if (w.dropped(at)) continue;
+      const Fix& f = fixes[i];
+      if (gnss) {  // in a u-blox receiver's order: RMC first
+        emit(at, nmea_rmc(kStartDate, t, f.ll, f.speed, f.course));
+        emit(at + 0.02, nmea_gga(kStartDate, t, f.ll, f.sats, f.sats >= 10 ? 0.8 : 2.1));
+      }
+      emit(at + (gnss ? 0.035 : 0), nmea_zda(kStartDate, t));
+    }
+    corrupted[name] = bad;
+    sum.records[gnss ? "gnss" : std::string(name) + "_time"] = sentences;
+  }
+  events["pps"] = pps_events;
+  events["nmea_corrupted"] = corrupted;
+}
 }  // namespace
 
 double ClockModel::local(double t) const {
@@ -209,57 +339,7 @@ SimSummary simulate(const SimConfig& cfg, const std::string& dir) {
   };
   nlohmann::json events;
 
-  // PPS edges as each logger timestamps them: the (local, reference) pairs alignment starts from.
-  for (const char* name : {"gnss", "imu", "axlebox", "balise"}) {
-    const auto& sc = sensor(name);
-    Rng rng(cfg.seed, std::string("pps.") + name);
-    Writer w(dir + "/" + name + "_pps.csv", "local_time,gps_time", sc, rng, duration);
-    for (double t = 1; t < duration; t += 1) {
-      if (w.dropped(t)) continue;
-      double local = local_time(sc.clock, t, rng);
-      if (rng.chance(0.002)) local += rng.chance(0.5) ? 1.0 : -1.0;  // an edge counted in the wrong second
-      w.row(fmt::format("{:.7f},{:.0f}\n", local, t));
-    }
-  }
-
-  // GNSS: 1 Hz fixes, messages arriving 10-700 ms after the PPS edge, none in tunnels, multipath
-  // outliers in cuttings.
-  {
-    const auto& sc = sensor("gnss");
-    Rng rng(cfg.seed, "gnss");
-    Writer w(dir + "/gnss.csv", "local_time,gps_time,x_m,y_m,speed_mps,sats", sc, rng, duration);
-    size_t k = 0;
-    nlohmann::json outages = nlohmann::json::array();
-    double outage_start = -1;
-    for (double t = 0; t < duration; t += 1.0 / std::max(1.0, sc.rate_hz)) {
-      auto st = tr.at(t, k);
-      bool tunnel = L.in(L.tunnels, st.s);
-      if (tunnel && outage_start < 0) outage_start = t;
-      if (!tunnel && outage_start >= 0) {
-        outages.push_back({outage_start, t});
-        outage_start = -1;
-      }
-      if (tunnel || w.dropped(t)) continue;
-      auto [x, y] = L.position(st.s);
-      double sigma = 1.5;
-      x += sigma * rng.normal();
-      y += sigma * rng.normal();
-      int sats = 12;
-      if (L.in(L.cuttings, st.s)) {
-        sats = 6;
-        if (rng.chance(0.25)) {
-          double d = rng.uniform(5, 50), ang = rng.uniform(0, 2 * M_PI);
-          x += d * std::cos(ang);
-          y += d * std::sin(ang);
-        }
-      }
-      double arrival = t + rng.uniform(0.01, 0.7);
-      w.row(fmt::format("{:.6f},{:.0f},{:.3f},{:.3f},{:.3f},{}\n", local_time(sc.clock, arrival, rng), t, x, y,
-                        std::max(0.0, st.v + 0.05 * rng.normal()), sats));
-    }
-    events["gnss_outages"] = outages;
-    sum.records["gnss"] = w.count();
-  }
+  record_time_sync(cfg, L, tr, sensor, duration, dir, events, sum);
 
   // Odometer: speed with a wheel-diameter scale error, slip while accelerating and slide while
   // braking, and the distance it integrates.
@@ -436,7 +516,7 @@ SimSummary simulate(const SimConfig& cfg, const std::string& dir) {
     for (auto& b : L.balises) j["balises"].push_back({{"id", b.id}, {"chainage", b.chainage}});
     j["km_posts"] = L.km_posts;
     // Where the line's local x (east) and y (north) metres start, for maps (WGS84 degrees).
-    j["origin"] = {{"lat", 47.3769}, {"lon", 8.5417}};
+    j["origin"] = {{"lat", kOrigin.lat}, {"lon", kOrigin.lon}};
     nlohmann::json poly = nlohmann::json::array();
     size_t every = static_cast<size_t>(10 / L.step);
     for (size_t i = 0; i < L.x.size(); i += every) poly.push_back({i * L.step, L.x[i], L.y[i]});
@@ -447,6 +527,7 @@ SimSummary simulate(const SimConfig& cfg, const std::string& dir) {
     t["seed"] = cfg.seed;
     t["simulator_version"] = kSimulatorVersion;
     t["duration_s"] = duration;
+    t["utc_start"] = fmt::format("{:04d}-{:02d}-{:02d}T00:00:00Z", kStartDate.year, kStartDate.month, kStartDate.day);
     t["distance_m"] = sum.distance_m;
     t["clocks"] = nlohmann::json::object();
     for (auto& [name, sc] : sensors) t["clocks"][name] = clock_json(sc.clock);

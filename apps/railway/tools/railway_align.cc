@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Align railway sensor logs: clock offset, drift and steps per sensor against GNSS time.", "railway-align"};
   std::string in, json_out;
   bool report = false, strict = false;
-  app.add_option("--in", in, "log directory (one CSV per sensor, *_pps.csv pairs)")->required()->check(CLI::ExistingDirectory);
+  app.add_option("--in", in, "log directory (one CSV per sensor, *_pps.csv edges with *_time.nmea or gnss.nmea)")->required()->check(CLI::ExistingDirectory);
   app.add_flag("--report", report, "print the errors against the truth (when present) and plot them");
   std::string plots;
   app.add_option("--plots", plots, "with --report: directory for the SVG plots (default: the input directory)");

@@ -39,6 +39,36 @@ struct ClockFit {
   double to_local(double ref) const;
 };
 
+// ---- from unlabelled PPS edges to (local, reference) pairs --------------------------------------
+//
+// A logger records PPS edges on its own clock without knowing which second each belongs to, and
+// the receiver's time messages (NMEA ZDA/RMC/GGA) beside them: each names the second whose edge
+// came before it, and arrives within a second of that edge. Pairing:
+//  * edges on the one-second grid are kept: an edge is on it when at least two of its eight
+//    nearest neighbours lie a whole number of seconds away (within 5 ms + 0.2% of the distance,
+//    room for any drift a logger has); spurious edges (noise on the line) fall between and go;
+//    of two kept edges under half a second apart, the one more neighbours agree with stays;
+//  * each kept edge takes the first message that arrives after it, if within max_latency_s; a
+//    missed edge leaves its message unused (the next edge is more than a second before the
+//    following message), a lost message leaves its edge unlabelled.
+// What is left over (an edge labelled one second off near a clock step) the fit removes as an
+// outlier.
+struct TimeMessage {
+  double local;  // arrival on the logger's clock
+  double utc;    // the second it names (reference time)
+};
+
+struct PpsPairing {
+  std::vector<std::pair<double, double>> pairs;  // (local, reference)
+  uint64_t edges = 0;            // edges given
+  uint64_t off_grid = 0;         // not on the one-second grid: spurious
+  uint64_t unlabelled = 0;       // on the grid, with no message after them in time
+  uint64_t messages = 0;         // distinct seconds named
+  uint64_t messages_unused = 0;  // seconds whose edge is missing
+};
+
+PpsPairing pair_pps_edges(std::vector<double> edges, std::vector<TimeMessage> messages, double max_latency_s = 0.95);
+
 // Throws std::runtime_error when fewer than 10 usable pairs remain.
 ClockFit fit_clock(std::vector<std::pair<double, double>> local_ref_pairs);
 

@@ -13,10 +13,13 @@
 
 namespace yard::railway {
 
-// What a simulator of this version records differently from an older one: 2 labels every defect
-// (1 lost those shorter than the truth grid's step) and interpolates the irregularity's curvature
-// under the axle box (1 stepped it every grid point, a tone at v / 0.25 m).
-inline constexpr int kSimulatorVersion = 2;
+// What a simulator of this version records differently from an older one: 3 records PPS edges
+// unlabelled (missed and spurious ones among them) with the receiver's NMEA time messages beside
+// them, and the GNSS fixes as NMEA (2 wrote each edge with its GPS second, and gnss.csv); 2 labels
+// every defect (1 lost those shorter than the truth grid's step) and interpolates the
+// irregularity's curvature under the axle box (1 stepped it every grid point, a tone at
+// v / 0.25 m).
+inline constexpr int kSimulatorVersion = 3;
 
 // Defect classes, the labels of the learning task.
 enum class DefectClass : uint8_t { kNone = 0, kSquat = 1, kWeld = 2, kInsulatedJoint = 3, kCorrugation = 4 };
@@ -120,8 +123,10 @@ struct SimSummary {
 
 // Runs the train and writes into `dir`: line.json, truth.csv (every 0.25 m: the label of a row is
 // the most severe defect touching the cell [s, s + 0.25 m), so a 1 cm joint is labelled too),
-// truth.json (clocks, defects, events), and one CSV per sensor (local timestamp first). Throws on
-// I/O errors.
+// truth.json (clocks, defects, events), one CSV per sensor (local timestamp first), and the time
+// sync as the loggers saw it: <logger>_pps.csv (PPS edges on the logger's clock, unlabelled) and
+// the GNSS receiver's NMEA stream (gnss.nmea: GGA, RMC, ZDA; <logger>_time.nmea: ZDA). The run
+// starts at 00:00:00 UTC (truth.json's utc_start). Throws on I/O errors.
 SimSummary simulate(const SimConfig& cfg, const std::string& dir);
 
 }  // namespace yard::railway
