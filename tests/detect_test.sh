@@ -40,6 +40,13 @@ recall=$(sed -n 's/.*recall \([0-9.]*\) (.*/\1/p' out.txt)
 python3 -c "import sys; p, r = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if p >= 0.5 and r >= 0.5 else 1)" "$precision" "$recall" ||
   { echo "precision $precision, recall $recall: the detector misses what it was trained to find"; exit 1; }
 
+# A log whose axle box recorded nothing for 40 s: the stretch is reported as not scanned, and the
+# score leaves it out instead of counting its defects as missed.
+cp -r new gap
+awk -F, 'NR == 1 || $1 < 150 || $1 > 190' new/axlebox.csv > gap/axlebox.csv
+"$detect" --model model/checkpoints --in gap --out gap.csv --score > gap.txt 2>&1 || { cat gap.txt; exit 1; }
+grep -q "not scanned: .* (no axle-box data" gap.txt || { cat gap.txt; exit 1; }
+
 # Many logs: one task per log across an embedded cluster, every log's rows in one file.
 "$detect" --model model/checkpoints --logs new new2 --out both.csv > many.txt 2>&1 || { cat many.txt; exit 1; }
 test "$(grep -c '^new,' both.csv)" -eq "$(grep -c '^new2,' both.csv)"

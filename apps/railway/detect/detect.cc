@@ -86,6 +86,10 @@ LogResult DefectModel::detect(const std::string& dir, int threads) const {
   if (!starts.empty()) {
     r.covered_from_m = double(starts.front() + size_t(T / 4)) * kTokenM;
     r.covered_to_m = double(starts.back() + size_t(3 * T / 4)) * kTokenM;
+    for (size_t i = 1; i < starts.size(); ++i) {
+      size_t held_to = starts[i - 1] + size_t(3 * T / 4), next_from = starts[i] + size_t(T / 4);
+      if (next_from > held_to) r.not_scanned.emplace_back(double(held_to) * kTokenM, double(next_from) * kTokenM);
+    }
   }
   r.detections = find_defects(m.run(grid, starts, threads), T, kTokenM);
   for (auto& d : r.detections) place(line, d);

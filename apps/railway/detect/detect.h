@@ -33,8 +33,11 @@ struct LogResult {
   std::string note;           // why degraded, what was skipped
   double train_seconds = 0;   // the log's duration
   double covered_from_m = 0, covered_to_m = 0;  // the chainage the windows covered
+  // Stretches inside that range no window could look at (the axle box recorded nothing there: a
+  // logger dropout), as (from, to) chainage: what is there is unknown, not absent.
+  std::vector<std::pair<double, double>> not_scanned;
   double seconds = 0;         // wall time spent on it
-  YARD_FIELDS(log, detections, degraded, note, train_seconds, covered_from_m, covered_to_m, seconds);
+  YARD_FIELDS(log, detections, degraded, note, train_seconds, covered_from_m, covered_to_m, not_scanned, seconds);
 };
 
 // A trained model read from a checkpoint (a file, or a directory whose newest checkpoint that
@@ -64,6 +67,7 @@ struct Score {
   int64_t detections = 0, true_defects = 0, matched_detections = 0, found_defects = 0;
   double precision = 0, recall = 0;
   std::vector<std::string> missed;  // "squat at 1234.5 m"
+  int64_t not_scanned = 0;          // defects wholly in a stretch the log did not cover (not counted above)
 };
 Score score(const LogResult& r, const std::string& log_dir, double tolerance_m = 2.0);
 

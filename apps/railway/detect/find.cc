@@ -1,5 +1,10 @@
-// From windows' outputs to defects: where each class peaks in the middle half of a window classed
-// as a defect, then overlapping findings of one class merged.
+// From windows' outputs to defects. Windows overlap by half, so every token is seen by two of
+// them, once in a middle half and once in a context quarter. A token's class probability is the
+// mean over the windows that see it: a real defect is seen by both, while a window's stray
+// response at a place with nothing there (the token head can echo a defect it sees elsewhere in
+// the same window) is not confirmed by the other. Where that mean peaks for the short-defect
+// classes, and a window whose middle half holds the place gives them some weight, a defect is
+// reported. Corrugation (long patches) is reported from the windows classed as corrugation.
 #include <algorithm>
 #include <cmath>
 
@@ -10,55 +15,90 @@ namespace railway_detect {
 namespace {
 
 constexpr int kCorrugation = 4;
-// A window's class says a defect is in its middle half; the token head says where. A token whose
-// own probability stays low is not the place (the window may only see a defect in its context
-// quarters, which lies in its neighbour's half): no detection there.
-constexpr double kFirst = 0.3;  // the strongest token of the class in the half counts above this
-constexpr double kPeak = 0.5;   // a further peak of the class in the same half counts above this
-constexpr int64_t kApart = 8;   // tokens (2 m) between two short defects of one class in a window
-// Two windows can both point at one defect (one has it in its middle half, the other sees it from
-// its context and picks a token near it): of findings of one class this close, the one whose token
-// is surest stays.
-constexpr double kOneDefect = 12.0;  // m
+constexpr int kClasses = 5;
 
-void short_defects(const WindowOutput& w, int c, int64_t lo, int64_t hi, double token_m, std::vector<Detection>& out) {
-  std::vector<int64_t> taken;
-  auto p = [&](int64_t j) { return w.tokens[size_t(j * 5 + c)]; };
-  std::vector<int64_t> order;
-  for (int64_t j = lo; j < hi; ++j) order.push_back(j);
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return p(a) > p(b); });
-  for (int64_t j : order) {
-    if (p(j) < (taken.empty() ? kFirst : kPeak)) break;
+// The mean token probability of a short defect (any short class) a place needs, where it peaks...
+constexpr double kToken = 0.7;
+// ... and the short classes' probability of a window whose middle half holds it.
+constexpr double kWindow = 0.3;
+// Tokens between two defects of one class (2 m), and of different classes (1 m).
+constexpr int64_t kApartSame = 8, kApartOther = 4;
+constexpr double kPeak = 0.5;  // corrugation: how far a patch extends
+
+struct Evidence {
+  std::vector<float> mean;    // (tokens x 5) the mean over the windows that see the token
+  std::vector<float> window;  // (tokens x 5) the highest class probability of a window whose middle half holds it
+  std::vector<float> amp;     // the amplitude of that window
+};
+
+Evidence gather(const std::vector<WindowOutput>& ws, int64_t T) {
+  size_t end = 0;
+  for (const auto& w : ws) end = std::max(end, w.start + size_t(T));
+  Evidence e;
+  e.mean.assign(end * kClasses, 0.f);
+  e.window.assign(end * kClasses, 0.f);
+  e.amp.assign(end, 0.f);
+  std::vector<int> seen(end, 0);
+  for (const auto& w : ws)
+    for (int64_t j = 0; j < T; ++j) {
+      size_t a = w.start + size_t(j);
+      ++seen[a];
+      bool middle = j >= T / 4 && j < 3 * T / 4;
+      for (int c = 0; c < kClasses; ++c) {
+        e.mean[a * kClasses + size_t(c)] += w.tokens[size_t(j * kClasses + c)];
+        if (middle) e.window[a * kClasses + size_t(c)] = std::max(e.window[a * kClasses + size_t(c)], w.cls[size_t(c)]);
+      }
+      if (middle) e.amp[a] = w.amplitude_mm;
+    }
+  for (size_t a = 0; a < end; ++a)
+    for (int c = 0; c < kClasses; ++c)
+      if (seen[a]) e.mean[a * kClasses + size_t(c)] /= float(seen[a]);
+  return e;
+}
+
+void short_defects(const Evidence& e, double token_m, std::vector<Detection>& out) {
+  struct Candidate {
+    float p;
+    size_t at;
+    int c;
+  };
+  std::vector<Candidate> cand;
+  size_t n = e.amp.size();
+  for (size_t a = 0; a < n; ++a) {
+    // A defect here at all: the short classes' probability together (a joint and a squat look
+    // alike, and the head may split its belief between them); then which, by both heads.
+    const float* m = &e.mean[a * kClasses];
+    const float* w = &e.window[a * kClasses];
+    float p = m[1] + m[2] + m[3];
+    if (p < kToken || w[1] + w[2] + w[3] < kWindow) continue;
+    int best = 1;
+    for (int c = 2; c < kCorrugation; ++c)
+      if (m[c] + w[c] > m[best] + w[best]) best = c;
+    cand.push_back({p, a, best});
+  }
+  std::sort(cand.begin(), cand.end(), [](const Candidate& x, const Candidate& y) { return x.p > y.p; });
+  std::vector<Candidate> taken;
+  for (const auto& k : cand) {
     bool near = false;
-    for (int64_t t : taken) near |= std::abs(t - j) < kApart;
+    for (const auto& t : taken) {
+      auto d = static_cast<int64_t>(k.at > t.at ? k.at - t.at : t.at - k.at);
+      near |= d < (t.c == k.c ? kApartSame : kApartOther);
+    }
     if (near) continue;
-    taken.push_back(j);
+    taken.push_back(k);
     Detection d;
-    d.kind = c;
-    d.start_m = double(w.start + size_t(j)) * token_m;
+    d.kind = k.c;
+    d.start_m = double(k.at) * token_m;
     d.end_m = d.start_m + token_m;
-    d.confidence = w.cls[size_t(c)];
-    d.token_probability = p(j);
-    d.irregularity_mm = w.amplitude_mm;
+    d.confidence = e.window[k.at * kClasses + size_t(k.c)];
+    d.token_probability = k.p;
+    d.irregularity_mm = e.amp[k.at];
     out.push_back(d);
   }
 }
 
-// Keeps, of short findings of one class within kOneDefect of each other, the surest.
-std::vector<Detection> one_per_defect(std::vector<Detection> found) {
-  std::sort(found.begin(), found.end(), [](const Detection& a, const Detection& b) { return a.token_probability > b.token_probability; });
-  std::vector<Detection> kept;
-  for (auto& d : found) {
-    bool shadowed = false;
-    for (auto& k : kept)
-      shadowed |= d.kind != kCorrugation && k.kind == d.kind && std::abs(k.start_m - d.start_m) < kOneDefect;
-    if (!shadowed) kept.push_back(d);
-  }
-  return kept;
-}
-
 void patch(const WindowOutput& w, int64_t lo, int64_t hi, double token_m, std::vector<Detection>& out) {
-  auto p = [&](int64_t j) { return w.tokens[size_t(j * 5 + kCorrugation)]; };
+  auto p = [&](int64_t j) { return w.tokens[size_t(j * kClasses + kCorrugation)]; };
   int64_t best = lo;
   for (int64_t j = lo; j < hi; ++j)
     if (p(j) > p(best)) best = j;
@@ -79,19 +119,20 @@ void patch(const WindowOutput& w, int64_t lo, int64_t hi, double token_m, std::v
 
 std::vector<Detection> find_defects(const std::vector<WindowOutput>& ws, int64_t tokens, double token_m) {
   std::vector<Detection> found;
+  short_defects(gather(ws, tokens), token_m, found);
   for (const auto& w : ws) {
     int c = static_cast<int>(std::max_element(w.cls.begin(), w.cls.end()) - w.cls.begin());
-    if (c == 0) continue;
     if (c == kCorrugation) patch(w, tokens / 4, 3 * tokens / 4, token_m, found);
-    else short_defects(w, c, tokens / 4, 3 * tokens / 4, token_m, found);
   }
-  found = one_per_defect(std::move(found));
   std::sort(found.begin(), found.end(), [](const Detection& a, const Detection& b) {
     return a.kind != b.kind ? a.kind < b.kind : a.start_m < b.start_m;
   });
   std::vector<Detection> merged;
   for (auto& d : found) {
-    if (!merged.empty() && merged.back().kind == d.kind && d.start_m <= merged.back().end_m + 1.0) {
+    // A corrugation patch (tens of metres) may be broken where one window in it was classed
+    // otherwise: pieces within a window's middle half of each other are one patch.
+    double join = d.kind == kCorrugation ? double(tokens / 2) * token_m + 1.0 : 1.0;
+    if (!merged.empty() && merged.back().kind == d.kind && d.start_m <= merged.back().end_m + join) {
       auto& m = merged.back();
       m.end_m = std::max(m.end_m, d.end_m);
       m.confidence = std::max(m.confidence, d.confidence);

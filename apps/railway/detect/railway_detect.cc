@@ -50,10 +50,14 @@ void summary(const railway_detect::LogResult& r) {
   for (auto& d : r.detections) ++by[railway_detect::class_name(d.kind)];
   std::string kinds;
   for (auto& [k, n] : by) kinds += (kinds.empty() ? "" : ", ") + std::to_string(n) + " " + k;
+  double gap_m = 0;
+  for (auto& [from, to] : r.not_scanned) gap_m += to - from;
   std::printf("%s: %zu defects%s%s%s over %.2f km in %.1f s (%.0fx real time)%s%s\n", r.log.c_str(), r.detections.size(),
               kinds.empty() ? "" : " (", kinds.c_str(), kinds.empty() ? "" : ")",
-              (r.covered_to_m - r.covered_from_m) / 1000.0, r.seconds, r.train_seconds / std::max(1e-9, r.seconds),
-              r.note.empty() ? "" : "; ", r.note.c_str());
+              (r.covered_to_m - r.covered_from_m - gap_m) / 1000.0, r.seconds,
+              r.train_seconds / std::max(1e-9, r.seconds), r.note.empty() ? "" : "; ", r.note.c_str());
+  for (auto& [from, to] : r.not_scanned)
+    std::printf("  not scanned: %.1f-%.1f m (no axle-box data; defects there are unknown)\n", from, to);
 }
 
 }  // namespace
@@ -100,6 +104,7 @@ int main(int argc, char** argv) {
                   tolerance, s.precision, static_cast<long long>(s.matched_detections),
                   static_cast<long long>(s.detections), s.recall, static_cast<long long>(s.found_defects),
                   static_cast<long long>(s.true_defects));
+      if (s.not_scanned) std::printf("  %lld defects lie in stretches not scanned (not counted)\n", static_cast<long long>(s.not_scanned));
       for (size_t k = 0; k < s.missed.size() && k < 5; ++k) std::printf("  missed: %s\n", s.missed[k].c_str());
       matched += s.matched_detections, detections += s.detections, found += s.found_defects, defects += s.true_defects;
     }

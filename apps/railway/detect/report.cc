@@ -60,19 +60,29 @@ Score score(const LogResult& r, const std::string& log_dir, double tolerance_m) 
     double a, b;
   };
   std::vector<True> defects;
+  int64_t not_scanned = 0;
   for (auto& d : truth.at("defects")) {
     std::string kind = d.at("kind");
     int k = 0;
     for (int c = 1; c < 5; ++c)
       if (kind == class_name(c)) k = c;
     double a = d.at("chainage"), b = a + d.at("length").get<double>();
-    // Only what the detector looked at: the chainage its windows' middle halves covered.
-    if (k > 0 && b >= r.covered_from_m && a < r.covered_to_m) defects.push_back({k, a, b});
+    // Only what the detector looked at: the chainage its windows' middle halves covered, less the
+    // stretches where the log holds no axle-box data (said apart).
+    if (k == 0 || b < r.covered_from_m || a >= r.covered_to_m) continue;
+    bool unseen = false;
+    for (auto& [from, to] : r.not_scanned) unseen |= a >= from && b <= to;
+    if (unseen) {
+      ++not_scanned;
+      continue;
+    }
+    defects.push_back({k, a, b});
   }
   auto near = [&](const Detection& d, const True& t) {
     return d.kind == t.kind && d.start_m <= t.b + tolerance_m && d.end_m >= t.a - tolerance_m;
   };
   Score s;
+  s.not_scanned = not_scanned;
   s.detections = static_cast<int64_t>(r.detections.size());
   s.true_defects = static_cast<int64_t>(defects.size());
   for (auto& d : r.detections) {
