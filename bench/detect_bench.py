@@ -27,7 +27,7 @@ def emit(case, value, unit, peer=None, peer_value=None):
 
 
 def train(out, *extra):
-    cmd = [f"{apps}/railway-train", "--workers", "2", "--epochs", "3", "--logs", "32", "--length-km", "25",
+    cmd = [f"{apps}/railway-train", "--workers", "2", "--epochs", "2", "--logs", "64", "--length-km", "25",
            "--data", f"{work}/data", "--out", f"{work}/{out}", *extra]
     log = open(f"{work}/{out}.log", "w")
     subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=True)

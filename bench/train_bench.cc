@@ -358,7 +358,7 @@ int main(int argc, char** argv) {
   }
 
   // Convergence: the railway job with 1, 2 and 4 trainers (linear LR scaling with warm-up and a
-  // cosine decay), the demo's job (3 epochs over the same 32 logs of 25 km), for three seeds (the
+  // cosine decay), the demo's job (2 epochs over the same 64 logs of 25 km), for three seeds (the
   // model's initialisation and the data order): the spread of the final validation loss across
   // trainer counts, the median over the seeds (one seed's figure differs between CPUs of the same
   // kind). Then the same job (2 trainers, first seed) on shards made without alignment.
@@ -368,7 +368,7 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(dir);
     auto run_job = [&](int workers, unsigned seed, bool unaligned) {
       std::string out = (dir / ("w" + std::to_string(workers) + "-s" + std::to_string(seed) + (unaligned ? "-raw" : ""))).string();
-      std::string cmd = job + " --workers " + std::to_string(workers) + " --epochs 3 --logs 32 --length-km 25 --seed " +
+      std::string cmd = job + " --workers " + std::to_string(workers) + " --epochs 2 --logs 64 --length-km 25 --seed " +
                         std::to_string(seed) + " --data " + (dir / "data").string() + " --out " + out +
                         (unaligned ? " --unaligned" : "") + " > " + out + ".log 2>&1";
       if (std::system(cmd.c_str()) != 0) return std::pair<double, double>{NAN, NAN};

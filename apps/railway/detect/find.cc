@@ -18,7 +18,7 @@ constexpr int kCorrugation = 4;
 constexpr int kClasses = 5;
 
 // The mean token probability of a short defect (any short class) a place needs, where it peaks...
-constexpr double kToken = 0.7;
+constexpr double kToken = 0.65;
 // ... and the short classes' probability of a window whose middle half holds it.
 constexpr double kWindow = 0.3;
 // Tokens between two defects of one class (2 m), and of different classes (1 m).
