@@ -44,6 +44,15 @@ std::string slurp(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
+// A logger's clock as the truth records it.
+ClockModel planted(const nlohmann::json& c) {
+  ClockModel m;
+  m.offset_s = c["offset_s"];
+  m.drift_ppm = c["drift_ppm"];
+  for (auto& st : c["steps"]) m.steps.emplace_back(st["time_s"], st["step_s"]);
+  return m;
+}
+
 SimConfig small(uint64_t seed) {
   auto c = default_config(seed);
   c.length_m = 10000;
@@ -150,10 +159,7 @@ TEST_CASE("PPS edges sit on each planted clock's seconds, unlabelled, with misse
   for (std::string name : {"imu", "axlebox", "gnss", "balise"}) {
     INFO(name);
     auto c = r.truth["clocks"][name];
-    ClockModel m;
-    m.offset_s = c["offset_s"];
-    m.drift_ppm = c["drift_ppm"];
-    for (auto& st : c["steps"]) m.steps.emplace_back(st["time_s"], st["step_s"]);
+    ClockModel m = planted(c);
     double jitter = c["jitter_s"];
     auto edges = read_csv(r.dir + "/" + name + "_pps.csv");
     REQUIRE(!edges.empty());
@@ -188,10 +194,7 @@ TEST_CASE("every logger with PPS has the receiver's time messages, 10-700 ms aft
   for (std::string name : {"imu", "axlebox", "gnss", "balise"}) {
     INFO(name);
     auto c = r.truth["clocks"][name];
-    ClockModel m;
-    m.offset_s = c["offset_s"];
-    m.drift_ppm = c["drift_ppm"];
-    for (auto& st : c["steps"]) m.steps.emplace_back(st["time_s"], st["step_s"]);
+    ClockModel m = planted(c);
     NmeaReader rd(r.dir + "/" + name + (name == "gnss" ? ".nmea" : "_time.nmea"));
     NmeaRecord rec;
     std::set<long> named;

@@ -149,9 +149,7 @@ NmeaReader::NmeaReader(const std::string& path, ReadPolicy policy) : path_(path)
 }
 
 void NmeaReader::problem(const std::string& kind, OnBad how, const std::string& reason) {
-  if (how == OnBad::kStop) throw ReadError(path_, line_no_, reason);
-  ++summary_.dropped[kind];
-  if (summary_.examples.size() < policy_.keep_examples) summary_.examples.push_back({path_, line_no_, reason});
+  report_problem(summary_, policy_, path_, line_no_, kind, how, reason);
 }
 
 bool NmeaReader::parse(const std::string& line, NmeaRecord& rec) {

@@ -23,6 +23,13 @@ std::string ReadSummary::to_string() const {
   return o.str();
 }
 
+void report_problem(ReadSummary& summary, const ReadPolicy& policy, const std::string& file, uint64_t line,
+                    const std::string& kind, OnBad how, const std::string& reason) {
+  if (how == OnBad::kStop) throw ReadError(file, line, reason);
+  ++summary.dropped[kind];
+  if (summary.examples.size() < policy.keep_examples) summary.examples.push_back({file, line, reason});
+}
+
 namespace {
 
 // Splits on commas without allocating per field.
@@ -107,9 +114,7 @@ SensorCsvReader::SensorCsvReader(const std::string& path, ReadPolicy policy)
 }
 
 void SensorCsvReader::problem(const std::string& kind, OnBad how, const std::string& reason) {
-  if (how == OnBad::kStop) throw ReadError(path_, line_no_, reason);
-  ++summary_.dropped[kind];
-  if (summary_.examples.size() < policy_.keep_examples) summary_.examples.push_back({path_, line_no_, reason});
+  report_problem(summary_, policy_, path_, line_no_, kind, how, reason);
 }
 
 bool SensorCsvReader::read_one(SensorRow& row) {
@@ -256,9 +261,7 @@ EthPblReader::EthPblReader(const std::string& path, ReadPolicy policy) : path_(p
 }
 
 void EthPblReader::problem(const std::string& kind, OnBad how, const std::string& reason) {
-  if (how == OnBad::kStop) throw ReadError(path_, line_no_, reason);
-  ++summary_.dropped[kind];
-  if (summary_.examples.size() < policy_.keep_examples) summary_.examples.push_back({path_, line_no_, reason});
+  report_problem(summary_, policy_, path_, line_no_, kind, how, reason);
 }
 
 bool EthPblReader::parse(const std::string& line, EthRecord& rec) {

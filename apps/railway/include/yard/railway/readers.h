@@ -67,6 +67,11 @@ class ReadError : public std::runtime_error {
   std::string reason_;
 };
 
+// A bad record under the policy `how`: throws ReadError (kStop), or counts it under `kind` in the
+// summary, keeping the first few as examples. Every reader reports its problems through this.
+void report_problem(ReadSummary& summary, const ReadPolicy& policy, const std::string& file, uint64_t line,
+                    const std::string& kind, OnBad how, const std::string& reason);
+
 // ---- the simulator's format: one CSV per sensor, local timestamp first -------------------------
 
 struct SensorRow {
