@@ -9,7 +9,6 @@
 
 #include "detect_impl.h"
 #include "yard/railway/align.h"
-#include "yard/railway/nmea.h"
 #include "yard/railway/position.h"
 
 namespace fs = std::filesystem;
@@ -30,7 +29,7 @@ void place(const yard::railway::TrackGeometry& line, Detection& d) {
   d.km_post = post / 1000.0;
   d.offset_m = at - post;
   if (line.origin) {
-    std::tie(d.lat, d.lon) = yard::railway::plane_to_wgs84({line.origin->first, line.origin->second}, d.x_m, d.y_m);
+    std::tie(d.lat, d.lon) = yard::railway::plane_to_wgs84(*line.origin, d.x_m, d.y_m);
   } else {
     d.lat = d.lon = NAN;
   }

@@ -17,12 +17,11 @@ struct Detection {
   double start_m = 0, end_m = 0;  // chainage
   int kind = 0;                   // yard::railway::DefectClass
   double confidence = 0;          // the model's probability for the class
-  double token_probability = 0;   // the token head's probability at the defect's place
   double irregularity_mm = 0;     // the track's irregularity amplitude (D1 band) around it
   double km_post = 0, offset_m = 0;  // the km post at or before the start (km) and the distance past it
   double x_m = 0, y_m = 0;        // on the line's local plane (east, north)
   double lat = 0, lon = 0;        // WGS84 where the line has an origin (NaN otherwise)
-  YARD_FIELDS(start_m, end_m, kind, confidence, token_probability, irregularity_mm, km_post, offset_m, x_m, y_m, lat, lon);
+  YARD_FIELDS(start_m, end_m, kind, confidence, irregularity_mm, km_post, offset_m, x_m, y_m, lat, lon);
 };
 
 // What one log gave.

@@ -6,7 +6,6 @@
 // classes, and a window whose middle half holds the place gives them some weight, a defect is
 // reported. Corrugation (long patches) is reported from the windows classed as corrugation.
 #include <algorithm>
-#include <cmath>
 
 #include "detect_impl.h"
 
@@ -91,7 +90,6 @@ void short_defects(const Evidence& e, double token_m, std::vector<Detection>& ou
     d.start_m = double(k.at) * token_m;
     d.end_m = d.start_m + token_m;
     d.confidence = e.window[k.at * kClasses + size_t(k.c)];
-    d.token_probability = k.p;
     d.irregularity_mm = e.amp[k.at];
     out.push_back(d);
   }
@@ -110,7 +108,6 @@ void patch(const WindowOutput& w, int64_t lo, int64_t hi, double token_m, std::v
   d.start_m = double(w.start + size_t(a)) * token_m;
   d.end_m = double(w.start + size_t(b)) * token_m;
   d.confidence = w.cls[kCorrugation];
-  d.token_probability = p(best);
   d.irregularity_mm = w.amplitude_mm;
   out.push_back(d);
 }

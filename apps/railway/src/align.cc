@@ -55,8 +55,8 @@ std::map<std::string, ClockReport> align_clocks(const std::string& dir, const Re
     std::vector<std::pair<double, double>> pairs;
     std::vector<double> edges;
     while (r.next(row)) {
-      if (!row.values.empty()) pairs.emplace_back(row.time, row.values[0]);
-      edges.push_back(row.time);
+      if (row.values.empty()) edges.push_back(row.time);  // an edge, unlabelled
+      else pairs.emplace_back(row.time, row.values[0]);   // an edge with its second
     }
     rep.read = r.summary();
     if (r.columns().size() == 1) {

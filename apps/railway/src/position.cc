@@ -131,7 +131,7 @@ TrackGeometry TrackGeometry::load(const std::string& path) {
   for (auto& b : j.at("balises")) g.balises.emplace_back(b.at("id"), b.at("chainage"));
   for (auto& gr : j.at("gradients")) g.gradients.push_back({gr.at("start").get<double>(), {gr.at("permille").get<double>(), 0}});
   for (auto& k : j.value("km_posts", nlohmann::json::array())) g.km_posts.push_back(k);
-  if (j.contains("origin")) g.origin = std::pair<double, double>{j["origin"].at("lat"), j["origin"].at("lon")};
+  if (j.contains("origin")) g.origin = PlaneOrigin{j["origin"].at("lat"), j["origin"].at("lon")};
   if (g.chainage.size() < 2) throw std::runtime_error(path + ": the polyline has fewer than 2 points");
   return g;
 }
@@ -149,9 +149,7 @@ PositionTrack estimate_position(const std::string& dir, const std::map<std::stri
   // GNSS: fixes at their GPS time.
   std::vector<std::array<double, 4>> gnss;  // t, x, y, speed
   {
-    std::optional<PlaneOrigin> origin;
-    if (geo.origin) origin = PlaneOrigin{geo.origin->first, geo.origin->second};
-    auto fixes = read_gnss_fixes(dir, origin);
+    auto fixes = read_gnss_fixes(dir, geo.origin);
     for (auto& f : fixes.fixes) gnss.push_back({f.utc, f.x, f.y, f.speed_mps});
     std::sort(gnss.begin(), gnss.end());
     if (gnss.size() < 10) throw std::runtime_error(fixes.source + ": fewer than 10 GNSS fixes");

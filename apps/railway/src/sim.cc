@@ -152,7 +152,6 @@ nlohmann::json clock_json(const ClockModel& c) {
   return {{"offset_s", c.offset_s}, {"drift_ppm", c.drift_ppm}, {"jitter_s", c.jitter_s}, {"steps", steps}};
 }
 
-
 // Where the line's local x (east) and y (north) metres start (WGS84 degrees), and the day the run
 // starts: at 00:00:00 UTC, so that reference time (UTC seconds since the first day's midnight) is
 // the simulation's time.

@@ -16,6 +16,7 @@
 
 #include "yard/railway/align.h"
 #include "yard/railway/clock_fit.h"
+#include "yard/railway/nmea.h"
 
 namespace yard::railway {
 
@@ -25,7 +26,7 @@ struct TrackGeometry {
   std::vector<std::pair<std::string, double>> balises;
   std::vector<std::pair<double, std::pair<double, double>>> gradients;  // start, (permille, unused)
   std::vector<double> km_posts;                                         // chainage of each
-  std::optional<std::pair<double, double>> origin;  // (lat, lon) of the plane's (0, 0), WGS84
+  std::optional<PlaneOrigin> origin;                // WGS84 of the plane's (0, 0)
   double gradient(double s) const;
   // The point of the polyline at chainage s (clamped to its ends).
   std::pair<double, double> point_at(double s) const;
