@@ -692,6 +692,42 @@ TEST_CASE("yard drain: restartable actors move, the rest is waited for, then the
   CHECK_THAT(sh(yard("drain " + c.ids["head"] + " --timeout 1")).out, Catch::Contains("is the head"));
 }
 
+TEST_CASE("a node paused past its heartbeat timeout comes back empty and takes work again", "[nodes][failure]") {
+  auto& c = cluster();
+  auto n3 = c.ids["n3"];
+  REQUIRE(eventually([&] { return c.all_free(); }, 20s));
+  // A task worker of this job stays in n3's pool after its task, and an actor lives there. (Run
+  // alone, this case may start before the head has seen n3.)
+  REQUIRE(eventually([&] {
+    try {
+      auto v = *yard::task(node_of_task).node_affinity(n3).remote(0).get(60s);
+      return v.substr(0, v.find(' ')) == n3;
+    } catch (const yard::Error&) {
+      return false;
+    }
+  }, 20s));
+  auto old = yard::actor<Where>().node_affinity(n3).resources({{"CPU", 1}}).remote();
+  REQUIRE(*old.call(&Where::node).remote().get(60s) == n3);
+
+  // Paused (a stalled machine, a long swap storm) longer than the heartbeat timeout: declared dead.
+  pid_t pid = c.node_pid["n3"];
+  REQUIRE(kill(pid, SIGSTOP) == 0);
+  struct Resume {
+    pid_t pid;
+    ~Resume() { kill(pid, SIGCONT); }
+  } resume{pid};
+  CHECK(eventually([&] { return c.redis->cmd({"EXISTS", yard::sched::avail_key(n3)}).integer() == 0; }, 15s));
+  kill(pid, SIGCONT);
+  // It stops what it ran (the head has given that up), and offers all of its resources again:
+  // a new actor that must run there is placed and answers.
+  CHECK(eventually([&] { return c.redis->cmd({"EXISTS", yard::sched::avail_key(n3)}).integer() == 1; }, 20s));
+  auto fresh = yard::actor<Where>().node_affinity(n3).resources({{"CPU", 1}}).remote();
+  CHECK(*fresh.call(&Where::node).remote().get(30s) == n3);
+  CHECK_THROWS_AS(old.call(&Where::node).remote().get(30s), yard::ActorDied);
+  fresh.kill();
+  CHECK(eventually([&] { return c.all_free(); }, 20s));
+}
+
 TEST_CASE("kill -9 of a node: its actors restart on other nodes; calls after that succeed", "[nodes][failure]") {
   auto& c = cluster();
   auto n3 = c.ids["n3"];

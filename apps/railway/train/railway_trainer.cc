@@ -346,7 +346,24 @@ EvalStats RailwayTrainer::evaluate() {
   torch::NoGradGuard ng;
   s.net->eval();
   EvalStats ev;
-  auto out = s.net->forward(s.val.x);
+  // In batches: the held-out track's windows at once would hold every layer's activations of all
+  // of them (gigabytes for a large run) in one process.
+  RailwayOut out;
+  {
+    std::vector<torch::Tensor> cls, amp;
+    constexpr int64_t kBatch = 512;
+    for (int64_t i = 0; i < s.val.x.size(0); i += kBatch) {
+      auto part = s.net->forward(s.val.x.narrow(0, i, std::min(kBatch, s.val.x.size(0) - i)));
+      cls.push_back(part.cls);
+      amp.push_back(part.amp);
+    }
+    if (cls.empty()) {
+      out = s.net->forward(s.val.x);
+    } else {
+      out.cls = torch::cat(cls);
+      out.amp = torch::cat(amp);
+    }
+  }
   ev.loss = (torch::nn::functional::cross_entropy(out.cls, s.val.label) + torch::mse_loss(out.amp, s.val.amp)).item<double>();
   auto pred = out.cls.argmax(1);
   ev.accuracy = pred.eq(s.val.label).to(torch::kFloat).mean().item<double>();

@@ -334,7 +334,7 @@ void NodeManager::reap() {
 }
 
 // A worker process is gone: its resources and devices come back; the head hears of a hosted
-// actor's loss, a lease waiting for it is told, the pool keeps its size.
+// actor's loss, a lease waiting for it is told, the pool keeps its size (unless the node is fenced).
 void NodeManager::worker_exited(const Worker& w, int status) {
   give_held(w);
   res_->give_gpus(w.gpus);
@@ -348,9 +348,11 @@ void NodeManager::worker_exited(const Worker& w, int status) {
     leases_->worker_failed(w.lease, give_up,
                            "workers of job " + w.job_id + " keep dying during start-up (last " + describe_exit(status) +
                                ", log: " + w.log + ")");
-  } else if (job_live && (w.state == WState::kLeased || w.state == WState::kIdle)) {
+  } else if (job_live && !res_->fenced() && (w.state == WState::kLeased || w.state == WState::kIdle)) {
+    // The pool keeps its size, except on a fenced node: it reopens once every worker is gone, and
+    // starts workers again as leases ask for them.
     try {
-      spawn_worker(w.job_id, "", 0);  // the pool keeps its size
+      spawn_worker(w.job_id, "", 0);
     } catch (const std::exception& e) {
       spdlog::error("cannot replace {}: {}", w.id, e.what());
     }
