@@ -13,6 +13,9 @@
 //   probe share N    an actor on node N makes a 100 MB object; an actor here fetches and keeps
 //                    it; the maker is killed; a second actor here still gets it (from the first,
 //                    not from the dead owner). Prints "announced 1", "shared 1", "withdrawn 1"
+//   probe parts N    an actor on node N (another host) makes objects of sizes around the transfer's
+//                    part size, with a pattern that shows a misplaced part; prints "intact K of M",
+//                    then kills that actor and prints "lost <what the get said>"
 //   probe spill N    puts N objects of 16 MB, prints "put", waits for a line on stdin, then reads
 //                    each back (and one through a task) and prints "intact K"
 #include <unistd.h>
@@ -58,6 +61,12 @@ struct Pid {
 };
 YARD_ACTOR(Pid, &Pid::pid, &Pid::stash);
 
+std::vector<uint8_t> make_pattern(int64_t bytes, int seed) {
+  std::vector<uint8_t> v(static_cast<size_t>(bytes));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = uint8_t((i * 7 + i / 4096 + size_t(seed)) % 251);
+  return v;
+}
+
 class Holder {
  public:
   Holder() = default;
@@ -77,6 +86,8 @@ class Holder {
     auto v = r.get(std::chrono::seconds(60));
     return v->size() == (100u << 20) && v->front() == fill && v->back() == fill;
   }
+  // An object whose every byte depends on its position.
+  yard::ObjectRef<std::vector<uint8_t>> pattern(int64_t bytes, int seed) { return yard::put(make_pattern(bytes, seed)); }
   int drop() {
     kept_ = {};
     return 1;
@@ -92,7 +103,7 @@ class Holder {
   yard::ObjectRef<std::vector<uint8_t>> kept_;
 };
 YARD_ACTOR(Holder, &Holder::ping, &Holder::where, &Holder::read, &Holder::nap, &Holder::sample, &Holder::make,
-           &Holder::hold, &Holder::drop);
+           &Holder::hold, &Holder::drop, &Holder::pattern);
 
 int main(int argc, char** argv) {
   yard::init(argc, argv);
@@ -157,6 +168,31 @@ int main(int argc, char** argv) {
     std::printf("shared %d\n", shared);
     a.call(&Holder::drop).remote().get(wait);
     std::printf("withdrawn %d\n", int(!std::filesystem::exists(mark)));
+    return 0;
+  }
+  if (mode == "parts" && argc > 2) {
+    auto wait = std::chrono::seconds(120);
+    auto far = yard::actor<Holder>().node_affinity(argv[2]).remote();
+    const int64_t part = 4 << 20;
+    std::vector<int64_t> sizes{1, (100 << 10) - 1, part - 1, part, part + 1, 3 * part + 7, 7 * part + 4093, 40 << 20};
+    int intact = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      auto ref = *far.call(&Holder::pattern).remote(sizes[i], int(i)).get(wait);
+      intact += *ref.get(wait) == make_pattern(sizes[i], int(i));
+    }
+    std::printf("intact %d of %zu\n", intact, sizes.size());
+    auto orphan = *far.call(&Holder::pattern).remote(int64_t(20) << 20, 1).get(wait);
+    far.kill();
+    try {
+      for (;;) far.call(&Holder::ping).remote().get(wait);
+    } catch (const yard::ActorDied&) {
+    }
+    try {
+      orphan.get(wait);
+      std::printf("lost nothing: the object of a dead owner was read\n");
+    } catch (const yard::OwnerDied& e) {
+      std::printf("lost %s (id %s)\n", e.what(), orphan.id().c_str());
+    }
     return 0;
   }
   if (mode == "spill" && argc > 2) {

@@ -588,6 +588,42 @@ TEST_CASE("nodes join a head; a silent node is declared dead and announced", "[c
 }
 
 
+TEST_CASE("objects from another host come in parts, intact at every size; a dead owner's object fails clearly",
+          "[cli][objects]") {
+  Cluster c;
+  std::vector<int> pids;
+  struct Reaper {
+    std::vector<int>& pids;
+    ~Reaper() {
+      for (int p : pids) kill(p, SIGKILL);
+    }
+  } reaper{pids};
+  // YARD_HOST_ID: the node counts as another machine (nothing goes through shared memory).
+  setenv("YARD_HOST_ID", "another-host", 1);
+  auto [addr, pid] = join_node(c, "--num-cpus 1");
+  unsetenv("YARD_HOST_ID");
+  pids.push_back(pid);
+  std::string node, at = addr;
+  REQUIRE(eventually([&] {
+    auto status = json::parse(sh(c.yard("status --json --address " + c.addr)).out);
+    for (auto& n : status["nodes"])
+      if (n["address"].get<std::string>() == at && n["alive"].get<bool>()) node = n["node_id"].get<std::string>();
+    return !node.empty();
+  }, 10s));
+  setenv("YARD_ADDRESS", c.addr.c_str(), 1);
+  auto r = sh(probe_bin() + " parts " + node);
+  unsetenv("YARD_ADDRESS");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("intact 8 of 8"));
+  // The get names the object and its owner.
+  CHECK_THAT(r.out, Catch::Matches("(.|\n)*lost the owner of object (\\S+) \\(127\\.0\\.0\\.1:\\d+\\) is gone(.|\n)*"));
+  auto lost = r.out.substr(r.out.find("lost "));
+  auto id = lost.substr(lost.find("(id ") + 4);
+  id = id.substr(0, id.find(')'));
+  CHECK_THAT(lost, Catch::Contains("object " + id + " ("));
+}
+
 TEST_CASE("yard stop stops the nodes that joined the cluster and says which", "[cli][nodes]") {
   Cluster c;
   std::vector<int> pids;

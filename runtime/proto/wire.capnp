@@ -9,7 +9,7 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("yard::wire");
 
-const protocolVersion :UInt16 = 2;
+const protocolVersion :UInt16 = 3;
 
 enum ErrorCode {
   ok @0;
@@ -62,6 +62,21 @@ struct RegisterJob {
   pid @3 :Int32;           # driver pid: the job ends when it exits
   submissionId @4 :Text;   # set when started by `yard submit`
   binaryDigest @5 :Text;   # sha256 of the binary, uploaded to the head (hasBlob/putBlob) first
+}
+
+# Part of an object, for a borrower on another host: a large object crosses hosts in parts,
+# several in flight, so that calls on the same connection are not held up behind it and the
+# receiver writes each part into place as it arrives.
+struct ObjectPartRequest {
+  id @0 :Text;
+  offset @1 :UInt64;
+  length @2 :UInt64;      # the server sends at most this many bytes (and at most its own part size)
+}
+
+struct ObjectPart {
+  total @0 :UInt64;       # the whole value's size
+  offset @1 :UInt64;
+  data @2 :Value;         # the bytes from offset on
 }
 
 # Content-addressed files (job binaries) kept by the head and fetched by nodes.
@@ -325,7 +340,7 @@ struct Envelope {
     finishJob @28 :Text;
     shutdown @29 :Void;
     instantiateActor @30 :CreateActor;
-    getObject @31 :Text;       # to an object's owner: answered with taskReply once it is ready
+    getObject @31 :Text;       # (protocol 2: objects are asked for with getObjectPart since)
     releaseObject @32 :Text;   # a borrower dropped its last reference
     getControlStore @33 :Void;
     controlStore @34 :ControlStore;
@@ -348,6 +363,10 @@ struct Envelope {
     jobCurves @52 :Text;       # to the head: a job's gauge points, answered with statusReply (JSON)
     restartJob @53 :Text;      # node -> head: a submitted job's program died and runs again: the
                                # last attempt's actors and placement groups go (answered ok)
+    getObjectPart @54 :ObjectPartRequest;  # to an object's owner (or a host's copy): answered
+                               # with objectPart, or with taskReply (the whole value) when the
+                               # asker is on the same host
+    objectPart @55 :ObjectPart;
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
 }

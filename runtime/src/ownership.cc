@@ -1,6 +1,7 @@
 #include "ownership.h"
 
 #include "local_copies.h"
+#include "object_fetch.h"
 #include "metrics_registry.h"
 #include "task_events.h"
 #include "shm_store.h"
@@ -117,26 +118,25 @@ void Ownership::ensure_fetched(const std::string& id) {
 }
 
 void Ownership::fetch(const std::string& id, const std::string& owner, const std::string& from) {
-  uint64_t rid = io_->next_request_id();
-  OutMessage m(token_, rid, false);
-  m.env().getBody().setGetObject(id);
   int64_t t0 = TaskEvents::now_us();
-  io_->request(from, rid, m.finish(),
-               [this, id, owner, from, t0](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
-                 bool failed = err || r->env().getBody().isError();
-                 if (failed && from != owner) {  // the local copy went: the owner has it
-                   fetch(id, owner, owner);
-                   return;
-                 }
-                 if (err) {
-                   fail_object(store_, id, wire::ErrorCode::OWNER_DIED,
-                               "the owner of object " + id + " (" + owner + ") is gone: " + err->message);
-                   return;
-                 }
-                 fetched(id, owner, from, *r);
-                 record_transfer(id, from, t0, !r->env().getBody().isError());
-               },
-               std::chrono::milliseconds::max());
+  fetch_object(*io_, token_, id, from, [this, id, owner, from, t0](FetchResult r) {
+    if ((r.lost || r.error) && from != owner) {  // the local copy went: the owner has it
+      fetch(id, owner, owner);
+      return;
+    }
+    if (r.lost) {
+      fail_object(store_, id, wire::ErrorCode::OWNER_DIED,
+                  "the owner of object " + id + " (" + owner + ") is gone: " + r.lost->message);
+      return;
+    }
+    if (r.error) {
+      store_.set_error(id, std::move(*r.error));
+      record_transfer(id, from, t0, false);
+      return;
+    }
+    fetched(id, owner, from, r);
+    record_transfer(id, from, t0, true);
+  });
 }
 
 // The fetch on the process's timeline: the object, where from, how long, how many bytes.
@@ -148,11 +148,10 @@ void Ownership::record_transfer(const std::string& id, const std::string& from, 
 }
 
 // A large value that came from another host is offered to the other processes of this one.
-void Ownership::fetched(const std::string& id, const std::string& owner, const std::string& from, const InMessage& r) {
-  complete_from_reply(store_, id, r);
-  if (from != owner || r.same_host()) return;
-  auto snap = store_.peek(id);
-  if (!snap.present || snap.error || !snap.value || snap.value->size() < kShmMinBytes) return;
+void Ownership::fetched(const std::string& id, const std::string& owner, const std::string& from, const FetchResult& r) {
+  size_t size = r.value->size();
+  store_.set_value(id, r.value);
+  if (from != owner || r.same_host || size < kShmMinBytes) return;
   std::lock_guard<std::mutex> l(mu_);
   auto it = borrowed_.find(id);
   if (it != borrowed_.end() && !it->second.announced && local_copies::announce(id, io_->address()))
@@ -172,20 +171,23 @@ bool Ownership::serve(IoLoop::Incoming& in) {
     io_->reply(in.routing_id, m.finish());
     return true;
   }
-  if (!body.isGetObject()) return false;
-  std::string id = body.getGetObject();
+  if (!body.isGetObjectPart()) return false;
+  auto req = body.getGetObjectPart();
+  std::string id = req.getId();
   std::string routing = in.routing_id;
-  uint64_t req = in.msg->env().getRequestId();
+  uint64_t rid = in.msg->env().getRequestId();
   if (!store_.contains(id)) {
-    OutMessage m(token_, req, true);
+    OutMessage m(token_, rid, true);
     set_error(m.env(), wire::ErrorCode::NOT_FOUND, "object " + id + " was freed by its owner " + io_->address());
     io_->reply(routing, m.finish());
     return true;
   }
   bool same_host = in.msg->same_host();
-  store_.on_ready(id, [this, id, routing, req, same_host] {
+  // The request stays readable until the object is ready (its message is kept with it).
+  auto msg = std::shared_ptr<InMessage>(std::move(in.msg));
+  store_.on_ready(id, [this, id, routing, rid, same_host, msg] {
     auto snap = store_.peek(id);
-    OutMessage m(token_, req, true);
+    OutMessage m(token_, rid, true);
     if (same_host) m.allow_shared_memory();
     if (!snap.present) {
       set_error(m.env(), wire::ErrorCode::NOT_FOUND, "object " + id + " was freed by its owner");
@@ -193,7 +195,7 @@ bool Ownership::serve(IoLoop::Incoming& in) {
       set_error(m.env(), static_cast<wire::ErrorCode>(snap.error->code), snap.error->message, snap.error->type,
                 snap.error->location);
     } else {
-      m.set_value(m.env().getBody().initTaskReply().initResult(), snap.value);
+      answer_object_part(m, msg->env().getBody().getGetObjectPart(), snap.value);
     }
     io_->reply(routing, m.finish());
   });

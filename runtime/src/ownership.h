@@ -2,8 +2,8 @@
 //
 // The process that creates an object owns it. A ref that leaves the process (inside a value) is
 // exported: the owner pins the object until the borrower says it dropped the ref. A borrower
-// fetches the value from the owner on first use; if the owner is gone the get fails with a
-// message naming the owner, never a hang. A large object from another host is fetched once per
+// fetches the value from the owner on first use (in parts from another host: object_fetch.h); if
+// the owner is gone the get fails with a message naming the object and the owner, never a hang. A large object from another host is fetched once per
 // host: the first process to fetch it serves the others there (local_copies.h).
 //
 // Thread-safety: every method may be called from any thread; requests go out through the I/O
@@ -18,6 +18,7 @@
 
 #include "io_loop.h"
 #include "memory_store.h"
+#include "object_fetch.h"
 #include "yard/yard.h"
 
 namespace yard::detail {
@@ -45,7 +46,7 @@ class Ownership {
   void release(const std::string& id, const std::string& owner);
   // A borrowed object's value is fetched from its owner, once.
   void ensure_fetched(const std::string& id);
-  // Answers a borrower's GetObject or ReleaseObject; false when `in` is neither.
+  // Answers a borrower's getObjectPart or releaseObject; false when `in` is neither.
   bool serve(IoLoop::Incoming& in);
 
  private:
@@ -61,7 +62,7 @@ class Ownership {
   };
   // Asks `from` (a process of this host that holds it, or the owner) for the object.
   void fetch(const std::string& id, const std::string& owner, const std::string& from);
-  void fetched(const std::string& id, const std::string& owner, const std::string& from, const InMessage& r);
+  void fetched(const std::string& id, const std::string& owner, const std::string& from, const FetchResult& r);
   void record_transfer(const std::string& id, const std::string& from, int64_t t0, bool ok);
   std::mutex mu_;
   // Objects that left this process, kept for their borrowers (id -> holder, count of exports).

@@ -1,0 +1,42 @@
+// Fetching an object's value from the process that holds it (its owner, or the copy of this host).
+//
+// The asker sends getObjectPart for the first part. A holder on the same host answers with the
+// whole value at once (through shared memory); one on another host answers with a part and the
+// value's size. A value larger than one part then comes in parts of kObjectPartBytes, up to
+// kPartsInFlight requests outstanding, each written into place in a buffer of the whole size
+// (in this process's shared-memory pool when large, so that the host's other processes read it
+// from there). Calls to the same peer are never queued behind more than the parts in flight.
+//
+// The holder's side is answer_object_part: the part of a value a request asks for.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "io_loop.h"
+#include "memory_store.h"
+
+namespace yard::detail {
+
+inline constexpr uint64_t kObjectPartBytes = 4u << 20;
+inline constexpr int kPartsInFlight = 6;
+
+struct FetchResult {
+  Bytes value;                      // the whole value, when it arrived
+  std::optional<ErrorInfo> error;   // what the holder answered instead (freed, failed)
+  std::optional<LocalError> lost;   // the holder could not be reached, or went away mid-way
+  bool same_host = false;           // the holder is on this host
+  uint64_t parts = 0;               // replies it took
+};
+
+// Asks `from` for object `id`; `done` runs once, on the I/O loop's thread.
+void fetch_object(IoLoop& io, const std::string& token, const std::string& id, const std::string& from,
+                  std::function<void(FetchResult)> done);
+
+// The reply to a getObjectPart request, given the value (the caller answers for a missing or
+// failed object itself). Sets the reply's body.
+void answer_object_part(OutMessage& m, wire::ObjectPartRequest::Reader req, const Bytes& value);
+
+}  // namespace yard::detail
