@@ -61,6 +61,31 @@ HEAD_NODE=$(node_field "$H" node_id)
 echo "node $NODE joined from $N; head node $HEAD_NODE at $H"
 
 
+# Links between the hosts are encrypted: a capture of the link while a value crosses it, both
+# ways, shows neither the value nor the token (the control store's own port is left out: its
+# traffic is not encrypted yet).
+REDIS_PORT=$(status | python3 -c 'import json,sys; print(json.load(sys.stdin)["cluster"]["redis"].split(":")[1])')
+MARK=yard-marker-$$-$RANDOM
+tcpdump -i "$VH" --immediate-mode -U -w "$YARD_HOME/link.pcap" "tcp and not port $REDIS_PORT" 2> /dev/null &
+DUMP_PID=$!
+wait_for 10 test -s "$YARD_HOME/link.pcap" || fail "tcpdump did not start"
+echoed=$(YARD_ADDRESS="$H:$PORT" YARD_TOKEN="$TOKEN" "$PROBE" echo "$NODE" "$MARK") || fail "the echo across the link failed"
+[ "$echoed" = "$MARK$MARK" ] || fail "the echo across the link returned '$echoed'"
+kill -INT $DUMP_PID; wait $DUMP_PID 2> /dev/null || true
+bytes=$(stat -c %s "$YARD_HOME/link.pcap")
+[ "$bytes" -gt 2000 ] || fail "the capture of the link holds only $bytes bytes"
+! grep -aq "$MARK" "$YARD_HOME/link.pcap" || fail "the value crossed the link in clear"
+! grep -aqF "$TOKEN" "$YARD_HOME/link.pcap" || fail "the cluster token crossed the link in clear"
+echo "a value crossed the link both ways; a capture of it ($bytes bytes) holds neither the value nor the token"
+# Without the cluster's keys: nothing comes back, and a node with a wrong token is refused.
+raw=$(ip netns exec "$NS" "$PROBE" raw "$H:$PORT")
+[ "$raw" = silence ] || fail "a client without keys got '$raw'"
+wrong=$(ip netns exec "$NS" env YARD_HOST_ID=netns-node "$YARD" start --address "$H:$PORT" --token wrong-token \
+  --host "$N" --num-cpus 1 2>&1) && fail "a node with a wrong token joined: $wrong"
+grep -q "cluster token" <<< "$wrong" || fail "a node with a wrong token was refused without saying why: $wrong"
+grep -q "refused a connection" "$YARD_HOME"/session-*/logs/head.log || fail "the head did not log the refused peers"
+echo "a client without keys got silence; a node with a wrong token was refused: $(tail -1 <<< "$wrong")"
+
 coproc P { YARD_ADDRESS="$H:$PORT" YARD_TOKEN="$TOKEN" "$PROBE" remote "$NODE"; }
 PROBE_PID=$P_PID
 read -r -t 60 first <&"${P[0]}" || fail "the driver did not start its actor"

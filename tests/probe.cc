@@ -16,6 +16,9 @@
 //   probe parts N    an actor on node N (another host) makes objects of sizes around the transfer's
 //                    part size, with a pattern that shows a misplaced part; prints "intact K of M",
 //                    then kills that actor and prints "lost <what the get said>"
+//   probe echo N S   an actor on node N returns S twice over; prints what came back
+//   probe raw ADDR   a plain ZeroMQ client (no keys, no token) sends a request to ADDR and prints
+//                    "reply" if anything comes back within 3 s, else "silence"
 //   probe spill N    puts N objects of 16 MB, prints "put", waits for a line on stdin, then reads
 //                    each back (and one through a task) and prints "intact K"
 #include <unistd.h>
@@ -26,6 +29,8 @@
 #include <iostream>
 #include <string>
 #include <thread>
+
+#include <zmq.h>
 
 #include "yard/yard.h"
 
@@ -86,6 +91,7 @@ class Holder {
     auto v = r.get(std::chrono::seconds(60));
     return v->size() == (100u << 20) && v->front() == fill && v->back() == fill;
   }
+  std::string echo(std::string s) { return s + s; }
   // An object whose every byte depends on its position.
   yard::ObjectRef<std::vector<uint8_t>> pattern(int64_t bytes, int seed) { return yard::put(make_pattern(bytes, seed)); }
   int drop() {
@@ -103,9 +109,23 @@ class Holder {
   yard::ObjectRef<std::vector<uint8_t>> kept_;
 };
 YARD_ACTOR(Holder, &Holder::ping, &Holder::where, &Holder::read, &Holder::nap, &Holder::sample, &Holder::make,
-           &Holder::hold, &Holder::drop, &Holder::pattern);
+           &Holder::hold, &Holder::drop, &Holder::pattern, &Holder::echo);
 
 int main(int argc, char** argv) {
+  if (argc > 2 && std::string(argv[1]) == "raw") {  // before init: this one is not a cluster client
+    void* ctx = zmq_ctx_new();
+    void* s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_connect(s, (std::string("tcp://") + argv[2]).c_str());
+    std::string junk = "a request from a client without the cluster's keys";
+    zmq_send(s, junk.data(), junk.size(), ZMQ_DONTWAIT);
+    zmq_pollitem_t item{s, 0, ZMQ_POLLIN, 0};
+    std::printf("%s\n", zmq_poll(&item, 1, 3000) > 0 ? "reply" : "silence");
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return 0;
+  }
   yard::init(argc, argv);
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "embedded") {
@@ -193,6 +213,11 @@ int main(int argc, char** argv) {
     } catch (const yard::OwnerDied& e) {
       std::printf("lost %s (id %s)\n", e.what(), orphan.id().c_str());
     }
+    return 0;
+  }
+  if (mode == "echo" && argc > 3) {
+    auto h = yard::actor<Holder>().node_affinity(argv[2]).remote();
+    std::printf("%s\n", h.call(&Holder::echo).remote(std::string(argv[3])).get(std::chrono::seconds(60))->c_str());
     return 0;
   }
   if (mode == "spill" && argc > 2) {

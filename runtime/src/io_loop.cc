@@ -24,6 +24,11 @@ void deliver(IoLoop::ReplyCallback& cb, std::unique_ptr<InMessage> msg, std::opt
     spdlog::error("a reply handler failed: {}", e.getDescription().cStr());
   }
 }
+// The sender's address of a received message ("unknown" when the transport does not say).
+std::string peer_address(zmq::message_t& m) {
+  const char* a = zmq_msg_gets(m.handle(), "Peer-Address");
+  return a ? a : "unknown";
+}
 void tune(zmq::socket_t& s) {
   s.set(zmq::sockopt::linger, 0);
   s.set(zmq::sockopt::sndhwm, 0);
@@ -36,6 +41,23 @@ IoLoop::IoLoop(const std::string& host, int port, std::string token, RequestHand
   router_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::router);
   tune(*router_);
   router_->set(zmq::sockopt::router_mandatory, 0);
+  if (curve_for_host(host)) {
+    // Listening beyond loopback: CURVE, admitting only holders of the cluster's key. The ZAP
+    // handler is bound before any handshake can happen.
+    zap_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::rep);
+    zap_->set(zmq::sockopt::linger, 0);
+    zap_->bind("inproc://zeromq.zap.01");
+    router_->set(zmq::sockopt::curve_server, 1);
+    router_->set(zmq::sockopt::curve_secretkey, keys().secret_z85);
+    router_->set(zmq::sockopt::zap_domain, "yard");
+    if (zmq_socket_monitor(router_->handle(), "inproc://yard-router-monitor",
+                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+      throw zmq::error_t();
+    router_monitor_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
+    router_monitor_->set(zmq::sockopt::linger, 0);
+    router_monitor_->connect("inproc://yard-router-monitor");
+  }
   std::string ep = "tcp://" + host + ":" + (port == 0 ? std::string("*") : std::to_string(port));
   try {
     router_->bind(ep);
@@ -159,9 +181,17 @@ IoLoop::Peer& IoLoop::peer(const std::string& addr) {
   // host, a network partition) is noticed as a lost connection within the timeout.
   p.dealer->set(zmq::sockopt::heartbeat_ivl, 1000);
   p.dealer->set(zmq::sockopt::heartbeat_timeout, 4000);
+  if (curve_for_host(host_of(addr))) {
+    p.curve = true;
+    p.dealer->set(zmq::sockopt::curve_serverkey, keys().public_z85);
+    p.dealer->set(zmq::sockopt::curve_publickey, keys().public_z85);
+    p.dealer->set(zmq::sockopt::curve_secretkey, keys().secret_z85);
+  }
   std::string mon = "inproc://yard-monitor-" + std::to_string(++monitor_seq_);
   if (zmq_socket_monitor(p.dealer->handle(), mon.c_str(),
-                         ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED) != 0)
+                         ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED |
+                             ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
     throw zmq::error_t();
   p.monitor = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
   p.monitor->set(zmq::sockopt::linger, 0);
@@ -192,6 +222,11 @@ void IoLoop::run() {
       items.push_back({p.dealer->handle(), 0, ZMQ_POLLIN, 0});
       items.push_back({p.monitor->handle(), 0, ZMQ_POLLIN, 0});
     }
+    size_t zap_at = items.size();
+    if (zap_) {
+      items.push_back({zap_->handle(), 0, ZMQ_POLLIN, 0});
+      items.push_back({router_monitor_->handle(), 0, ZMQ_POLLIN, 0});
+    }
     auto now = Clock::now();
     auto wait = std::chrono::milliseconds(100);
     for (auto& t : timers_)
@@ -208,6 +243,11 @@ void IoLoop::run() {
       (void)!read(wake_fd_, &v, sizeof v);
     }
     drain_posted();
+    if (zap_ && (items[zap_at].revents & ZMQ_POLLIN))
+      answer_zap(*zap_, keys().public_z85, [this](const std::string& peer, const std::string& why) {
+        fault(peer, "refused a connection to " + address_ + ": " + why);
+      });
+    if (zap_ && (items[zap_at + 1].revents & ZMQ_POLLIN)) on_router_monitor_readable();
     if (items[1].revents & ZMQ_POLLIN) on_router_readable();
     for (size_t i = 0; i < addrs.size(); ++i) {
       auto it = peers_.find(addrs[i]);
@@ -253,13 +293,14 @@ void IoLoop::on_router_readable() {
       frames.push_back(std::move(m));
     }
     std::string routing(static_cast<const char*>(rid.data()), rid.size());
+    std::string from = frames.empty() ? std::string("unknown") : peer_address(frames[0]);
     std::unique_ptr<InMessage> msg;
+    // Answers to peers that did not show the token carry no token either.
     try {
       msg = std::make_unique<InMessage>(std::move(frames));
     } catch (const DecodeError& e) {
-      malformed_.fetch_add(1);
-      spdlog::warn("dropped a malformed message from a peer on {}: {}", address_, e.what());
-      OutMessage out(token_, 0, true);
+      fault(from, std::string("dropped a malformed message on ") + address_ + ": " + e.what());
+      OutMessage out("", 0, true);
       set_error(out.env(), wire::ErrorCode::BAD_REQUEST, e.what());
       router_->send(zmq::buffer(routing), zmq::send_flags::sndmore);
       auto f = out.finish();
@@ -267,8 +308,9 @@ void IoLoop::on_router_readable() {
       continue;
     }
     if (msg->env().getToken() != token_) {
-      malformed_.fetch_add(1);
-      OutMessage out(token_, msg->env().getRequestId(), true);
+      fault(from, "refused a request on " + address_ + " with a " +
+                                   (msg->env().getToken().size() == 0 ? "missing" : "wrong") + " cluster token");
+      OutMessage out("", msg->env().getRequestId(), true);
       set_error(out.env(), wire::ErrorCode::UNAUTHENTICATED,
                 msg->env().getToken().size() == 0 ? "missing cluster token"
                                                   : "wrong cluster token");
@@ -304,9 +346,20 @@ void IoLoop::on_dealer_readable(const std::string& addr, Peer& p) {
     try {
       msg = std::make_unique<InMessage>(std::move(frames));
     } catch (const DecodeError& e) {
-      malformed_.fetch_add(1);
-      spdlog::warn("dropped a malformed reply from {}: {}", addr, e.what());
+      fault(addr, std::string("dropped a malformed reply: ") + e.what());
       continue;
+    }
+    // A reply is authenticated as a request is. One without the token is taken only as the
+    // peer's refusal of ours (it cannot deliver a value); any other is dropped.
+    if (msg->env().getToken() != token_) {
+      auto body = msg->env().getBody();
+      bool refusal = msg->env().getToken().size() == 0 && body.isError() &&
+                     (body.getError().getCode() == wire::ErrorCode::UNAUTHENTICATED ||
+                      body.getError().getCode() == wire::ErrorCode::BAD_REQUEST);
+      if (!refusal) {
+        fault(addr, "dropped a reply without the cluster token");
+        continue;
+      }
     }
     auto it = pending_.find(msg->env().getRequestId());
     if (it == pending_.end()) continue;  // late reply after a deadline
@@ -325,6 +378,15 @@ void IoLoop::on_monitor_readable(const std::string& addr, Peer& p) {
     if (ev.size() >= 2) std::memcpy(&event, ev.data(), 2);
     if (event == ZMQ_EVENT_CONNECTED) {
       p.connected = true;
+    } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+      p.handshaken = true;
+    } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+               event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || (event == ZMQ_EVENT_DISCONNECTED && p.curve && !p.handshaken)) {
+      fail_peer(addr,
+                "the encrypted link to " + addr + " was refused: its key is not this process's (is the cluster "
+                "token right?)",
+                wire::ErrorCode::UNAUTHENTICATED);
+      return;
     } else if (event == ZMQ_EVENT_DISCONNECTED) {
       fail_peer(addr, "connection to " + addr + " was lost");
       return;
@@ -333,6 +395,29 @@ void IoLoop::on_monitor_readable(const std::string& addr, Peer& p) {
       return;
     }
   }
+}
+
+void IoLoop::on_router_monitor_readable() {
+  for (;;) {
+    zmq::message_t ev, ep;
+    if (!router_monitor_->recv(ev, zmq::recv_flags::dontwait)) return;
+    if (ev.more()) (void)router_monitor_->recv(ep, zmq::recv_flags::none);
+    // A client with another key fails before the ZAP handler hears of it, and the event names
+    // only the listening end: the peer's address is unknown here.
+    fault("a peer", "refused a connection to " + address_ + ": the encrypted handshake failed (a key that is not the "
+                    "cluster's: a wrong cluster token, or a client that does not encrypt)");
+  }
+}
+
+void IoLoop::fault(const std::string& peer, const std::string& what) {
+  malformed_.fetch_add(1);
+  auto line = faults_.note(peer, what, Clock::now());
+  if (!line.empty()) spdlog::warn("{}", line);
+}
+
+const CurveKeys& IoLoop::keys() {
+  if (!keys_) keys_ = curve_keys_for(token_);
+  return *keys_;
 }
 
 void IoLoop::fail_peer(const std::string& addr, const std::string& why, wire::ErrorCode code) {

@@ -23,6 +23,7 @@
 
 #include <zmq.hpp>
 
+#include "link_security.h"
 #include "wire.h"
 
 namespace yard::detail {
@@ -79,8 +80,10 @@ class IoLoop {
   std::unique_ptr<InMessage> call(const std::string& peer, OutMessage& msg, uint64_t id,
                                   std::chrono::milliseconds timeout);
 
-  // Counters for tests and status.
+  // Counters for tests and status: malformed or unauthenticated messages, refused handshakes.
   uint64_t malformed_count() const { return malformed_.load(); }
+  // Whether this loop's listening socket encrypts (link_security.h).
+  bool secure() const { return zap_ != nullptr; }
 
  private:
   void fail(ReplyCallback& cb, LocalError e);
@@ -88,6 +91,8 @@ class IoLoop {
     std::unique_ptr<zmq::socket_t> dealer;
     std::unique_ptr<zmq::socket_t> monitor;
     bool connected = false;
+    bool curve = false;       // an encrypted link (link_security.h)
+    bool handshaken = false;  // its handshake succeeded
   };
   struct Pending {
     std::string peer;
@@ -108,6 +113,10 @@ class IoLoop {
   void on_router_readable();
   void on_dealer_readable(const std::string& addr, Peer& p);
   void on_monitor_readable(const std::string& addr, Peer& p);
+  void on_router_monitor_readable();
+  // Logs a fault of a peer at a bounded rate, and counts it.
+  void fault(const std::string& peer, const std::string& what);
+  const CurveKeys& keys();
   // Fails every request to addr: code UNAVAILABLE when it never connected (nothing was
   // delivered), WORKER_CRASHED when an established connection was lost.
   void fail_peer(const std::string& addr, const std::string& why,
@@ -125,6 +134,10 @@ class IoLoop {
   std::atomic<bool> closing_{false};
   std::atomic<uint64_t> malformed_{0};
   uint64_t monitor_seq_ = 0;
+  std::optional<CurveKeys> keys_;                 // made when the first encrypted link needs them
+  std::unique_ptr<zmq::socket_t> zap_;            // the ZAP handler of an encrypted listener
+  std::unique_ptr<zmq::socket_t> router_monitor_; // its refused handshakes
+  PeerFaults faults_;                             // loop thread only
 
   std::mutex mu_;
   std::vector<std::function<void()>> posted_;  // guarded by mu_

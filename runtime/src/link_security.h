@@ -1,0 +1,97 @@
+// Links between hosts: CurveZMQ encryption and authentication, and bounded reports of peers that
+// are refused.
+//
+// Every process of a cluster holds the cluster token; the cluster's CURVE key pair is derived
+// from it (SHA-256 of a label and the token as the secret key), so the keys reach a joining node
+// with its token and never travel themselves. A socket that listens on an address other than
+// loopback is a CURVE server with that key; a connection to such an address is a CURVE client
+// with it, and the listening side's ZAP handler admits only clients that hold the same key. A
+// peer without the token cannot complete the handshake: it can neither read nor inject. On
+// loopback the links stay plain (the token in every message still authenticates them).
+// YARD_CURVE=0 turns encryption off everywhere (for measuring its cost; not for use).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include <zmq.hpp>
+
+namespace yard::detail {
+
+struct CurveKeys {
+  std::string public_z85, secret_z85;  // 40 characters each
+};
+
+// The cluster's key pair for this token.
+CurveKeys curve_keys_for(const std::string& token);
+// 127.0.0.0/8, ::1 and "localhost".
+bool is_loopback_host(const std::string& host);
+// Whether links to or from `host` are encrypted (not loopback, and YARD_CURVE is not 0).
+bool curve_for_host(const std::string& host);
+// The host part of "host:port".
+std::string host_of(const std::string& address);
+
+// Answers the ZAP requests waiting on `zap` (a REP socket bound at inproc://zeromq.zap.01):
+// CURVE clients holding `allowed` (Z85) are admitted, every other one refused. Calls
+// `refused(address, why)` for each refusal.
+template <class F>
+void answer_zap(zmq::socket_t& zap, const std::string& allowed, F refused);
+
+// Counts refusals and malformed messages per peer, and says which to log: the first of a peer
+// at once, then at most one line per peer per interval (with how many were left out). Holds at
+// most kMaxPeers peers; the rest share one entry.
+class PeerFaults {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr size_t kMaxPeers = 1024;
+  explicit PeerFaults(std::chrono::seconds every = std::chrono::seconds(30)) : every_(every) {}
+  // The line to log for this fault now ("" when it is left out).
+  std::string note(const std::string& peer, const std::string& what, Clock::time_point now);
+  uint64_t total() const { return total_; }
+
+ private:
+  struct Entry {
+    uint64_t count = 0, left_out = 0;
+    Clock::time_point logged{};
+  };
+  std::chrono::seconds every_;
+  std::unordered_map<std::string, Entry> peers_;
+  uint64_t total_ = 0;
+};
+
+// ---- implementation of the template ------------------------------------------------------------
+
+std::optional<std::string> zap_verdict(const std::vector<zmq::message_t>& request, const std::string& allowed,
+                                       std::string* address);
+
+template <class F>
+void answer_zap(zmq::socket_t& zap, const std::string& allowed, F refused) {
+  for (;;) {
+    std::vector<zmq::message_t> req;
+    zmq::message_t m;
+    if (!zap.recv(m, zmq::recv_flags::dontwait)) return;
+    bool more = m.more();
+    req.push_back(std::move(m));
+    while (more) {
+      zmq::message_t n;
+      (void)zap.recv(n, zmq::recv_flags::none);
+      more = n.more();
+      req.push_back(std::move(n));
+    }
+    std::string address;
+    auto why = zap_verdict(req, allowed, &address);
+    std::string id = req.size() > 1 ? req[1].to_string() : std::string();
+    zap.send(zmq::buffer(std::string("1.0")), zmq::send_flags::sndmore);
+    zap.send(zmq::buffer(id), zmq::send_flags::sndmore);
+    zap.send(zmq::buffer(std::string(why ? "400" : "200")), zmq::send_flags::sndmore);
+    zap.send(zmq::buffer(why ? *why : std::string("OK")), zmq::send_flags::sndmore);
+    zap.send(zmq::buffer(std::string()), zmq::send_flags::sndmore);
+    zap.send(zmq::buffer(std::string()), zmq::send_flags::none);
+    if (why) refused(address, *why);
+  }
+}
+
+}  // namespace yard::detail

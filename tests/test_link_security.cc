@@ -1,0 +1,107 @@
+// Link security inside one process: the cluster's CURVE keys, the ZAP verdict, bounded fault
+// logs, and replies authenticated as requests are (a reply without the token never delivers a
+// value). Encrypted links between hosts are tested across network namespaces (netns_test.sh).
+#include <catch2/catch.hpp>
+
+#include <future>
+
+#include "io_loop.h"
+#include "link_security.h"
+
+using namespace yard::detail;
+namespace wire = yard::wire;
+using namespace std::chrono_literals;
+
+TEST_CASE("the cluster's CURVE keys follow from its token alone", "[security]") {
+  auto a = curve_keys_for("token-one"), b = curve_keys_for("token-one"), c = curve_keys_for("token-two");
+  CHECK(a.public_z85 == b.public_z85);
+  CHECK(a.secret_z85 == b.secret_z85);
+  CHECK(a.public_z85 != c.public_z85);
+  CHECK(a.public_z85.size() == 40);
+  CHECK(a.public_z85 != a.secret_z85);
+  CHECK(is_loopback_host("127.0.0.1"));
+  CHECK(is_loopback_host("127.3.4.5"));
+  CHECK(is_loopback_host("localhost"));
+  CHECK(!is_loopback_host("10.77.1.1"));
+  CHECK(host_of("10.77.1.1:4000") == "10.77.1.1");
+}
+
+TEST_CASE("the ZAP handler admits the cluster's key only", "[security]") {
+  auto keys = curve_keys_for("t");
+  uint8_t pub[32];
+  REQUIRE(zmq_z85_decode(pub, keys.public_z85.c_str()));
+  auto request = [&](std::string mechanism, std::string key) {
+    std::vector<zmq::message_t> r;
+    for (std::string f : {std::string("1.0"), std::string("7"), std::string("yard"), std::string("10.0.0.9"),
+                          std::string(), mechanism, key})
+      r.emplace_back(f.data(), f.size());
+    return r;
+  };
+  std::string addr;
+  CHECK(!zap_verdict(request("CURVE", std::string(reinterpret_cast<char*>(pub), 32)), keys.public_z85, &addr));
+  CHECK(addr == "10.0.0.9");
+  auto other = curve_keys_for("another token");
+  uint8_t opub[32];
+  REQUIRE(zmq_z85_decode(opub, other.public_z85.c_str()));
+  auto no = zap_verdict(request("CURVE", std::string(reinterpret_cast<char*>(opub), 32)), keys.public_z85, &addr);
+  REQUIRE(no);
+  CHECK_THAT(*no, Catch::Contains("wrong cluster token"));
+  CHECK(zap_verdict(request("NULL", ""), keys.public_z85, &addr));
+  CHECK(zap_verdict(request("CURVE", "short"), keys.public_z85, &addr));
+  CHECK(zap_verdict({}, keys.public_z85, &addr));
+}
+
+TEST_CASE("faults are logged at a bounded rate per peer, and counted", "[security]") {
+  PeerFaults f(std::chrono::seconds(30));
+  auto t0 = PeerFaults::Clock::now();
+  int lines = 0;
+  for (int i = 0; i < 25000; ++i) lines += !f.note("10.0.0.9", "junk", t0 + std::chrono::milliseconds(i)).empty();
+  CHECK(lines == 1);
+  CHECK(f.total() == 25000);
+  auto later = f.note("10.0.0.9", "junk", t0 + std::chrono::seconds(31));
+  CHECK_THAT(later, Catch::Contains("25001 so far") && Catch::Contains("24999 not logged"));
+  CHECK(!f.note("10.0.0.10", "junk", t0).empty());  // another peer has its own line
+  // Thousands of peers cost bounded memory: past the bound they share one entry.
+  for (int i = 0; i < 5000; ++i) f.note("peer-" + std::to_string(i), "junk", t0);
+  CHECK(!f.note("peer-4999", "junk", t0 + std::chrono::seconds(100)).empty());
+  CHECK_THAT(f.note("peer-4998", "junk", t0 + std::chrono::seconds(200)), Catch::Contains("from others"));
+}
+
+TEST_CASE("a reply without the cluster token delivers nothing; a refusal without it fails the request", "[security]") {
+  // A raw ROUTER stands in for a peer that answers with a guessed request id.
+  zmq::context_t ctx;
+  zmq::socket_t fake(ctx, zmq::socket_type::router);
+  fake.set(zmq::sockopt::linger, 0);
+  fake.bind("tcp://127.0.0.1:*");
+  std::string ep = fake.get(zmq::sockopt::last_endpoint);
+  std::string addr = ep.substr(6);
+  IoLoop io("127.0.0.1", 0, "the-token", [](IoLoop::Incoming) {});
+  auto send_and_answer = [&](const std::string& reply_token, wire::ErrorCode code, bool error) {
+    uint64_t id = io.next_request_id();
+    OutMessage req("the-token", id, false);
+    req.env().getBody().setPing();
+    auto got = std::make_shared<std::promise<std::string>>();
+    io.request(addr, id, req.finish(), [got](std::unique_ptr<InMessage> r, std::optional<LocalError> e) {
+      if (e) got->set_value("local: " + e->message);
+      else if (r->env().getBody().isError()) got->set_value("error: " + std::string(r->env().getBody().getError().getMessage()));
+      else got->set_value("value");
+    }, 1500ms);
+    zmq::message_t rid, body;
+    REQUIRE(fake.recv(rid));
+    REQUIRE(fake.recv(body));
+    OutMessage rep(reply_token, id, true);
+    if (error) set_error(rep.env(), code, "refused");
+    else rep.env().getBody().setOk();
+    auto frames = rep.finish();
+    fake.send(rid, zmq::send_flags::sndmore);
+    fake.send(frames[0], zmq::send_flags::none);
+    return got->get_future().get();
+  };
+  CHECK(send_and_answer("the-token", wire::ErrorCode::INTERNAL, false) == "value");
+  uint64_t before = io.malformed_count();
+  CHECK_THAT(send_and_answer("guessed", wire::ErrorCode::INTERNAL, false), Catch::StartsWith("local: no reply"));
+  CHECK_THAT(send_and_answer("", wire::ErrorCode::INTERNAL, false), Catch::StartsWith("local: no reply"));
+  CHECK_THAT(send_and_answer("", wire::ErrorCode::TASK_ERROR, true), Catch::StartsWith("local: no reply"));
+  CHECK(io.malformed_count() == before + 3);
+  CHECK(send_and_answer("", wire::ErrorCode::UNAUTHENTICATED, true) == "error: refused");
+}
