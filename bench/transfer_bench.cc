@@ -1,8 +1,14 @@
-// bench/run runtime (needs root): object_transfer_100MB_cross_node. A second node runs in its own
+// bench/run runtime (needs root): transfers between two hosts. A second node runs in its own
 // network namespace behind a veth pair (a stand-in for a second machine: it counts as another
-// host, so nothing goes through shared memory). An actor there puts a 100 MB object; this driver
-// gets it through its ObjectRef. The peer is a plain TCP stream of the same bytes over the same
-// link, from a process in that namespace to this one, measured in the same run.
+// host, so nothing goes through shared memory). Each mode runs in a process of its own (the
+// encryption setting is read once per process): links encrypted (CurveZMQ, the default between
+// hosts) and links plain (YARD_CURVE=0). Cases:
+//   object_transfer_100MB_cross_node   an actor there puts a 100 MB object; this driver gets it
+//                                      through its ObjectRef (links plain); peer: a plain TCP
+//                                      stream of the same bytes over the same link
+//   object_transfer_100MB_cross_node_curve, actor_return_100MB_curve (a 100 MB value returned
+//   by an actor there), actor_calls_sync_curve (one call at a time): encrypted, with the same
+//   case on plain links as peer.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -31,9 +37,11 @@ constexpr size_t kBytes = 100u << 20;
 class Maker {
  public:
   yard::ObjectRef<std::vector<uint8_t>> make(int fill) { return yard::put(std::vector<uint8_t>(kBytes, uint8_t(fill))); }
+  std::vector<uint8_t> value(int fill) { return std::vector<uint8_t>(kBytes, uint8_t(fill)); }
   std::string node() { return yard::node_id(); }
+  int ping() { return 1; }
 };
-YARD_ACTOR(Maker, &Maker::make, &Maker::node);
+YARD_ACTOR(Maker, &Maker::make, &Maker::value, &Maker::node, &Maker::ping);
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -117,22 +125,48 @@ struct Link {
   }
 };
 
-}  // namespace
+struct Figures {
+  double transfer = 0, ret = 0, calls = 0, tcp = 0;
+  std::string node;
+};
 
-int main(int argc, char** argv) {
-  if (const char* src = getenv("BENCH_TCP_SOURCE")) {
-    std::string s = src;
-    return tcp_source(s.substr(0, s.find(':')), std::atoi(s.c_str() + s.find(':') + 1));
+// One mode's figures, in this process: the best of 5 for the 100 MB cases, calls/s over 2 s.
+bool measure(const Link& link, const std::string& addr, const std::string& token, Figures& f) {
+  yard::InitOptions o;
+  o.address = addr;
+  o.token = token;
+  yard::init(o);
+  auto m = yard::actor<Maker>().resources({{"CPU", 2}}).remote();  // only the namespaced node has 2
+  f.node = *m.call(&Maker::node).remote().get(60s);
+  for (int i = 0; i < 5; ++i) {
+    auto ref = *m.call(&Maker::make).remote(i + 1).get(60s);  // made there, not yet here
+    auto t0 = Clock::now();
+    auto v = ref.get(60s);
+    double s = seconds_since(t0);
+    if (v->size() != kBytes || (*v)[kBytes - 1] != i + 1) return false;
+    f.transfer = std::max(f.transfer, kBytes / s / 1e9);
   }
-  if (getenv("YARD_WORKER")) yard::init(argc, argv);
-  std::string yard_bin = argc > 1 ? argv[1] : "build/scheduler/yard";
-  if (geteuid() != 0) {
-    std::fprintf(stderr, "object_transfer_100MB_cross_node: skipped (needs root for network namespaces)\n");
-    return 0;
+  for (int i = 0; i < 5; ++i) {
+    auto t0 = Clock::now();
+    auto v = m.call(&Maker::value).remote(i + 1).get(60s);  // made there and returned: includes making it
+    double s = seconds_since(t0);
+    if (v->size() != kBytes || (*v)[kBytes - 1] != i + 1) return false;
+    f.ret = std::max(f.ret, kBytes / s / 1e9);
   }
+  int n = 0;
+  auto t0 = Clock::now();
+  while (seconds_since(t0) < 2) n += *m.call(&Maker::ping).remote().get(60s);
+  f.calls = n / seconds_since(t0);
+  yard::shutdown();
+  if (getenv("YARD_CURVE")) f.tcp = tcp_stream(link.ns, link.h);
+  return true;
+}
+
+// Sets up the two hosts and measures; prints "figures TRANSFER RETURN CALLS TCP NODE".
+int mode_main(const std::string& yard_bin) {
   Link link;
   if (!link.up()) {
-    std::fprintf(stderr, "object_transfer_100MB_cross_node: skipped (cannot make a network namespace)\n");
+    std::fprintf(stderr, "transfer_bench: skipped (cannot make a network namespace)\n");
     return 0;
   }
   fs::create_directories(link.home);
@@ -144,30 +178,61 @@ int main(int argc, char** argv) {
   std::string token;
   for (auto& e : fs::directory_iterator(link.home))
     if (e.path().filename().string().rfind("session-", 0) == 0) std::ifstream(e.path() / "token") >> token;
-  int rc = run("ip netns exec " + link.ns + " env YARD_HOST_ID=bench-second-host " + yard_bin + " start --address " +
-               addr + " --token " + token + " --host " + link.n + " --num-cpus 2 >/dev/null");
-  double value = 0, peer = 0;
-  if (rc == 0) {
-    yard::InitOptions o;
-    o.address = addr;
-    o.token = token;
-    yard::init(o);
-    auto m = yard::actor<Maker>().resources({{"CPU", 2}}).remote();  // only the namespaced node has 2
-    std::string node = *m.call(&Maker::node).remote().get(60s);
-    for (int i = 0; i < 5; ++i) {
-      auto ref = *m.call(&Maker::make).remote(i + 1).get(60s);  // made there, not yet here
-      auto t0 = Clock::now();
-      auto v = ref.get(60s);
-      double s = seconds_since(t0);
-      if (v->size() != kBytes || (*v)[kBytes - 1] != i + 1) return 1;
-      value = std::max(value, kBytes / s / 1e9);
-    }
-    yard::shutdown();
-    peer = tcp_stream(link.ns, link.h);
-    std::printf("{\"suite\":\"runtime\",\"case\":\"object_transfer_100MB_cross_node\",\"value\":%.4g,\"unit\":\"GB/s\","
-                "\"peer\":\"tcp_stream_same_link\",\"peer_value\":%.4g,\"ratio\":%.4g,\"node\":\"%s\"}\n",
-                value, peer, value / peer, node.c_str());
-  }
+  std::string env = getenv("YARD_CURVE") ? " YARD_CURVE=0" : "";
+  int rc = run("ip netns exec " + link.ns + " env YARD_HOST_ID=bench-second-host" + env + " " + yard_bin +
+               " start --address " + addr + " --token " + token + " --host " + link.n + " --num-cpus 2 >/dev/null");
+  Figures f;
+  bool ok = rc == 0 && measure(link, addr, token, f);
   run(yard_bin + " stop --address " + addr + " --token " + token + " >/dev/null 2>&1");
-  return rc == 0 && peer > 0 ? 0 : 1;
+  if (!ok) return 1;
+  std::printf("figures %.6g %.6g %.6g %.6g %s\n", f.transfer, f.ret, f.calls, f.tcp, f.node.c_str());
+  return 0;
+}
+
+bool run_mode(bool curve, Figures& f) {
+  std::string cmd = (curve ? std::string() : std::string("YARD_CURVE=0 ")) + "'" + yard::sys::self_exe() + "' --mode " +
+                    std::string(getenv("BENCH_YARD_BIN"));
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return false;
+  char node[128] = {0};
+  int got = std::fscanf(p, "figures %lf %lf %lf %lf %127s", &f.transfer, &f.ret, &f.calls, &f.tcp, node);
+  f.node = node;
+  return pclose(p) == 0 && got == 5;
+}
+
+void emit(const char* c, double v, const char* unit, const char* peer, double pv, const std::string& extra) {
+  std::printf("{\"suite\":\"runtime\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"%s\",\"peer\":\"%s\","
+              "\"peer_value\":%.4g,\"ratio\":%.4g%s}\n",
+              c, v, unit, peer, pv, v / pv, extra.c_str());
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (const char* src = getenv("BENCH_TCP_SOURCE")) {
+    std::string s = src;
+    return tcp_source(s.substr(0, s.find(':')), std::atoi(s.c_str() + s.find(':') + 1));
+  }
+  if (getenv("YARD_WORKER")) yard::init(argc, argv);
+  if (argc > 2 && std::string(argv[1]) == "--mode") return mode_main(argv[2]);
+  std::string yard_bin = argc > 1 ? argv[1] : "build/scheduler/yard";
+  if (geteuid() != 0) {
+    std::fprintf(stderr, "transfer_bench: skipped (needs root for network namespaces)\n");
+    return 0;
+  }
+  setenv("BENCH_YARD_BIN", fs::absolute(yard_bin).c_str(), 1);
+  Figures plain, curve;
+  if (!run_mode(false, plain) || !run_mode(true, curve)) {
+    std::fprintf(stderr, "transfer_bench: a mode failed\n");
+    return 1;
+  }
+  emit("object_transfer_100MB_cross_node", plain.transfer, "GB/s", "tcp_stream_same_link", plain.tcp,
+       ",\"settings\":\"links plain (YARD_CURVE=0)\",\"node\":\"" + plain.node + "\"");
+  emit("object_transfer_100MB_cross_node_curve", curve.transfer, "GB/s", "same_links_plain", plain.transfer,
+       ",\"settings\":\"links encrypted (CurveZMQ)\"");
+  emit("actor_return_100MB_curve", curve.ret, "GB/s", "same_links_plain", plain.ret,
+       ",\"settings\":\"links encrypted (CurveZMQ)\"");
+  emit("actor_calls_sync_curve", curve.calls, "calls/s", "same_links_plain", plain.calls,
+       ",\"settings\":\"links encrypted (CurveZMQ)\"");
+  return 0;
 }
