@@ -176,6 +176,36 @@ TEST_CASE("start, status and stop a head", "[cli]") {
   CHECK(doc["nodes"][0]["resources_total"]["CPU"].get<double>() == 2.0);
   CHECK(doc["nodes"][0]["alive"].get<bool>());
 
+  // Secrets stay out of sight: Redis has a password of its own (not the token), in files of mode
+  // 0600; no command line of any process holds either, and another user reads neither from any
+  // process's command line or environment.
+  std::string token = yard::detail::read_token(rec->token_file);
+  std::string password = yard::detail::read_token(rec->session_dir + "/redis/password");
+  CHECK(password.size() >= 32);
+  CHECK(password != token);
+  for (auto f : {rec->session_dir + "/redis/password", rec->session_dir + "/redis/redis.conf"}) {
+    REQUIRE(stat(f.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+  }
+  for (auto& e : fs::directory_iterator("/proc")) {
+    std::ifstream in(e.path() / "cmdline");
+    std::string args((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    INFO(e.path() << ": " << args);
+    CHECK(args.find(token) == std::string::npos);
+    CHECK(args.find(password) == std::string::npos);
+  }
+  {
+    auto [rh, rp] = yard::detail::split_address(doc["cluster"]["redis"].get<std::string>());
+    CHECK_THROWS(yard::detail::Redis(rh, rp, token, 2s));  // the token does not open the control store
+    CHECK(yard::detail::Redis(rh, rp, password, 2s).cmd({"PING"}).str() == "PONG");
+  }
+  if (geteuid() == 0 && sh("id -u nobody").code == 0) {
+    auto other = sh("runuser -u nobody -- sh -c 'ps -eo args; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline' 2>/dev/null");
+    CHECK(other.out.size() > 100);  // it did read what another user may read
+    CHECK(other.out.find(token) == std::string::npos);
+    CHECK(other.out.find(password) == std::string::npos);
+  }
+
   // The head service, its node manager and its Redis are three processes; `yard stop` stops all.
   long node_pid = 0, redis_pid = 0;
   std::string redis_addr;
@@ -577,7 +607,7 @@ TEST_CASE("nodes join a head; a silent node is declared dead and announced", "[c
   CHECK(alive() == 2);
   auto status = json::parse(sh(c.yard("status --json")).out);
   auto [rh, rp] = yard::detail::split_address(status["cluster"]["redis"].get<std::string>());
-  yard::detail::Redis redis(rh, rp, yard::detail::read_token(rec.token_file), 2s);
+  yard::detail::Redis redis(rh, rp, yard::detail::read_token(rec.session_dir + "/redis/password"), 2s);
   auto events = redis.cmd({"LRANGE", "yard:events:log", "0", "-1"}).strings();
   REQUIRE(events.size() == 1);
   CHECK_THAT(events[0], Catch::Contains("node_dead"));

@@ -613,9 +613,9 @@ TEST_CASE("Redis restarts mid-run: every daemon reconnects and nothing is lost",
   }
   REQUIRE(pid > 0);
   // As the head started it (redis-server rewrites its own command line, so it is not read back).
-  std::vector<std::string> argv{"/usr/bin/redis-server", "--port", addr.substr(addr.rfind(':') + 1), "--bind",
-                                "127.0.0.1", "--dir", c.home + "/head/redis", "--appendonly", "yes", "--save", "",
-                                "--requirepass", c.token, "--daemonize", "no"};
+  std::vector<std::string> argv{"/usr/bin/redis-server", c.home + "/head/redis/redis.conf", "--port",
+                                addr.substr(addr.rfind(':') + 1), "--bind", "127.0.0.1", "--dir", c.home + "/head/redis",
+                                "--appendonly", "yes", "--save", "", "--daemonize", "no"};
   kill(pid, SIGTERM);  // a clean restart (an upgrade, a config change): its append-only file is complete
   REQUIRE(eventually([&] { return yard::detail::process_dead(pid); }, 10s));
   yard::detail::SpawnOptions so;

@@ -1,6 +1,7 @@
 #include "head/head_service.h"
 #include "head/timeline.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,7 +40,7 @@ std::optional<HeadService::Takeover> HeadService::find_takeover() {
   if (!(f >> addr >> rpid)) return std::nullopt;
   try {
     auto [rh, rp] = split_address(addr);
-    Redis probe(rh, rp, read_token(rec->token_file), std::chrono::milliseconds(500));
+    Redis probe(rh, rp, read_token(rec->session_dir + "/redis/password"), std::chrono::milliseconds(500));
   } catch (const std::exception&) {
     return std::nullopt;  // its Redis is gone too: a new cluster
   }
@@ -61,7 +62,10 @@ void HeadService::open_session(bool taking_over) {
 }
 
 // The head's own redis-server: loopback (and the head's interface when it listens beyond this
-// machine), append-only, the cluster token as its password; the head reaches it by Unix socket.
+// machine), append-only, with a password of its own (not the cluster token: a leak of one does not
+// give the other). The password is in a config file of mode 0600, never on a command line where
+// any user of the machine could read it; the head reaches Redis by a Unix socket only this user
+// can open, and hands the password to the cluster's processes in its (encrypted) replies.
 void HeadService::start_redis() {
   int rport = free_port("127.0.0.1");
   SpawnOptions so;
@@ -70,7 +74,18 @@ void HeadService::start_redis() {
   so.death_signal = o_.embedded ? SIGTERM : 0;
   so.new_process_group = !o_.embedded;
   so.stdout_path = log_dir_ + "/redis.log";
-  std::vector<std::string> argv{which("redis-server"), "--port", std::to_string(rport), "--bind"};
+  std::string dir = o_.session_dir + "/redis";
+  redis_password_ = create_token(dir + "/password");
+  std::string conf = dir + "/redis.conf";
+  {
+    int fd = open(conf.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) throw Error("cannot write " + conf);
+    std::string text = "requirepass " + redis_password_ + "\n";
+    bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    close(fd);
+    if (!ok) throw Error("cannot write " + conf);
+  }
+  std::vector<std::string> argv{which("redis-server"), conf, "--port", std::to_string(rport), "--bind"};
   if (o_.host == "0.0.0.0") {
     argv.push_back("0.0.0.0");
   } else {
@@ -78,17 +93,17 @@ void HeadService::start_redis() {
     if (o_.host != "127.0.0.1" && o_.host != "localhost") argv.push_back(o_.host);
   }
   std::string sock = o_.session_dir + "/redis/redis.sock";
-  argv.insert(argv.end(), {"--dir", o_.session_dir + "/redis", "--appendonly", "yes", "--save", "",
-                           "--requirepass", token_, "--daemonize", "no", "--protected-mode", "yes"});
+  argv.insert(argv.end(), {"--dir", dir, "--appendonly", "yes", "--save", "", "--daemonize", "no",
+                           "--protected-mode", "yes"});
   if (sock.size() < 100) argv.insert(argv.end(), {"--unixsocket", sock, "--unixsocketperm", "700"});
   redis_pid_ = spawn(argv, so);
   auto deadline = Clock::now() + std::chrono::seconds(10);
   while (!redis_) {
     try {
       if (sock.size() < 100)
-        redis_ = std::make_unique<Redis>(sock, token_, std::chrono::milliseconds(500));
+        redis_ = std::make_unique<Redis>(sock, redis_password_, std::chrono::milliseconds(500));
       else
-        redis_ = std::make_unique<Redis>("127.0.0.1", rport, token_, std::chrono::milliseconds(500));
+        redis_ = std::make_unique<Redis>("127.0.0.1", rport, redis_password_, std::chrono::milliseconds(500));
     } catch (const Error& e) {
       if (Clock::now() > deadline || !pid_alive(redis_pid_))
         throw ConnectionError(std::string("redis-server did not start (see ") + log_dir_ + "/redis.log): " + e.what());
@@ -98,7 +113,6 @@ void HeadService::start_redis() {
   bool wide = o_.host != "127.0.0.1" && o_.host != "localhost" && o_.host != "0.0.0.0";
   o_.redis_address = (wide ? o_.host : std::string("127.0.0.1")) + ":" + std::to_string(rport);
   std::ofstream(o_.session_dir + "/redis.address") << o_.redis_address << " " << redis_pid_ << "\n";
-  redis_password_ = token_;
 }
 
 // The control store: the one a killed head left, a new one of this head's own, or the one named
@@ -106,9 +120,9 @@ void HeadService::start_redis() {
 void HeadService::connect_control_store(const std::optional<Takeover>& takeover) {
   if (takeover) {
     auto [rh, rp] = split_address(takeover->redis_address);
-    redis_ = std::make_unique<Redis>(rh, rp, token_, std::chrono::seconds(3));
+    redis_password_ = read_token(o_.session_dir + "/redis/password");
+    redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
     o_.redis_address = takeover->redis_address;
-    redis_password_ = token_;
     redis_pid_ = takeover->redis_pid;
     redis_owned_ = false;
     spdlog::warn("taking over the cluster of session {}: its head is gone, its Redis at {} is up", o_.session_dir,
