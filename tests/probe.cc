@@ -14,7 +14,8 @@
 //                    it; the maker is killed; a second actor here still gets it (from the first,
 //                    not from the dead owner). Prints "announced 1", "shared 1", "withdrawn 1"
 //   probe parts N    an actor on node N (another host) makes objects of sizes around the transfer's
-//                    part size, with a pattern that shows a misplaced part; prints "intact K of M",
+//                    part size, with a pattern that shows a misplaced part, and returns such values
+//                    from calls; prints "intact K of M",
 //                    then kills that actor and prints "lost <what the get said>"
 //   probe echo N S   an actor on node N returns S twice over; prints what came back
 //   probe raw ADDR   a plain ZeroMQ client (no keys, no token) sends a request to ADDR and prints
@@ -92,6 +93,7 @@ class Holder {
     return v->size() == (100u << 20) && v->front() == fill && v->back() == fill;
   }
   std::string echo(std::string s) { return s + s; }
+  std::vector<uint8_t> pattern_value(int64_t bytes, int seed) { return make_pattern(bytes, seed); }
   // An object whose every byte depends on its position.
   yard::ObjectRef<std::vector<uint8_t>> pattern(int64_t bytes, int seed) { return yard::put(make_pattern(bytes, seed)); }
   int drop() {
@@ -109,7 +111,8 @@ class Holder {
   yard::ObjectRef<std::vector<uint8_t>> kept_;
 };
 YARD_ACTOR(Holder, &Holder::ping, &Holder::where, &Holder::read, &Holder::nap, &Holder::sample, &Holder::make,
-           &Holder::hold, &Holder::drop, &Holder::pattern, &Holder::echo);
+           &Holder::hold, &Holder::drop, &Holder::pattern, &Holder::echo,
+           &Holder::pattern_value);
 
 int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[1]) == "raw") {  // before init: this one is not a cluster client
@@ -199,6 +202,11 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < sizes.size(); ++i) {
       auto ref = *far.call(&Holder::pattern).remote(sizes[i], int(i)).get(wait);
       intact += *ref.get(wait) == make_pattern(sizes[i], int(i));
+    }
+    // Large results returned straight from a call are held there and fetched in parts too.
+    for (int64_t n : {2 * part - 1, 2 * part, 2 * part + 1, int64_t(40 << 20) + 3}) {
+      sizes.push_back(n);
+      intact += *far.call(&Holder::pattern_value).remote(n, int(n % 7)).get(wait) == make_pattern(n, int(n % 7));
     }
     std::printf("intact %d of %zu\n", intact, sizes.size());
     auto orphan = *far.call(&Holder::pattern).remote(int64_t(20) << 20, 1).get(wait);

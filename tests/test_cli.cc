@@ -645,7 +645,7 @@ TEST_CASE("objects from another host come in parts, intact at every size; a dead
   unsetenv("YARD_ADDRESS");
   INFO(r.out);
   REQUIRE(r.code == 0);
-  CHECK_THAT(r.out, Catch::Contains("intact 8 of 8"));
+  CHECK_THAT(r.out, Catch::Contains("intact 12 of 12"));
   // The get names the object and its owner.
   CHECK_THAT(r.out, Catch::Matches("(.|\n)*lost the owner of object (\\S+) \\(127\\.0\\.0\\.1:\\d+\\) is gone(.|\n)*"));
   auto lost = r.out.substr(r.out.find("lost "));

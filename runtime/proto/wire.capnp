@@ -47,7 +47,16 @@ struct Value {
     inline @0 :Data;   # codec bytes
     frame @1 :UInt32;  # index of an out-of-band frame (1-based) holding the codec bytes
     shm @2 :ShmRef;    # the codec bytes in shared memory, for a receiver on the same host
+    held @3 :HeldValue;  # a large result for a receiver on another host: fetched in parts
   }
+}
+
+# A task's large result, kept by the process that computed it until the caller has fetched it
+# (getObjectPart) and released it (releaseObject).
+struct HeldValue {
+  holder @0 :Text;   # host:port of the process that keeps it
+  id @1 :Text;       # the id it keeps it under
+  size @2 :UInt64;
 }
 
 struct Resource {

@@ -216,7 +216,7 @@ void ActorSubmitter::send_call(const ActorPtr& a, const std::shared_ptr<TaskSpec
                    return;
                  }
                  if (r->same_host()) a->same_host_address = address;
-                 complete_from_reply(store_, spec->id, *r);
+                 args_.ownership().complete(spec->id, *r);
                },
                std::chrono::milliseconds::max());
 }

@@ -30,6 +30,8 @@ class ArgumentResolver {
  public:
   ArgumentResolver(MemoryStore& store, const std::unique_ptr<IoLoop>& io, Ownership& ownership)
       : store_(store), io_(io), ownership_(ownership) {}
+  // Where the submitters complete results (a large one from another host is fetched first).
+  Ownership& ownership() { return ownership_; }
 
   // Runs on_loop on the I/O thread once every ObjectRef argument of the spec is ready (at once
   // when there are none); spec->resolved is true by then.

@@ -22,6 +22,8 @@ namespace yard::detail {
 
 inline constexpr uint64_t kObjectPartBytes = 4u << 20;
 inline constexpr int kPartsInFlight = 6;
+// A task's result this large, for a caller on another host, is held by its worker and fetched.
+inline constexpr uint64_t kHoldResultBytes = 2 * kObjectPartBytes;
 
 struct FetchResult {
   Bytes value;                      // the whole value, when it arrived

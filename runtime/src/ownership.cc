@@ -158,6 +158,42 @@ void Ownership::fetched(const std::string& id, const std::string& owner, const s
     it->second.announced = true;
 }
 
+void Ownership::complete(const std::string& id, const InMessage& r) {
+  auto body = r.env().getBody();
+  if (!body.isTaskReply() || !body.getTaskReply().getResult().isHeld()) return complete_from_reply(store_, id, r);
+  auto held = body.getTaskReply().getResult().getHeld();
+  std::string holder = held.getHolder(), kept = held.getId();
+  uint64_t size = held.getSize();
+  fetch_object(*io_, token_, kept, holder, [this, id, holder, kept, size](FetchResult f) {
+    if (f.lost) {
+      fail_object(store_, id, wire::ErrorCode::WORKER_CRASHED,
+                  "the result of " + id + " (" + std::to_string(size) + " bytes, kept by its worker at " + holder +
+                      ") was lost before it arrived: " + f.lost->message);
+      return;
+    }
+    if (f.error) store_.set_error(id, std::move(*f.error));
+    else store_.set_value(id, f.value);
+    uint64_t rid = io_->next_request_id();
+    OutMessage m(token_, rid, false);
+    m.env().getBody().setReleaseObject(kept);
+    io_->request(holder, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+                 std::chrono::seconds(10));
+  });
+}
+
+void Ownership::hold(const std::string& id, const Bytes& value, wire::Value::Builder v) {
+  store_.create(id);
+  store_.set_value(id, value);
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    exported_[id] = {std::make_shared<ObjectHolder>(id), 1};
+  }
+  auto h = v.initHeld();
+  h.setHolder(io_->address());
+  h.setId(id);
+  h.setSize(value->size());
+}
+
 bool Ownership::serve(IoLoop::Incoming& in) {
   auto body = in.msg->env().getBody();
   if (body.isReleaseObject()) {

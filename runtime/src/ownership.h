@@ -46,6 +46,12 @@ class Ownership {
   void release(const std::string& id, const std::string& owner);
   // A borrowed object's value is fetched from its owner, once.
   void ensure_fetched(const std::string& id);
+  // Completes a call's result from its reply; a result held by its worker on another host
+  // (HeldValue) is fetched from there in parts first, then released there.
+  void complete(const std::string& id, const InMessage& reply);
+  // A worker's large result for a caller on another host: kept under `id` until the caller has
+  // fetched and released it. Sets `v` to refer to it.
+  void hold(const std::string& id, const Bytes& value, wire::Value::Builder v);
   // Answers a borrower's getObjectPart or releaseObject; false when `in` is neither.
   bool serve(IoLoop::Incoming& in);
 

@@ -126,7 +126,7 @@ void TaskSubmitter::on_reply(const std::shared_ptr<TaskSpec>& spec, const std::s
       sh.service_us = sh.service_us <= 0 ? us : 0.9 * sh.service_us + 0.1 * us;
       it->last_used = it->last_event = now;
     }
-    complete_from_reply(store_, spec->id, *r);
+    args_.ownership().complete(spec->id, *r);
   }
   pump();
 }
