@@ -61,12 +61,13 @@ HEAD_NODE=$(node_field "$H" node_id)
 echo "node $NODE joined from $N; head node $HEAD_NODE at $H"
 
 
-# Links between the hosts are encrypted: a capture of the link while a value crosses it, both
-# ways, shows neither the value nor the token (the control store's own port is left out: its
-# traffic is not encrypted yet).
-REDIS_PORT=$(status | python3 -c 'import json,sys; print(json.load(sys.stdin)["cluster"]["redis"].split(":")[1])')
+# Links between the hosts are encrypted (CurveZMQ between processes, TLS to the control store):
+# a capture of the link while a value crosses it, both ways, shows neither the value, nor the
+# token, nor the control store's password.
+PASSWORD=$(cat "$YARD_HOME"/session-*/redis/password)
+[ -n "$PASSWORD" ] && [ "$PASSWORD" != "$TOKEN" ] || fail "the control store's password is missing or is the token"
 MARK=yard-marker-$$-$RANDOM
-tcpdump -i "$VH" --immediate-mode -U -w "$YARD_HOME/link.pcap" "tcp and not port $REDIS_PORT" 2> /dev/null &
+tcpdump -i "$VH" --immediate-mode -U -w "$YARD_HOME/link.pcap" tcp 2> /dev/null &
 DUMP_PID=$!
 wait_for 10 test -s "$YARD_HOME/link.pcap" || fail "tcpdump did not start"
 echoed=$(YARD_ADDRESS="$H:$PORT" YARD_TOKEN="$TOKEN" "$PROBE" echo "$NODE" "$MARK") || fail "the echo across the link failed"
@@ -76,7 +77,10 @@ bytes=$(stat -c %s "$YARD_HOME/link.pcap")
 [ "$bytes" -gt 2000 ] || fail "the capture of the link holds only $bytes bytes"
 ! grep -aq "$MARK" "$YARD_HOME/link.pcap" || fail "the value crossed the link in clear"
 ! grep -aqF "$TOKEN" "$YARD_HOME/link.pcap" || fail "the cluster token crossed the link in clear"
-echo "a value crossed the link both ways; a capture of it ($bytes bytes) holds neither the value nor the token"
+! grep -aqF "$PASSWORD" "$YARD_HOME/link.pcap" || fail "the control store's password crossed the link in clear"
+# (The node's heartbeats to the control store crossed it meanwhile: in clear they name yard:node:…)
+! grep -aq "yard:node:" "$YARD_HOME/link.pcap" || fail "the control store's traffic crossed the link in clear"
+echo "a value crossed the link both ways; a capture of it ($bytes bytes) holds neither the value, the token nor the password"
 # Without the cluster's keys: nothing comes back, and a node with a wrong token is refused.
 raw=$(ip netns exec "$NS" "$PROBE" raw "$H:$PORT")
 [ "$raw" = silence ] || fail "a client without keys got '$raw'"

@@ -271,6 +271,7 @@ struct JobLogsReply {
 struct ControlStore {
   address @0 :Text;    # host:port of the cluster's Redis
   password @1 :Text;
+  tlsCert @2 :Text;    # PEM: the Redis speaks TLS with this certificate ("" : plain, loopback)
 }
 
 # A process's metrics (yard/metrics.h and the runtime's own), sent to its node manager, which adds

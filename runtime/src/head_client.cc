@@ -1,5 +1,7 @@
 #include "head_client.h"
 
+#include "yard/redis.h"
+
 #include <unistd.h>
 
 #include <fstream>
@@ -143,7 +145,9 @@ std::pair<std::string, std::string> HeadClient::control_store() {
   auto r = io_->call(head_, m, rid, kControlTimeout);
   auto body = r->env().getBody();
   if (!body.isControlStore()) throw Error("the head did not say where its control store is");
-  return {body.getControlStore().getAddress(), body.getControlStore().getPassword()};
+  auto cs = body.getControlStore();
+  if (cs.getTlsCert().size() > 0) sys::trust_redis_tls(cs.getAddress(), cs.getTlsCert());
+  return {cs.getAddress(), cs.getPassword()};
 }
 
 }  // namespace yard::detail

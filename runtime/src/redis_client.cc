@@ -4,10 +4,13 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include <hiredis/hiredis.h>
 
+#include "redis_conn.h"
 #include "yard/errors.h"
 #include "yard/process.h"
 
@@ -53,33 +56,47 @@ std::vector<std::string> RedisReply::nested_strings(size_t i) const {
 }
 
 namespace {
-timeval to_timeval(std::chrono::milliseconds t) {
-  return timeval{static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>((t.count() % 1000) * 1000)};
+std::mutex tls_mu;
+std::map<std::string, std::string>& tls_certs() {  // guarded by tls_mu
+  static std::map<std::string, std::string> m;
+  return m;
+}
+std::string tls_cert_for(const std::string& address) {
+  std::lock_guard<std::mutex> l(tls_mu);
+  auto it = tls_certs().find(address);
+  return it == tls_certs().end() ? std::string() : it->second;
 }
 }  // namespace
+
+void trust_redis_tls(const std::string& address, const std::string& cert_pem) {
+  std::lock_guard<std::mutex> l(tls_mu);
+  tls_certs()[address] = cert_pem;
+}
 
 Redis::Redis(const std::string& host, int port, const std::string& password,
              std::chrono::milliseconds timeout)
     : address_(host + ":" + std::to_string(port)) {
-  c_ = redisConnectWithTimeout(host.c_str(), port, to_timeval(timeout));
-  finish_connect(password, timeout);
+  try {
+    std::string cert = tls_cert_for(address_);
+    c_ = cert.empty() ? plain_conn(host, port, timeout) : tls_conn(host, port, cert, timeout);
+  } catch (const ConnectionError& e) {
+    throw ConnectionError("cannot reach Redis at " + address_ + ": " + e.what());
+  }
+  finish_connect(password);
 }
 
 Redis::Redis(const std::string& unix_path, const std::string& password, std::chrono::milliseconds timeout)
     : address_("unix:" + unix_path) {
-  c_ = redisConnectUnixWithTimeout(unix_path.c_str(), to_timeval(timeout));
-  finish_connect(password, timeout);
+  try {
+    c_ = plain_conn(unix_path, -1, timeout);
+  } catch (const ConnectionError& e) {
+    throw ConnectionError("cannot reach Redis at " + address_ + ": " + e.what());
+  }
+  finish_connect(password);
 }
 
-// Checks the new connection, sets the command timeout, authenticates and pings.
-void Redis::finish_connect(const std::string& password, std::chrono::milliseconds timeout) {
-  if (!c_ || c_->err) {
-    std::string why = c_ ? c_->errstr : "out of memory";
-    if (c_) redisFree(c_);
-    c_ = nullptr;
-    throw ConnectionError("cannot reach Redis at " + address_ + ": " + why);
-  }
-  redisSetTimeout(c_, to_timeval(timeout));
+// Authenticates and pings.
+void Redis::finish_connect(const std::string& password) {
   password_ = password;
   if (!password.empty()) cmd({"AUTH", password});
   cmd({"PING"});
@@ -88,14 +105,11 @@ void Redis::finish_connect(const std::string& password, std::chrono::millisecond
 // A connection that broke (Redis restarted, a network blip) is re-established before the next
 // command, never by re-sending a command that may have run.
 void Redis::ensure_connected() {
-  if (!c_->err) return;
-  if (redisReconnect(c_) != REDIS_OK)
-    throw ConnectionError("Redis at " + address_ + " is unreachable: " + (c_->errstr[0] ? c_->errstr : "reconnect failed"));
+  if (!c_->broken()) return;
+  if (!c_->reconnect()) throw ConnectionError("Redis at " + address_ + " is unreachable: " + c_->error());
   ++reconnects_;
   if (!password_.empty()) {
-    const char* argv[] = {"AUTH", password_.c_str()};
-    size_t lens[] = {4, password_.size()};
-    auto* r = static_cast<redisReply*>(redisCommandArgv(c_, 2, argv, lens));
+    auto* r = c_->command({"AUTH", password_});
     if (!r) throw ConnectionError("Redis at " + address_ + ": connection lost during AUTH");
     bool bad = r->type == REDIS_REPLY_ERROR;
     freeReplyObject(r);
@@ -103,21 +117,12 @@ void Redis::ensure_connected() {
   }
 }
 
-Redis::~Redis() {
-  if (c_) redisFree(c_);
-}
+Redis::~Redis() = default;
 
 RedisReply Redis::cmd(const std::vector<std::string>& args) {
   ensure_connected();
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (auto& a : args) {
-    argv.push_back(a.data());
-    lens.push_back(a.size());
-  }
-  auto* r = static_cast<redisReply*>(
-      redisCommandArgv(c_, static_cast<int>(args.size()), argv.data(), lens.data()));
-  if (!r) throw ConnectionError("Redis at " + address_ + ": " + (c_->errstr[0] ? c_->errstr : "connection lost"));
+  auto* r = c_->command(args);
+  if (!r) throw ConnectionError("Redis at " + address_ + ": " + c_->error());
   if (r->type == REDIS_REPLY_ERROR) {
     std::string e(r->str, r->len);
     freeReplyObject(r);
@@ -128,22 +133,13 @@ RedisReply Redis::cmd(const std::vector<std::string>& args) {
 
 std::vector<RedisReply> Redis::pipeline(const std::vector<std::vector<std::string>>& cmds) {
   ensure_connected();
-  for (auto& args : cmds) {
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    if (redisAppendCommandArgv(c_, static_cast<int>(args.size()), argv.data(), lens.data()) != REDIS_OK)
-      throw ConnectionError("Redis at " + address_ + ": " + c_->errstr);
-  }
+  for (auto& args : cmds)
+    if (!c_->append(args)) throw ConnectionError("Redis at " + address_ + ": " + c_->error());
   std::vector<RedisReply> out;
   for (size_t i = 0; i < cmds.size(); ++i) {
-    void* raw = nullptr;
-    if (redisGetReply(c_, &raw) != REDIS_OK || !raw)
-      throw ConnectionError("Redis at " + address_ + ": " + (c_->errstr[0] ? c_->errstr : "connection lost"));
-    out.emplace_back(static_cast<redisReply*>(raw));
+    auto* r = c_->reply();
+    if (!r) throw ConnectionError("Redis at " + address_ + ": " + c_->error());
+    out.emplace_back(r);
   }
   return out;
 }

@@ -1,5 +1,10 @@
 // A small synchronous Redis client over hiredis: the control store's only door. And a
 // redis-server of a program's own (a rendezvous store for collective groups outside a cluster).
+//
+// A Redis reached across hosts speaks TLS: once the process knows the certificate of the Redis
+// at an address (trust_redis_tls; the cluster's processes learn it with the control store's
+// address, from the head), every connection to that address is TLS 1.3, verified against that
+// certificate alone. Other addresses and Unix sockets are plain.
 #pragma once
 
 #include <chrono>
@@ -9,7 +14,6 @@
 #include <sys/types.h>
 #include <vector>
 
-struct redisContext;
 struct redisReply;
 
 namespace yard::sys {
@@ -34,6 +38,12 @@ class RedisReply {
   redisReply* r_;
 };
 
+// From now on, connections to the Redis at "host:port" use TLS and accept only this certificate
+// (PEM). Thread-safe.
+void trust_redis_tls(const std::string& address, const std::string& cert_pem);
+
+class RedisConn;
+
 class Redis {
  public:
   // Connects and authenticates. Throws ConnectionError naming the address and the reason.
@@ -57,8 +67,8 @@ class Redis {
 
  private:
   void ensure_connected();
-  void finish_connect(const std::string& password, std::chrono::milliseconds timeout);
-  redisContext* c_ = nullptr;
+  void finish_connect(const std::string& password);
+  std::unique_ptr<RedisConn> c_;
   std::string address_;
   std::string password_;
   uint64_t reconnects_ = 0;

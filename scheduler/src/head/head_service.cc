@@ -16,6 +16,8 @@
 #include <spdlog/spdlog.h>
 
 #include "yard/process.h"
+#include "link_security.h"
+#include "redis_conn.h"
 #include "session.h"
 #include "yard/errors.h"
 
@@ -40,6 +42,8 @@ std::optional<HeadService::Takeover> HeadService::find_takeover() {
   if (!(f >> addr >> rpid)) return std::nullopt;
   try {
     auto [rh, rp] = split_address(addr);
+    if (std::ifstream cert(rec->session_dir + "/redis/tls.crt"); cert)
+      sys::trust_redis_tls(addr, std::string(std::istreambuf_iterator<char>(cert), std::istreambuf_iterator<char>()));
     Redis probe(rh, rp, read_token(rec->session_dir + "/redis/password"), std::chrono::milliseconds(500));
   } catch (const std::exception&) {
     return std::nullopt;  // its Redis is gone too: a new cluster
@@ -77,15 +81,23 @@ void HeadService::start_redis() {
   std::string dir = o_.session_dir + "/redis";
   redis_password_ = create_token(dir + "/password");
   std::string conf = dir + "/redis.conf";
+  // A cluster beyond loopback reaches Redis across hosts: TLS only, with a certificate made here
+  // and handed to the cluster's processes with the password.
+  bool tls = curve_for_host(o_.host);
+  if (tls) redis_tls_cert_ = sys::make_tls_identity(dir + "/tls.key", dir + "/tls.crt");
   {
     int fd = open(conf.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) throw Error("cannot write " + conf);
     std::string text = "requirepass " + redis_password_ + "\n";
+    if (tls)
+      text += "port 0\ntls-port " + std::to_string(rport) + "\ntls-cert-file " + dir + "/tls.crt\ntls-key-file " + dir +
+              "/tls.key\ntls-ca-cert-file " + dir + "/tls.crt\ntls-auth-clients no\ntls-protocols TLSv1.3\n";
     bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
     close(fd);
     if (!ok) throw Error("cannot write " + conf);
   }
-  std::vector<std::string> argv{which("redis-server"), conf, "--port", std::to_string(rport), "--bind"};
+  std::vector<std::string> argv{which("redis-server"), conf, "--bind"};
+  if (!tls) argv.insert(argv.begin() + 2, {"--port", std::to_string(rport)});
   if (o_.host == "0.0.0.0") {
     argv.push_back("0.0.0.0");
   } else {
@@ -97,6 +109,7 @@ void HeadService::start_redis() {
                            "--protected-mode", "yes"});
   if (sock.size() < 100) argv.insert(argv.end(), {"--unixsocket", sock, "--unixsocketperm", "700"});
   redis_pid_ = spawn(argv, so);
+  if (tls) sys::trust_redis_tls("127.0.0.1:" + std::to_string(rport), redis_tls_cert_);
   auto deadline = Clock::now() + std::chrono::seconds(10);
   while (!redis_) {
     try {
@@ -112,6 +125,7 @@ void HeadService::start_redis() {
   }
   bool wide = o_.host != "127.0.0.1" && o_.host != "localhost" && o_.host != "0.0.0.0";
   o_.redis_address = (wide ? o_.host : std::string("127.0.0.1")) + ":" + std::to_string(rport);
+  if (tls) sys::trust_redis_tls(o_.redis_address, redis_tls_cert_);
   std::ofstream(o_.session_dir + "/redis.address") << o_.redis_address << " " << redis_pid_ << "\n";
 }
 
@@ -121,6 +135,10 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   if (takeover) {
     auto [rh, rp] = split_address(takeover->redis_address);
     redis_password_ = read_token(o_.session_dir + "/redis/password");
+    if (std::ifstream cert(o_.session_dir + "/redis/tls.crt"); cert) {
+      redis_tls_cert_.assign(std::istreambuf_iterator<char>(cert), std::istreambuf_iterator<char>());
+      sys::trust_redis_tls(takeover->redis_address, redis_tls_cert_);
+    }
     redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
     o_.redis_address = takeover->redis_address;
     redis_pid_ = takeover->redis_pid;
@@ -365,6 +383,7 @@ void HeadService::on_get_control_store(Incoming& in) {
   auto cs = m.env().getBody().initControlStore();
   cs.setAddress(o_.redis_address);
   cs.setPassword(redis_password_);
+  cs.setTlsCert(redis_tls_cert_);
   io_->reply(in.routing_id, m.finish());
 }
 

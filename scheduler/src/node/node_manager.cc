@@ -87,6 +87,7 @@ void NodeManager::join() {
   auto [sh, sp] = split_address(o_.redis_address);
   if ((sh == "127.0.0.1" || sh == "0.0.0.0") && jh != "127.0.0.1" && jh != "localhost")
     o_.redis_address = jh + ":" + std::to_string(sp);
+  if (std::string cert = body.getControlStore().getTlsCert(); !cert.empty()) sys::trust_redis_tls(o_.redis_address, cert);
   auto [rh, rp] = split_address(o_.redis_address);
   redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
   tables_ = std::make_unique<store::Tables>(*redis_);
