@@ -229,6 +229,8 @@ TEST_CASE("nodes offer their resources; the scheduler places by resources, SPREA
   } catch (const yard::InfeasibleError& e) {
     CHECK_THAT(e.what(), Catch::Contains("GPU: 8 wanted, the largest node has 2"));
   }
+  // A call made once the refusal is known says the same (not that the actor died).
+  CHECK_THROWS_AS(gpu.call(&Where::node).remote().get(30s), yard::InfeasibleError);
   auto nowhere = yard::actor<Where>().node_affinity("node-does-not-exist").remote();
   CHECK_THROWS_WITH(nowhere.call(&Where::node).remote().get(30s), Catch::Contains("node-does-not-exist"));
   // Soft affinity to a missing node runs anyway.

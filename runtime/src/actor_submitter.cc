@@ -77,6 +77,7 @@ void ActorSubmitter::send_creation(const std::shared_ptr<TaskSpec>& spec) {
                    a->state = ActorState::State::kDead;
                    a->death_cause = e.getMessage();
                    if (e.getCode() == wire::ErrorCode::INFEASIBLE) {
+                     a->infeasible = true;
                      auto q = std::move(a->queue);
                      a->queue.clear();
                      for (auto& s : q) fail_from_reply(store_, s->id, e);
@@ -174,8 +175,12 @@ Holder ActorSubmitter::call(const ActorPtr& a, const std::string& method, std::v
   // Queue first (keeps submission order), then let resolution release it.
   io_->post([this, a, spec] {
     if (a->state == ActorState::State::kDead) {
-      fail_object(store_, spec->id, wire::ErrorCode::ACTOR_DIED,
-           "actor " + a->id + " (" + a->class_name + ") is dead: " + a->death_cause);
+      // A call made after the creation was refused as infeasible says so, as the earlier ones did.
+      if (a->infeasible)
+        fail_object(store_, spec->id, wire::ErrorCode::INFEASIBLE, a->death_cause);
+      else
+        fail_object(store_, spec->id, wire::ErrorCode::ACTOR_DIED,
+                    "actor " + a->id + " (" + a->class_name + ") is dead: " + a->death_cause);
       return;
     }
     a->queue.push_back(spec);

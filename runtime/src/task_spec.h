@@ -26,6 +26,7 @@ class ActorState {
   std::string address;
   std::string same_host_address;  // the address that answered from this host (shared memory)
   std::string death_cause;
+  bool infeasible = false;  // it died because no node could ever hold it (calls fail as InfeasibleError)
   bool created_here = false;    // made by this process's create_actor (not looked up or received)
   bool creation_sent = false;   // its creation request has gone to the head
   bool kill_requested = false;
