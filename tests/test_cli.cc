@@ -28,16 +28,16 @@
 #include "yard/redis.h"
 #include "session.h"
 #include "wire.h"
+#include "cli_support.h"
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
+using namespace yard::cli_test;
 
 namespace {
 
-std::string yard_bin() { return getenv("YARD_BIN"); }
 std::string counter_bin() { return getenv("COUNTER_BIN"); }
-std::string probe_bin() { return getenv("PROBE_BIN"); }
 
 // Pids of processes whose command line mentions `needle` (other than this one).
 std::vector<int> processes_mentioning(const std::string& needle) {
@@ -97,51 +97,6 @@ struct Child {
     if (out) fclose(out);
     if (in_fd >= 0) close(in_fd);
   }
-};
-
-using Result = yard::test::ShellResult;
-using yard::test::sh;
-
-template <class F>
-bool eventually(F f, std::chrono::milliseconds deadline) {
-  auto end = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return f();
-}
-
-// A private YARD_HOME and a head started with `yard start --head`; stopped (or killed) at the end.
-struct Cluster {
-  std::string home, addr;
-  int port = 0;
-  int pid = 0;
-  explicit Cluster(bool start = true) {
-    char tmpl[] = "/tmp/yard-cli-test-XXXXXX";
-    home = mkdtemp(tmpl);
-    setenv("YARD_HOME", home.c_str(), 1);
-    unsetenv("YARD_ADDRESS");
-    unsetenv("YARD_TOKEN");
-    if (!start) return;
-    port = yard::detail::free_port("127.0.0.1");
-    auto r = sh(yard_bin() + " start --head --num-cpus 2 --port " + std::to_string(port));
-    INFO(r.out);
-    REQUIRE(r.code == 0);
-    addr = "127.0.0.1:" + std::to_string(port);
-    auto rec = yard::detail::latest_record();
-    REQUIRE(rec);
-    pid = rec->pid;
-  }
-  ~Cluster() {
-    if (pid > 0 && kill(pid, 0) == 0) {
-      sh(yard_bin() + " stop --address " + addr);
-      if (!eventually([&] { return kill(pid, 0) != 0; }, 10s)) kill(pid, SIGKILL);
-    }
-    std::error_code ec;
-    fs::remove_all(home, ec);
-  }
-  std::string yard(const std::string& args) const { return yard_bin() + " " + args; }
 };
 
 }  // namespace
@@ -545,166 +500,4 @@ TEST_CASE("malformed bytes to a worker's socket leave the actor serving", "[cli]
   // The actor still answers its owner.
   (void)!write(p.in_fd, "\n", 1);
   CHECK(p.wait_exit() == 0);
-}
-
-namespace {
-// `yard start --address HEAD ARGS`: the node's address and pid.
-std::pair<std::string, int> join_node(const Cluster& c, const std::string& args) {
-  auto r = sh(c.yard("start --address " + c.addr + " " + args));
-  INFO(r.out);
-  REQUIRE(r.code == 0);
-  auto at = r.out.find("node started at ");
-  REQUIRE(at != std::string::npos);
-  std::string addr = r.out.substr(at + 16, r.out.find(',', at) - at - 16);
-  auto nrec = yard::detail::record_for(addr);
-  REQUIRE(nrec);
-  return {addr, nrec->pid};
-}
-}  // namespace
-
-TEST_CASE("nodes join a head; a silent node is declared dead and announced", "[cli][nodes]") {
-  Cluster c;  // the head, heartbeat timeout as default
-  auto rec = *yard::detail::latest_record();
-  std::vector<int> node_pids;
-  std::vector<std::string> node_addrs;
-  for (int i = 0; i < 2; ++i) {
-    auto [addr, pid] = join_node(c, "--num-cpus 1 --heartbeat-timeout 1.5");
-    node_addrs.push_back(addr);
-    node_pids.push_back(pid);
-  }
-  struct Reaper {
-    std::vector<int>& pids;
-    ~Reaper() {
-      for (int p : pids) kill(p, SIGKILL);
-    }
-  } reaper{node_pids};
-
-  auto nodes = [&] { return json::parse(sh(c.yard("status --json")).out)["nodes"]; };
-  auto alive = [&] {
-    int n = 0;
-    for (auto& x : nodes()) n += x["alive"].get<bool>();
-    return n;
-  };
-  CHECK(nodes().size() == 3);
-  CHECK(alive() == 3);
-  double cpus = 0;
-  for (auto& x : nodes()) cpus += x["resources_total"]["CPU"].get<double>();
-  CHECK(cpus == 4.0);  // 2 on the head, 1 on each node
-
-  // A wrong token cannot join.
-  auto bad = sh("YARD_TOKEN=wrong " + c.yard("start --address " + c.addr));
-  CHECK(bad.code == 1);
-  CHECK_THAT(bad.out, Catch::Contains("wrong cluster token"));
-
-  // kill -9 of a node: the head marks it dead within its timeout and announces it.
-  kill(node_pids[0], SIGKILL);
-  auto marked = [&] {
-    for (auto& x : nodes())
-      if (!x["alive"].get<bool>() && x.value("state", "") == "DEAD") return true;
-    return false;
-  };
-  CHECK(eventually(marked, 15s));
-  CHECK(alive() == 2);
-  auto status = json::parse(sh(c.yard("status --json")).out);
-  auto [rh, rp] = yard::detail::split_address(status["cluster"]["redis"].get<std::string>());
-  yard::detail::Redis redis(rh, rp, yard::detail::read_token(rec.session_dir + "/redis/password"), 2s);
-  auto events = redis.cmd({"LRANGE", "yard:events:log", "0", "-1"}).strings();
-  REQUIRE(events.size() == 1);
-  CHECK_THAT(events[0], Catch::Contains("node_dead"));
-
-  // A node stopped on purpose leaves the cluster instead of dying.
-  CHECK(sh(c.yard("stop --address " + node_addrs[1])).code == 0);
-  CHECK(eventually([&] { return nodes().size() == 2; }, 10s));
-}
-
-
-TEST_CASE("objects from another host come in parts, intact at every size; a dead owner's object fails clearly",
-          "[cli][objects]") {
-  Cluster c;
-  std::vector<int> pids;
-  struct Reaper {
-    std::vector<int>& pids;
-    ~Reaper() {
-      for (int p : pids) kill(p, SIGKILL);
-    }
-  } reaper{pids};
-  // YARD_HOST_ID: the node counts as another machine (nothing goes through shared memory).
-  setenv("YARD_HOST_ID", "another-host", 1);
-  auto [addr, pid] = join_node(c, "--num-cpus 1");
-  unsetenv("YARD_HOST_ID");
-  pids.push_back(pid);
-  std::string node, at = addr;
-  REQUIRE(eventually([&] {
-    auto status = json::parse(sh(c.yard("status --json --address " + c.addr)).out);
-    for (auto& n : status["nodes"])
-      if (n["address"].get<std::string>() == at && n["alive"].get<bool>()) node = n["node_id"].get<std::string>();
-    return !node.empty();
-  }, 10s));
-  setenv("YARD_ADDRESS", c.addr.c_str(), 1);
-  auto r = sh(probe_bin() + " parts " + node);
-  unsetenv("YARD_ADDRESS");
-  INFO(r.out);
-  REQUIRE(r.code == 0);
-  CHECK_THAT(r.out, Catch::Contains("intact 12 of 12"));
-  // The get names the object and its owner.
-  CHECK_THAT(r.out, Catch::Matches("(.|\n)*lost the owner of object (\\S+) \\(127\\.0\\.0\\.1:\\d+\\) is gone(.|\n)*"));
-  auto lost = r.out.substr(r.out.find("lost "));
-  auto id = lost.substr(lost.find("(id ") + 4);
-  id = id.substr(0, id.find(')'));
-  CHECK_THAT(lost, Catch::Contains("object " + id + " ("));
-}
-
-TEST_CASE("yard stop stops the nodes that joined the cluster and says which", "[cli][nodes]") {
-  Cluster c;
-  std::vector<int> pids;
-  struct Reaper {
-    std::vector<int>& pids;
-    ~Reaper() {
-      for (int p : pids) kill(p, SIGKILL);
-    }
-  } reaper{pids};
-  std::vector<std::string> addrs;
-  for (int i = 0; i < 2; ++i) {
-    auto [addr, pid] = join_node(c, "--num-cpus 1");
-    addrs.push_back(addr);
-    pids.push_back(pid);
-  }
-  auto s = sh(c.yard("stop"));
-  INFO(s.out);
-  CHECK(s.code == 0);
-  CHECK_THAT(s.out, Catch::Contains("the head, its node and its Redis, and 2 joined nodes") &&
-                        Catch::Contains(addrs[0]) && Catch::Contains(addrs[1]));
-  for (int p : pids) CHECK(eventually([&] { return yard::detail::process_dead(p); }, 10s));
-}
-
-TEST_CASE("a node whose cluster is gone stops itself after --head-timeout, logging the outage at a bounded rate",
-          "[cli][nodes]") {
-  Cluster c;
-  auto rec = *yard::detail::latest_record();
-  auto [addr, node_pid] = join_node(c, "--num-cpus 1 --heartbeat-timeout 0.5 --head-timeout 3");
-  struct Reaper {
-    int pid;
-    ~Reaper() { kill(pid, SIGKILL); }
-  } reaper{node_pid};
-  auto nrec = *yard::detail::record_for(addr);
-  // The head, its node and its Redis vanish (a lost machine): nothing tells the node.
-  long head_node = 0, redis = 0;
-  std::string redis_addr;
-  std::ifstream(rec.session_dir + "/head-node.pid") >> head_node;
-  std::ifstream(rec.session_dir + "/redis.address") >> redis_addr >> redis;
-  for (long p : {long(c.pid), head_node, redis}) kill(static_cast<pid_t>(p), SIGKILL);
-  auto t0 = std::chrono::steady_clock::now();
-  CHECK(eventually([&] { return yard::detail::process_dead(node_pid); }, 20s));
-  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  CHECK(took >= 2.5);  // it waited its --head-timeout first
-  auto log = sh("cat " + nrec.log_dir + "/*.log 2>/dev/null").out;
-  INFO(log);
-  CHECK_THAT(log, Catch::Contains("stopping this node and its workers"));
-  // Heartbeats fail every 125 ms for 3 s: the same error is logged once, not 24 times.
-  size_t lines = 0;
-  for (size_t at = log.find("cannot update the node record"); at != std::string::npos;
-       at = log.find("cannot update the node record", at + 1))
-    ++lines;
-  CHECK(lines >= 1);
-  CHECK(lines <= 2);
 }

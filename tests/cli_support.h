@@ -1,0 +1,96 @@
+// What the CLI tests share: the binaries under test, waiting on a condition, a head started for
+// a test (stopped at its end, also when it fails), joining nodes, and killing what a test started.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "session.h"
+#include "support.h"
+#include "yard/process.h"
+
+namespace yard::cli_test {
+
+using namespace std::chrono_literals;
+
+inline std::string yard_bin() { return getenv("YARD_BIN"); }
+inline std::string probe_bin() { return getenv("PROBE_BIN"); }
+
+using Result = yard::test::ShellResult;
+using yard::test::sh;
+
+template <class F>
+inline bool eventually(F f, std::chrono::milliseconds deadline) {
+  auto end = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < end) {
+    if (f()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return f();
+}
+
+// A private YARD_HOME and a head started with `yard start --head`; stopped (or killed) at the end.
+struct Cluster {
+  std::string home, addr;
+  int port = 0;
+  int pid = 0;
+  explicit Cluster(bool start = true) {
+    char tmpl[] = "/tmp/yard-cli-test-XXXXXX";
+    home = mkdtemp(tmpl);
+    setenv("YARD_HOME", home.c_str(), 1);
+    unsetenv("YARD_ADDRESS");
+    unsetenv("YARD_TOKEN");
+    if (!start) return;
+    port = yard::detail::free_port("127.0.0.1");
+    auto r = sh(yard_bin() + " start --head --num-cpus 2 --port " + std::to_string(port));
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    addr = "127.0.0.1:" + std::to_string(port);
+    auto rec = yard::detail::latest_record();
+    REQUIRE(rec);
+    pid = rec->pid;
+  }
+  ~Cluster() {
+    if (pid > 0 && kill(pid, 0) == 0) {
+      sh(yard_bin() + " stop --address " + addr);
+      if (!eventually([&] { return kill(pid, 0) != 0; }, 10s)) kill(pid, SIGKILL);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(home, ec);
+  }
+  std::string yard(const std::string& args) const { return yard_bin() + " " + args; }
+};
+
+
+// `yard start --address HEAD ARGS`: the node's address and pid.
+inline std::pair<std::string, int> join_node(const Cluster& c, const std::string& args) {
+  auto r = sh(c.yard("start --address " + c.addr + " " + args));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  auto at = r.out.find("node started at ");
+  REQUIRE(at != std::string::npos);
+  std::string addr = r.out.substr(at + 16, r.out.find(',', at) - at - 16);
+  auto nrec = yard::detail::record_for(addr);
+  REQUIRE(nrec);
+  return {addr, nrec->pid};
+}
+
+// Kills the processes a test started when the test ends, however it ends.
+struct KillAtEnd {
+  std::vector<int>& pids;
+  ~KillAtEnd() {
+    for (int p : pids) kill(p, SIGKILL);
+  }
+};
+
+}  // namespace yard::cli_test

@@ -1,0 +1,151 @@
+// The CLI with nodes that join a head: membership and failure, objects between hosts, stopping
+// the nodes with the cluster, and a node that outlives its cluster. Real processes throughout.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.h"
+#include "yard/redis.h"
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using namespace yard::cli_test;
+
+TEST_CASE("nodes join a head; a silent node is declared dead and announced", "[cli][nodes]") {
+  Cluster c;  // the head, heartbeat timeout as default
+  auto rec = *yard::detail::latest_record();
+  std::vector<int> node_pids;
+  std::vector<std::string> node_addrs;
+  for (int i = 0; i < 2; ++i) {
+    auto [addr, pid] = join_node(c, "--num-cpus 1 --heartbeat-timeout 1.5");
+    node_addrs.push_back(addr);
+    node_pids.push_back(pid);
+  }
+  KillAtEnd reaper{node_pids};
+
+  auto nodes = [&] { return json::parse(sh(c.yard("status --json")).out)["nodes"]; };
+  auto alive = [&] {
+    int n = 0;
+    for (auto& x : nodes()) n += x["alive"].get<bool>();
+    return n;
+  };
+  CHECK(nodes().size() == 3);
+  CHECK(alive() == 3);
+  double cpus = 0;
+  for (auto& x : nodes()) cpus += x["resources_total"]["CPU"].get<double>();
+  CHECK(cpus == 4.0);  // 2 on the head, 1 on each node
+
+  // A wrong token cannot join.
+  auto bad = sh("YARD_TOKEN=wrong " + c.yard("start --address " + c.addr));
+  CHECK(bad.code == 1);
+  CHECK_THAT(bad.out, Catch::Contains("wrong cluster token"));
+
+  // kill -9 of a node: the head marks it dead within its timeout and announces it.
+  kill(node_pids[0], SIGKILL);
+  auto marked = [&] {
+    for (auto& x : nodes())
+      if (!x["alive"].get<bool>() && x.value("state", "") == "DEAD") return true;
+    return false;
+  };
+  CHECK(eventually(marked, 15s));
+  CHECK(alive() == 2);
+  auto status = json::parse(sh(c.yard("status --json")).out);
+  auto [rh, rp] = yard::detail::split_address(status["cluster"]["redis"].get<std::string>());
+  yard::detail::Redis redis(rh, rp, yard::detail::read_token(rec.session_dir + "/redis/password"), 2s);
+  auto events = redis.cmd({"LRANGE", "yard:events:log", "0", "-1"}).strings();
+  REQUIRE(events.size() == 1);
+  CHECK_THAT(events[0], Catch::Contains("node_dead"));
+
+  // A node stopped on purpose leaves the cluster instead of dying.
+  CHECK(sh(c.yard("stop --address " + node_addrs[1])).code == 0);
+  CHECK(eventually([&] { return nodes().size() == 2; }, 10s));
+}
+
+
+TEST_CASE("objects from another host come in parts, intact at every size; a dead owner's object fails clearly",
+          "[cli][objects]") {
+  Cluster c;
+  std::vector<int> pids;
+  KillAtEnd reaper{pids};
+  // YARD_HOST_ID: the node counts as another machine (nothing goes through shared memory).
+  setenv("YARD_HOST_ID", "another-host", 1);
+  auto [addr, pid] = join_node(c, "--num-cpus 1");
+  unsetenv("YARD_HOST_ID");
+  pids.push_back(pid);
+  std::string node, at = addr;
+  REQUIRE(eventually([&] {
+    auto status = json::parse(sh(c.yard("status --json --address " + c.addr)).out);
+    for (auto& n : status["nodes"])
+      if (n["address"].get<std::string>() == at && n["alive"].get<bool>()) node = n["node_id"].get<std::string>();
+    return !node.empty();
+  }, 10s));
+  setenv("YARD_ADDRESS", c.addr.c_str(), 1);
+  auto r = sh(probe_bin() + " parts " + node);
+  unsetenv("YARD_ADDRESS");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("intact 12 of 12"));
+  // The get names the object and its owner.
+  CHECK_THAT(r.out, Catch::Matches("(.|\n)*lost the owner of object (\\S+) \\(127\\.0\\.0\\.1:\\d+\\) is gone(.|\n)*"));
+  auto lost = r.out.substr(r.out.find("lost "));
+  auto id = lost.substr(lost.find("(id ") + 4);
+  id = id.substr(0, id.find(')'));
+  CHECK_THAT(lost, Catch::Contains("object " + id + " ("));
+}
+
+TEST_CASE("yard stop stops the nodes that joined the cluster and says which", "[cli][nodes]") {
+  Cluster c;
+  std::vector<int> pids;
+  KillAtEnd reaper{pids};
+  std::vector<std::string> addrs;
+  for (int i = 0; i < 2; ++i) {
+    auto [addr, pid] = join_node(c, "--num-cpus 1");
+    addrs.push_back(addr);
+    pids.push_back(pid);
+  }
+  auto s = sh(c.yard("stop"));
+  INFO(s.out);
+  CHECK(s.code == 0);
+  CHECK_THAT(s.out, Catch::Contains("the head, its node and its Redis, and 2 joined nodes") &&
+                        Catch::Contains(addrs[0]) && Catch::Contains(addrs[1]));
+  for (int p : pids) CHECK(eventually([&] { return yard::detail::process_dead(p); }, 10s));
+}
+
+TEST_CASE("a node whose cluster is gone stops itself after --head-timeout, logging the outage at a bounded rate",
+          "[cli][nodes]") {
+  Cluster c;
+  auto rec = *yard::detail::latest_record();
+  auto [addr, node_pid] = join_node(c, "--num-cpus 1 --heartbeat-timeout 0.5 --head-timeout 3");
+  struct Reaper {
+    int pid;
+    ~Reaper() { kill(pid, SIGKILL); }
+  } reaper{node_pid};
+  auto nrec = *yard::detail::record_for(addr);
+  // The head, its node and its Redis vanish (a lost machine): nothing tells the node.
+  long head_node = 0, redis = 0;
+  std::string redis_addr;
+  std::ifstream(rec.session_dir + "/head-node.pid") >> head_node;
+  std::ifstream(rec.session_dir + "/redis.address") >> redis_addr >> redis;
+  for (long p : {long(c.pid), head_node, redis}) kill(static_cast<pid_t>(p), SIGKILL);
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(eventually([&] { return yard::detail::process_dead(node_pid); }, 20s));
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(took >= 2.5);  // it waited its --head-timeout first
+  auto log = sh("cat " + nrec.log_dir + "/*.log 2>/dev/null").out;
+  INFO(log);
+  CHECK_THAT(log, Catch::Contains("stopping this node and its workers"));
+  // Heartbeats fail every 125 ms for 3 s: the same error is logged once, not 24 times.
+  size_t lines = 0;
+  for (size_t at = log.find("cannot update the node record"); at != std::string::npos;
+       at = log.find("cannot update the node record", at + 1))
+    ++lines;
+  CHECK(lines >= 1);
+  CHECK(lines <= 2);
+}
