@@ -22,22 +22,13 @@
 namespace yard::cli_test {
 
 using namespace std::chrono_literals;
+using yard::test::eventually;
 
 inline std::string yard_bin() { return getenv("YARD_BIN"); }
 inline std::string probe_bin() { return getenv("PROBE_BIN"); }
 
 using Result = yard::test::ShellResult;
 using yard::test::sh;
-
-template <class F>
-inline bool eventually(F f, std::chrono::milliseconds deadline) {
-  auto end = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return f();
-}
 
 // A private YARD_HOME and a head started with `yard start --head`; stopped (or killed) at the end.
 struct Cluster {

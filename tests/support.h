@@ -32,6 +32,18 @@ inline std::unique_ptr<detail::InMessage> recv_reply(zmq::socket_t& s) {
   return std::make_unique<detail::InMessage>(std::move(f));
 }
 
+// Polls `f` every 20 ms until it holds or `deadline` passes; a test waits on conditions, never
+// on sleeps alone.
+template <class F>
+inline bool eventually(F f, std::chrono::milliseconds deadline) {
+  auto end = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < end) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return f();
+}
+
 // Runs a shell command line, capturing stdout and stderr together.
 struct ShellResult {
   int code;

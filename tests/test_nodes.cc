@@ -77,16 +77,7 @@ std::pair<pid_t, std::string> start_daemon(std::vector<std::string> argv) {
 
 using Shell = yard::test::ShellResult;
 using yard::test::sh;
-
-template <class F>
-bool eventually(F f, std::chrono::milliseconds deadline) {
-  auto end = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < end) {
-    if (f()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return f();
-}
+using yard::test::eventually;
 
 // head: 1 CPU. n1: 2 CPUs. n2: 2 CPUs and {"disk": 1}. n3: 2 CPUs, a short heartbeat timeout, for
 // the failure cases. The driver is this process.

@@ -82,8 +82,6 @@ class IoLoop {
 
   // Counters for tests and status: malformed or unauthenticated messages, refused handshakes.
   uint64_t malformed_count() const { return malformed_.load(); }
-  // Whether this loop's listening socket encrypts (link_security.h).
-  bool secure() const { return zap_ != nullptr; }
 
  private:
   void fail(ReplyCallback& cb, LocalError e);

@@ -50,6 +50,33 @@ std::optional<std::string> zap_verdict(const std::vector<zmq::message_t>& req, c
   return std::nullopt;
 }
 
+void answer_zap(zmq::socket_t& zap, const std::string& allowed,
+                const std::function<void(const std::string& address, const std::string& why)>& refused) {
+  for (;;) {
+    std::vector<zmq::message_t> req;
+    zmq::message_t m;
+    if (!zap.recv(m, zmq::recv_flags::dontwait)) return;
+    bool more = m.more();
+    req.push_back(std::move(m));
+    while (more) {
+      zmq::message_t n;
+      (void)zap.recv(n, zmq::recv_flags::none);
+      more = n.more();
+      req.push_back(std::move(n));
+    }
+    std::string address;
+    auto why = zap_verdict(req, allowed, &address);
+    std::string id = req.size() > 1 ? req[1].to_string() : std::string();
+    zap.send(zmq::buffer(std::string("1.0")), zmq::send_flags::sndmore);
+    zap.send(zmq::buffer(id), zmq::send_flags::sndmore);
+    zap.send(zmq::buffer(std::string(why ? "400" : "200")), zmq::send_flags::sndmore);
+    zap.send(zmq::buffer(why ? *why : std::string("OK")), zmq::send_flags::sndmore);
+    zap.send(zmq::buffer(std::string()), zmq::send_flags::sndmore);
+    zap.send(zmq::buffer(std::string()), zmq::send_flags::none);
+    if (why) refused(address, *why);
+  }
+}
+
 std::string PeerFaults::note(const std::string& peer, const std::string& what, Clock::time_point now) {
   ++total_;
   auto it = peers_.find(peer);

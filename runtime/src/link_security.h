@@ -13,9 +13,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <zmq.hpp>
 
@@ -37,8 +39,11 @@ std::string host_of(const std::string& address);
 // Answers the ZAP requests waiting on `zap` (a REP socket bound at inproc://zeromq.zap.01):
 // CURVE clients holding `allowed` (Z85) are admitted, every other one refused. Calls
 // `refused(address, why)` for each refusal.
-template <class F>
-void answer_zap(zmq::socket_t& zap, const std::string& allowed, F refused);
+void answer_zap(zmq::socket_t& zap, const std::string& allowed,
+                const std::function<void(const std::string& address, const std::string& why)>& refused);
+// The verdict on one ZAP request: nullopt to admit, else why not. Sets *address (the peer's).
+std::optional<std::string> zap_verdict(const std::vector<zmq::message_t>& request, const std::string& allowed,
+                                       std::string* address);
 
 // Counts refusals and malformed messages per peer, and says which to log: the first of a peer
 // at once, then at most one line per peer per interval (with how many were left out). Holds at
@@ -61,37 +66,5 @@ class PeerFaults {
   std::unordered_map<std::string, Entry> peers_;
   uint64_t total_ = 0;
 };
-
-// ---- implementation of the template ------------------------------------------------------------
-
-std::optional<std::string> zap_verdict(const std::vector<zmq::message_t>& request, const std::string& allowed,
-                                       std::string* address);
-
-template <class F>
-void answer_zap(zmq::socket_t& zap, const std::string& allowed, F refused) {
-  for (;;) {
-    std::vector<zmq::message_t> req;
-    zmq::message_t m;
-    if (!zap.recv(m, zmq::recv_flags::dontwait)) return;
-    bool more = m.more();
-    req.push_back(std::move(m));
-    while (more) {
-      zmq::message_t n;
-      (void)zap.recv(n, zmq::recv_flags::none);
-      more = n.more();
-      req.push_back(std::move(n));
-    }
-    std::string address;
-    auto why = zap_verdict(req, allowed, &address);
-    std::string id = req.size() > 1 ? req[1].to_string() : std::string();
-    zap.send(zmq::buffer(std::string("1.0")), zmq::send_flags::sndmore);
-    zap.send(zmq::buffer(id), zmq::send_flags::sndmore);
-    zap.send(zmq::buffer(std::string(why ? "400" : "200")), zmq::send_flags::sndmore);
-    zap.send(zmq::buffer(why ? *why : std::string("OK")), zmq::send_flags::sndmore);
-    zap.send(zmq::buffer(std::string()), zmq::send_flags::sndmore);
-    zap.send(zmq::buffer(std::string()), zmq::send_flags::none);
-    if (why) refused(address, *why);
-  }
-}
 
 }  // namespace yard::detail

@@ -53,7 +53,6 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
  private:
   void on_reply(uint64_t offset, uint64_t length, std::unique_ptr<InMessage> reply, std::optional<LocalError> err) {
     --in_flight_;
-    ++parts_;
     if (finished_) return;
     FetchResult r;
     if (err) {
@@ -118,7 +117,6 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
   void finish(FetchResult r) {
     finished_ = true;
     room_ = {};
-    r.parts = parts_;
     done_(std::move(r));
   }
 
@@ -126,7 +124,7 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
   const std::string token_, id_, from_;
   std::function<void(FetchResult)> done_;
   WritableBytes room_{};
-  uint64_t total_ = 0, next_ = 0, arrived_ = 0, parts_ = 0;
+  uint64_t total_ = 0, next_ = 0, arrived_ = 0;
   int in_flight_ = 0;
   bool finished_ = false;
 };

@@ -30,7 +30,6 @@ struct FetchResult {
   std::optional<ErrorInfo> error;   // what the holder answered instead (freed, failed)
   std::optional<LocalError> lost;   // the holder could not be reached, or went away mid-way
   bool same_host = false;           // the holder is on this host
-  uint64_t parts = 0;               // replies it took
 };
 
 // Asks `from` for object `id`; `done` runs once, on the I/O loop's thread.

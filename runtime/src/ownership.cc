@@ -96,11 +96,15 @@ void Ownership::release(const std::string& id, const std::string& owner) {
   }
   if (announced) local_copies::withdraw(id);
   if (last) store_.release(id);
-  if (!io_) return;
+  if (io_) send_release(id, owner);
+}
+
+// Tells `holder` that this process no longer needs `id` from it (no answer is waited for).
+void Ownership::send_release(const std::string& id, const std::string& holder) {
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setReleaseObject(id);
-  io_->request(owner, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+  io_->request(holder, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
                std::chrono::seconds(10));
 }
 
@@ -173,11 +177,7 @@ void Ownership::complete(const std::string& id, const InMessage& r) {
     }
     if (f.error) store_.set_error(id, std::move(*f.error));
     else store_.set_value(id, f.value);
-    uint64_t rid = io_->next_request_id();
-    OutMessage m(token_, rid, false);
-    m.env().getBody().setReleaseObject(kept);
-    io_->request(holder, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
-                 std::chrono::seconds(10));
+    send_release(kept, holder);
   });
 }
 

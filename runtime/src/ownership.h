@@ -70,6 +70,7 @@ class Ownership {
   void fetch(const std::string& id, const std::string& owner, const std::string& from);
   void fetched(const std::string& id, const std::string& owner, const std::string& from, const FetchResult& r);
   void record_transfer(const std::string& id, const std::string& from, int64_t t0, bool ok);
+  void send_release(const std::string& id, const std::string& holder);
   std::mutex mu_;
   // Objects that left this process, kept for their borrowers (id -> holder, count of exports).
   std::unordered_map<std::string, std::pair<Holder, int>> exported_;  // guarded by mu_

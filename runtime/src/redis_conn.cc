@@ -1,6 +1,5 @@
 #include "redis_conn.h"
 
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -14,10 +13,11 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include <cstdio>
+#include <fstream>
 
 #include <hiredis/hiredis.h>
 
+#include "session.h"
 #include "yard/errors.h"
 
 namespace yard::sys {
@@ -219,23 +219,23 @@ std::string make_tls_identity(const std::string& key_path, const std::string& ce
                              -1, -1, 0);
   X509_set_issuer_name(x, name);
   if (!X509_sign(x, key, EVP_sha256())) throw Error("cannot sign the TLS certificate: " + ssl_error());
-  int fd = ::open(key_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  FILE* kf = fd >= 0 ? fdopen(fd, "w") : nullptr;
-  FILE* cf = std::fopen(cert_path.c_str(), "w");
-  bool ok = kf && cf && PEM_write_PrivateKey(kf, key, nullptr, nullptr, 0, nullptr, nullptr) &&
-            PEM_write_X509(cf, x);
-  if (kf) std::fclose(kf);
-  if (cf) std::fclose(cf);
-  BIO* mem = BIO_new(BIO_s_mem());
-  PEM_write_bio_X509(mem, x);
-  char* data = nullptr;
-  long n = BIO_get_mem_data(mem, &data);
-  std::string pem(data, static_cast<size_t>(n));
-  BIO_free(mem);
+  auto pem_of = [](auto write) {
+    BIO* mem = BIO_new(BIO_s_mem());
+    write(mem);
+    char* data = nullptr;
+    long n = BIO_get_mem_data(mem, &data);
+    std::string pem(data, static_cast<size_t>(n));
+    BIO_free(mem);
+    return pem;
+  };
+  std::string key_pem = pem_of([&](BIO* b) { PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr); });
+  std::string cert_pem = pem_of([&](BIO* b) { PEM_write_bio_X509(b, x); });
   X509_free(x);
   EVP_PKEY_free(key);
-  if (!ok) throw Error("cannot write the control store's TLS files " + key_path + ", " + cert_path);
-  return pem;
+  detail::write_private_file(key_path, key_pem);
+  std::ofstream cf(cert_path);
+  if (!(cf << cert_pem)) throw Error("cannot write " + cert_path);
+  return cert_pem;
 }
 
 }  // namespace yard::sys

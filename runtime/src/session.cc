@@ -74,13 +74,18 @@ std::optional<ClusterRecord> record_for(const std::string& address) {
   }
 }
 
+void write_private_file(const std::string& path, const std::string& text) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) throw Error("cannot write " + path);
+  fchmod(fd, 0600);
+  bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  close(fd);
+  if (!ok) throw Error("cannot write " + path);
+}
+
 std::string create_token(const std::string& path) {
   std::string token = random_hex(24);
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) throw Error("cannot write token file " + path);
-  fchmod(fd, 0600);
-  (void)!write(fd, token.data(), token.size());
-  close(fd);
+  write_private_file(path, token);
   return token;
 }
 

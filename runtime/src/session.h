@@ -26,6 +26,8 @@ std::optional<ClusterRecord> read_record_file(const std::string& path);
 std::optional<ClusterRecord> latest_record();
 std::optional<ClusterRecord> record_for(const std::string& address);
 
+// Writes `text` to a file only its owner can read or write (mode 0600, also when it existed).
+void write_private_file(const std::string& path, const std::string& text);
 // Writes a fresh token with mode 0600 and returns it.
 std::string create_token(const std::string& path);
 std::string read_token(const std::string& path);

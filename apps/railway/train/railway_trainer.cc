@@ -352,17 +352,14 @@ EvalStats RailwayTrainer::evaluate() {
   {
     std::vector<torch::Tensor> cls, amp;
     constexpr int64_t kBatch = 512;
-    for (int64_t i = 0; i < s.val.x.size(0); i += kBatch) {
-      auto part = s.net->forward(s.val.x.narrow(0, i, std::min(kBatch, s.val.x.size(0) - i)));
+    int64_t n = s.val.x.size(0);
+    for (int64_t i = 0; i == 0 || i < n; i += kBatch) {  // one (empty) pass when there is none
+      auto part = s.net->forward(s.val.x.narrow(0, i, std::min(kBatch, n - i)));
       cls.push_back(part.cls);
       amp.push_back(part.amp);
     }
-    if (cls.empty()) {
-      out = s.net->forward(s.val.x);
-    } else {
-      out.cls = torch::cat(cls);
-      out.amp = torch::cat(amp);
-    }
+    out.cls = torch::cat(cls);
+    out.amp = torch::cat(amp);
   }
   ev.loss = (torch::nn::functional::cross_entropy(out.cls, s.val.label) + torch::mse_loss(out.amp, s.val.amp)).item<double>();
   auto pred = out.cls.argmax(1);

@@ -1,7 +1,6 @@
 #include "head/head_service.h"
 #include "head/timeline.h"
 
-#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -40,16 +39,22 @@ std::optional<HeadService::Takeover> HeadService::find_takeover() {
   std::string addr;
   long rpid = 0;
   if (!(f >> addr >> rpid)) return std::nullopt;
+  Takeover t;
+  t.redis_address = addr;
+  t.redis_pid = static_cast<pid_t>(rpid);
   try {
     auto [rh, rp] = split_address(addr);
-    if (std::ifstream cert(rec->session_dir + "/redis/tls.crt"); cert)
-      sys::trust_redis_tls(addr, std::string(std::istreambuf_iterator<char>(cert), std::istreambuf_iterator<char>()));
-    Redis probe(rh, rp, read_token(rec->session_dir + "/redis/password"), std::chrono::milliseconds(500));
+    t.redis_password = read_token(rec->session_dir + "/redis/password");
+    if (std::ifstream cert(rec->session_dir + "/redis/tls.crt"); cert) {
+      t.redis_tls_cert.assign(std::istreambuf_iterator<char>(cert), std::istreambuf_iterator<char>());
+      sys::trust_redis_tls(addr, t.redis_tls_cert);
+    }
+    Redis probe(rh, rp, t.redis_password, std::chrono::milliseconds(500));
   } catch (const std::exception&) {
     return std::nullopt;  // its Redis is gone too: a new cluster
   }
   o_.session_dir = rec->session_dir;
-  return Takeover{addr, static_cast<pid_t>(rpid)};
+  return t;
 }
 
 // The session's folders, the log and the cluster token.
@@ -85,17 +90,11 @@ void HeadService::start_redis() {
   // and handed to the cluster's processes with the password.
   bool tls = curve_for_host(o_.host);
   if (tls) redis_tls_cert_ = sys::make_tls_identity(dir + "/tls.key", dir + "/tls.crt");
-  {
-    int fd = open(conf.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) throw Error("cannot write " + conf);
-    std::string text = "requirepass " + redis_password_ + "\n";
-    if (tls)
-      text += "port 0\ntls-port " + std::to_string(rport) + "\ntls-cert-file " + dir + "/tls.crt\ntls-key-file " + dir +
-              "/tls.key\ntls-ca-cert-file " + dir + "/tls.crt\ntls-auth-clients no\ntls-protocols TLSv1.3\n";
-    bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    close(fd);
-    if (!ok) throw Error("cannot write " + conf);
-  }
+  std::string text = "requirepass " + redis_password_ + "\n";
+  if (tls)
+    text += "port 0\ntls-port " + std::to_string(rport) + "\ntls-cert-file " + dir + "/tls.crt\ntls-key-file " + dir +
+            "/tls.key\ntls-ca-cert-file " + dir + "/tls.crt\ntls-auth-clients no\ntls-protocols TLSv1.3\n";
+  write_private_file(conf, text);
   std::vector<std::string> argv{which("redis-server"), conf, "--bind"};
   if (!tls) argv.insert(argv.begin() + 2, {"--port", std::to_string(rport)});
   if (o_.host == "0.0.0.0") {
@@ -134,11 +133,8 @@ void HeadService::start_redis() {
 void HeadService::connect_control_store(const std::optional<Takeover>& takeover) {
   if (takeover) {
     auto [rh, rp] = split_address(takeover->redis_address);
-    redis_password_ = read_token(o_.session_dir + "/redis/password");
-    if (std::ifstream cert(o_.session_dir + "/redis/tls.crt"); cert) {
-      redis_tls_cert_.assign(std::istreambuf_iterator<char>(cert), std::istreambuf_iterator<char>());
-      sys::trust_redis_tls(takeover->redis_address, redis_tls_cert_);
-    }
+    redis_password_ = takeover->redis_password;
+    redis_tls_cert_ = takeover->redis_tls_cert;  // trusted by find_takeover
     redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
     o_.redis_address = takeover->redis_address;
     redis_pid_ = takeover->redis_pid;

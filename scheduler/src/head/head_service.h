@@ -47,6 +47,8 @@ class HeadService {
   struct Takeover {
     std::string redis_address;
     pid_t redis_pid = 0;
+    std::string redis_password;
+    std::string redis_tls_cert;  // PEM ("" : plain)
   };
 
   // Start-up and shut-down (head_service.cc).
