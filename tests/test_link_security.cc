@@ -6,6 +6,7 @@
 #include <future>
 
 #include "io_loop.h"
+#include "link_limits.h"
 #include "link_security.h"
 
 using namespace yard::detail;
@@ -104,4 +105,62 @@ TEST_CASE("a reply without the cluster token delivers nothing; a refusal without
   CHECK_THAT(send_and_answer("", wire::ErrorCode::TASK_ERROR, true), Catch::StartsWith("local: no reply"));
   CHECK(io.malformed_count() == before + 3);
   CHECK(send_and_answer("", wire::ErrorCode::UNAUTHENTICATED, true) == "error: refused");
+}
+
+TEST_CASE("connections are counted per peer; one past a peer's limit or the total is refused", "[security][limits]") {
+  LinkLimits l;
+  l.max_connections_per_peer = 3;
+  l.max_connections = 4;
+  ConnectionCount c(l);
+  for (int fd = 10; fd < 13; ++fd) CHECK_FALSE(c.accept(fd, "10.0.0.1"));
+  auto why = c.accept(13, "10.0.0.1");
+  REQUIRE(why);
+  CHECK_THAT(*why, Catch::Contains("10.0.0.1 already has 3 open connections") &&
+                       Catch::Contains("YARD_MAX_CONNECTIONS_PER_PEER"));
+  CHECK(c.open("10.0.0.1") == 3);
+  CHECK_FALSE(c.accept(20, "10.0.0.2"));  // another peer has room
+  c.closed(13);                            // a refused one was never counted
+  CHECK(c.open("10.0.0.1") == 3);
+  c.closed(10);
+  CHECK(c.open("10.0.0.1") == 2);
+  CHECK_FALSE(c.accept(10, "10.0.0.1"));
+  CHECK(c.total() == 4);
+  auto full = c.accept(30, "10.0.0.3");  // the process's total
+  REQUIRE(full);
+  CHECK_THAT(*full, Catch::Contains("4 open connections"));
+  CHECK(c.open("10.0.0.3") == 0);
+  // A descriptor reused before its close was heard of counts once, for its new peer.
+  CHECK_FALSE(c.accept(20, "10.0.0.1") == std::nullopt);  // 10.0.0.1 is full again
+  c.closed(11);
+  CHECK_FALSE(c.accept(20, "10.0.0.1"));
+  CHECK(c.open("10.0.0.2") == 0);
+  CHECK(c.total() == 3);
+}
+
+TEST_CASE("a request over the message size limit fails at once with the limit named, and sends nothing", "[security][limits]") {
+  zmq::context_t ctx;
+  zmq::socket_t peer(ctx, zmq::socket_type::router);
+  peer.set(zmq::sockopt::linger, 0);
+  peer.set(zmq::sockopt::rcvtimeo, 300);
+  peer.bind("tcp://127.0.0.1:*");
+  std::string addr = peer.get(zmq::sockopt::last_endpoint).substr(6);
+  IoLoop io("127.0.0.1", 0, "the-token", [](IoLoop::Incoming) {});
+  uint64_t id = io.next_request_id();
+  OutMessage req("the-token", id, false);
+  req.env().getBody().setPing();
+  auto frames = req.finish();
+  // One byte over the limit; never written to, so it costs address space, not memory.
+  frames.emplace_back(static_cast<size_t>(link_limits().max_message_bytes) + 1);
+  auto got = std::make_shared<std::promise<std::optional<LocalError>>>();
+  io.request(addr, id, std::move(frames),
+             [got](std::unique_ptr<InMessage>, std::optional<LocalError> e) { got->set_value(e); }, 5000ms);
+  auto fut = got->get_future();
+  REQUIRE(fut.wait_for(2s) == std::future_status::ready);
+  auto e = fut.get();
+  REQUIRE(e);
+  CHECK(e->code == wire::ErrorCode::BAD_REQUEST);
+  CHECK_THAT(e->message, Catch::Contains("over the limit of " + std::to_string(link_limits().max_message_bytes)) &&
+                             Catch::Contains("YARD_MAX_MESSAGE_BYTES") && Catch::Contains(addr));
+  zmq::message_t m;
+  CHECK_FALSE(peer.recv(m));  // nothing arrived
 }

@@ -216,6 +216,10 @@ void ActorSubmitter::send_call(const ActorPtr& a, const std::shared_ptr<TaskSpec
                                "call " + spec->function + " had not finished when this process's runtime shut down");
                    return;
                  }
+                 if (err && err->code == wire::ErrorCode::BAD_REQUEST) {  // refused before it left
+                   fail_object(store_, spec->id, err->code, "call " + spec->function + ": " + err->message);
+                   return;
+                 }
                  if (err) {
                    connection_lost(a, spec, address, err->message, err->code != wire::ErrorCode::UNAVAILABLE);
                    return;

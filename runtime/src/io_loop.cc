@@ -1,8 +1,10 @@
 #include "io_loop.h"
 
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <future>
 
 #include <spdlog/spdlog.h>
@@ -33,6 +35,7 @@ void tune(zmq::socket_t& s) {
   s.set(zmq::sockopt::linger, 0);
   s.set(zmq::sockopt::sndhwm, 0);
   s.set(zmq::sockopt::rcvhwm, 0);
+  s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(link_limits().max_message_bytes));
 }
 }  // namespace
 
@@ -50,14 +53,16 @@ IoLoop::IoLoop(const std::string& host, int port, std::string token, RequestHand
     router_->set(zmq::sockopt::curve_server, 1);
     router_->set(zmq::sockopt::curve_secretkey, keys().secret_z85);
     router_->set(zmq::sockopt::zap_domain, "yard");
-    if (zmq_socket_monitor(router_->handle(), "inproc://yard-router-monitor",
-                           ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
-                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
-      throw zmq::error_t();
-    router_monitor_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
-    router_monitor_->set(zmq::sockopt::linger, 0);
-    router_monitor_->connect("inproc://yard-router-monitor");
   }
+  // Connections are counted per peer as they are accepted (link_limits.h); refused handshakes of
+  // an encrypted listener are reported.
+  if (zmq_socket_monitor(router_->handle(), "inproc://yard-router-monitor",
+                         ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
+    throw zmq::error_t();
+  router_monitor_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
+  router_monitor_->set(zmq::sockopt::linger, 0);
+  router_monitor_->connect("inproc://yard-router-monitor");
   std::string ep = "tcp://" + host + ":" + (port == 0 ? std::string("*") : std::to_string(port));
   try {
     router_->bind(ep);
@@ -129,6 +134,10 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, R
     auto deadline = timeout.count() <= 0 || timeout == std::chrono::milliseconds::max()
                         ? Clock::time_point::max()
                         : Clock::now() + timeout;
+    if (auto too_big = oversized(*shared, peer_addr)) {
+      fail(cb, LocalError{wire::ErrorCode::BAD_REQUEST, *too_big});
+      return;
+    }
     pending_.emplace(id, Pending{peer_addr, std::move(cb), deadline});
     auto& fr = *shared;
     for (size_t i = 0; i < fr.size(); ++i)
@@ -139,6 +148,20 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, R
 void IoLoop::reply(std::string routing_id, Frames frames) {
   auto shared = std::make_shared<Frames>(std::move(frames));
   run_or_post([this, rid = std::move(routing_id), shared] {
+    if (auto too_big = oversized(*shared, "a requester")) {
+      // The requester hears why instead of losing its connection to the limit.
+      spdlog::error("{}", *too_big);
+      uint64_t request_id = 0;
+      try {
+        Frames head;
+        head.emplace_back(shared->front().data(), shared->front().size());
+        request_id = InMessage(std::move(head)).env().getRequestId();
+      } catch (const std::exception&) {
+      }
+      OutMessage out(token_, request_id, true);
+      set_error(out.env(), wire::ErrorCode::BAD_REQUEST, *too_big);
+      *shared = out.finish();
+    }
     router_->send(zmq::buffer(rid), zmq::send_flags::sndmore);
     auto& fr = *shared;
     for (size_t i = 0; i < fr.size(); ++i)
@@ -222,11 +245,9 @@ void IoLoop::run() {
       items.push_back({p.dealer->handle(), 0, ZMQ_POLLIN, 0});
       items.push_back({p.monitor->handle(), 0, ZMQ_POLLIN, 0});
     }
-    size_t zap_at = items.size();
-    if (zap_) {
-      items.push_back({zap_->handle(), 0, ZMQ_POLLIN, 0});
-      items.push_back({router_monitor_->handle(), 0, ZMQ_POLLIN, 0});
-    }
+    size_t monitor_at = items.size();
+    items.push_back({router_monitor_->handle(), 0, ZMQ_POLLIN, 0});
+    if (zap_) items.push_back({zap_->handle(), 0, ZMQ_POLLIN, 0});
     auto now = Clock::now();
     auto wait = std::chrono::milliseconds(100);
     for (auto& t : timers_)
@@ -243,11 +264,11 @@ void IoLoop::run() {
       (void)!read(wake_fd_, &v, sizeof v);
     }
     drain_posted();
-    if (zap_ && (items[zap_at].revents & ZMQ_POLLIN))
+    if (items[monitor_at].revents & ZMQ_POLLIN) on_router_monitor_readable();
+    if (zap_ && (items[monitor_at + 1].revents & ZMQ_POLLIN))
       answer_zap(*zap_, keys().public_z85, [this](const std::string& peer, const std::string& why) {
         fault(peer, "refused a connection to " + address_ + ": " + why);
       });
-    if (zap_ && (items[zap_at + 1].revents & ZMQ_POLLIN)) on_router_monitor_readable();
     if (items[1].revents & ZMQ_POLLIN) on_router_readable();
     for (size_t i = 0; i < addrs.size(); ++i) {
       auto it = peers_.find(addrs[i]);
@@ -402,11 +423,40 @@ void IoLoop::on_router_monitor_readable() {
     zmq::message_t ev, ep;
     if (!router_monitor_->recv(ev, zmq::recv_flags::dontwait)) return;
     if (ev.more()) (void)router_monitor_->recv(ep, zmq::recv_flags::none);
+    uint16_t event = 0;
+    uint32_t value = 0;
+    if (ev.size() >= 6) {
+      std::memcpy(&event, ev.data(), 2);
+      std::memcpy(&value, static_cast<const char*>(ev.data()) + 2, 4);
+    }
+    int fd = static_cast<int>(value);
+    if (event == ZMQ_EVENT_ACCEPTED) {
+      std::string peer = socket_peer(fd);
+      if (auto why = connections_.accept(fd, peer)) {
+        // Shutting the socket down makes ZeroMQ see it closed and drop the connection itself.
+        ::shutdown(fd, SHUT_RDWR);
+        fault(peer, "refused a connection to " + address_ + ": " + *why);
+      }
+      continue;
+    }
+    if (event == ZMQ_EVENT_DISCONNECTED) {
+      connections_.closed(fd);
+      continue;
+    }
     // A client with another key fails before the ZAP handler hears of it, and the event names
     // only the listening end: the peer's address is unknown here.
     fault("a peer", "refused a connection to " + address_ + ": the encrypted handshake failed (a key that is not the "
                     "cluster's: a wrong cluster token, or a client that does not encrypt)");
   }
+}
+
+std::optional<std::string> IoLoop::oversized(const Frames& frames, const std::string& to) const {
+  auto limit = static_cast<size_t>(link_limits().max_message_bytes);
+  for (auto& f : frames)
+    if (f.size() > limit)
+      return "a message of " + std::to_string(f.size()) + " bytes to " + to + " is over the limit of " +
+             std::to_string(limit) + " bytes (YARD_MAX_MESSAGE_BYTES); pass a value that large with yard::put";
+  return std::nullopt;
 }
 
 void IoLoop::fault(const std::string& peer, const std::string& what) {

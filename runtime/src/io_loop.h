@@ -23,6 +23,7 @@
 
 #include <zmq.hpp>
 
+#include "link_limits.h"
 #include "link_security.h"
 #include "wire.h"
 
@@ -112,6 +113,8 @@ class IoLoop {
   void on_dealer_readable(const std::string& addr, Peer& p);
   void on_monitor_readable(const std::string& addr, Peer& p);
   void on_router_monitor_readable();
+  // The first frame over the message limit, as an error to report; nullopt when all are within.
+  std::optional<std::string> oversized(const Frames& frames, const std::string& to) const;
   // Logs a fault of a peer at a bounded rate, and counts it.
   void fault(const std::string& peer, const std::string& what);
   const CurveKeys& keys();
@@ -134,7 +137,8 @@ class IoLoop {
   uint64_t monitor_seq_ = 0;
   std::optional<CurveKeys> keys_;                 // made when the first encrypted link needs them
   std::unique_ptr<zmq::socket_t> zap_;            // the ZAP handler of an encrypted listener
-  std::unique_ptr<zmq::socket_t> router_monitor_; // its refused handshakes
+  std::unique_ptr<zmq::socket_t> router_monitor_; // its connections and refused handshakes
+  ConnectionCount connections_{link_limits()};    // loop thread only
   PeerFaults faults_;                             // loop thread only
 
   std::mutex mu_;

@@ -106,6 +106,12 @@ void TaskSubmitter::on_reply(const std::shared_ptr<TaskSpec>& spec, const std::s
                 "task " + spec->function + " had not finished when this process's runtime shut down");
     return;
   }
+  if (err && err->code == wire::ErrorCode::BAD_REQUEST) {
+    // Refused before it left (a message over the size limit): the worker is fine, the task fails.
+    fail_object(store_, spec->id, err->code, "task " + spec->function + ": " + err->message);
+    if (it != leases_.end()) --it->inflight;  // (called from pump(), which goes on)
+    return;
+  }
   if (err) {
     if (it != leases_.end()) leases_.erase(it);
     if (spec->retries_left > 0) {
