@@ -40,7 +40,9 @@ void tune(zmq::socket_t& s) {
 }  // namespace
 
 IoLoop::IoLoop(const std::string& host, int port, std::string token, RequestHandler handler)
-    : ctx_(1), token_(std::move(token)), handler_(std::move(handler)) {
+    // An encrypted listener gets a second ZeroMQ I/O thread: CURVE encrypts and decrypts on the
+    // I/O threads, and a large transfer over two connections (lanes) then uses two cores.
+    : ctx_(curve_for_host(host) ? 2 : 1), token_(std::move(token)), handler_(std::move(handler)) {
   router_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::router);
   tune(*router_);
   router_->set(zmq::sockopt::router_mandatory, 0);
@@ -204,7 +206,7 @@ IoLoop::Peer& IoLoop::peer(const std::string& addr) {
   // host, a network partition) is noticed as a lost connection within the timeout.
   p.dealer->set(zmq::sockopt::heartbeat_ivl, 1000);
   p.dealer->set(zmq::sockopt::heartbeat_timeout, 4000);
-  if (curve_for_host(host_of(addr))) {
+  if (curve_for_host(host_of(addr.substr(0, addr.find('/'))))) {
     p.curve = true;
     p.dealer->set(zmq::sockopt::curve_serverkey, keys().public_z85);
     p.dealer->set(zmq::sockopt::curve_publickey, keys().public_z85);
@@ -219,7 +221,7 @@ IoLoop::Peer& IoLoop::peer(const std::string& addr) {
   p.monitor = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
   p.monitor->set(zmq::sockopt::linger, 0);
   p.monitor->connect(mon);
-  p.dealer->connect("tcp://" + addr);
+  p.dealer->connect("tcp://" + addr.substr(0, addr.find('/')));  // "host:port/lane": its own connection
   return peers_.emplace(addr, std::move(p)).first->second;
 }
 

@@ -59,7 +59,9 @@ class IoLoop {
   const std::string& token() const { return token_; }
   uint64_t next_request_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
 
-  // Thread-safe. Sends a request built with `id` (from next_request_id) to peer "host:port".
+  // Thread-safe. Sends a request built with `id` (from next_request_id) to peer "host:port", or
+  // "host:port/N": the same peer over a connection of its own (lane N), for transfers spread
+  // over several connections.
   void request(const std::string& peer, uint64_t id, Frames frames, ReplyCallback cb,
                std::chrono::milliseconds timeout);
   // Thread-safe. Sends a reply to the ROUTER peer `routing_id`.

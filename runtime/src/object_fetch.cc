@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 
+#include "link_security.h"
 #include "ownership.h"
 
 namespace yard::detail {
@@ -33,7 +34,8 @@ ErrorInfo local_error(wire::ErrorCode code, std::string message) {
 class Transfer : public std::enable_shared_from_this<Transfer> {
  public:
   Transfer(IoLoop& io, std::string token, std::string id, std::string from, std::function<void(FetchResult)> done)
-      : io_(io), token_(std::move(token)), id_(std::move(id)), from_(std::move(from)), done_(std::move(done)) {}
+      : io_(io), token_(std::move(token)), id_(std::move(id)), from_(std::move(from)), done_(std::move(done)),
+        lanes_(curve_for_host(host_of(from_)) ? kEncryptedLanes : 1) {}
 
   void ask(uint64_t offset, uint64_t length) {
     uint64_t rid = io_.next_request_id();
@@ -43,7 +45,10 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
     r.setOffset(offset);
     r.setLength(length);
     ++in_flight_;
-    io_.request(from_, rid, m.finish(),
+    // Parts over an encrypted link alternate between connections: each is encrypted and
+    // decrypted on its own I/O thread.
+    int lane = static_cast<int>(offset / kObjectPartBytes % static_cast<uint64_t>(lanes_));
+    io_.request(lane == 0 ? from_ : from_ + "/" + std::to_string(lane), rid, m.finish(),
                 [self = shared_from_this(), offset, length](std::unique_ptr<InMessage> reply, std::optional<LocalError> err) {
                   self->on_reply(offset, length, std::move(reply), std::move(err));
                 },
@@ -125,6 +130,7 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
   std::function<void(FetchResult)> done_;
   WritableBytes room_{};
   uint64_t total_ = 0, next_ = 0, arrived_ = 0;
+  const int lanes_;
   int in_flight_ = 0;
   bool finished_ = false;
 };

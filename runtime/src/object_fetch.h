@@ -22,6 +22,8 @@ namespace yard::detail {
 
 inline constexpr uint64_t kObjectPartBytes = 4u << 20;
 inline constexpr int kPartsInFlight = 6;
+// Connections a transfer over an encrypted link is spread over.
+inline constexpr int kEncryptedLanes = 2;
 // A task's result this large, for a caller on another host, is held by its worker and fetched.
 inline constexpr uint64_t kHoldResultBytes = 2 * kObjectPartBytes;
 
