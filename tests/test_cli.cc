@@ -415,6 +415,24 @@ TEST_CASE("malformed, truncated and random bytes leave the head serving", "[cli]
       }
     }
     CHECK(answered == 50);
+    // Crafted envelopes: a valid one cut short at every word, a segment table declaring far more
+    // words (and segments) than sent, a pointer to a list of 2^29 elements in a 3-word message.
+    yard::detail::OutMessage good(tok, 5, false);
+    good.env().getBody().initGetActor().setName("x");
+    auto gf = good.finish();
+    std::string whole(static_cast<const char*>(gf[0].data()), gf[0].size());
+    std::vector<std::string> crafted;
+    for (size_t cut = 8; cut < whole.size(); cut += 8) crafted.push_back(whole.substr(0, cut));
+    auto words = [](std::vector<uint32_t> w) { return std::string(reinterpret_cast<const char*>(w.data()), w.size() * 4); };
+    crafted.push_back(words({0, 0x7fffffff}));                       // one segment of 2^31 words
+    crafted.push_back(words({0x0fffffff, 1, 1, 0}));                 // 2^28 segments
+    crafted.push_back(words({0, 2, 0x00000001, 0x00010000, 0x00000001, 0xfffffffd}));  // huge list
+    for (auto& c : crafted) {
+      s.send(zmq::buffer(c), zmq::send_flags::none);
+      auto in = yard::test::recv_reply(s);
+      REQUIRE(in);
+      CHECK(in->env().getBody().isError());
+    }
     // A valid request still works.
     yard::detail::OutMessage ping(tok, 99, false);
     ping.env().getBody().setPing();
@@ -425,6 +443,13 @@ TEST_CASE("malformed, truncated and random bytes leave the head serving", "[cli]
     CHECK(in->env().getBody().isOk());
   };
   probe(c.addr);
+  // A node manager's port, the same way.
+  std::vector<int> started;
+  KillAtEnd kill_at_end{started};
+  auto [node_addr, node_pid] = join_node(c, "--num-cpus 1 --port 0");
+  started.push_back(node_pid);
+  probe(node_addr);
+  CHECK(kill(node_pid, 0) == 0);
 
   // Raw TCP garbage (not even ZMTP) on the head's port.
   for (int i = 0; i < 20; ++i) {
