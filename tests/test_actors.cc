@@ -16,6 +16,7 @@
 #include "yard/redis.h"
 #include "support.h"
 #include "yard/actors/checkpoint.h"
+#include "yard/actors/crc32.h"
 #include "yard/actors/data_loader.h"
 #include "yard/actors/sampler.h"
 #include "yard/actors/schedule.h"
@@ -149,6 +150,28 @@ TEST_CASE("a corrupt, truncated or half-written newest checkpoint is skipped wit
   CHECK_THAT(st.skipped()[0], Catch::Contains(files[0]) && Catch::Contains("checksum"));
   CHECK_THAT(st.skipped()[1], Catch::Contains(files[1]));
   CHECK_THROWS_WITH(CheckpointStore::read_file(dir + "/LATEST"), Catch::Contains("not a checkpoint"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a checkpoint whose entry declares more bytes than the file holds is refused before allocating them",
+          "[actors][checkpoint]") {
+  auto dir = tmpdir("huge");
+  fs::create_directories(dir);
+  // Magic, version 1, step 7, one entry whose name claims 3.2 GB; a right checksum.
+  std::string b = "YRDCKPT1";
+  auto put = [&](const void* p, size_t n) { b.append(static_cast<const char*>(p), n); };
+  uint32_t version = 1, entries = 1, name_len = 3200000000u;
+  uint64_t step = 7;
+  put(&version, 4);
+  put(&step, 8);
+  put(&entries, 4);
+  put(&name_len, 4);
+  b += "model";
+  uint32_t crc = crc32(reinterpret_cast<const uint8_t*>(b.data()), b.size());
+  put(&crc, 4);
+  std::string path = dir + "/ckpt-000000000007.bin";
+  std::ofstream(path, std::ios::binary) << b;
+  CHECK_THROWS_WITH(CheckpointStore::read_file(path), Catch::Contains("declares 3200000000 bytes, past the end"));
   fs::remove_all(dir);
 }
 

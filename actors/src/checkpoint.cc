@@ -190,9 +190,17 @@ Checkpoint CheckpointStore::read_file(const std::string& path) {
   Checkpoint c;
   size_t off = 8;
   auto take = [&](void* out, size_t n) {
-    if (off + n > b.size() - 4) throw std::runtime_error("entries run past the end");
+    if (n > b.size() - 4 - off) throw std::runtime_error("entries run past the end");
     std::memcpy(out, b.data() + off, n);
     off += n;
+  };
+  // A declared length is checked against what is left before anything is allocated for it.
+  auto take_string = [&](uint64_t n) {
+    if (n > b.size() - 4 - off)
+      throw std::runtime_error("an entry declares " + std::to_string(n) + " bytes, past the end of the file");
+    std::string s(b.data() + off, n);
+    off += n;
+    return s;
   };
   uint32_t version, entries;
   take(&version, 4);
@@ -202,14 +210,10 @@ Checkpoint CheckpointStore::read_file(const std::string& path) {
   for (uint32_t i = 0; i < entries; ++i) {
     uint32_t nl;
     take(&nl, 4);
-    std::string name(nl, '\0');
-    take(name.data(), nl);
+    std::string name = take_string(nl);
     uint64_t sz;
     take(&sz, 8);
-    if (sz > b.size()) throw std::runtime_error("entry size past the end");
-    std::string data(sz, '\0');
-    take(data.data(), sz);
-    c.blobs.emplace(std::move(name), std::move(data));
+    c.blobs.emplace(std::move(name), take_string(sz));
   }
   return c;
 }

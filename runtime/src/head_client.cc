@@ -26,7 +26,8 @@ std::string HeadClient::upload_binary(std::chrono::milliseconds timeout) {
   uint64_t hid = io_->next_request_id();
   OutMessage hm(token_, hid, false);
   hm.env().getBody().setHasBlob(digest);
-  auto hb = io_->call(head_, hm, hid, timeout)->env().getBody();
+  auto has = io_->call(head_, hm, hid, timeout);  // the reply outlives the readers taken from it
+  auto hb = has->env().getBody();
   if (hb.isOk()) return digest;
   if (hb.getError().getCode() == wire::ErrorCode::UNAUTHENTICATED)
     throw AuthError("the head at " + head_ + " rejected this program: " + hb.getError().getMessage().cStr());

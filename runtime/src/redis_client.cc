@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <charconv>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -27,19 +28,31 @@ std::string RedisReply::str() const {
 long long RedisReply::integer() const {
   if (!r_) return 0;
   if (r_->type == REDIS_REPLY_INTEGER) return r_->integer;
-  if (r_->type == REDIS_REPLY_STRING) return std::stoll(std::string(r_->str, r_->len));
+  if (r_->type == REDIS_REPLY_STRING) {
+    long long v = 0;
+    auto [end, ec] = std::from_chars(r_->str, r_->str + r_->len, v);
+    if (ec != std::errc() || end != r_->str + r_->len)
+      throw Error("Redis replied '" + std::string(r_->str, std::min<size_t>(r_->len, 40)) +
+                  "' where an integer was expected");
+    return v;
+  }
   return 0;
 }
 std::string RedisReply::error() const {
   return r_ && r_->type == REDIS_REPLY_ERROR ? std::string(r_->str, r_->len) : std::string();
 }
 size_t RedisReply::size() const { return r_ && r_->type == REDIS_REPLY_ARRAY ? r_->elements : 0; }
-std::string RedisReply::at(size_t i) const {
-  auto* e = r_->element[i];
-  if (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS) return std::string(e->str, e->len);
+namespace {
+// A reply's text: string and status replies as they are, integers in decimal, anything else empty.
+std::string reply_text(const redisReply* e) {
+  if (!e) return {};
+  if ((e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS) && e->str) return std::string(e->str, e->len);
   if (e->type == REDIS_REPLY_INTEGER) return std::to_string(e->integer);
   return {};
 }
+}  // namespace
+
+std::string RedisReply::at(size_t i) const { return i < size() ? reply_text(r_->element[i]) : std::string(); }
 std::vector<std::string> RedisReply::strings() const {
   std::vector<std::string> out;
   for (size_t i = 0; i < size(); ++i) out.push_back(at(i));
@@ -51,7 +64,7 @@ std::vector<std::string> RedisReply::nested_strings(size_t i) const {
   if (i >= size()) return out;
   auto* e = r_->element[i];
   if (e->type != REDIS_REPLY_ARRAY) return out;
-  for (size_t k = 0; k < e->elements; ++k) out.emplace_back(e->element[k]->str, e->element[k]->len);
+  for (size_t k = 0; k < e->elements; ++k) out.push_back(reply_text(e->element[k]));
   return out;
 }
 

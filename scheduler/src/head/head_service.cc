@@ -244,7 +244,9 @@ void HeadService::start_head_node() {
   } else {
     so.new_process_group = true;  // not stopped by a signal meant for the head
   }
-  auto [pid, line] = spawn_ready(argv, so, std::chrono::seconds(30));
+  auto ready = spawn_ready(argv, so, std::chrono::seconds(30));
+  pid_t pid = ready.first;
+  const std::string& line = ready.second;
   if (line.empty() || line.rfind("ERROR", 0) == 0) {
     terminate(pid, SIGTERM, std::chrono::seconds(5));
     throw Error("the head's node manager did not start: " + (line.empty() ? "no answer within 30 s" : line.substr(7)) +

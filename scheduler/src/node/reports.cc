@@ -85,7 +85,9 @@ void NodeManager::lease_span(const std::string& job, double wait_s, size_t worke
 }
 
 void NodeManager::flush_lease_spans() {
-  for (auto& [job, spans] : lease_spans_) {
+  for (auto& entry : lease_spans_) {
+    const auto& job = entry.first;
+    const auto& spans = entry.second;
     auto batch = batch_bytes([&](wire::TimelineBatch::Builder b) {
       b.setNode(node_id_);
       b.setWorker("node manager");
