@@ -1,5 +1,5 @@
-// libFuzzer target: the ETH-PBL log reader (IMU records, UBX messages in hex, events). The input is
-// read twice: as a log file as it is, and as the payload of one UBX message made valid around it
+// libFuzzer target: the ETH-PBL log reader (IMU records, UBX messages in hex, events), under the
+// policy the input's last byte picks (drop what is bad, or stop). The input is read twice: as a log file as it is, and as the payload of one UBX message made valid around it
 // (sync bytes, class and id from its first two bytes, length and checksum), so that the NAV-PVT
 // decoding behind the checksum is reached too. Seeds are records the project writes.
 #include <cstdio>
@@ -21,18 +21,16 @@ std::string hex(const std::vector<uint8_t>& b) {
   return s;
 }
 
-void read_log(const std::string& path) {
-  for (auto stop : {false, true}) {
-    ReadPolicy p;
-    if (stop) p.malformed = p.non_finite = p.non_monotonic = p.unknown_type = p.bad_checksum = OnBad::kStop;
-    try {
-      EthPblReader r(path, p);
-      EthRecord rec;
-      while (r.next(rec))
-        if (auto* pvt = std::get_if<EthPvt>(&rec)) (void)pvt->utc_seconds_of_day();
-      (void)r.summary().to_string();
-    } catch (const std::exception&) {
-    }
+void read_log(const std::string& path, bool stop) {
+  ReadPolicy p;
+  if (stop) p.malformed = p.non_finite = p.non_monotonic = p.unknown_type = p.bad_checksum = OnBad::kStop;
+  try {
+    EthPblReader r(path, p);
+    EthRecord rec;
+    while (r.next(rec))
+      if (auto* pvt = std::get_if<EthPvt>(&rec)) (void)pvt->utc_seconds_of_day();
+    (void)r.summary().to_string();
+  } catch (const std::exception&) {
   }
 }
 
@@ -68,7 +66,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  read_log(fuzz::write_input(data, size));
+  // The last byte picks the policy: drop what is bad, or stop at the first problem.
+  bool stop = size > 0 && (data[size - 1] & 1);
+  read_log(fuzz::write_input(data, size), stop);
   if (size >= 2 && size <= 1024) {
     std::vector<uint8_t> m{0xb5, 0x62, data[0], data[1], uint8_t((size - 2) & 0xff), uint8_t((size - 2) >> 8)};
     m.insert(m.end(), data + 2, data + size);
@@ -76,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     m.push_back(a);
     m.push_back(b);
     std::string line = "0:00:01.000000,U," + hex(m) + "\n";
-    read_log(fuzz::write_input(reinterpret_cast<const uint8_t*>(line.data()), line.size()));
+    read_log(fuzz::write_input(reinterpret_cast<const uint8_t*>(line.data()), line.size()), stop);
   }
   return 0;
 }

@@ -3,7 +3,8 @@
 # on it (submitted with yard submit): the rendered page lists the head's node, the job's trainer
 # and checkpointer actors and the job, streams the job's log and charts its loss, validation loss
 # and F1; a screenshot is kept (ARTIFACT_DIR/dashboard.png).
-# Requests without the token get 401. Needs Debian's chromium: skipped (exit 77) without it.
+# Requests without the cluster's web key get 401, and so do requests with the cluster token (which
+# never travels over HTTP). Needs Debian's chromium: skipped (exit 77) without it.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 YARD=$(readlink -f "$1")
@@ -41,8 +42,14 @@ for path in / /api/status "/api/jobs/$JOB/logs" /static/chart.js; do
   CODE=$(python3 -c 'import sys, urllib.request, urllib.error
 try: urllib.request.urlopen(sys.argv[1], timeout=10); print(200)
 except urllib.error.HTTPError as e: print(e.code)' "$BASE$path")
-  [ "$CODE" = 401 ] || fail "$path without the token: HTTP $CODE, not 401"
+  [ "$CODE" = 401 ] || fail "$path without the web key: HTTP $CODE, not 401"
 done
+TOKEN=$(cat "$YARD_HOME"/session-*/token)
+case "$URL" in *"$TOKEN"*) fail "the dashboard's address carries the cluster token" ;; esac
+CODE=$(python3 -c 'import sys, urllib.request, urllib.error
+try: urllib.request.urlopen(sys.argv[1], timeout=10); print(200)
+except urllib.error.HTTPError as e: print(e.code)' "$BASE/api/status?key=$TOKEN")
+[ "$CODE" = 401 ] || fail "the cluster token opened the dashboard: HTTP $CODE"
 HEAD_NODE=$("$YARD" status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["cluster"]["head_node"])')
 chrome() {
   "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --user-data-dir="$YARD_HOME/chrome" \

@@ -32,6 +32,7 @@ fail() { echo "FAIL: $*"; [ -f "$YARD_HOME/prometheus.log" ] && tail -20 "$YARD_
 "$YARD" start --head --port "$PORT" --num-cpus 2 --metrics-port 0 > /dev/null
 TOKEN_FILE=$(ls "$YARD_HOME"/session-*/token)
 TOKEN=$(cat "$TOKEN_FILE")
+KEY_FILE=$(ls "$YARD_HOME"/session-*/web_key)
 "$YARD" start --address "127.0.0.1:$PORT" --token "$TOKEN" --port 0 --num-cpus 1 --metrics-port 0 > /dev/null
 export YARD_ADDRESS=127.0.0.1:$PORT YARD_TOKEN=$TOKEN
 
@@ -52,7 +53,22 @@ except urllib.error.HTTPError as e:
     print(e.code)
 PY
 )
-[ "$CODE" = 401 ] || fail "a scrape without the token got HTTP $CODE, not 401"
+[ "$CODE" = 401 ] || fail "a scrape without the web key got HTTP $CODE, not 401"
+# The cluster token itself opens nothing here (it never travels over HTTP); the web key does.
+scrape_with() {
+  python3 - "$HEAD_METRICS" "$1" <<'PY'
+import base64, sys, urllib.request, urllib.error
+req = urllib.request.Request("http://" + sys.argv[1] + "/metrics")
+req.add_header("Authorization", "Basic " + base64.b64encode(("yard:" + sys.argv[2]).encode()).decode())
+try:
+    urllib.request.urlopen(req, timeout=10)
+    print(200)
+except urllib.error.HTTPError as e:
+    print(e.code)
+PY
+}
+[ "$(scrape_with "$TOKEN")" = 401 ] || fail "a scrape with the cluster token was not refused"
+[ "$(scrape_with "$(cat "$KEY_FILE")")" = 200 ] || fail "a scrape with the web key was refused"
 
 # What the queries below should see: a detached actor stays alive; a driver that stays (until
 # its stdin closes) ran 50 tasks, each counting a user metric.
@@ -75,7 +91,7 @@ scrape_configs:
   - job_name: yard
     basic_auth:
       username: yard
-      password_file: $TOKEN_FILE
+      password_file: $KEY_FILE
     file_sd_configs:
       - files: [$YARD_HOME/targets.json]
         refresh_interval: 1s

@@ -164,3 +164,12 @@ TEST_CASE("a request over the message size limit fails at once with the limit na
   zmq::message_t m;
   CHECK_FALSE(peer.recv(m));  // nothing arrived
 }
+
+TEST_CASE("the web key follows from the token, and is not the token", "[security]") {
+  auto k = web_key_for("token-one");
+  CHECK(k == web_key_for("token-one"));
+  CHECK(k != web_key_for("token-two"));
+  CHECK(k.size() == 32);
+  CHECK(k.find_first_not_of("0123456789abcdef") == std::string::npos);
+  CHECK(k.find("token-one") == std::string::npos);
+}

@@ -29,6 +29,10 @@ struct CurveKeys {
 
 // The cluster's key pair for this token.
 CurveKeys curve_keys_for(const std::string& token);
+// The key that opens the cluster's web endpoints (Prometheus metrics, the dashboard): derived
+// from the token (32 hex digits), so the token itself never travels over HTTP, and a key seen
+// there opens only those read-only pages. The head writes it to <session>/web_key (0600).
+std::string web_key_for(const std::string& token);
 // 127.0.0.0/8, ::1 and "localhost".
 bool is_loopback_host(const std::string& host);
 // Whether links to or from `host` are encrypted (not loopback, and YARD_CURVE is not 0).

@@ -21,6 +21,7 @@
 #include "stop_cluster.h"
 #include "daemon.h"
 #include "yard/process.h"
+#include "link_security.h"
 #include "session.h"
 #include "yard/errors.h"
 
@@ -210,7 +211,7 @@ int dashboard(const std::string& address, const std::string& token) {
   auto j = json::parse(std::string(r->env().getBody().getStatusReply()));
   std::string url = j["cluster"].value("dashboard", "");
   if (url.empty()) throw Error("the head at " + ep.address + " serves no dashboard (started with --dashboard-port -1?)");
-  std::cout << url << "/?token=" << ep.token << "\n";
+  std::cout << url << "/?key=" << detail::web_key_for(ep.token) << "\n";
   return 0;
 }
 
@@ -351,9 +352,9 @@ Commands define_cli(CLI::App& app, Args& a) {
   c.status->add_flag("--json", a.as_json, "print JSON");
   c.metrics_targets = add_conn(app.add_subcommand(
       "metrics-targets", "the cluster's Prometheus endpoints as a file_sd_configs file (scrape them with basic_auth: "
-                         "username yard, password_file the session's token file)"));
+                         "username yard, password_file the session's web_key file)"));
   c.metrics_targets->add_option("-o,--output", a.output, "write the file here (atomically) instead of printing it");
-  c.dashboard = add_conn(app.add_subcommand("dashboard", "the address of the head's dashboard, with the token"));
+  c.dashboard = add_conn(app.add_subcommand("dashboard", "the address of the head's dashboard, with the cluster's web key"));
   c.timeline = add_conn(app.add_subcommand(
       "timeline", "a job's tasks, actor calls and lease waits as a Chrome trace (Perfetto, chrome://tracing)"));
   c.timeline->add_option("job", a.job_id, "job id (default: the latest job)");

@@ -7,6 +7,7 @@
 
 #include <prometheus/exposer.h>
 
+#include "link_security.h"
 #include "yard/errors.h"
 
 namespace yard::sched {
@@ -20,8 +21,8 @@ MetricsEndpoint::MetricsEndpoint(const std::string& host, int port, const std::s
     throw Error("cannot serve metrics on " + bind + ": " + e.what());
   }
   exposer_->RegisterCollectable(registry_);
-  exposer_->RegisterAuth([token](const std::string& user, const std::string& password) {
-    return user == "yard" && password == token;
+  exposer_->RegisterAuth([key = detail::web_key_for(token)](const std::string& user, const std::string& password) {
+    return user == "yard" && password == key;
   }, "yard");
   auto ports = exposer_->GetListeningPorts();
   if (ports.empty()) throw Error("cannot serve metrics on " + bind + ": not listening");

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "control_client.h"
+#include "link_security.h"
 #include "yard/errors.h"
 
 namespace yard::sched {
@@ -17,9 +18,9 @@ namespace {
 // Chart.js as Debian installs it (libjs-chart.js).
 const char* kChartJs = "/usr/share/javascript/chart.js/chart.min.js";
 
-std::string cookie_token(const httplib::Request& req) {
+std::string cookie_key(const httplib::Request& req) {
   auto cookies = req.get_header_value("Cookie");
-  std::string key = "yard_token=";
+  std::string key = "yard_key=";
   for (size_t at = 0; (at = cookies.find(key, at)) != std::string::npos; at += key.size())
     if (at == 0 || cookies[at - 1] == ' ' || cookies[at - 1] == ';') {
       auto end = cookies.find(';', at);
@@ -31,7 +32,7 @@ std::string cookie_token(const httplib::Request& req) {
 }  // namespace
 
 Dashboard::Dashboard(const std::string& host, int port, const std::string& head_address, const std::string& token)
-    : token_(token), server_(std::make_unique<httplib::Server>()),
+    : key_(detail::web_key_for(token)), server_(std::make_unique<httplib::Server>()),
       head_(std::make_unique<ControlClient>(head_address, token)) {
   server_->new_task_queue = [] { return new httplib::ThreadPool(2); };
   routes();
@@ -48,9 +49,9 @@ Dashboard::~Dashboard() {
 
 bool Dashboard::authorized(const void* r) const {
   auto& req = *static_cast<const httplib::Request*>(r);
-  if (req.has_param("token") && req.get_param_value("token") == token_) return true;
-  if (req.get_header_value("Authorization") == "Bearer " + token_) return true;
-  return !token_.empty() && cookie_token(req) == token_;
+  if (req.has_param("key") && req.get_param_value("key") == key_) return true;
+  if (req.get_header_value("Authorization") == "Bearer " + key_) return true;
+  return cookie_key(req) == key_;
 }
 
 // A head request for the page's JSON: "status", "logs" (arg: job, offset), "curves" (arg: job).
@@ -81,7 +82,7 @@ void Dashboard::routes() {
     return [this, handler](const httplib::Request& req, httplib::Response& res) {
       if (!authorized(&req)) {
         res.status = 401;
-        res.set_content("401: the cluster token is required (yard dashboard prints the address with it)\n",
+        res.set_content("401: the cluster's web key is required (yard dashboard prints the address with it)\n",
                         "text/plain");
         return;
       }
@@ -94,8 +95,8 @@ void Dashboard::routes() {
     };
   };
   server_->Get("/", guard([this](const httplib::Request& req, httplib::Response& res) {
-    if (req.has_param("token"))  // later requests carry it as a cookie, not in the address
-      res.set_header("Set-Cookie", "yard_token=" + token_ + "; HttpOnly; SameSite=Strict; Path=/");
+    if (req.has_param("key"))  // later requests carry it as a cookie, not in the address
+      res.set_header("Set-Cookie", "yard_key=" + key_ + "; HttpOnly; SameSite=Strict; Path=/");
     res.set_content(dashboard_page(), "text/html; charset=utf-8");
   }));
   server_->Get("/api/status", guard([this](const httplib::Request&, httplib::Response& res) {

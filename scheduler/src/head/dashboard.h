@@ -32,7 +32,7 @@ class Dashboard {
   bool authorized(const void* request) const;
   std::string ask(const std::string& what, const std::string& arg);
 
-  std::string token_;
+  std::string key_;  // the cluster's web key (link_security.h), not its token
   std::unique_ptr<httplib::Server> server_;
   std::unique_ptr<ControlClient> head_;
   std::mutex head_mu_;

@@ -67,6 +67,7 @@ void HeadService::open_session(bool taking_over) {
   open_log(log_dir_, "head");
   token_file_ = o_.session_dir + "/token";
   token_ = taking_over ? read_token(token_file_) : create_token(token_file_);
+  write_private_file(o_.session_dir + "/web_key", detail::web_key_for(token_));
   if (const char* pp = getenv("YARD_PARENT_PID")) parent_pid_ = atoi(pp);
 }
 
