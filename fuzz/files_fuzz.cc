@@ -58,14 +58,7 @@ void make_seeds(const std::string& dir) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (auto dir = fuzz::seed_dir(); !dir.empty()) {
-    make_seeds(dir);
-    std::exit(0);
-  }
-  fuzz::remove_input_at_exit();
-  return 0;
-}
+extern "C" int LLVMFuzzerInitialize(int*, char***) { return fuzz::initialize(make_seeds, true); }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   read_both(fuzz::write_input(data, size));

@@ -41,6 +41,17 @@ inline std::string seed_dir() {
   return d ? d : "";
 }
 
+// What every target's LLVMFuzzerInitialize does: with FUZZ_MAKE_SEEDS set, writes the seeds there
+// and exits; otherwise, for a target that reads its input from a file, removes that file at exit.
+inline int initialize(void (*make_seeds)(const std::string& dir), bool file_input) {
+  if (auto dir = seed_dir(); !dir.empty()) {
+    make_seeds(dir);
+    std::exit(0);
+  }
+  if (file_input) remove_input_at_exit();
+  return 0;
+}
+
 // The first `lines` lines of a file (a seed cut from a real file the project writes).
 inline std::string head_lines(const std::string& path, int lines) {
   std::ifstream in(path, std::ios::binary);

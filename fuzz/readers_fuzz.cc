@@ -52,14 +52,7 @@ void read_nmea(const std::string& path) {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (auto dir = fuzz::seed_dir(); !dir.empty()) {
-    make_seeds(dir);
-    std::exit(0);
-  }
-  fuzz::remove_input_at_exit();
-  return 0;
-}
+extern "C" int LLVMFuzzerInitialize(int*, char***) { return fuzz::initialize(make_seeds, true); }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

@@ -9,20 +9,18 @@
 #include "yard/errors.h"
 #include "yard/redis.h"
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (auto dir = fuzz::seed_dir(); !dir.empty()) {
-    fuzz::write_seed(dir, "ok", "+OK\r\n");
-    fuzz::write_seed(dir, "bulk", "$5\r\nhello\r\n");
-    fuzz::write_seed(dir, "nil", "$-1\r\n");
-    fuzz::write_seed(dir, "int", ":1042\r\n");
-    fuzz::write_seed(dir, "error", "-NOAUTH Authentication required.\r\n");
-    fuzz::write_seed(dir, "hgetall", "*4\r\n$5\r\nstate\r\n$5\r\nALIVE\r\n$7\r\naddress\r\n$14\r\n127.0.0.1:4100\r\n");
-    fuzz::write_seed(dir, "scan", "*2\r\n$1\r\n0\r\n*2\r\n$14\r\nyard:node:n-01\r\n$14\r\nyard:node:n-02\r\n");
-    fuzz::write_seed(dir, "pipeline", "+OK\r\n:1\r\n*0\r\n$-1\r\n");
-    std::exit(0);
-  }
-  return 0;
+static void make_seeds(const std::string& dir) {
+  fuzz::write_seed(dir, "ok", "+OK\r\n");
+  fuzz::write_seed(dir, "bulk", "$5\r\nhello\r\n");
+  fuzz::write_seed(dir, "nil", "$-1\r\n");
+  fuzz::write_seed(dir, "int", ":1042\r\n");
+  fuzz::write_seed(dir, "error", "-NOAUTH Authentication required.\r\n");
+  fuzz::write_seed(dir, "hgetall", "*4\r\n$5\r\nstate\r\n$5\r\nALIVE\r\n$7\r\naddress\r\n$14\r\n127.0.0.1:4100\r\n");
+  fuzz::write_seed(dir, "scan", "*2\r\n$1\r\n0\r\n*2\r\n$14\r\nyard:node:n-01\r\n$14\r\nyard:node:n-02\r\n");
+  fuzz::write_seed(dir, "pipeline", "+OK\r\n:1\r\n*0\r\n$-1\r\n");
 }
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) { return fuzz::initialize(make_seeds, false); }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   redisReader* reader = redisReaderCreate();

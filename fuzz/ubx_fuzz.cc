@@ -52,18 +52,15 @@ EthPvt sample_pvt() {
 
 }  // namespace
 
-extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  if (auto dir = fuzz::seed_dir(); !dir.empty()) {
-    std::string pvt = "0:00:01.500000,U," + hex(encode_nav_pvt(sample_pvt())) + "\n";
-    fuzz::write_seed(dir, "pvt", pvt);
-    fuzz::write_seed(dir, "imu", "0:00:01.000000,I,0a00f5ff0100e803feff0000\n0:00:01.010000,I,0b00f4ff0200e903fdff0100\n");
-    fuzz::write_seed(dir, "events", "0:00:00.100000,DEP,Zurich HB\n0:00:02.000000,BRK,emergency\n0:12:00.000000,ARR,Oerlikon\n");
-    fuzz::write_seed(dir, "mixed", "0:00:01.000000,I,0a00f5ff0100e803feff0000\n" + pvt + "0:00:01.400000,I,zz\n");
-    std::exit(0);
-  }
-  fuzz::remove_input_at_exit();
-  return 0;
+static void make_seeds(const std::string& dir) {
+  std::string pvt = "0:00:01.500000,U," + hex(encode_nav_pvt(sample_pvt())) + "\n";
+  fuzz::write_seed(dir, "pvt", pvt);
+  fuzz::write_seed(dir, "imu", "0:00:01.000000,I,0a00f5ff0100e803feff0000\n0:00:01.010000,I,0b00f4ff0200e903fdff0100\n");
+  fuzz::write_seed(dir, "events", "0:00:00.100000,DEP,Zurich HB\n0:00:02.000000,BRK,emergency\n0:12:00.000000,ARR,Oerlikon\n");
+  fuzz::write_seed(dir, "mixed", "0:00:01.000000,I,0a00f5ff0100e803feff0000\n" + pvt + "0:00:01.400000,I,zz\n");
 }
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) { return fuzz::initialize(make_seeds, true); }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The last byte picks the policy: drop what is bad, or stop at the first problem.
