@@ -61,6 +61,9 @@ TEST_CASE("a capture reads back: positions, speed, times across midnight; bad li
     f << "12.120000 " << nmea_sentence(nmea_gga(d, 86400, std::nullopt, 3, 99)) << "\n";      // past midnight, no fix
     f << "12.140000 " << nmea_sentence(nmea_zda(d, 86400.0)) << "\n";
     f << "13.100000 " << nmea_sentence(nmea_rmc(d, 86401, std::nullopt, 0, 0)) << "\n";
+    // Numbers no int holds: a year of 22 digits, 10^30 satellites (both once read as UB).
+    f << "13.200000 " << nmea_sentence("GPZDA,000002.00,01,01,2025560000000000000000,00,00") << "\n";
+    f << "13.300000 " << nmea_sentence("GPGGA,000003.00,,,,,0,1e30,99.9,,M,,M,,") << "\n";
   }
   NmeaReader r(path);
   std::vector<NmeaRecord> recs;
@@ -85,7 +88,7 @@ TEST_CASE("a capture reads back: positions, speed, times across midnight; bad li
   CHECK(!recs[5].fix);
   auto s = r.summary();
   CHECK(s.dropped["bad_checksum"] == 1);
-  CHECK(s.dropped["malformed"] == 3);  // the undated GGA, the cut one, the garbage line
+  CHECK(s.dropped["malformed"] == 5);  // the undated GGA, the cut one, the garbage line, the huge numbers
   CHECK(s.dropped["unknown_type"] == 1);
   CHECK(s.to_string().find(path + ":1:") != std::string::npos);
 

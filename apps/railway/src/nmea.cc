@@ -197,7 +197,7 @@ bool NmeaReader::parse(const std::string& line, NmeaRecord& rec) {
     if (f.size() < 5) return bad("fewer than 5 fields");
     auto tod = time_of_day(f[1]);
     auto d = num(f[2]), m = num(f[3]), y = num(f[4]);
-    if (!tod || !d || !m || !y || *d < 1 || *d > 31 || *m < 1 || *m > 12 || *y < 1980) return bad("bad date or time");
+    if (!tod || !d || !m || !y || *d < 1 || *d > 31 || *m < 1 || *m > 12 || *y < 1980 || *y > 9999) return bad("bad date or time");
     rec.kind = NmeaKind::kZda;
     set_day(static_cast<int>(*y), static_cast<int>(*m), static_cast<int>(*d));
     rec.utc = day_ * 86400.0 + *tod;
@@ -227,7 +227,7 @@ bool NmeaReader::parse(const std::string& line, NmeaRecord& rec) {
     if (f.size() < 8) return bad("fewer than 8 fields");
     auto tod = time_of_day(f[1]);
     auto q = num(f[6]), sats = num(f[7]);
-    if (!tod || !q || !sats) return bad("bad time, quality or satellites");
+    if (!tod || !q || !sats || *sats < 0 || *sats > 999) return bad("bad time, quality or satellites");
     if (!first_day_) return bad("no dated sentence (RMC, ZDA) before it: its day is unknown");
     if (*tod < last_tod_ - 43200) ++day_;  // past midnight before the next dated sentence
     last_tod_ = *tod;
