@@ -28,6 +28,11 @@ struct LinkLimits {
 // The limits of this process: the environment's, the total from its descriptor limit.
 const LinkLimits& link_limits();
 
+// A daemon's first step: its soft limit of open files raised to the hard limit (at most 65,536),
+// so that a busy head or node (thousands of workers' and peers' connections) is not held to the
+// usual 1,024. Before anything asks link_limits().
+void raise_descriptor_limit();
+
 // The open connections of one listener, per peer address. Pure bookkeeping: the I/O loop shuts
 // what accept() refuses.
 class ConnectionCount {

@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "yard/process.h"
+#include "link_limits.h"
 #include "link_security.h"
 #include "redis_conn.h"
 #include "session.h"
@@ -65,6 +66,7 @@ void HeadService::open_session(bool taking_over) {
   fs::create_directories(log_dir_);
   fs::create_directories(o_.session_dir + "/redis");
   open_log(log_dir_, "head");
+  raise_descriptor_limit();
   token_file_ = o_.session_dir + "/token";
   token_ = taking_over ? read_token(token_file_) : create_token(token_file_);
   write_private_file(o_.session_dir + "/web_key", detail::web_key_for(token_));

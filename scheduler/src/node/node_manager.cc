@@ -13,6 +13,7 @@
 #include <kj/exception.h>
 #include <spdlog/spdlog.h>
 
+#include "link_limits.h"
 #include "local_copies.h"
 
 #include "yard/process.h"
@@ -37,6 +38,7 @@ void NodeManager::open_session() {
   log_dir_ = o_.session_dir + "/logs";
   fs::create_directories(log_dir_);
   open_log(log_dir_, "node");
+  raise_descriptor_limit();
   token_file_ = o_.session_dir + "/token";
   token_ = o_.join_token;
   if (!o_.head_node) {
