@@ -30,7 +30,7 @@ namespace {
 // bounds it (maxelements); but libFuzzer counts it as out of memory. Such inputs are skipped.
 bool declares_huge_array(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < size; ++i) {
-    if (data[i] != '*' || (i > 0 && data[i - 1] != '\n')) continue;
+    if (data[i] != '*') continue;  // (hiredis ends a line at any \r: look at every '*')
     uint64_t n = 0;
     for (size_t k = i + 1; k < size && data[k] >= '0' && data[k] <= '9' && n <= size; ++k) n = n * 10 + (data[k] - '0');
     if (n > size) return true;
