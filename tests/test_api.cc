@@ -339,7 +339,15 @@ TEST_CASE("refs travel inside values and are fetched from their owner", "[api][o
 TEST_CASE("a borrowed ref whose owner died fails with OwnerDied, naming the owner", "[api][objects][crash]") {
   auto c = yard::actor<Counter>(7).remote();
   auto ref = *c.call(&Counter::stash).remote().get(30s);
+  int pid = *c.call(&Counter::pid).remote().get(30s);
   yard::kill(c);
+  // yard::kill returns once the head has it; the process ends a moment later (a get before
+  // then is still served). The case is about an owner that is gone.
+  REQUIRE(yard::test::eventually([&] {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    return !std::getline(stat, line) || line.find(") Z ") != std::string::npos;
+  }, 10s));
   CHECK_THROWS_WITH(ref.get(30s), Catch::Contains("owner"));
   CHECK_THROWS_AS(ref.get(30s), yard::OwnerDied);
 }
