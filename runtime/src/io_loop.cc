@@ -206,7 +206,8 @@ IoLoop::Peer& IoLoop::peer(const std::string& addr) {
   // host, a network partition) is noticed as a lost connection within the timeout.
   p.dealer->set(zmq::sockopt::heartbeat_ivl, 1000);
   p.dealer->set(zmq::sockopt::heartbeat_timeout, 4000);
-  if (curve_for_host(host_of(addr.substr(0, addr.find('/'))))) {
+  std::string target = addr.substr(0, addr.find('/'));  // "host:port/lane": a connection of its own
+  if (curve_for_host(host_of(target))) {
     p.curve = true;
     p.dealer->set(zmq::sockopt::curve_serverkey, keys().public_z85);
     p.dealer->set(zmq::sockopt::curve_publickey, keys().public_z85);
@@ -221,7 +222,7 @@ IoLoop::Peer& IoLoop::peer(const std::string& addr) {
   p.monitor = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
   p.monitor->set(zmq::sockopt::linger, 0);
   p.monitor->connect(mon);
-  p.dealer->connect("tcp://" + addr.substr(0, addr.find('/')));  // "host:port/lane": its own connection
+  p.dealer->connect("tcp://" + target);
   return peers_.emplace(addr, std::move(p)).first->second;
 }
 

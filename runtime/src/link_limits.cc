@@ -48,19 +48,14 @@ void raise_descriptor_limit() {
 
 std::optional<std::string> ConnectionCount::accept(int fd, const std::string& peer) {
   closed(fd);  // a descriptor reused before its close was heard of
-  size_t& n = by_peer_[peer];
-  if (n >= limits_.max_connections_per_peer) {
-    std::string why = peer + " already has " + std::to_string(n) + " open connections (the limit per peer is " +
-                      std::to_string(limits_.max_connections_per_peer) + ", YARD_MAX_CONNECTIONS_PER_PEER)";
-    if (n == 0) by_peer_.erase(peer);
-    return why;
-  }
-  if (by_fd_.size() >= limits_.max_connections) {
-    if (n == 0) by_peer_.erase(peer);
+  size_t n = open(peer);
+  if (n >= limits_.max_connections_per_peer)
+    return peer + " already has " + std::to_string(n) + " open connections (the limit per peer is " +
+           std::to_string(limits_.max_connections_per_peer) + ", YARD_MAX_CONNECTIONS_PER_PEER)";
+  if (by_fd_.size() >= limits_.max_connections)
     return "this process already has " + std::to_string(by_fd_.size()) + " open connections (its limit, from " +
            "its file descriptor limit)";
-  }
-  ++n;
+  ++by_peer_[peer];
   by_fd_[fd] = peer;
   return std::nullopt;
 }

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "yard/errors.h"
+#include "yard/process.h"
 
 namespace yard::detail {
 
@@ -22,16 +23,7 @@ CurveKeys curve_keys_for(const std::string& token) {
 
 std::string web_key_for(const std::string& token) {
   std::string input = std::string("switchyard web access 1") + '\0' + token;
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(input.data(), input.size(), digest, &len, EVP_sha256(), nullptr);
-  static const char* hex = "0123456789abcdef";
-  std::string out;
-  for (unsigned i = 0; i < 16 && i < len; ++i) {
-    out += hex[digest[i] >> 4];
-    out += hex[digest[i] & 15];
-  }
-  return out;
+  return sys::sha256_hex(input.data(), input.size()).substr(0, 32);
 }
 
 bool is_loopback_host(const std::string& host) {
