@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <thread>
@@ -34,7 +35,10 @@ int rank_main(int rank, int world, const std::string& redis, const std::string& 
   s.world_size = world;
   s.rank = rank;
   s.redis_address = redis;
-  s.generation = std::to_string(getppid());
+  s.generation = std::to_string(getppid()) + (getenv("BENCH_LINK_KEY") ? "-sealed" : "");
+  if (const char* k = getenv("BENCH_LINK_KEY")) s.link_key = k;
+  if (getenv("BENCH_TCP")) s.shared_memory = false;
+  bool only_large = getenv("BENCH_TCP") != nullptr;
   auto c = create_group(s);
   // The timed loops do not look at results; this does, once, on the path they take.
   {
@@ -49,9 +53,11 @@ int rank_main(int rank, int world, const std::string& redis, const std::string& 
   }
   std::ostringstream lines;
   for (size_t bytes : kSizes) {
+    if (only_large && bytes < (16u << 20)) continue;
     size_t n = bytes / 4;
     std::vector<float> x(n, 1.f), gathered(n * world);
     for (std::string op : {"allreduce", "broadcast", "allgather"}) {
+      if (only_large && op != "allreduce") continue;
       auto step = [&] {
         if (op == "allreduce") c->allreduce(x.data(), n, DType::kFloat32, ReduceOp::kSum);
         else if (op == "broadcast") c->broadcast(x.data(), n, DType::kFloat32, 0);
@@ -104,6 +110,53 @@ std::string size_name(size_t b) {
 }
 
 
+// Runs `world` ranks of this program with extra environment; their results (rank 0's), or an
+// empty map when a rank failed.
+std::map<std::pair<std::string, size_t>, double> run_ranks(int world, const std::string& redis,
+                                                            const std::map<std::string, std::string>& extra,
+                                                            const std::function<void(int, std::map<std::string, std::string>&)>& per_rank = {}) {
+  std::string out = "/tmp/yard-coll-bench-" + std::to_string(getpid()) + "-" + std::to_string(world) +
+                    (extra.empty() ? "" : "-x");
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    yard::sys::SpawnOptions so;
+    so.env = kEnv;
+    so.env.insert({{"BENCH_RANK", std::to_string(r)}, {"BENCH_WORLD", std::to_string(world)},
+                   {"BENCH_REDIS", redis}, {"BENCH_OUT", out}});
+    for (auto& [k, v] : extra) so.env[k] = v;
+    if (per_rank) per_rank(r, so.env);
+    so.death_signal = SIGKILL;
+    pids.push_back(yard::sys::spawn({yard::sys::self_exe()}, so));
+  }
+  bool ok = true;
+  for (auto p : pids) {
+    int st = 0;
+    waitpid(p, &st, 0);
+    ok = ok && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+  }
+  auto r = ok ? read_results(out) : std::map<std::pair<std::string, size_t>, double>{};
+  std::remove(out.c_str());
+  return r;
+}
+
+// Ranks counted as two hosts (no shared memory, Gloo's TCP over loopback): allreduce with the
+// traffic sealed (a link key, as in a cluster beyond loopback) against the same in clear, so the
+// ratio is what encryption costs where the network itself costs least.
+void sealed_cases(const std::string& redis, const std::string& only) {
+  auto hosts = [](int r, std::map<std::string, std::string>& env) { env["YARD_HOST_ID"] = "bench-host-" + std::to_string(r); };
+  auto plain = run_ranks(2, redis, {{"BENCH_TCP", "1"}}, hosts);
+  auto sealed = run_ranks(2, redis, {{"BENCH_TCP", "1"}, {"BENCH_LINK_KEY", std::string(64, '7')}}, hosts);
+  for (auto& [key, t] : sealed) {
+    auto [op, bytes] = key;
+    std::string name = op + "_busbw_" + size_name(bytes) + "_w2_sealed";
+    if ((!only.empty() && name.find(only) == std::string::npos) || !plain.count(key)) continue;
+    double v = busbw(op, bytes, 2, t), pv = busbw(op, bytes, 2, plain[key]);
+    std::printf("{\"suite\":\"collective\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"GB/s\",\"peer\":\"gloo_tcp_in_clear\",\"peer_value\":%.4g,\"ratio\":%.4g,\"settings\":%s}\n",
+                name.c_str(), v, pv, v / pv, settings_json().c_str());
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -115,25 +168,12 @@ int main(int argc, char** argv) {
   double mem = yard::bench::memcpy_gbps(64 << 20);
   std::printf("{\"suite\":\"collective\",\"case\":\"memcpy_64MiB\",\"value\":%.4g,\"unit\":\"GB/s\"}\n", mem);
   for (int world : {2, 4}) {
-    std::string ours = "/tmp/yard-coll-bench-" + std::to_string(getpid()) + "-" + std::to_string(world);
-    std::vector<pid_t> pids;
-    for (int r = 0; r < world; ++r) {
-      yard::sys::SpawnOptions so;
-      so.env = kEnv;
-      so.env.insert({{"BENCH_RANK", std::to_string(r)}, {"BENCH_WORLD", std::to_string(world)},
-                     {"BENCH_REDIS", redis.address()}, {"BENCH_OUT", ours}});
-      so.death_signal = SIGKILL;
-      pids.push_back(yard::sys::spawn({yard::sys::self_exe()}, so));
+    auto a = run_ranks(world, redis.address(), {});
+    if (a.empty()) {
+      std::fprintf(stderr, "a rank failed\n");
+      return 1;
     }
-    for (auto p : pids) {
-      int st = 0;
-      waitpid(p, &st, 0);
-      if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        std::fprintf(stderr, "a rank failed\n");
-        return 1;
-      }
-    }
-    std::string theirs = ours + ".torch";
+    std::string theirs = "/tmp/yard-coll-bench-" + std::to_string(getpid()) + ".torch";
     std::vector<std::string> cmd = {"/usr/bin/python3", peer_script, std::to_string(world),
                                     std::to_string(yard::sys::free_port("127.0.0.1")), theirs};
     for (auto b : kSizes) cmd.push_back(std::to_string(b));
@@ -142,8 +182,7 @@ int main(int argc, char** argv) {
     so.death_signal = SIGKILL;
     pid_t tp = yard::sys::spawn(cmd, so);
     waitpid(tp, nullptr, 0);
-    auto a = read_results(ours), b = read_results(theirs);
-    std::remove(ours.c_str());
+    auto b = read_results(theirs);
     std::remove(theirs.c_str());
     for (auto& [key, t] : a) {
       auto [op, bytes] = key;
@@ -167,5 +206,6 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
+  sealed_cases(redis.address(), only);
   return 0;
 }

@@ -81,6 +81,18 @@ bytes=$(stat -c %s "$YARD_HOME/link.pcap")
 # (The node's heartbeats to the control store crossed it meanwhile: in clear they name yard:node:…)
 ! grep -aq "yard:node:" "$YARD_HOME/link.pcap" || fail "the control store's traffic crossed the link in clear"
 echo "a value crossed the link both ways; a capture of it ($bytes bytes) holds neither the value, the token nor the password"
+# A collective group with a rank on each host seals its traffic too: allreduces and a broadcast of
+# 5 MB of a mark cross the link (a capture of over 5 MB) without the mark in clear.
+tcpdump -i "$VH" --immediate-mode -U -w "$YARD_HOME/ring.pcap" tcp 2> /dev/null &
+DUMP_PID=$!
+wait_for 10 test -s "$YARD_HOME/ring.pcap" || fail "tcpdump did not start"
+ring=$(YARD_ADDRESS="$H:$PORT" YARD_TOKEN="$TOKEN" "$PROBE" ring "$NODE" "$HEAD_NODE" "$MARK") || fail "the collective group across the link failed: $ring"
+kill -INT $DUMP_PID; wait $DUMP_PID 2> /dev/null || true
+[ "$ring" = "ok sealed"$'\n'"ok sealed" ] || fail "the collective group across the link said: $ring"
+bytes=$(stat -c %s "$YARD_HOME/ring.pcap")
+[ "$bytes" -gt 5000000 ] || fail "the capture of the collective group holds only $bytes bytes"
+! grep -aq "$MARK" "$YARD_HOME/ring.pcap" || fail "the collective group's data crossed the link in clear"
+echo "a collective group across the link agreed on its results; a capture of it ($bytes bytes) holds no mark"
 # Without the cluster's keys: nothing comes back, and a node with a wrong token is refused.
 raw=$(ip netns exec "$NS" "$PROBE" raw "$H:$PORT")
 [ "$raw" = silence ] || fail "a client without keys got '$raw'"

@@ -18,6 +18,8 @@
 //                    from calls; prints "intact K of M",
 //                    then kills that actor and prints "lost <what the get said>"
 //   probe echo N S   an actor on node N returns S twice over; prints what came back
+//   probe ring N M S a two-rank collective group of actors on nodes N and M: allreduces and a
+//                    broadcast of the mark S; prints each rank's verdict ("ok sealed", ...)
 //   probe raw ADDR   a plain ZeroMQ client (no keys, no token) sends a request to ADDR and prints
 //                    "reply" if anything comes back within 3 s, else "silence"
 //   probe spill N    puts N objects of 16 MB, prints "put", waits for a line on stdin, then reads
@@ -33,6 +35,7 @@
 
 #include <zmq.h>
 
+#include "yard/collective.h"
 #include "yard/yard.h"
 
 long sample_sum(std::vector<uint8_t> v);
@@ -113,6 +116,34 @@ class Holder {
 YARD_ACTOR(Holder, &Holder::ping, &Holder::where, &Holder::read, &Holder::nap, &Holder::sample, &Holder::make,
            &Holder::hold, &Holder::drop, &Holder::pattern, &Holder::echo,
            &Holder::pattern_value);
+
+// One rank of a two-rank collective group of the cluster: an allreduce (max) of 5 MB of `mark`
+// over and over, an allreduce (sum) of doubles and a broadcast of `mark` from rank 1. Returns
+// "ok sealed", "ok in clear", or what went wrong.
+std::string ring_rank(int rank, std::string mark) {
+  using namespace yard::collective;
+  auto c = create_group(cluster_group("probe-ring", 2, rank, "0"));
+  std::vector<uint8_t> m(5u << 20);
+  for (size_t i = 0; i < m.size(); ++i) m[i] = uint8_t(mark[i % mark.size()]);
+  auto v = m;
+  c->allreduce(v.data(), v.size(), DType::kUInt8, ReduceOp::kMax);
+  std::vector<double> d(100000, rank + 1.0);
+  c->allreduce(d.data(), d.size(), DType::kFloat64, ReduceOp::kSum);
+  std::vector<uint8_t> b(m.size(), 0);
+  if (rank == 1) b = m;
+  c->broadcast(b.data(), b.size(), DType::kUInt8, 1);
+  bool sealed = c->encrypts_traffic();
+  c->destroy();
+  if (v != m) return "the allreduce of the mark came back wrong";
+  if (d.front() != 3.0 || d.back() != 3.0) return "the allreduce of doubles came back wrong";
+  if (b != m) return "the broadcast came back wrong";
+  return sealed ? "ok sealed" : "ok in clear";
+}
+class Ranker {
+ public:
+  std::string ring(int rank, std::string mark) { return ring_rank(rank, std::move(mark)); }
+};
+YARD_ACTOR(Ranker, &Ranker::ring);
 
 int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[1]) == "raw") {  // before init: this one is not a cluster client
@@ -221,6 +252,14 @@ int main(int argc, char** argv) {
     } catch (const yard::OwnerDied& e) {
       std::printf("lost %s (id %s)\n", e.what(), orphan.id().c_str());
     }
+    return 0;
+  }
+  if (mode == "ring" && argc > 4) {
+    auto a = yard::actor<Ranker>().node_affinity(argv[2]).remote();
+    auto b = yard::actor<Ranker>().node_affinity(argv[3]).remote();
+    auto ra = a.call(&Ranker::ring).remote(0, std::string(argv[4]));
+    auto rb = b.call(&Ranker::ring).remote(1, std::string(argv[4]));
+    std::printf("%s\n%s\n", ra.get(std::chrono::seconds(60))->c_str(), rb.get(std::chrono::seconds(60))->c_str());
     return 0;
   }
   if (mode == "echo" && argc > 3) {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <sys/wait.h>
 
 #include <fstream>
@@ -287,8 +288,11 @@ TEST_CASE("asking for NCCL without a GPU, or bad ranks, gives a clear error", "[
 
 namespace {
 // Starts `world` coll_rank processes; returns their exit codes (a killed rank: 128 + signal).
+// `env_for(rank)` adds to a rank's environment; `errs_out` gets what the ranks printed.
+using EnvFor = std::function<std::map<std::string, std::string>(int)>;
 std::vector<int> run_processes(const std::string& name, int world, bool shm, int die_rank = -1,
-                               bool expect_named = false) {
+                               bool expect_named = false, const EnvFor& env_for = {},
+                               std::string* errs_out = nullptr) {
   std::vector<pid_t> pids;
   std::string err_file = "/tmp/yard-coll-rank-" + std::to_string(getpid()) + ".err";
   std::remove(err_file.c_str());
@@ -297,6 +301,8 @@ std::vector<int> run_processes(const std::string& name, int world, bool shm, int
     so.env = {{"RANK", std::to_string(r)}, {"WORLD", std::to_string(world)}, {"REDIS", redis().address()},
               {"NAME", name}, {"SHM", shm ? "1" : "0"}};
     if (die_rank >= 0) so.env["DIE_RANK"] = std::to_string(die_rank);
+    if (env_for)
+      for (auto& [k, v] : env_for(r)) so.env[k] = v;
     so.death_signal = SIGKILL;
     so.stderr_path = err_file;
     pids.push_back(yard::detail::spawn({getenv("COLL_RANK_BIN")}, so));
@@ -310,6 +316,7 @@ std::vector<int> run_processes(const std::string& name, int world, bool shm, int
   std::ifstream in(err_file);
   std::string errs((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::remove(err_file.c_str());
+  if (errs_out) *errs_out = errs;
   if (expect_named) {
     // Every survivor names the group and the dead rank.
     INFO(errs);
@@ -332,6 +339,38 @@ TEST_CASE("ranks as separate processes agree element by element", "[collective][
       auto codes = run_processes("proc-" + std::to_string(world) + (shm ? "-shm" : "-tcp"), world, shm);
       for (int c : codes) CHECK(c == 0);
     }
+}
+
+TEST_CASE("ranks on different hosts seal their traffic; a rank with another key is refused",
+          "[collective][processes][sealed]") {
+  redis();
+  std::string key(64, 'a');
+  for (int world : {2, 3}) {
+    INFO("world " << world);
+    std::string errs;
+    auto codes = run_processes("sealed-" + std::to_string(world), world, true, -1, false, [&](int r) {
+      return std::map<std::string, std::string>{
+          {"YARD_HOST_ID", "host-" + std::to_string(r)}, {"LINK_KEY", key}, {"EXPECT_SEALED", "1"}};
+    }, &errs);
+    INFO(errs);
+    for (int c : codes) CHECK(c == 0);
+  }
+  // On one host the same key changes nothing: shared memory, in the clear.
+  auto same = run_processes("sealed-one-host", 2, true, -1, false, [&](int) {
+    return std::map<std::string, std::string>{{"LINK_KEY", key}};
+  });
+  for (int c : same) CHECK(c == 0);
+  // A rank holding another key cannot read the others' messages, nor they its own.
+  std::string errs;
+  auto codes = run_processes("sealed-wrong", 2, true, -1, false, [&](int r) {
+    return std::map<std::string, std::string>{
+        {"YARD_HOST_ID", "host-" + std::to_string(r)}, {"LINK_KEY", r == 1 ? std::string(64, 'b') : key},
+        {"EXPECT_SEALED", "1"}};
+  }, &errs);
+  INFO(errs);
+  CHECK(codes[0] == 3);
+  CHECK(codes[1] == 3);
+  CHECK(errs.find("failed authentication") != std::string::npos);
 }
 
 TEST_CASE("kill -9 of a rank: the others fail with CollectiveError, never hang", "[collective][processes][failure]") {

@@ -77,6 +77,9 @@ GroupSpec cluster_group(const std::string& name, int world_size, int rank, const
   s.redis_address = cs.address;
   s.redis_password = cs.password;
   s.generation = generation;
+  auto link = yard::link_settings("collective");
+  s.host = link.host;
+  s.link_key = link.key;
   return s;
 }
 

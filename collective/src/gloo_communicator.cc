@@ -18,21 +18,12 @@
 #include "bf16.h"
 #include "yard/process.h"
 #include "redis_store.h"
+#include "sealed_ring.h"
 #include "shm_channel.h"
 
 namespace yard::collective {
 
 namespace {
-
-std::string boot_id() {
-  FILE* f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  char buf[64] = {0};
-  if (f) {
-    if (!fgets(buf, sizeof buf, f)) buf[0] = 0;
-    fclose(f);
-  }
-  return buf;
-}
 
 template <class F>
 void dispatch(DType t, F&& f) {
@@ -81,7 +72,7 @@ class GlooCommunicator final : public Communicator {
       context_ = std::make_shared<gloo::rendezvous::Context>(spec.rank, spec.world_size);
       context_->setTimeout(spec.timeout);
       // Which host each rank is on decides the same-node fast path.
-      std::string me = sys::hostname() + "/" + boot_id();
+      std::string me = sys::host_id();
       store_->set("host_" + std::to_string(spec.rank), std::vector<char>(me.begin(), me.end()));
       std::string pid = std::to_string(getpid());
       store_->set("pid_" + std::to_string(spec.rank), std::vector<char>(pid.begin(), pid.end()));
@@ -99,6 +90,7 @@ class GlooCommunicator final : public Communicator {
       }
       if (one_host && spec.shared_memory && spec.world_size > 1)
         shm_ = std::make_unique<ShmChannel>(*store_, spec, spec.shm_chunk_bytes);
+      if (!one_host && !spec.link_key.empty()) sealed_ = std::make_unique<SealedRing>(context_, *store_, spec);
     } catch (const CollectiveError&) {
       throw;
     } catch (const std::exception& e) {
@@ -110,7 +102,7 @@ class GlooCommunicator final : public Communicator {
   // " (rank(s) N died)" for peers on this host whose process is gone, from the pids they published
   // (a peer that never published one is not named); "" when none is known dead.
   std::string dead_at_start(const GroupSpec& spec) {
-    std::string me = sys::hostname() + "/" + boot_id(), dead;
+    std::string me = sys::host_id(), dead;
     try {
       for (int r = 0; r < spec.world_size; ++r) {
         if (r == spec.rank || store_->peek("host_" + std::to_string(r)) != me) continue;
@@ -128,6 +120,7 @@ class GlooCommunicator final : public Communicator {
   const std::string& name() const override { return spec_.name; }
   Backend backend() const override { return Backend::kGloo; }
   bool uses_shared_memory() const override { return shm_ != nullptr; }
+  bool encrypts_traffic() const override { return sealed_ != nullptr; }
 
   void allreduce(void* data, size_t count, DType t, ReduceOp op, const Options& o) override {
     guard("allreduce", [&] {
@@ -136,6 +129,7 @@ class GlooCommunicator final : public Communicator {
       if (t == DType::kBFloat16) return via_float32(data, count, [&](float* f) { allreduce(f, count, DType::kFloat32, op, o); });
       dispatch(t, [&](auto tag) {
         using T = decltype(tag);
+        if (sealed_) return sealed_allreduce<T>(data, count, op, o);
         gloo::AllreduceOptions opts(context_);
         opts.setOutput(static_cast<T*>(data), count);
         opts.setReduceFunction(reducer<T>(op));
@@ -173,6 +167,7 @@ class GlooCommunicator final : public Communicator {
     guard("broadcast", [&] {
       if (count == 0 || spec_.world_size == 1) return;
       if (shm_) return shm_->broadcast(data, count, t, root, o.timeout);
+      if (sealed_) return sealed_->broadcast(data, count * dtype_size(t), root, o.tag, o.timeout);
       dispatch(t, [&](auto tag) {
         using T = decltype(tag);
         gloo::BroadcastOptions opts(context_);
@@ -191,10 +186,13 @@ class GlooCommunicator final : public Communicator {
       if (count == 0 || spec_.world_size == 1) return;
       if (t == DType::kBFloat16 && !shm_)
         return via_float32(data, count, [&](float* f) { reduce(f, count, DType::kFloat32, op, root, o); });
-      if (shm_) {
+      if (shm_ || sealed_) {  // the whole reduction, kept by the root only
         std::vector<char> tmp(count * dtype_size(t));
         std::memcpy(tmp.data(), data, tmp.size());
-        shm_->allreduce(tmp.data(), count, t, op, o.timeout);
+        if (shm_)
+          shm_->allreduce(tmp.data(), count, t, op, o.timeout);
+        else
+          dispatch(t, [&](auto tag) { sealed_allreduce<decltype(tag)>(tmp.data(), count, op, o); });
         if (spec_.rank == root) std::memcpy(data, tmp.data(), tmp.size());
         return;
       }
@@ -221,6 +219,7 @@ class GlooCommunicator final : public Communicator {
         return;
       }
       if (shm_) return shm_->allgather(in, out, count, t, o.timeout);
+      if (sealed_) return sealed_->allgather(in, out, count * es, o.tag, o.timeout);
       dispatch(t, [&](auto tag) {
         using T = decltype(tag);
         gloo::AllgatherOptions opts(context_);
@@ -256,6 +255,7 @@ class GlooCommunicator final : public Communicator {
   void send(const void* data, size_t count, DType t, int peer, const Options& o) override {
     check_rank(peer, "send peer");
     guard("send", [&] {
+      if (sealed_) return sealed_->send(data, count * dtype_size(t), peer, o.tag, o.timeout);
       auto buf = context_->createUnboundBuffer(const_cast<void*>(data), count * dtype_size(t));
       buf->send(peer, o.tag);
       if (!buf->waitSend(o.timeout))
@@ -267,6 +267,7 @@ class GlooCommunicator final : public Communicator {
   void recv(void* data, size_t count, DType t, int peer, const Options& o) override {
     check_rank(peer, "recv peer");
     guard("recv", [&] {
+      if (sealed_) return sealed_->recv(data, count * dtype_size(t), peer, o.tag, o.timeout);
       auto buf = context_->createUnboundBuffer(data, count * dtype_size(t));
       buf->recv(peer, o.tag);
       if (!buf->waitRecv(o.timeout))
@@ -284,6 +285,7 @@ class GlooCommunicator final : public Communicator {
     (void)o;
     if (store_->incr("left") >= spec_.world_size) store_->remove_all();
     shm_.reset();
+    sealed_.reset();
     context_.reset();
   }
 
@@ -299,6 +301,12 @@ class GlooCommunicator final : public Communicator {
     if (r < 0 || r >= spec_.world_size)
       throw CollectiveError("group '" + spec_.name + "': " + what + " " + std::to_string(r) +
                             " is outside world size " + std::to_string(spec_.world_size));
+  }
+
+  template <class T>
+  void sealed_allreduce(void* data, size_t count, ReduceOp op, const Options& o) {
+    sealed_->allreduce(data, count, sizeof(T), reducer<T>(op), o.tag, o.timeout);
+    if (op == ReduceOp::kAvg) divide<T>(data, count, spec_.world_size);
   }
 
   // bfloat16 over TCP: reduced as float32, rounded back.
@@ -337,6 +345,7 @@ class GlooCommunicator final : public Communicator {
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
   std::unique_ptr<ShmChannel> shm_;
+  std::unique_ptr<SealedRing> sealed_;  // across hosts with a link key (sealed_ring.h)
   std::vector<int> peer_pids_;  // when every rank is on this host
   bool destroyed_ = false;
 };

@@ -43,6 +43,7 @@ class Metered final : public Communicator {
   const std::string& name() const override { return inner_->name(); }
   Backend backend() const override { return inner_->backend(); }
   bool uses_shared_memory() const override { return inner_->uses_shared_memory(); }
+  bool encrypts_traffic() const override { return inner_->encrypts_traffic(); }
 
   void allreduce(void* data, size_t count, DType t, ReduceOp op, const Options& o) override {
     timed("allreduce", count * dtype_size(t), [&] { inner_->allreduce(data, count, t, op, o); });

@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core_worker.h"
+#include "link_security.h"
 #include "pending_calls.h"
 #include "yard/process.h"
 #include "session.h"
@@ -195,6 +196,17 @@ void shutdown() {
 ControlStore control_store() {
   auto [address, password] = detail::rt().head().control_store();
   return ControlStore{address, password};
+}
+
+LinkSettings link_settings(const std::string& purpose) {
+  auto& rt = detail::rt();
+  LinkSettings s;
+  s.host = sys::split_address(rt.listen_address()).first;
+  if (detail::curve_for_host(s.host)) {
+    std::string input = "switchyard link key 1" + std::string(1, '\0') + purpose + '\0' + rt.token();
+    s.key = sys::sha256_hex(input.data(), input.size());
+  }
+  return s;
 }
 
 std::string node_id() { return detail::rt().node_id(); }

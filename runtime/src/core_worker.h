@@ -44,6 +44,9 @@ class CoreWorker {
   HeadClient& head() { return head_client_; }
   const std::string& node_id() const { return node_id_; }
   const std::string& job_id() const { return job_id_; }
+  const std::string& token() const { return token_; }
+  // host:port where this process's I/O loop listens for other processes.
+  const std::string& listen_address() const { return io_->address(); }
   void release(const std::string& id, const std::string& owner);
   std::pair<std::string, std::string> export_ref(const Holder& h);
   Holder import_ref(const std::string& id, const std::string& owner);

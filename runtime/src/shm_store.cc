@@ -102,22 +102,6 @@ const char* ShmBuffer::data() const { return seg_->base + kHeader; }
 char* ShmBuffer::mutable_data() { return seg_->base + kHeader; }
 const std::string& ShmBuffer::segment_name() const { return seg_->name; }
 
-const std::string& host_id() {
-  static const std::string id = [] {
-    // Set for processes that must count as another host though they share this one's /dev/shm
-    // (a node in a network namespace standing in for a second machine).
-    if (const char* h = std::getenv("YARD_HOST_ID"); h && *h) return std::string(h);
-    char boot[64] = {0};
-    if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
-      if (!std::fgets(boot, sizeof boot, f)) boot[0] = 0;
-      std::fclose(f);
-    }
-    std::string b(boot);
-    while (!b.empty() && (b.back() == '\n' || b.back() == ' ')) b.pop_back();
-    return hostname() + "/" + b;
-  }();
-  return id;
-}
 
 ShmPool& ShmPool::instance() {
   static ShmPool* p = new ShmPool();  // lives to the end; names are unlinked at exit

@@ -32,9 +32,6 @@ namespace yard::detail {
 
 inline constexpr size_t kShmMinBytes = 1 << 20;
 
-// "hostname/boot-id" (or YARD_HOST_ID): two processes with the same host id share /dev/shm.
-const std::string& host_id();
-
 struct ShmSlot {
   std::string name;
   uint64_t generation = 0;

@@ -51,6 +51,11 @@ struct GroupSpec {
   std::string redis_password;
   std::string generation = "0";      // distinguishes incarnations of a group name
   std::string host = "127.0.0.1";    // interface this rank's transport listens on
+  // When set (key material, e.g. yard::link_settings' key), traffic between ranks on different
+  // hosts is encrypted and authenticated (AES-256-GCM, a key per direction derived from it and
+  // the group): every rank must be given the same. Ranks on one host talk in the clear (shared
+  // memory or loopback). "": no encryption.
+  std::string link_key;
   std::chrono::milliseconds timeout = std::chrono::seconds(30);  // rendezvous deadline
   // Same-node fast path: when every rank is on one host, allreduce, broadcast, allgather, reduce,
   // reduce_scatter and barrier go through shared memory instead of loopback TCP.
@@ -83,6 +88,8 @@ class Communicator {
   virtual Backend backend() const = 0;
   // True when operations go through the same-node shared-memory path.
   virtual bool uses_shared_memory() const { return false; }
+  // True when traffic between this group's ranks is encrypted (they span hosts and have a link key).
+  virtual bool encrypts_traffic() const { return false; }
 
   // In place: data holds count elements on every rank; afterwards, the reduction of all ranks'.
   virtual void allreduce(void* data, size_t count, DType t, ReduceOp op, const Options& o = {}) = 0;
@@ -124,7 +131,9 @@ class Communicator {
 };
 
 // A GroupSpec that meets through the control store of the cluster this process belongs to (after
-// yard::init): what actors and tasks use. The driver picks the name, ranks and a generation and
+// yard::init): what actors and tasks use. Its ranks listen on their node's interface, and when
+// the cluster's links are encrypted (a cluster beyond loopback), so is the group's traffic
+// between hosts. The driver picks the name, ranks and a generation and
 // hands them to the members, e.g. as method arguments.
 GroupSpec cluster_group(const std::string& name, int world_size, int rank,
                         const std::string& generation = "0");

@@ -50,6 +50,9 @@ std::string random_hex(size_t bytes);
 std::string sha256_hex(const void* data, size_t size);
 std::string sha256_file(const std::string& path);
 std::string hostname();
+// "hostname/boot-id", or $YARD_HOST_ID when set: processes with the same host id share /dev/shm
+// (a node in a network namespace standing in for another machine sets its own).
+const std::string& host_id();
 // The local IP address this host uses to reach `host` (no packet is sent); 127.0.0.1 for loopback.
 std::string local_ip_toward(const std::string& host);
 double unix_time();

@@ -66,6 +66,17 @@ struct ControlStore {
 };
 ControlStore control_store();
 
+// For libraries that carry their own traffic between hosts (collective groups): the interface
+// this process listens on for other nodes (its node's `--host`; loopback on a one-machine
+// cluster), and key material for `purpose` derived from the cluster token (64 hex digits), or ""
+// when the cluster's links are not encrypted (loopback, or YARD_CURVE=0). Different purposes get
+// unrelated keys, and none of them gives away the token.
+struct LinkSettings {
+  std::string host;
+  std::string key;
+};
+LinkSettings link_settings(const std::string& purpose);
+
 // The node this process runs on (as `yard status` names it).
 std::string node_id();
 // How many times this actor's process has been restarted (0 in its first life, in a driver, and
