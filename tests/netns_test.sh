@@ -21,9 +21,11 @@ N=$SUB.2
 export YARD_HOME=$(mktemp -d /tmp/yard-netns-XXXXXX)
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 PROBE_PID=
+PROM_PID=
 cleanup() {
   set +e
   [ -n "$PROBE_PID" ] && kill -9 "$PROBE_PID" 2>/dev/null
+  [ -n "$PROM_PID" ] && kill -9 "$PROM_PID" 2>/dev/null
   for p in $(daemon_pids) $(redis_pids); do kill -9 "$p" 2>/dev/null; done
   ip netns pids "$NS" 2>/dev/null | xargs -r kill -9
   ip netns del "$NS" 2>/dev/null
@@ -45,12 +47,12 @@ ip netns exec "$NS" ip addr add "$N/24" dev "$VN"
 ip netns exec "$NS" ip link set "$VN" up
 ip netns exec "$NS" ip link set lo up
 
-"$YARD" start --head --host "$H" --port "$PORT" --num-cpus 1 --heartbeat-timeout 2 > /dev/null
+"$YARD" start --head --host "$H" --port "$PORT" --num-cpus 1 --heartbeat-timeout 2 --metrics-port 0 > /dev/null
 TOKEN=$(cat "$YARD_HOME"/session-*/token)
 # YARD_HOST_ID: the node counts as another machine (it shares this one's /dev/shm, but nothing
 # may go through it).
 ip netns exec "$NS" env YARD_HOST_ID=netns-node "$YARD" start --address "$H:$PORT" --token "$TOKEN" --host "$N" \
-  --num-cpus 1 --heartbeat-timeout 2 > /dev/null
+  --num-cpus 1 --heartbeat-timeout 2 --metrics-port 0 > /dev/null
 status() { "$YARD" status --json --address "$H:$PORT" --token "$TOKEN"; }
 node_field() {  # node_field ADDRESS_PREFIX FIELD
   status | python3 -c 'import json,sys; [print(n.get(sys.argv[2], "")) for n in json.load(sys.stdin)["nodes"] if n["address"].startswith(sys.argv[1] + ":")]' "$1" "$2"
@@ -67,7 +69,7 @@ echo "node $NODE joined from $N; head node $HEAD_NODE at $H"
 PASSWORD=$(cat "$YARD_HOME"/session-*/redis/password)
 [ -n "$PASSWORD" ] && [ "$PASSWORD" != "$TOKEN" ] || fail "the control store's password is missing or is the token"
 MARK=yard-marker-$$-$RANDOM
-tcpdump -i "$VH" --immediate-mode -U -w "$YARD_HOME/link.pcap" tcp 2> /dev/null &
+tcpdump -i "$VH" -B 32768 --immediate-mode -U -w "$YARD_HOME/link.pcap" tcp 2> /dev/null &
 DUMP_PID=$!
 wait_for 10 test -s "$YARD_HOME/link.pcap" || fail "tcpdump did not start"
 echoed=$(YARD_ADDRESS="$H:$PORT" YARD_TOKEN="$TOKEN" "$PROBE" echo "$NODE" "$MARK") || fail "the echo across the link failed"
@@ -82,17 +84,90 @@ bytes=$(stat -c %s "$YARD_HOME/link.pcap")
 ! grep -aq "yard:node:" "$YARD_HOME/link.pcap" || fail "the control store's traffic crossed the link in clear"
 echo "a value crossed the link both ways; a capture of it ($bytes bytes) holds neither the value, the token nor the password"
 # A collective group with a rank on each host seals its traffic too: allreduces and a broadcast of
-# 5 MB of a mark cross the link (a capture of over 5 MB) without the mark in clear.
-tcpdump -i "$VH" --immediate-mode -U -w "$YARD_HOME/ring.pcap" tcp 2> /dev/null &
+# 5 MB of a mark cross the link without the mark in clear (a capture under load may miss packets: it
+# needs 2 MB of the 10 MB or so that cross).
+tcpdump -i "$VH" -B 32768 --immediate-mode -U -w "$YARD_HOME/ring.pcap" tcp 2> /dev/null &
 DUMP_PID=$!
 wait_for 10 test -s "$YARD_HOME/ring.pcap" || fail "tcpdump did not start"
 ring=$(YARD_ADDRESS="$H:$PORT" YARD_TOKEN="$TOKEN" "$PROBE" ring "$NODE" "$HEAD_NODE" "$MARK") || fail "the collective group across the link failed: $ring"
 kill -INT $DUMP_PID; wait $DUMP_PID 2> /dev/null || true
 [ "$ring" = "ok sealed"$'\n'"ok sealed" ] || fail "the collective group across the link said: $ring"
 bytes=$(stat -c %s "$YARD_HOME/ring.pcap")
-[ "$bytes" -gt 5000000 ] || fail "the capture of the collective group holds only $bytes bytes"
+[ "$bytes" -gt 2000000 ] || fail "the capture of the collective group holds only $bytes bytes"
 ! grep -aq "$MARK" "$YARD_HOME/ring.pcap" || fail "the collective group's data crossed the link in clear"
 echo "a collective group across the link agreed on its results; a capture of it ($bytes bytes) holds no mark"
+# The web endpoints beyond loopback speak HTTPS, all with the cluster's web identity: a client that
+# trusts <session>/web/tls.crt for the name switchyard-web reaches the head's and both nodes'
+# metrics and the dashboard with the web key; a wrong key gets 401, plain HTTP nothing, and a
+# capture of the link holds neither the key nor the metrics. Prometheus scrapes them all.
+WEB_KEY=$(cat "$YARD_HOME"/session-*/web_key)
+CA=$(echo "$YARD_HOME"/session-*/web/tls.crt)
+[ -s "$CA" ] || fail "the head made no web certificate"
+"$YARD" metrics-targets --address "$H:$PORT" --token "$TOKEN" -o "$YARD_HOME/targets.json" 2> "$YARD_HOME/targets.err" ||
+  fail "metrics-targets failed: $(cat "$YARD_HOME/targets.err")"
+grep -q "server_name: switchyard-web" "$YARD_HOME/targets.err" || fail "metrics-targets did not say how to scrape HTTPS"
+endpoints=$(python3 -c 'import json,sys; [print(g["targets"][0], g["labels"].get("__scheme__", "http")) for g in json.load(open(sys.argv[1]))]' "$YARD_HOME/targets.json")
+[ "$(wc -l <<< "$endpoints")" = 3 ] || fail "metrics-targets listed: $endpoints"
+https_get() {  # https_get HOST:PORT PATH CURL_ARGS...: prints the HTTP status, the body in $YARD_HOME/body
+  local hp=$1 path=$2; shift 2
+  curl -s -m 10 -o "$YARD_HOME/body" -w '%{http_code}' --cacert "$CA" --resolve "switchyard-web:${hp##*:}:${hp%:*}" \
+    "$@" "https://switchyard-web:${hp##*:}$path" || true
+}
+tcpdump -i "$VH" -B 32768 --immediate-mode -U -w "$YARD_HOME/web.pcap" tcp 2> /dev/null &
+DUMP_PID=$!
+wait_for 10 test -s "$YARD_HOME/web.pcap" || fail "tcpdump did not start"
+while read -r ep scheme; do
+  [ "$scheme" = https ] || fail "$ep is listed for $scheme"
+  [ "$(https_get "$ep" /metrics -u "yard:$WEB_KEY")" = 200 ] || fail "$ep refused the web key over HTTPS"
+  grep -q '^process_resident_memory_bytes' "$YARD_HOME/body" || fail "$ep served no metrics"
+  [ "$(https_get "$ep" /metrics -u yard:wrong)" = 401 ] || fail "$ep did not refuse a wrong key"
+  plain=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://$ep/metrics" || true)
+  [ "$plain" != 200 ] && [ "$plain" != 401 ] || fail "$ep answered plain HTTP ($plain)"
+done <<< "$endpoints"
+DASH=$(status | python3 -c 'import json,sys; print(json.load(sys.stdin)["cluster"]["dashboard"])')
+[ "${DASH%%://*}" = https ] || fail "the dashboard is at $DASH"
+[ "$(https_get "${DASH#https://}" /api/status -H "Authorization: Bearer $WEB_KEY")" = 200 ] &&
+  grep -q "$NODE" "$YARD_HOME/body" || fail "the dashboard did not answer over HTTPS"
+[ "$(https_get "${DASH#https://}" /api/status)" = 401 ] || fail "the dashboard answered without the key"
+NODE_EP=$(grep "^$N:" <<< "$endpoints" | cut -d' ' -f1)
+[ "$(https_get "$NODE_EP" /metrics -u "yard:$WEB_KEY")" = 200 ] || fail "the namespaced node's metrics went away"
+kill -INT $DUMP_PID; wait $DUMP_PID 2> /dev/null || true
+! grep -aqF "$WEB_KEY" "$YARD_HOME/web.pcap" || fail "the web key crossed the link in clear"
+! grep -aqF "$(printf 'yard:%s' "$WEB_KEY" | base64 -w0)" "$YARD_HOME/web.pcap" || fail "the web key crossed the link in clear"
+! grep -aq "yard_node_resources" "$YARD_HOME/web.pcap" || fail "the metrics crossed the link in clear"
+echo "metrics of the head and both nodes and the dashboard answered over HTTPS only; the capture holds no key"
+if PROMETHEUS=$(command -v prometheus); then
+  PROM_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  cat > "$YARD_HOME/prometheus.yml" <<YML
+global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: yard
+    basic_auth: {username: yard, password_file: $(echo "$YARD_HOME"/session-*/web_key)}
+    tls_config: {ca_file: $CA, server_name: switchyard-web}
+    file_sd_configs: [{files: [$YARD_HOME/targets.json], refresh_interval: 1s}]
+YML
+  "$PROMETHEUS" --config.file="$YARD_HOME/prometheus.yml" --storage.tsdb.path="$YARD_HOME/prom-data" \
+    --web.listen-address="127.0.0.1:$PROM_PORT" > "$YARD_HOME/prometheus.log" 2>&1 &
+  PROM_PID=$!
+  scraped() {
+    [ "$(python3 - "$PROM_PORT" <<'PY'
+import json, sys, urllib.request
+try:
+    r = json.load(urllib.request.urlopen("http://127.0.0.1:%s/api/v1/query?query=sum(up)" % sys.argv[1], timeout=5))
+    print(r["data"]["result"][0]["value"][1])
+except Exception:
+    print("")
+PY
+)" = 3 ]
+  }
+  wait_for 60 scraped || { tail -5 "$YARD_HOME/prometheus.log"; fail "Prometheus did not scrape the three endpoints over HTTPS"; }
+  kill "$PROM_PID"; wait "$PROM_PID" 2> /dev/null || true
+  PROM_PID=
+  echo "Prometheus scraped the head and both nodes over HTTPS"
+else
+  echo "(Prometheus is not installed: its scrape over HTTPS was not tried)"
+fi
 # Without the cluster's keys: nothing comes back, and a node with a wrong token is refused.
 raw=$(ip netns exec "$NS" "$PROBE" raw "$H:$PORT")
 [ "$raw" = silence ] || fail "a client without keys got '$raw'"
@@ -122,7 +197,9 @@ echo "the actor restarted on the head's node; the driver's call reached it"
 
 ip link set "$VH" up
 alive() { [ "$(node_field "$N" state)" = ALIVE ] && status | grep -q '"alive": true'; }
-wait_for 30 alive || fail "the node did not come back after the link was restored"
+node_log() { ip netns exec "$NS" sh -c 'tail -5 '"$YARD_HOME"'/session-*/logs/node.log' | grep -v "^==" | tr '\n' ' '; }
+wait_for 30 alive || fail "the node did not come back after the link was restored (state $(node_field "$N" state), \
+workers $(node_field "$N" workers); its log ends: $(node_log))"
 echo "the node rejoined after the link came back"
 # The head places actors there again once its view of the node has caught up.
 placeable() { YARD_ADDRESS="$H:$PORT" YARD_TOKEN="$TOKEN" "$PROBE" workdir "$NODE" > /dev/null 2>&1; }

@@ -272,6 +272,8 @@ struct ControlStore {
   address @0 :Text;    # host:port of the cluster's Redis
   password @1 :Text;
   tlsCert @2 :Text;    # PEM: the Redis speaks TLS with this certificate ("" : plain, loopback)
+  webTlsKey @3 :Text;  # PEM: the key and certificate the cluster's web endpoints (metrics, the
+  webTlsCert @4 :Text; # dashboard) serve HTTPS with beyond loopback ("" : plain HTTP, loopback)
 }
 
 # A process's metrics (yard/metrics.h and the runtime's own), sent to its node manager, which adds

@@ -12,6 +12,7 @@
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
 #include <fstream>
 
@@ -200,7 +201,8 @@ std::unique_ptr<RedisConn> tls_conn(const std::string& host, int port, const std
   return std::make_unique<TlsConn>(host, port, cert_pem, timeout);
 }
 
-std::string make_tls_identity(const std::string& key_path, const std::string& cert_path) {
+std::string make_tls_identity(const std::string& key_path, const std::string& cert_path, const std::string& common_name,
+                              const std::string& dns_name) {
   EVP_PKEY* key = EVP_EC_gen("P-256");
   X509* x = X509_new();
   if (!key || !x) throw Error("cannot make a TLS key: " + ssl_error());
@@ -215,9 +217,20 @@ std::string make_tls_identity(const std::string& key_path, const std::string& ce
   X509_gmtime_adj(X509_getm_notAfter(x), 10L * 365 * 24 * 3600);
   X509_set_pubkey(x, key);
   X509_NAME* name = X509_get_subject_name(x);
-  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("switchyard control store"),
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>(common_name.c_str()),
                              -1, -1, 0);
   X509_set_issuer_name(x, name);
+  if (!dns_name.empty()) {
+    X509V3_CTX v3;
+    X509V3_set_ctx_nodb(&v3);
+    X509V3_set_ctx(&v3, x, x, nullptr, nullptr, 0);
+    for (auto [nid, value] : {std::pair{NID_subject_alt_name, "DNS:" + dns_name},
+                              std::pair{NID_basic_constraints, std::string("critical,CA:TRUE")}}) {
+      X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &v3, nid, value.c_str());
+      if (!ext || !X509_add_ext(x, ext, -1)) throw Error("cannot make a TLS certificate: " + ssl_error());
+      X509_EXTENSION_free(ext);
+    }
+  }
   if (!X509_sign(x, key, EVP_sha256())) throw Error("cannot sign the TLS certificate: " + ssl_error());
   auto pem_of = [](auto write) {
     BIO* mem = BIO_new(BIO_s_mem());

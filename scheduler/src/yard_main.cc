@@ -19,6 +19,7 @@
 
 #include "control_client.h"
 #include "stop_cluster.h"
+#include "common/web_server.h"
 #include "daemon.h"
 #include "yard/process.h"
 #include "link_security.h"
@@ -166,13 +167,26 @@ int metrics_targets(const std::string& address, const std::string& token, const 
   auto r = c.call([](auto env) { env.getBody().setStatus(); });
   auto j = json::parse(std::string(r->env().getBody().getStatusReply()));
   json targets = json::array();
+  bool https = false;
+  // An endpoint recorded as "https://host:port" is scraped with `__scheme__` https.
+  auto add = [&](std::string endpoint, json labels) {
+    if (endpoint.rfind("https://", 0) == 0) {
+      endpoint = endpoint.substr(8);
+      labels["__scheme__"] = "https";
+      https = true;
+    }
+    targets.push_back({{"targets", {endpoint}}, {"labels", labels}});
+  };
   std::string head = j["cluster"].value("metrics", "");
-  if (!head.empty()) targets.push_back({{"targets", {head}}, {"labels", {{"yard_role", "head"}}}});
+  if (!head.empty()) add(head, {{"yard_role", "head"}});
   for (auto& n : j["nodes"])
     if (n.value("alive", false) && !n.value("metrics", "").empty())
-      targets.push_back({{"targets", {n.value("metrics", "")}},
-                         {"labels", {{"yard_role", "node"}, {"yard_node", n.value("node_id", "")}}}});
+      add(n.value("metrics", ""), {{"yard_role", "node"}, {"yard_node", n.value("node_id", "")}});
   if (targets.empty()) std::cerr << "yard: no metrics endpoints (start the head and nodes with --metrics-port)\n";
+  if (https)
+    std::cerr << "yard: the endpoints serve HTTPS: scrape with tls_config: {ca_file: "
+              << j["cluster"].value("session_dir", "<session>") << "/web/tls.crt, server_name: " << sched::kWebTlsName
+              << "}\n";
   std::string text = targets.dump(2) + "\n";
   if (out.empty()) {
     std::cout << text;

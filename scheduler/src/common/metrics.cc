@@ -5,33 +5,65 @@
 #include <fstream>
 #include <sstream>
 
-#include <prometheus/exposer.h>
+#include <openssl/crypto.h>
+
+#include <httplib.h>
+#include <prometheus/text_serializer.h>
 
 #include "link_security.h"
 #include "yard/errors.h"
 
 namespace yard::sched {
 
-MetricsEndpoint::MetricsEndpoint(const std::string& host, int port, const std::string& token)
+MetricsEndpoint::MetricsEndpoint(const std::string& host, int port, const std::string& token, const WebIdentity& tls)
     : registry_(std::make_shared<prometheus::Registry>()) {
+  collectables_.push_back(registry_);
   std::string bind = host + ":" + std::to_string(port);
   try {
-    exposer_ = std::make_unique<prometheus::Exposer>(bind, 1);
+    server_ = make_web_server(tls);
   } catch (const std::exception& e) {
     throw Error("cannot serve metrics on " + bind + ": " + e.what());
   }
-  exposer_->RegisterCollectable(registry_);
-  exposer_->RegisterAuth([key = detail::web_key_for(token)](const std::string& user, const std::string& password) {
-    return user == "yard" && password == key;
-  }, "yard");
-  auto ports = exposer_->GetListeningPorts();
-  if (ports.empty()) throw Error("cannot serve metrics on " + bind + ": not listening");
-  address_ = host + ":" + std::to_string(ports.front());
+  server_->new_task_queue = [] { return new httplib::ThreadPool(1); };
+  // Basic authentication: user "yard", the cluster's web key.
+  std::string expected = httplib::make_basic_authentication_header("yard", detail::web_key_for(token)).second;
+  server_->Get("/metrics", [this, expected](const httplib::Request& req, httplib::Response& res) {
+    std::string given = req.get_header_value("Authorization");
+    if (given.size() != expected.size() || CRYPTO_memcmp(given.data(), expected.data(), given.size()) != 0) {
+      res.status = 401;
+      res.set_header("WWW-Authenticate", "Basic realm=\"yard\"");
+      return;
+    }
+    res.set_content(serialize(), "text/plain; version=0.0.4");
+  });
+  int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  if (bound <= 0) throw Error("cannot serve metrics on " + bind + ": not listening");
+  address_ = (tls.empty() ? "" : "https://") + host + ":" + std::to_string(bound);
+  thread_ = std::thread([this] { server_->listen_after_bind(); });
 }
 
-MetricsEndpoint::~MetricsEndpoint() = default;
+MetricsEndpoint::~MetricsEndpoint() {
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
 
-void MetricsEndpoint::add(const std::shared_ptr<prometheus::Collectable>& c) { exposer_->RegisterCollectable(c); }
+void MetricsEndpoint::add(const std::shared_ptr<prometheus::Collectable>& c) {
+  std::lock_guard lk(mu_);
+  collectables_.push_back(c);
+}
+
+std::string MetricsEndpoint::serialize() {
+  std::vector<prometheus::MetricFamily> families;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& weak : collectables_)
+      if (auto c = weak.lock()) {
+        auto f = c->Collect();
+        families.insert(families.end(), std::make_move_iterator(f.begin()), std::make_move_iterator(f.end()));
+      }
+  }
+  return prometheus::TextSerializer().Serialize(families);
+}
 
 GaugeTable::GaugeTable(prometheus::Registry& r, const std::string& name, const std::string& help,
                        const prometheus::Labels& constant)

@@ -1,8 +1,9 @@
-// A daemon's Prometheus endpoint: the registry its parts add metric families to, served over HTTP
-// at http://host:port/metrics (prometheus-cpp's pull exposer) with basic authentication: user
-// "yard", the cluster token as the password (Prometheus: `basic_auth` with `password_file`
-// pointing at the session's token file). Names follow Prometheus' conventions: `yard_` prefix,
-// base units, `_total` for counters.
+// A daemon's Prometheus endpoint: the registry its parts add metric families to, served at
+// /metrics (prometheus-cpp's text format, cpp-httplib's server; HTTPS with the cluster's web
+// identity beyond loopback, web_server.h) with basic authentication: user "yard", the cluster's
+// web key as the password (Prometheus: `basic_auth` with `password_file` pointing at the
+// session's web_key file). Names follow Prometheus' conventions: `yard_` prefix, base units,
+// `_total` for counters.
 #pragma once
 
 #include <map>
@@ -17,26 +18,32 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
-namespace prometheus {
-class Exposer;
-}
+#include <mutex>
+#include <thread>
+
+#include "common/web_server.h"
 
 namespace yard::sched {
 
 class MetricsEndpoint {
  public:
   // Listens on host:port (0: any free port). Throws yard::Error when it cannot.
-  MetricsEndpoint(const std::string& host, int port, const std::string& token);
+  MetricsEndpoint(const std::string& host, int port, const std::string& token, const WebIdentity& tls = {});
   ~MetricsEndpoint();
   prometheus::Registry& registry() { return *registry_; }
-  // "host:port" that Prometheus scrapes.
+  // "host:port" that Prometheus scrapes ("https://host:port" when it serves HTTPS).
   const std::string& address() const { return address_; }
   // Served with the registry's families.
   void add(const std::shared_ptr<prometheus::Collectable>& c);
 
  private:
+  std::string serialize();
+
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::mutex mu_;
+  std::vector<std::weak_ptr<prometheus::Collectable>> collectables_;  // the registry's and add()'s
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
   std::string address_;
 };
 

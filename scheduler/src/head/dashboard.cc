@@ -31,14 +31,15 @@ std::string cookie_key(const httplib::Request& req) {
 
 }  // namespace
 
-Dashboard::Dashboard(const std::string& host, int port, const std::string& head_address, const std::string& token)
-    : key_(detail::web_key_for(token)), server_(std::make_unique<httplib::Server>()),
+Dashboard::Dashboard(const std::string& host, int port, const std::string& head_address, const std::string& token,
+                     const WebIdentity& tls)
+    : key_(detail::web_key_for(token)), server_(make_web_server(tls)),
       head_(std::make_unique<ControlClient>(head_address, token)) {
   server_->new_task_queue = [] { return new httplib::ThreadPool(2); };
   routes();
   int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
   if (bound <= 0) throw Error("the dashboard cannot listen on " + host + ":" + std::to_string(port));
-  url_ = "http://" + host + ":" + std::to_string(bound);
+  url_ = std::string(tls.scheme()) + "://" + host + ":" + std::to_string(bound);
   thread_ = std::thread([this] { server_->listen_after_bind(); });
 }
 

@@ -18,8 +18,8 @@ GaugeTable::Rows rows(const Res& m) {
 
 }  // namespace
 
-HeadMetrics::HeadMetrics(const std::string& host, int port, const std::string& token)
-    : endpoint_(host, port, token),
+HeadMetrics::HeadMetrics(const std::string& host, int port, const std::string& token, const WebIdentity& tls)
+    : endpoint_(host, port, token, tls),
       nodes_(endpoint_.registry(), "yard_nodes", "nodes by state (alive, draining, dead)"),
       actors_(endpoint_.registry(), "yard_actors", "actors by state and class"),
       groups_(endpoint_.registry(), "yard_placement_groups", "placement groups by state"),

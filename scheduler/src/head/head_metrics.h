@@ -21,7 +21,7 @@ class HeadMetrics {
     Res total, avail;                                                 // of the alive nodes
   };
   // Throws yard::Error when it cannot listen.
-  HeadMetrics(const std::string& host, int port, const std::string& token);
+  HeadMetrics(const std::string& host, int port, const std::string& token, const WebIdentity& tls);
   const std::string& address() const { return endpoint_.address(); }
   void update(const Sample& s);
   // An event the head published ({"type": ...}).

@@ -177,11 +177,16 @@ void HeadService::begin_serving() {
     });
   }
   tables_->put_cluster(io_->address(), o_.session_dir, log_dir_, start_time_);
-  if (o_.metrics_port >= 0) metrics_ = std::make_unique<HeadMetrics>(o_.host, o_.metrics_port, token_);
+  // Beyond loopback the web endpoints speak HTTPS with the cluster's web identity (web_server.h).
+  if (curve_for_host(o_.host)) {
+    web_ = make_web_identity(o_.session_dir + "/web");
+    web_pem_ = read_web_identity(web_);
+  }
+  if (o_.metrics_port >= 0) metrics_ = std::make_unique<HeadMetrics>(o_.host, o_.metrics_port, token_, web_);
   tables_->set_head_metrics(metrics_ ? metrics_->address() : "");
   if (o_.dashboard_port >= 0) {
     try {
-      dashboard_ = std::make_unique<Dashboard>(o_.host, o_.dashboard_port, io_->address(), token_);
+      dashboard_ = std::make_unique<Dashboard>(o_.host, o_.dashboard_port, io_->address(), token_, web_);
     } catch (const std::exception& e) {
       spdlog::error("{}: the cluster runs without it", e.what());
     }
@@ -385,6 +390,8 @@ void HeadService::on_get_control_store(Incoming& in) {
   cs.setAddress(o_.redis_address);
   cs.setPassword(redis_password_);
   cs.setTlsCert(redis_tls_cert_);
+  cs.setWebTlsKey(web_pem_.first);
+  cs.setWebTlsCert(web_pem_.second);
   io_->reply(in.routing_id, m.finish());
 }
 

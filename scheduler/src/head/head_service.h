@@ -110,6 +110,8 @@ class HeadService {
   std::unique_ptr<store::Tables> tables_;  // the records in redis_
   std::string redis_password_;
   std::string redis_tls_cert_;  // PEM, when Redis speaks TLS (a cluster beyond loopback)
+  WebIdentity web_;                              // HTTPS for metrics and the dashboard (beyond loopback)
+  std::pair<std::string, std::string> web_pem_;  // its key and certificate, for the node managers
   pid_t redis_pid_ = 0;
   bool redis_owned_ = true;  // spawned by this process (else: taken over from a killed head)
   bool recovered_ = false;

@@ -90,6 +90,9 @@ void NodeManager::join() {
   if ((sh == "127.0.0.1" || sh == "0.0.0.0") && jh != "127.0.0.1" && jh != "localhost")
     o_.redis_address = jh + ":" + std::to_string(sp);
   if (std::string cert = body.getControlStore().getTlsCert(); !cert.empty()) sys::trust_redis_tls(o_.redis_address, cert);
+  // Beyond loopback the cluster's web endpoints speak HTTPS, all with the head's web identity.
+  web_ = store_web_identity(o_.session_dir + "/node-web", body.getControlStore().getWebTlsKey(),
+                            body.getControlStore().getWebTlsCert());
   auto [rh, rp] = split_address(o_.redis_address);
   redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
   tables_ = std::make_unique<store::Tables>(*redis_);
@@ -138,7 +141,7 @@ void NodeManager::begin_serving() {
     leases_->refuse_job(j.id, "job " + j.id + " ended");
     curve_values_.erase(j.id);
   });
-  if (o_.metrics_port >= 0) metrics_ = std::make_unique<NodeMetrics>(o_.host, o_.metrics_port, token_, node_id_);
+  if (o_.metrics_port >= 0) metrics_ = std::make_unique<NodeMetrics>(o_.host, o_.metrics_port, token_, node_id_, web_);
   hosting_ = std::make_unique<ActorHosting>(io_, token_, node_id_, workers_, *res_, static_cast<ActorHosting::Node&>(*this));
   last_contact_ = Clock::now();
   save_node();

@@ -134,6 +134,7 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
   void sweep_object_memory();
   Peers peers_{tables_};  // the other nodes, for routing leases
   std::unique_ptr<NodeMetrics> metrics_;  // with --metrics-port
+  WebIdentity web_;                       // the cluster's, beyond loopback: metrics over HTTPS
   void update_metrics(const store::NodeReport& r);
   // A process's metrics (served with the node's) and task spans (to its job's timeline).
   void on_report_metrics(Incoming& in);

@@ -22,8 +22,9 @@ GaugeTable::Rows by(const std::string& label, const Res& r) {
 
 }  // namespace
 
-NodeMetrics::NodeMetrics(const std::string& host, int port, const std::string& token, const std::string& node_id)
-    : endpoint_(host, port, token),
+NodeMetrics::NodeMetrics(const std::string& host, int port, const std::string& token, const std::string& node_id,
+                         const WebIdentity& tls)
+    : endpoint_(host, port, token, tls),
       node_{{"node", node_id}},
       total_(endpoint_.registry(), "yard_node_resources", "resources this node offers (memory in bytes)", node_),
       avail_(endpoint_.registry(), "yard_node_resources_available", "resources of this node free now", node_),

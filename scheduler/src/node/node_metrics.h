@@ -21,7 +21,8 @@ class NodeMetrics {
     double workers_rss = 0;  // bytes
   };
   // Throws yard::Error when it cannot listen.
-  NodeMetrics(const std::string& host, int port, const std::string& token, const std::string& node_id);
+  NodeMetrics(const std::string& host, int port, const std::string& token, const std::string& node_id,
+              const WebIdentity& tls);
   const std::string& address() const { return endpoint_.address(); }
   void update(const Sample& s);
   // A lease was answered after waiting `seconds`, with `workers` workers.

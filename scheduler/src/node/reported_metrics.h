@@ -2,7 +2,7 @@
 // function, shared-memory pools), added up per series and served with the node's own. Each report
 // is a process's whole state; a process that is gone keeps its counters and histograms counted
 // (they never go down) and loses its gauges. Reports come in on the node's I/O thread; Prometheus
-// reads from the exposer's thread.
+// reads from the metrics endpoint's thread.
 #pragma once
 
 #include <chrono>

@@ -1,0 +1,38 @@
+// The HTTP servers of a daemon (its Prometheus endpoint, the head's dashboard): plain HTTP on
+// loopback, HTTPS beyond it. A cluster whose head listens beyond loopback has one web identity
+// (an EC key and a self-signed certificate for the name `kWebTlsName`), made by the head in
+// <session>/web/ and handed to its node managers over the encrypted links with the control
+// store's address; every web endpoint of the cluster serves it, so Prometheus trusts them all
+// with one `ca_file` and `server_name: switchyard-web`.
+#pragma once
+
+#include <memory>
+#include <string>
+
+namespace httplib {
+class Server;
+}
+
+namespace yard::sched {
+
+inline constexpr const char* kWebTlsName = "switchyard-web";
+
+struct WebIdentity {
+  std::string key_path, cert_path;  // both empty: plain HTTP
+  bool empty() const { return cert_path.empty(); }
+  // "https" or "http"
+  const char* scheme() const { return empty() ? "http" : "https"; }
+};
+
+// The cluster's web identity in `dir` (made there when it is not yet).
+WebIdentity make_web_identity(const std::string& dir);
+// Writes an identity received from the head into `dir` (the key 0600).
+WebIdentity store_web_identity(const std::string& dir, const std::string& key_pem, const std::string& cert_pem);
+// The identity's key and certificate as PEM ({"", ""} when empty).
+std::pair<std::string, std::string> read_web_identity(const WebIdentity& id);
+
+// An HTTP server, or an HTTPS one with the identity. Throws yard::Error when the identity
+// cannot be loaded.
+std::unique_ptr<httplib::Server> make_web_server(const WebIdentity& id);
+
+}  // namespace yard::sched
