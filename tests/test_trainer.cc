@@ -10,6 +10,7 @@
 
 #include "support.h"
 #include "yard/actors/ddp.h"
+#include "yard/actors/local_sgd.h"
 #include "yard/actors/torch_state.h"
 #include "yard/actors/trainer.h"
 
@@ -126,6 +127,54 @@ double max_diff(const std::vector<torch::Tensor>& a, const std::vector<torch::Te
 }
 
 }  // namespace
+
+namespace {
+// Two ranks with uneven shards (5 and 3 rows), rank 1 starting from other weights, plain SGD with
+// `momentum`; averaging every `every` steps for `steps` steps. Returns both ranks' parameters.
+std::vector<std::vector<torch::Tensor>> local_sgd(int steps, int every, const std::string& group, double momentum = 0) {
+  return two_ranks(group, [&](int r, collective::Communicator& comm) {
+    Data d;
+    auto m = make_model(r == 0 ? 7 : 99);
+    PeriodicAveraging avg(m, comm, every);
+    avg.broadcast_state(0);
+    torch::optim::SGD opt(m->parameters(), torch::optim::SGDOptions(0.1).momentum(momentum));
+    auto rows = r == 0 ? d.x.slice(0, 0, 5) : d.x.slice(0, 5, 8);
+    auto ys = r == 0 ? d.y.slice(0, 0, 5) : d.y.slice(0, 5, 8);
+    for (int st = 0; st < steps; ++st) {
+      opt.zero_grad();
+      torch::mse_loss(m->forward(rows), ys).backward();
+      opt.step();
+      bool averaged = avg.step_done(rows.size(0));
+      if (averaged != ((st + 1) % every == 0)) throw std::runtime_error("averaged at the wrong step");
+    }
+    return m;
+  });
+}
+}  // namespace
+
+CATCH_TEST_CASE("periodic averaging every step with SGD is DDP; every H steps the replicas meet", "[trainer][local-sgd]") {
+  auto ref = reference(5);
+  auto one = local_sgd(5, 1, "local-sgd-1");
+  CATCH_CHECK(max_diff(one[0], one[1]) == 0);
+  CATCH_CHECK(max_diff(ref, one[0]) < 1e-5);
+  CATCH_CHECK(max_diff(ddp(5, {}, "local-sgd-ddp"), one[0]) < 1e-5);
+  // Every 3 steps: identical after 6, apart after 4 (each trained alone since the 3rd), and not
+  // the same training as averaging every step.
+  auto six = local_sgd(6, 3, "local-sgd-3a");
+  CATCH_CHECK(max_diff(six[0], six[1]) == 0);
+  CATCH_CHECK(max_diff(six[0], local_sgd(6, 1, "local-sgd-1b")[0]) > 1e-4);
+  auto four = local_sgd(4, 3, "local-sgd-3b");
+  CATCH_CHECK(max_diff(four[0], four[1]) > 1e-4);
+  // Momentum stays local; the replicas still meet at every average.
+  auto mom = local_sgd(6, 2, "local-sgd-mom", 0.9);
+  CATCH_CHECK(max_diff(mom[0], mom[1]) == 0);
+  collective::GroupSpec one_rank;
+  one_rank.name = "local-sgd-alone";
+  one_rank.redis_address = test::shared_redis().address();
+  auto alone = collective::create_group(one_rank);
+  CATCH_CHECK_THROWS_AS(PeriodicAveraging(make_model(1), *alone, 0), std::invalid_argument);
+  alone->destroy();
+}
 
 CATCH_TEST_CASE("DDP on uneven shards equals single-process training on the whole batch", "[trainer][ddp]") {
   auto ref = reference(5);

@@ -34,6 +34,14 @@ spe2=$(sed -n 's/.* \([0-9]*\) steps per epoch$/\1/p' out2.txt)
 test "$(wc -l < again/steps.jsonl)" -eq "$spe2"
 grep -q '"samples":32}' again/steps.jsonl  # a step is both micro-batches
 if grep -q "recording\|aligning" out2.txt; then echo "the shards were not reused"; exit 1; fi
+# Local SGD: two replicas stepping alone, averaged every 3 steps (and at the epoch's end, before
+# the evaluation), train the same job to its end.
+"$bin" --epochs 1 --workers 2 --logs 1 --length-km 8 --batch 16 --strategy local-sgd --sync-every 3 --out lsgd > out5.txt 2>&1 ||
+  { cat out5.txt; exit 1; }
+grep -q "average their weights every 3 steps" out5.txt || { cat out5.txt; exit 1; }
+spe5=$(sed -n 's/.* \([0-9]*\) steps per epoch$/\1/p' out5.txt)
+test "$(wc -l < lsgd/steps.jsonl)" -eq "$spe5"
+grep -q '"val_macro_f1"' lsgd/metrics.jsonl
 # A data directory recorded with other settings is refused, saying what differs; nothing is lost.
 if "$bin" --epochs 1 --workers 1 --logs 1 --length-km 9 --out other > out3.txt 2>&1; then cat out3.txt; echo "other settings were accepted"; exit 1; fi
 grep -q "log-0 was recorded with --length-km 8 (seed 100), this run asks for --length-km 9" out3.txt || { cat out3.txt; exit 1; }

@@ -20,7 +20,10 @@ Trainer::Trainer(std::shared_ptr<torch::nn::Module> model, collective::Communica
         torch::optim::SGDOptions(o_.schedule.base_lr).momentum(o_.momentum).weight_decay(o_.weight_decay));
   else
     throw std::invalid_argument("unknown optimizer '" + o_.optimizer + "' (adamw or sgd)");
-  if (comm) {
+  if (comm && o_.sync_every > 0) {
+    avg_ = std::make_unique<PeriodicAveraging>(model_, *comm, o_.sync_every);
+    avg_->broadcast_state(0);
+  } else if (comm) {
     ddp_ = std::make_unique<DistributedDataParallel>(model_, *comm, o_.ddp);
     ddp_->broadcast_state(0);
   }
@@ -57,7 +60,12 @@ double Trainer::step(const std::vector<int64_t>& sizes, const std::function<torc
   for (auto& g : opt_->param_groups()) g.options().set_lr(lr_);
   opt_->step();
   ++step_;
+  if (avg_) avg_->step_done(local);
   return loss_sum;
+}
+
+void Trainer::synchronize() {
+  if (avg_ && avg_->steps() % avg_->every() != 0) avg_->average();
 }
 
 }  // namespace yard::actors

@@ -27,7 +27,7 @@ namespace railway_train {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataSpec, dir, logs, length_km, unaligned)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, d_model, layers, heads, batch, base_lr, base_batch,
                                                 warmup_steps, decay, min_lr_fraction, optimizer, weight_decay, holdout,
-                                                seed, clip, balance, prefetch, accumulate)
+                                                seed, clip, balance, prefetch, accumulate, strategy, sync_every)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSpec, data, out, workers, epochs, placement, checkpoint_every, keep,
                                                 checkpoint_replicas, max_restarts, train)
 
@@ -273,6 +273,9 @@ void TrainingJob::print_start() const {
               static_cast<long long>(at_.windows), spec_.workers, static_cast<long long>(sched.global_batch), sched.peak(),
               static_cast<long long>(spec_.train.warmup_steps), spec_.train.decay.c_str(),
               static_cast<long long>(at_.steps_per_epoch));
+  if (spec_.train.strategy == "local-sgd")
+    std::printf("local SGD: the replicas step alone and average their weights every %lld steps\n",
+                static_cast<long long>(spec_.train.sync_every));
   if (at_.global_step > 0)
     std::printf("resumed run %s at epoch %llu, step %llu (global step %lld)\n", run_.c_str(),
                 static_cast<unsigned long long>(at_.epoch + 1), static_cast<unsigned long long>(at_.step),

@@ -32,8 +32,11 @@ struct TrainConfig {
   bool aligned = true;         // the shards were made with alignment (recorded in the model's spec)
   int64_t prefetch = 2;        // batches the data loader makes ahead
   int64_t accumulate = 1;      // micro-batches per optimizer step (gradients accumulated locally, no_sync)
+  std::string strategy = "ddp";  // or local-sgd (replicas step alone, averaged every sync_every steps)
+  int64_t sync_every = 4;
   YARD_FIELDS(shards, d_model, layers, heads, batch, base_lr, base_batch, warmup_steps, decay, min_lr_fraction, epochs,
-              optimizer, weight_decay, holdout, seed, clip, balance, resume, aligned, prefetch, accumulate);
+              optimizer, weight_decay, holdout, seed, clip, balance, resume, aligned, prefetch, accumulate,
+              strategy, sync_every);
 };
 
 // Where a group stands after set-up: the data, the schedule, the data loader's position.

@@ -65,6 +65,14 @@ void add_options(CLI::App& app, railway_train::JobSpec& s) {
   app.add_option("--accumulate", c.accumulate, "micro-batches of --batch per optimizer step (the global batch grows with it)")
       ->default_val(1)
       ->check(CLI::Range(1, 1024));
+  app.add_option("--strategy", c.strategy,
+                 "ddp (gradients all-reduced every step) or local-sgd (replicas step alone and average their "
+                 "weights every --sync-every steps)")
+      ->default_val("ddp")
+      ->check(CLI::IsMember({"ddp", "local-sgd"}));
+  app.add_option("--sync-every", c.sync_every, "local-sgd: steps between averages (1: the same steps as ddp with sgd)")
+      ->default_val(4)
+      ->check(CLI::Range(1, 100000));
   app.add_option("--checkpoint-every", s.checkpoint_every, "steps between checkpoints (and one at every epoch's end)")->default_val(100);
   app.add_option("--keep", s.keep, "checkpoints kept")->default_val(3);
   app.add_option("--checkpoint-replicas", s.checkpoint_replicas,

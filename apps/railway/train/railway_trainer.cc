@@ -211,6 +211,7 @@ void RailwayTrainer::Impl::make_trainer() {
   to.schedule.decay = yard::actors::LrSchedule::parse(cfg.decay);
   to.schedule.total_steps = cfg.epochs * steps_per_epoch();
   to.schedule.final_fraction = cfg.min_lr_fraction;
+  to.sync_every = cfg.strategy == "local-sgd" ? static_cast<int>(cfg.sync_every) : 0;
   trainer = std::make_unique<yard::actors::Trainer>(net.ptr(), comm.get(), to);
 }
 
@@ -333,6 +334,8 @@ ChunkStats RailwayTrainer::train_steps(int64_t steps, bool checkpoint) {
     st.samples.push_back(local);
   }
   auto pos = s.loader->position();
+  // Local SGD: a checkpoint and the epoch's evaluation see the replicas averaged.
+  if (checkpoint || pos.epoch != epoch) s.trainer->synchronize();
   st.epoch = pos.epoch;
   st.step = pos.step / static_cast<uint64_t>(s.cfg.accumulate);
   st.global_step = s.trainer->global_step();

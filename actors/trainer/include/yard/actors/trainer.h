@@ -5,6 +5,7 @@
 // replicas by DistributedDataParallel (buckets all-reduced during backward), clipped to a maximum
 // norm, then an AdamW or SGD step at the rate LrSchedule gives for this step (linear scaling with
 // the global batch, warm-up, decay). The replicas start identical (broadcast from rank 0).
+// With TrainerOptions::sync_every the replicas instead step alone and average every H steps.
 //
 // The model and the loss stay the job's: step() calls back for each micro-batch's mean loss.
 // Without a communicator it is a single replica (the same arithmetic, no communication).
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "yard/actors/ddp.h"
+#include "yard/actors/local_sgd.h"
 #include "yard/actors/schedule.h"
 
 namespace yard::actors {
@@ -30,6 +32,9 @@ struct TrainerOptions {
   double clip = 1.0;                // maximum gradient norm; 0: no clipping
   LrSchedule schedule;
   DdpOptions ddp;
+  // 0: DistributedDataParallel (gradients all-reduced every step). H >= 1: periodic averaging
+  // (local SGD, local_sgd.h): each replica steps alone and the replicas average every H steps.
+  int sync_every = 0;
 };
 
 // Makes this process keep memory it frees (glibc: large blocks are no longer mapped and unmapped
@@ -49,6 +54,11 @@ class Trainer {
   // over this rank's micro-batches of mean loss × size.
   double step(const std::vector<int64_t>& sizes, const std::function<torch::Tensor(size_t)>& loss_of);
 
+  // Brings the replicas together now if they may differ (local SGD between averages); nothing for
+  // DDP. A collective: every replica calls it at the same step (before a checkpoint or an
+  // evaluation).
+  void synchronize();
+
   int64_t global_step() const { return step_; }
   void set_global_step(int64_t s) { step_ = s; }  // after restoring a checkpoint
   double last_lr() const { return lr_; }
@@ -59,6 +69,7 @@ class Trainer {
   std::shared_ptr<torch::nn::Module> model_;
   TrainerOptions o_;
   std::unique_ptr<DistributedDataParallel> ddp_;
+  std::unique_ptr<PeriodicAveraging> avg_;
   std::unique_ptr<torch::optim::Optimizer> opt_;
   int64_t step_ = 0;
   double lr_ = 0;
