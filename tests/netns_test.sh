@@ -196,10 +196,12 @@ PROBE_PID=
 echo "the actor restarted on the head's node; the driver's call reached it"
 
 ip link set "$VH" up
-alive() { [ "$(node_field "$N" state)" = ALIVE ] && status | grep -q '"alive": true'; }
-node_log() { ip netns exec "$NS" sh -c 'tail -5 '"$YARD_HOME"'/session-*/logs/node.log' | grep -v "^==" | tr '\n' ' '; }
+# (The status is read whole first: `status | grep -q` under pipefail fails whenever grep exits
+# before the CLI has written all of it.)
+alive() { [ "$(node_field "$N" state)" = ALIVE ] && grep -q '"alive": true' <<< "$(status)"; }
+node_log() { tail -q -n 3 "$YARD_HOME"/session-*/logs/node.log "$YARD_HOME"/session-*/logs/head.log | tr '\n' ' '; }
 wait_for 30 alive || fail "the node did not come back after the link was restored (state $(node_field "$N" state), \
-workers $(node_field "$N" workers); its log ends: $(node_log))"
+workers $(node_field "$N" workers); the logs end: $(node_log))"
 echo "the node rejoined after the link came back"
 # The head places actors there again once its view of the node has caught up.
 placeable() { YARD_ADDRESS="$H:$PORT" YARD_TOKEN="$TOKEN" "$PROBE" workdir "$NODE" > /dev/null 2>&1; }

@@ -159,7 +159,7 @@ if [ -z "$only" ] || [ "$only" = driver ]; then
   grep -q "^resumed run run-.* at epoch 2" driver.txt || { cat driver.txt; exit 1; }
   check_run driver training || { cat driver.txt; exit 1; }
   # A finished run is not run again.
-  "$bin" --resume "$run_dir" | grep -q "finished already"
+  grep -q "finished already" <<< "$("$bin" --resume "$run_dir")"
 fi
 # A submitted job whose driver is killed runs again (yard submit --max-retries) and continues its
 # run: the cluster clears the last attempt's actors and placement group first.
