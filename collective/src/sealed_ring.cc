@@ -22,6 +22,8 @@ class LinkCipher {
  public:
   LinkCipher(const uint8_t key[32], int from, int to) : ctx_(EVP_CIPHER_CTX_new()), from_(from), to_(to) {
     std::memcpy(key_, key, 32);
+    int32_t ends[2] = {from, to};
+    std::memcpy(aad_, ends, sizeof ends);
     if (!ctx_) throw CollectiveError("cannot set up AES-GCM");
   }
   ~LinkCipher() {
@@ -35,7 +37,7 @@ class LinkCipher {
     for (int i = 0; i < 8; ++i) out[i] = uint8_t(counter >> (8 * i));
     int n = 0;
     bool ok = EVP_EncryptInit_ex(ctx_, EVP_aes_256_gcm(), nullptr, key_, iv) == 1 &&
-              EVP_EncryptUpdate(ctx_, nullptr, &n, aad(), sizeof(int32_t) * 2) == 1 &&
+              EVP_EncryptUpdate(ctx_, nullptr, &n, aad_, sizeof aad_) == 1 &&
               (len == 0 || EVP_EncryptUpdate(ctx_, out + 8, &n, static_cast<const uint8_t*>(plain), int(len)) == 1) &&
               EVP_EncryptFinal_ex(ctx_, out + 8 + len, &n) == 1 &&
               EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_GET_TAG, 16, out + 8 + len) == 1;
@@ -52,7 +54,7 @@ class LinkCipher {
     uint8_t* out = dst ? dst : msg + 8;
     int n = 0;
     bool ok = EVP_DecryptInit_ex(ctx_, EVP_aes_256_gcm(), nullptr, key_, iv) == 1 &&
-              EVP_DecryptUpdate(ctx_, nullptr, &n, aad(), sizeof(int32_t) * 2) == 1 &&
+              EVP_DecryptUpdate(ctx_, nullptr, &n, aad_, sizeof aad_) == 1 &&
               (len == 0 || EVP_DecryptUpdate(ctx_, out, &n, msg + 8, int(len)) == 1) &&
               EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_TAG, 16, msg + 8 + len) == 1 &&
               EVP_DecryptFinal_ex(ctx_, out + len, &n) == 1;
@@ -67,15 +69,10 @@ class LinkCipher {
     std::memset(iv, 0, 4);
     for (int i = 0; i < 8; ++i) iv[4 + i] = uint8_t(counter >> (8 * i));
   }
-  const uint8_t* aad() {
-    int32_t ends[2] = {from_, to_};
-    std::memcpy(aad_, ends, sizeof ends);
-    return aad_;
-  }
 
   EVP_CIPHER_CTX* ctx_;
   uint8_t key_[32];
-  uint8_t aad_[8];
+  uint8_t aad_[8];  // the associated data: sender and receiver ranks
   int from_, to_;
 };
 

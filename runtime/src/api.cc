@@ -202,10 +202,7 @@ LinkSettings link_settings(const std::string& purpose) {
   auto& rt = detail::rt();
   LinkSettings s;
   s.host = sys::split_address(rt.listen_address()).first;
-  if (detail::curve_for_host(s.host)) {
-    std::string input = "switchyard link key 1" + std::string(1, '\0') + purpose + '\0' + rt.token();
-    s.key = sys::sha256_hex(input.data(), input.size());
-  }
+  if (detail::curve_for_host(s.host)) s.key = detail::link_key_for(rt.token(), purpose);
   return s;
 }
 

@@ -26,6 +26,11 @@ std::string web_key_for(const std::string& token) {
   return sys::sha256_hex(input.data(), input.size()).substr(0, 32);
 }
 
+std::string link_key_for(const std::string& token, const std::string& purpose) {
+  std::string input = std::string("switchyard link key 1") + '\0' + purpose + '\0' + token;
+  return sys::sha256_hex(input.data(), input.size());
+}
+
 bool is_loopback_host(const std::string& host) {
   return host == "localhost" || host == "::1" || host == "[::1]" || host.rfind("127.", 0) == 0;
 }

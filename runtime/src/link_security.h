@@ -33,6 +33,9 @@ CurveKeys curve_keys_for(const std::string& token);
 // from the token (32 hex digits), so the token itself never travels over HTTP, and a key seen
 // there opens only those read-only pages. The head writes it to <session>/web_key (0600).
 std::string web_key_for(const std::string& token);
+// Key material (64 hex digits) for a part that seals its own traffic between hosts, one per
+// `purpose` (the collective groups': "collective"); unrelated to the other keys and the token.
+std::string link_key_for(const std::string& token, const std::string& purpose);
 // 127.0.0.0/8, ::1 and "localhost".
 bool is_loopback_host(const std::string& host);
 // Whether links to or from `host` are encrypted (not loopback, and YARD_CURVE is not 0).

@@ -1,5 +1,6 @@
 #include "yard/actors/local_sgd.h"
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 
@@ -13,11 +14,22 @@ PeriodicAveraging::PeriodicAveraging(std::shared_ptr<torch::nn::Module> model, c
 }
 
 namespace {
-// The dtype the replicas' state travels in: float32 when all of it is, else float64.
-torch::ScalarType staging_type(const std::vector<torch::Tensor>& st) {
+// The replicas' state as one flat tensor (float32 when all of it is, else float64), handed to `op`
+// (a collective on it), then written back into the state.
+void through_flat(const std::vector<torch::Tensor>& st, const std::function<void(torch::Tensor&)>& op) {
+  torch::NoGradGuard no_grad;
+  auto type = torch::kFloat32;
   for (auto& t : st)
-    if (t.scalar_type() != torch::kFloat32) return torch::kFloat64;
-  return torch::kFloat32;
+    if (t.scalar_type() != torch::kFloat32) type = torch::kFloat64;
+  std::vector<torch::Tensor> parts;
+  for (auto& t : st) parts.push_back(t.detach().to(type).reshape(-1));
+  auto flat = torch::cat(parts);
+  op(flat);
+  int64_t at = 0;
+  for (auto t : st) {
+    t.copy_(flat.slice(0, at, at + t.numel()).view_as(t));
+    at += t.numel();
+  }
 }
 }  // namespace
 
@@ -30,17 +42,7 @@ std::vector<torch::Tensor> PeriodicAveraging::state() const {
 }
 
 void PeriodicAveraging::broadcast_state(int root) {
-  torch::NoGradGuard no_grad;
-  auto st = state();
-  std::vector<torch::Tensor> parts;
-  for (auto& t : st) parts.push_back(t.detach().to(staging_type(st)).reshape(-1));
-  auto flat = torch::cat(parts);
-  collective::broadcast(comm_, flat, root);
-  int64_t at = 0;
-  for (auto& t : st) {
-    t.copy_(flat.slice(0, at, at + t.numel()).view_as(t));
-    at += t.numel();
-  }
+  through_flat(state(), [&](torch::Tensor& flat) { collective::broadcast(comm_, flat, root); });
   samples_since_ = 0;
 }
 
@@ -52,23 +54,16 @@ bool PeriodicAveraging::step_done(int64_t local_batch) {
 }
 
 void PeriodicAveraging::average() {
-  torch::NoGradGuard no_grad;
   // The weights first (one small collective), then each replica's state times its share, summed.
   auto total = torch::tensor({samples_since_}, torch::kInt64);
   collective::allreduce(comm_, total, collective::ReduceOp::kSum);
   int64_t n = total.item<int64_t>();
   if (n == 0) throw std::runtime_error("periodic averaging: no replica trained on any sample since the last average");
   double share = double(samples_since_) / double(n);
-  auto st = state();
-  std::vector<torch::Tensor> parts;
-  for (auto& t : st) parts.push_back(t.detach().to(staging_type(st)).reshape(-1) * share);
-  auto flat = torch::cat(parts);
-  collective::allreduce(comm_, flat, collective::ReduceOp::kSum);
-  int64_t at = 0;
-  for (auto& t : st) {
-    t.copy_(flat.slice(0, at, at + t.numel()).view_as(t));
-    at += t.numel();
-  }
+  through_flat(state(), [&](torch::Tensor& flat) {
+    flat.mul_(share);
+    collective::allreduce(comm_, flat, collective::ReduceOp::kSum);
+  });
   samples_since_ = 0;
 }
 

@@ -20,14 +20,13 @@ MetricsEndpoint::MetricsEndpoint(const std::string& host, int port, const std::s
   collectables_.push_back(registry_);
   std::string bind = host + ":" + std::to_string(port);
   try {
-    server_ = make_web_server(tls);
+    server_ = std::make_unique<WebServer>(tls, 1);
   } catch (const std::exception& e) {
     throw Error("cannot serve metrics on " + bind + ": " + e.what());
   }
-  server_->new_task_queue = [] { return new httplib::ThreadPool(1); };
   // Basic authentication: user "yard", the cluster's web key.
   std::string expected = httplib::make_basic_authentication_header("yard", detail::web_key_for(token)).second;
-  server_->Get("/metrics", [this, expected](const httplib::Request& req, httplib::Response& res) {
+  server_->http().Get("/metrics", [this, expected](const httplib::Request& req, httplib::Response& res) {
     std::string given = req.get_header_value("Authorization");
     if (given.size() != expected.size() || CRYPTO_memcmp(given.data(), expected.data(), given.size()) != 0) {
       res.status = 401;
@@ -36,16 +35,12 @@ MetricsEndpoint::MetricsEndpoint(const std::string& host, int port, const std::s
     }
     res.set_content(serialize(), "text/plain; version=0.0.4");
   });
-  int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  int bound = server_->listen(host, port);
   if (bound <= 0) throw Error("cannot serve metrics on " + bind + ": not listening");
   address_ = (tls.empty() ? "" : "https://") + host + ":" + std::to_string(bound);
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
 }
 
-MetricsEndpoint::~MetricsEndpoint() {
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
-}
+MetricsEndpoint::~MetricsEndpoint() = default;
 
 void MetricsEndpoint::add(const std::shared_ptr<prometheus::Collectable>& c) {
   std::lock_guard lk(mu_);

@@ -19,7 +19,6 @@
 #include <prometheus/registry.h>
 
 #include <mutex>
-#include <thread>
 
 #include "common/web_server.h"
 
@@ -42,8 +41,7 @@ class MetricsEndpoint {
   std::shared_ptr<prometheus::Registry> registry_;
   std::mutex mu_;
   std::vector<std::weak_ptr<prometheus::Collectable>> collectables_;  // the registry's and add()'s
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<WebServer> server_;  // after what its handler reads: stopped first
   std::string address_;
 };
 

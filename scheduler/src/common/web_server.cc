@@ -44,11 +44,26 @@ std::pair<std::string, std::string> read_web_identity(const WebIdentity& id) {
   return {slurp(id.key_path), slurp(id.cert_path)};
 }
 
-std::unique_ptr<httplib::Server> make_web_server(const WebIdentity& id) {
-  if (id.empty()) return std::make_unique<httplib::Server>();
-  auto s = std::make_unique<httplib::SSLServer>(id.cert_path.c_str(), id.key_path.c_str());
-  if (!s->is_valid()) throw Error("cannot serve HTTPS with " + id.cert_path + " and " + id.key_path);
-  return s;
+WebServer::WebServer(const WebIdentity& id, int threads) {
+  if (id.empty()) {
+    server_ = std::make_unique<httplib::Server>();
+  } else {
+    auto s = std::make_unique<httplib::SSLServer>(id.cert_path.c_str(), id.key_path.c_str());
+    if (!s->is_valid()) throw Error("cannot serve HTTPS with " + id.cert_path + " and " + id.key_path);
+    server_ = std::move(s);
+  }
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+}
+
+WebServer::~WebServer() {
+  server_->stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+int WebServer::listen(const std::string& host, int port) {
+  int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  if (bound > 0) thread_ = std::thread([this] { server_->listen_after_bind(); });
+  return bound > 0 ? bound : -1;
 }
 
 }  // namespace yard::sched

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace httplib {
 class Server;
@@ -31,8 +32,24 @@ WebIdentity store_web_identity(const std::string& dir, const std::string& key_pe
 // The identity's key and certificate as PEM ({"", ""} when empty).
 std::pair<std::string, std::string> read_web_identity(const WebIdentity& id);
 
-// An HTTP server, or an HTTPS one with the identity. Throws yard::Error when the identity
-// cannot be loaded.
-std::unique_ptr<httplib::Server> make_web_server(const WebIdentity& id);
+// An HTTP server, or an HTTPS one with the identity, serving on a thread of its own with
+// `threads` handler threads; stopped and joined when destroyed (declare it after whatever its
+// handlers use).
+class WebServer {
+ public:
+  // Throws yard::Error when the identity cannot be loaded.
+  WebServer(const WebIdentity& id, int threads);
+  ~WebServer();
+  WebServer(const WebServer&) = delete;
+  WebServer& operator=(const WebServer&) = delete;
+  // Where handlers are added, before listen().
+  httplib::Server& http() { return *server_; }
+  // Binds host:port (0: any free port) and starts serving. The bound port, or -1.
+  int listen(const std::string& host, int port);
+
+ private:
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+};
 
 }  // namespace yard::sched

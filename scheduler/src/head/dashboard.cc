@@ -33,20 +33,15 @@ std::string cookie_key(const httplib::Request& req) {
 
 Dashboard::Dashboard(const std::string& host, int port, const std::string& head_address, const std::string& token,
                      const WebIdentity& tls)
-    : key_(detail::web_key_for(token)), server_(make_web_server(tls)),
-      head_(std::make_unique<ControlClient>(head_address, token)) {
-  server_->new_task_queue = [] { return new httplib::ThreadPool(2); };
+    : key_(detail::web_key_for(token)), head_(std::make_unique<ControlClient>(head_address, token)),
+      server_(std::make_unique<WebServer>(tls, 2)) {
   routes();
-  int bound = port == 0 ? server_->bind_to_any_port(host) : (server_->bind_to_port(host, port) ? port : -1);
+  int bound = server_->listen(host, port);
   if (bound <= 0) throw Error("the dashboard cannot listen on " + host + ":" + std::to_string(port));
   url_ = std::string(tls.scheme()) + "://" + host + ":" + std::to_string(bound);
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
 }
 
-Dashboard::~Dashboard() {
-  server_->stop();
-  if (thread_.joinable()) thread_.join();
-}
+Dashboard::~Dashboard() = default;
 
 bool Dashboard::authorized(const void* r) const {
   auto& req = *static_cast<const httplib::Request*>(r);
@@ -95,23 +90,23 @@ void Dashboard::routes() {
       }
     };
   };
-  server_->Get("/", guard([this](const httplib::Request& req, httplib::Response& res) {
+  server_->http().Get("/", guard([this](const httplib::Request& req, httplib::Response& res) {
     if (req.has_param("key"))  // later requests carry it as a cookie, not in the address
       res.set_header("Set-Cookie", "yard_key=" + key_ + "; HttpOnly; SameSite=Strict; Path=/");
     res.set_content(dashboard_page(), "text/html; charset=utf-8");
   }));
-  server_->Get("/api/status", guard([this](const httplib::Request&, httplib::Response& res) {
+  server_->http().Get("/api/status", guard([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(ask("status", ""), "application/json");
   }));
-  server_->Get(R"(/api/jobs/([\w.-]+)/logs)", guard([this](const httplib::Request& req, httplib::Response& res) {
+  server_->http().Get(R"(/api/jobs/([\w.-]+)/logs)", guard([this](const httplib::Request& req, httplib::Response& res) {
     std::string offset = req.has_param("offset") ? req.get_param_value("offset") : "0";
     if (offset.empty() || offset.find_first_not_of("0123456789") != std::string::npos) offset = "0";
     res.set_content(ask("logs", req.matches[1].str() + " " + offset), "application/json");
   }));
-  server_->Get(R"(/api/jobs/([\w.-]+)/curves)", guard([this](const httplib::Request& req, httplib::Response& res) {
+  server_->http().Get(R"(/api/jobs/([\w.-]+)/curves)", guard([this](const httplib::Request& req, httplib::Response& res) {
     res.set_content(ask("curves", req.matches[1].str()), "application/json");
   }));
-  server_->Get("/static/chart.js", guard([](const httplib::Request&, httplib::Response& res) {
+  server_->http().Get("/static/chart.js", guard([](const httplib::Request&, httplib::Response& res) {
     std::ifstream f(kChartJs);
     if (!f) {
       res.status = 404;

@@ -9,13 +9,8 @@
 #include <memory>
 #include <string>
 #include <mutex>
-#include <thread>
 
 #include "common/web_server.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace yard::sched {
 
@@ -36,11 +31,10 @@ class Dashboard {
   std::string ask(const std::string& what, const std::string& arg);
 
   std::string key_;  // the cluster's web key (link_security.h), not its token
-  std::unique_ptr<httplib::Server> server_;
   std::unique_ptr<ControlClient> head_;
   std::mutex head_mu_;
-  std::thread thread_;
   std::string url_;
+  std::unique_ptr<WebServer> server_;  // last: stopped before what its handlers use goes
 };
 
 // The page (dashboard_page.cc).
