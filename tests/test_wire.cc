@@ -115,3 +115,49 @@ TEST_CASE("a kept message read many times renews its reading budget with rewind(
     REQUIRE(n == 4000);
   }
 }
+
+TEST_CASE("a batch carries several envelopes in order; a malformed batch raises DecodeError", "[wire][batch]") {
+  std::vector<Frames> msgs;
+  for (uint64_t i = 1; i <= 5; ++i) {
+    OutMessage m("tok", i, false);
+    m.env().getBody().setPing();
+    msgs.push_back(m.finish());
+  }
+  auto batch = pack_batch(msgs, 1, 4);
+  REQUIRE(is_batch(batch));
+  CHECK_FALSE(is_batch(msgs[0][0]));  // an envelope is never taken for a batch
+  auto out = unpack_batch(batch);
+  REQUIRE(out.size() == 3);
+  for (size_t i = 0; i < out.size(); ++i) CHECK(InMessage(std::move(out[i])).env().getRequestId() == i + 2);
+
+  std::string whole(static_cast<const char*>(batch.data()), batch.size());
+  auto frame = [](const std::string& s) { return zmq::message_t(s.data(), s.size()); };
+  auto with_length = [&](uint64_t n) {
+    std::string s = whole.substr(0, 8);
+    s.append(reinterpret_cast<const char*>(&n), 8);
+    return s + whole.substr(16);
+  };
+  CHECK_THROWS_AS(unpack_batch(frame(whole.substr(0, 8))), DecodeError);        // empty
+  CHECK_THROWS_AS(unpack_batch(frame(whole.substr(0, 12))), DecodeError);       // cut in a length
+  CHECK_THROWS_AS(unpack_batch(frame(whole.substr(0, whole.size() - 8))), DecodeError);  // cut in a message
+  CHECK_THROWS_AS(unpack_batch(frame(with_length(0))), DecodeError);
+  CHECK_THROWS_AS(unpack_batch(frame(with_length(13))), DecodeError);           // not whole words
+  CHECK_THROWS_AS(unpack_batch(frame(with_length(uint64_t(1) << 62))), DecodeError);
+  CHECK_THROWS_AS(unpack_batch(frame(with_length(~uint64_t(0) - 7))), DecodeError);
+  // Random bytes after the magic never crash: they decode to messages or raise DecodeError.
+  std::mt19937 rng(3);
+  for (int i = 0; i < 2000; ++i) {
+    std::string s = whole.substr(0, 8);
+    size_t n = rng() % 96;
+    for (size_t k = 0; k < n; ++k) s.push_back(static_cast<char>(rng() % 4 == 0 ? rng() : 0));
+    try {
+      for (auto& m : unpack_batch(frame(s))) {
+        try {
+          InMessage in(std::move(m));
+        } catch (const DecodeError&) {
+        }
+      }
+    } catch (const DecodeError&) {
+    }
+  }
+}

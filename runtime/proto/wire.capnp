@@ -4,12 +4,15 @@
 # out-of-band blobs that a Value refers to by index (large user values travel this way, so the
 # bytes are never copied into the Cap'n Proto segment). Readers set the traversal limit from the
 # received size and reject anything that does not decode, with an Error reply.
+#
+# Several one-frame Envelopes to the same peer may travel as one frame, a batch (runtime/src/
+# wire.h: 8 bytes of magic, then each Envelope's length and bytes); version 4 added batches.
 @0xe2b14835e4bbeaf3;
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("yard::wire");
 
-const protocolVersion :UInt16 = 3;
+const protocolVersion :UInt16 = 4;
 
 enum ErrorCode {
   ok @0;

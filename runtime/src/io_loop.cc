@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <future>
 
@@ -141,9 +142,8 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, R
       return;
     }
     pending_.emplace(id, Pending{peer_addr, std::move(cb), deadline});
-    auto& fr = *shared;
-    for (size_t i = 0; i < fr.size(); ++i)
-      p->dealer->send(fr[i], i + 1 < fr.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    if (p->outbox.empty()) dirty_peers_.push_back(peer_addr);
+    p->outbox.push_back(std::move(*shared));
   });
 }
 
@@ -164,11 +164,53 @@ void IoLoop::reply(std::string routing_id, Frames frames) {
       set_error(out.env(), wire::ErrorCode::BAD_REQUEST, *too_big);
       *shared = out.finish();
     }
-    router_->send(zmq::buffer(rid), zmq::send_flags::sndmore);
-    auto& fr = *shared;
-    for (size_t i = 0; i < fr.size(); ++i)
-      router_->send(fr[i], i + 1 < fr.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    router_out_.emplace_back(rid, std::move(*shared));
   });
+}
+
+void IoLoop::send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs) {
+  size_t cap = std::min(kBatchMaxBytes, static_cast<size_t>(link_limits().max_message_bytes));
+  auto batchable = [&](const Frames& f) { return f.size() == 1 && f[0].size() % 8 == 0 && f[0].size() + 16 <= cap; };
+  auto send_one = [&](zmq::message_t& first, Frames* rest) {
+    if (routing) s.send(zmq::buffer(*routing), zmq::send_flags::sndmore);
+    size_t n = rest ? rest->size() : 1;
+    for (size_t k = 0; k < n; ++k) {
+      auto& f = rest ? (*rest)[k] : first;
+      s.send(f, k + 1 < n ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  };
+  for (size_t i = 0; i < msgs.size();) {
+    size_t j = i, bytes = 8;
+    while (j < msgs.size() && batchable(msgs[j]) && bytes + 8 + msgs[j][0].size() <= cap) bytes += 8 + msgs[j++][0].size();
+    if (j - i <= 1) {
+      send_one(msgs[i][0], &msgs[i]);
+      i = std::max(j, i + 1);
+      continue;
+    }
+    auto batch = pack_batch(msgs, i, j);
+    send_one(batch, nullptr);
+    i = j;
+  }
+  msgs.clear();
+}
+
+void IoLoop::flush() {
+  for (auto& addr : dirty_peers_) {
+    auto it = peers_.find(addr);
+    if (it != peers_.end()) send_batched(*it->second.dealer, nullptr, it->second.outbox);
+  }
+  dirty_peers_.clear();
+  if (router_out_.empty()) return;
+  // Replies grouped by requester, each group in the order made.
+  std::vector<std::pair<std::string, std::vector<Frames>>> groups;
+  std::unordered_map<std::string, size_t> at;
+  for (auto& [rid, fr] : router_out_) {
+    auto [it, fresh] = at.emplace(rid, groups.size());
+    if (fresh) groups.emplace_back(rid, std::vector<Frames>{});
+    groups[it->second].second.push_back(std::move(fr));
+  }
+  router_out_.clear();
+  for (auto& [rid, msgs] : groups) send_batched(*router_, &rid, msgs);
 }
 
 void IoLoop::every(std::chrono::milliseconds period, std::function<void()> fn) {
@@ -239,6 +281,7 @@ void IoLoop::run() {
   std::vector<zmq::pollitem_t> items;
   std::vector<std::string> addrs;
   while (running_.load(std::memory_order_relaxed)) {
+    flush();
     items.clear();
     addrs.clear();
     items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
@@ -318,38 +361,51 @@ void IoLoop::on_router_readable() {
     }
     std::string routing(static_cast<const char*>(rid.data()), rid.size());
     std::string from = frames.empty() ? std::string("unknown") : peer_address(frames[0]);
-    std::unique_ptr<InMessage> msg;
-    // Answers to peers that did not show the token carry no token either.
+    if (frames.size() != 1 || !is_batch(frames[0])) {
+      take_request(routing, from, std::move(frames));
+      continue;
+    }
+    std::vector<Frames> msgs;
     try {
-      msg = std::make_unique<InMessage>(std::move(frames));
+      msgs = unpack_batch(frames[0]);
     } catch (const DecodeError& e) {
-      fault(from, std::string("dropped a malformed message on ") + address_ + ": " + e.what());
+      fault(from, std::string("dropped a malformed batch on ") + address_ + ": " + e.what());
       OutMessage out("", 0, true);
       set_error(out.env(), wire::ErrorCode::BAD_REQUEST, e.what());
-      router_->send(zmq::buffer(routing), zmq::send_flags::sndmore);
-      auto f = out.finish();
-      router_->send(f[0], zmq::send_flags::none);
+      router_out_.emplace_back(routing, out.finish());
       continue;
     }
-    if (msg->env().getToken() != token_) {
-      fault(from, "refused a request on " + address_ + " with a " +
-                                   (msg->env().getToken().size() == 0 ? "missing" : "wrong") + " cluster token");
-      OutMessage out("", msg->env().getRequestId(), true);
-      set_error(out.env(), wire::ErrorCode::UNAUTHENTICATED,
-                msg->env().getToken().size() == 0 ? "missing cluster token"
-                                                  : "wrong cluster token");
-      router_->send(zmq::buffer(routing), zmq::send_flags::sndmore);
-      auto f = out.finish();
-      router_->send(f[0], zmq::send_flags::none);
-      continue;
-    }
-    try {
-      handler_(Incoming{std::move(routing), std::move(msg)});
-    } catch (const std::exception& e) {
-      spdlog::error("request handler failed: {}", e.what());
-    } catch (const kj::Exception& e) {
-      spdlog::error("request handler failed: {}", e.getDescription().cStr());
-    }
+    for (auto& m : msgs) take_request(routing, from, std::move(m));
+  }
+}
+
+void IoLoop::take_request(const std::string& routing, const std::string& from, Frames frames) {
+  std::unique_ptr<InMessage> msg;
+  // Answers to peers that did not show the token carry no token either.
+  try {
+    msg = std::make_unique<InMessage>(std::move(frames));
+  } catch (const DecodeError& e) {
+    fault(from, std::string("dropped a malformed message on ") + address_ + ": " + e.what());
+    OutMessage out("", 0, true);
+    set_error(out.env(), wire::ErrorCode::BAD_REQUEST, e.what());
+    router_out_.emplace_back(routing, out.finish());
+    return;
+  }
+  if (msg->env().getToken() != token_) {
+    fault(from, "refused a request on " + address_ + " with a " +
+                    (msg->env().getToken().size() == 0 ? "missing" : "wrong") + " cluster token");
+    OutMessage out("", msg->env().getRequestId(), true);
+    set_error(out.env(), wire::ErrorCode::UNAUTHENTICATED,
+              msg->env().getToken().size() == 0 ? "missing cluster token" : "wrong cluster token");
+    router_out_.emplace_back(routing, out.finish());
+    return;
+  }
+  try {
+    handler_(Incoming{routing, std::move(msg)});
+  } catch (const std::exception& e) {
+    spdlog::error("request handler failed: {}", e.what());
+  } catch (const kj::Exception& e) {
+    spdlog::error("request handler failed: {}", e.getDescription().cStr());
   }
 }
 
@@ -366,31 +422,46 @@ void IoLoop::on_dealer_readable(const std::string& addr, Peer& p) {
       more = n.more();
       frames.push_back(std::move(n));
     }
-    std::unique_ptr<InMessage> msg;
-    try {
-      msg = std::make_unique<InMessage>(std::move(frames));
-    } catch (const DecodeError& e) {
-      fault(addr, std::string("dropped a malformed reply: ") + e.what());
+    if (frames.size() != 1 || !is_batch(frames[0])) {
+      take_reply(addr, std::move(frames));
       continue;
     }
-    // A reply is authenticated as a request is. One without the token is taken only as the
-    // peer's refusal of ours (it cannot deliver a value); any other is dropped.
-    if (msg->env().getToken() != token_) {
-      auto body = msg->env().getBody();
-      bool refusal = msg->env().getToken().size() == 0 && body.isError() &&
-                     (body.getError().getCode() == wire::ErrorCode::UNAUTHENTICATED ||
-                      body.getError().getCode() == wire::ErrorCode::BAD_REQUEST);
-      if (!refusal) {
-        fault(addr, "dropped a reply without the cluster token");
-        continue;
-      }
+    std::vector<Frames> msgs;
+    try {
+      msgs = unpack_batch(frames[0]);
+    } catch (const DecodeError& e) {
+      fault(addr, std::string("dropped a malformed batch of replies: ") + e.what());
+      continue;
     }
-    auto it = pending_.find(msg->env().getRequestId());
-    if (it == pending_.end()) continue;  // late reply after a deadline
-    auto cb = std::move(it->second.cb);
-    pending_.erase(it);
-    deliver(cb, std::move(msg), std::nullopt);
+    for (auto& r : msgs) take_reply(addr, std::move(r));
   }
+}
+
+void IoLoop::take_reply(const std::string& addr, Frames frames) {
+  std::unique_ptr<InMessage> msg;
+  try {
+    msg = std::make_unique<InMessage>(std::move(frames));
+  } catch (const DecodeError& e) {
+    fault(addr, std::string("dropped a malformed reply: ") + e.what());
+    return;
+  }
+  // A reply is authenticated as a request is. One without the token is taken only as the
+  // peer's refusal of ours (it cannot deliver a value); any other is dropped.
+  if (msg->env().getToken() != token_) {
+    auto body = msg->env().getBody();
+    bool refusal = msg->env().getToken().size() == 0 && body.isError() &&
+                   (body.getError().getCode() == wire::ErrorCode::UNAUTHENTICATED ||
+                    body.getError().getCode() == wire::ErrorCode::BAD_REQUEST);
+    if (!refusal) {
+      fault(addr, "dropped a reply without the cluster token");
+      return;
+    }
+  }
+  auto it = pending_.find(msg->env().getRequestId());
+  if (it == pending_.end()) return;  // late reply after a deadline
+  auto cb = std::move(it->second.cb);
+  pending_.erase(it);
+  deliver(cb, std::move(msg), std::nullopt);
 }
 
 void IoLoop::on_monitor_readable(const std::string& addr, Peer& p) {

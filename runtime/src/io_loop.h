@@ -3,7 +3,8 @@
 // It binds a ROUTER for requests from others and keeps one DEALER (with a connection monitor)
 // per peer it sends requests to. Other threads hand it work through post(), which queues a
 // closure and wakes the loop through an eventfd; replies complete callbacks on the loop thread.
-// A request fails locally (never hangs) when its deadline passes or when the connection to its
+// Messages are queued and leave at the end of the loop's turn, several to one peer as one batch
+// (wire.h), in the order they were made. A request fails locally (never hangs) when its deadline passes or when the connection to its
 // peer is lost or refused: that is how a crashed worker or a wrong address is noticed. A refused
 // connection (nothing delivered) fails with UNAVAILABLE, a lost one with WORKER_CRASHED.
 #pragma once
@@ -94,6 +95,7 @@ class IoLoop {
     bool connected = false;
     bool curve = false;       // an encrypted link (link_security.h)
     bool handshaken = false;  // its handshake succeeded
+    std::vector<Frames> outbox;  // requests made this turn, sent by flush()
   };
   struct Pending {
     std::string peer;
@@ -112,7 +114,12 @@ class IoLoop {
   void drain_posted();
   Peer& peer(const std::string& addr);
   void on_router_readable();
+  void take_request(const std::string& routing, const std::string& from, Frames frames);
   void on_dealer_readable(const std::string& addr, Peer& p);
+  void take_reply(const std::string& addr, Frames frames);
+  // Sends what this turn queued: each peer's requests, then the replies, batched per peer.
+  void flush();
+  void send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs);
   void on_monitor_readable(const std::string& addr, Peer& p);
   void on_router_monitor_readable();
   // The first frame over the message limit, as an error to report; nullopt when all are within.
@@ -148,6 +155,8 @@ class IoLoop {
 
   // Loop thread only.
   std::map<std::string, Peer> peers_;
+  std::vector<std::string> dirty_peers_;                     // peers with a non-empty outbox
+  std::vector<std::pair<std::string, Frames>> router_out_;  // replies made this turn
   std::unordered_map<uint64_t, Pending> pending_;
   std::vector<Timer> timers_;
   Clock::time_point next_expiry_scan_{};

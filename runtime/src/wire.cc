@@ -132,6 +132,51 @@ Bytes InMessage::value(wire::Value::Reader v) const {
   }
 }
 
+namespace {
+constexpr unsigned char kBatchMagic[8] = {0xff, 0xff, 0xff, 0x7f, 'Y', 'B', '1', 0};
+}
+
+bool is_batch(const zmq::message_t& frame) {
+  return frame.size() >= sizeof kBatchMagic && std::memcmp(frame.data(), kBatchMagic, sizeof kBatchMagic) == 0;
+}
+
+zmq::message_t pack_batch(const std::vector<Frames>& msgs, size_t from, size_t to) {
+  size_t total = sizeof kBatchMagic;
+  for (size_t i = from; i < to; ++i) total += 8 + msgs[i][0].size();
+  zmq::message_t out(total);
+  auto* p = static_cast<char*>(out.data());
+  std::memcpy(p, kBatchMagic, sizeof kBatchMagic);
+  p += sizeof kBatchMagic;
+  for (size_t i = from; i < to; ++i) {
+    uint64_t n = msgs[i][0].size();
+    std::memcpy(p, &n, 8);
+    std::memcpy(p + 8, msgs[i][0].data(), n);
+    p += 8 + n;
+  }
+  return out;
+}
+
+std::vector<Frames> unpack_batch(const zmq::message_t& frame) {
+  std::vector<Frames> out;
+  const auto* p = static_cast<const char*>(frame.data()) + sizeof kBatchMagic;
+  size_t left = frame.size() - sizeof kBatchMagic;
+  while (left > 0) {
+    uint64_t n = 0;
+    if (left < 8) throw DecodeError("a batch ends inside a message's length");
+    std::memcpy(&n, p, 8);
+    if (n == 0 || n % 8 != 0 || n > left - 8)
+      throw DecodeError("a batch holds a message of " + std::to_string(n) + " bytes with " +
+                        std::to_string(left - 8) + " left");
+    Frames f;
+    f.emplace_back(p + 8, n);
+    out.push_back(std::move(f));
+    p += 8 + n;
+    left -= 8 + n;
+  }
+  if (out.empty()) throw DecodeError("an empty batch");
+  return out;
+}
+
 const char* code_name(wire::ErrorCode c) {
   switch (c) {
     case wire::ErrorCode::OK: return "ok";

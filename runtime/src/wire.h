@@ -83,6 +83,18 @@ class InMessage {
   wire::Envelope::Reader env_;
 };
 
+// Several one-frame messages bound for one peer travel as one frame, a batch, so that a burst of
+// small calls and replies costs the transport one message instead of one each: 8 bytes of magic
+// (read as a Cap'n Proto segment table they declare 2^31 segments, which no envelope does), then
+// for each message its length in bytes (8 bytes, little-endian) and its bytes, a whole number of
+// words. Each message in a batch is then read, authenticated and answered as if it came alone.
+inline constexpr size_t kBatchMaxBytes = 256 * 1024;
+bool is_batch(const zmq::message_t& frame);
+// The batch of msgs[from, to), each of one frame whose size is a multiple of 8.
+zmq::message_t pack_batch(const std::vector<Frames>& msgs, size_t from, size_t to);
+// The messages of a batch. Throws DecodeError when the lengths do not add up.
+std::vector<Frames> unpack_batch(const zmq::message_t& frame);
+
 // One-line description of an error body, "<code>: message".
 std::string describe(wire::Error::Reader e);
 const char* code_name(wire::ErrorCode c);

@@ -1,0 +1,149 @@
+// Batching in the I/O loop: requests made in one turn leave for their peer as one batch in the
+// order they were made; every message in a received batch is read, authenticated and answered as
+// if it came alone, and a bad one costs only itself.
+#include <catch2/catch.hpp>
+
+#include <future>
+
+#include "io_loop.h"
+
+using namespace yard::detail;
+namespace wire = yard::wire;
+using namespace std::chrono_literals;
+
+namespace {
+
+Frames ping(const std::string& token, uint64_t id) {
+  OutMessage m(token, id, false);
+  m.env().getBody().setPing();
+  return m.finish();
+}
+
+// Every envelope that arrives on a raw socket within `deadline`, batches opened, until `want`.
+std::vector<std::unique_ptr<InMessage>> receive(zmq::socket_t& s, size_t want, bool routed,
+                                                std::string* routing = nullptr) {
+  std::vector<std::unique_ptr<InMessage>> got;
+  s.set(zmq::sockopt::rcvtimeo, 5000);
+  while (got.size() < want) {
+    zmq::message_t m;
+    if (!s.recv(m)) break;
+    if (routed) {
+      if (routing) *routing = m.to_string();
+      if (!s.recv(m)) break;
+    }
+    std::vector<Frames> msgs;
+    if (is_batch(m)) {
+      msgs = unpack_batch(m);
+    } else {
+      msgs.emplace_back();
+      msgs.back().push_back(std::move(m));
+    }
+    for (auto& f : msgs) got.push_back(std::make_unique<InMessage>(std::move(f)));
+  }
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("requests made in one turn leave as one batch, in order, and batched replies reach each caller",
+          "[io][batch]") {
+  zmq::context_t ctx;
+  zmq::socket_t fake(ctx, zmq::socket_type::router);
+  fake.set(zmq::sockopt::linger, 0);
+  fake.bind("tcp://127.0.0.1:*");
+  std::string addr = fake.get(zmq::sockopt::last_endpoint).substr(6);
+  IoLoop io("127.0.0.1", 0, "the-token", [](IoLoop::Incoming) {});
+
+  constexpr int kCalls = 50;
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < kCalls; ++i) ids.push_back(io.next_request_id());
+  auto answered = std::make_shared<std::vector<std::promise<std::string>>>(kCalls);
+  io.post([&, answered] {
+    for (int i = 0; i < kCalls; ++i)
+      io.request(addr, ids[i], ping("the-token", ids[i]), [answered, i](std::unique_ptr<InMessage> r, std::optional<LocalError> e) {
+        (*answered)[i].set_value(e ? "local: " + e->message : r->env().getBody().isOk() ? "ok" : "error");
+      }, 5000ms);
+  });
+  // One message arrives, a batch, holding the requests in the order they were made.
+  zmq::message_t rid, body;
+  fake.set(zmq::sockopt::rcvtimeo, 5000);
+  REQUIRE(fake.recv(rid));
+  REQUIRE(fake.recv(body));
+  REQUIRE(is_batch(body));
+  auto reqs = unpack_batch(body);
+  REQUIRE(reqs.size() == kCalls);
+  for (int i = 0; i < kCalls; ++i) CHECK(InMessage(std::move(reqs[i])).env().getRequestId() == ids[i]);
+
+  // The answers come back as one batch, in reverse order, one of them without the token and one
+  // not an envelope at all: those two are dropped and counted, the rest delivered.
+  std::vector<Frames> replies;
+  for (int i = kCalls - 1; i >= 0; --i) {
+    OutMessage r(i == 7 ? "guessed" : "the-token", ids[i], true);
+    r.env().getBody().setOk();
+    replies.push_back(r.finish());
+  }
+  replies[3].clear();
+  replies[3].emplace_back(std::string(16, '\x01').data(), 16);  // in place of the reply to call 46
+  uint64_t faults = io.malformed_count();
+  fake.send(rid, zmq::send_flags::sndmore);
+  fake.send(pack_batch(replies, 0, replies.size()), zmq::send_flags::none);
+  for (int i = 0; i < kCalls; ++i) {
+    auto fut = (*answered)[i].get_future();
+    if (i == 7 || i == kCalls - 1 - 3) {
+      CHECK_THAT(fut.get(), Catch::StartsWith("local: no reply"));  // its reply was dropped
+    } else {
+      REQUIRE(fut.wait_for(5s) == std::future_status::ready);
+      CHECK(fut.get() == "ok");
+    }
+  }
+  CHECK(io.malformed_count() == faults + 2);
+}
+
+TEST_CASE("each request in a received batch is answered as if it came alone", "[io][batch]") {
+  std::atomic<int> handled{0};
+  IoLoop* loop = nullptr;
+  IoLoop io("127.0.0.1", 0, "the-token", [&](IoLoop::Incoming in) {
+    ++handled;
+    OutMessage r("the-token", in.msg->env().getRequestId(), true);
+    r.env().getBody().setOk();
+    loop->reply(in.routing_id, r.finish());
+  });
+  loop = &io;
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect("tcp://" + io.address());
+
+  std::vector<Frames> batch;
+  batch.push_back(ping("the-token", 1));
+  batch.emplace_back();
+  batch.back().emplace_back(std::string(16, '\x02').data(), 16);  // not an envelope
+  batch.push_back(ping("wrong", 3));
+  batch.push_back(ping("the-token", 4));
+  s.send(pack_batch(batch, 0, batch.size()), zmq::send_flags::none);
+  auto got = receive(s, 4, false);
+  REQUIRE(got.size() == 4);
+  std::map<uint64_t, std::string> by_id;
+  for (auto& m : got) {
+    auto b = m->env().getBody();
+    by_id[m->env().getRequestId()] = b.isOk() ? "ok" : code_name(b.getError().getCode());
+  }
+  CHECK(by_id[1] == "ok");
+  CHECK(by_id[4] == "ok");
+  CHECK(by_id[3] == "unauthenticated");
+  CHECK(by_id[0] == "bad request");  // the one that was not an envelope (its id unknown)
+  CHECK(handled == 2);
+
+  // A batch whose lengths do not add up gets one refusal; the loop serves the next request.
+  std::string bad(static_cast<const char*>(pack_batch(batch, 0, 1).data()), 16);
+  s.send(zmq::buffer(bad), zmq::send_flags::none);
+  auto refusal = receive(s, 1, false);
+  REQUIRE(refusal.size() == 1);
+  REQUIRE(refusal[0]->env().getBody().isError());
+  CHECK(refusal[0]->env().getBody().getError().getCode() == wire::ErrorCode::BAD_REQUEST);
+  s.send(ping("the-token", 9)[0], zmq::send_flags::none);
+  auto last = receive(s, 1, false);
+  REQUIRE(last.size() == 1);
+  CHECK(last[0]->env().getRequestId() == 9);
+  CHECK(last[0]->env().getBody().isOk());
+}
