@@ -18,6 +18,7 @@
 #include <boost/fiber/condition_variable.hpp>
 #include <boost/fiber/mutex.hpp>
 
+#include "yard/condition.h"
 #include "yard/yard.h"
 
 using namespace std::chrono_literals;
@@ -121,19 +122,24 @@ class Rendezvous {
  public:
   Rendezvous() = default;
   int arrive(int expected) {
-    std::unique_lock<boost::fibers::mutex> l(mu_);
-    ++arrived_;
-    cv_.notify_all();
-    bool all = cv_.wait_for(l, 10s, [&] { return arrived_ >= expected; });
-    return all ? arrived_ : -1;
+    cond_.update([&] { ++arrived_; });
+    int seen = -1;
+    cond_.wait_for([&] { return arrived_ >= expected; }, 10s, [&] { seen = arrived_; });
+    return seen;
+  }
+  // Uses about `kib` KiB of this call's stack (a frame of 1 KiB per level).
+  int deep(int kib) {
+    volatile char frame[1024];
+    frame[kib % 1024] = static_cast<char>(kib);
+    int below = kib <= 1 ? 0 : deep(kib - 1);
+    return below + 1 + (frame[kib % 1024] - static_cast<char>(kib));  // read after the call: a real frame
   }
 
  private:
-  boost::fibers::mutex mu_;
-  boost::fibers::condition_variable cv_;
+  yard::Condition cond_;
   int arrived_ = 0;
 };
-YARD_ACTOR(Rendezvous, yard::ctor<>, &Rendezvous::arrive);
+YARD_ACTOR(Rendezvous, yard::ctor<>, &Rendezvous::arrive, &Rendezvous::deep);
 
 }  // namespace
 
@@ -303,6 +309,13 @@ TEST_CASE("max_concurrency runs calls concurrently on fibers", "[api][actors]") 
   std::vector<yard::ObjectRef<int>> refs;
   for (int i = 0; i < 4; ++i) refs.push_back(r.call(&Rendezvous::arrive).remote(4));
   for (auto& v : yard::get(refs, 30s)) CHECK(*v >= 4);
+}
+
+TEST_CASE("a concurrent actor's calls have a thread's stack, reused from call to call", "[api][actors]") {
+  auto r = yard::actor<Rendezvous>().max_concurrency(4).remote();
+  std::vector<yard::ObjectRef<int>> refs;
+  for (int i = 0; i < 8; ++i) refs.push_back(r.call(&Rendezvous::deep).remote(4096));  // 4 MiB each
+  for (auto& v : yard::get(refs, 60s)) CHECK(*v == 4096);
 }
 
 TEST_CASE("tasks can submit tasks", "[api][tasks]") {

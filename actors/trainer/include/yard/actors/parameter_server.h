@@ -1,0 +1,173 @@
+// Parameter servers: S server actors each own a shard of a model's parameters and apply the
+// optimizer to it; W workers compute gradients on their own data, push them to every server and
+// pull fresh weights (TensorFlow's ParameterServerStrategy, Li et al.'s parameter server).
+//
+// Modes (PsMode):
+//  * sync: a server waits for the gradients of all W workers for a step and applies their
+//    average over the global batch (each weighted by its batch) as one optimizer step: the same
+//    training as DDP on the same global batch.
+//  * async: each push is applied at once, as one optimizer step on that worker's batch; a worker
+//    never waits. The updates other workers applied between a worker's pull and its push are its
+//    staleness, reported per push.
+//  * ssp:K (bounded staleness, Ho et al.): pushes are applied at once as in async, but a worker
+//    may run at most K steps ahead of the slowest one: its pull waits until the slowest has
+//    caught up to within K. ssp:0 is sync.
+// Shards hold whole tensors, balanced by size (plan_shards). The optimizer (AdamW or SGD with
+// momentum, weight decay, the LrSchedule) runs on the server on its shard as one flat tensor;
+// both optimizers are element-wise, so that is the same arithmetic as per parameter. Gradient
+// clipping, when asked, is each worker's on its own gradient before the push.
+// Only files that train include this header (it pulls in LibTorch).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "yard/actors/schedule.h"
+#include "yard/condition.h"
+#include "yard/tensor_codec.h"
+#include "yard/yard.h"
+
+namespace yard::actors {
+
+// Which tensors (indices into `sizes`, ascending) each of `servers` shards holds: whole tensors,
+// the largest first onto the server with the fewest elements so far, so that no server holds more
+// than its share plus one tensor. Throws std::invalid_argument when servers < 1 or when a server
+// would hold nothing (more servers than tensors, or tensors without elements).
+std::vector<std::vector<size_t>> plan_shards(const std::vector<int64_t>& sizes, int servers);
+
+struct PsMode {
+  enum class Kind { kSync, kAsync, kBoundedStaleness };
+  Kind kind = Kind::kSync;
+  int staleness = 0;  // kBoundedStaleness: K >= 1
+  // "sync", "async" or "ssp:K" (K >= 0; ssp:0 is sync). Throws std::invalid_argument naming it.
+  static PsMode parse(const std::string& text);
+  std::string name() const;
+};
+
+// A server's configuration, as it travels to the server actor.
+struct PsShardConfig {
+  std::string optimizer = "adamw";  // or "sgd"
+  double weight_decay = 1e-4;
+  double momentum = 0.9;            // sgd
+  double base_lr = 1e-3;            // the LrSchedule's fields
+  int64_t base_batch = 32;
+  int64_t global_batch = 32;
+  int64_t warmup_steps = 0;
+  std::string decay = "constant";
+  int64_t total_steps = 0;
+  double final_fraction = 0.0;
+  std::string mode = "sync";
+  int workers = 1;
+  int64_t wait_ms = 600000;         // how long a pull waits for the other workers
+  YARD_FIELDS(optimizer, weight_decay, momentum, base_lr, base_batch, global_batch, warmup_steps, decay,
+              total_steps, final_fraction, mode, workers, wait_ms);
+  LrSchedule schedule() const;
+};
+
+// What a server says about one push.
+struct PsAck {
+  int64_t version = 0;        // updates applied to the shard so far
+  int64_t steps = 0;          // the pushing worker's steps so far (this one included)
+  int64_t ahead = 0;          // steps the pusher had done beyond the slowest worker when it began this one
+  int64_t stale_updates = 0;  // updates applied by others between its pull and this push
+  YARD_FIELDS(version, steps, ahead, stale_updates);
+};
+
+// One shard's state and rules, without processes or waiting (the server actor adds those).
+class ParameterShard {
+ public:
+  // initial: the shard's tensors flattened into one (float32 or float64). Throws
+  // std::invalid_argument for a bad mode, optimizer or worker count.
+  ParameterShard(torch::Tensor initial, const PsShardConfig& cfg);
+  // Worker w's gradient for its next step, the mean over its `batch` samples (flat, as initial).
+  PsAck push(int worker, int64_t batch, const torch::Tensor& grad);
+  // Whether worker w may take the weights for its next step now (sync: its last step's update is
+  // applied; ssp:K: it is at most K steps ahead of the slowest).
+  bool may_pull(int worker) const;
+  // The current weights, noted as what worker w computes its next step on.
+  torch::Tensor pull(int worker);
+  int64_t version() const { return version_; }
+  const PsMode& mode() const { return mode_; }
+  const torch::Tensor& weights() const { return weights_; }
+
+ private:
+  void check_worker(int worker) const;
+  void apply(const torch::Tensor& grad);
+  int64_t slowest() const;
+
+  PsMode mode_;
+  LrSchedule schedule_;
+  torch::Tensor weights_;
+  std::unique_ptr<torch::optim::Optimizer> opt_;
+  int64_t version_ = 0;
+  std::vector<int64_t> steps_;  // pushes per worker
+  std::vector<int64_t> seen_;   // the version each worker last pulled
+  std::vector<int64_t> ahead_;  // steps_[w] - the slowest's, when w last pulled
+  torch::Tensor sum_;           // sync: this step's batch-weighted gradient sum
+  int64_t sum_batch_ = 0;
+  int arrived_ = 0;
+};
+
+// The server actor: one shard. Make it with max_concurrency of at least the number of workers
+// (the pulls of sync and ssp wait for the other workers' pushes).
+class ParameterServer {
+ public:
+  ParameterServer();
+  ~ParameterServer();
+  // The shard's initial values and configuration. Returns its number of elements.
+  int64_t setup(PsShardConfig cfg, torch::Tensor initial);
+  PsAck push(int worker, int64_t batch, TensorView grad);
+  // Waits (this call only) until worker w may go on, then returns the weights for its next step.
+  // Throws yard::TimeoutError when the others do not come within the configured wait.
+  torch::Tensor pull(int worker);
+  int64_t version();
+
+ private:
+  Condition cond_;
+  std::unique_ptr<ParameterShard> shard_;
+  int64_t wait_ms_ = 600000;
+};
+
+// The worker's side: this replica's gradients pushed to every server, its weights pulled from
+// every server, all servers at once.
+struct PsStepStats {
+  int64_t max_ahead = 0;          // steps ahead of the slowest worker, the most any server saw
+  int64_t max_stale_updates = 0;  // updates by others between pull and push, the most
+  int64_t version = 0;            // the first server's updates so far
+};
+
+class ParameterClient {
+ public:
+  // servers: the shard actors, set up with this model's shards as plan_shards(sizes, S) gives
+  // them. worker: this replica's index among the workers. clip: maximum gradient norm (0: none).
+  ParameterClient(std::shared_ptr<torch::nn::Module> model, std::vector<ActorHandle<ParameterServer>> servers,
+                  int worker, double clip = 0);
+  // Sets every server up from this model's current values (one worker does this, before any pull).
+  void initialise(const PsShardConfig& cfg);
+  // Replaces the model's parameters with the servers' (waits as a pull does).
+  void pull();
+  // One step over micro-batches of sizes[i] samples (loss_of(i) returns micro-batch i's mean
+  // loss): gradients pushed, weights for the next step pulled. Returns the sum over micro-batches
+  // of mean loss × size.
+  double step(const std::vector<int64_t>& sizes, const std::function<torch::Tensor(size_t)>& loss_of);
+  const PsStepStats& last() const { return last_; }
+  int64_t steps() const { return steps_; }
+
+ private:
+  std::vector<torch::Tensor> params_;
+  std::vector<std::vector<size_t>> plan_;
+  std::vector<ActorHandle<ParameterServer>> servers_;
+  int worker_;
+  double clip_;
+  PsStepStats last_;
+  int64_t steps_ = 0;
+  std::shared_ptr<torch::nn::Module> model_;
+};
+
+}  // namespace yard::actors

@@ -1,0 +1,125 @@
+// The parameter server actor and the worker's client.
+#include "yard/actors/parameter_server.h"
+
+#include <stdexcept>
+
+namespace yard::actors {
+
+ParameterServer::ParameterServer() = default;
+ParameterServer::~ParameterServer() = default;
+
+int64_t ParameterServer::setup(PsShardConfig cfg, torch::Tensor initial) {
+  auto shard = std::make_unique<ParameterShard>(std::move(initial), cfg);
+  int64_t n = shard->weights().numel();
+  cond_.update([&] {
+    shard_ = std::move(shard);
+    wait_ms_ = cfg.wait_ms;
+  });
+  return n;
+}
+
+PsAck ParameterServer::push(int worker, int64_t batch, TensorView grad) {
+  PsAck ack;
+  cond_.update([&] {
+    if (!shard_) throw std::logic_error("parameter server: push before setup");
+    ack = shard_->push(worker, batch, grad.tensor());
+  });
+  return ack;
+}
+
+torch::Tensor ParameterServer::pull(int worker) {
+  torch::Tensor out;
+  bool set_up = cond_.wait_for([&] { return shard_ != nullptr; }, std::chrono::milliseconds(wait_ms_));
+  if (!set_up) throw TimeoutError("parameter server: pull before setup");
+  bool ok = cond_.wait_for([&] { return shard_->may_pull(worker); }, std::chrono::milliseconds(wait_ms_),
+                           [&] { out = shard_->pull(worker); });
+  if (!ok)
+    throw TimeoutError("parameter server (" + shard_->mode().name() + "): worker " + std::to_string(worker) +
+                       " waited " + std::to_string(wait_ms_) + " ms for the other workers' pushes");
+  return out;
+}
+
+int64_t ParameterServer::version() {
+  int64_t v = 0;
+  cond_.read([&] { v = shard_ ? shard_->version() : 0; });
+  return v;
+}
+
+namespace {
+torch::Tensor flat_of(const std::vector<torch::Tensor>& ts, const std::vector<size_t>& which, bool grads) {
+  std::vector<torch::Tensor> parts;
+  for (size_t i : which) {
+    auto t = grads ? ts[i].grad() : ts[i].detach();
+    if (!t.defined()) t = torch::zeros_like(ts[i]);
+    parts.push_back(t.reshape(-1));
+  }
+  return torch::cat(parts);
+}
+}  // namespace
+
+ParameterClient::ParameterClient(std::shared_ptr<torch::nn::Module> model, std::vector<ActorHandle<ParameterServer>> servers,
+                                 int worker, double clip)
+    : servers_(std::move(servers)), worker_(worker), clip_(clip), model_(std::move(model)) {
+  params_ = model_->parameters();
+  std::vector<int64_t> sizes;
+  for (auto& p : params_) sizes.push_back(p.numel());
+  plan_ = plan_shards(sizes, static_cast<int>(servers_.size()));
+}
+
+void ParameterClient::initialise(const PsShardConfig& cfg) {
+  std::vector<ObjectRef<int64_t>> done;
+  for (size_t s = 0; s < servers_.size(); ++s)
+    done.push_back(servers_[s].call(&ParameterServer::setup).remote(cfg, flat_of(params_, plan_[s], false)));
+  for (auto& d : done) d.get();
+}
+
+void ParameterClient::pull() {
+  std::vector<ObjectRef<torch::Tensor>> refs;
+  for (auto& s : servers_) refs.push_back(s.call(&ParameterServer::pull).remote(worker_));
+  torch::NoGradGuard no_grad;
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    auto flat = refs[s].get();
+    int64_t at = 0;
+    for (size_t i : plan_[s]) {
+      auto& p = params_[i];
+      p.copy_(flat->slice(0, at, at + p.numel()).view_as(p));
+      at += p.numel();
+    }
+  }
+}
+
+double ParameterClient::step(const std::vector<int64_t>& sizes, const std::function<torch::Tensor(size_t)>& loss_of) {
+  int64_t local = 0;
+  for (auto n : sizes) local += n;
+  if (local <= 0) throw std::invalid_argument("ParameterClient::step: no samples");
+  for (auto& p : params_) p.mutable_grad().reset();
+  double loss_sum = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) continue;
+    auto loss = loss_of(i);
+    double n = static_cast<double>(sizes[i]);
+    (sizes.size() == 1 ? loss : loss * (n / static_cast<double>(local))).backward();
+    loss_sum += loss.item<double>() * n;
+  }
+  if (clip_ > 0) torch::nn::utils::clip_grad_norm_(params_, clip_);
+  // Every server's push, then every server's pull, all in flight together.
+  std::vector<ObjectRef<PsAck>> acks;
+  for (size_t s = 0; s < servers_.size(); ++s)
+    acks.push_back(servers_[s].call(&ParameterServer::push).remote(worker_, local, TensorView(flat_of(params_, plan_[s], true))));
+  PsStepStats st;
+  for (size_t s = 0; s < acks.size(); ++s) {
+    auto a = acks[s].get();
+    st.max_ahead = std::max(st.max_ahead, a->ahead);
+    st.max_stale_updates = std::max(st.max_stale_updates, a->stale_updates);
+    if (s == 0) st.version = a->version;
+  }
+  pull();
+  last_ = st;
+  ++steps_;
+  return loss_sum;
+}
+
+}  // namespace yard::actors
+
+YARD_ACTOR(yard::actors::ParameterServer, &yard::actors::ParameterServer::setup, &yard::actors::ParameterServer::push,
+           &yard::actors::ParameterServer::pull, &yard::actors::ParameterServer::version);

@@ -1,0 +1,160 @@
+// The parameter server's pure parts: the shard plan, the modes, one shard's rules.
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+#include "yard/actors/parameter_server.h"
+
+namespace yard::actors {
+
+std::vector<std::vector<size_t>> plan_shards(const std::vector<int64_t>& sizes, int servers) {
+  if (servers < 1) throw std::invalid_argument("parameter servers: need at least one server, not " + std::to_string(servers));
+  std::vector<size_t> order;
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] > 0) order.push_back(i);
+  if (order.size() < static_cast<size_t>(servers))
+    throw std::invalid_argument("parameter servers: " + std::to_string(servers) + " servers for " +
+                                std::to_string(order.size()) + " parameter tensors: a server would hold nothing");
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return sizes[a] > sizes[b]; });
+  std::vector<std::vector<size_t>> plan(static_cast<size_t>(servers));
+  std::vector<int64_t> load(static_cast<size_t>(servers), 0);
+  for (size_t i : order) {
+    auto s = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    plan[s].push_back(i);
+    load[s] += sizes[i];
+  }
+  for (auto& p : plan) std::sort(p.begin(), p.end());
+  return plan;
+}
+
+PsMode PsMode::parse(const std::string& text) {
+  PsMode m;
+  if (text == "sync") return m;
+  if (text == "async") {
+    m.kind = Kind::kAsync;
+    return m;
+  }
+  if (text.rfind("ssp:", 0) == 0) {
+    std::string k = text.substr(4);
+    if (!k.empty() && k.size() < 7 && std::all_of(k.begin(), k.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      m.staleness = std::stoi(k);
+      if (m.staleness > 0) m.kind = Kind::kBoundedStaleness;
+      return m;
+    }
+  }
+  throw std::invalid_argument("unknown parameter-server mode '" + text + "' (sync, async or ssp:K with K >= 0)");
+}
+
+std::string PsMode::name() const {
+  switch (kind) {
+    case Kind::kSync: return "sync";
+    case Kind::kAsync: return "async";
+    case Kind::kBoundedStaleness: return "ssp:" + std::to_string(staleness);
+  }
+  return "?";
+}
+
+LrSchedule PsShardConfig::schedule() const {
+  LrSchedule s;
+  s.base_lr = base_lr;
+  s.base_batch = base_batch;
+  s.global_batch = global_batch;
+  s.warmup_steps = warmup_steps;
+  s.decay = LrSchedule::parse(decay);
+  s.total_steps = total_steps;
+  s.final_fraction = final_fraction;
+  return s;
+}
+
+ParameterShard::ParameterShard(torch::Tensor initial, const PsShardConfig& cfg)
+    : mode_(PsMode::parse(cfg.mode)), schedule_(cfg.schedule()) {
+  if (cfg.workers < 1) throw std::invalid_argument("parameter servers: need at least one worker, not " + std::to_string(cfg.workers));
+  if (initial.dim() != 1 || initial.numel() == 0 || !initial.is_floating_point())
+    throw std::invalid_argument("parameter servers: a shard's initial values must be a non-empty flat floating-point tensor");
+  weights_ = initial.detach().clone().set_requires_grad(true);
+  if (cfg.optimizer == "adamw")
+    opt_ = std::make_unique<torch::optim::AdamW>(std::vector<torch::Tensor>{weights_},
+                                                 torch::optim::AdamWOptions(schedule_.base_lr).weight_decay(cfg.weight_decay));
+  else if (cfg.optimizer == "sgd")
+    opt_ = std::make_unique<torch::optim::SGD>(
+        std::vector<torch::Tensor>{weights_},
+        torch::optim::SGDOptions(schedule_.base_lr).momentum(cfg.momentum).weight_decay(cfg.weight_decay));
+  else
+    throw std::invalid_argument("unknown optimizer '" + cfg.optimizer + "' (adamw or sgd)");
+  steps_.assign(static_cast<size_t>(cfg.workers), 0);
+  seen_.assign(static_cast<size_t>(cfg.workers), 0);
+  ahead_.assign(static_cast<size_t>(cfg.workers), 0);
+}
+
+void ParameterShard::check_worker(int worker) const {
+  if (worker < 0 || static_cast<size_t>(worker) >= steps_.size())
+    throw std::invalid_argument("parameter server: worker " + std::to_string(worker) + " is not one of its " +
+                                std::to_string(steps_.size()) + " workers");
+}
+
+int64_t ParameterShard::slowest() const { return *std::min_element(steps_.begin(), steps_.end()); }
+
+void ParameterShard::apply(const torch::Tensor& grad) {
+  weights_.mutable_grad() = grad;
+  for (auto& g : opt_->param_groups()) g.options().set_lr(schedule_.at(version_));
+  opt_->step();
+  ++version_;
+}
+
+PsAck ParameterShard::push(int worker, int64_t batch, const torch::Tensor& grad) {
+  check_worker(worker);
+  if (grad.numel() != weights_.numel())
+    throw std::invalid_argument("parameter server: a gradient of " + std::to_string(grad.numel()) +
+                                " elements for a shard of " + std::to_string(weights_.numel()));
+  if (batch <= 0) throw std::invalid_argument("parameter server: a push for an empty batch");
+  auto w = static_cast<size_t>(worker);
+  if (mode_.kind == PsMode::Kind::kSync && steps_[w] > version_)
+    throw std::logic_error("parameter server: worker " + std::to_string(worker) + " pushed step " +
+                           std::to_string(steps_[w]) + " before the update of its previous step");
+  torch::NoGradGuard no_grad;
+  PsAck ack;
+  ack.stale_updates = version_ - seen_[w];
+  ack.ahead = ahead_[w];
+  ++steps_[w];
+  auto g = grad.to(weights_.scalar_type()).reshape(-1);
+  if (mode_.kind == PsMode::Kind::kSync) {
+    // The global-batch mean: each worker's mean weighted by its batch.
+    if (arrived_ == 0) {
+      sum_ = g * static_cast<double>(batch);
+    } else {
+      sum_.add_(g, static_cast<double>(batch));
+    }
+    sum_batch_ += batch;
+    if (++arrived_ == static_cast<int>(steps_.size())) {
+      apply(sum_.div_(static_cast<double>(sum_batch_)));
+      arrived_ = 0;
+      sum_batch_ = 0;
+      sum_ = torch::Tensor();
+    }
+  } else {
+    apply(g.clone());
+  }
+  ack.version = version_;
+  ack.steps = steps_[w];
+  return ack;
+}
+
+bool ParameterShard::may_pull(int worker) const {
+  check_worker(worker);
+  auto w = static_cast<size_t>(worker);
+  switch (mode_.kind) {
+    case PsMode::Kind::kSync: return version_ >= steps_[w];
+    case PsMode::Kind::kAsync: return true;
+    case PsMode::Kind::kBoundedStaleness: return steps_[w] - slowest() <= mode_.staleness;
+  }
+  return true;
+}
+
+torch::Tensor ParameterShard::pull(int worker) {
+  check_worker(worker);
+  seen_[static_cast<size_t>(worker)] = version_;
+  ahead_[static_cast<size_t>(worker)] = steps_[static_cast<size_t>(worker)] - slowest();
+  return weights_.detach().clone();
+}
+
+}  // namespace yard::actors

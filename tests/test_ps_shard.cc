@@ -1,0 +1,133 @@
+// The parameter server's pure parts, without processes: the shard plan, the modes, and one
+// shard's arithmetic and waiting rules against single-process training.
+#define CATCH_CONFIG_PREFIX_ALL
+#include <catch2/catch.hpp>
+
+#include "yard/actors/parameter_server.h"
+
+using namespace yard::actors;
+
+CATCH_TEST_CASE("shards hold whole tensors, balanced: none over its share plus one tensor", "[ps][plan]") {
+  std::vector<int64_t> sizes{4096, 64, 4096, 64, 1024, 16, 16, 2048, 1, 300};
+  for (int servers : {1, 2, 3, 4, 7}) {
+    auto plan = plan_shards(sizes, servers);
+    CATCH_REQUIRE(plan.size() == static_cast<size_t>(servers));
+    int64_t total = 0, largest = 0;
+    for (auto s : sizes) total += s, largest = std::max(largest, s);
+    std::vector<int> owner(sizes.size(), -1);
+    for (size_t s = 0; s < plan.size(); ++s) {
+      CATCH_CHECK_FALSE(plan[s].empty());
+      CATCH_CHECK(std::is_sorted(plan[s].begin(), plan[s].end()));
+      int64_t load = 0;
+      for (auto i : plan[s]) {
+        CATCH_CHECK(owner[i] == -1);
+        owner[i] = static_cast<int>(s);
+        load += sizes[i];
+      }
+      CATCH_CHECK(load <= total / servers + largest);
+    }
+    for (auto o : owner) CATCH_CHECK(o >= 0);  // every tensor somewhere
+  }
+  CATCH_CHECK_THROWS_WITH(plan_shards({5, 5}, 3), Catch::Contains("a server would hold nothing"));
+  CATCH_CHECK_THROWS_WITH(plan_shards({5, 0, 5}, 3), Catch::Contains("2 parameter tensors"));
+  CATCH_CHECK_THROWS(plan_shards({5}, 0));
+}
+
+CATCH_TEST_CASE("modes parse; ssp:0 is sync; bad ones are refused by name", "[ps][mode]") {
+  CATCH_CHECK(PsMode::parse("sync").kind == PsMode::Kind::kSync);
+  CATCH_CHECK(PsMode::parse("async").kind == PsMode::Kind::kAsync);
+  CATCH_CHECK(PsMode::parse("ssp:0").kind == PsMode::Kind::kSync);
+  CATCH_CHECK(PsMode::parse("ssp:3").name() == "ssp:3");
+  for (auto bad : {"", "ssp", "ssp:", "ssp:-1", "ssp:x", "asynch", "ssp:99999999"})
+    CATCH_CHECK_THROWS_WITH(PsMode::parse(bad), Catch::Contains("unknown parameter-server mode"));
+}
+
+namespace {
+PsShardConfig config(const std::string& mode, int workers, const std::string& opt = "adamw") {
+  PsShardConfig c;
+  c.mode = mode;
+  c.workers = workers;
+  c.optimizer = opt;
+  c.base_lr = 0.05;
+  c.weight_decay = 0.01;
+  return c;
+}
+}  // namespace
+
+CATCH_TEST_CASE("a sync shard applies the batch-weighted mean of all workers' gradients as one step", "[ps][shard]") {
+  torch::manual_seed(3);
+  auto w0 = torch::randn({10});
+  auto g1 = torch::randn({10}), g2 = torch::randn({10});
+  ParameterShard shard(w0, config("sync", 2));
+  // Reference: one AdamW step on the global-batch mean (batches 3 and 1).
+  auto ref = w0.clone().set_requires_grad(true);
+  torch::optim::AdamW opt({ref}, torch::optim::AdamWOptions(0.05).weight_decay(0.01));
+  ref.mutable_grad() = (g1 * 3 + g2 * 1) / 4;
+  opt.step();
+
+  CATCH_CHECK(shard.may_pull(0));
+  (void)shard.pull(0);
+  (void)shard.pull(1);
+  auto a = shard.push(0, 3, g1);
+  CATCH_CHECK(a.version == 0);       // waiting for worker 1
+  CATCH_CHECK_FALSE(shard.may_pull(0));
+  CATCH_CHECK_THROWS_WITH(shard.push(0, 3, g1), Catch::Contains("before the update of its previous step"));
+  auto b = shard.push(1, 1, g2);
+  CATCH_CHECK(b.version == 1);
+  CATCH_CHECK(shard.may_pull(0));
+  CATCH_CHECK(shard.may_pull(1));
+  CATCH_CHECK(torch::allclose(shard.pull(0), ref.detach(), 1e-6, 1e-6));
+  CATCH_CHECK(a.stale_updates == 0);
+  CATCH_CHECK(b.ahead == 0);
+}
+
+CATCH_TEST_CASE("an async shard applies each push at once and counts the updates a worker missed", "[ps][shard]") {
+  torch::manual_seed(4);
+  auto w0 = torch::randn({6});
+  ParameterShard shard(w0, config("async", 2, "sgd"));
+  auto ref = w0.clone().set_requires_grad(true);
+  torch::optim::SGD opt({ref}, torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.01));
+  (void)shard.pull(0);
+  (void)shard.pull(1);
+  for (int i = 0; i < 3; ++i) {
+    auto g = torch::randn({6});
+    auto ack = shard.push(0, 4, g);
+    CATCH_CHECK(ack.version == i + 1);
+    CATCH_CHECK(ack.stale_updates == 0);  // worker 0 alone
+    ref.mutable_grad() = g;
+    opt.step();
+    CATCH_CHECK(shard.may_pull(0));
+    (void)shard.pull(0);
+  }
+  CATCH_CHECK(torch::allclose(shard.weights().detach(), ref.detach(), 1e-6, 1e-6));
+  auto late = shard.push(1, 4, torch::randn({6}));  // computed on version 0: three updates ago
+  CATCH_CHECK(late.stale_updates == 3);
+  CATCH_CHECK_THROWS_WITH(shard.push(2, 4, torch::randn({6})), Catch::Contains("not one of its 2 workers"));
+  CATCH_CHECK_THROWS_WITH(shard.push(0, 4, torch::randn({5})), Catch::Contains("a gradient of 5 elements"));
+}
+
+CATCH_TEST_CASE("under ssp:K a worker waits when K steps ahead of the slowest, never more", "[ps][shard]") {
+  ParameterShard shard(torch::zeros({4}), config("ssp:2", 2, "sgd"));
+  (void)shard.pull(0);
+  (void)shard.pull(1);
+  int64_t most = 0;
+  for (int i = 0; i < 2; ++i) {
+    most = std::max(most, shard.push(0, 1, torch::ones({4})).ahead);
+    CATCH_REQUIRE(shard.may_pull(0));
+    (void)shard.pull(0);
+  }
+  most = std::max(most, shard.push(0, 1, torch::ones({4})).ahead);
+  CATCH_CHECK_FALSE(shard.may_pull(0));  // 3 steps done, the slowest none: more than 2 ahead
+  (void)shard.push(1, 1, torch::ones({4}));
+  CATCH_CHECK(shard.may_pull(0));
+  CATCH_CHECK(most == 2);
+  CATCH_CHECK(shard.pull(0).numel() == 4);
+  CATCH_CHECK(shard.push(0, 1, torch::ones({4})).ahead == 2);
+}
+
+CATCH_TEST_CASE("a shard refuses a bad optimizer, worker count or initial value", "[ps][shard]") {
+  CATCH_CHECK_THROWS_WITH(ParameterShard(torch::zeros({3}), config("sync", 1, "adam-ish")), Catch::Contains("unknown optimizer"));
+  CATCH_CHECK_THROWS_WITH(ParameterShard(torch::zeros({3}), config("sync", 0)), Catch::Contains("at least one worker"));
+  CATCH_CHECK_THROWS_WITH(ParameterShard(torch::zeros({2, 2}), config("sync", 1)), Catch::Contains("flat"));
+  CATCH_CHECK_THROWS_WITH(ParameterShard(torch::zeros({3}), config("later", 1)), Catch::Contains("unknown parameter-server mode"));
+}
