@@ -266,6 +266,13 @@ TEST_CASE("named actors are found by name and checked by class", "[api][actors]"
   CHECK_THROWS_AS(yard::get_actor<Picky>("the-counter"), yard::NotFoundError);
 }
 
+TEST_CASE("a named actor is found while it is still starting", "[api][actors]") {
+  auto c = yard::actor<Counter>(9).name("starting-counter").remote();
+  auto found = yard::get_actor<Counter>("starting-counter");  // asked at once: its process is not up yet
+  CHECK(*found.call(&Counter::incr).remote(1).get(60s) == 10);
+  CHECK(*c.call(&Counter::value).remote().get(30s) == 10);
+}
+
 TEST_CASE("killing an actor fails later calls with ActorDied", "[api][actors]") {
   auto c = yard::actor<Counter>(1).remote();
   CHECK(*c.call(&Counter::value).remote().get(30s) == 1);

@@ -131,3 +131,31 @@ CATCH_TEST_CASE("a shard refuses a bad optimizer, worker count or initial value"
   CATCH_CHECK_THROWS_WITH(ParameterShard(torch::zeros({2, 2}), config("sync", 1)), Catch::Contains("flat"));
   CATCH_CHECK_THROWS_WITH(ParameterShard(torch::zeros({3}), config("later", 1)), Catch::Contains("unknown parameter-server mode"));
 }
+
+CATCH_TEST_CASE("a shard saved and loaded continues as if never stopped; bad bytes are refused", "[ps][shard]") {
+  torch::manual_seed(5);
+  auto w0 = torch::randn({12});
+  std::vector<torch::Tensor> grads;
+  for (int i = 0; i < 8; ++i) grads.push_back(torch::randn({12}));
+  ParameterShard a(w0, config("sync", 2));
+  auto round = [&](ParameterShard& s, int i) {
+    (void)s.push(0, 2, grads[2 * i]);
+    (void)s.push(1, 3, grads[2 * i + 1]);
+  };
+  round(a, 0);
+  round(a, 1);
+  auto saved = a.save();
+  ParameterShard b(torch::zeros({12}), config("sync", 2));
+  b.load(saved);
+  CATCH_CHECK(b.version() == 2);
+  CATCH_CHECK(b.may_pull(0));
+  CATCH_CHECK_FALSE(b.may_pull(1) == false);
+  round(a, 2);
+  round(b, 2);
+  round(a, 3);
+  round(b, 3);
+  CATCH_CHECK(torch::equal(a.weights().detach(), b.weights().detach()));  // the AdamW moments came along
+  ParameterShard small(torch::zeros({5}), config("sync", 2));
+  CATCH_CHECK_THROWS_WITH(small.load(saved), Catch::Contains("holds 12 weights, this shard 5"));
+  CATCH_CHECK_THROWS_WITH(b.load(saved.substr(0, saved.size() / 2)), Catch::Contains("does not read"));
+}

@@ -122,6 +122,29 @@ if [ -z "$only" ] || [ "$only" = disk ]; then
   check_run disk training || { cat disk.txt; exit 1; }
 fi
 
+# Parameter servers: kill -9 of a server in training. The group restarts from the checkpoint,
+# new servers are set up from its shards (weights and optimizer state), the last generation's are
+# ended, and the run ends where an undisturbed parameter-server run does.
+if [ -z "$only" ] || [ "$only" = ps ]; then
+  echo "case ps: kill -9 of a parameter server in training"
+  "$bin" "${job[@]}" --strategy ps --data data --out ps-clean > ps-clean.txt 2>&1 || { cat ps-clean.txt; exit 1; }
+  start_job out-ps "" --data data --strategy ps
+  await_steps "$pid" out-ps 50
+  victim=$(grep -E '^parameter server pids:' out.txt | tail -1 | awk '{print $NF}')
+  [ -n "$victim" ] || { cat out.txt; echo "no parameter server pids"; exit 1; }
+  echo "  killing parameter server pid $victim"
+  kill -9 "$victim"
+  await_job "$pid" > ps.txt || { cat ps.txt; echo "case ps: the job failed"; exit 1; }
+  pid=""
+  grep -q "(yard::actors::ParameterServer) is dead" ps.txt || { cat ps.txt; exit 1; }
+  servers=$(grep -c '^parameter server pids:' ps.txt)
+  [ "$servers" -eq 2 ] || { cat ps.txt; echo "expected one new set of servers, saw $servers sets"; exit 1; }
+  clean_all=$clean
+  clean=$(final_val_loss ps-clean)
+  check_run ps training || { cat ps.txt; exit 1; }
+  clean=$clean_all
+fi
+
 # What cannot be survived is said, with what was lost and how to go on: with --max-restarts 0 a
 # lost trainer ends the job, naming the newest checkpoint and the --resume command, which then
 # finishes the run; with every copy of the checkpoints gone, the job stops and says so.

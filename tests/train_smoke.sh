@@ -42,6 +42,30 @@ grep -q "average their weights every 3 steps" out5.txt || { cat out5.txt; exit 1
 spe5=$(sed -n 's/.* \([0-9]*\) steps per epoch$/\1/p' out5.txt)
 test "$(wc -l < lsgd/steps.jsonl)" -eq "$spe5"
 grep -q '"val_macro_f1"' lsgd/metrics.jsonl
+# Parameter servers, sync: the same training as DDP (without clipping, which DDP applies to the
+# global gradient and the servers' workers to their own): every step's loss and the validation
+# loss agree. Async reports what each step's gradients missed; ssp:1 never more than a step ahead.
+common=(--epochs 1 --workers 2 --logs 1 --length-km 8 --batch 16 --clip 0)
+"$bin" "${common[@]}" --out ddp0 > out6.txt 2>&1 || { cat out6.txt; exit 1; }
+"$bin" "${common[@]}" --strategy ps --ps-servers 2 --out ps0 > out7.txt 2>&1 || { cat out7.txt; exit 1; }
+grep -q "parameter servers: 2 servers hold the weights and the optimizer, mode sync" out7.txt || { cat out7.txt; exit 1; }
+grep -q "^parameter server pids: [0-9]* [0-9]*$" out7.txt || { cat out7.txt; exit 1; }
+"$bin" "${common[@]}" --strategy ps --ps-mode ssp:1 --out ssp1 > out8.txt 2>&1 || { cat out8.txt; exit 1; }
+python3 - ddp0 ps0 ssp1 <<'PY'
+import json, sys
+steps = lambda d: [json.loads(l) for l in open(d + "/steps.jsonl")]
+val = lambda d: [json.loads(l) for l in open(d + "/metrics.jsonl") if '"epoch"' in l][-1]["val_loss"]
+ddp, ps, ssp = steps(sys.argv[1]), steps(sys.argv[2]), steps(sys.argv[3])
+assert len(ddp) == len(ps) and len(ddp) > 5, (len(ddp), len(ps))
+for a, b in zip(ddp, ps):
+    assert abs(a["loss"] - b["loss"]) <= 1e-4 * abs(a["loss"]), (a, b)
+    assert b["ahead"] == 0 and b["stale_updates"] == 0, b
+assert abs(val(sys.argv[1]) - val(sys.argv[2])) <= 1e-4 * val(sys.argv[1])
+assert all(s["ahead"] <= 1 for s in ssp), ssp
+print("ps sync = ddp over %d steps; ssp:1 at most %d ahead" % (len(ps), max(s["ahead"] for s in ssp)))
+PY
+if "$bin" "${common[@]}" --strategy ps --ps-mode ssp:x --out bad > out9.txt 2>&1; then cat out9.txt; echo "a bad mode was accepted"; exit 1; fi
+grep -q "'ssp:x' is not a parameter-server mode" out9.txt || { cat out9.txt; exit 1; }
 # A data directory recorded with other settings is refused, saying what differs; nothing is lost.
 if "$bin" --epochs 1 --workers 1 --logs 1 --length-km 9 --out other > out3.txt 2>&1; then cat out3.txt; echo "other settings were accepted"; exit 1; fi
 grep -q "log-0 was recorded with --length-km 8 (seed 100), this run asks for --length-km 9" out3.txt || { cat out3.txt; exit 1; }

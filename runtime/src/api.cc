@@ -207,6 +207,7 @@ LinkSettings link_settings(const std::string& purpose) {
 }
 
 std::string node_id() { return detail::rt().node_id(); }
+std::string job_id() { return detail::rt().job_id(); }
 
 int restart_count() {
   const char* r = getenv("YARD_ACTOR_RESTARTS");

@@ -1,6 +1,9 @@
 // The parameter server actor and the worker's client.
 #include "yard/actors/parameter_server.h"
 
+#include <unistd.h>
+
+#include <sstream>
 #include <stdexcept>
 
 namespace yard::actors {
@@ -16,6 +19,36 @@ int64_t ParameterServer::setup(PsShardConfig cfg, torch::Tensor initial) {
     wait_ms_ = cfg.wait_ms;
   });
   return n;
+}
+
+int64_t ParameterServer::restore(PsShardConfig cfg, std::string state) {
+  // The initial values only give the size: the first tensor of the saved state.
+  torch::serialize::InputArchive a;
+  torch::Tensor w;
+  try {
+    std::istringstream in(state);
+    a.load_from(in);
+    a.read("weights", w);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("a parameter-server shard's saved state does not read: " + std::string(e.what_without_backtrace()));
+  }
+  auto shard = std::make_unique<ParameterShard>(w.reshape(-1), cfg);
+  shard->load(state);
+  int64_t n = shard->weights().numel();
+  cond_.update([&] {
+    shard_ = std::move(shard);
+    wait_ms_ = cfg.wait_ms;
+  });
+  return n;
+}
+
+std::string ParameterServer::snapshot() {
+  std::string out;
+  cond_.read([&] {
+    if (!shard_) throw std::logic_error("parameter server: snapshot before setup");
+    out = shard_->save();
+  });
+  return out;
 }
 
 PsAck ParameterServer::push(int worker, int64_t batch, TensorView grad) {
@@ -38,6 +71,8 @@ torch::Tensor ParameterServer::pull(int worker) {
                        " waited " + std::to_string(wait_ms_) + " ms for the other workers' pushes");
   return out;
 }
+
+int ParameterServer::pid() { return getpid(); }
 
 int64_t ParameterServer::version() {
   int64_t v = 0;
@@ -71,6 +106,36 @@ void ParameterClient::initialise(const PsShardConfig& cfg) {
   for (size_t s = 0; s < servers_.size(); ++s)
     done.push_back(servers_[s].call(&ParameterServer::setup).remote(cfg, flat_of(params_, plan_[s], false)));
   for (auto& d : done) d.get();
+}
+
+void ParameterClient::restore(const PsShardConfig& cfg, const std::vector<std::string>& states) {
+  if (states.size() != servers_.size())
+    throw std::invalid_argument("the checkpoint holds " + std::to_string(states.size()) + " parameter-server shards, not " +
+                                std::to_string(servers_.size()) + ": continue it with as many servers");
+  std::vector<ObjectRef<int64_t>> done;
+  for (size_t s = 0; s < servers_.size(); ++s) done.push_back(servers_[s].call(&ParameterServer::restore).remote(cfg, states[s]));
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    int64_t want = 0;
+    for (size_t i : plan_[s]) want += params_[i].numel();
+    if (*done[s].get() != want)
+      throw std::invalid_argument("parameter-server shard " + std::to_string(s) + " of the checkpoint does not fit this model");
+  }
+}
+
+std::vector<std::string> ParameterClient::snapshots() {
+  std::vector<ObjectRef<std::string>> refs;
+  for (auto& s : servers_) refs.push_back(s.call(&ParameterServer::snapshot).remote());
+  std::vector<std::string> out;
+  for (auto& r : refs) out.push_back(*r.get());
+  return out;
+}
+
+std::vector<int> ParameterClient::server_pids() {
+  std::vector<ObjectRef<int>> refs;
+  for (auto& s : servers_) refs.push_back(s.call(&ParameterServer::pid).remote());
+  std::vector<int> out;
+  for (auto& r : refs) out.push_back(*r.get());
+  return out;
 }
 
 void ParameterClient::pull() {
@@ -121,5 +186,7 @@ double ParameterClient::step(const std::vector<int64_t>& sizes, const std::funct
 
 }  // namespace yard::actors
 
-YARD_ACTOR(yard::actors::ParameterServer, &yard::actors::ParameterServer::setup, &yard::actors::ParameterServer::push,
-           &yard::actors::ParameterServer::pull, &yard::actors::ParameterServer::version);
+YARD_ACTOR(yard::actors::ParameterServer, &yard::actors::ParameterServer::setup, &yard::actors::ParameterServer::restore,
+           &yard::actors::ParameterServer::snapshot, &yard::actors::ParameterServer::push,
+           &yard::actors::ParameterServer::pull, &yard::actors::ParameterServer::version,
+           &yard::actors::ParameterServer::pid);

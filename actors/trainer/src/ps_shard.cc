@@ -1,6 +1,7 @@
 // The parameter server's pure parts: the shard plan, the modes, one shard's rules.
 #include <algorithm>
 #include <numeric>
+#include <sstream>
 #include <stdexcept>
 
 #include "yard/actors/parameter_server.h"
@@ -155,6 +156,48 @@ torch::Tensor ParameterShard::pull(int worker) {
   seen_[static_cast<size_t>(worker)] = version_;
   ahead_[static_cast<size_t>(worker)] = steps_[static_cast<size_t>(worker)] - slowest();
   return weights_.detach().clone();
+}
+
+}  // namespace yard::actors
+
+namespace yard::actors {
+
+std::string ParameterShard::save() const {
+  torch::serialize::OutputArchive a, opt;
+  a.write("weights", weights_.detach());
+  a.write("version", torch::tensor({version_}, torch::kInt64));
+  opt_->save(opt);
+  a.write("optimizer", opt);
+  std::ostringstream out;
+  a.save_to(out);
+  return out.str();
+}
+
+void ParameterShard::load(const std::string& bytes) {
+  torch::serialize::InputArchive a, opt;
+  torch::Tensor w, v;
+  try {
+    std::istringstream in(bytes);
+    a.load_from(in);
+    a.read("weights", w);
+    a.read("version", v);
+    a.read("optimizer", opt);
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("a parameter-server shard's saved state does not read: " + std::string(e.what_without_backtrace()));
+  }
+  if (w.numel() != weights_.numel() || v.numel() != 1)
+    throw std::runtime_error("a parameter-server shard's saved state holds " + std::to_string(w.numel()) +
+                             " weights, this shard " + std::to_string(weights_.numel()));
+  torch::NoGradGuard no_grad;
+  weights_.copy_(w.reshape(-1));
+  opt_->load(opt);
+  version_ = v.item<int64_t>();
+  std::fill(steps_.begin(), steps_.end(), mode_.kind == PsMode::Kind::kSync ? version_ : 0);
+  std::fill(seen_.begin(), seen_.end(), version_);
+  std::fill(ahead_.begin(), ahead_.end(), 0);
+  sum_ = torch::Tensor();
+  sum_batch_ = 0;
+  arrived_ = 0;
 }
 
 }  // namespace yard::actors

@@ -27,7 +27,8 @@ namespace railway_train {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataSpec, dir, logs, length_km, unaligned)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, d_model, layers, heads, batch, base_lr, base_batch,
                                                 warmup_steps, decay, min_lr_fraction, optimizer, weight_decay, holdout,
-                                                seed, clip, balance, prefetch, accumulate, strategy, sync_every)
+                                                seed, clip, balance, prefetch, accumulate, strategy, sync_every,
+                                                ps_servers, ps_mode)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSpec, data, out, workers, epochs, placement, checkpoint_every, keep,
                                                 checkpoint_replicas, max_restarts, train)
 
@@ -78,6 +79,7 @@ class TrainingJob {
   SetupInfo at_;               // where the group stands
   int64_t furthest_ = 0;       // the furthest global step trained in this run
   int64_t since_ckpt_ = 0;     // steps since the last checkpoint
+  int64_t most_ahead_ = -1, most_stale_ = -1;  // parameter servers: the most staleness seen
   int restarts_ = 0;
   EpochSums sums_;
   Clock::time_point t_start_ = Clock::now(), last_print_ = Clock::now();
@@ -211,7 +213,12 @@ void TrainingJob::train_chunk() {
     for (auto& g : got) ls += g.loss_sum[i], ns += g.samples[i];
     sums_.loss += ls, sums_.samples += ns, chunk_samples += ns, chunk_loss += ls;
     int64_t gs = r0.global_step - static_cast<int64_t>(r0.loss_sum.size()) + static_cast<int64_t>(i) + 1;
-    log_->step(gs, at_.epoch + 1, ls / std::max<int64_t>(1, ns), ns);
+    // Parameter servers: the most any replica's gradients of this step missed.
+    int64_t ahead = -1, stale = -1;
+    for (auto& g : got)
+      if (i < g.ahead.size()) ahead = std::max(ahead, g.ahead[i]), stale = std::max(stale, g.stale_updates[i]);
+    log_->step(gs, at_.epoch + 1, ls / std::max<int64_t>(1, ns), ns, ahead, stale);
+    most_ahead_ = std::max(most_ahead_, ahead), most_stale_ = std::max(most_stale_, stale);
   }
   auto steps = static_cast<int64_t>(r0.loss_sum.size());
   sums_.seconds += seconds, sums_.steps += steps, done_steps_ += steps;
@@ -224,10 +231,13 @@ void TrainingJob::train_chunk() {
   last_print_ = Clock::now();
   int64_t total = spec_.epochs * spe;
   double eta = since(t_start_) / double(std::max<int64_t>(1, done_steps_)) * double(std::max<int64_t>(0, total - at_.global_step));
-  std::printf("epoch %llu/%d  step %llu/%lld  loss %.4f  lr %.2e  %.0f samples/s  ETA %.0f s\n",
+  std::string stale = most_stale_ < 0 ? std::string()
+                                      : "  staleness: " + std::to_string(most_ahead_) + " steps ahead, " +
+                                            std::to_string(most_stale_) + " updates missed (most)";
+  std::printf("epoch %llu/%d  step %llu/%lld  loss %.4f  lr %.2e  %.0f samples/s  ETA %.0f s%s\n",
               static_cast<unsigned long long>(at_.epoch + 1), spec_.epochs, static_cast<unsigned long long>(at_.step),
               static_cast<long long>(spe), sums_.loss / std::max<int64_t>(1, sums_.samples), r0.lr,
-              chunk_samples / std::max(1e-9, seconds), eta);
+              chunk_samples / std::max(1e-9, seconds), eta, stale.c_str());
   std::fflush(stdout);
 }
 
@@ -276,6 +286,9 @@ void TrainingJob::print_start() const {
   if (spec_.train.strategy == "local-sgd")
     std::printf("local SGD: the replicas step alone and average their weights every %lld steps\n",
                 static_cast<long long>(spec_.train.sync_every));
+  if (spec_.train.strategy == "ps")
+    std::printf("parameter servers: %lld servers hold the weights and the optimizer, mode %s\n",
+                static_cast<long long>(spec_.train.ps_servers), spec_.train.ps_mode.c_str());
   if (at_.global_step > 0)
     std::printf("resumed run %s at epoch %llu, step %llu (global step %lld)\n", run_.c_str(),
                 static_cast<unsigned long long>(at_.epoch + 1), static_cast<unsigned long long>(at_.step),

@@ -32,11 +32,15 @@ struct TrainConfig {
   bool aligned = true;         // the shards were made with alignment (recorded in the model's spec)
   int64_t prefetch = 2;        // batches the data loader makes ahead
   int64_t accumulate = 1;      // micro-batches per optimizer step (gradients accumulated locally, no_sync)
-  std::string strategy = "ddp";  // or local-sgd (replicas step alone, averaged every sync_every steps)
+  std::string strategy = "ddp";  // or local-sgd (replicas step alone, averaged every sync_every steps),
+                                 // or ps (parameter servers hold the weights and the optimizer)
   int64_t sync_every = 4;
+  int64_t ps_servers = 2;        // ps: server actors, each with a shard of the parameters
+  std::string ps_mode = "sync";  // ps: sync, async or ssp:K
+  std::vector<std::string> retired_generations;  // earlier group generations of this run (set by the driver)
   YARD_FIELDS(shards, d_model, layers, heads, batch, base_lr, base_batch, warmup_steps, decay, min_lr_fraction, epochs,
               optimizer, weight_decay, holdout, seed, clip, balance, resume, aligned, prefetch, accumulate,
-              strategy, sync_every);
+              strategy, sync_every, ps_servers, ps_mode, retired_generations);
 };
 
 // Where a group stands after set-up: the data, the schedule, the data loader's position.
@@ -48,7 +52,8 @@ struct SetupInfo {
   int pid = 0;
   std::string node;
   int restored_from = -1;  // the checkpointer replica whose checkpoint it resumed from (-1: none)
-  YARD_FIELDS(windows, steps_per_epoch, epoch, step, global_step, pid, node, restored_from);
+  std::vector<int> ps_pids;  // rank 0 with parameter servers: the servers' processes
+  YARD_FIELDS(windows, steps_per_epoch, epoch, step, global_step, pid, node, restored_from, ps_pids);
 };
 
 // What a chunk of steps did on one rank: per step, the loss summed over its samples and the count.
@@ -62,7 +67,9 @@ struct ChunkStats {
   double checkpoint_ms = 0;  // training time the checkpoint hand-over took (rank 0, when it saved)
   // Recoveries the rank made on its own (a checkpoint handed again to a restarted Checkpointer).
   std::vector<std::string> notes;
-  YARD_FIELDS(loss_sum, samples, epoch, step, global_step, lr, seconds, checkpoint_ms, notes);
+  // ps, per step: steps ahead of the slowest replica, and updates missed between pull and push.
+  std::vector<int64_t> ahead, stale_updates;
+  YARD_FIELDS(loss_sum, samples, epoch, step, global_step, lr, seconds, checkpoint_ms, notes, ahead, stale_updates);
 };
 
 // The model on the held-out track: windows' classes (macro-F1 over the classes present there).

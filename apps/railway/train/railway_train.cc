@@ -58,6 +58,11 @@ void add_options(CLI::App& app, railway_train::JobSpec& s) {
       ->check(CLI::IsMember({"cosine", "constant"}));
   app.add_option("--min-lr-fraction", c.min_lr_fraction, "the cosine's end, as a fraction of the scaled rate")->default_val(0.0);
   app.add_option("--optimizer", c.optimizer, "adamw or sgd (momentum 0.9)")->default_val("adamw")->check(CLI::IsMember({"adamw", "sgd"}));
+  app.add_option("--clip", c.clip,
+                 "maximum gradient norm, 0 for none (ddp: the global gradient's; ps: each worker's own gradient, "
+                 "before it is pushed)")
+      ->default_val(1.0)
+      ->check(CLI::Range(0.0, 1e9));
   app.add_option("--d-model", c.d_model, "model width")->default_val(64);
   app.add_option("--layers", c.layers, "encoder layers")->default_val(2);
   app.add_option("--seed", c.seed, "seed")->default_val(17);
@@ -66,10 +71,24 @@ void add_options(CLI::App& app, railway_train::JobSpec& s) {
       ->default_val(1)
       ->check(CLI::Range(1, 1024));
   app.add_option("--strategy", c.strategy,
-                 "ddp (gradients all-reduced every step) or local-sgd (replicas step alone and average their "
-                 "weights every --sync-every steps)")
+                 "ddp (gradients all-reduced every step), local-sgd (replicas step alone and average their "
+                 "weights every --sync-every steps) or ps (parameter servers hold the weights and the optimizer)")
       ->default_val("ddp")
-      ->check(CLI::IsMember({"ddp", "local-sgd"}));
+      ->check(CLI::IsMember({"ddp", "local-sgd", "ps"}));
+  app.add_option("--ps-servers", c.ps_servers, "ps: server actors, each holding a shard of the parameters")
+      ->default_val(2)
+      ->check(CLI::Range(1, 64));
+  app.add_option("--ps-mode", c.ps_mode,
+                 "ps: sync (all workers' gradients averaged into one step: DDP's training), async (each push "
+                 "applied at once) or ssp:K (async, but no worker more than K steps ahead of the slowest)")
+      ->default_val("sync")
+      ->check([](const std::string& m) -> std::string {
+        if (m == "sync" || m == "async") return "";
+        if (m.rfind("ssp:", 0) == 0 && m.size() > 4 && m.size() < 11 &&
+            m.find_first_not_of("0123456789", 4) == std::string::npos)
+          return "";
+        return "'" + m + "' is not a parameter-server mode: sync, async or ssp:K (K >= 0)";
+      });
   app.add_option("--sync-every", c.sync_every, "local-sgd: steps between averages (1: the same steps as ddp with sgd)")
       ->default_val(4)
       ->check(CLI::Range(1, 100000));

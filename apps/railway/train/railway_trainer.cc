@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +20,7 @@
 #include "yard/actors/torch_state.h"
 #include "yard/actors/trainer.h"
 #include "yard/collective.h"
+#include "steppers.h"
 #include "yard/railway/model.h"
 #include "yard/railway/model_spec.h"
 #include "yard/railway/shards.h"
@@ -161,7 +163,8 @@ struct RailwayTrainer::Impl {
   std::string spec;      // the model_spec blob of every checkpoint
   RailwayNet net{nullptr};
   std::unique_ptr<yard::collective::Communicator> comm;
-  std::unique_ptr<yard::actors::Trainer> trainer;
+  std::unique_ptr<Stepper> stepper;
+  double slow_by = 0;  // RAILWAY_TRAIN_SLOW_RANK="R:F": rank R takes 1 + F times as long per step (benchmarks)
   std::unique_ptr<yard::actors::DataLoader<Batch>> loader;
   std::vector<yard::ActorHandle<Checkpointer>> ckpts;
   std::future<std::vector<Handover>> pending;  // the last checkpoint's hand-over, per replica
@@ -171,8 +174,8 @@ struct RailwayTrainer::Impl {
     return (static_cast<int64_t>(loader->steps_per_epoch()) + cfg.accumulate - 1) / cfg.accumulate;
   }
   void make_loader();
-  void make_trainer();
-  int restore();
+  // The newest complete checkpoint any checkpointer replica holds, and which replica (-1: none).
+  std::pair<std::optional<yard::actors::CheckpointData>, int> newest_checkpoint();
   void hand_over_checkpoint(yard::actors::SamplerState pos, ChunkStats& st);
 };
 
@@ -197,28 +200,10 @@ void RailwayTrainer::Impl::make_loader() {
       static_cast<size_t>(std::max<int64_t>(1, cfg.prefetch)));
 }
 
-// The replica's optimizer step: identical start (broadcast from rank 0), DDP, clipping, AdamW or
-// SGD at the linearly scaled, warmed-up, decaying rate.
-void RailwayTrainer::Impl::make_trainer() {
-  yard::actors::TrainerOptions to;
-  to.optimizer = cfg.optimizer;
-  to.weight_decay = cfg.weight_decay;
-  to.clip = cfg.clip;
-  to.schedule.base_lr = cfg.base_lr;
-  to.schedule.base_batch = cfg.base_batch;
-  to.schedule.global_batch = cfg.batch * world * cfg.accumulate;
-  to.schedule.warmup_steps = cfg.warmup_steps;
-  to.schedule.decay = yard::actors::LrSchedule::parse(cfg.decay);
-  to.schedule.total_steps = cfg.epochs * steps_per_epoch();
-  to.schedule.final_fraction = cfg.min_lr_fraction;
-  to.sync_every = cfg.strategy == "local-sgd" ? static_cast<int>(cfg.sync_every) : 0;
-  trainer = std::make_unique<yard::actors::Trainer>(net.ptr(), comm.get(), to);
-}
-
 // Every rank reads the same newest complete checkpoint (the one of the highest step any replica
 // holds complete: a replica that lost its disk, or is gone, is passed over): identical replicas,
 // optimizers, schedules and data-loader positions. Returns the replica it came from (-1: none).
-int RailwayTrainer::Impl::restore() {
+std::pair<std::optional<yard::actors::CheckpointData>, int> RailwayTrainer::Impl::newest_checkpoint() {
   std::vector<yard::ObjectRef<std::optional<yard::actors::CheckpointData>>> asked;
   for (auto& c : ckpts) asked.push_back(c.call(&Checkpointer::restore).remote());
   std::optional<yard::actors::CheckpointData> best;
@@ -231,12 +216,7 @@ int RailwayTrainer::Impl::restore() {
       // that replica is gone for good; the others may have the checkpoint
     }
   }
-  if (!best) return -1;
-  yard::actors::load_state(*net, best->blobs.at("model"));
-  yard::actors::load_state(trainer->optimizer(), best->blobs.at("optimizer"));
-  trainer->set_global_step(static_cast<int64_t>(best->step));
-  loader->seek(yard::actors::DataLoader<Batch>::decode(best->blobs.at("loader")));
-  return from;
+  return {std::move(best), from};
 }
 
 RailwayTrainer::RailwayTrainer() : impl_(std::make_unique<Impl>()) {}
@@ -266,23 +246,41 @@ SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::strin
     m.aligned = cfg.aligned;
     s.spec = m.to_json();
   }
-  s.comm = yard::collective::create_group(yard::collective::cluster_group("railway-train", world, rank, generation));
+  // Parameter servers need no group among the replicas: they meet at the servers.
+  if (cfg.strategy != "ps")
+    s.comm = yard::collective::create_group(yard::collective::cluster_group("railway-train", world, rank, generation));
   s.make_loader();
   if (cfg.accumulate < 1) throw std::invalid_argument("accumulate must be at least 1");
-  s.make_trainer();
+  s.stepper = make_stepper(cfg, rank, world, generation, s.steps_per_epoch(), s.net.ptr(), s.comm.get());
+  if (const char* slow = std::getenv("RAILWAY_TRAIN_SLOW_RANK"); slow && *slow) {
+    int r = -1;
+    double f = 0;
+    if (std::sscanf(slow, "%d:%lf", &r, &f) != 2 || f < 0)
+      throw std::invalid_argument(std::string("RAILWAY_TRAIN_SLOW_RANK='") + slow + "' is not RANK:FRACTION");
+    if (r == rank) s.slow_by = f;
+  }
   // Without balanced epochs, class weights against the imbalance: inverse square root of frequency.
   auto counts = torch::bincount(s.train.label, {}, 5).to(torch::kFloat) + 1;
   s.class_w = cfg.balance > 0 ? torch::ones({5}) : (counts.sum() / counts).sqrt();
   s.class_w = s.class_w / s.class_w.mean();
   SetupInfo info;
-  if (cfg.resume) info.restored_from = s.restore();
+  // Every rank reads the same newest complete checkpoint: identical replicas, optimizers,
+  // schedules and data-loader positions.
+  std::optional<yard::actors::CheckpointData> from;
+  if (cfg.resume) std::tie(from, info.restored_from) = s.newest_checkpoint();
+  if (from) {
+    yard::actors::load_state(*s.net, from->blobs.at("model"));
+    s.loader->seek(yard::actors::DataLoader<Batch>::decode(from->blobs.at("loader")));
+  }
+  s.stepper->begin(from);
   info.windows = s.train.x.size(0);
   info.steps_per_epoch = s.steps_per_epoch();
   auto p = s.loader->position();
   info.epoch = p.epoch;
   info.step = p.step / static_cast<uint64_t>(cfg.accumulate);
-  info.global_step = s.trainer->global_step();
+  info.global_step = s.stepper->global_step();
   info.pid = getpid();
+  info.ps_pids = s.stepper->helper_pids();
   info.node = yard::node_id();
   return info;
 }
@@ -296,16 +294,15 @@ void RailwayTrainer::Impl::hand_over_checkpoint(yard::actors::SamplerState pos, 
   // On this thread only copies of the tensors; serialising them and the call that hands the bytes
   // to the checkpointer run beside training.
   yard::actors::CheckpointData c;
-  c.step = static_cast<uint64_t>(trainer->global_step());
+  c.step = static_cast<uint64_t>(stepper->global_step());
   c.blobs["loader"] = yard::actors::DataLoader<Batch>::encode(pos);
   c.blobs["model_spec"] = spec;
-  c.blobs["schedule"] = cfg.decay + " " + std::to_string(trainer->schedule().total_steps) + " " +
-                        std::to_string(trainer->schedule().peak());
+  c.blobs["schedule"] = stepper->schedule_note();
   pending = std::async(std::launch::async, [c = std::move(c), cks = ckpts, model = yard::actors::StateSnapshot(*net),
-                                            opt = yard::actors::StateSnapshot(trainer->optimizer())]() mutable {
+                                            parts = stepper->checkpoint_parts()]() mutable {
     yard::actors::make_background_thread();
     c.blobs["model"] = model.bytes();
-    c.blobs["optimizer"] = opt.bytes();
+    parts(c);
     return save_everywhere(cks, c);
   });
   st.checkpoint_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - c0).count();
@@ -325,20 +322,26 @@ ChunkStats RailwayTrainer::train_steps(int64_t steps, bool checkpoint) {
     std::vector<int64_t> sizes;
     int64_t local = 0;
     for (auto& m : micro) sizes.push_back(static_cast<int64_t>(m.indices.size())), local += sizes.back();
-    double loss_sum = s.trainer->step(sizes, [&](size_t i) {
+    auto step_start = std::chrono::steady_clock::now();
+    double loss_sum = s.stepper->step(sizes, [&](size_t i) {
       const auto& b = micro[i].batch;
-      return railway_loss(s.net->forward(b.x), b.label, b.tokens, b.amp, s.class_w);
+      auto loss = railway_loss(s.net->forward(b.x), b.label, b.tokens, b.amp, s.class_w);
+      // A slower machine, for benchmarks: this rank's compute takes (1 + slow_by) times as long.
+      if (s.slow_by > 0) std::this_thread::sleep_for((std::chrono::steady_clock::now() - step_start) * s.slow_by * 3);
+      return loss;
     });
-    st.lr = s.trainer->last_lr();
+    st.lr = s.stepper->last_lr();
+    auto stale = s.stepper->last_staleness();
+    if (stale.ahead >= 0) st.ahead.push_back(stale.ahead), st.stale_updates.push_back(stale.stale_updates);
     st.loss_sum.push_back(loss_sum);
     st.samples.push_back(local);
   }
   auto pos = s.loader->position();
   // Local SGD: a checkpoint and the epoch's evaluation see the replicas averaged.
-  if (checkpoint || pos.epoch != epoch) s.trainer->synchronize();
+  if (checkpoint || pos.epoch != epoch) s.stepper->synchronize();
   st.epoch = pos.epoch;
   st.step = pos.step / static_cast<uint64_t>(s.cfg.accumulate);
-  st.global_step = s.trainer->global_step();
+  st.global_step = s.stepper->global_step();
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (checkpoint && s.rank == 0) s.hand_over_checkpoint(pos, st);
   return st;
@@ -395,7 +398,8 @@ std::vector<std::string> RailwayTrainer::finish() {
   if (s.pending.valid())
     for (auto& h : s.pending.get())
       if (!h.note.empty()) notes.push_back(h.note);
-  s.comm->destroy();
+  s.stepper->finish();
+  if (s.comm) s.comm->destroy();
   return notes;
 }
 

@@ -59,9 +59,10 @@ RunLog::RunLog(std::string out, bool continuing) : out_(std::move(out)) {
   if (!metrics_ || !steps_) throw std::runtime_error("cannot write " + metrics + " or " + steps);
 }
 
-void RunLog::step(int64_t global_step, uint64_t epoch, double loss, int64_t samples) {
-  steps_ << "{\"step\":" << global_step << ",\"epoch\":" << epoch << ",\"loss\":" << loss << ",\"samples\":" << samples
-         << "}\n";
+void RunLog::step(int64_t global_step, uint64_t epoch, double loss, int64_t samples, int64_t ahead, int64_t stale) {
+  steps_ << "{\"step\":" << global_step << ",\"epoch\":" << epoch << ",\"loss\":" << loss << ",\"samples\":" << samples;
+  if (ahead >= 0) steps_ << ",\"ahead\":" << ahead << ",\"stale_updates\":" << stale;
+  steps_ << "}\n";
   steps_.flush();
 }
 

@@ -32,7 +32,9 @@ class RunLog {
   // continuing: a resumed run (the files are kept and read back) rather than a new one.
   RunLog(std::string out, bool continuing);
 
-  void step(int64_t global_step, uint64_t epoch, double loss, int64_t samples);
+  // ahead, stale: parameter servers' staleness of the step (steps ahead of the slowest replica,
+  // updates missed); -1 for the other strategies (not written).
+  void step(int64_t global_step, uint64_t epoch, double loss, int64_t samples, int64_t ahead = -1, int64_t stale = -1);
   // Steps after `global_step` will be trained again: their lines go.
   void rewind(int64_t global_step);
   void epoch(const EpochRecord& e);

@@ -95,13 +95,22 @@ SetupInfo TrainerGroup::start(const TrainConfig& cfg) {
   std::printf("setting up the trainers: pids%s\n", pids.c_str());
   std::fflush(stdout);
   std::string gen = std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
+  // What the earlier generations left running (parameter servers) is ended by the new one.
+  TrainConfig c = cfg;
+  c.retired_generations = generations_;
+  generations_.push_back(gen);
   std::vector<yard::ObjectRef<SetupInfo>> ready;
   for (int r = 0; r < workers_; ++r)
-    ready.push_back(members_[static_cast<size_t>(r)].call(&RailwayTrainer::setup).remote(cfg, r, workers_, gen, ckpts_));
+    ready.push_back(members_[static_cast<size_t>(r)].call(&RailwayTrainer::setup).remote(c, r, workers_, gen, ckpts_));
   auto infos = collect(ready, ranks, Phase::kSetup, 600s);
   std::string nodes;
   for (auto& i : infos) nodes += " " + i.node;
   std::printf("trainer pids:%s\ntrainer nodes:%s\n", pids.c_str(), nodes.c_str());
+  if (!infos[0].ps_pids.empty()) {
+    std::string ps;
+    for (int p : infos[0].ps_pids) ps += " " + std::to_string(p);
+    std::printf("parameter server pids:%s\n", ps.c_str());
+  }
   std::fflush(stdout);
   return infos[0];
 }

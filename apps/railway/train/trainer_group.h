@@ -48,6 +48,7 @@ class TrainerGroup {
   std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts_;
   std::vector<yard::ActorHandle<RailwayTrainer>> members_;
   std::vector<int> pids_;
+  std::vector<std::string> generations_;  // every group generation started, oldest first
 };
 
 }  // namespace railway_train

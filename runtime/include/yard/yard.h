@@ -79,6 +79,8 @@ LinkSettings link_settings(const std::string& purpose);
 
 // The node this process runs on (as `yard status` names it).
 std::string node_id();
+// The job this process works for: its driver's (as `yard status` names it).
+std::string job_id();
 // How many times this actor's process has been restarted (0 in its first life, in a driver, and
 // in a task worker). An actor uses it to know that it must restore its state.
 int restart_count();

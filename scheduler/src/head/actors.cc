@@ -424,11 +424,9 @@ void ActorManager::on_get(Incoming& in) {
     reply_.error(in, wire::ErrorCode::NOT_FOUND, "no actor named '" + name + "'");
     return;
   }
+  // A named actor still starting is found too: its handle learns the address on first use (a
+  // lookup by id, which waits for the actor to come up).
   auto& a = actors_.at(n->second);
-  if (a.state == store::ActorState::kPending) {
-    reply_.error(in, wire::ErrorCode::UNAVAILABLE, "actor '" + name + "' is still starting");
-    return;
-  }
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   fill_actor_info(m.env().getBody().initActorInfo(), a);
   io_->reply(in.routing_id, m.finish());

@@ -92,6 +92,11 @@ class ParameterShard {
   bool may_pull(int worker) const;
   // The current weights, noted as what worker w computes its next step on.
   torch::Tensor pull(int worker);
+  // The shard's whole state (weights, optimizer state, updates applied) as bytes, and back: a
+  // shard loaded from them continues with every worker at the same step, the saved version.
+  // load() throws std::runtime_error for bytes that are not a shard of this size.
+  std::string save() const;
+  void load(const std::string& bytes);
   int64_t version() const { return version_; }
   const PsMode& mode() const { return mode_; }
   const torch::Tensor& weights() const { return weights_; }
@@ -122,11 +127,16 @@ class ParameterServer {
   ~ParameterServer();
   // The shard's initial values and configuration. Returns its number of elements.
   int64_t setup(PsShardConfig cfg, torch::Tensor initial);
+  // Set up from a saved state (ParameterShard::save) instead. Returns its number of elements.
+  int64_t restore(PsShardConfig cfg, std::string state);
+  // The shard's state now, for a checkpoint.
+  std::string snapshot();
   PsAck push(int worker, int64_t batch, TensorView grad);
   // Waits (this call only) until worker w may go on, then returns the weights for its next step.
   // Throws yard::TimeoutError when the others do not come within the configured wait.
   torch::Tensor pull(int worker);
   int64_t version();
+  int pid();
 
  private:
   Condition cond_;
@@ -150,6 +160,12 @@ class ParameterClient {
                   int worker, double clip = 0);
   // Sets every server up from this model's current values (one worker does this, before any pull).
   void initialise(const PsShardConfig& cfg);
+  // Sets every server up from saved states instead (one per server, as snapshots() gave them).
+  void restore(const PsShardConfig& cfg, const std::vector<std::string>& states);
+  // Every server's state now (each taken between two of its updates).
+  std::vector<std::string> snapshots();
+  // The servers' process ids.
+  std::vector<int> server_pids();
   // Replaces the model's parameters with the servers' (waits as a pull does).
   void pull();
   // One step over micro-batches of sizes[i] samples (loss_of(i) returns micro-batch i's mean

@@ -1,0 +1,189 @@
+#include "steppers.h"
+
+#include <chrono>
+#include <thread>
+
+#include "yard/actors/parameter_server.h"
+#include "yard/actors/torch_state.h"
+#include "yard/actors/trainer.h"
+
+namespace railway_train {
+
+namespace {
+
+using namespace std::chrono_literals;
+
+yard::actors::LrSchedule schedule_of(const TrainConfig& cfg, int64_t global_batch, int64_t total_steps, int64_t warmup) {
+  yard::actors::LrSchedule s;
+  s.base_lr = cfg.base_lr;
+  s.base_batch = cfg.base_batch;
+  s.global_batch = global_batch;
+  s.warmup_steps = warmup;
+  s.decay = yard::actors::LrSchedule::parse(cfg.decay);
+  s.total_steps = total_steps;
+  s.final_fraction = cfg.min_lr_fraction;
+  return s;
+}
+
+std::string note_of(const TrainConfig& cfg, const yard::actors::LrSchedule& s) {
+  return cfg.decay + " " + std::to_string(s.total_steps) + " " + std::to_string(s.peak());
+}
+
+// ddp and local-sgd: every replica has its optimizer; yard::actors::Trainer.
+class DataParallel final : public Stepper {
+ public:
+  DataParallel(const TrainConfig& cfg, int world, int64_t steps_per_epoch, std::shared_ptr<torch::nn::Module> model,
+               yard::collective::Communicator* comm)
+      : cfg_(cfg), model_(model) {
+    yard::actors::TrainerOptions to;
+    to.optimizer = cfg.optimizer;
+    to.weight_decay = cfg.weight_decay;
+    to.clip = cfg.clip;
+    to.schedule = schedule_of(cfg, cfg.batch * world * cfg.accumulate, cfg.epochs * steps_per_epoch, cfg.warmup_steps);
+    to.sync_every = cfg.strategy == "local-sgd" ? static_cast<int>(cfg.sync_every) : 0;
+    trainer_ = std::make_unique<yard::actors::Trainer>(std::move(model), comm, to);
+  }
+  void begin(const std::optional<yard::actors::CheckpointData>& from) override {
+    if (!from) return;
+    yard::actors::load_state(trainer_->optimizer(), from->blobs.at("optimizer"));
+    trainer_->set_global_step(static_cast<int64_t>(from->step));
+  }
+  double step(const std::vector<int64_t>& sizes, const std::function<torch::Tensor(size_t)>& loss_of) override {
+    return trainer_->step(sizes, loss_of);
+  }
+  double last_lr() const override { return trainer_->last_lr(); }
+  int64_t global_step() const override { return trainer_->global_step(); }
+  void synchronize() override { trainer_->synchronize(); }
+  std::function<void(yard::actors::CheckpointData&)> checkpoint_parts() override {
+    return [opt = yard::actors::StateSnapshot(trainer_->optimizer())](yard::actors::CheckpointData& c) {
+      c.blobs["optimizer"] = opt.bytes();
+    };
+  }
+  std::string schedule_note() const override { return note_of(cfg_, trainer_->schedule()); }
+
+ private:
+  TrainConfig cfg_;
+  std::shared_ptr<torch::nn::Module> model_;
+  std::unique_ptr<yard::actors::Trainer> trainer_;
+};
+
+// ps: S server actors hold the parameters and the optimizer; this replica pushes gradients and
+// pulls weights. Rank 0 makes the servers (named after the job and the group's generation) and
+// sets them up, after ending those of the earlier generations; the other ranks find them by name.
+class ParameterServers final : public Stepper {
+ public:
+  ParameterServers(const TrainConfig& cfg, int rank, int world, std::string generation, int64_t steps_per_epoch,
+                   std::shared_ptr<torch::nn::Module> model)
+      : cfg_(cfg), rank_(rank), generation_(std::move(generation)) {
+    auto mode = yard::actors::PsMode::parse(cfg.ps_mode);
+    bool sync = mode.kind == yard::actors::PsMode::Kind::kSync;
+    // Sync: one update per step of the global batch. Otherwise every push is an update of one
+    // worker's batch: W times the updates, each at the rate for that batch.
+    int64_t per_update = cfg.batch * cfg.accumulate * (sync ? world : 1);
+    int64_t updates = cfg.epochs * steps_per_epoch * (sync ? 1 : world);
+    schedule_ = schedule_of(cfg, per_update, updates, cfg.warmup_steps * (sync ? 1 : world));
+    ps_.optimizer = cfg.optimizer;
+    ps_.weight_decay = cfg.weight_decay;
+    ps_.base_lr = schedule_.base_lr;
+    ps_.base_batch = schedule_.base_batch;
+    ps_.global_batch = schedule_.global_batch;
+    ps_.warmup_steps = schedule_.warmup_steps;
+    ps_.decay = cfg.decay;
+    ps_.total_steps = schedule_.total_steps;
+    ps_.final_fraction = schedule_.final_fraction;
+    ps_.mode = cfg.ps_mode;
+    ps_.workers = world;
+    if (rank == 0)
+      for (auto& old : cfg.retired_generations) end_servers(old);
+    std::vector<yard::ActorHandle<yard::actors::ParameterServer>> servers;
+    for (int64_t i = 0; i < cfg.ps_servers; ++i)
+      servers.push_back(rank == 0 ? yard::actor<yard::actors::ParameterServer>().name(name(generation_, i)).max_concurrency(world + 2).remote()
+                                  : find(name(generation_, i)));
+    client_ = std::make_unique<yard::actors::ParameterClient>(std::move(model), std::move(servers), rank, cfg.clip);
+  }
+  void begin(const std::optional<yard::actors::CheckpointData>& from) override {
+    steps0_ = from ? static_cast<int64_t>(from->step) : 0;
+    if (rank_ != 0) return;
+    if (!from) {
+      client_->initialise(ps_);
+      return;
+    }
+    std::vector<std::string> shards;
+    for (int64_t i = 0; from->blobs.count("ps-shard-" + std::to_string(i)); ++i)
+      shards.push_back(from->blobs.at("ps-shard-" + std::to_string(i)));
+    if (shards.empty())
+      throw std::invalid_argument("the checkpoint of step " + std::to_string(from->step) +
+                                  " was not made by parameter servers (--strategy ps): it holds no server shards");
+    client_->restore(ps_, shards);
+  }
+  double step(const std::vector<int64_t>& sizes, const std::function<torch::Tensor(size_t)>& loss_of) override {
+    if (!pulled_) client_->pull();  // the servers' weights (set up, or restored, by rank 0)
+    pulled_ = true;
+    double loss = client_->step(sizes, loss_of);
+    lr_ = schedule_.at(std::max<int64_t>(0, client_->last().version - 1));
+    return loss;
+  }
+  double last_lr() const override { return lr_; }
+  int64_t global_step() const override { return steps0_ + client_->steps(); }
+  std::function<void(yard::actors::CheckpointData&)> checkpoint_parts() override {
+    auto shards = client_->snapshots();
+    return [shards = std::move(shards)](yard::actors::CheckpointData& c) {
+      c.blobs["optimizer"] = "";  // it lives on the servers: the shards below
+      for (size_t i = 0; i < shards.size(); ++i) c.blobs["ps-shard-" + std::to_string(i)] = shards[i];
+    };
+  }
+  std::string schedule_note() const override { return note_of(cfg_, schedule_) + " ps " + cfg_.ps_mode; }
+  Staleness last_staleness() const override { return {client_->last().max_ahead, client_->last().max_stale_updates}; }
+  std::vector<int> helper_pids() override { return rank_ == 0 ? client_->server_pids() : std::vector<int>{}; }
+  void finish() override {
+    if (rank_ == 0) end_servers(generation_);
+  }
+
+ private:
+  static std::string name(const std::string& generation, int64_t i) {
+    return "railway-ps-" + yard::job_id() + "-" + generation + "-" + std::to_string(i);
+  }
+  void end_servers(const std::string& generation) {
+    for (int64_t i = 0; i < cfg_.ps_servers; ++i) {
+      try {
+        yard::kill(yard::get_actor<yard::actors::ParameterServer>(name(generation, i)));
+      } catch (const yard::Error&) {
+        // never made (that generation failed before), or already gone
+      }
+    }
+  }
+  static yard::ActorHandle<yard::actors::ParameterServer> find(const std::string& name) {
+    auto deadline = std::chrono::steady_clock::now() + 120s;
+    for (;;) {
+      try {
+        return yard::get_actor<yard::actors::ParameterServer>(name);
+      } catch (const yard::NotFoundError&) {
+        if (std::chrono::steady_clock::now() > deadline)
+          throw yard::TimeoutError("parameter server " + name + " was not made by rank 0 within 120 s");
+        std::this_thread::sleep_for(50ms);  // rank 0 makes it during its set-up
+      }
+    }
+  }
+
+  TrainConfig cfg_;
+  int rank_;
+  std::string generation_;
+  yard::actors::LrSchedule schedule_;
+  yard::actors::PsShardConfig ps_;
+  std::unique_ptr<yard::actors::ParameterClient> client_;
+  int64_t steps0_ = 0;
+  bool pulled_ = false;
+  double lr_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Stepper> make_stepper(const TrainConfig& cfg, int rank, int world, const std::string& generation,
+                                      int64_t steps_per_epoch, std::shared_ptr<torch::nn::Module> model,
+                                      yard::collective::Communicator* comm) {
+  if (cfg.strategy == "ps")
+    return std::make_unique<ParameterServers>(cfg, rank, world, generation, steps_per_epoch, std::move(model));
+  return std::make_unique<DataParallel>(cfg, world, steps_per_epoch, std::move(model), comm);
+}
+
+}  // namespace railway_train
