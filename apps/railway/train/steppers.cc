@@ -93,6 +93,10 @@ class ParameterServers final : public Stepper {
     ps_.final_fraction = schedule_.final_fraction;
     ps_.mode = cfg.ps_mode;
     ps_.workers = world;
+    // An impossible split is refused before any server starts.
+    std::vector<int64_t> sizes;
+    for (auto& p : model->parameters()) sizes.push_back(p.numel());
+    (void)yard::actors::plan_shards(sizes, static_cast<int>(cfg.ps_servers));
     if (rank == 0)
       for (auto& old : cfg.retired_generations) end_servers(old);
     std::vector<yard::ActorHandle<yard::actors::ParameterServer>> servers;
