@@ -94,6 +94,9 @@ double run_ours(int steps) {
 YARD_ACTOR(PsBenchWorker, &PsBenchWorker::run);
 
 int main(int argc, char** argv) {
+  // One BLAS and OpenMP thread per process, as the peer's (the cluster's processes inherit them).
+  setenv("OMP_NUM_THREADS", "1", 0);
+  setenv("OPENBLAS_NUM_THREADS", "1", 0);
   yard::InitOptions o;
   o.num_cpus = 2;
   yard::init(o, argc, argv);  // a worker process serves here and never returns
@@ -106,7 +109,7 @@ int main(int argc, char** argv) {
   std::printf("{\"suite\":\"strategies\",\"case\":\"ps_sync_samples_per_s_w2\",\"value\":%.4g,\"unit\":\"samples/s\","
               "\"peer\":\"torch_rpc_parameter_server_sync\",\"peer_value\":%.4g,\"ratio\":%.4g,"
               "\"settings\":{\"model\":\"railway d64 x2\",\"batch\":%lld,\"workers\":2,\"servers\":1,\"optimizer\":"
-              "\"adamw\",\"torch_threads\":1,\"OMP_NUM_THREADS\":\"1\",\"malloc_retain\":\"both sides\"}}\n",
+              "\"adamw\",\"torch_threads\":1,\"OMP_NUM_THREADS\":\"1\",\"OPENBLAS_NUM_THREADS\":\"1\",\"malloc_retain\":\"both sides\"}}\n",
               ours, peer, ours / peer, static_cast<long long>(kBatch));
   return 0;
 }

@@ -12,6 +12,7 @@ ParameterServer::ParameterServer() = default;
 ParameterServer::~ParameterServer() = default;
 
 int64_t ParameterServer::setup(PsShardConfig cfg, torch::Tensor initial) {
+  if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
   auto shard = std::make_unique<ParameterShard>(std::move(initial), cfg);
   int64_t n = shard->weights().numel();
   cond_.update([&] {
@@ -22,6 +23,7 @@ int64_t ParameterServer::setup(PsShardConfig cfg, torch::Tensor initial) {
 }
 
 int64_t ParameterServer::restore(PsShardConfig cfg, std::string state) {
+  if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
   // The initial values only give the size: the first tensor of the saved state.
   torch::serialize::InputArchive a;
   torch::Tensor w;

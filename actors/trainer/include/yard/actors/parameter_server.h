@@ -65,8 +65,11 @@ struct PsShardConfig {
   std::string mode = "sync";
   int workers = 1;
   int64_t wait_ms = 600000;         // how long a pull waits for the other workers
+  // LibTorch's intra-op threads in the server's process: one by default, so that the optimizer's
+  // step leaves the cores to the workers (idle OpenMP threads spin and take CPU from them).
+  int threads = 1;
   YARD_FIELDS(optimizer, weight_decay, momentum, base_lr, base_batch, global_batch, warmup_steps, decay,
-              total_steps, final_fraction, mode, workers, wait_ms);
+              total_steps, final_fraction, mode, workers, wait_ms, threads);
   LrSchedule schedule() const;
 };
 
