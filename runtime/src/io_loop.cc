@@ -171,24 +171,21 @@ void IoLoop::reply(std::string routing_id, Frames frames) {
 void IoLoop::send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs) {
   size_t cap = std::min(kBatchMaxBytes, static_cast<size_t>(link_limits().max_message_bytes));
   auto batchable = [&](const Frames& f) { return f.size() == 1 && f[0].size() % 8 == 0 && f[0].size() + 16 <= cap; };
-  auto send_one = [&](zmq::message_t& first, Frames* rest) {
+  auto send = [&](Frames& fr) {
     if (routing) s.send(zmq::buffer(*routing), zmq::send_flags::sndmore);
-    size_t n = rest ? rest->size() : 1;
-    for (size_t k = 0; k < n; ++k) {
-      auto& f = rest ? (*rest)[k] : first;
-      s.send(f, k + 1 < n ? zmq::send_flags::sndmore : zmq::send_flags::none);
-    }
+    for (size_t k = 0; k < fr.size(); ++k)
+      s.send(fr[k], k + 1 < fr.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
   };
   for (size_t i = 0; i < msgs.size();) {
     size_t j = i, bytes = 8;
     while (j < msgs.size() && batchable(msgs[j]) && bytes + 8 + msgs[j][0].size() <= cap) bytes += 8 + msgs[j++][0].size();
-    if (j - i <= 1) {
-      send_one(msgs[i][0], &msgs[i]);
-      i = std::max(j, i + 1);
+    if (j - i <= 1) {  // alone: not batchable, or nothing to batch it with
+      send(msgs[i++]);
       continue;
     }
-    auto batch = pack_batch(msgs, i, j);
-    send_one(batch, nullptr);
+    Frames batch;
+    batch.push_back(pack_batch(msgs, i, j));
+    send(batch);
     i = j;
   }
   msgs.clear();
@@ -361,13 +358,9 @@ void IoLoop::on_router_readable() {
     }
     std::string routing(static_cast<const char*>(rid.data()), rid.size());
     std::string from = frames.empty() ? std::string("unknown") : peer_address(frames[0]);
-    if (frames.size() != 1 || !is_batch(frames[0])) {
-      take_request(routing, from, std::move(frames));
-      continue;
-    }
     std::vector<Frames> msgs;
     try {
-      msgs = unpack_batch(frames[0]);
+      msgs = messages_of(std::move(frames));
     } catch (const DecodeError& e) {
       fault(from, std::string("dropped a malformed batch on ") + address_ + ": " + e.what());
       OutMessage out("", 0, true);
@@ -422,13 +415,9 @@ void IoLoop::on_dealer_readable(const std::string& addr, Peer& p) {
       more = n.more();
       frames.push_back(std::move(n));
     }
-    if (frames.size() != 1 || !is_batch(frames[0])) {
-      take_reply(addr, std::move(frames));
-      continue;
-    }
     std::vector<Frames> msgs;
     try {
-      msgs = unpack_batch(frames[0]);
+      msgs = messages_of(std::move(frames));
     } catch (const DecodeError& e) {
       fault(addr, std::string("dropped a malformed batch of replies: ") + e.what());
       continue;

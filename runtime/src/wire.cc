@@ -177,6 +177,13 @@ std::vector<Frames> unpack_batch(const zmq::message_t& frame) {
   return out;
 }
 
+std::vector<Frames> messages_of(Frames frames) {
+  if (frames.size() == 1 && is_batch(frames[0])) return unpack_batch(frames[0]);
+  std::vector<Frames> one;
+  one.push_back(std::move(frames));
+  return one;
+}
+
 const char* code_name(wire::ErrorCode c) {
   switch (c) {
     case wire::ErrorCode::OK: return "ok";

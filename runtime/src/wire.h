@@ -94,6 +94,8 @@ bool is_batch(const zmq::message_t& frame);
 zmq::message_t pack_batch(const std::vector<Frames>& msgs, size_t from, size_t to);
 // The messages of a batch. Throws DecodeError when the lengths do not add up.
 std::vector<Frames> unpack_batch(const zmq::message_t& frame);
+// The messages a received message carries: itself, or a batch's. Throws DecodeError as above.
+std::vector<Frames> messages_of(Frames frames);
 
 // One-line description of an error body, "<code>: message".
 std::string describe(wire::Error::Reader e);

@@ -24,18 +24,7 @@ int64_t ParameterServer::setup(PsShardConfig cfg, torch::Tensor initial) {
 
 int64_t ParameterServer::restore(PsShardConfig cfg, std::string state) {
   if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
-  // The initial values only give the size: the first tensor of the saved state.
-  torch::serialize::InputArchive a;
-  torch::Tensor w;
-  try {
-    std::istringstream in(state);
-    a.load_from(in);
-    a.read("weights", w);
-  } catch (const c10::Error& e) {
-    throw std::runtime_error("a parameter-server shard's saved state does not read: " + std::string(e.what_without_backtrace()));
-  }
-  auto shard = std::make_unique<ParameterShard>(w.reshape(-1), cfg);
-  shard->load(state);
+  auto shard = ParameterShard::from_saved(state, cfg);
   int64_t n = shard->weights().numel();
   cond_.update([&] {
     shard_ = std::move(shard);

@@ -173,25 +173,46 @@ std::string ParameterShard::save() const {
   return out.str();
 }
 
-void ParameterShard::load(const std::string& bytes) {
-  torch::serialize::InputArchive a, opt;
-  torch::Tensor w, v;
+struct ParameterShard::Saved {
+  torch::Tensor weights, version;
+  torch::serialize::InputArchive optimizer;
+};
+
+ParameterShard::Saved ParameterShard::read_saved(const std::string& bytes) {
+  Saved s;
+  torch::serialize::InputArchive a;
   try {
     std::istringstream in(bytes);
     a.load_from(in);
-    a.read("weights", w);
-    a.read("version", v);
-    a.read("optimizer", opt);
+    a.read("weights", s.weights);
+    a.read("version", s.version);
+    a.read("optimizer", s.optimizer);
   } catch (const c10::Error& e) {
     throw std::runtime_error("a parameter-server shard's saved state does not read: " + std::string(e.what_without_backtrace()));
   }
-  if (w.numel() != weights_.numel() || v.numel() != 1)
-    throw std::runtime_error("a parameter-server shard's saved state holds " + std::to_string(w.numel()) +
+  return s;
+}
+
+std::unique_ptr<ParameterShard> ParameterShard::from_saved(const std::string& bytes, const PsShardConfig& cfg) {
+  auto saved = read_saved(bytes);
+  auto shard = std::make_unique<ParameterShard>(saved.weights.reshape(-1), cfg);
+  shard->take(saved);
+  return shard;
+}
+
+void ParameterShard::load(const std::string& bytes) {
+  auto saved = read_saved(bytes);
+  take(saved);
+}
+
+void ParameterShard::take(Saved& saved) {
+  if (saved.weights.numel() != weights_.numel() || saved.version.numel() != 1)
+    throw std::runtime_error("a parameter-server shard's saved state holds " + std::to_string(saved.weights.numel()) +
                              " weights, this shard " + std::to_string(weights_.numel()));
   torch::NoGradGuard no_grad;
-  weights_.copy_(w.reshape(-1));
-  opt_->load(opt);
-  version_ = v.item<int64_t>();
+  weights_.copy_(saved.weights.reshape(-1));
+  opt_->load(saved.optimizer);
+  version_ = saved.version.item<int64_t>();
   std::fill(steps_.begin(), steps_.end(), mode_.kind == PsMode::Kind::kSync ? version_ : 0);
   std::fill(seen_.begin(), seen_.end(), version_);
   std::fill(ahead_.begin(), ahead_.end(), 0);

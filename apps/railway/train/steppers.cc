@@ -34,7 +34,7 @@ class DataParallel final : public Stepper {
  public:
   DataParallel(const TrainConfig& cfg, int world, int64_t steps_per_epoch, std::shared_ptr<torch::nn::Module> model,
                yard::collective::Communicator* comm)
-      : cfg_(cfg), model_(model) {
+      : cfg_(cfg) {
     yard::actors::TrainerOptions to;
     to.optimizer = cfg.optimizer;
     to.weight_decay = cfg.weight_decay;
@@ -63,7 +63,6 @@ class DataParallel final : public Stepper {
 
  private:
   TrainConfig cfg_;
-  std::shared_ptr<torch::nn::Module> model_;
   std::unique_ptr<yard::actors::Trainer> trainer_;
 };
 
@@ -79,20 +78,18 @@ class ParameterServers final : public Stepper {
     bool sync = mode.kind == yard::actors::PsMode::Kind::kSync;
     // Sync: one update per step of the global batch. Otherwise every push is an update of one
     // worker's batch: W times the updates, each at the rate for that batch.
-    int64_t per_update = cfg.batch * cfg.accumulate * (sync ? world : 1);
-    int64_t updates = cfg.epochs * steps_per_epoch * (sync ? 1 : world);
-    schedule_ = schedule_of(cfg, per_update, updates, cfg.warmup_steps * (sync ? 1 : world));
     ps_.optimizer = cfg.optimizer;
     ps_.weight_decay = cfg.weight_decay;
-    ps_.base_lr = schedule_.base_lr;
-    ps_.base_batch = schedule_.base_batch;
-    ps_.global_batch = schedule_.global_batch;
-    ps_.warmup_steps = schedule_.warmup_steps;
+    ps_.base_lr = cfg.base_lr;
+    ps_.base_batch = cfg.base_batch;
+    ps_.global_batch = cfg.batch * cfg.accumulate * (sync ? world : 1);
+    ps_.warmup_steps = cfg.warmup_steps * (sync ? 1 : world);
     ps_.decay = cfg.decay;
-    ps_.total_steps = schedule_.total_steps;
-    ps_.final_fraction = schedule_.final_fraction;
+    ps_.total_steps = cfg.epochs * steps_per_epoch * (sync ? 1 : world);
+    ps_.final_fraction = cfg.min_lr_fraction;
     ps_.mode = cfg.ps_mode;
     ps_.workers = world;
+    schedule_ = ps_.schedule();
     // An impossible split is refused before any server starts.
     std::vector<int64_t> sizes;
     for (auto& p : model->parameters()) sizes.push_back(p.numel());

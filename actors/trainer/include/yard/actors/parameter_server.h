@@ -100,12 +100,17 @@ class ParameterShard {
   // load() throws std::runtime_error for bytes that are not a shard of this size.
   std::string save() const;
   void load(const std::string& bytes);
+  // A shard made from saved bytes alone (its size is theirs).
+  static std::unique_ptr<ParameterShard> from_saved(const std::string& bytes, const PsShardConfig& cfg);
   int64_t version() const { return version_; }
   const PsMode& mode() const { return mode_; }
   const torch::Tensor& weights() const { return weights_; }
 
  private:
   void check_worker(int worker) const;
+  struct Saved;  // a saved state, read: the weights, the optimizer's state, the version
+  static Saved read_saved(const std::string& bytes);
+  void take(Saved& saved);
   void apply(const torch::Tensor& grad);
   int64_t slowest() const;
 
