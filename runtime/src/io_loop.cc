@@ -292,10 +292,10 @@ void IoLoop::run() {
     items.push_back({router_monitor_->handle(), 0, ZMQ_POLLIN, 0});
     if (zap_) items.push_back({zap_->handle(), 0, ZMQ_POLLIN, 0});
     auto now = Clock::now();
+    // Rounded up: a timer due in under a millisecond is waited for, not spun on with zero timeouts.
     auto wait = std::chrono::milliseconds(100);
     for (auto& t : timers_)
-      wait = std::min(wait, std::max(std::chrono::milliseconds(0),
-                                     std::chrono::duration_cast<std::chrono::milliseconds>(t.next - now)));
+      wait = std::min(wait, std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(t.next - now)));
     try {
       zmq::poll(items.data(), items.size(), wait);
     } catch (const zmq::error_t& e) {

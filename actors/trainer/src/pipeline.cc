@@ -84,6 +84,12 @@ class Traffic {
   }
   // Waits for a transfer; its failure is rethrown naming this stage and what it was doing.
   void finish(const WorkPtr& w, const std::string& what) {
+    auto t0 = std::chrono::steady_clock::now();
+    struct Count {
+      std::chrono::steady_clock::time_point t0;
+      double& waited;
+      ~Count() { waited += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); }
+    } count{t0, waited_};
     try {
       if (!w->wait(timeout_ + std::chrono::seconds(5)))
         throw CollectiveError("no answer within " + std::to_string(timeout_.count()) + " ms");
@@ -95,6 +101,7 @@ class Traffic {
     for (auto& [w, what] : sends_) finish(w, what);
     sends_.clear();
   }
+  double waited() const { return waited_; }
 
  private:
   int stage_;
@@ -102,6 +109,7 @@ class Traffic {
   std::vector<WorkPtr> in_work_;
   std::vector<std::pair<WorkPtr, std::string>> sends_;
   std::chrono::milliseconds timeout_;
+  double waited_ = 0;
 };
 
 // Receives of activations run this many micro-batches ahead of the compute that needs them.
@@ -156,6 +164,7 @@ double PipelineStage::train(int micro_batches, const StageWork& w) {
     }
   }
   t.finish_sends();
+  waited_ = t.waited();
   return loss_sum;
 }
 
@@ -179,6 +188,7 @@ void PipelineStage::infer(int micro_batches, const StageWork& w,
                                              std::to_string(stage_ + 1));
   }
   t.finish_sends();
+  waited_ = t.waited();
 }
 
 }  // namespace yard::actors

@@ -72,6 +72,10 @@ class PipelineStage {
   // micro-batch m's model output.
   void infer(int micro_batches, const StageWork& w, const std::function<void(int m, const torch::Tensor&)>& output);
 
+  // Seconds the last train() or infer() waited for its neighbours (the pipeline's bubble as this
+  // stage saw it, and any imbalance between the stages).
+  double last_wait_seconds() const { return waited_; }
+
   // Leaves the groups.
   void destroy();
 
@@ -79,6 +83,7 @@ class PipelineStage {
   int stage_, stages_;
   PipelineLinks links_;
   std::chrono::milliseconds timeout_;
+  double waited_ = 0;
 };
 
 }  // namespace yard::actors

@@ -25,9 +25,30 @@ struct RailwayNetImpl : torch::nn::Module {
         tok(register_module("tok", torch::nn::Linear(d, 5))),
         amp(register_module("amp", torch::nn::Linear(d, 1))) {}
   // x: (N, T, F)
-  RailwayOut forward(torch::Tensor x) {
-    auto h = input->forward(x).transpose(0, 1) + pos;  // (T, N, d)
-    h = encoder->forward(h);
+  RailwayOut forward(torch::Tensor x) { return heads(layers(embed(x), 0, static_cast<int>(encoder->layers->size()))); }
+
+  // The model as consecutive parts, for pipeline stages: the first stage embeds, every stage runs
+  // its span of encoder layers, the last applies the heads. x: (N, T, F) -> (T, N, d).
+  torch::Tensor embed(const torch::Tensor& x) { return input->forward(x).transpose(0, 1) + pos; }
+  // Encoder layers [first, end): (T, N, d) -> (T, N, d).
+  torch::Tensor layers(torch::Tensor h, int first, int end) {
+    for (int i = first; i < end; ++i) h = encoder->layers[static_cast<size_t>(i)]->as<yard::nn::TransformerEncoderLayer>()->forward(h);
+    return h;
+  }
+  // The parameters of a stage's parts, by name in the model (what the stage's optimizer steps and
+  // its checkpoint holds).
+  std::vector<std::pair<std::string, torch::Tensor>> part_parameters(int first, int end, bool with_embed, bool with_heads) {
+    std::vector<std::pair<std::string, torch::Tensor>> out;
+    for (auto& p : named_parameters()) {
+      const auto& n = p.key();
+      bool mine = n.rfind("encoder.layers.", 0) == 0
+                      ? [&] { int i = std::stoi(n.substr(15)); return i >= first && i < end; }()
+                      : (n == "pos" || n.rfind("input.", 0) == 0) ? with_embed : with_heads;
+      if (mine) out.emplace_back(n, p.value());
+    }
+    return out;
+  }
+  RailwayOut heads(const torch::Tensor& h) {
     int64_t T = h.size(0);
     // A defect is a local event: the strongest response of the middle half decides its class.
     auto middle = std::get<0>(h.slice(0, T / 4, 3 * T / 4).max(0));  // (N, d)

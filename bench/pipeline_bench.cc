@@ -1,0 +1,168 @@
+// bench/run strategies, case pipeline_efficiency_p2_m8: a 2-stage pipeline (two actors, one
+// encoder layer each, the first also embedding the input and the last applying the heads) running
+// 8 micro-batches per step under 1F1B with AdamW steps, on the railway model and a fixed batch,
+// against the ideal for that schedule: single-process throughput on the same batch (one actor, the
+// whole model, the whole batch at once) × P ÷ (1 + (P − 1) ÷ M). One JSON object on stdout.
+//
+// Usage: pipeline_bench [STEPS]
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "yard/actors/pipeline.h"
+#include "yard/actors/trainer.h"
+#include "yard/collective.h"
+#include "yard/railway/model.h"
+#include "yard/railway/shards.h"
+#include "yard/yard.h"
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int64_t kBatch = 64, kTokens = 128, kD = 64;
+constexpr int kLayers = 2, kStages = 2, kMicro = 8;
+
+struct Fixed {
+  torch::Tensor x, y, tokens, a, w;
+  Fixed() {
+    torch::manual_seed(7);
+    x = torch::randn({kBatch, kTokens, yard::railway::kFeatures});
+    y = torch::randint(0, 5, {kBatch}, torch::kLong);
+    tokens = torch::randint(0, 5, {kBatch, kTokens}, torch::kLong);
+    a = torch::randn({kBatch});
+    w = torch::ones({5});
+  }
+};
+
+class PipeBenchRank {
+ public:
+  PipeBenchRank() = default;
+
+  // The whole model on the whole batch in this process: seconds of `steps` steps after warm-up.
+  double single(int steps) {
+    prepare();
+    auto net = RailwayNet(yard::railway::kFeatures, kTokens, kD, kLayers);
+    Fixed d;
+    torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+    auto step = [&] {
+      opt.zero_grad();
+      railway_loss(net->forward(d.x), d.y, d.tokens, d.a, d.w).backward();
+      opt.step();
+    };
+    return timed(step, steps);
+  }
+
+  // Stage `stage` of the pipeline: {seconds of `steps` steps after warm-up, seconds of them spent
+  // waiting for the other stage}.
+  std::vector<double> stage(int stage, int steps) {
+    prepare();
+    auto net = RailwayNet(yard::railway::kFeatures, kTokens, kD, kLayers);
+    Fixed d;
+    auto sizes = yard::actors::micro_batch_sizes(kBatch, kMicro);
+    std::vector<int64_t> offset{0};
+    for (auto s : sizes) offset.push_back(offset.back() + s);
+    auto span = yard::actors::plan_stages(std::vector<double>(kLayers, 1.0), kStages)[size_t(stage)];
+    const bool first = stage == 0, last = stage == kStages - 1;
+    std::vector<torch::Tensor> params;
+    for (auto& [name, p] : net->part_parameters(span.first, span.end, first, last)) params.push_back(p);
+    torch::optim::AdamW opt(params, torch::optim::AdamWOptions(1e-3));
+    yard::actors::PipelineStage pipe(stage, kStages,
+                                     yard::actors::PipelineLinks::join(yard::collective::cluster_group("pipeline-bench", kStages, stage), stage, kStages));
+    yard::actors::StageWork w;
+    auto part = [&](int m, const torch::Tensor& t) { return t.narrow(0, offset[size_t(m)], sizes[size_t(m)]); };
+    w.input = [&](int m) { return part(m, d.x); };
+    w.input_shape = [&](int m) { return std::vector<int64_t>{kTokens, sizes[size_t(m)], kD}; };
+    w.forward = [&](const torch::Tensor& x) { return net->layers(first ? net->embed(x) : x, span.first, span.end); };
+    w.loss = [&](int m, const torch::Tensor& h) {
+      return railway_loss(net->heads(h), part(m, d.y), part(m, d.tokens), part(m, d.a), d.w) * double(sizes[size_t(m)]) / double(kBatch);
+    };
+    auto step = [&] {
+      opt.zero_grad();
+      pipe.train(kMicro, w);
+      opt.step();
+    };
+    double waited = 0;
+    int n = 0;
+    double s = timed([&] { step(), waited += (n++ >= 3 ? pipe.last_wait_seconds() : 0); }, steps);
+    pipe.destroy();
+    return {s, waited};
+  }
+
+ private:
+  static void prepare() {
+    torch::set_num_threads(1);
+    yard::actors::keep_freed_memory();
+    torch::manual_seed(1);
+  }
+  static double timed(const std::function<void()>& step, int steps) {
+    for (int i = 0; i < 3; ++i) step();
+    auto t0 = Clock::now();
+    for (int i = 0; i < steps; ++i) step();
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+};
+
+// Samples per second of `copies` single processes running at once (each one's rate, averaged).
+double single_throughput(int steps, int copies = 1) {
+  std::vector<yard::ActorHandle<PipeBenchRank>> ranks;
+  std::vector<yard::ObjectRef<double>> secs;
+  for (int c = 0; c < copies; ++c) ranks.push_back(yard::actor<PipeBenchRank>().resources({{"CPU", 1}}).remote());
+  for (auto& r : ranks) secs.push_back(r.call(&PipeBenchRank::single).remote(steps));
+  double rate = 0;
+  for (auto& s : secs) rate += double(kBatch) * steps / *s.get(600s) / copies;
+  for (auto& r : ranks) yard::kill(r);
+  return rate;
+}
+
+struct Piped {
+  double rate = 0, wait_frac = 0;  // samples/s; the share of the step the stages waited, averaged
+};
+
+Piped pipeline_throughput(int steps) {
+  std::vector<yard::ActorHandle<PipeBenchRank>> ranks;
+  std::vector<yard::ObjectRef<std::vector<double>>> secs;
+  for (int s = 0; s < kStages; ++s) ranks.push_back(yard::actor<PipeBenchRank>().resources({{"CPU", 1}}).remote());
+  for (int s = 0; s < kStages; ++s) secs.push_back(ranks[size_t(s)].call(&PipeBenchRank::stage).remote(s, steps));
+  double slowest = 0;
+  Piped p;
+  for (auto& s : secs) {
+    auto v = *s.get(600s);
+    slowest = std::max(slowest, v[0]);
+    p.wait_frac += v[1] / v[0] / kStages;
+  }
+  for (auto& r : ranks) yard::kill(r);
+  p.rate = double(kBatch) * steps / slowest;
+  return p;
+}
+
+}  // namespace
+
+YARD_ACTOR(PipeBenchRank, &PipeBenchRank::single, &PipeBenchRank::stage);
+
+int main(int argc, char** argv) {
+  setenv("OMP_NUM_THREADS", "1", 0);
+  setenv("OPENBLAS_NUM_THREADS", "1", 0);
+  yard::InitOptions o;
+  o.num_cpus = 2;
+  yard::init(o, argc, argv);  // a worker process serves here and never returns
+  int steps = argc > 1 ? std::atoi(argv[1]) : 30;
+  // The single process on either side of the pipeline: a drift of the machine weighs on both alike.
+  double single = single_throughput(steps);
+  auto piped = pipeline_throughput(steps);
+  single = (single + single_throughput(steps)) / 2;
+  double ideal = single * yard::actors::ideal_pipeline_speedup(kStages, kMicro);
+  // What this machine gives two processes computing at once, without any communication: the
+  // ceiling beneath the ideal that no two-process schedule can pass.
+  double pair = single_throughput(steps, 2);
+  std::printf("{\"suite\":\"strategies\",\"case\":\"pipeline_efficiency_p2_m8\",\"value\":%.4g,\"unit\":\"samples/s\","
+              "\"peer\":\"ideal_1f1b_from_single_process\",\"peer_value\":%.4g,\"ratio\":%.4g,"
+              "\"single_process_samples_per_s\":%.4g,\"two_concurrent_single_processes_samples_per_s_each\":%.4g,"
+              "\"stage_wait_frac\":%.3f,"
+              "\"settings\":{\"model\":\"railway d64 x2\",\"batch\":%lld,\"stages\":%d,\"micro_batches\":%d,\"optimizer\":"
+              "\"adamw\",\"torch_threads\":1,\"OMP_NUM_THREADS\":\"1\",\"OPENBLAS_NUM_THREADS\":\"1\",\"malloc_retain\":\"both sides\"}}\n",
+              piped.rate, ideal, piped.rate / ideal, single, pair, piped.wait_frac, static_cast<long long>(kBatch), kStages, kMicro);
+  return 0;
+}
