@@ -66,6 +66,38 @@ print("ps sync = ddp over %d steps; ssp:1 at most %d ahead" % (len(ps), max(s["a
 PY
 if "$bin" "${common[@]}" --strategy ps --ps-mode ssp:x --out bad > out9.txt 2>&1; then cat out9.txt; echo "a bad mode was accepted"; exit 1; fi
 grep -q "'ssp:x' is not a parameter-server mode" out9.txt || { cat out9.txt; exit 1; }
+# Pipeline: the encoder's layers over 2 stage trainers (4 micro-batches per batch, 1F1B) train
+# as one process on the same batch does; 2 pipelines of 2 stages (hybrid) as DDP over 2 replicas.
+# Every step's loss and the validation loss agree (without clipping, as for the parameter servers).
+one=(--epochs 1 --logs 1 --length-km 8 --batch 16 --clip 0)
+"$bin" "${one[@]}" --workers 1 --out ddp1 > out10.txt 2>&1 || { cat out10.txt; exit 1; }
+"$bin" "${common[@]}" --pp 2 --micro-batches 4 --out pipe2 > out11.txt 2>&1 || { cat out11.txt; exit 1; }
+grep -q "pipeline: 1 replicas of 2 stages (encoder layers per stage, from measured layer times: 1 | 1), 4 micro-batches" out11.txt ||
+  { cat out11.txt; exit 1; }
+"$bin" "${one[@]}" --dp 2 --pp 2 --micro-batches 4 --out hybrid > out12.txt 2>&1 || { cat out12.txt; exit 1; }
+grep -q "training on [0-9]* windows with 4 workers, global batch 32," out12.txt || { cat out12.txt; exit 1; }
+python3 - ddp1 pipe2 ddp0 hybrid <<'PY'
+import json, sys
+steps = lambda d: [json.loads(l) for l in open(d + "/steps.jsonl")]
+val = lambda d: [json.loads(l) for l in open(d + "/metrics.jsonl") if '"epoch"' in l][-1]["val_loss"]
+for ref, run in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
+    a, b = steps(ref), steps(run)
+    assert len(a) == len(b) and len(a) > 5, (ref, run, len(a), len(b))
+    assert all(x["samples"] == y["samples"] for x, y in zip(a, b)), (ref, run)
+    worst = max(abs(x["loss"] - y["loss"]) / x["loss"] for x, y in zip(a, b))
+    assert worst <= 1e-4, (ref, run, worst)
+    rel = abs(val(run) - val(ref)) / val(ref)
+    assert rel <= 1e-4, (ref, run, val(ref), val(run))
+    print("%s = %s: step losses within %.4f, validation loss within %.4f" % (run, ref, worst, rel))
+PY
+# An impossible pipeline is refused before any actor starts, with the reason.
+if "$bin" "${one[@]}" --pp 3 --workers 3 --out bad > out13.txt 2>&1; then cat out13.txt; echo "3 stages of 2 layers were accepted"; exit 1; fi
+grep -q "3 pipeline stages for a model of 2 layers: a stage would hold no layer" out13.txt || { cat out13.txt; exit 1; }
+if "$bin" "${common[@]}" --pp 2 --micro-batches 1 --out bad > out14.txt 2>&1; then cat out14.txt; echo "1 micro-batch for 2 stages was accepted"; exit 1; fi
+grep -q "1 micro-batches for 2 pipeline stages: the pipeline would never fill" out14.txt || { cat out14.txt; exit 1; }
+if "$bin" "${one[@]}" --pp 2 --workers 3 --out bad > out15.txt 2>&1; then cat out15.txt; echo "3 workers in pipelines of 2 were accepted"; exit 1; fi
+grep -q "is not a whole number of pipelines" out15.txt || { cat out15.txt; exit 1; }
+if grep -q "setting up the trainers" out13.txt out14.txt out15.txt; then echo "trainers were started for an impossible pipeline"; exit 1; fi
 # A data directory recorded with other settings is refused, saying what differs; nothing is lost.
 if "$bin" --epochs 1 --workers 1 --logs 1 --length-km 9 --out other > out3.txt 2>&1; then cat out3.txt; echo "other settings were accepted"; exit 1; fi
 grep -q "log-0 was recorded with --length-km 8 (seed 100), this run asks for --length-km 9" out3.txt || { cat out3.txt; exit 1; }

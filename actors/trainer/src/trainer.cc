@@ -9,17 +9,19 @@ void keep_freed_memory() {
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 }
 
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::Tensor> params, const TrainerOptions& o) {
+  if (o.optimizer == "adamw")
+    return std::make_unique<torch::optim::AdamW>(
+        std::move(params), torch::optim::AdamWOptions(o.schedule.base_lr).weight_decay(o.weight_decay));
+  if (o.optimizer == "sgd")
+    return std::make_unique<torch::optim::SGD>(
+        std::move(params), torch::optim::SGDOptions(o.schedule.base_lr).momentum(o.momentum).weight_decay(o.weight_decay));
+  throw std::invalid_argument("unknown optimizer '" + o.optimizer + "' (adamw or sgd)");
+}
+
 Trainer::Trainer(std::shared_ptr<torch::nn::Module> model, collective::Communicator* comm, TrainerOptions o)
     : model_(std::move(model)), o_(std::move(o)) {
-  if (o_.optimizer == "adamw")
-    opt_ = std::make_unique<torch::optim::AdamW>(
-        model_->parameters(), torch::optim::AdamWOptions(o_.schedule.base_lr).weight_decay(o_.weight_decay));
-  else if (o_.optimizer == "sgd")
-    opt_ = std::make_unique<torch::optim::SGD>(
-        model_->parameters(),
-        torch::optim::SGDOptions(o_.schedule.base_lr).momentum(o_.momentum).weight_decay(o_.weight_decay));
-  else
-    throw std::invalid_argument("unknown optimizer '" + o_.optimizer + "' (adamw or sgd)");
+  opt_ = make_optimizer(model_->parameters(), o_);
   if (comm && o_.sync_every > 0) {
     avg_ = std::make_unique<PeriodicAveraging>(model_, *comm, o_.sync_every);
     avg_->broadcast_state(0);

@@ -28,7 +28,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataSpec, dir, logs, length_km, 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, d_model, layers, heads, batch, base_lr, base_batch,
                                                 warmup_steps, decay, min_lr_fraction, optimizer, weight_decay, holdout,
                                                 seed, clip, balance, prefetch, accumulate, strategy, sync_every,
-                                                ps_servers, ps_mode)
+                                                ps_servers, ps_mode, pp, micro_batches)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSpec, data, out, workers, epochs, placement, checkpoint_every, keep,
                                                 checkpoint_replicas, max_restarts, train)
 
@@ -277,7 +277,8 @@ void TrainingJob::print_start() const {
   yard::actors::LrSchedule sched;
   sched.base_lr = spec_.train.base_lr;
   sched.base_batch = spec_.train.base_batch;
-  sched.global_batch = spec_.train.batch * spec_.workers * spec_.train.accumulate;
+  auto layout = layout_of(spec_.train, 0, spec_.workers);
+  sched.global_batch = spec_.train.batch * layout.replicas * spec_.train.accumulate;
   std::printf("training on %lld windows with %d workers, global batch %lld, lr %.2e after %lld warm-up steps, %s decay, "
               "%lld steps per epoch\n",
               static_cast<long long>(at_.windows), spec_.workers, static_cast<long long>(sched.global_batch), sched.peak(),
@@ -286,6 +287,13 @@ void TrainingJob::print_start() const {
   if (spec_.train.strategy == "local-sgd")
     std::printf("local SGD: the replicas step alone and average their weights every %lld steps\n",
                 static_cast<long long>(spec_.train.sync_every));
+  if (spec_.train.strategy == "pipeline") {
+    std::string split;
+    for (int n : at_.stage_layers) split += (split.empty() ? "" : " | ") + std::to_string(n);
+    std::printf("pipeline: %d replicas of %d stages (encoder layers per stage, from measured layer times: %s), %lld "
+                "micro-batches per batch, 1F1B\n",
+                layout.replicas, layout.stages, split.c_str(), static_cast<long long>(spec_.train.micro_batches));
+  }
   if (spec_.train.strategy == "ps")
     std::printf("parameter servers: %lld servers hold the weights and the optimizer, mode %s\n",
                 static_cast<long long>(spec_.train.ps_servers), spec_.train.ps_mode.c_str());

@@ -33,15 +33,28 @@ struct TrainConfig {
   int64_t prefetch = 2;        // batches the data loader makes ahead
   int64_t accumulate = 1;      // micro-batches per optimizer step (gradients accumulated locally, no_sync)
   std::string strategy = "ddp";  // or local-sgd (replicas step alone, averaged every sync_every steps),
-                                 // or ps (parameter servers hold the weights and the optimizer)
+                                 // ps (parameter servers hold the weights and the optimizer), or pipeline
+                                 // (the encoder's layers split over pp stages, replicas of pp trainers each)
   int64_t sync_every = 4;
   int64_t ps_servers = 2;        // ps: server actors, each with a shard of the parameters
   std::string ps_mode = "sync";  // ps: sync, async or ssp:K
+  int64_t pp = 1;                // pipeline: stages per replica (the trainers are replicas x pp)
+  int64_t micro_batches = 8;     // pipeline: micro-batches each batch is split into (1F1B)
   std::vector<std::string> retired_generations;  // earlier group generations of this run (set by the driver)
   YARD_FIELDS(shards, d_model, layers, heads, batch, base_lr, base_batch, warmup_steps, decay, min_lr_fraction, epochs,
               optimizer, weight_decay, holdout, seed, clip, balance, resume, aligned, prefetch, accumulate,
-              strategy, sync_every, ps_servers, ps_mode, retired_generations);
+              strategy, sync_every, ps_servers, ps_mode, pp, micro_batches, retired_generations);
 };
+
+// Where a trainer stands among the job's: its data-parallel replica and, with the pipeline
+// strategy, its stage in that replica's pipeline (rank = replica x stages + stage).
+struct Layout {
+  int replicas = 1, replica = 0, stages = 1, stage = 0;
+};
+inline Layout layout_of(const TrainConfig& cfg, int rank, int world) {
+  int stages = cfg.strategy == "pipeline" ? static_cast<int>(cfg.pp) : 1;
+  return {world / stages, rank / stages, stages, rank % stages};
+}
 
 // Where a group stands after set-up: the data, the schedule, the data loader's position.
 struct SetupInfo {
@@ -53,7 +66,8 @@ struct SetupInfo {
   std::string node;
   int restored_from = -1;  // the checkpointer replica whose checkpoint it resumed from (-1: none)
   std::vector<int> ps_pids;  // rank 0 with parameter servers: the servers' processes
-  YARD_FIELDS(windows, steps_per_epoch, epoch, step, global_step, pid, node, restored_from, ps_pids);
+  std::vector<int> stage_layers;  // pipeline: the encoder layers of each stage
+  YARD_FIELDS(windows, steps_per_epoch, epoch, step, global_step, pid, node, restored_from, ps_pids, stage_layers);
 };
 
 // What a chunk of steps did on one rank: per step, the loss summed over its samples and the count.

@@ -22,6 +22,7 @@
 #include <CLI/CLI.hpp>
 
 #include "job.h"
+#include "yard/actors/pipeline_plan.h"
 #include "yard/yard.h"
 
 namespace {
@@ -31,9 +32,14 @@ namespace {
 // than waiting for CPUs that will never come. A real cluster offers what its nodes have.
 void init_cluster(int argc, char** argv) {
   yard::InitOptions o;
-  int want = 2;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--workers") want = std::max(want, std::atoi(argv[i + 1]));
+  int want = 2, dp = 0, pp = 1;
+  for (int i = 1; i + 1 < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--workers") want = std::max(want, std::atoi(argv[i + 1]));
+    if (a == "--dp") dp = std::atoi(argv[i + 1]);
+    if (a == "--pp") pp = std::atoi(argv[i + 1]);
+  }
+  want = std::max(want, dp * pp);
   o.num_cpus = std::max(static_cast<int>(std::thread::hardware_concurrency()), want + 2);
   yard::init(o, argc, argv);
 }
@@ -74,7 +80,14 @@ void add_options(CLI::App& app, railway_train::JobSpec& s) {
                  "ddp (gradients all-reduced every step), local-sgd (replicas step alone and average their "
                  "weights every --sync-every steps) or ps (parameter servers hold the weights and the optimizer)")
       ->default_val("ddp")
-      ->check(CLI::IsMember({"ddp", "local-sgd", "ps"}));
+      ->check(CLI::IsMember({"ddp", "local-sgd", "ps", "pipeline"}));
+  app.add_option("--pp", c.pp,
+                 "pipeline: stages per replica, each a trainer running consecutive encoder layers (more than 1 "
+                 "selects --strategy pipeline; default 2 with it)")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--micro-batches", c.micro_batches, "pipeline: micro-batches each batch is split into (at least --pp)")
+      ->default_val(8)
+      ->check(CLI::Range(1, 4096));
   app.add_option("--ps-servers", c.ps_servers, "ps: server actors, each holding a shard of the parameters")
       ->default_val(2)
       ->check(CLI::Range(1, 64));
@@ -103,6 +116,31 @@ void add_options(CLI::App& app, railway_train::JobSpec& s) {
       ->check(CLI::Range(0, 1000));
 }
 
+// The trainers' layout from --workers, --dp and --pp; "" when it can run, else why not (said before
+// any actor starts).
+std::string settle_layout(railway_train::JobSpec& s, int dp) {
+  auto& c = s.train;
+  if (c.pp > 1 && c.strategy == "ddp") c.strategy = "pipeline";
+  if (c.strategy == "pipeline" && c.pp < 2) c.pp = 2;
+  if (c.strategy != "pipeline" && c.pp > 1)
+    return "--pp " + std::to_string(c.pp) + " splits the model into pipeline stages, which --strategy " + c.strategy +
+           " does not do (use --strategy pipeline)";
+  if (dp > 0) {
+    s.workers = dp * static_cast<int>(c.pp);
+    if (s.workers > 64) return "--dp " + std::to_string(dp) + " x --pp " + std::to_string(c.pp) + " is more than 64 trainers";
+  }
+  if (c.strategy != "pipeline") return "";
+  if (s.workers % c.pp != 0)
+    return "--workers " + std::to_string(s.workers) + " is not a whole number of pipelines of --pp " + std::to_string(c.pp) +
+           " stages (use --dp D for D pipelines)";
+  try {
+    yard::actors::check_pipeline(static_cast<int>(c.layers), static_cast<int>(c.pp), static_cast<int>(c.micro_batches), c.batch);
+  } catch (const yard::actors::PipelineError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,6 +158,10 @@ int main(int argc, char** argv) {
       ->default_val(0.5)
       ->check(CLI::Range(0.0, 1.0));
   app.add_flag("--unbalanced", unbalanced, "plain epochs (--balance 0)");
+  int dp = 0;
+  app.add_option("--dp", dp, "data-parallel replicas; with --pp P, D x P trainers (instead of --workers)")
+      ->check(CLI::Range(1, 64))
+      ->excludes(app.get_option("--workers"));
   app.add_option("--resume", resume,
                  "continue the run in this directory (OUT/checkpoints/run-...) from its newest checkpoint, with the "
                  "settings it was started with");
@@ -134,6 +176,10 @@ int main(int argc, char** argv) {
     return railway_train::resume_job(resume);
   }
   if (unbalanced) spec.train.balance = 0;
+  if (auto why = settle_layout(spec, dp); !why.empty()) {
+    std::fprintf(stderr, "railway-train: %s\n", why.c_str());
+    return 2;
+  }
   // Run again by the cluster after the driver died (yard submit --max-retries): the run it was
   // making continues.
   if (const char* a = std::getenv("YARD_JOB_ATTEMPT"); a && std::atoi(a) > 1) {

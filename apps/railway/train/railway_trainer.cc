@@ -180,7 +180,9 @@ struct RailwayTrainer::Impl {
 };
 
 void RailwayTrainer::Impl::make_loader() {
-  yard::actors::DistributedSampler sampler(train.x.size(0), world, rank, cfg.seed);
+  // Data parallel over the replicas: a pipeline's stages all walk their replica's batches.
+  auto at = layout_of(cfg, rank, world);
+  yard::actors::DistributedSampler sampler(train.x.size(0), at.replicas, at.replica, cfg.seed);
   if (cfg.balance > 0) {
     auto l = train.label.contiguous();
     sampler.set_class_balanced(std::vector<int>(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + l.numel()), cfg.balance);
@@ -246,12 +248,13 @@ SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::strin
     m.aligned = cfg.aligned;
     s.spec = m.to_json();
   }
-  // Parameter servers need no group among the replicas: they meet at the servers.
-  if (cfg.strategy != "ps")
+  // Parameter servers need no group among the replicas: they meet at the servers; pipeline stages
+  // make their own groups.
+  if (cfg.strategy == "ddp" || cfg.strategy == "local-sgd")
     s.comm = yard::collective::create_group(yard::collective::cluster_group("railway-train", world, rank, generation));
   s.make_loader();
   if (cfg.accumulate < 1) throw std::invalid_argument("accumulate must be at least 1");
-  s.stepper = make_stepper(cfg, rank, world, generation, s.steps_per_epoch(), s.net.ptr(), s.comm.get());
+  s.stepper = make_stepper(cfg, rank, world, generation, s.steps_per_epoch(), s.net, s.comm.get());
   if (const char* slow = std::getenv("RAILWAY_TRAIN_SLOW_RANK"); slow && *slow) {
     int r = -1;
     double f = 0;
@@ -281,6 +284,7 @@ SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::strin
   info.global_step = s.stepper->global_step();
   info.pid = getpid();
   info.ps_pids = s.stepper->helper_pids();
+  info.stage_layers = s.stepper->stage_layers();
   info.node = yard::node_id();
   return info;
 }
@@ -323,13 +327,22 @@ ChunkStats RailwayTrainer::train_steps(int64_t steps, bool checkpoint) {
     int64_t local = 0;
     for (auto& m : micro) sizes.push_back(static_cast<int64_t>(m.indices.size())), local += sizes.back();
     auto step_start = std::chrono::steady_clock::now();
-    double loss_sum = s.stepper->step(sizes, [&](size_t i) {
+    StepBatches sb;
+    sb.sizes = sizes;
+    sb.loss_of = [&](size_t i) {
       const auto& b = micro[i].batch;
       auto loss = railway_loss(s.net->forward(b.x), b.label, b.tokens, b.amp, s.class_w);
       // A slower machine, for benchmarks: this rank's compute takes (1 + slow_by) times as long.
       if (s.slow_by > 0) std::this_thread::sleep_for((std::chrono::steady_clock::now() - step_start) * s.slow_by * 3);
       return loss;
-    });
+    };
+    sb.input_of = [&](size_t i) { return micro[i].batch.x; };
+    sb.loss_on = [&](size_t i, int64_t first, int64_t n, const RailwayOut& out) {
+      const auto& b = micro[i].batch;
+      return railway_loss_share(out, b.label, b.tokens, b.amp, s.class_w, first, n);
+    };
+    double loss_sum = s.stepper->step(sb);
+    if (!s.stepper->reports_loss()) local = 0;
     st.lr = s.stepper->last_lr();
     auto stale = s.stepper->last_staleness();
     if (stale.ahead >= 0) st.ahead.push_back(stale.ahead), st.stale_updates.push_back(stale.stale_updates);

@@ -13,6 +13,8 @@ namespace {
 
 using namespace std::chrono_literals;
 
+}  // namespace
+
 yard::actors::LrSchedule schedule_of(const TrainConfig& cfg, int64_t global_batch, int64_t total_steps, int64_t warmup) {
   yard::actors::LrSchedule s;
   s.base_lr = cfg.base_lr;
@@ -28,6 +30,8 @@ yard::actors::LrSchedule schedule_of(const TrainConfig& cfg, int64_t global_batc
 std::string note_of(const TrainConfig& cfg, const yard::actors::LrSchedule& s) {
   return cfg.decay + " " + std::to_string(s.total_steps) + " " + std::to_string(s.peak());
 }
+
+namespace {
 
 // ddp and local-sgd: every replica has its optimizer; yard::actors::Trainer.
 class DataParallel final : public Stepper {
@@ -48,8 +52,8 @@ class DataParallel final : public Stepper {
     yard::actors::load_state(trainer_->optimizer(), from->blobs.at("optimizer"));
     trainer_->set_global_step(static_cast<int64_t>(from->step));
   }
-  double step(const std::vector<int64_t>& sizes, const std::function<torch::Tensor(size_t)>& loss_of) override {
-    return trainer_->step(sizes, loss_of);
+  double step(const StepBatches& b) override {
+    return trainer_->step(b.sizes, b.loss_of);
   }
   double last_lr() const override { return trainer_->last_lr(); }
   int64_t global_step() const override { return trainer_->global_step(); }
@@ -117,10 +121,10 @@ class ParameterServers final : public Stepper {
                                   " was not made by parameter servers (--strategy ps): it holds no server shards");
     client_->restore(ps_, shards);
   }
-  double step(const std::vector<int64_t>& sizes, const std::function<torch::Tensor(size_t)>& loss_of) override {
+  double step(const StepBatches& b) override {
     if (!pulled_) client_->pull();  // the servers' weights (set up, or restored, by rank 0)
     pulled_ = true;
-    double loss = client_->step(sizes, loss_of);
+    double loss = client_->step(b.sizes, b.loss_of);
     lr_ = schedule_.at(std::max<int64_t>(0, client_->last().version - 1));
     return loss;
   }
@@ -180,11 +184,12 @@ class ParameterServers final : public Stepper {
 }  // namespace
 
 std::unique_ptr<Stepper> make_stepper(const TrainConfig& cfg, int rank, int world, const std::string& generation,
-                                      int64_t steps_per_epoch, std::shared_ptr<torch::nn::Module> model,
-                                      yard::collective::Communicator* comm) {
+                                      int64_t steps_per_epoch, RailwayNet model, yard::collective::Communicator* comm) {
   if (cfg.strategy == "ps")
-    return std::make_unique<ParameterServers>(cfg, rank, world, generation, steps_per_epoch, std::move(model));
-  return std::make_unique<DataParallel>(cfg, world, steps_per_epoch, std::move(model), comm);
+    return std::make_unique<ParameterServers>(cfg, rank, world, generation, steps_per_epoch, model.ptr());
+  if (cfg.strategy == "pipeline")
+    return make_pipeline_stepper(cfg, layout_of(cfg, rank, world), generation, steps_per_epoch, model);
+  return std::make_unique<DataParallel>(cfg, world, steps_per_epoch, model.ptr(), comm);
 }
 
 }  // namespace railway_train

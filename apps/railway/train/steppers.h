@@ -12,19 +12,33 @@
 #include <vector>
 
 #include "job_types.h"
+#include "yard/railway/model.h"
 #include "yard/actors/checkpointer.h"
+#include "yard/actors/schedule.h"
 #include "yard/collective.h"
 
 namespace railway_train {
+
+// One optimizer step's data on this replica: the data loader's batches (several with --accumulate).
+struct StepBatches {
+  std::vector<int64_t> sizes;                     // samples of each
+  std::function<torch::Tensor(size_t)> loss_of;   // the whole model's mean loss on batch i
+  std::function<torch::Tensor(size_t)> input_of;  // batch i's input, (N, T, F)
+  // The share of batch i's mean loss that its rows [first, first + n) carry, from the model's
+  // output on them (the shares of a batch's parts add up to its mean loss).
+  std::function<torch::Tensor(size_t i, int64_t first, int64_t n, const RailwayOut&)> loss_on;
+};
 
 class Stepper {
  public:
   virtual ~Stepper() = default;
   // After set-up: continues from `from` when resuming (the model is already loaded from it).
   virtual void begin(const std::optional<yard::actors::CheckpointData>& from) = 0;
-  // One step over micro-batches (loss_of(i): micro-batch i's mean loss); the loss summed over
-  // samples.
-  virtual double step(const std::vector<int64_t>& sizes, const std::function<torch::Tensor(size_t)>& loss_of) = 0;
+  // One step over the batches; the loss summed over this replica's samples (0 on a pipeline stage
+  // that does not compute it).
+  virtual double step(const StepBatches& b) = 0;
+  // Samples of the step this rank reports (0 on a pipeline stage that does not see the loss).
+  virtual bool reports_loss() const { return true; }
   virtual double last_lr() const = 0;
   virtual int64_t global_step() const = 0;
   // Replicas made identical now (before a checkpoint or an evaluation) where they may differ.
@@ -44,13 +58,21 @@ class Stepper {
   virtual Staleness last_staleness() const { return {}; }
   // Processes the strategy started beside the trainers (parameter servers), for the progress report.
   virtual std::vector<int> helper_pids() { return {}; }
+  // Pipeline: the encoder layers each stage runs.
+  virtual std::vector<int> stage_layers() const { return {}; }
   virtual void finish() {}
 };
+
+// The job's learning-rate schedule for a global batch, and its description kept with checkpoints.
+yard::actors::LrSchedule schedule_of(const TrainConfig& cfg, int64_t global_batch, int64_t total_steps, int64_t warmup);
+std::string note_of(const TrainConfig& cfg, const yard::actors::LrSchedule& s);
 
 // The stepper the configuration asks for. comm: this rank's group (data parallel strategies).
 // generation: the group's (the names of what the stepper starts carry it).
 std::unique_ptr<Stepper> make_stepper(const TrainConfig& cfg, int rank, int world, const std::string& generation,
-                                      int64_t steps_per_epoch, std::shared_ptr<torch::nn::Module> model,
-                                      yard::collective::Communicator* comm);
+                                      int64_t steps_per_epoch, RailwayNet model, yard::collective::Communicator* comm);
+// pipeline: this rank's stage of its replica's pipeline (pipeline_stepper.cc).
+std::unique_ptr<Stepper> make_pipeline_stepper(const TrainConfig& cfg, const Layout& at, const std::string& generation,
+                                               int64_t steps_per_epoch, RailwayNet model);
 
 }  // namespace railway_train

@@ -43,6 +43,10 @@ struct TrainerOptions {
 // the railway model here). Process-wide; trainer processes call it once at start.
 void keep_freed_memory();
 
+// The optimizer TrainerOptions names (adamw or sgd, with its weight decay and momentum) over
+// `params`, at the schedule's base rate. Throws std::invalid_argument for an unknown optimizer.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::Tensor> params, const TrainerOptions& o);
+
 class Trainer {
  public:
   // comm may be null (a single replica). Throws std::invalid_argument for an unknown optimizer.

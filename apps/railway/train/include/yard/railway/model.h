@@ -65,14 +65,38 @@ TORCH_MODULE(RailwayNet);
 // The model's loss: the window's class (weighted), every token's class (a defect labels its own
 // token and the next, where its ringing goes; a token with no defect counts a tenth, as defect
 // tokens are few), and the amplitude.
+inline const torch::Tensor& railway_token_weight() {
+  static const torch::Tensor w = torch::tensor({0.1f, 1.f, 1.f, 1.f, 1.f});
+  return w;
+}
+// The token labels the loss scores: a defect's ringing labels the token after it.
+inline torch::Tensor railway_token_targets(const torch::Tensor& token_label) {
+  auto ringing = torch::cat({token_label.slice(1, 0, 1), token_label.slice(1, 0, -1)}, 1);
+  return torch::where(token_label.eq(0) & ringing.ne(4), ringing, token_label);
+}
 inline torch::Tensor railway_loss(const RailwayOut& out, const torch::Tensor& label, const torch::Tensor& token_label,
                                   const torch::Tensor& amp, const torch::Tensor& class_weight) {
   namespace F = torch::nn::functional;
-  static const torch::Tensor token_weight = torch::tensor({0.1f, 1.f, 1.f, 1.f, 1.f});
-  auto ringing = torch::cat({token_label.slice(1, 0, 1), token_label.slice(1, 0, -1)}, 1);
-  auto shifted = torch::where(token_label.eq(0) & ringing.ne(4), ringing, token_label);
+  auto shifted = railway_token_targets(token_label);
   return F::cross_entropy(out.cls, label, F::CrossEntropyFuncOptions().weight(class_weight)) +
          0.5 * F::cross_entropy(out.tokens.reshape({-1, 5}), shifted.reshape({-1}),
-                                F::CrossEntropyFuncOptions().weight(token_weight)) +
+                                F::CrossEntropyFuncOptions().weight(railway_token_weight())) +
          torch::mse_loss(out.amp, amp);
+}
+// The share of railway_loss over a whole batch (label, token_label, amp: the whole batch's) that
+// its rows [first, first + n) carry, from the model's output on those rows: every weighted mean is
+// normalised by the whole batch's weights, so the shares of a batch's parts add up to its loss
+// (what a pipeline's micro-batches compute).
+inline torch::Tensor railway_loss_share(const RailwayOut& part, const torch::Tensor& label, const torch::Tensor& token_label,
+                                        const torch::Tensor& amp, const torch::Tensor& class_weight, int64_t first, int64_t n) {
+  namespace F = torch::nn::functional;
+  auto shifted = railway_token_targets(token_label);
+  auto sum = F::CrossEntropyFuncOptions().reduction(torch::kSum);
+  auto cls = F::cross_entropy(part.cls, label.narrow(0, first, n), sum.weight(class_weight)) /
+             class_weight.index_select(0, label).sum();
+  auto tok = F::cross_entropy(part.tokens.reshape({-1, 5}), shifted.narrow(0, first, n).reshape({-1}),
+                              F::CrossEntropyFuncOptions().reduction(torch::kSum).weight(railway_token_weight())) /
+             railway_token_weight().index_select(0, shifted.reshape({-1})).sum();
+  auto a = (part.amp - amp.narrow(0, first, n)).pow(2).sum() / double(amp.numel());
+  return cls + 0.5 * tok + a;
 }

@@ -1,0 +1,237 @@
+// The pipeline strategy: each replica's encoder layers split over its trainers (stages), the
+// step's batches run as micro-batches under 1F1B (yard::actors::PipelineStage), gradients averaged
+// over the replicas of each stage (hybrid data x pipeline), clipped by the norm over all stages,
+// and each stage's optimizer stepping its own part.
+//
+// Every stage builds the whole model from the job's seed (so its part starts as the single-process
+// model's) and keeps the other parts in step only at synchronize(): before a checkpoint or an
+// evaluation every stage hands its part to the others, so the model a checkpoint or evaluation sees
+// is whole; each stage's optimizer state travels the same way into the checkpoint
+// ("optimizer-stage-S") and a stage restores its own.
+#include <chrono>
+#include <map>
+
+#include "steppers.h"
+#include "yard/actors/pipeline.h"
+#include "yard/actors/torch_state.h"
+#include "yard/actors/trainer.h"
+#include "yard/collective_torch.h"
+#include "yard/railway/shards.h"
+
+namespace railway_train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace coll = yard::collective;
+
+// A stage's parameters as one module (what its optimizer steps and its checkpoint holds).
+std::vector<torch::Tensor> tensors_of(const std::vector<std::pair<std::string, torch::Tensor>>& named) {
+  std::vector<torch::Tensor> out;
+  for (auto& [n, t] : named) out.push_back(t);
+  return out;
+}
+
+class Pipeline final : public Stepper {
+ public:
+  Pipeline(const TrainConfig& cfg, const Layout& at, const std::string& generation, int64_t steps_per_epoch, RailwayNet net)
+      : cfg_(cfg), at_(at), net_(std::move(net)) {
+    const std::string job = "railway-pipe-" + generation;
+    // Joined in one order by every trainer: the stage's replicas, the replica's stages, the links.
+    if (at.replicas > 1)
+      replicas_ = coll::create_group(coll::cluster_group(job + "-stage" + std::to_string(at.stage), at.replicas, at.replica, generation));
+    stages_ = coll::create_group(coll::cluster_group(job + "-replica" + std::to_string(at.replica), at.stages, at.stage, generation));
+    plan(steps_per_epoch);
+    stage_ = std::make_unique<yard::actors::PipelineStage>(
+        at.stage, at.stages,
+        yard::actors::PipelineLinks::join(coll::cluster_group(job + "-links" + std::to_string(at.replica), at.stages, at.stage, generation),
+                                          at.stage, at.stages));
+  }
+
+  void begin(const std::optional<yard::actors::CheckpointData>& from) override {
+    if (!from) {
+      // The replicas of a stage start identical (every trainer seeds the same; made sure).
+      if (replicas_) broadcast_part(*replicas_, 0);
+      return;
+    }
+    auto it = from->blobs.find("optimizer-stage-" + std::to_string(at_.stage));
+    if (it == from->blobs.end())
+      throw std::runtime_error("the checkpoint of step " + std::to_string(from->step) + " holds no optimizer state for pipeline stage " +
+                               std::to_string(at_.stage) + " (was it written by a job with another strategy or split?)");
+    yard::actors::load_state(*opt_, it->second);
+    step_ = static_cast<int64_t>(from->step);
+  }
+
+  double step(const StepBatches& b) override {
+    for (auto& p : params_) p.mutable_grad().reset();
+    int64_t local = 0;
+    for (auto n : b.sizes) local += n;
+    double loss_sum = 0;
+    for (size_t i = 0; i < b.sizes.size(); ++i) {
+      if (b.sizes[i] == 0) continue;
+      auto sizes = yard::actors::micro_batch_sizes(b.sizes[i], static_cast<int>(std::min<int64_t>(cfg_.micro_batches, b.sizes[i])));
+      std::vector<int64_t> first{0};
+      for (auto n : sizes) first.push_back(first.back() + n);
+      torch::Tensor x = stage_->first() ? b.input_of(i) : torch::Tensor();
+      yard::actors::StageWork w;
+      w.input = [&](int m) { return x.narrow(0, first[size_t(m)], sizes[size_t(m)]); };
+      w.input_shape = [&](int m) { return std::vector<int64_t>{tokens_, sizes[size_t(m)], cfg_.d_model}; };
+      w.forward = [&](const torch::Tensor& h) {
+        return net_->layers(stage_->first() ? net_->embed(h) : h, span_.first, span_.end);
+      };
+      w.loss = [&](int m, const torch::Tensor& h) {
+        return b.loss_on(i, first[size_t(m)], sizes[size_t(m)], net_->heads(h)) * (double(b.sizes[i]) / double(local));
+      };
+      loss_sum += stage_->train(static_cast<int>(sizes.size()), w) * double(local);
+    }
+    if (replicas_) average_gradients(local);
+    if (cfg_.clip > 0) clip();
+    lr_ = schedule_.at(step_);
+    for (auto& g : opt_->param_groups()) g.options().set_lr(lr_);
+    opt_->step();
+    ++step_;
+    return stage_->last() ? loss_sum : 0;
+  }
+  bool reports_loss() const override { return stage_->last(); }
+
+  double last_lr() const override { return lr_; }
+  int64_t global_step() const override { return step_; }
+
+  // Every stage hands its part to the others (and its optimizer state): the whole model, as one
+  // process trained it, on every stage.
+  void synchronize() override {
+    for (int s = 0; s < at_.stages; ++s) broadcast_part(*stages_, s);
+    auto mine = yard::actors::StateSnapshot(*opt_).bytes();
+    std::vector<int64_t> lengths(size_t(at_.stages));
+    int64_t n = static_cast<int64_t>(mine.size());
+    stages_->allgather(&n, lengths.data(), 1, coll::DType::kInt64);
+    optimizer_states_.assign(size_t(at_.stages), {});
+    for (int s = 0; s < at_.stages; ++s) {
+      auto& blob = optimizer_states_[size_t(s)];
+      blob = s == at_.stage ? mine : std::string(size_t(lengths[size_t(s)]), '\0');
+      stages_->broadcast(blob.data(), blob.size(), coll::DType::kUInt8, s);
+    }
+  }
+
+  std::function<void(yard::actors::CheckpointData&)> checkpoint_parts() override {
+    return [states = optimizer_states_](yard::actors::CheckpointData& c) {
+      for (size_t s = 0; s < states.size(); ++s) c.blobs["optimizer-stage-" + std::to_string(s)] = states[s];
+    };
+  }
+  std::string schedule_note() const override { return note_of(cfg_, schedule_); }
+  std::vector<int> stage_layers() const override { return layers_per_stage_; }
+  void finish() override {
+    stage_->destroy();
+    stages_->destroy();
+    if (replicas_) replicas_->destroy();
+  }
+
+ private:
+  // The split: every stage measures each layer's forward and backward on a micro-batch (the first
+  // layer with the embedding, the last with the heads), the stages average their measurements so
+  // that all hold the same figures, and the same pure plan follows on each.
+  void plan(int64_t steps_per_epoch) {
+    tokens_ = net_->pos.size(0);
+    const int layers = static_cast<int>(cfg_.layers);
+    std::vector<double> cost(size_t(layers), 0.0);
+    {
+      int64_t n = std::max<int64_t>(1, cfg_.batch / std::max<int64_t>(1, cfg_.micro_batches));
+      auto x = torch::full({n, tokens_, yard::railway::kFeatures}, 0.5f);
+      for (int i = 0; i < layers; ++i) {
+        for (int rep = 0; rep < 3; ++rep) {
+          auto t0 = Clock::now();
+          auto h = i == 0 ? net_->embed(x) : torch::full({tokens_, n, cfg_.d_model}, 0.5f, torch::requires_grad());
+          h = net_->layers(h, i, i + 1);
+          auto out = i == layers - 1 ? net_->heads(h).cls.sum() + net_->heads(h).tokens.sum() : h.sum();
+          out.backward();
+          if (rep > 0) cost[size_t(i)] += std::chrono::duration<double>(Clock::now() - t0).count();
+        }
+      }
+      net_->zero_grad();
+    }
+    auto measured = torch::tensor(cost, torch::kDouble);
+    coll::allreduce(*stages_, measured, coll::ReduceOp::kAvg);
+    std::vector<double> avg(measured.data_ptr<double>(), measured.data_ptr<double>() + layers);
+    auto spans = yard::actors::plan_stages(avg, at_.stages);
+    span_ = spans[size_t(at_.stage)];
+    for (auto& s : spans) layers_per_stage_.push_back(s.size());
+    const bool first = at_.stage == 0, last = at_.stage == at_.stages - 1;
+    params_ = tensors_of(net_->part_parameters(span_.first, span_.end, first, last));
+    yard::actors::TrainerOptions to;
+    to.optimizer = cfg_.optimizer;
+    to.weight_decay = cfg_.weight_decay;
+    to.schedule = schedule_ = schedule_of(cfg_, cfg_.batch * at_.replicas * cfg_.accumulate, cfg_.epochs * steps_per_epoch,
+                                          cfg_.warmup_steps);
+    opt_ = yard::actors::make_optimizer(params_, to);
+  }
+
+  // Stage s's parameters from stage s to the others of the group (or from replica 0 of a stage to
+  // its replicas), as one flat buffer.
+  void broadcast_part(coll::Communicator& c, int root) {
+    int s = &c == stages_.get() ? root : at_.stage;
+    auto spans = plan_for_broadcast();
+    auto named = net_->part_parameters(spans[size_t(s)].first, spans[size_t(s)].end, s == 0, s == at_.stages - 1);
+    torch::NoGradGuard ng;
+    std::vector<torch::Tensor> flat;
+    for (auto& [n, t] : named) flat.push_back(t.reshape({-1}));
+    auto buf = torch::cat(flat);
+    coll::broadcast(c, buf, root);
+    int64_t at = 0;
+    for (auto& [n, t] : named) t.copy_(buf.narrow(0, at, t.numel()).view_as(t)), at += t.numel();
+  }
+  std::vector<yard::actors::StageSpan> plan_for_broadcast() const {
+    std::vector<yard::actors::StageSpan> spans;
+    int at = 0;
+    for (int n : layers_per_stage_) spans.push_back({at, at + n}), at += n;
+    return spans;
+  }
+
+  // The mean gradient over the replicas of this stage, each weighted by its samples.
+  void average_gradients(int64_t local) {
+    std::vector<torch::Tensor> grads;
+    for (auto& p : params_) {
+      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
+      grads.push_back(p.grad().mul_(double(local)));
+    }
+    grads.push_back(torch::full({1}, double(local), torch::kFloat));
+    coll::allreduce_coalesced(*replicas_, grads, coll::ReduceOp::kSum);
+    double global = grads.back().item<double>();
+    for (auto& p : params_) p.grad().div_(std::max(1.0, global));
+  }
+
+  // The gradient's norm over every stage's part; each stage scales its own.
+  void clip() {
+    double sq = 0;
+    for (auto& p : params_)
+      if (p.grad().defined()) sq += p.grad().pow(2).sum().item<double>();
+    auto t = torch::tensor({sq}, torch::kDouble);
+    coll::allreduce(*stages_, t, coll::ReduceOp::kSum);
+    double norm = std::sqrt(t.item<double>()), scale = cfg_.clip / (norm + 1e-6);
+    if (scale < 1)
+      for (auto& p : params_)
+        if (p.grad().defined()) p.grad().mul_(scale);
+  }
+
+  TrainConfig cfg_;
+  Layout at_;
+  RailwayNet net_;
+  std::unique_ptr<coll::Communicator> replicas_, stages_;
+  std::unique_ptr<yard::actors::PipelineStage> stage_;
+  yard::actors::StageSpan span_;
+  std::vector<int> layers_per_stage_;
+  std::vector<torch::Tensor> params_;
+  std::unique_ptr<torch::optim::Optimizer> opt_;
+  yard::actors::LrSchedule schedule_;
+  std::vector<std::string> optimizer_states_;
+  int64_t tokens_ = 0, step_ = 0;
+  double lr_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Stepper> make_pipeline_stepper(const TrainConfig& cfg, const Layout& at, const std::string& generation,
+                                               int64_t steps_per_epoch, RailwayNet model) {
+  return std::make_unique<Pipeline>(cfg, at, generation, steps_per_epoch, std::move(model));
+}
+
+}  // namespace railway_train
