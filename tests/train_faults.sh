@@ -145,6 +145,26 @@ if [ -z "$only" ] || [ "$only" = ps ]; then
   clean=$clean_all
 fi
 
+# Pipeline: kill -9 of the last stage's trainer in training. The group restarts from the
+# checkpoint, every stage takes its part of the model and its own optimizer state from it, and the
+# run ends where an undisturbed pipeline run does.
+if [ -z "$only" ] || [ "$only" = pipeline ]; then
+  echo "case pipeline: kill -9 of a pipeline stage in training"
+  "$bin" "${job[@]}" --pp 2 --micro-batches 4 --data data --out pipe-clean > pipe-clean.txt 2>&1 || { cat pipe-clean.txt; exit 1; }
+  start_job out-pipeline "" --data data --pp 2 --micro-batches 4
+  await_steps "$pid" out-pipeline 50
+  victim=$(grep -E '^trainer pids:' out.txt | tail -1 | awk '{print $NF}')
+  echo "  killing the last stage's trainer, pid $victim"
+  kill -9 "$victim"
+  await_job "$pid" > pipeline.txt || { cat pipeline.txt; echo "case pipeline: the job failed"; exit 1; }
+  pid=""
+  grep -q "restarting the group from the latest checkpoint" pipeline.txt || { cat pipeline.txt; exit 1; }
+  clean_all=$clean
+  clean=$(final_val_loss pipe-clean)
+  check_run pipeline training || { cat pipeline.txt; exit 1; }
+  clean=$clean_all
+fi
+
 # What cannot be survived is said, with what was lost and how to go on: with --max-restarts 0 a
 # lost trainer ends the job, naming the newest checkpoint and the --resume command, which then
 # finishes the run; with every copy of the checkpoints gone, the job stops and says so.
