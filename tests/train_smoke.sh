@@ -90,14 +90,16 @@ for ref, run in ((sys.argv[1], sys.argv[2]), (sys.argv[3], sys.argv[4])):
     assert rel <= 1e-4, (ref, run, val(ref), val(run))
     print("%s = %s: step losses within %.4f, validation loss within %.4f" % (run, ref, worst, rel))
 PY
-# An impossible pipeline is refused before any actor starts, with the reason.
+# An impossible pipeline or parameter-server split is refused before any actor starts, with the reason.
 if "$bin" "${one[@]}" --pp 3 --workers 3 --out bad > out13.txt 2>&1; then cat out13.txt; echo "3 stages of 2 layers were accepted"; exit 1; fi
 grep -q "3 pipeline stages for a model of 2 layers: a stage would hold no layer" out13.txt || { cat out13.txt; exit 1; }
 if "$bin" "${common[@]}" --pp 2 --micro-batches 1 --out bad > out14.txt 2>&1; then cat out14.txt; echo "1 micro-batch for 2 stages was accepted"; exit 1; fi
 grep -q "1 micro-batches for 2 pipeline stages: the pipeline would never fill" out14.txt || { cat out14.txt; exit 1; }
 if "$bin" "${one[@]}" --pp 2 --workers 3 --out bad > out15.txt 2>&1; then cat out15.txt; echo "3 workers in pipelines of 2 were accepted"; exit 1; fi
 grep -q "is not a whole number of pipelines" out15.txt || { cat out15.txt; exit 1; }
-if grep -q "setting up the trainers" out13.txt out14.txt out15.txt; then echo "trainers were started for an impossible pipeline"; exit 1; fi
+if "$bin" "${one[@]}" --strategy ps --ps-servers 40 --out bad > out16.txt 2>&1; then cat out16.txt; echo "40 servers for 33 tensors were accepted"; exit 1; fi
+grep -q "parameter servers: 40 servers for 33 parameter tensors: a server would hold nothing" out16.txt || { cat out16.txt; exit 1; }
+if grep -q "setting up the trainers" out13.txt out14.txt out15.txt out16.txt; then echo "trainers were started for an impossible pipeline"; exit 1; fi
 # A data directory recorded with other settings is refused, saying what differs; nothing is lost.
 if "$bin" --epochs 1 --workers 1 --logs 1 --length-km 9 --out other > out3.txt 2>&1; then cat out3.txt; echo "other settings were accepted"; exit 1; fi
 grep -q "log-0 was recorded with --length-km 8 (seed 100), this run asks for --length-km 9" out3.txt || { cat out3.txt; exit 1; }

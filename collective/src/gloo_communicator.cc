@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -328,15 +330,43 @@ class GlooCommunicator final : public Communicator {
       throw CollectiveError("group '" + spec_.name + "' rank " + std::to_string(spec_.rank) + ": " + op +
                             " failed: " + e.what());
     } catch (const std::exception& e) {
-      // On one host we can say which peers are gone.
-      std::string dead;
-      for (size_t q = 0; q < peer_pids_.size(); ++q)
-        if (peer_pids_[q] != getpid() && sys::process_dead(peer_pids_[q]))
-          dead += (dead.empty() ? "" : ", ") + std::to_string(q);
+      std::string dead = dead_peers(std::chrono::seconds(2));
       throw CollectiveError("group '" + spec_.name + "' rank " + std::to_string(spec_.rank) + ": " + op + " failed (" +
                             (dead.empty() ? std::string("a peer died, left or timed out")
                                           : "rank(s) " + dead + " died") +
                             "): " + e.what());
+    }
+  }
+
+  // The ranks known dead after a failed operation, as "2" or "1, 3" ("" when none is known): on one
+  // host, peers whose process is gone; otherwise what another rank published when its operation
+  // failed (a failure that reached this rank through a survivor closing its connection names the
+  // rank that died, not the survivor). Waits up to `patience` for either, as a killed peer's
+  // sockets close before its process is gone. What this rank found it publishes for the others.
+  std::string dead_peers(std::chrono::milliseconds patience) {
+    auto deadline = std::chrono::steady_clock::now() + patience;
+    for (;;) {
+      std::string dead;
+      for (size_t q = 0; q < peer_pids_.size(); ++q)
+        if (peer_pids_[q] != getpid() && sys::process_dead(peer_pids_[q]))
+          dead += (dead.empty() ? "" : ", ") + std::to_string(q);
+      if (!dead.empty()) {
+        try {
+          store_->set("dead_seen_" + std::to_string(spec_.rank), std::vector<char>(dead.begin(), dead.end()));
+        } catch (const std::exception&) {
+          // the control store is out of reach: this rank's own error still names them
+        }
+        return dead;
+      }
+      try {
+        for (int r = 0; r < spec_.world_size; ++r)
+          if (r != spec_.rank)
+            if (auto seen = store_->peek("dead_seen_" + std::to_string(r)); !seen.empty()) return seen;
+      } catch (const std::exception&) {
+        return {};
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return {};
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // polls the condition up to the deadline
     }
   }
 

@@ -23,6 +23,7 @@
 
 #include "job.h"
 #include "yard/actors/pipeline_plan.h"
+#include "yard/railway/model_spec.h"
 #include "yard/yard.h"
 
 namespace {
@@ -129,6 +130,10 @@ std::string settle_layout(railway_train::JobSpec& s, int dp) {
     s.workers = dp * static_cast<int>(c.pp);
     if (s.workers > 64) return "--dp " + std::to_string(dp) + " x --pp " + std::to_string(c.pp) + " is more than 64 trainers";
   }
+  if (c.strategy == "ps" && c.ps_servers > yard::railway::railway_parameter_tensors(c.layers))
+    return "parameter servers: " + std::to_string(c.ps_servers) + " servers for " +
+           std::to_string(yard::railway::railway_parameter_tensors(c.layers)) +
+           " parameter tensors: a server would hold nothing (a tensor is never split across servers)";
   if (c.strategy != "pipeline") return "";
   if (s.workers % c.pp != 0)
     return "--workers " + std::to_string(s.workers) + " is not a whole number of pipelines of --pp " + std::to_string(c.pp) +

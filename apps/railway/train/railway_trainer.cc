@@ -237,6 +237,10 @@ SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::strin
   std::tie(s.train, s.val) = load_data(cfg.shards, cfg.holdout, mu, sd);
   torch::manual_seed(cfg.seed);
   s.net = RailwayNet(yard::railway::kFeatures, s.train.x.size(1), cfg.d_model, cfg.layers, cfg.heads);
+  if (static_cast<int64_t>(s.net->parameters().size()) != yard::railway::railway_parameter_tensors(cfg.layers))
+    throw std::logic_error("the railway model has " + std::to_string(s.net->parameters().size()) +
+                           " parameter tensors, railway_parameter_tensors() says " +
+                           std::to_string(yard::railway::railway_parameter_tensors(cfg.layers)));
   {
     yard::railway::ModelSpec m;
     m.tokens = s.train.x.size(1);

@@ -14,6 +14,12 @@
 
 namespace yard::railway {
 
+// The parameter tensors of the railway model with `layers` encoder layers: the input projection
+// (2) and the positions (1), 12 per encoder layer, the three heads (6). What a split of the model
+// (parameter-server shards) is checked against before any actor starts; the trainers check that
+// the model they build has as many.
+inline int64_t railway_parameter_tensors(int64_t layers) { return 9 + 12 * layers; }
+
 struct ModelSpec {
   int64_t tokens = 128, stride = 64, features = kFeatures, d_model = 64, layers = 2, heads = 4;
   std::vector<std::string> feature_names;
