@@ -1,8 +1,9 @@
-// bench/run strategies, case pipeline_efficiency_p2_m8: a 2-stage pipeline (two actors, one
-// encoder layer each, the first also embedding the input and the last applying the heads) running
+// bench/run strategies, case pipeline_efficiency_p2_m8: a 2-stage pipeline (two actors, half the
+// encoder layers each, the first also embedding the input and the last applying the heads) running
 // 8 micro-batches per step under 1F1B with AdamW steps, on the railway model and a fixed batch,
 // against the ideal for that schedule: single-process throughput on the same batch (one actor, the
-// whole model, the whole batch at once) × P ÷ (1 + (P − 1) ÷ M). One JSON object on stdout.
+// whole model, the whole batch at once) × P ÷ (1 + (P − 1) ÷ M). One JSON object per model on
+// stdout: the job's 2 layers, and 4 (case pipeline_efficiency_p2_m8_layers4).
 //
 // Usage: pipeline_bench [STEPS]
 #include <torch/torch.h>
@@ -23,7 +24,7 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr int64_t kBatch = 64, kTokens = 128, kD = 64;
-constexpr int kLayers = 2, kStages = 2, kMicro = 8;
+constexpr int kStages = 2, kMicro = 8;
 
 struct Fixed {
   torch::Tensor x, y, tokens, a, w;
@@ -42,9 +43,9 @@ class PipeBenchRank {
   PipeBenchRank() = default;
 
   // The whole model on the whole batch in this process: seconds of `steps` steps after warm-up.
-  double single(int steps) {
+  double single(int steps, int layers) {
     prepare();
-    auto net = RailwayNet(yard::railway::kFeatures, kTokens, kD, kLayers);
+    auto net = RailwayNet(yard::railway::kFeatures, kTokens, kD, layers);
     Fixed d;
     torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
     auto step = [&] {
@@ -57,14 +58,14 @@ class PipeBenchRank {
 
   // Stage `stage` of the pipeline: {seconds of `steps` steps after warm-up, seconds of them spent
   // waiting for the other stage}.
-  std::vector<double> stage(int stage, int steps) {
+  std::vector<double> stage(int stage, int steps, int layers) {
     prepare();
-    auto net = RailwayNet(yard::railway::kFeatures, kTokens, kD, kLayers);
+    auto net = RailwayNet(yard::railway::kFeatures, kTokens, kD, layers);
     Fixed d;
     auto sizes = yard::actors::micro_batch_sizes(kBatch, kMicro);
     std::vector<int64_t> offset{0};
     for (auto s : sizes) offset.push_back(offset.back() + s);
-    auto span = yard::actors::plan_stages(std::vector<double>(kLayers, 1.0), kStages)[size_t(stage)];
+    auto span = yard::actors::plan_stages(std::vector<double>(size_t(layers), 1.0), kStages)[size_t(stage)];
     const bool first = stage == 0, last = stage == kStages - 1;
     std::vector<torch::Tensor> params;
     for (auto& [name, p] : net->part_parameters(span.first, span.end, first, last)) params.push_back(p);
@@ -106,11 +107,11 @@ class PipeBenchRank {
 };
 
 // Samples per second of `copies` single processes running at once (each one's rate, averaged).
-double single_throughput(int steps, int copies = 1) {
+double single_throughput(int steps, int layers, int copies = 1) {
   std::vector<yard::ActorHandle<PipeBenchRank>> ranks;
   std::vector<yard::ObjectRef<double>> secs;
   for (int c = 0; c < copies; ++c) ranks.push_back(yard::actor<PipeBenchRank>().resources({{"CPU", 1}}).remote());
-  for (auto& r : ranks) secs.push_back(r.call(&PipeBenchRank::single).remote(steps));
+  for (auto& r : ranks) secs.push_back(r.call(&PipeBenchRank::single).remote(steps, layers));
   double rate = 0;
   for (auto& s : secs) rate += double(kBatch) * steps / *s.get(600s) / copies;
   for (auto& r : ranks) yard::kill(r);
@@ -121,11 +122,11 @@ struct Piped {
   double rate = 0, wait_frac = 0;  // samples/s; the share of the step the stages waited, averaged
 };
 
-Piped pipeline_throughput(int steps) {
+Piped pipeline_throughput(int steps, int layers) {
   std::vector<yard::ActorHandle<PipeBenchRank>> ranks;
   std::vector<yard::ObjectRef<std::vector<double>>> secs;
   for (int s = 0; s < kStages; ++s) ranks.push_back(yard::actor<PipeBenchRank>().resources({{"CPU", 1}}).remote());
-  for (int s = 0; s < kStages; ++s) secs.push_back(ranks[size_t(s)].call(&PipeBenchRank::stage).remote(s, steps));
+  for (int s = 0; s < kStages; ++s) secs.push_back(ranks[size_t(s)].call(&PipeBenchRank::stage).remote(s, steps, layers));
   double slowest = 0;
   Piped p;
   for (auto& s : secs) {
@@ -149,20 +150,27 @@ int main(int argc, char** argv) {
   o.num_cpus = 2;
   yard::init(o, argc, argv);  // a worker process serves here and never returns
   int steps = argc > 1 ? std::atoi(argv[1]) : 30;
-  // The single process on either side of the pipeline: a drift of the machine weighs on both alike.
-  double single = single_throughput(steps);
-  auto piped = pipeline_throughput(steps);
-  single = (single + single_throughput(steps)) / 2;
-  double ideal = single * yard::actors::ideal_pipeline_speedup(kStages, kMicro);
-  // What this machine gives two processes computing at once, without any communication: the
-  // ceiling beneath the ideal that no two-process schedule can pass.
-  double pair = single_throughput(steps, 2);
-  std::printf("{\"suite\":\"strategies\",\"case\":\"pipeline_efficiency_p2_m8\",\"value\":%.4g,\"unit\":\"samples/s\","
-              "\"peer\":\"ideal_1f1b_from_single_process\",\"peer_value\":%.4g,\"ratio\":%.4g,"
-              "\"single_process_samples_per_s\":%.4g,\"two_concurrent_single_processes_samples_per_s_each\":%.4g,"
-              "\"stage_wait_frac\":%.3f,"
-              "\"settings\":{\"model\":\"railway d64 x2\",\"batch\":%lld,\"stages\":%d,\"micro_batches\":%d,\"optimizer\":"
-              "\"adamw\",\"torch_threads\":1,\"OMP_NUM_THREADS\":\"1\",\"OPENBLAS_NUM_THREADS\":\"1\",\"malloc_retain\":\"both sides\"}}\n",
-              piped.rate, ideal, piped.rate / ideal, single, pair, piped.wait_frac, static_cast<long long>(kBatch), kStages, kMicro);
+  // The job's model (2 layers: one per stage, the second stage also running the heads and loss),
+  // and a deeper one, where the heads weigh less against a stage's layers.
+  for (int layers : {2, 4}) {
+    // The single process on either side of the pipeline: a drift of the machine weighs on both alike.
+    double single = single_throughput(steps, layers);
+    auto piped = pipeline_throughput(steps, layers);
+    single = (single + single_throughput(steps, layers)) / 2;
+    double ideal = single * yard::actors::ideal_pipeline_speedup(kStages, kMicro);
+    // What this machine gives two processes computing at once, without any communication: the
+    // ceiling beneath the ideal that no two-process schedule can pass.
+    double pair = single_throughput(steps, layers, 2);
+    std::printf("{\"suite\":\"strategies\",\"case\":\"pipeline_efficiency_p2_m8%s\",\"value\":%.4g,\"unit\":\"samples/s\","
+                "\"peer\":\"ideal_1f1b_from_single_process\",\"peer_value\":%.4g,\"ratio\":%.4g,"
+                "\"single_process_samples_per_s\":%.4g,\"two_concurrent_single_processes_samples_per_s_each\":%.4g,"
+                "\"stage_wait_frac\":%.3f,"
+                "\"settings\":{\"model\":\"railway d64\",\"layers\":%d,\"batch\":%lld,\"stages\":%d,\"micro_batches\":%d,"
+                "\"optimizer\":\"adamw\",\"torch_threads\":1,\"OMP_NUM_THREADS\":\"1\",\"OPENBLAS_NUM_THREADS\":\"1\","
+                "\"malloc_retain\":\"both sides\"}}\n",
+                layers == 2 ? "" : "_layers4", piped.rate, ideal, piped.rate / ideal, single, pair, piped.wait_frac, layers,
+                static_cast<long long>(kBatch), kStages, kMicro);
+    std::fflush(stdout);
+  }
   return 0;
 }
