@@ -88,3 +88,24 @@ CATCH_TEST_CASE("the encoder stacks independent layers") {
   CATCH_CHECK(y.sizes() == torch::IntArrayRef({5, 2, 16}));
   CATCH_CHECK(torch::isfinite(y).all().item<bool>());
 }
+
+CATCH_TEST_CASE("span_and_all_max: max(0)'s values and gradients over a span and the whole") {
+  torch::manual_seed(5);
+  for (auto shape : {std::vector<int64_t>{128, 4, 8}, std::vector<int64_t>{9, 3}}) {
+    auto x = torch::randn(shape);
+    // Ties: equal values in a column; the gradient goes to the first, as max(0)'s.
+    x.select(0, 5).copy_(x.select(0, 2));
+    x.select(0, 2).fill_(10), x.select(0, 5).fill_(10);
+    auto a = x.clone().requires_grad_(true), b = x.clone().requires_grad_(true);
+    int64_t T = x.size(0), lo = T / 4, hi = 3 * T / 4;
+    auto [span, all] = yard::nn::span_and_all_max(a, lo, hi);
+    auto want_span = std::get<0>(b.slice(0, lo, hi).max(0)), want_all = std::get<0>(b.max(0));
+    CATCH_CHECK(torch::equal(span, want_span));
+    CATCH_CHECK(torch::equal(all, want_all));
+    auto g1 = torch::randn(span.sizes()), g2 = torch::randn(all.sizes());
+    ((span * g1).sum() + (all * g2).sum()).backward();
+    ((want_span * g1).sum() + (want_all * g2).sum()).backward();
+    CATCH_CHECK(torch::equal(a.grad(), b.grad()));
+  }
+  CATCH_CHECK_THROWS(yard::nn::span_and_all_max(torch::zeros({4, 2}), 3, 2));
+}

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <vector>
 
 #include "attention_kernel.h"
 
@@ -49,7 +50,59 @@ struct SelfAttention : torch::autograd::Function<SelfAttention> {
   }
 };
 
+// Backward of a max over dim 0: the gradient goes to the first row holding each column's maximum.
+void add_max_grad(const float* x, int64_t rows, int64_t cols, const float* max, const float* g, float* out) {
+  std::vector<char> found(static_cast<size_t>(cols), 0);
+  int64_t left = cols;
+  for (int64_t t = 0; t < rows && left > 0; ++t)
+    for (int64_t j = 0; j < cols; ++j)
+      if (!found[static_cast<size_t>(j)] && x[t * cols + j] == max[j]) {
+        found[static_cast<size_t>(j)] = 1, --left;
+        out[t * cols + j] += g[j];
+      }
+}
+
+struct SpanAndAllMax : torch::autograd::Function<SpanAndAllMax> {
+  static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
+                                              int64_t first, int64_t end) {
+    auto x = x_in.contiguous();
+    auto span = x.slice(0, first, end).amax(0), all = x.amax(0);
+    ctx->save_for_backward({x, span, all});
+    ctx->saved_data["first"] = first;
+    ctx->saved_data["end"] = end;
+    return {span, all};
+  }
+  static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const auto& x = saved[0];
+    int64_t first = ctx->saved_data["first"].toInt(), end = ctx->saved_data["end"].toInt();
+    int64_t rows = x.size(0), cols = x.numel() / std::max<int64_t>(1, rows);
+    auto dx = torch::zeros_like(x);
+    const float* xp = x.data_ptr<float>();
+    float* dp = dx.data_ptr<float>();
+    if (grads[0].defined()) {
+      auto g = grads[0].contiguous();
+      add_max_grad(xp + first * cols, end - first, cols, saved[1].contiguous().data_ptr<float>(), g.data_ptr<float>(),
+                   dp + first * cols);
+    }
+    if (grads[1].defined()) {
+      auto g = grads[1].contiguous();
+      add_max_grad(xp, rows, cols, saved[2].contiguous().data_ptr<float>(), g.data_ptr<float>(), dp);
+    }
+    return {dx, torch::Tensor(), torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+std::pair<torch::Tensor, torch::Tensor> span_and_all_max(const torch::Tensor& x, int64_t first, int64_t end) {
+  TORCH_CHECK(x.dim() >= 1 && x.scalar_type() == torch::kFloat && x.device().is_cpu(),
+              "span_and_all_max: x must be a float32 CPU tensor, got ", x.sizes(), " ", x.dtype());
+  TORCH_CHECK(0 <= first && first < end && end <= x.size(0), "span_and_all_max: rows [", first, ", ", end,
+              ") of ", x.size(0));
+  auto out = SpanAndAllMax::apply(x, first, end);
+  return {out[0], out[1]};
+}
 
 torch::Tensor self_attention(const torch::Tensor& qkv, int64_t heads) {
   TORCH_CHECK(qkv.dim() == 3 && qkv.scalar_type() == torch::kFloat && qkv.device().is_cpu(),

@@ -51,8 +51,7 @@ struct RailwayNetImpl : torch::nn::Module {
   RailwayOut heads(const torch::Tensor& h) {
     int64_t T = h.size(0);
     // A defect is a local event: the strongest response of the middle half decides its class.
-    auto middle = std::get<0>(h.slice(0, T / 4, 3 * T / 4).max(0));  // (N, d)
-    auto all = std::get<0>(h.max(0));
+    auto [middle, all] = yard::nn::span_and_all_max(h, T / 4, 3 * T / 4);  // (N, d) each
     return {cls->forward(middle), tok->forward(h).transpose(0, 1), amp->forward(all).squeeze(-1)};
   }
   torch::nn::Linear input;
