@@ -1,4 +1,5 @@
-// Shared by the benchmark programs: the memory-bandwidth peer.
+// Shared by the benchmark programs: the memory-bandwidth peer, and the embedded cluster of the
+// training benchmarks.
 #pragma once
 
 #include <algorithm>
@@ -6,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include "yard/yard.h"
 
 namespace yard::bench {
 
@@ -21,6 +24,17 @@ inline double memcpy_gbps(size_t bytes) {
   }
   if (b[bytes / 2] != 1) std::abort();
   return best;
+}
+
+// An embedded cluster of 2 CPUs whose processes use one BLAS and OpenMP thread each (as the
+// PyTorch peers do; the cluster's processes inherit them). A worker process serves in here and
+// never returns.
+inline void init_training_cluster(int argc, char** argv) {
+  setenv("OMP_NUM_THREADS", "1", 0);
+  setenv("OPENBLAS_NUM_THREADS", "1", 0);
+  yard::InitOptions o;
+  o.num_cpus = 2;
+  yard::init(o, argc, argv);
 }
 
 }  // namespace yard::bench

@@ -14,6 +14,7 @@
 #include "yard/actors/pipeline.h"
 #include "yard/actors/trainer.h"
 #include "yard/collective.h"
+#include "bench_util.h"
 #include "yard/railway/model.h"
 #include "yard/railway/shards.h"
 #include "yard/yard.h"
@@ -144,11 +145,7 @@ Piped pipeline_throughput(int steps, int layers) {
 YARD_ACTOR(PipeBenchRank, &PipeBenchRank::single, &PipeBenchRank::stage);
 
 int main(int argc, char** argv) {
-  setenv("OMP_NUM_THREADS", "1", 0);
-  setenv("OPENBLAS_NUM_THREADS", "1", 0);
-  yard::InitOptions o;
-  o.num_cpus = 2;
-  yard::init(o, argc, argv);  // a worker process serves here and never returns
+  yard::bench::init_training_cluster(argc, argv);
   int steps = argc > 1 ? std::atoi(argv[1]) : 30;
   // The job's model (2 layers: one per stage, the second stage also running the heads and loss),
   // and a deeper one, where the heads weigh less against a stage's layers.

@@ -16,6 +16,7 @@
 #include "yard/actors/parameter_server.h"
 #include "yard/actors/trainer.h"
 #include "yard/process.h"
+#include "bench_util.h"
 #include "yard/railway/model.h"
 #include "yard/railway/shards.h"
 
@@ -94,12 +95,7 @@ double run_ours(int steps) {
 YARD_ACTOR(PsBenchWorker, &PsBenchWorker::run);
 
 int main(int argc, char** argv) {
-  // One BLAS and OpenMP thread per process, as the peer's (the cluster's processes inherit them).
-  setenv("OMP_NUM_THREADS", "1", 0);
-  setenv("OPENBLAS_NUM_THREADS", "1", 0);
-  yard::InitOptions o;
-  o.num_cpus = 2;
-  yard::init(o, argc, argv);  // a worker process serves here and never returns
+  yard::bench::init_training_cluster(argc, argv);
   std::string script = argc > 1 ? argv[1] : "bench/torch_ps_peer.py";
   int steps = argc > 2 ? std::atoi(argv[2]) : 60;
   // The peer on either side of ours: a drift of the machine weighs on both alike.

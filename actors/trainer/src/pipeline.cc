@@ -16,7 +16,7 @@ namespace {
 constexpr int kLower = 0, kUpper = 1;
 
 std::unique_ptr<Communicator> join_link(collective::GroupSpec spec, const char* kind, int boundary, int rank) {
-  spec.name += "/" + std::string(kind) + "/" + std::to_string(boundary);
+  spec.name.append("/").append(kind).append("/").append(std::to_string(boundary));
   spec.world_size = 2;
   spec.rank = rank;
   return collective::create_group(spec);
@@ -55,6 +55,9 @@ void PipelineStage::destroy() { links_.destroy(); }
 
 namespace {
 
+// Receives of activations run this many micro-batches ahead of the compute that needs them.
+constexpr int kReceiveAhead = 2;
+
 // One step's traffic of a stage: receives posted ahead on the links' own threads, sends left to
 // finish in the background until the end of the step.
 class Traffic {
@@ -62,13 +65,14 @@ class Traffic {
   Traffic(int stage, int micro_batches, std::chrono::milliseconds timeout)
       : stage_(stage), in_(size_t(micro_batches)), in_work_(size_t(micro_batches)), timeout_(timeout) {}
 
-  // Posts the receive of micro-batch m's activation from the previous stage (once).
-  void post_activation(Communicator& link, int m, const std::vector<int64_t>& shape) {
-    if (m >= static_cast<int>(in_.size()) || in_work_[size_t(m)]) return;
-    in_[size_t(m)] = torch::empty(shape);
-    in_work_[size_t(m)] = receive(link, in_[size_t(m)], kLower);
-  }
-  torch::Tensor activation(int m) {
+  // Micro-batch m's activation from the previous stage; the receives of the next kReceiveAhead
+  // are posted before waiting for it.
+  torch::Tensor activation(Communicator& link, int m, const StageWork& w) {
+    for (int k = m; k <= m + kReceiveAhead && k < static_cast<int>(in_.size()); ++k)
+      if (!in_work_[size_t(k)]) {
+        in_[size_t(k)] = torch::empty(w.input_shape(k));
+        in_work_[size_t(k)] = receive(link, in_[size_t(k)], kLower);
+      }
     finish(in_work_[size_t(m)], "receiving the activation of micro-batch " + std::to_string(m) + " from stage " +
                                     std::to_string(stage_ - 1));
     return std::exchange(in_[size_t(m)], torch::Tensor());
@@ -112,9 +116,6 @@ class Traffic {
   double waited_ = 0;
 };
 
-// Receives of activations run this many micro-batches ahead of the compute that needs them.
-constexpr int kReceiveAhead = 2;
-
 }  // namespace
 
 double PipelineStage::train(int micro_batches, const StageWork& w) {
@@ -132,9 +133,7 @@ double PipelineStage::train(int micro_batches, const StageWork& w) {
       if (first()) {
         x = w.input(s.micro);
       } else {
-        for (int k = s.micro; k <= s.micro + kReceiveAhead && k < micro_batches; ++k)
-          t.post_activation(*links_.act_in, k, w.input_shape(k));
-        x = t.activation(s.micro).requires_grad_(true);
+        x = t.activation(*links_.act_in, s.micro, w).requires_grad_(true);
         inputs[m] = x;
       }
       auto y = w.forward(x);
@@ -173,14 +172,7 @@ void PipelineStage::infer(int micro_batches, const StageWork& w,
   torch::NoGradGuard no_grad;
   Traffic t(stage_, micro_batches, timeout_);
   for (int m = 0; m < micro_batches; ++m) {
-    torch::Tensor x;
-    if (first()) {
-      x = w.input(m);
-    } else {
-      for (int k = m; k <= m + kReceiveAhead && k < micro_batches; ++k) t.post_activation(*links_.act_in, k, w.input_shape(k));
-      x = t.activation(m);
-    }
-    auto y = w.forward(x);
+    auto y = w.forward(first() ? w.input(m) : t.activation(*links_.act_in, m, w));
     if (last())
       output(m, y);
     else

@@ -9,7 +9,6 @@
 // is whole; each stage's optimizer state travels the same way into the checkpoint
 // ("optimizer-stage-S") and a stage restores its own.
 #include <chrono>
-#include <map>
 
 #include "steppers.h"
 #include "yard/actors/pipeline.h"
@@ -25,7 +24,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 namespace coll = yard::collective;
 
-// A stage's parameters as one module (what its optimizer steps and its checkpoint holds).
+// The tensors of named parameters.
 std::vector<torch::Tensor> tensors_of(const std::vector<std::pair<std::string, torch::Tensor>>& named) {
   std::vector<torch::Tensor> out;
   for (auto& [n, t] : named) out.push_back(t);
@@ -119,7 +118,11 @@ class Pipeline final : public Stepper {
     };
   }
   std::string schedule_note() const override { return note_of(cfg_, schedule_); }
-  std::vector<int> stage_layers() const override { return layers_per_stage_; }
+  std::vector<int> stage_layers() const override {
+    std::vector<int> layers;
+    for (auto& s : spans_) layers.push_back(s.size());
+    return layers;
+  }
   void finish() override {
     stage_->destroy();
     stages_->destroy();
@@ -142,8 +145,12 @@ class Pipeline final : public Stepper {
           auto t0 = Clock::now();
           auto h = i == 0 ? net_->embed(x) : torch::full({tokens_, n, cfg_.d_model}, 0.5f, torch::requires_grad());
           h = net_->layers(h, i, i + 1);
-          auto out = i == layers - 1 ? net_->heads(h).cls.sum() + net_->heads(h).tokens.sum() : h.sum();
-          out.backward();
+          if (i == layers - 1) {
+            auto out = net_->heads(h);
+            (out.cls.sum() + out.tokens.sum()).backward();
+          } else {
+            h.sum().backward();
+          }
           if (rep > 0) cost[size_t(i)] += std::chrono::duration<double>(Clock::now() - t0).count();
         }
       }
@@ -152,9 +159,8 @@ class Pipeline final : public Stepper {
     auto measured = torch::tensor(cost, torch::kDouble);
     coll::allreduce(*stages_, measured, coll::ReduceOp::kAvg);
     std::vector<double> avg(measured.data_ptr<double>(), measured.data_ptr<double>() + layers);
-    auto spans = yard::actors::plan_stages(avg, at_.stages);
-    span_ = spans[size_t(at_.stage)];
-    for (auto& s : spans) layers_per_stage_.push_back(s.size());
+    spans_ = yard::actors::plan_stages(avg, at_.stages);
+    span_ = spans_[size_t(at_.stage)];
     const bool first = at_.stage == 0, last = at_.stage == at_.stages - 1;
     params_ = tensors_of(net_->part_parameters(span_.first, span_.end, first, last));
     yard::actors::TrainerOptions to;
@@ -169,8 +175,7 @@ class Pipeline final : public Stepper {
   // its replicas), as one flat buffer.
   void broadcast_part(coll::Communicator& c, int root) {
     int s = &c == stages_.get() ? root : at_.stage;
-    auto spans = plan_for_broadcast();
-    auto named = net_->part_parameters(spans[size_t(s)].first, spans[size_t(s)].end, s == 0, s == at_.stages - 1);
+    auto named = net_->part_parameters(spans_[size_t(s)].first, spans_[size_t(s)].end, s == 0, s == at_.stages - 1);
     torch::NoGradGuard ng;
     std::vector<torch::Tensor> flat;
     for (auto& [n, t] : named) flat.push_back(t.reshape({-1}));
@@ -178,12 +183,6 @@ class Pipeline final : public Stepper {
     coll::broadcast(c, buf, root);
     int64_t at = 0;
     for (auto& [n, t] : named) t.copy_(buf.narrow(0, at, t.numel()).view_as(t)), at += t.numel();
-  }
-  std::vector<yard::actors::StageSpan> plan_for_broadcast() const {
-    std::vector<yard::actors::StageSpan> spans;
-    int at = 0;
-    for (int n : layers_per_stage_) spans.push_back({at, at + n}), at += n;
-    return spans;
   }
 
   // The mean gradient over the replicas of this stage, each weighted by its samples.
@@ -217,8 +216,8 @@ class Pipeline final : public Stepper {
   RailwayNet net_;
   std::unique_ptr<coll::Communicator> replicas_, stages_;
   std::unique_ptr<yard::actors::PipelineStage> stage_;
-  yard::actors::StageSpan span_;
-  std::vector<int> layers_per_stage_;
+  std::vector<yard::actors::StageSpan> spans_;  // every stage's layers
+  yard::actors::StageSpan span_;                 // this stage's
   std::vector<torch::Tensor> params_;
   std::unique_ptr<torch::optim::Optimizer> opt_;
   yard::actors::LrSchedule schedule_;

@@ -37,7 +37,7 @@ class Stepper {
   // One step over the batches; the loss summed over this replica's samples (0 on a pipeline stage
   // that does not compute it).
   virtual double step(const StepBatches& b) = 0;
-  // Samples of the step this rank reports (0 on a pipeline stage that does not see the loss).
+  // Whether this rank reports the step's loss and samples (not a pipeline stage before the last).
   virtual bool reports_loss() const { return true; }
   virtual double last_lr() const = 0;
   virtual int64_t global_step() const = 0;
