@@ -12,6 +12,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <zmq.hpp>
 
@@ -59,6 +61,17 @@ inline ShellResult sh(const std::string& cmd) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   int st = pclose(p);
   return {WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st), out};
+}
+
+// Starts `yard start ... --block` (argv, with --ready-fd added by spawn_ready) tied to this
+// process: if it dies, the daemon still stops cleanly. (pid, its ready line: "address token_file",
+// "ERROR: ..." or "" when it never reported).
+inline std::pair<pid_t, std::string> spawn_daemon(const std::vector<std::string>& argv,
+                                                  std::chrono::seconds deadline = std::chrono::seconds(20)) {
+  detail::SpawnOptions so;
+  so.death_signal = SIGTERM;
+  so.env["YARD_PARENT_PID"] = std::to_string(getpid());
+  return detail::spawn_ready(argv, so, deadline);
 }
 
 // One server for a whole test binary. The first call must be on the main thread: the server dies

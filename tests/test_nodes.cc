@@ -64,12 +64,9 @@ YARD_REMOTE(node_of_task, task_devices);
 
 std::string yard_bin() { return getenv("YARD_BIN"); }
 
-// Starts `yard start ... --block --ready-fd` tied to this process; returns (pid, ready line).
+// Starts `yard start ... --block` tied to this process; (pid, its address).
 std::pair<pid_t, std::string> start_daemon(std::vector<std::string> argv) {
-  yard::detail::SpawnOptions so;
-  so.death_signal = SIGTERM;  // if this process dies, the daemon still stops cleanly (and its Redis)
-  so.env["YARD_PARENT_PID"] = std::to_string(getpid());
-  auto [pid, line] = yard::detail::spawn_ready(argv, so, 20s);
+  auto [pid, line] = yard::test::spawn_daemon(argv);
   REQUIRE(!line.empty());
   REQUIRE(line.rfind("ERROR", 0) != 0);
   return {pid, line.substr(0, line.find(' '))};

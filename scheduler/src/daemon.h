@@ -36,6 +36,9 @@ struct DaemonOptions {
   int metrics_port = -1;
   // The head's dashboard on this port of `host` (0: any free port, -1: none).
   int dashboard_port = 0;
+  // With join_address: this many simulated nodes in this process instead of one real node
+  // (sim/simulated_nodes.h).
+  int simulate = 0;
 };
 
 // The head service, or with join_address a node manager. Runs until SIGTERM/SIGINT or a shutdown

@@ -79,6 +79,12 @@ int start(sched::DaemonOptions o, bool block) {
   auto space = line.find(' ');
   std::string addr = line.substr(0, space);
   auto rec = detail::record_for(addr);
+  if (o.simulate > 0) {
+    std::cout << o.simulate << " simulated nodes started (pid " << pid << "), joined " << o.join_address
+              << "; the first listens at " << addr << "\n"
+              << "Stop them with:          kill " << pid << "\n";
+    return 0;
+  }
   std::cout << (o.join_address.empty() ? "Switchyard head started at " : "Switchyard node started at ") << addr
             << (o.join_address.empty() ? "" : ", joined " + o.join_address) << " (pid " << pid << ")\n"
             << "  token file: " << line.substr(space + 1) << "\n";
@@ -345,6 +351,10 @@ Commands define_start(CLI::App& app, Args& a, Commands c) {
                 "`yard dashboard` prints its address")
       ->check(CLI::Range(-1, 65535));
   s->add_option("--resources", a.resources_json, "custom resources as JSON, e.g. '{\"disk\": 2}'");
+  s->add_option("--simulate", a.dopts.simulate,
+                 "with --address: join this many simulated nodes, run in this one process (actors placed on them are "
+                 "answered here; for measuring a large cluster's head)")
+      ->check(CLI::Range(1, 100000));
   s->add_flag("--block", a.block, "stay in the foreground");
   s->add_flag("--embedded", a.dopts.embedded, "started by yard::init() (internal)")->group("");
   s->add_flag("--head-node", a.dopts.head_node, "the node manager beside the head service (internal)")->group("");
@@ -403,6 +413,10 @@ Commands define_cli(CLI::App& app, Args& a) {
 int cmd_start(Args& a) {
   if (a.head == !a.join.empty()) {
     std::cerr << "yard: say either --head (start a cluster) or --address HEAD:PORT (join one)\n";
+    return 2;
+  }
+  if (a.dopts.simulate > 0 && a.join.empty()) {
+    std::cerr << "yard: --simulate joins simulated nodes to a running head: give --address HEAD:PORT\n";
     return 2;
   }
   if (!a.join.empty()) {

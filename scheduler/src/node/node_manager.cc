@@ -13,6 +13,7 @@
 #include <kj/exception.h>
 #include <spdlog/spdlog.h>
 
+#include "common/join.h"
 #include "link_limits.h"
 #include "local_copies.h"
 
@@ -71,28 +72,11 @@ void NodeManager::measure_resources() {
 
 // The head says where the control store is; a wrong token is refused here, clearly.
 void NodeManager::join() {
-  uint64_t rid = io_->next_request_id();
-  OutMessage m(token_, rid, false);
-  m.env().getBody().setGetControlStore();
-  std::unique_ptr<InMessage> r;
-  try {
-    r = io_->call(o_.join_address, m, rid, std::chrono::seconds(10));
-  } catch (const std::exception& e) {
-    throw ConnectionError("cannot reach the head at " + o_.join_address + ": " + e.what());
-  }
-  auto body = r->env().getBody();
-  if (body.isError()) throw AuthError("the head at " + o_.join_address + " refused this node: " + describe(body.getError()));
-  o_.redis_address = body.getControlStore().getAddress();
-  redis_password_ = body.getControlStore().getPassword();
-  // A head that listens everywhere names its Redis by loopback: reach it where the head is.
-  auto [jh, jp] = split_address(o_.join_address);
-  auto [sh, sp] = split_address(o_.redis_address);
-  if ((sh == "127.0.0.1" || sh == "0.0.0.0") && jh != "127.0.0.1" && jh != "localhost")
-    o_.redis_address = jh + ":" + std::to_string(sp);
-  if (std::string cert = body.getControlStore().getTlsCert(); !cert.empty()) sys::trust_redis_tls(o_.redis_address, cert);
+  auto access = ask_control_store(*io_, o_.join_address, token_);
+  o_.redis_address = access.address;
+  redis_password_ = access.password;
   // Beyond loopback the cluster's web endpoints speak HTTPS, all with the head's web identity.
-  web_ = store_web_identity(o_.session_dir + "/node-web", body.getControlStore().getWebTlsKey(),
-                            body.getControlStore().getWebTlsCert());
+  web_ = store_web_identity(o_.session_dir + "/node-web", access.web_tls_key, access.web_tls_cert);
   auto [rh, rp] = split_address(o_.redis_address);
   redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
   tables_ = std::make_unique<store::Tables>(*redis_);

@@ -115,13 +115,37 @@ void Tables::add_node(const std::string& id, const std::string& role) {
 
 void Tables::remove_node(const std::string& id) { run_all({{"SREM", kNodes, id}, {"DEL", heartbeat_key(id)}}); }
 
+namespace {
+std::vector<std::vector<std::string>> report_commands(const std::string& id, const NodeReport& n,
+                                                      std::chrono::milliseconds ttl) {
+  return {{"HSET", node_key(id), "address", n.address, "hostname", n.hostname, "pid", std::to_string(n.pid), "log_dir",
+           n.log_dir, "leased", std::to_string(n.leased), "start_time", std::to_string(n.start_time), "workers",
+           std::to_string(n.workers), "object_store_limit", std::to_string(n.object_store_limit), "object_store_used",
+           std::to_string(n.object_store_used), "spilled_bytes", std::to_string(n.spilled_bytes), "spilled_objects",
+           std::to_string(n.spilled_objects), "metrics", n.metrics, "heartbeat", std::to_string(n.now)},
+          {"SET", heartbeat_key(id), std::to_string(n.now), "PX", std::to_string(ttl.count())}};
+}
+}  // namespace
+
 void Tables::report(const std::string& id, const NodeReport& n, std::chrono::milliseconds ttl) {
-  run_all({{"HSET", node_key(id), "address", n.address, "hostname", n.hostname, "pid", std::to_string(n.pid), "log_dir",
-            n.log_dir, "leased", std::to_string(n.leased), "start_time", std::to_string(n.start_time), "workers",
-            std::to_string(n.workers), "object_store_limit", std::to_string(n.object_store_limit), "object_store_used",
-            std::to_string(n.object_store_used), "spilled_bytes", std::to_string(n.spilled_bytes), "spilled_objects",
-            std::to_string(n.spilled_objects), "metrics", n.metrics, "heartbeat", std::to_string(n.now)},
-           {"SET", heartbeat_key(id), std::to_string(n.now), "PX", std::to_string(ttl.count())}});
+  run_all(report_commands(id, n, ttl));
+}
+
+std::vector<bool> Tables::report_all(const std::vector<std::pair<std::string, NodeReport>>& reports,
+                                     std::chrono::milliseconds ttl, const std::function<std::string(const std::string&)>& key) {
+  std::vector<std::vector<std::string>> cmds;
+  cmds.reserve(reports.size() * 3);
+  for (auto& [id, r] : reports) {
+    cmds.push_back({"EXISTS", key(id)});
+    for (auto& c : report_commands(id, r, ttl)) cmds.push_back(std::move(c));
+  }
+  std::vector<bool> present;
+  if (cmds.empty()) return present;
+  auto reps = r_.pipeline(cmds);
+  for (size_t i = 0; i < reps.size(); ++i)
+    if (auto e = reps[i].error(); !e.empty()) throw Error("Redis at " + r_.address() + " refused " + cmds[i][0] + ": " + e);
+  for (size_t i = 0; i < reports.size(); ++i) present.push_back(reps[3 * i].integer() != 0);
+  return present;
 }
 
 void Tables::run_all(const std::vector<std::vector<std::string>>& cmds) {
@@ -249,7 +273,8 @@ std::optional<ActorRecord> Tables::actor(const std::string& id) {
   a.node = text(f, "node");
   a.cause = text(f, "death_cause");
   try {
-    for (auto& [k, v] : json::parse(text(f, "resources")).items()) a.resources[k] = v.get<double>();
+    auto res = json::parse(text(f, "resources"));  // named: items() refers into it
+    for (auto& [k, v] : res.items()) a.resources[k] = v.get<double>();
   } catch (const std::exception&) {
     return std::nullopt;
   }

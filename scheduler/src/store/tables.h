@@ -22,6 +22,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -122,6 +123,10 @@ class Tables {
   void remove_node(const std::string& id);
   // The node's record and its heartbeat (which expires after `ttl`).
   void report(const std::string& id, const NodeReport& r, std::chrono::milliseconds ttl);
+  // Many nodes' records and heartbeats in one pipelined round trip (simulated nodes); for each,
+  // whether `key(id)` existed just before (its free-resources hash: gone when declared dead).
+  std::vector<bool> report_all(const std::vector<std::pair<std::string, NodeReport>>& reports,
+                               std::chrono::milliseconds ttl, const std::function<std::string(const std::string&)>& key);
   bool heartbeating(const std::string& id);
   void set_node_state(const std::string& id, NodeState s, double dead_at = 0);
   std::optional<NodeState> node_state(const std::string& id);

@@ -1,0 +1,34 @@
+#include "common/join.h"
+
+#include "yard/errors.h"
+#include "yard/process.h"
+#include "yard/redis.h"
+
+namespace yard::sched {
+
+using namespace detail;
+
+ControlStoreAccess ask_control_store(IoLoop& io, const std::string& head, const std::string& token) {
+  uint64_t rid = io.next_request_id();
+  OutMessage m(token, rid, false);
+  m.env().getBody().setGetControlStore();
+  std::unique_ptr<InMessage> r;
+  try {
+    r = io.call(head, m, rid, std::chrono::seconds(10));
+  } catch (const std::exception& e) {
+    throw ConnectionError("cannot reach the head at " + head + ": " + e.what());
+  }
+  auto body = r->env().getBody();
+  if (body.isError()) throw AuthError("the head at " + head + " refused this node: " + describe(body.getError()));
+  auto cs = body.getControlStore();
+  ControlStoreAccess a{std::string(cs.getAddress()), std::string(cs.getPassword()), std::string(cs.getWebTlsKey()),
+                       std::string(cs.getWebTlsCert())};
+  auto [jh, jp] = split_address(head);
+  auto [sh, sp] = split_address(a.address);
+  if ((sh == "127.0.0.1" || sh == "0.0.0.0") && jh != "127.0.0.1" && jh != "localhost")
+    a.address = jh + ":" + std::to_string(sp);
+  if (std::string cert = cs.getTlsCert(); !cert.empty()) sys::trust_redis_tls(a.address, cert);
+  return a;
+}
+
+}  // namespace yard::sched

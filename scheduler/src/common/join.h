@@ -1,0 +1,20 @@
+// Joining a cluster: the head is asked where its control store is and how to reach it.
+#pragma once
+
+#include <string>
+
+#include "io_loop.h"
+
+namespace yard::sched {
+
+struct ControlStoreAccess {
+  std::string address, password;       // Redis as this host reaches it
+  std::string web_tls_key, web_tls_cert;  // the cluster's web identity (beyond loopback)
+};
+
+// Asks the head at `head`; a head that listens everywhere names its Redis by loopback, which is
+// rewritten to the head's host, and Redis' TLS certificate (if any) is trusted for that address.
+// Throws ConnectionError when the head cannot be reached, AuthError when it refuses the token.
+ControlStoreAccess ask_control_store(detail::IoLoop& io, const std::string& head, const std::string& token);
+
+}  // namespace yard::sched

@@ -1,0 +1,153 @@
+#include "sim/sim_node.h"
+
+#include <spdlog/spdlog.h>
+
+#include "yard/process.h"
+
+namespace yard::sched::sim {
+
+using namespace detail;
+using B = wire::Envelope::Body;
+
+SimNode::SimNode(SimStore& store, std::string id, const std::string& host, const std::string& token, Res total)
+    : store_(store), id_(std::move(id)), token_(token), total_(std::move(total)) {
+  io_ = std::make_unique<IoLoop>(host, 0, token_, [this](Incoming in) { handle(std::move(in)); });
+}
+
+SimNode::~SimNode() { io_->stop(); }
+
+const std::string& SimNode::address() const { return io_->address(); }
+
+void SimNode::handle(Incoming in) {
+  reply_.guarded(in, [&] {
+    switch (in.msg->env().getBody().which()) {
+      case B::PING: return reply_.ok(in);
+      case B::HOST_ACTOR: return host(in);
+      case B::PUSH_TASK: return call(in);
+      case B::KILL_HOSTED: return kill_hosted(in);
+      case B::JOB_ENDED: return job_ended(in);
+      case B::SHUTDOWN: return leave(in);
+      case B::REQUEST_LEASE:
+        return reply_.error(in, wire::ErrorCode::INFEASIBLE,
+                            "node " + id_ + " is simulated: it hosts actors but runs no task workers");
+      default:
+        reply_.error(in, wire::ErrorCode::BAD_REQUEST, "node " + id_ + " is a simulated node manager, not the head");
+    }
+  });
+}
+
+void SimNode::host(Incoming& in) {
+  auto ha = in.msg->env().getBody().getHostActor();
+  auto ca = ha.getCreate();
+  std::string aid = ca.getActorId();
+  Res release;
+  if (auto bad = read_resources(ha.getRelease(), release)) return reply_.error(in, wire::ErrorCode::BAD_REQUEST, *bad);
+  auto refuse = [&](wire::ErrorCode code, const std::string& why) {
+    give(release);
+    reply_.error(in, code, why);
+  };
+  if (aid.empty() || actors_.count(aid)) return refuse(wire::ErrorCode::BAD_REQUEST, "actor id missing or already hosted here");
+  std::string cls_name = ca.getClassName();
+  const auto* cls = Registry::global().actor_class(cls_name);
+  if (!cls)
+    return refuse(wire::ErrorCode::ACTOR_DIED, "actor class " + cls_name + " is not registered in " + self_exe() +
+                                                   ": simulated node " + id_ + " hosts only classes registered there");
+  Hosted h;
+  h.job = ca.getJobId();
+  h.detached = ca.getDetached();
+  h.held = release;
+  h.cls = cls;
+  try {
+    std::vector<Bytes> args;
+    for (auto v : ca.getArgs()) args.push_back(in.msg->value(v));
+    h.instance = cls->factory(args);
+  } catch (const std::exception& e) {
+    return refuse(wire::ErrorCode::ACTOR_DIED, "the constructor of " + cls_name + " threw: " + e.what());
+  }
+  actors_.emplace(aid, std::move(h));
+  count_.store(actors_.size());
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  auto info = m.env().getBody().initActorInfo();
+  info.setActorId(aid);
+  info.setAddress(io_->address());
+  info.setWorkerId("sim-" + aid);
+  info.setNodeId(id_);
+  info.setState(store::name(store::ActorState::kAlive));
+  io_->reply(in.routing_id, m.finish());
+}
+
+void SimNode::call(Incoming& in) {
+  auto pt = in.msg->env().getBody().getPushTask();
+  std::string fn = pt.getFunction();
+  auto it = actors_.find(pt.getActorId());
+  if (it == actors_.end())
+    return reply_.error(in, wire::ErrorCode::ACTOR_DIED, "no actor " + std::string(pt.getActorId()) + " on node " + id_);
+  auto& h = it->second;
+  auto method = h.cls->methods.find(fn);
+  if (method == h.cls->methods.end())
+    return reply_.error(in, wire::ErrorCode::NOT_FOUND, "actor class " + h.cls->name + " has no method " + fn);
+  Bytes result;
+  try {
+    std::vector<Bytes> args;
+    for (auto v : pt.getArgs()) args.push_back(in.msg->value(v));
+    result = method->second(h.instance.get(), args);
+  } catch (const std::exception& e) {
+    return reply_.error(in, wire::ErrorCode::TASK_ERROR, h.cls->name + "::" + fn + " threw: " + e.what());
+  }
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.set_value(m.env().getBody().initTaskReply().initResult(), result);
+  io_->reply(in.routing_id, m.finish());
+}
+
+void SimNode::kill_hosted(Incoming& in) {
+  auto it = actors_.find(in.msg->env().getBody().getKillHosted());
+  if (it != actors_.end()) drop(it);
+  reply_.ok(in);
+}
+
+void SimNode::job_ended(Incoming& in) {
+  std::string job = in.msg->env().getBody().getJobEnded();
+  for (auto it = actors_.begin(); it != actors_.end();) {
+    auto next = std::next(it);
+    if (it->second.job == job && !it->second.detached) drop(it);
+    it = next;
+  }
+  reply_.ok(in);
+}
+
+void SimNode::leave(Incoming& in) {
+  reply_.ok(in);
+  actors_.clear();
+  count_.store(0);
+  left_.store(true);
+  std::lock_guard lock(store_.mu);
+  try {
+    store_.tables->remove_node(id_);
+  } catch (const std::exception& e) {
+    spdlog::error("node {} leaving: {}", id_, e.what());
+  }
+  spdlog::info("node {} left the cluster", id_);
+}
+
+void SimNode::rejoin() {
+  io_->post([this] {
+    actors_.clear();
+    count_.store(0);
+    std::lock_guard lock(store_.mu);
+    store_.ledger->open(id_, total_);
+  });
+}
+
+void SimNode::drop(std::map<std::string, Hosted>::iterator it) {
+  give(it->second.held);
+  actors_.erase(it);
+  count_.store(actors_.size());
+}
+
+void SimNode::give(const Res& r) {
+  if (r.empty()) return;
+  std::lock_guard lock(store_.mu);
+  store_.ledger->give(id_, r);
+}
+
+}  // namespace yard::sched::sim

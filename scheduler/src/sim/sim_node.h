@@ -1,0 +1,79 @@
+// One simulated node: a node manager without worker processes. It listens on its own address and
+// answers the head and drivers with the same messages as a real node manager: actors the head
+// places here are constructed in this process (any class registered in this binary) and their
+// calls answered here; KillHosted, JobEnded and Shutdown are honoured, and what its actors held is
+// given back to the node's resources in the control store through the same scripts.
+//
+// Its requests run on its own I/O thread; the control store it shares with the other simulated
+// nodes of the process (SimStore) is locked around each use.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/service.h"
+#include "node/local_resources.h"
+#include "store/tables.h"
+#include "yard/redis.h"
+#include "yard/registry.h"
+
+namespace yard::sched::sim {
+
+// The control store, shared by a process's simulated nodes.
+struct SimStore {
+  std::mutex mu;
+  std::unique_ptr<detail::Redis> redis;
+  std::unique_ptr<store::Tables> tables;
+  std::unique_ptr<ResourceLedger> ledger;
+};
+
+class SimNode {
+ public:
+  SimNode(SimStore& store, std::string id, const std::string& host, const std::string& token, Res total);
+  ~SimNode();
+  SimNode(const SimNode&) = delete;
+  SimNode& operator=(const SimNode&) = delete;
+
+  const std::string& id() const { return id_; }
+  const std::string& address() const;
+  const Res& total() const { return total_; }
+  // Asked to leave (a Shutdown request: `yard stop`, a finished drain): no longer heartbeats.
+  bool left() const { return left_.load(); }
+  // The head declared it dead while it was silent: its actors are dropped, its resources opened
+  // again, as a real node that rejoins empty.
+  void rejoin();
+  size_t actors() const { return count_.load(); }
+
+ private:
+  struct Hosted {
+    std::string job;
+    bool detached = false;
+    Res held;  // given back to the node when the actor goes
+    const detail::ActorClass* cls = nullptr;
+    std::shared_ptr<void> instance;
+  };
+  void handle(Incoming in);
+  void host(Incoming& in);
+  void call(Incoming& in);
+  void kill_hosted(Incoming& in);
+  void job_ended(Incoming& in);
+  void leave(Incoming& in);
+  // Drops an actor, giving back what it held.
+  void drop(std::map<std::string, Hosted>::iterator it);
+  void give(const Res& r);
+
+  SimStore& store_;
+  const std::string id_, token_;
+  Res total_;
+  std::unique_ptr<detail::IoLoop> io_;
+  Replies reply_{io_, token_};
+  std::map<std::string, Hosted> actors_;  // I/O thread only
+  std::atomic<size_t> count_{0};
+  std::atomic<bool> left_{false};
+};
+
+}  // namespace yard::sched::sim

@@ -1,0 +1,198 @@
+// A cluster of 200 simulated nodes (`yard start --simulate`) on one real head and its Redis: actors
+// spread over all of them answer from the simulator's process, a node killed with its process is
+// declared dead and its actor restarts elsewhere, the head is killed and taken over, and status
+// answers throughout. This binary is the driver.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "session.h"
+#include "support.h"
+#include "yard/process.h"
+#include "yard/simulated.h"
+#include "yard/yard.h"
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using yard::SimulatedCounter;
+using yard::test::eventually;
+using yard::test::sh;
+
+namespace {
+
+std::string yard_bin() { return getenv("YARD_BIN"); }
+
+constexpr int kNodes = 200;  // simulated: 199 in one process, 1 (the one killed) in another
+const char* kTimeout = "2";  // heartbeat timeout, seconds
+
+std::pair<pid_t, std::string> start_daemon(const std::vector<std::string>& argv) {
+  auto [pid, line] = yard::test::spawn_daemon(argv, 60s);
+  INFO(line);
+  REQUIRE(!line.empty());
+  REQUIRE(line.rfind("ERROR", 0) != 0);
+  return {pid, line.substr(0, line.find(' '))};
+}
+
+struct SimCluster {
+  std::string home, head_addr, token;
+  pid_t head_pid = 0, sims_pid = 0, victim_pid = 0;
+  std::string victim_addr;
+
+  SimCluster() {
+    char tmpl[] = "/tmp/yard-scale-test-XXXXXX";
+    home = mkdtemp(tmpl);
+    setenv("YARD_HOME", home.c_str(), 1);
+    std::tie(head_pid, head_addr) = start_head("0");
+    token = yard::detail::read_token(home + "/head/token");
+    auto sim = [&](int n, const std::string& dir) {
+      return start_daemon({yard_bin(), "start", "--address", head_addr, "--token", token, "--block", "--simulate",
+                           std::to_string(n), "--num-cpus", "1", "--resources", R"({"sim": 2})", "--heartbeat-timeout",
+                           kTimeout, "--session-dir", home + "/" + dir});
+    };
+    sims_pid = sim(kNodes - 1, "sims").first;
+    std::tie(victim_pid, victim_addr) = sim(1, "victim");
+    setenv("YARD_ADDRESS", head_addr.c_str(), 1);
+    setenv("YARD_TOKEN", token.c_str(), 1);
+  }
+  std::pair<pid_t, std::string> start_head(const std::string& port) {
+    return start_daemon({yard_bin(), "start", "--head", "--block", "--port", port, "--num-cpus", "1",
+                         "--heartbeat-timeout", kTimeout, "--session-dir", home + "/head"});
+  }
+  json status() {
+    auto r = sh(yard_bin() + " status --json --address " + head_addr + " --token " + token);
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out);
+  }
+  ~SimCluster() {
+    pid_t redis_pid = 0;
+    {
+      std::ifstream f(home + "/head/redis.address");
+      std::string a;
+      f >> a >> redis_pid;
+    }
+    for (pid_t p : {victim_pid, sims_pid, head_pid})
+      if (p > 0) yard::detail::terminate(p, SIGTERM, 10s);
+    // The head's node manager and Redis outlive a killed head.
+    if (auto hn = std::ifstream(home + "/head/head-node.pid")) {
+      pid_t p = 0;
+      hn >> p;
+      if (p > 0 && !yard::detail::process_dead(p)) yard::detail::terminate(p, SIGTERM, 10s);
+    }
+    if (redis_pid > 0 && !yard::detail::process_dead(redis_pid)) yard::detail::terminate(redis_pid, SIGTERM, 5s);
+    std::error_code ec;
+    if (!getenv("YARD_TEST_KEEP")) fs::remove_all(home, ec);
+  }
+};
+
+// Calls `add(x)` until it answers (an actor restarting after its node died answers once it is
+// back); nullopt when it never does.
+std::optional<int64_t> add_eventually(yard::ActorHandle<SimulatedCounter>& a, int64_t x, std::chrono::seconds deadline) {
+  auto end = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < end) {
+    try {
+      return *a.call(&SimulatedCounter::add).remote(x).get(10s);
+    } catch (const std::exception& e) {
+      UNSCOPED_INFO(e.what());
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void yard_test_worker_hook(int argc, char** argv) {
+  if (getenv("YARD_WORKER")) yard::init(argc, argv);
+}
+
+TEST_CASE("200 simulated nodes: actors spread over all answer; a lost node is declared dead and its actor restarts; "
+          "the head is taken over; status answers", "[scale]") {
+  SimCluster c;
+  auto st = c.status();
+  REQUIRE(st["nodes"].size() == kNodes + 1);  // and the head's own node
+  std::map<std::string, std::string> node_at;  // address -> node id
+  for (auto& n : st["nodes"]) {
+    CHECK(n["alive"].get<bool>());
+    node_at[n.value("address", "")] = n["node_id"].get<std::string>();
+  }
+  REQUIRE(node_at.count(c.victim_addr));
+  std::string victim = node_at[c.victim_addr];
+
+  yard::init();
+  std::vector<yard::ActorHandle<SimulatedCounter>> actors;
+  for (int i = 0; i < kNodes; ++i)
+    actors.push_back(
+        yard::actor<SimulatedCounter>(int64_t{1000} * i).resources({{"sim", 1}}).spread().max_restarts(1).remote());
+  for (int i = 0; i < kNodes; ++i) CHECK(*actors[i].call(&SimulatedCounter::add).remote(int64_t{7}).get(60s) == 1000 * i + 7);
+  CHECK(*actors[3].call(&SimulatedCounter::echo).remote(std::string("railway")).get(30s) == "railway");
+
+  // SPREAD put one on every simulated node (each offers room for two).
+  std::map<std::string, std::string> node_of;  // actor id -> node id
+  st = c.status();
+  std::set<std::string> hosting;
+  for (auto& n : st["nodes"])
+    if (!n["actors"].empty()) hosting.insert(n["node_id"].get<std::string>());
+  CHECK(hosting.size() == kNodes);
+  for (auto& a : st["actors"]) node_of[a["actor_id"].get<std::string>()] = a.value("node", "");
+  int on_victim = -1;
+  for (int i = 0; i < kNodes; ++i)
+    if (node_of[actors[i].id()] == victim) on_victim = i;
+  REQUIRE(on_victim >= 0);
+
+  // kill -9 of the victim's process: its node is declared dead within the heartbeat timeout and
+  // a little more, and its actor restarts on another node (a new instance: its constructor's value).
+  auto t0 = std::chrono::steady_clock::now();
+  kill(c.victim_pid, SIGKILL);
+  auto dead = [&] {
+    auto doc = c.status();
+    for (auto& n : doc["nodes"])
+      if (n["node_id"] == victim) return !n["alive"].get<bool>() && n.value("state", "") == "DEAD";
+    return false;
+  };
+  REQUIRE(eventually(dead, 20s));
+  WARN("node declared dead " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()
+                             << " s after kill -9 (heartbeat timeout " << kTimeout << " s)");
+  CHECK(add_eventually(actors[on_victim], 1, 60s) == 1000 * on_victim + 1);
+  st = c.status();
+  for (auto& a : st["actors"])
+    if (a["actor_id"] == actors[on_victim].id()) CHECK(a.value("node", "") != victim);
+
+  // kill -9 of the head: the actors answer throughout (calls go to them directly); a head
+  // started again at the same address takes the cluster over from Redis.
+  kill(c.head_pid, SIGKILL);
+  REQUIRE(eventually([&] { return yard::detail::process_dead(c.head_pid); }, 10s));
+  for (int i = 0; i < kNodes; i += 17) CHECK(*actors[i].call(&SimulatedCounter::value).remote().get(30s) % 1000 == 7);
+  t0 = std::chrono::steady_clock::now();
+  auto port = c.head_addr.substr(c.head_addr.rfind(':') + 1);
+  std::string again;
+  std::tie(c.head_pid, again) = c.start_head(port);
+  CHECK(again == c.head_addr);
+  WARN("head took over in " << std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() << " s");
+  st = c.status();
+  int alive = 0;
+  for (auto& n : st["nodes"]) alive += n["alive"].get<bool>();
+  CHECK(alive == kNodes);  // every node but the victim, and the head's
+  int alive_actors = 0;
+  std::map<std::string, int> states;
+  for (auto& a : st["actors"]) {
+    alive_actors += a["state"] == "ALIVE";
+    ++states[a["state"].get<std::string>() + " " + a["class"].get<std::string>()];
+  }
+  for (auto& [k, v] : states) UNSCOPED_INFO(k << ": " << v);  // what the takeover made of them
+  CHECK(alive_actors == kNodes);
+  // Placement works again: a new actor lands on a simulated node and answers.
+  auto fresh = yard::actor<SimulatedCounter>(int64_t{5}).resources({{"sim", 1}}).remote();
+  CHECK(*fresh.call(&SimulatedCounter::add).remote(int64_t{1}).get(60s) == 6);
+  for (auto& a : actors) a.kill();
+  fresh.kill();
+  yard::shutdown();
+}
