@@ -13,6 +13,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core_worker.h"
+#include "link_limits.h"
 #include "link_security.h"
 #include "pending_calls.h"
 #include "yard/process.h"
@@ -124,6 +125,9 @@ void init(const InitOptions& options, int argc, char** argv) {
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
   }
+  // A driver talks to every node that hosts one of its actors: a connection (and a few
+  // descriptors) each, past the usual soft limit of 1,024 on a large cluster.
+  raise_descriptor_limit();
   PendingCalls::instance().set_limit(options.max_pending_tasks ? options.max_pending_tasks : default_pending_limit());
   if (const char* w = getenv("YARD_WORKER"); w && std::string(w) == "1") {
     WorkerConfig cfg;

@@ -1,5 +1,7 @@
 #include "io_loop.h"
 
+#include <sys/resource.h>
+
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -44,6 +46,11 @@ IoLoop::IoLoop(const std::string& host, int port, std::string token, RequestHand
     // An encrypted listener gets a second ZeroMQ I/O thread: CURVE encrypts and decrypts on the
     // I/O threads, and a large transfer over two connections (lanes) then uses two cores.
     : ctx_(curve_for_host(host) ? 2 : 1), token_(std::move(token)), handler_(std::move(handler)) {
+  // ZeroMQ's default of 1,024 sockets per context would cap a head at about 500 peers (a
+  // DEALER and its monitor each): allow as many as the process may open descriptors.
+  rlimit fds{};
+  if (getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur > 1024)
+    ctx_.set(zmq::ctxopt::max_sockets, static_cast<int>(std::min<rlim_t>(fds.rlim_cur, 1 << 20)));
   router_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::router);
   tune(*router_);
   router_->set(zmq::sockopt::router_mandatory, 0);
@@ -127,6 +134,10 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, R
   auto shared = std::make_shared<Frames>(std::move(frames));
   // On the loop thread the send happens now, so requests leave in the order they are made.
   run_or_post([this, peer_addr, id, shared, cb = std::move(cb), timeout]() mutable {
+    // A link with nothing in flight is not polled: what its monitor said meanwhile (it was
+    // lost, say) is heard now, before it carries a request (a lost one is made again).
+    if (auto idle = peers_.find(peer_addr); idle != peers_.end() && idle->second.inflight == 0)
+      on_monitor_readable(peer_addr, idle->second);
     Peer* p;
     try {
       p = &peer(peer_addr);
@@ -142,6 +153,7 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, R
       return;
     }
     pending_.emplace(id, Pending{peer_addr, std::move(cb), deadline});
+    if (p->inflight++ == 0) active_.insert(peer_addr);
     if (p->outbox.empty()) dirty_peers_.push_back(peer_addr);
     p->outbox.push_back(std::move(*shared));
   });
@@ -283,7 +295,8 @@ void IoLoop::run() {
     addrs.clear();
     items.push_back({nullptr, wake_fd_, ZMQ_POLLIN, 0});
     items.push_back({router_->handle(), 0, ZMQ_POLLIN, 0});
-    for (auto& [addr, p] : peers_) {
+    for (auto& addr : active_) {
+      auto& p = peers_.at(addr);
       addrs.push_back(addr);
       items.push_back({p.dealer->handle(), 0, ZMQ_POLLIN, 0});
       items.push_back({p.monitor->handle(), 0, ZMQ_POLLIN, 0});
@@ -449,6 +462,7 @@ void IoLoop::take_reply(const std::string& addr, Frames frames) {
   auto it = pending_.find(msg->env().getRequestId());
   if (it == pending_.end()) return;  // late reply after a deadline
   auto cb = std::move(it->second.cb);
+  settle(it->second.peer);
   pending_.erase(it);
   deliver(cb, std::move(msg), std::nullopt);
 }
@@ -548,6 +562,7 @@ void IoLoop::fail_peer(const std::string& addr, const std::string& why, wire::Er
     zmq_socket_monitor(it->second.dealer->handle(), nullptr, 0);
     peers_.erase(it);
   }
+  active_.erase(addr);
   for (auto& cb : cbs) fail(cb, LocalError{code, why});
 }
 
@@ -556,12 +571,18 @@ void IoLoop::fail(ReplyCallback& cb, LocalError e) {
   deliver(cb, nullptr, std::move(e));
 }
 
+void IoLoop::settle(const std::string& addr) {
+  auto it = peers_.find(addr);
+  if (it != peers_.end() && it->second.inflight > 0 && --it->second.inflight == 0) active_.erase(addr);
+}
+
 void IoLoop::expire(Clock::time_point now) {
   if (now < next_expiry_scan_) return;
   next_expiry_scan_ = now + std::chrono::milliseconds(20);
   std::vector<std::pair<ReplyCallback, std::string>> expired;
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second.deadline <= now) {
+      settle(it->second.peer);
       expired.emplace_back(std::move(it->second.cb), it->second.peer);
       it = pending_.erase(it);
     } else {

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -96,6 +97,7 @@ class IoLoop {
     bool curve = false;       // an encrypted link (link_security.h)
     bool handshaken = false;  // its handshake succeeded
     std::vector<Frames> outbox;  // requests made this turn, sent by flush()
+    size_t inflight = 0;         // requests awaiting a reply: the link is polled while > 0
   };
   struct Pending {
     std::string peer;
@@ -132,6 +134,8 @@ class IoLoop {
   void fail_peer(const std::string& addr, const std::string& why,
                  wire::ErrorCode code = wire::ErrorCode::WORKER_CRASHED);
   void expire(Clock::time_point now);
+  // One request to `addr` answered or given up: a link with none left is no longer polled.
+  void settle(const std::string& addr);
 
   zmq::context_t ctx_;
   std::string token_;
@@ -155,6 +159,9 @@ class IoLoop {
 
   // Loop thread only.
   std::map<std::string, Peer> peers_;
+  // The links with requests in flight, the only ones polled: a process that has talked to
+  // thousands of peers (a head, a driver of many actors) pays per turn only for the busy ones.
+  std::set<std::string> active_;
   std::vector<std::string> dirty_peers_;                     // peers with a non-empty outbox
   std::vector<std::pair<std::string, Frames>> router_out_;  // replies made this turn
   std::unordered_map<uint64_t, Pending> pending_;

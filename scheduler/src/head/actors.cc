@@ -16,13 +16,15 @@ namespace yard::sched {
 
 using namespace detail;
 
+std::string ActorManager::local_node(const Actor& a) const { return a.caller_node.empty() ? head_node_ : a.caller_node; }
+
 policy::Decision ActorManager::pick_node(const Actor& a, const policy::ClusterView& view) const {
   policy::ActorRequest r;
   r.resources = a.resources;
   r.strategy = a.strategy;
   r.affinity_node = a.affinity_node;
   r.soft = a.soft;
-  r.local_node = a.caller_node.empty() ? head_node_ : a.caller_node;
+  r.local_node = local_node(a);
   return policy::place_actor(view, r);
 }
 
@@ -52,8 +54,12 @@ std::optional<Rejection> ActorManager::check_new_actor(const Actor& a) {
   if (!a.pg.empty()) {
     if (auto no = groups_->check_actor(a.pg, a.bundle, a.resources, a.class_name)) return no;
   } else {
-    nodes_->refresh();
+    nodes_->refresh_if_joined();
     auto d = pick_node(a, nodes_->view());
+    if (d.outcome == policy::Outcome::kInfeasible) {
+      nodes_->refresh();  // a node that can take it may have joined a moment ago
+      d = pick_node(a, nodes_->view());
+    }
     if (d.outcome == policy::Outcome::kInfeasible)
       return Rejection{wire::ErrorCode::INFEASIBLE,
                        "actor " + a.class_name + " cannot be placed on any node (" + d.why + ")"};
@@ -120,8 +126,6 @@ void ActorManager::on_create(Incoming& in) {
 }
 
 void ActorManager::process() {
-  std::optional<policy::ClusterView> view;  // built on first need, kept up to date in this pass
-  bool counted = false;                     // its actor counts filled (for SPREAD)
   for (auto it = pending_actors_.begin(); it != pending_actors_.end();) {
     auto f = actors_.find(*it);
     if (f == actors_.end() || f->second.state == store::ActorState::kDead || f->second.state == store::ActorState::kAlive || f->second.placing) {
@@ -141,22 +145,16 @@ void ActorManager::process() {
         node = taken->second;
       }
     } else {
-      if (!view) {
-        view = nodes_->view();
-        counted = false;
-      }
-      if (a.strategy == policy::ActorStrategy::kSpread && !counted) {
-        count_actors(*view);
-        counted = true;
-      }
-      auto d = pick_node(a, *view);
-      if (d.outcome == policy::Outcome::kPlaced) {
-        if (nodes_->reserve({{d.node, a.resources}})) {
-          view.reset();  // it did not fit after all: look again with what the store says
-        } else {
-          node = d.node;
-          view->place(node, a.resources);
-        }
+      // The view follows every reservation (a failed one reads the node again). The node the
+      // actor prefers is read again when the view says it has no room: it may have freed some.
+      auto d = pick_node(a, nodes_->view());
+      std::string preferred = !a.affinity_node.empty()                        ? a.affinity_node
+                              : a.strategy == policy::ActorStrategy::kDefault ? local_node(a)
+                                                                              : std::string();
+      if (!preferred.empty() && d.node != preferred && nodes_->reread(preferred)) d = pick_node(a, nodes_->view());
+      if (d.outcome == policy::Outcome::kPlaced && !nodes_->reserve({{d.node, a.resources}})) {
+        node = d.node;
+        nodes_->count_placed(node);
       }
     }
     if (node.empty()) {

@@ -40,7 +40,9 @@ class ActorManager {
   };
   explicit ActorManager(Context c)
       : io_(c.io), token_(c.token), reply_(c.reply), redis_(&c.redis), tables_(&c.tables), nodes_(&c.nodes),
-        groups_(&c.groups), jobs_(&c.jobs), head_node_(c.head_node), publish(std::move(c.publish)) {}
+        groups_(&c.groups), jobs_(&c.jobs), head_node_(c.head_node), publish(std::move(c.publish)) {
+    nodes_->count_actors_with([this](policy::ClusterView& v) { count_actors(v); });
+  }
 
   void on_create(Incoming& in);
   void on_get(Incoming& in);
@@ -95,6 +97,8 @@ class ActorManager {
   policy::Decision pick_node(const Actor& a, const policy::ClusterView& view) const;
   // Adds to a view of the nodes how many live actors each has (only SPREAD placement reads it).
   void count_actors(policy::ClusterView& view) const;
+  // The node a DEFAULT actor goes to first: its creator's (the head's node when unknown).
+  std::string local_node(const Actor& a) const;
   void place_actor(Actor& a, const std::string& node);
   void on_placed(const std::string& aid, const std::string& node, uint64_t epoch,
                  std::unique_ptr<detail::InMessage> r, std::optional<detail::LocalError> err);

@@ -9,6 +9,7 @@ namespace yard::sched {
 
 void ClusterNodes::refresh() {
   flush();
+  version_ = tables_.nodes_version();
   std::set<std::string> seen;
   for (auto& r : tables_.nodes_with_resources()) {
     seen.insert(r.id);
@@ -21,6 +22,51 @@ void ClusterNodes::refresh() {
     n.alive = !dead_.count(r.id) && !draining_.count(r.id) && !n.address.empty() && r.has_avail;
   }
   for (auto it = nodes_.begin(); it != nodes_.end();) it = seen.count(it->first) ? std::next(it) : nodes_.erase(it);
+  rebuild_view();
+}
+
+void ClusterNodes::refresh_if_joined() {
+  try {
+    if (tables_.nodes_version() != version_) refresh();
+  } catch (const std::exception& e) {
+    spdlog::warn("reading the cluster's membership: {} (placing on what was read before)", e.what());
+  }
+}
+
+void ClusterNodes::rebuild_view() {
+  view_.nodes.clear();
+  in_view_.clear();
+  for (auto& [id, n] : nodes_)
+    if (n.alive) {
+      in_view_[id] = view_.nodes.size();
+      view_.nodes.push_back({id, n.total, n.avail, 0});
+    }
+  if (count_actors_) count_actors_(view_);
+}
+
+void ClusterNodes::update_view(const std::string& node) {
+  auto v = in_view_.find(node);
+  auto n = nodes_.find(node);
+  if (v != in_view_.end() && n != nodes_.end()) view_.nodes[v->second].avail = n->second.avail;
+}
+
+bool ClusterNodes::reread(const std::string& node) {
+  auto n = nodes_.find(node);
+  if (n == nodes_.end() || !in_view_.count(node)) return false;
+  try {
+    auto avail = read_res(redis_, avail_key(node));
+    if (avail == n->second.avail) return false;
+    n->second.avail = std::move(avail);
+  } catch (const std::exception& e) {
+    spdlog::error("reading node {}'s resources: {}", node, e.what());
+    return false;
+  }
+  update_view(node);
+  return true;
+}
+
+void ClusterNodes::count_placed(const std::string& node) {
+  if (auto v = in_view_.find(node); v != in_view_.end()) ++view_.nodes[v->second].actors;
 }
 
 const ClusterNodes::Node* ClusterNodes::find(const std::string& id) const {
@@ -33,16 +79,10 @@ std::string ClusterNodes::address(const std::string& id) const {
   return n ? n->address : std::string();
 }
 
-policy::ClusterView ClusterNodes::view() const {
-  policy::ClusterView v;
-  for (auto& [id, n] : nodes_)
-    if (n.alive) v.nodes.push_back({id, n.total, n.avail, 0});
-  return v;
-}
-
 void ClusterNodes::mark_dead(const std::string& id) {
   dead_.insert(id);
   if (auto n = nodes_.find(id); n != nodes_.end()) n->second.alive = false;
+  rebuild_view();
 }
 
 void ClusterNodes::mark_alive(const std::string& id) { dead_.erase(id); }
@@ -59,6 +99,7 @@ std::map<std::string, int> ClusterNodes::by_state() const {
 void ClusterNodes::start_drain(const std::string& id) {
   draining_.insert(id);
   if (auto n = nodes_.find(id); n != nodes_.end()) n->second.alive = false;
+  rebuild_view();
 }
 
 Problem ClusterNodes::reserve(const Items& items, const std::vector<std::string>& then_hset) {
@@ -75,13 +116,14 @@ Problem ClusterNodes::reserve(const Items& items, const std::vector<std::string>
     if (n == nodes_.end()) continue;
     if (!why) {
       sub(n->second.avail, res);
-      continue;
+    } else {
+      try {
+        n->second.avail = read_res(redis_, avail_key(node));
+      } catch (const std::exception& e) {
+        spdlog::error("reading node {}'s resources: {}", node, e.what());
+      }
     }
-    try {
-      n->second.avail = read_res(redis_, avail_key(node));
-    } catch (const std::exception& e) {
-      spdlog::error("reading node {}'s resources: {}", node, e.what());
-    }
+    update_view(node);
   }
   return why;
 }
@@ -90,7 +132,10 @@ void ClusterNodes::release_later(const Items& items, const std::vector<std::stri
   pending_release_.insert(pending_release_.end(), items.begin(), items.end());
   pending_del_.insert(pending_del_.end(), keys.begin(), keys.end());
   for (auto& [node, res] : items)
-    if (auto n = nodes_.find(node); n != nodes_.end()) add(n->second.avail, res);
+    if (auto n = nodes_.find(node); n != nodes_.end()) {
+      add(n->second.avail, res);
+      update_view(node);
+    }
   if (flush_scheduled_) return;
   flush_scheduled_ = true;
   io_.after(std::chrono::milliseconds(2), [this] { flush(); });

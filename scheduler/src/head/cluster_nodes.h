@@ -2,11 +2,18 @@
 // (refreshed every 250 ms and when needed), which are dead or draining, and the head's
 // reservations of their resources: all or nothing in one atomic script, with the resources of
 // removed placement groups given back in the same round trip (or within a few milliseconds).
+//
+// The placement policies' view of the nodes that can take work is kept here, up to date with
+// every reservation and release, so that placing one actor or group costs no read of the control
+// store and no copy of the cluster. Its actor counts (for SPREAD) are taken at every refresh and
+// counted up with every placement in between.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -31,11 +38,20 @@ class ClusterNodes {
 
   // Reads every node's record and resources (pending releases go first).
   void refresh();
+  // Refreshes when a node joined or left since the last refresh (one small read otherwise).
+  void refresh_if_joined();
   const Node* find(const std::string& id) const;
   std::string address(const std::string& id) const;  // "" when unknown
   const std::map<std::string, Node>& all() const { return nodes_; }
   // The nodes that can take work now, for the placement policies.
-  policy::ClusterView view() const;
+  const policy::ClusterView& view() const { return view_; }
+  // Counts the actors on each node of the view (at every refresh).
+  void count_actors_with(std::function<void(policy::ClusterView&)> count) { count_actors_ = std::move(count); }
+  // Reads one node's free resources again (nodes give back what their workers held straight to
+  // the control store): true when the view changed.
+  bool reread(const std::string& node);
+  // One more actor placed on `node` (its resources already reserved).
+  void count_placed(const std::string& node);
 
   bool dead(const std::string& id) const { return dead_.count(id) > 0; }
   void mark_dead(const std::string& id);
@@ -56,7 +72,15 @@ class ClusterNodes {
   detail::Redis& redis_;
   store::Tables& tables_;
   detail::IoLoop& io_;
+  // The view again from nodes_ (membership or liveness changed); one node's free resources.
+  void rebuild_view();
+  void update_view(const std::string& node);
+
   std::map<std::string, Node> nodes_;
+  policy::ClusterView view_;
+  std::unordered_map<std::string, size_t> in_view_;  // node -> index in view_.nodes
+  std::function<void(policy::ClusterView&)> count_actors_;
+  long long version_ = -1;  // the membership's version at the last refresh
   std::set<std::string> dead_, draining_;
   Items pending_release_;
   std::vector<std::string> pending_del_;

@@ -18,6 +18,7 @@ policy::Decision GroupManager::try_place(Group& g, bool check_feasible) {
   req.strategy = g.strategy;
   req.placed = g.nodes;
   req.check_feasible = check_feasible;
+  if (check_feasible) nodes_.refresh_if_joined();  // a new group may need a node that just joined
   auto plan = policy::place_bundles(nodes_.view(), req);
   if (plan.outcome == policy::Outcome::kInfeasible) return policy::Decision::infeasible(plan.why);
   if (plan.outcome == policy::Outcome::kWait) return policy::Decision::wait();

@@ -1,7 +1,10 @@
 #include "head/head_service.h"
 #include "head/timeline.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -295,11 +298,34 @@ void HeadService::stop_head_node() {
   terminate(pid, SIGTERM, std::chrono::seconds(15));
 }
 
+namespace {
+// Until `port` can be bound on `host` (as the I/O loop binds it, with SO_REUSEADDR), or `limit`.
+void wait_for_port(const std::string& host, int port, std::chrono::milliseconds limit) {
+  auto end = Clock::now() + limit;
+  do {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    bool ok = ::inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &a.sin_addr) != 1 ||
+              ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(fd);
+    if (ok) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  } while (Clock::now() < end);
+}
+}  // namespace
+
 int HeadService::run() {
   try {
     start_time_ = unix_time();
     auto takeover = find_takeover();
     open_session(takeover.has_value());
+    // A head killed a moment ago may still be closing its listener (a large process takes a
+    // while to exit): a head taking over waits a few seconds for the port.
+    if (takeover && o_.port > 0) wait_for_port(o_.host, o_.port, std::chrono::seconds(5));
     // Listen first: a busy port is the most common start-up error and should fail fast.
     io_ = std::make_unique<IoLoop>(o_.host, o_.port, token_, [this](Incoming in) { handle(std::move(in)); });
     connect_control_store(takeover);

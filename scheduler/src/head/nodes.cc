@@ -26,8 +26,10 @@ void HeadService::check_nodes() {
       spdlog::warn("reconnected to Redis: no node is declared dead for {} s", o_.heartbeat_timeout_s);
     }
     bool grace = Clock::now() < grace_until_;
-    for (auto& id : members) {
-      bool beating = tables_->heartbeating(id);
+    auto beats = tables_->heartbeating(members);
+    for (size_t i = 0; i < members.size(); ++i) {
+      const auto& id = members[i];
+      bool beating = beats[i];
       if (beating && nodes_->dead(id)) {
         // Back (a healed partition, a paused process): it fences itself and rejoins empty.
         nodes_->mark_alive(id);

@@ -19,6 +19,7 @@ const char* kNodes = "yard:nodes";
 const char* kJobs = "yard:jobs";
 const char* kJobCounter = "yard:counter:job";
 const char* kActors = "yard:actors";
+const char* kNodesVersion = "yard:nodes:version";
 const char* kActorNames = "yard:actor_names";
 const char* kEvents = "yard:events";
 const char* kEventLog = "yard:events:log";
@@ -110,10 +111,19 @@ std::vector<std::string> Tables::node_ids() { return r_.cmd({"SMEMBERS", kNodes}
 
 // Each of these is one round trip; the commands run in the order given.
 void Tables::add_node(const std::string& id, const std::string& role) {
-  run_all({{"HSET", node_key(id), "role", role, "state", name(NodeState::kAlive)}, {"SADD", kNodes, id}});
+  run_all({{"HSET", node_key(id), "role", role, "state", name(NodeState::kAlive)},
+           {"SADD", kNodes, id},
+           {"INCR", kNodesVersion}});
 }
 
-void Tables::remove_node(const std::string& id) { run_all({{"SREM", kNodes, id}, {"DEL", heartbeat_key(id)}}); }
+void Tables::remove_node(const std::string& id) {
+  run_all({{"SREM", kNodes, id}, {"DEL", heartbeat_key(id)}, {"INCR", kNodesVersion}});
+}
+
+long long Tables::nodes_version() {
+  auto r = r_.cmd({"GET", kNodesVersion});
+  return r.is_nil() ? 0 : std::stoll(r.str());
+}
 
 namespace {
 std::vector<std::vector<std::string>> report_commands(const std::string& id, const NodeReport& n,
@@ -155,6 +165,17 @@ void Tables::run_all(const std::vector<std::vector<std::string>>& cmds) {
 }
 
 bool Tables::heartbeating(const std::string& id) { return !r_.cmd({"GET", heartbeat_key(id)}).is_nil(); }
+
+std::vector<bool> Tables::heartbeating(const std::vector<std::string>& ids) {
+  std::vector<std::vector<std::string>> cmds;
+  cmds.reserve(ids.size());
+  for (auto& id : ids) cmds.push_back({"EXISTS", heartbeat_key(id)});
+  std::vector<bool> out;
+  if (cmds.empty()) return out;
+  auto reps = r_.pipeline(cmds);
+  for (auto& r : reps) out.push_back(r.integer() != 0);
+  return out;
+}
 
 void Tables::set_node_state(const std::string& id, NodeState s, double dead_at) {
   if (s == NodeState::kDead)

@@ -5,6 +5,7 @@
 //   yard:nodes                   set     node ids
 //   yard:node:<id>               hash    role, state, address, hostname, pid, workers, leased...
 //   yard:node:<id>:heartbeat     string  with a TTL of the heartbeat timeout
+//   yard:nodes:version           counter of joins and leaves
 //   yard:counter:job, yard:jobs  counter, list of job ids
 //   yard:job:<id>                hash    JobRecord
 //   yard:actors                  set     actor ids
@@ -121,6 +122,8 @@ class Tables {
   // A node joins: its role and state ALIVE, then its membership.
   void add_node(const std::string& id, const std::string& role);
   void remove_node(const std::string& id);
+  // Goes up with every join and leave: a cached membership is stale when it changed.
+  long long nodes_version();
   // The node's record and its heartbeat (which expires after `ttl`).
   void report(const std::string& id, const NodeReport& r, std::chrono::milliseconds ttl);
   // Many nodes' records and heartbeats in one pipelined round trip (simulated nodes); for each,
@@ -128,6 +131,8 @@ class Tables {
   std::vector<bool> report_all(const std::vector<std::pair<std::string, NodeReport>>& reports,
                                std::chrono::milliseconds ttl, const std::function<std::string(const std::string&)>& key);
   bool heartbeating(const std::string& id);
+  // Whether each node heartbeats, in one pipelined round trip.
+  std::vector<bool> heartbeating(const std::vector<std::string>& ids);
   void set_node_state(const std::string& id, NodeState s, double dead_at = 0);
   std::optional<NodeState> node_state(const std::string& id);
   std::map<std::string, std::string> node_fields(const std::string& id);

@@ -1,0 +1,329 @@
+// bench/run scale: one real head and its Redis against many simulated nodes (`yard start
+// --simulate`, each process a few hundred nodes), at every cluster size given (default 100 and
+// 1000 nodes), so that the growth shows. Per size N:
+//   actor_create_per_s_Nn       actors created and answering per second (4 client threads, each
+//                               creating and calling one at a time); at the largest size its peer
+//                               is the same case at the smallest size (ratio = large ÷ small)
+//   placement_p99_ms_Nn         p99 of create -> first answer under that continuous load
+//   pg_create_remove_per_s_Nn   single-bundle placement groups created, waited for and removed
+//   dead_node_detect_s_Nn       kill -9 of one more simulated node -> marked DEAD; peer: the
+//                               heartbeat timeout + 1 s (ratio <= 1 meets the target)
+//   status_ms_Nn                `yard status --json` as a user runs it, process start included
+//   head_cpu_idle_frac_Nn       the head's CPU time ÷ wall time over 3 s with nothing asked of it
+//   takeover_s_Nn               kill -9 of the head with every actor alive -> a new head at the same
+//                               address answers status with them all ALIVE
+//   head_rss_mb_per_1k_actors_Nn, redis_mb_per_1k_actors_Nn: memory the actors cost
+// This binary is the driver; the actors are yard::SimulatedCounter, hosted by the simulator.
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "yard/process.h"
+#include "yard/redis.h"
+#include "yard/simulated.h"
+#include "yard/yard.h"
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+namespace {
+
+constexpr double kHeartbeatTimeout = 4;  // the default
+constexpr int kPerSimProcess = 500;      // simulated nodes per simulator process
+
+double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+void emit(const std::string& name, double value, const char* unit, const std::string& peer = {}, double peer_value = 0) {
+  if (!peer.empty())
+    std::printf("{\"suite\":\"scale\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"%s\",\"peer\":\"%s\","
+                "\"peer_value\":%.4g,\"ratio\":%.4g}\n",
+                name.c_str(), value, unit, peer.c_str(), peer_value, value / peer_value);
+  else
+    std::printf("{\"suite\":\"scale\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"%s\"}\n", name.c_str(), value, unit);
+  std::fflush(stdout);
+}
+
+std::pair<pid_t, std::string> start_daemon(const std::vector<std::string>& argv) {
+  yard::sys::SpawnOptions so;
+  so.death_signal = SIGTERM;
+  so.env["YARD_PARENT_PID"] = std::to_string(getpid());
+  auto [pid, line] = yard::sys::spawn_ready(argv, so, 120s);
+  if (line.empty() || line.rfind("ERROR", 0) == 0) throw std::runtime_error("daemon did not start: " + line);
+  return {pid, line.substr(0, line.find(' '))};
+}
+
+// CPU seconds (user + system) a process has used.
+double cpu_seconds(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string s((std::istreambuf_iterator<char>(f)), {});
+  auto close = s.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream in(s.substr(close + 2));
+  std::string field;
+  double ut = 0, st = 0;
+  for (int i = 3; i <= 15 && in >> field; ++i) {
+    if (i == 14) ut = std::stod(field);
+    if (i == 15) st = std::stod(field);
+  }
+  return (ut + st) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double rss_mb(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+int quiet_port() {
+  for (int p = 20000 + getpid() % 5000;; ++p) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(p));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    close(fd);
+    if (ok) return p;
+  }
+}
+
+struct Cluster {
+  std::string yard_bin, home, head, token;
+  pid_t head_pid = 0;
+  std::vector<pid_t> sims;
+  int nodes = 0;
+
+  Cluster(std::string bin, int n) : yard_bin(std::move(bin)), nodes(n) {
+    home = (fs::temp_directory_path() / ("yard-scale-bench-" + std::to_string(getpid()) + "-" + std::to_string(n))).string();
+    fs::create_directories(home);
+    setenv("YARD_HOME", home.c_str(), 1);
+    // Below the ephemeral range: while the killed head's port is closed, a client reconnecting
+    // to it from an ephemeral port could otherwise end up connected to itself on that port.
+    std::tie(head_pid, head) = start_head(std::to_string(quiet_port()));
+    std::ifstream(home + "/head/token") >> token;
+    for (int done = 0, i = 0; done < n; done += kPerSimProcess, ++i)
+      sims.push_back(simulate(std::min(kPerSimProcess, n - done), "sim" + std::to_string(i)).first);
+    setenv("YARD_ADDRESS", head.c_str(), 1);
+    setenv("YARD_TOKEN", token.c_str(), 1);
+  }
+  std::pair<pid_t, std::string> start_head(const std::string& port) {
+    return start_daemon({yard_bin, "start", "--head", "--block", "--port", port, "--num-cpus", "1", "--session-dir",
+                         home + "/head"});
+  }
+  std::pair<pid_t, std::string> simulate(int n, const std::string& dir) {
+    return start_daemon({yard_bin, "start", "--address", head, "--token", token, "--block", "--simulate",
+                         std::to_string(n), "--num-cpus", "4", "--resources", R"({"sim": 100000})", "--session-dir",
+                         home + "/" + dir});
+  }
+  json status(double* ms = nullptr) {
+    auto t0 = Clock::now();
+    std::string cmd = yard_bin + " status --json --address " + head + " --token " + token + " 2>/dev/null";
+    FILE* p = popen(cmd.c_str(), "r");
+    std::string out;
+    char buf[65536];
+    size_t k;
+    while (p && (k = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, k);
+    if (p) pclose(p);
+    if (ms) *ms = secs_since(t0) * 1000;
+    return json::parse(out, nullptr, false);
+  }
+  ~Cluster() {
+    for (auto p : sims) kill(p, SIGTERM);
+    if (head_pid) kill(head_pid, SIGTERM);
+    for (auto p : sims) yard::sys::terminate(p, SIGTERM, 20s);
+    if (head_pid) yard::sys::terminate(head_pid, SIGTERM, 20s);
+    pid_t rpid = 0;
+    std::string raddr;
+    if (std::ifstream(home + "/head/redis.address") >> raddr >> rpid; rpid > 0 && !yard::sys::process_dead(rpid))
+      yard::sys::terminate(rpid, SIGTERM, 5s);
+    std::error_code ec;
+    fs::remove_all(home, ec);
+  }
+};
+
+using Counter = yard::ActorHandle<yard::SimulatedCounter>;
+
+// `count` actors made by 4 threads, each creating one and waiting for its first answer before the
+// next. (actors per second, p99 ms of one creation).
+std::pair<double, double> create_actors(int count, std::vector<Counter>& out) {
+  std::mutex mu;
+  std::vector<double> lat;
+  std::atomic<int> next{0};
+  auto t0 = Clock::now();
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&] {
+      std::vector<Counter> mine;
+      std::vector<double> ms;
+      while (next.fetch_add(1) < count) {
+        auto s = Clock::now();
+        auto a = yard::actor<yard::SimulatedCounter>(int64_t{1}).resources({{"sim", 1}}).spread().remote();
+        if (*a.call(&yard::SimulatedCounter::add).remote(int64_t{1}).get(120s) != 2) throw std::runtime_error("wrong answer");
+        ms.push_back(secs_since(s) * 1000);
+        mine.push_back(std::move(a));
+      }
+      std::lock_guard l(mu);
+      lat.insert(lat.end(), ms.begin(), ms.end());
+      for (auto& a : mine) out.push_back(std::move(a));
+    });
+  for (auto& t : ts) t.join();
+  double rate = count / secs_since(t0);
+  std::sort(lat.begin(), lat.end());
+  return {rate, lat.empty() ? 0 : lat[lat.size() * 99 / 100]};
+}
+
+double redis_used_mb(yard::sys::Redis& r) {
+  auto info = r.cmd({"INFO", "memory"}).str();
+  auto at = info.find("used_memory:");
+  return at == std::string::npos ? 0 : std::stod(info.substr(at + 12)) / (1024.0 * 1024.0);
+}
+
+struct SizeFigures {
+  double create_rate = 0;
+};
+
+SizeFigures run_size(const std::string& yard_bin, int n, int actors, const SizeFigures* smallest) {
+  std::string tag = "_" + std::to_string(n) + "n";
+  Cluster c(yard_bin, n);
+  yard::init();
+  auto cs = yard::control_store();
+  auto [rh, rp] = yard::sys::split_address(cs.address);
+  yard::sys::Redis redis(rh, rp, cs.password, 5s);
+  SizeFigures f;
+
+  double idle0 = cpu_seconds(c.head_pid);
+  auto t_idle = Clock::now();
+  std::this_thread::sleep_for(3s);  // measuring an idle head: nothing to wait for
+  emit("head_cpu_idle_frac" + tag, (cpu_seconds(c.head_pid) - idle0) / secs_since(t_idle), "cpu/wall");
+
+  double status_ms = 0;
+  c.status(&status_ms);
+  c.status(&status_ms);
+  emit("status_ms" + tag, status_ms, "ms");
+
+  // Groups per second, one client.
+  {
+    int k = 0;
+    auto t0 = Clock::now();
+    while (secs_since(t0) < 3.0) {
+      auto g = yard::placement_group({{{"sim", 1}}});
+      if (!g.wait(30s)) throw std::runtime_error("placement group not placed");
+      g.remove();
+      ++k;
+    }
+    emit("pg_create_remove_per_s" + tag, k / secs_since(t0), "groups/s");
+  }
+
+  double head_rss0 = rss_mb(c.head_pid), redis0 = redis_used_mb(redis);
+  std::vector<Counter> made;
+  auto [rate, p99] = create_actors(actors, made);
+  f.create_rate = rate;
+  if (smallest)
+    emit("actor_create_per_s" + tag, rate, "actors/s", "actor_create_per_s_smallest_size", smallest->create_rate);
+  else
+    emit("actor_create_per_s" + tag, rate, "actors/s");
+  emit("placement_p99_ms" + tag, p99, "ms");
+  emit("head_rss_mb_per_1k_actors" + tag, (rss_mb(c.head_pid) - head_rss0) * 1000.0 / actors, "MB");
+  emit("redis_mb_per_1k_actors" + tag, (redis_used_mb(redis) - redis0) * 1000.0 / actors, "MB");
+
+  // One more simulated node, killed.
+  {
+    auto [pid, addr] = c.simulate(1, "victim");
+    std::string id;
+    for (int tries = 0; id.empty() && tries < 500; ++tries) {
+      for (auto& x : redis.cmd({"SMEMBERS", "yard:nodes"}).strings())
+        if (redis.cmd({"HGET", "yard:node:" + x, "address"}).str() == addr) id = x;
+      if (id.empty()) std::this_thread::sleep_for(10ms);
+    }
+    auto t0 = Clock::now();
+    kill(pid, SIGKILL);
+    double secs = -1;
+    while (secs_since(t0) < 60) {
+      if (redis.cmd({"HGET", "yard:node:" + id, "state"}).str() == "DEAD") {
+        secs = secs_since(t0);
+        break;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    emit("dead_node_detect_s" + tag, secs, "s", "heartbeat_timeout_plus_1s", kHeartbeatTimeout + 1);
+  }
+
+  // Takeover with every actor alive.
+  {
+    kill(c.head_pid, SIGKILL);
+    while (!yard::sys::process_dead(c.head_pid)) std::this_thread::sleep_for(10ms);
+    auto t0 = Clock::now();
+    auto port = c.head.substr(c.head.rfind(':') + 1);
+    c.head_pid = c.start_head(port).first;
+    double secs = -1;
+    while (secs_since(t0) < 120) {
+      auto st = c.status();
+      int alive = 0;
+      if (st.is_object())
+        for (auto& a : st["actors"]) alive += a["state"] == "ALIVE";
+      if (alive >= actors) {
+        secs = secs_since(t0);
+        break;
+      }
+    }
+    emit("takeover_s" + tag + "_" + std::to_string(actors) + "_actors", secs, "s");
+  }
+  for (auto& a : made) a.kill();
+  yard::shutdown();
+  return f;
+}
+
+}  // namespace
+
+// One cluster size per process (yard::init once per process); the parent runs each size in turn
+// and passes the smallest size's creation rate on, for the ratio.
+int main(int argc, char** argv) {
+  std::string yard_bin = argc > 1 ? argv[1] : "build/scheduler/yard";
+  int actors = getenv("SCALE_ACTORS") ? std::atoi(getenv("SCALE_ACTORS")) : 1000;
+  if (const char* one = getenv("SCALE_ONE_SIZE")) {
+    std::optional<SizeFigures> smallest;
+    if (const char* r = getenv("SCALE_SMALLEST_RATE")) smallest = SizeFigures{std::atof(r)};
+    run_size(yard_bin, std::atoi(one), actors, smallest ? &*smallest : nullptr);
+    return 0;
+  }
+  std::vector<int> sizes;
+  for (int i = 2; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
+  if (sizes.empty()) sizes = {100, 1000};
+  std::string smallest_rate;
+  for (int n : sizes) {
+    std::string cmd = "SCALE_ONE_SIZE=" + std::to_string(n) +
+                      (smallest_rate.empty() ? "" : " SCALE_SMALLEST_RATE=" + smallest_rate) + " '" +
+                      yard::sys::self_exe() + "' '" + yard_bin + "'";
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return 1;
+    char line[4096];
+    while (fgets(line, sizeof line, p)) {
+      std::fputs(line, stdout);
+      std::fflush(stdout);
+      auto j = json::parse(line, nullptr, false);
+      if (smallest_rate.empty() && j.is_object() && j.value("case", "").rfind("actor_create_per_s", 0) == 0)
+        smallest_rate = std::to_string(j["value"].get<double>());
+    }
+    if (pclose(p) != 0) return 1;
+  }
+  return 0;
+}
