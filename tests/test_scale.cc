@@ -192,6 +192,18 @@ TEST_CASE("200 simulated nodes: actors spread over all answer; a lost node is de
   // Placement works again: a new actor lands on a simulated node and answers.
   auto fresh = yard::actor<SimulatedCounter>(int64_t{5}).resources({{"sim", 1}}).remote();
   CHECK(*fresh.call(&SimulatedCounter::add).remote(int64_t{1}).get(60s) == 6);
+  // `yard status` summarises a cluster this size (counted by the head, no row per node); with
+  // --verbose every row is there.
+  auto summary = sh(yard_bin() + " status --address " + c.head_addr + " --token " + c.token);
+  INFO(summary.out);
+  CHECK(summary.code == 0);
+  CHECK_THAT(summary.out, Catch::Contains(std::to_string(kNodes) + " alive") && Catch::Contains("1 dead") &&
+                              Catch::Contains(std::to_string(kNodes + 1) + " ALIVE") &&
+                              Catch::Contains("yard status --verbose"));
+  CHECK_THAT(summary.out, !Catch::Contains(victim));
+  auto verbose = sh(yard_bin() + " status --verbose --address " + c.head_addr + " --token " + c.token);
+  CHECK(verbose.code == 0);
+  CHECK_THAT(verbose.out, Catch::Contains(victim) && Catch::Contains("DEAD") && Catch::Contains("SimulatedCounter"));
   for (auto& a : actors) a.kill();
   fresh.kill();
   yard::shutdown();

@@ -382,6 +382,7 @@ struct Envelope {
                                # with objectPart, or with taskReply (the whole value) when the
                                # asker is on the same host
     objectPart @55 :ObjectPart;
+    statusSummary @56 :Void;   # to the head: counts, and rows only for a small cluster (statusReply)
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
 }

@@ -42,22 +42,34 @@ void tune(zmq::socket_t& s) {
 }
 }  // namespace
 
-IoLoop::IoLoop(const std::string& host, int port, std::string token, RequestHandler handler)
-    // An encrypted listener gets a second ZeroMQ I/O thread: CURVE encrypts and decrypts on the
-    // I/O threads, and a large transfer over two connections (lanes) then uses two cores.
-    : ctx_(curve_for_host(host) ? 2 : 1), token_(std::move(token)), handler_(std::move(handler)) {
+std::shared_ptr<zmq::context_t> IoLoop::make_context(int io_threads) {
+  auto ctx = std::make_shared<zmq::context_t>(io_threads);
   // ZeroMQ's default of 1,024 sockets per context would cap a head at about 500 peers (a
   // DEALER and its monitor each): allow as many as the process may open descriptors.
   rlimit fds{};
   if (getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur > 1024)
-    ctx_.set(zmq::ctxopt::max_sockets, static_cast<int>(std::min<rlim_t>(fds.rlim_cur, 1 << 20)));
-  router_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::router);
+    ctx->set(zmq::ctxopt::max_sockets, static_cast<int>(std::min<rlim_t>(fds.rlim_cur, 1 << 20)));
+  return ctx;
+}
+
+IoLoop::IoLoop(const std::string& host, int port, std::string token, RequestHandler handler,
+               std::shared_ptr<zmq::context_t> shared)
+    // An encrypted listener has a context of its own (its ZAP handler is the context's) with a
+    // second ZeroMQ I/O thread: CURVE encrypts and decrypts on the I/O threads, and a large
+    // transfer over two connections (lanes) then uses two cores.
+    : ctx_(shared && !curve_for_host(host) ? std::move(shared) : make_context(curve_for_host(host) ? 2 : 1)),
+      token_(std::move(token)),
+      handler_(std::move(handler)) {
+  char self[32];
+  std::snprintf(self, sizeof self, "%p", static_cast<void*>(this));
+  inproc_ = std::string("inproc://yard-") + self;  // unique within a shared context
+  router_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::router);
   tune(*router_);
   router_->set(zmq::sockopt::router_mandatory, 0);
   if (curve_for_host(host)) {
     // Listening beyond loopback: CURVE, admitting only holders of the cluster's key. The ZAP
     // handler is bound before any handshake can happen.
-    zap_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::rep);
+    zap_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::rep);
     zap_->set(zmq::sockopt::linger, 0);
     zap_->bind("inproc://zeromq.zap.01");
     router_->set(zmq::sockopt::curve_server, 1);
@@ -66,13 +78,13 @@ IoLoop::IoLoop(const std::string& host, int port, std::string token, RequestHand
   }
   // Connections are counted per peer as they are accepted (link_limits.h); refused handshakes of
   // an encrypted listener are reported.
-  if (zmq_socket_monitor(router_->handle(), "inproc://yard-router-monitor",
+  if (zmq_socket_monitor(router_->handle(), (inproc_ + "-router-monitor").c_str(),
                          ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                              ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
     throw zmq::error_t();
-  router_monitor_ = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
+  router_monitor_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::pair);
   router_monitor_->set(zmq::sockopt::linger, 0);
-  router_monitor_->connect("inproc://yard-router-monitor");
+  router_monitor_->connect(inproc_ + "-router-monitor");
   std::string ep = "tcp://" + host + ":" + (port == 0 ? std::string("*") : std::to_string(port));
   try {
     router_->bind(ep);
@@ -154,6 +166,7 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, R
     }
     pending_.emplace(id, Pending{peer_addr, std::move(cb), deadline});
     if (p->inflight++ == 0) active_.insert(peer_addr);
+    p->last_used = Clock::now();
     if (p->outbox.empty()) dirty_peers_.push_back(peer_addr);
     p->outbox.push_back(std::move(*shared));
   });
@@ -251,7 +264,7 @@ IoLoop::Peer& IoLoop::peer(const std::string& addr) {
   auto it = peers_.find(addr);
   if (it != peers_.end()) return it->second;
   Peer p;
-  p.dealer = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::dealer);
+  p.dealer = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::dealer);
   tune(*p.dealer);
   // ZMTP heartbeats: a peer that vanished without closing its connection (a cut cable, a frozen
   // host, a network partition) is noticed as a lost connection within the timeout.
@@ -264,13 +277,13 @@ IoLoop::Peer& IoLoop::peer(const std::string& addr) {
     p.dealer->set(zmq::sockopt::curve_publickey, keys().public_z85);
     p.dealer->set(zmq::sockopt::curve_secretkey, keys().secret_z85);
   }
-  std::string mon = "inproc://yard-monitor-" + std::to_string(++monitor_seq_);
+  std::string mon = inproc_ + "-monitor-" + std::to_string(++monitor_seq_);
   if (zmq_socket_monitor(p.dealer->handle(), mon.c_str(),
                          ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED |
                              ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
                              ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
     throw zmq::error_t();
-  p.monitor = std::make_unique<zmq::socket_t>(ctx_, zmq::socket_type::pair);
+  p.monitor = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::pair);
   p.monitor->set(zmq::sockopt::linger, 0);
   p.monitor->connect(mon);
   p.dealer->connect("tcp://" + target);
@@ -306,7 +319,9 @@ void IoLoop::run() {
     if (zap_) items.push_back({zap_->handle(), 0, ZMQ_POLLIN, 0});
     auto now = Clock::now();
     // Rounded up: a timer due in under a millisecond is waited for, not spun on with zero timeouts.
-    auto wait = std::chrono::milliseconds(100);
+    // An idle loop (nothing in flight to expire) sleeps until woken, or a second: thousands of
+    // idle loops in one process (simulated nodes) cost next to nothing.
+    auto wait = std::chrono::milliseconds(pending_.empty() ? 1000 : 100);
     for (auto& t : timers_)
       wait = std::min(wait, std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(t.next - now)));
     try {
@@ -467,34 +482,6 @@ void IoLoop::take_reply(const std::string& addr, Frames frames) {
   deliver(cb, std::move(msg), std::nullopt);
 }
 
-void IoLoop::on_monitor_readable(const std::string& addr, Peer& p) {
-  for (;;) {
-    zmq::message_t ev, ep;
-    if (!p.monitor->recv(ev, zmq::recv_flags::dontwait)) return;
-    if (ev.more()) (void)p.monitor->recv(ep, zmq::recv_flags::none);
-    uint16_t event = 0;
-    if (ev.size() >= 2) std::memcpy(&event, ev.data(), 2);
-    if (event == ZMQ_EVENT_CONNECTED) {
-      p.connected = true;
-    } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-      p.handshaken = true;
-    } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
-               event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || (event == ZMQ_EVENT_DISCONNECTED && p.curve && !p.handshaken)) {
-      fail_peer(addr,
-                "the encrypted link to " + addr + " was refused: its key is not this process's (is the cluster "
-                "token right?)",
-                wire::ErrorCode::UNAUTHENTICATED);
-      return;
-    } else if (event == ZMQ_EVENT_DISCONNECTED) {
-      fail_peer(addr, "connection to " + addr + " was lost");
-      return;
-    } else if (event == ZMQ_EVENT_CONNECT_RETRIED && !p.connected) {
-      fail_peer(addr, "cannot connect to " + addr + ": connection refused", wire::ErrorCode::UNAVAILABLE);
-      return;
-    }
-  }
-}
-
 void IoLoop::on_router_monitor_readable() {
   for (;;) {
     zmq::message_t ev, ep;
@@ -547,36 +534,13 @@ const CurveKeys& IoLoop::keys() {
   return *keys_;
 }
 
-void IoLoop::fail_peer(const std::string& addr, const std::string& why, wire::ErrorCode code) {
-  std::vector<ReplyCallback> cbs;
-  for (auto it = pending_.begin(); it != pending_.end();) {
-    if (it->second.peer == addr) {
-      cbs.push_back(std::move(it->second.cb));
-      it = pending_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  auto it = peers_.find(addr);
-  if (it != peers_.end()) {
-    zmq_socket_monitor(it->second.dealer->handle(), nullptr, 0);
-    peers_.erase(it);
-  }
-  active_.erase(addr);
-  for (auto& cb : cbs) fail(cb, LocalError{code, why});
-}
-
 void IoLoop::fail(ReplyCallback& cb, LocalError e) {
   e.shutdown = e.shutdown || closing_;
   deliver(cb, nullptr, std::move(e));
 }
 
-void IoLoop::settle(const std::string& addr) {
-  auto it = peers_.find(addr);
-  if (it != peers_.end() && it->second.inflight > 0 && --it->second.inflight == 0) active_.erase(addr);
-}
-
 void IoLoop::expire(Clock::time_point now) {
+  close_idle(now);
   if (now < next_expiry_scan_) return;
   next_expiry_scan_ = now + std::chrono::milliseconds(20);
   std::vector<std::pair<ReplyCallback, std::string>> expired;

@@ -51,7 +51,12 @@ class IoLoop {
       std::function<void(std::unique_ptr<InMessage> reply, std::optional<LocalError> error)>;
 
   // Binds tcp://host:port (port 0: an ephemeral port). Throws ConnectionError when it cannot.
-  IoLoop(const std::string& host, int port, std::string token, RequestHandler handler);
+  // Loops of one process may share a ZeroMQ context (`shared`, from make_context), and with it
+  // its I/O threads: thousands of loops (simulated nodes) then cost a thread each, not three. An
+  // encrypted listener always has a context of its own.
+  IoLoop(const std::string& host, int port, std::string token, RequestHandler handler,
+         std::shared_ptr<zmq::context_t> shared = nullptr);
+  static std::shared_ptr<zmq::context_t> make_context(int io_threads);
   ~IoLoop();
   IoLoop(const IoLoop&) = delete;
   IoLoop& operator=(const IoLoop&) = delete;
@@ -98,7 +103,11 @@ class IoLoop {
     bool handshaken = false;  // its handshake succeeded
     std::vector<Frames> outbox;  // requests made this turn, sent by flush()
     size_t inflight = 0;         // requests awaiting a reply: the link is polled while > 0
+    Clock::time_point last_used;  // its last request: a link idle for kIdleLink is closed
   };
+  // A connection unused this long is closed (made again on the next request): a head or a
+  // driver that once talked to thousands of nodes does not keep their buffers for ever.
+  static constexpr auto kIdleLink = std::chrono::seconds(60);
   struct Pending {
     std::string peer;
     ReplyCallback cb;
@@ -134,10 +143,12 @@ class IoLoop {
   void fail_peer(const std::string& addr, const std::string& why,
                  wire::ErrorCode code = wire::ErrorCode::WORKER_CRASHED);
   void expire(Clock::time_point now);
+  void close_idle(Clock::time_point now);
   // One request to `addr` answered or given up: a link with none left is no longer polled.
   void settle(const std::string& addr);
 
-  zmq::context_t ctx_;
+  std::shared_ptr<zmq::context_t> ctx_;  // declared first: the sockets go before it
+  std::string inproc_;                     // this loop's prefix for its monitors' endpoints
   std::string token_;
   RequestHandler handler_;
   std::unique_ptr<zmq::socket_t> router_;
@@ -167,6 +178,7 @@ class IoLoop {
   std::unordered_map<uint64_t, Pending> pending_;
   std::vector<Timer> timers_;
   Clock::time_point next_expiry_scan_{};
+  Clock::time_point next_idle_sweep_{};
 
   std::thread thread_;
 };

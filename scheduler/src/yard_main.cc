@@ -112,22 +112,8 @@ std::string fmt_res(const json& total, const json& avail) {
   return out;
 }
 
-int status(const std::string& address, const std::string& token, bool as_json) {
-  auto c = connect(address, token);
-  auto r = c.call([](auto env) { env.getBody().setStatus(); });
-  auto j = json::parse(std::string(r->env().getBody().getStatusReply()));
-  if (as_json) {
-    std::cout << j.dump(2) << "\n";
-    return 0;
-  }
-  std::cout << "Cluster " << c.address() << "\n"
-            << "  session: " << j["cluster"].value("session_dir", "") << "\n"
-            << "  logs:    " << j["cluster"].value("log_dir", "") << "\n"
-            << "  redis:   " << j["cluster"].value("redis", "") << "\n"
-            << (j["cluster"].value("metrics", "").empty() ? "" : "  metrics: " + j["cluster"].value("metrics", "") + "\n")
-            << "\n"
-            << "Nodes (" << j["nodes"].size() << ")\n";
-  for (auto& n : j["nodes"]) {
+void print_nodes(const json& nodes) {
+  for (auto& n : nodes) {
     std::string state = n.value("alive", false) ? (n.value("state", "") == "DRAINING" ? "DRAINING" : "ALIVE") : "DEAD";
     std::cout << fmt::format("  {}  {}  {}  used/total: {}  workers: {}  actors: {}  logs: {}\n", n.value("node_id", ""),
                              n.value("address", ""), state, fmt_res(n["resources_total"], n["resources_available"]),
@@ -140,30 +126,82 @@ int status(const std::string& address, const std::string& token, bool as_json) {
                                mb("object_store_used"), mb("object_store_limit"), mb("spilled_bytes"),
                                n.value("spilled_objects", std::string("0")));
   }
-  std::cout << "\nActors (" << j["actors"].size() << ")\n";
-  for (auto& a : j["actors"])
+}
+
+void print_actors(const json& actors) {
+  for (auto& a : actors)
     std::cout << fmt::format("  {}  {}{}  {}  {}  node {}{}{}\n", a.value("actor_id", ""), a.value("class", ""),
                              a.value("name", "").empty() ? "" : " '" + a.value("name", "") + "'", a.value("state", ""),
                              a.value("job", ""), a.value("node", "").empty() ? "-" : a.value("node", ""),
                              a.value("restarts", 0) ? fmt::format("  restarts {}", a.value("restarts", 0)) : "",
                              a.value("death_cause", "").empty() ? "" : "  (" + a.value("death_cause", "") + ")");
+}
+
+void print_groups(const json& groups) {
+  for (auto& g : groups) {
+    std::string bundles;
+    for (size_t i = 0; i < g["bundles"].size(); ++i) {
+      std::string res;
+      for (auto& [k, v] : g["bundles"][i].items()) res += fmt::format("{}{}: {:g}", res.empty() ? "" : ", ", k, v.get<double>());
+      std::string node = g["bundle_nodes"][i].get<std::string>();
+      bundles += fmt::format("{}[{}] on {}", bundles.empty() ? "" : "  ", res, node.empty() ? "-" : node);
+    }
+    std::cout << fmt::format("  {}  {}  {}  {}  {}\n", g.value("placement_group_id", ""), g.value("strategy", ""),
+                             g.value("state", ""), g.value("job", ""), bundles);
+  }
+}
+
+// "12 ALIVE, 1 DEAD" from {"ALIVE": 12, "DEAD": 1}, zero counts left out.
+std::string counts(const json& c) {
+  std::string out;
+  for (auto& [k, v] : c.items())
+    if (v.get<long>() > 0) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", v.get<long>(), k);
+  return out.empty() ? "none" : out;
+}
+
+// The summary the head counts (rows only for a small cluster); `--verbose` prints every row.
+int status(const std::string& address, const std::string& token, bool as_json, bool verbose) {
+  auto c = connect(address, token);
+  bool full = as_json || verbose;
+  auto r = c.call([full](auto env) {
+    if (full)
+      env.getBody().setStatus();
+    else
+      env.getBody().setStatusSummary();
+  });
+  auto j = json::parse(std::string(r->env().getBody().getStatusReply()));
+  if (as_json) {
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << "Cluster " << c.address() << "\n"
+            << "  session: " << j["cluster"].value("session_dir", "") << "\n"
+            << "  logs:    " << j["cluster"].value("log_dir", "") << "\n"
+            << "  redis:   " << j["cluster"].value("redis", "") << "\n"
+            << (j["cluster"].value("metrics", "").empty() ? "" : "  metrics: " + j["cluster"].value("metrics", "") + "\n");
+  if (!full) {
+    std::cout << "  nodes:   " << counts(j["node_counts"]) << "\n"
+              << "  used/total: " << fmt_res(j["resources_total"], j["resources_available"]) << "\n"
+              << "  actors:  " << counts(j["actor_counts"]) << "\n"
+              << "  placement groups: " << counts(j["placement_group_counts"]) << "\n";
+  }
+  bool all_rows = j.contains("nodes") && j.contains("actors");
+  if (j.contains("nodes")) {
+    std::cout << "\nNodes (" << j["nodes"].size() << ")\n";
+    print_nodes(j["nodes"]);
+  }
+  if (j.contains("actors")) {
+    std::cout << "\nActors (" << j["actors"].size() << ")\n";
+    print_actors(j["actors"]);
+  }
   if (j.contains("placement_groups") && !j["placement_groups"].empty()) {
     std::cout << "\nPlacement groups (" << j["placement_groups"].size() << ")\n";
-    for (auto& g : j["placement_groups"]) {
-      std::string bundles;
-      for (size_t i = 0; i < g["bundles"].size(); ++i) {
-        std::string res;
-        for (auto& [k, v] : g["bundles"][i].items()) res += fmt::format("{}{}: {:g}", res.empty() ? "" : ", ", k, v.get<double>());
-        std::string node = g["bundle_nodes"][i].get<std::string>();
-        bundles += fmt::format("{}[{}] on {}", bundles.empty() ? "" : "  ", res, node.empty() ? "-" : node);
-      }
-      std::cout << fmt::format("  {}  {}  {}  {}  {}\n", g.value("placement_group_id", ""), g.value("strategy", ""),
-                               g.value("state", ""), g.value("job", ""), bundles);
-    }
+    print_groups(j["placement_groups"]);
   }
-  std::cout << "\nJobs (" << j["jobs"].size() << ")\n";
+  std::cout << "\nJobs (" << j.value("jobs_total", j["jobs"].size()) << (full ? "" : ", the newest listed") << ")\n";
   for (auto& jb : j["jobs"])
     std::cout << fmt::format("  {}  {}  {}\n", jb.value("job_id", ""), jb.value("status", ""), jb.value("entrypoint", ""));
+  if (!all_rows) std::cout << "\n(a large cluster: yard status --verbose lists every node, actor and group)\n";
   return 0;
 }
 
@@ -305,7 +343,7 @@ struct Args {
   sched::DaemonOptions dopts;
   bool head = false, block = false;
   std::string resources_json, join;
-  bool as_json = false;
+  bool as_json = false, verbose = false;
   std::vector<std::string> entry, env_kv;
   bool no_wait = false;
   std::string working_dir, job_id;
@@ -373,7 +411,8 @@ Commands define_cli(CLI::App& app, Args& a) {
   Commands c = define_start(app, a, {});
   c.stop = add_conn(app.add_subcommand("stop", "stop the cluster: the head, its Redis, workers and jobs"));
   c.status = add_conn(app.add_subcommand("status", "nodes, resources used/total, actors and jobs"));
-  c.status->add_flag("--json", a.as_json, "print JSON");
+  c.status->add_flag("--json", a.as_json, "print every node, actor, group and job as JSON");
+  c.status->add_flag("-v,--verbose", a.verbose, "list every node, actor, group and job (by default a large cluster is summarised)");
   c.metrics_targets = add_conn(app.add_subcommand(
       "metrics-targets", "the cluster's Prometheus endpoints as a file_sd_configs file (scrape them with basic_auth: "
                          "username yard, password_file the session's web_key file)"));
@@ -512,7 +551,7 @@ int main(int argc, char** argv) {
   try {
     if (c.start->parsed()) return cmd_start(a);
     if (c.stop->parsed()) return sched::stop_cluster(a.address, a.token);
-    if (c.status->parsed()) return status(a.address, a.token, a.as_json);
+    if (c.status->parsed()) return status(a.address, a.token, a.as_json, a.verbose);
     if (c.submit->parsed()) return cmd_submit(a);
     if (c.jobs->parsed()) return cmd_jobs(a);
     if (c.logs->parsed()) {

@@ -1,5 +1,4 @@
 #include "head/head_service.h"
-#include "head/timeline.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -391,6 +390,7 @@ void HeadService::handle_head_request(Incoming& in) {
     case B::JOB_LOGS: return on_job_logs(in);
     case B::STOP_JOB: return on_stop_job(in);
     case B::STATUS: return on_status(in);
+    case B::STATUS_SUMMARY: return on_status_summary(in);
     case B::TIMELINE: return on_timeline(in);
     case B::JOB_CURVES: return on_job_curves(in);
     case B::GET_CONTROL_STORE: return on_get_control_store(in);
@@ -474,69 +474,6 @@ void HeadService::reap() {
       head_node_pid_ = 0;
     }
   }
-}
-
-// ---- status -----------------------------------------------------------------------------------
-
-void HeadService::on_timeline(Incoming& in) {
-  std::string job = in.msg->env().getBody().getTimeline();
-  if (job.empty()) {
-    auto ids = tables_->job_ids();
-    if (ids.empty()) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no jobs yet");
-    job = ids.back();
-  }
-  if (!tables_->job(job)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + job);
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  m.env().getBody().setTimelineReply(chrome_trace(job, tables_->timeline(job)));
-  io_->reply(in.routing_id, m.finish());
-}
-
-// The points of a job's own gauges, oldest first, as one JSON array.
-void HeadService::on_job_curves(Incoming& in) {
-  std::string job = in.msg->env().getBody().getJobCurves();
-  if (!tables_->job(job)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + job);
-  std::string out = "[";
-  for (auto& p : tables_->curves(job)) out += (out.size() > 1 ? "," : "") + p;
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  m.env().getBody().setStatusReply(out + "]");
-  io_->reply(in.routing_id, m.finish());
-}
-
-void HeadService::on_status(Incoming& in) {
-  json j;
-  json c;
-  for (auto& [k, v] : tables_->cluster()) c[k] = v;
-  c["redis"] = o_.redis_address;
-  c["head_pid"] = getpid();
-  j["cluster"] = c;
-  std::map<std::string, json> per_node;
-  json actors = actors_->status(per_node);
-  json nodes = json::array();
-  for (auto& id : tables_->node_ids()) {
-    json n;
-    n["node_id"] = id;
-    for (auto& [k, v] : tables_->node_fields(id))
-      if (k.rfind("resources_", 0) != 0) n[k] = v;
-    n["resources_total"] = read_res(*redis_, total_key(id));
-    n["resources_available"] = read_res(*redis_, avail_key(id));
-    n["alive"] = tables_->heartbeating(id) && !nodes_->dead(id);
-    n["actors"] = per_node.count(id) ? per_node[id] : json::array();
-    nodes.push_back(n);
-  }
-  j["nodes"] = nodes;
-  j["actors"] = actors;
-  j["placement_groups"] = groups_->status();
-  json jobs = json::array();
-  for (auto& id : tables_->job_ids()) {
-    json jj;
-    jj["job_id"] = id;
-    for (auto& [k, v] : tables_->job_fields(id)) jj[k] = v;
-    jobs.push_back(jj);
-  }
-  j["jobs"] = jobs;
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  m.env().getBody().setStatusReply(j.dump());
-  io_->reply(in.routing_id, m.finish());
 }
 
 }  // namespace yard::sched

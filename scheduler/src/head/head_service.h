@@ -69,6 +69,10 @@ class HeadService {
   void reap();
   void on_get_control_store(Incoming& in);
   void on_status(Incoming& in);
+  void on_status_summary(Incoming& in);
+  nlohmann::json cluster_json();
+  nlohmann::json node_rows(std::map<std::string, nlohmann::json>& per_node);
+  nlohmann::json job_rows(size_t newest);
   void on_timeline(Incoming& in);
   void on_job_curves(Incoming& in);
   void publish(const std::string& event_json) const;
@@ -128,6 +132,7 @@ class HeadService {
   std::unique_ptr<JobTable> jobs_;  // over tables_
   std::unique_ptr<ClusterNodes> nodes_;  // over tables_
   uint64_t seen_reconnects_ = 0;
+  Clock::time_point last_refresh_{};  // the nodes' resources last read in full
   Clock::time_point grace_until_{};
   std::unique_ptr<ActorManager> actors_;  // over nodes_, groups_ and jobs_
   std::unique_ptr<GroupManager> groups_;  // over nodes_ and jobs_

@@ -1,6 +1,7 @@
 // Placement-group bundles (the policy of placement.h).
 #include <cmath>
 #include <map>
+#include <unordered_map>
 
 #include "policy/placement.h"
 
@@ -58,70 +59,75 @@ std::optional<std::string> infeasible_group(const ClusterView& view, const Group
   return std::nullopt;
 }
 
-// The planning state of one request: free resources as bundles are planned, and how many of the
-// group's bundles each node holds.
+// The planning state of one request: the free resources of the nodes it puts bundles on (the
+// others are read from the view, never copied), and how many of the group's bundles each node
+// holds. Nodes are named by their index in the view.
 struct Plan {
+  static constexpr size_t kNone = static_cast<size_t>(-1);
   const ClusterView& view;
   const GroupRequest& req;
-  std::map<std::string, Res> avail;
-  std::map<std::string, int> used;
+  std::unordered_map<size_t, Res> changed;
+  std::vector<int> used;
+  bool any_used = false;
   std::vector<std::string> nodes;
 
-  Plan(const ClusterView& v, const GroupRequest& r) : view(v), req(r) {
-    for (auto& n : v.nodes) avail[n.id] = n.avail;
+  Plan(const ClusterView& v, const GroupRequest& r) : view(v), req(r), used(v.nodes.size(), 0) {
     nodes = r.placed;
     nodes.resize(r.bundles.size());
-    for (auto& n : nodes)
-      if (!n.empty()) ++used[n];
+    for (auto& n : nodes) {
+      if (n.empty()) continue;
+      any_used = true;
+      for (size_t k = 0; k < view.nodes.size(); ++k)
+        if (view.nodes[k].id == n) ++used[k];
+    }
   }
-  void put(size_t i, const std::string& node) {
-    nodes[i] = node;
-    sub(avail[node], req.bundles[i]);
-    ++used[node];
+  const Res& avail(size_t k) const {
+    auto c = changed.find(k);
+    return c == changed.end() ? view.nodes[k].avail : c->second;
+  }
+  double load(size_t k) const { return utilisation(view.nodes[k].total, avail(k)); }
+  void put(size_t i, size_t k) {
+    nodes[i] = view.nodes[k].id;
+    sub(changed.try_emplace(k, view.nodes[k].avail).first->second, req.bundles[i]);
+    ++used[k];
+    any_used = true;
   }
   // PACK, STRICT_PACK: every unplaced bundle on one node, when one can take them all.
   bool all_on_one() {
     Res sum;
     for (size_t i = 0; i < nodes.size(); ++i)
       if (nodes[i].empty()) add(sum, req.bundles[i]);
-    const NodeState* one = nullptr;
-    for (auto& n : view.nodes) {
-      if (!fits(sum, avail[n.id])) continue;
-      if (req.strategy == BundleStrategy::kStrictPack && !used.empty() && !used.count(n.id)) continue;
-      if (!one || used[n.id] > used[one->id] ||
-          (used[n.id] == used[one->id] && utilisation(n.total, avail[n.id]) > utilisation(one->total, avail[one->id])))
-        one = &n;
+    size_t one = kNone;
+    for (size_t k = 0; k < view.nodes.size(); ++k) {
+      if (!fits(sum, avail(k))) continue;
+      if (req.strategy == BundleStrategy::kStrictPack && any_used && used[k] == 0) continue;
+      if (one == kNone || used[k] > used[one] || (used[k] == used[one] && load(k) > load(one))) one = k;
     }
-    if (!one) return false;
+    if (one == kNone) return false;
     for (size_t i = 0; i < nodes.size(); ++i)
-      if (nodes[i].empty()) put(i, one->id);
+      if (nodes[i].empty()) put(i, one);
     return true;
   }
   // Lower is better: packing prefers nodes with more of the group, then busier ones; spreading
   // the reverse; ties by id.
-  bool better(const NodeState& x, const NodeState& y) {
-    double ux = utilisation(x.total, avail[x.id]), uy = utilisation(y.total, avail[y.id]);
-    if (packs(req.strategy)) {
-      if (used[x.id] != used[y.id]) return used[x.id] > used[y.id];
-      if (std::abs(ux - uy) > 1e-9) return ux > uy;
-    } else {
-      if (used[x.id] != used[y.id]) return used[x.id] < used[y.id];
-      if (std::abs(ux - uy) > 1e-9) return ux < uy;
-    }
-    return x.id < y.id;
+  bool better(size_t x, size_t y) const {
+    if (used[x] != used[y]) return packs(req.strategy) ? used[x] > used[y] : used[x] < used[y];
+    double ux = load(x), uy = load(y);
+    if (std::abs(ux - uy) > 1e-9) return packs(req.strategy) ? ux > uy : ux < uy;
+    return view.nodes[x].id < view.nodes[y].id;
   }
-  std::string choose(size_t i) {
+  size_t choose(size_t i) const {
     std::string fixed;
     for (auto& p : nodes)
       if (!p.empty()) fixed = p;
-    const NodeState* best = nullptr;
-    for (auto& n : view.nodes) {
-      if (!fits(req.bundles[i], avail[n.id])) continue;
-      if (req.strategy == BundleStrategy::kStrictSpread && used[n.id] > 0) continue;
-      if (req.strategy == BundleStrategy::kStrictPack && !fixed.empty() && n.id != fixed) continue;
-      if (!best || better(n, *best)) best = &n;
+    size_t best = kNone;
+    for (size_t k = 0; k < view.nodes.size(); ++k) {
+      if (!fits(req.bundles[i], avail(k))) continue;
+      if (req.strategy == BundleStrategy::kStrictSpread && used[k] > 0) continue;
+      if (req.strategy == BundleStrategy::kStrictPack && !fixed.empty() && view.nodes[k].id != fixed) continue;
+      if (best == kNone || better(k, best)) best = k;
     }
-    return best ? best->id : "";
+    return best;
   }
 };
 
@@ -134,9 +140,9 @@ GroupDecision place_bundles(const ClusterView& view, const GroupRequest& req) {
   if (packs(req.strategy) && !plan.all_on_one() && req.strategy == BundleStrategy::kStrictPack) return {};
   for (size_t i = 0; i < plan.nodes.size(); ++i) {
     if (!plan.nodes[i].empty()) continue;
-    std::string n = plan.choose(i);
-    if (n.empty()) return {};
-    plan.put(i, n);
+    size_t k = plan.choose(i);
+    if (k == Plan::kNone) return {};
+    plan.put(i, k);
   }
   return {Outcome::kPlaced, plan.nodes, {}};
 }

@@ -9,9 +9,10 @@ namespace yard::sched::sim {
 using namespace detail;
 using B = wire::Envelope::Body;
 
-SimNode::SimNode(SimStore& store, std::string id, const std::string& host, const std::string& token, Res total)
+SimNode::SimNode(SimStore& store, std::string id, const std::string& host, const std::string& token, Res total,
+                 std::shared_ptr<zmq::context_t> ctx)
     : store_(store), id_(std::move(id)), token_(token), total_(std::move(total)) {
-  io_ = std::make_unique<IoLoop>(host, 0, token_, [this](Incoming in) { handle(std::move(in)); });
+  io_ = std::make_unique<IoLoop>(host, 0, token_, [this](Incoming in) { handle(std::move(in)); }, std::move(ctx));
 }
 
 SimNode::~SimNode() { io_->stop(); }

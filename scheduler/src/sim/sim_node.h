@@ -33,7 +33,8 @@ struct SimStore {
 
 class SimNode {
  public:
-  SimNode(SimStore& store, std::string id, const std::string& host, const std::string& token, Res total);
+  SimNode(SimStore& store, std::string id, const std::string& host, const std::string& token, Res total,
+          std::shared_ptr<zmq::context_t> ctx);
   ~SimNode();
   SimNode(const SimNode&) = delete;
   SimNode& operator=(const SimNode&) = delete;

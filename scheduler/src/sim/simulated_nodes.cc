@@ -56,11 +56,12 @@ void SimulatedNodes::join() {
 // Resources and the heartbeat first, then the membership, as a real node joins.
 void SimulatedNodes::add_nodes() {
   std::set<std::string> ids;
+  auto ctx = IoLoop::make_context(2);  // the nodes' loops share its I/O threads
   for (int i = 0; i < o_.simulate; ++i) {
     std::string id;
     do id = "node-" + random_hex(4);
     while (!ids.insert(id).second);
-    nodes_.push_back(std::make_unique<SimNode>(store_, id, o_.host, token_, per_node_));
+    nodes_.push_back(std::make_unique<SimNode>(store_, id, o_.host, token_, per_node_, ctx));
   }
   std::lock_guard lock(store_.mu);
   for (auto& n : nodes_) store_.ledger->open(n->id(), n->total());

@@ -191,6 +191,19 @@ std::optional<NodeState> Tables::node_state(const std::string& id) {
 
 std::map<std::string, std::string> Tables::node_fields(const std::string& id) { return r_.hgetall(node_key(id)); }
 
+std::vector<std::map<std::string, std::string>> Tables::node_records(const std::vector<std::string>& ids) {
+  std::vector<std::vector<std::string>> cmds;
+  for (auto& id : ids) cmds.push_back({"HGETALL", node_key(id)});
+  std::vector<std::map<std::string, std::string>> out;
+  if (cmds.empty()) return out;
+  for (auto& r : r_.pipeline(cmds)) {
+    auto h = r.strings();
+    auto& m = out.emplace_back();
+    for (size_t k = 0; k + 1 < h.size(); k += 2) m[h[k]] = h[k + 1];
+  }
+  return out;
+}
+
 long Tables::leased_workers(const std::string& id) {
   auto r = r_.cmd({"HGET", node_key(id), "leased"});
   return r.is_nil() ? 0 : std::atol(r.str().c_str());

@@ -136,6 +136,8 @@ class Tables {
   void set_node_state(const std::string& id, NodeState s, double dead_at = 0);
   std::optional<NodeState> node_state(const std::string& id);
   std::map<std::string, std::string> node_fields(const std::string& id);
+  // Many nodes' records in one pipelined round trip, in the order of `ids`.
+  std::vector<std::map<std::string, std::string>> node_records(const std::vector<std::string>& ids);
   // Task workers the node has leased out (0 when unknown).
   long leased_workers(const std::string& id);
   // Every node with its resources, in one pipelined round trip.
