@@ -8,7 +8,8 @@
 //   pg_create_remove_per_s_Nn   single-bundle placement groups created, waited for and removed
 //   dead_node_detect_s_Nn       kill -9 of one more simulated node -> marked DEAD; peer: the
 //                               heartbeat timeout + 1 s (ratio <= 1 meets the target)
-//   status_ms_Nn                `yard status --json` as a user runs it, process start included
+//   status_ms_Nn                `yard status` as a user runs it (the summary), process start
+//                               included; status_json_ms_Nn: `yard status --json`, every row
 //   head_cpu_idle_frac_Nn       the head's CPU time ÷ wall time over 3 s with nothing asked of it
 //   takeover_s_Nn               kill -9 of the head with every actor alive -> a new head at the same
 //                               address answers status with them all ALIVE
@@ -134,9 +135,10 @@ struct Cluster {
                          std::to_string(n), "--num-cpus", "4", "--resources", R"({"sim": 100000})", "--session-dir",
                          home + "/" + dir});
   }
-  json status(double* ms = nullptr) {
+  // `yard status ARGS` as a user runs it: its output and how long it took.
+  std::string run_status(const std::string& args, double* ms) {
     auto t0 = Clock::now();
-    std::string cmd = yard_bin + " status --json --address " + head + " --token " + token + " 2>/dev/null";
+    std::string cmd = yard_bin + " status " + args + " --address " + head + " --token " + token + " 2>/dev/null";
     FILE* p = popen(cmd.c_str(), "r");
     std::string out;
     char buf[65536];
@@ -144,8 +146,9 @@ struct Cluster {
     while (p && (k = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, k);
     if (p) pclose(p);
     if (ms) *ms = secs_since(t0) * 1000;
-    return json::parse(out, nullptr, false);
+    return out;
   }
+  json status(double* ms = nullptr) { return json::parse(run_status("--json", ms), nullptr, false); }
   ~Cluster() {
     for (auto p : sims) kill(p, SIGTERM);
     if (head_pid) kill(head_pid, SIGTERM);
@@ -215,10 +218,12 @@ SizeFigures run_size(const std::string& yard_bin, int n, int actors, const SizeF
   std::this_thread::sleep_for(3s);  // measuring an idle head: nothing to wait for
   emit("head_cpu_idle_frac" + tag, (cpu_seconds(c.head_pid) - idle0) / secs_since(t_idle), "cpu/wall");
 
-  double status_ms = 0;
-  c.status(&status_ms);
-  c.status(&status_ms);
+  double status_ms = 0, full_ms = 0;
+  c.run_status("", &status_ms);
+  c.run_status("", &status_ms);
+  c.run_status("--json", &full_ms);
   emit("status_ms" + tag, status_ms, "ms");
+  emit("status_json_ms" + tag, full_ms, "ms");
 
   // Groups per second, one client.
   {
@@ -297,6 +302,8 @@ SizeFigures run_size(const std::string& yard_bin, int n, int actors, const SizeF
 // One cluster size per process (yard::init once per process); the parent runs each size in turn
 // and passes the smallest size's creation rate on, for the ratio.
 int main(int argc, char** argv) {
+  // This binary is the job's: a worker the cluster starts from it (a warm pool) serves, no more.
+  if (getenv("YARD_WORKER")) yard::init(argc, argv);
   std::string yard_bin = argc > 1 ? argv[1] : "build/scheduler/yard";
   int actors = getenv("SCALE_ACTORS") ? std::atoi(getenv("SCALE_ACTORS")) : 1000;
   if (const char* one = getenv("SCALE_ONE_SIZE")) {

@@ -55,6 +55,9 @@ std::optional<Rejection> ActorManager::check_new_actor(const Actor& a) {
     if (auto no = groups_->check_actor(a.pg, a.bundle, a.resources, a.class_name)) return no;
   } else {
     nodes_->refresh_if_joined();
+    // Without node affinity an actor is feasible when some node's totals hold it: known per
+    // shape of request until the view is rebuilt, so that a burst of alike actors costs one scan.
+    if (a.affinity_node.empty() && nodes_->fits_some_node(a.resources)) return check_name(a);
     auto d = pick_node(a, nodes_->view());
     if (d.outcome == policy::Outcome::kInfeasible) {
       nodes_->refresh();  // a node that can take it may have joined a moment ago
@@ -64,6 +67,10 @@ std::optional<Rejection> ActorManager::check_new_actor(const Actor& a) {
       return Rejection{wire::ErrorCode::INFEASIBLE,
                        "actor " + a.class_name + " cannot be placed on any node (" + d.why + ")"};
   }
+  return check_name(a);
+}
+
+std::optional<Rejection> ActorManager::check_name(const Actor& a) const {
   if (!a.name.empty()) {
     auto n = actor_names_.find(a.name);
     if (n != actor_names_.end() && actors_.count(n->second) && actors_.at(n->second).state != store::ActorState::kDead)

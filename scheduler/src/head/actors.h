@@ -93,6 +93,7 @@ class ActorManager {
   bool answer_repeated_creation(Incoming& in);
   // Why a new actor is refused at once (bad request, unknown group or name in use, nowhere it
   // could ever run), or nullopt.
+  std::optional<Rejection> check_name(const Actor& a) const;  // a live actor has the name already
   std::optional<Rejection> check_new_actor(const Actor& a);
   policy::Decision pick_node(const Actor& a, const policy::ClusterView& view) const;
   // Adds to a view of the nodes how many live actors each has (only SPREAD placement reads it).

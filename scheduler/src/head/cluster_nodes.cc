@@ -34,6 +34,7 @@ void ClusterNodes::refresh_if_joined() {
 }
 
 void ClusterNodes::rebuild_view() {
+  feasible_.clear();
   view_.nodes.clear();
   in_view_.clear();
   for (auto& [id, n] : nodes_)
@@ -48,6 +49,17 @@ void ClusterNodes::update_view(const std::string& node) {
   auto v = in_view_.find(node);
   auto n = nodes_.find(node);
   if (v != in_view_.end() && n != nodes_.end()) view_.nodes[v->second].avail = n->second.avail;
+}
+
+bool ClusterNodes::fits_some_node(const Res& need) {
+  auto [it, fresh] = feasible_.try_emplace(need, false);
+  if (fresh)
+    for (auto& n : view_.nodes)
+      if (fits(need, n.total)) {
+        it->second = true;
+        break;
+      }
+  return it->second;
 }
 
 bool ClusterNodes::reread(const std::string& node) {

@@ -50,6 +50,9 @@ class ClusterNodes {
   // Reads one node's free resources again (nodes give back what their workers held straight to
   // the control store): true when the view changed.
   bool reread(const std::string& node);
+  // Whether some node of the view could ever hold `need` (its totals), cached per request
+  // until the view is rebuilt.
+  bool fits_some_node(const Res& need);
   // One more actor placed on `node` (its resources already reserved).
   void count_placed(const std::string& node);
 
@@ -80,7 +83,8 @@ class ClusterNodes {
   policy::ClusterView view_;
   std::unordered_map<std::string, size_t> in_view_;  // node -> index in view_.nodes
   std::function<void(policy::ClusterView&)> count_actors_;
-  long long version_ = -1;  // the membership's version at the last refresh
+  long long version_ = -1;
+  std::map<Res, bool> feasible_;  // fits_some_node's answers for this view  // the membership's version at the last refresh
   std::set<std::string> dead_, draining_;
   Items pending_release_;
   std::vector<std::string> pending_del_;
