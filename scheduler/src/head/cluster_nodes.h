@@ -57,6 +57,7 @@ class ClusterNodes {
   void count_placed(const std::string& node);
 
   bool dead(const std::string& id) const { return dead_.count(id) > 0; }
+  std::set<std::string> dead_ids() const { return dead_; }
   void mark_dead(const std::string& id);
   void mark_alive(const std::string& id);
   void start_drain(const std::string& id);

@@ -1,6 +1,8 @@
 // Nodes as the head sees them: membership and resources, the failure detector, and drains.
 #include "head/head_service.h"
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -17,7 +19,6 @@ using namespace detail;
 // their max_restarts allow) and its placement-group bundles are placed again.
 void HeadService::check_nodes() {
   try {
-    auto members = tables_->node_ids();
     // After the control store was away (restarted, unreachable), nodes get one full timeout to
     // heartbeat again before anyone is declared dead.
     if (redis_->reconnects() != seen_reconnects_) {
@@ -26,26 +27,27 @@ void HeadService::check_nodes() {
       spdlog::warn("reconnected to Redis: no node is declared dead for {} s", o_.heartbeat_timeout_s);
     }
     bool grace = Clock::now() < grace_until_;
-    auto beats = tables_->heartbeating(members);
-    for (size_t i = 0; i < members.size(); ++i) {
-      const auto& id = members[i];
-      bool beating = beats[i];
-      if (beating && nodes_->dead(id)) {
-        // Back (a healed partition, a paused process): it fences itself and rejoins empty.
-        nodes_->mark_alive(id);
-        tables_->set_node_state(id, store::NodeState::kAlive);
-        publish(json{{"type", "node_alive"}, {"node_id", id}, {"time", unix_time()}}.dump());
-        spdlog::warn("node {} is heartbeating again", id);
-        continue;
-      }
-      if (beating || nodes_->dead(id) || grace) continue;
-      node_died(id);
+    // The members without a heartbeat, found by one script in Redis: the head reads only those.
+    auto silent_ids = tables_->silent_nodes();
+    std::set<std::string> silent(silent_ids.begin(), silent_ids.end());
+    auto dead = nodes_->dead_ids();  // a copy: marking one alive changes the set
+    for (auto& id : dead) {
+      if (silent.count(id) || !nodes_->find(id)) continue;
+      // Back (a healed partition, a paused process): it fences itself and rejoins empty.
+      nodes_->mark_alive(id);
+      tables_->set_node_state(id, store::NodeState::kAlive);
+      publish(json{{"type", "node_alive"}, {"node_id", id}, {"time", unix_time()}}.dump());
+      spdlog::warn("node {} is heartbeating again", id);
     }
+    if (!grace)
+      for (auto& id : silent_ids)
+        if (!nodes_->dead(id)) node_died(id);
+    size_t members = nodes_->all().size();
     // Every node's resources are read again at most every 250 ms, less often in a large
     // cluster (a quarter of a millisecond per node): joins and leaves are seen at once, and a
     // placement that finds a node fuller than its view says reads it again.
     auto now = Clock::now();
-    auto every = std::max(std::chrono::microseconds(250'000), std::chrono::microseconds(250 * members.size()));
+    auto every = std::max(std::chrono::microseconds(250'000), std::chrono::microseconds(250 * members));
     if (now - last_refresh_ >= every) {
       nodes_->refresh();
       last_refresh_ = now;

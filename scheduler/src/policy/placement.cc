@@ -63,33 +63,35 @@ std::optional<Decision> by_affinity(const ClusterView& view, const ActorRequest&
 
 }  // namespace
 
+// One pass over the nodes: each node's utilisation is worked out once, and nothing is copied.
 Decision place_actor(const ClusterView& view, const ActorRequest& req) {
   if (auto d = by_affinity(view, req)) return *d;
-  std::vector<const NodeState*> feasible, fitting;
-  for (auto& n : view.nodes)
-    if (fits(req.resources, n.total)) {
-      feasible.push_back(&n);
-      if (fits(req.resources, n.avail)) fitting.push_back(&n);
+  constexpr double kSpillAt = 0.5;  // default: local first while the local node is under half busy
+  bool spread = req.strategy == ActorStrategy::kSpread;
+  bool feasible = false;
+  const NodeState* best = nullptr;
+  double best_u = 0;
+  for (auto& n : view.nodes) {
+    if (!fits(req.resources, n.total)) continue;
+    feasible = true;
+    if (!fits(req.resources, n.avail)) continue;
+    double u = utilisation(n.total, n.avail);
+    if (!spread && n.id == req.local_node && u < kSpillAt) return Decision::placed(n.id);
+    bool better;
+    if (!best)
+      better = true;
+    else if (spread)  // fewest actors, then the least busy
+      better = n.actors < best->actors || (n.actors == best->actors && u < best_u);
+    else  // the least busy, the local node on a tie
+      better = u < best_u - 1e-9 || (std::abs(u - best_u) <= 1e-9 && n.id == req.local_node && best->id != req.local_node);
+    if (better) {
+      best = &n;
+      best_u = u;
     }
-  if (feasible.empty()) return Decision::infeasible(infeasible_reason(view, req.resources));
-  if (fitting.empty()) return Decision::wait();
-  if (req.strategy == ActorStrategy::kSpread) {
-    auto best = std::min_element(fitting.begin(), fitting.end(), [](const NodeState* x, const NodeState* y) {
-      if (x->actors != y->actors) return x->actors < y->actors;
-      return utilisation(x->total, x->avail) < utilisation(y->total, y->avail);
-    });
-    return Decision::placed((*best)->id);
   }
-  // Default: local first while the local node is less than half busy, else the least busy.
-  constexpr double kSpillAt = 0.5;
-  for (auto* n : fitting)
-    if (n->id == req.local_node && utilisation(n->total, n->avail) < kSpillAt) return Decision::placed(n->id);
-  auto best = std::min_element(fitting.begin(), fitting.end(), [&](const NodeState* x, const NodeState* y) {
-    double ux = utilisation(x->total, x->avail), uy = utilisation(y->total, y->avail);
-    if (std::abs(ux - uy) > 1e-9) return ux < uy;
-    return (x->id == req.local_node) > (y->id == req.local_node);
-  });
-  return Decision::placed((*best)->id);
+  if (!feasible) return Decision::infeasible(infeasible_reason(view, req.resources));
+  if (!best) return Decision::wait();
+  return Decision::placed(best->id);
 }
 
 std::string spill_target(const ClusterView& peers, const std::string& self, const Res& need, bool ever) {

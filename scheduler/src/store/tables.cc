@@ -166,6 +166,19 @@ void Tables::run_all(const std::vector<std::vector<std::string>>& cmds) {
 
 bool Tables::heartbeating(const std::string& id) { return !r_.cmd({"GET", heartbeat_key(id)}).is_nil(); }
 
+std::vector<std::string> Tables::silent_nodes() {
+  // Runs in Redis: one command however many nodes, and only the silent ones come back.
+  static const char* kSilent = R"lua(
+local out = {}
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  -- the key heartbeat_key() names
+  if redis.call('EXISTS', 'yard:node:' .. id .. ':heartbeat') == 0 then out[#out + 1] = id end
+end
+return out
+)lua";
+  return r_.cmd({"EVAL", kSilent, "1", kNodes}).strings();
+}
+
 std::vector<bool> Tables::heartbeating(const std::vector<std::string>& ids) {
   std::vector<std::vector<std::string>> cmds;
   cmds.reserve(ids.size());

@@ -131,6 +131,8 @@ class Tables {
   std::vector<bool> report_all(const std::vector<std::pair<std::string, NodeReport>>& reports,
                                std::chrono::milliseconds ttl, const std::function<std::string(const std::string&)>& key);
   bool heartbeating(const std::string& id);
+  // The members whose heartbeat has expired (one script run in Redis).
+  std::vector<std::string> silent_nodes();
   // Whether each node heartbeats, in one pipelined round trip.
   std::vector<bool> heartbeating(const std::vector<std::string>& ids);
   void set_node_state(const std::string& id, NodeState s, double dead_at = 0);
