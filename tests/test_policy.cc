@@ -296,3 +296,40 @@ TEST_CASE("GPUs: a share goes to the fullest device that has room, keeping whole
   pool.give({{7, 1.0}});     // an unknown device is ignored
   CHECK(pool.devices() == 2);
 }
+
+TEST_CASE("an indexed view (flat rows, as the head keeps it) decides as its maps do") {
+  // Nodes of mixed shapes: memory (left out of busyness), a custom resource some lack, fractions.
+  ClusterView v;
+  for (int i = 0; i < 40; ++i) {
+    auto n = node("n" + std::to_string(i), 4, (i * 7) % 5, i % 3, i % 4 == 0 ? Res{{"disk", 1}} : Res{});
+    n.total["memory"] = 8e9;
+    n.avail["memory"] = (i % 6) * 1e9;
+    if (i % 5 == 1) n.avail["disk"] = 0;
+    v.nodes.push_back(n);
+  }
+  ClusterView flat = v;
+  flat.index();
+  REQUIRE(flat.indexed());
+  REQUIRE_FALSE(v.indexed());
+  std::vector<Res> needs{{{"CPU", 1}}, {{"CPU", 3.5}}, {{"CPU", 0.5}, {"disk", 1}}, {{"memory", 5e9}},
+                         {{"GPU", 1}}, {{"CPU", 5}}, {}, {{"disk", 0}}};
+  for (auto& need : needs)
+    for (auto strategy : {ActorStrategy::kDefault, ActorStrategy::kSpread})
+      for (std::string local : {"n0", "n3", "n7", "elsewhere"}) {
+        ActorRequest r;
+        r.resources = need;
+        r.strategy = strategy;
+        r.local_node = local;
+        auto a = place_actor(v, r), b = place_actor(flat, r);
+        INFO(res_text(need) << " " << local);
+        CHECK(a.outcome == b.outcome);
+        CHECK(a.node == b.node);
+      }
+  // A placement keeps the rows and the maps alike.
+  flat.place("n8", {{"CPU", 1}});
+  v.place("n8", {{"CPU", 1}});
+  ActorRequest r;
+  r.resources = {{"CPU", 1}};
+  r.local_node = "n8";
+  CHECK(place_actor(flat, r).node == place_actor(v, r).node);
+}

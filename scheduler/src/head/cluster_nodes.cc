@@ -42,13 +42,14 @@ void ClusterNodes::rebuild_view() {
       in_view_[id] = view_.nodes.size();
       view_.nodes.push_back({id, n.total, n.avail, 0});
     }
+  view_.index();
   if (count_actors_) count_actors_(view_);
 }
 
 void ClusterNodes::update_view(const std::string& node) {
   auto v = in_view_.find(node);
   auto n = nodes_.find(node);
-  if (v != in_view_.end() && n != nodes_.end()) view_.nodes[v->second].avail = n->second.avail;
+  if (v != in_view_.end() && n != nodes_.end()) view_.set_avail(v->second, n->second.avail);
 }
 
 bool ClusterNodes::fits_some_node(const Res& need) {

@@ -14,11 +14,39 @@ const NodeState* ClusterView::find(const std::string& id) const {
 }
 
 void ClusterView::place(const std::string& id, const Res& r) {
-  for (auto& n : nodes)
-    if (n.id == id) {
-      sub(n.avail, r);
-      ++n.actors;
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (nodes[i].id == id) {
+      Res a = nodes[i].avail;
+      sub(a, r);
+      set_avail(i, std::move(a));
+      ++nodes[i].actors;
     }
+}
+
+void ClusterView::index() {
+  keys.clear();
+  std::map<std::string, size_t> col;
+  for (auto& n : nodes)
+    for (auto& [k, v] : n.total) col.emplace(k, 0);
+  for (auto& [k, c] : col) {
+    c = keys.size();
+    keys.push_back(k);
+  }
+  total.assign(nodes.size() * keys.size(), 0);
+  avail.assign(nodes.size() * keys.size(), 0);
+  for (size_t i = 0; i < nodes.size(); ++i)
+    for (auto& [k, v] : nodes[i].total) total[i * keys.size() + col[k]] = v;
+  for (size_t i = 0; i < nodes.size(); ++i) set_avail(i, nodes[i].avail);
+}
+
+void ClusterView::set_avail(size_t i, Res a) {
+  nodes[i].avail = std::move(a);
+  if (keys.empty()) return;
+  double* row = avail.data() + i * keys.size();
+  for (size_t c = 0; c < keys.size(); ++c) {
+    auto it = nodes[i].avail.find(keys[c]);
+    row[c] = it == nodes[i].avail.end() ? 0 : it->second;
+  }
 }
 
 std::optional<ActorStrategy> parse_actor_strategy(std::string_view s) {
@@ -63,19 +91,76 @@ std::optional<Decision> by_affinity(const ClusterView& view, const ActorRequest&
 
 }  // namespace
 
+namespace {
+
+// A request against an indexed view: its amounts by column; impossible when it names a resource
+// no node has.
+struct FlatNeed {
+  std::vector<std::pair<size_t, double>> cols;
+  bool impossible = false;
+  FlatNeed(const ClusterView& v, const Res& need) {
+    for (auto& [k, amount] : need) {
+      if (amount <= 0) continue;
+      auto it = std::lower_bound(v.keys.begin(), v.keys.end(), k);
+      if (it == v.keys.end() || *it != k) {
+        impossible = true;
+        continue;
+      }
+      cols.emplace_back(static_cast<size_t>(it - v.keys.begin()), amount);
+    }
+  }
+  bool fits(const double* row) const {
+    if (impossible) return false;
+    for (auto& [c, amount] : cols)
+      if (row[c] + 1e-9 < amount) return false;
+    return true;
+  }
+};
+
+// utilisation() over a node's rows: its busiest resource, memory left out.
+double flat_utilisation(const ClusterView& v, const double* total, const double* avail, size_t memory_col) {
+  double u = 0;
+  for (size_t c = 0; c < v.keys.size(); ++c) {
+    if (total[c] <= 0 || c == memory_col) continue;
+    u = std::max(u, 1.0 - avail[c] / total[c]);
+  }
+  return u;
+}
+
+}  // namespace
+
 // One pass over the nodes: each node's utilisation is worked out once, and nothing is copied.
 Decision place_actor(const ClusterView& view, const ActorRequest& req) {
   if (auto d = by_affinity(view, req)) return *d;
+  std::optional<FlatNeed> flat;
+  size_t memory_col = static_cast<size_t>(-1);
+  if (view.indexed() && !view.nodes.empty()) {
+    flat.emplace(view, req.resources);
+    auto m = std::lower_bound(view.keys.begin(), view.keys.end(), std::string("memory"));
+    if (m != view.keys.end() && *m == "memory") memory_col = static_cast<size_t>(m - view.keys.begin());
+  }
+  size_t width = view.keys.size();
   constexpr double kSpillAt = 0.5;  // default: local first while the local node is under half busy
   bool spread = req.strategy == ActorStrategy::kSpread;
   bool feasible = false;
   const NodeState* best = nullptr;
   double best_u = 0;
-  for (auto& n : view.nodes) {
-    if (!fits(req.resources, n.total)) continue;
-    feasible = true;
-    if (!fits(req.resources, n.avail)) continue;
-    double u = utilisation(n.total, n.avail);
+  for (size_t i = 0; i < view.nodes.size(); ++i) {
+    auto& n = view.nodes[i];
+    double u;
+    if (flat) {
+      const double* t = view.total.data() + i * width;
+      const double* a = view.avail.data() + i * width;
+      if (!flat->fits(t)) continue;
+      feasible = true;
+      if (!flat->fits(a)) continue;
+      u = flat_utilisation(view, t, a, memory_col);
+    } else {
+      if (!fits(req.resources, n.total)) continue;
+      feasible = true;
+      if (!fits(req.resources, n.avail)) continue;
+      u = utilisation(n.total, n.avail);
+    }
     if (!spread && n.id == req.local_node && u < kSpillAt) return Decision::placed(n.id);
     bool better;
     if (!best)

@@ -32,6 +32,16 @@ struct ClusterView {
   // so a pass that places several in a row sees its own earlier placements. Unknown ids are
   // ignored.
   void place(const std::string& id, const Res& r);
+
+  // The amounts again as flat rows (one per node, a column per resource name), for a view of
+  // thousands of nodes: a pass over them then reads contiguous numbers instead of a map per
+  // node. Built by index(); set_avail() keeps a node's row and its map alike. A view without it
+  // is read from the maps, with the same answers.
+  void index();
+  bool indexed() const { return !keys.empty() || nodes.empty(); }
+  void set_avail(size_t node, Res avail);
+  std::vector<std::string> keys;     // the columns
+  std::vector<double> total, avail;  // nodes.size() rows of keys.size()
 };
 
 enum class Outcome { kPlaced, kWait, kInfeasible };
