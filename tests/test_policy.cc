@@ -325,6 +325,24 @@ TEST_CASE("an indexed view (flat rows, as the head keeps it) decides as its maps
         CHECK(a.outcome == b.outcome);
         CHECK(a.node == b.node);
       }
+  // Bundles too, every strategy, with and without the feasibility check.
+  for (auto strategy : {BundleStrategy::kPack, BundleStrategy::kSpread, BundleStrategy::kStrictPack,
+                        BundleStrategy::kStrictSpread})
+    for (auto& bundles : std::vector<std::vector<Res>>{{{{"CPU", 1}}, {{"CPU", 2}}},
+                                                       {{{"CPU", 0.5}, {"disk", 1}}, {{"CPU", 1}}},
+                                                       {{{"CPU", 3}}, {{"CPU", 3}}, {{"CPU", 3}}},
+                                                       {{{"GPU", 1}}},
+                                                       {{{"memory", 4e9}}, {{"memory", 4e9}}}})
+      for (bool check : {true, false}) {
+        GroupRequest g;
+        g.bundles = bundles;
+        g.strategy = strategy;
+        g.check_feasible = check;
+        auto a = place_bundles(v, g), b = place_bundles(flat, g);
+        INFO(name(strategy) << " " << bundles.size() << " bundles");
+        CHECK(a.outcome == b.outcome);
+        CHECK(a.nodes == b.nodes);
+      }
   // A placement keeps the rows and the maps alike.
   flat.place("n8", {{"CPU", 1}});
   v.place("n8", {{"CPU", 1}});

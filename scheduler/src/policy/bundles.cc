@@ -1,9 +1,11 @@
 // Placement-group bundles (the policy of placement.h).
 #include <cmath>
 #include <map>
+#include <optional>
 #include <unordered_map>
 
 #include "policy/placement.h"
+#include "policy/rows.h"
 
 namespace yard::sched::policy {
 
@@ -32,9 +34,15 @@ bool packs(BundleStrategy s) { return s == BundleStrategy::kPack || s == BundleS
 // Against the nodes' totals: why no arrangement could ever hold the group, or nullopt.
 std::optional<std::string> infeasible_group(const ClusterView& view, const GroupRequest& req) {
   const auto& B = req.bundles;
+  Rows rows(view);
   for (size_t i = 0; i < B.size(); ++i) {
     bool any = false;
-    for (auto& n : view.nodes) any |= fits(B[i], n.total);
+    if (rows.on()) {
+      FlatNeed need(view, B[i]);
+      for (size_t k = 0; k < view.nodes.size() && !any; ++k) any = need.fits(rows.total(k));
+    } else {
+      for (auto& n : view.nodes) any |= fits(B[i], n.total);
+    }
     if (!any) return "bundle " + std::to_string(i) + " (" + res_text(B[i]) + ") fits no node: " + infeasible_reason(view, B[i]);
   }
   if (req.strategy == BundleStrategy::kStrictPack) {
@@ -66,12 +74,16 @@ struct Plan {
   static constexpr size_t kNone = static_cast<size_t>(-1);
   const ClusterView& view;
   const GroupRequest& req;
+  Rows rows;
+  std::vector<FlatNeed> needs;  // each bundle by column, when the view has rows
   std::unordered_map<size_t, Res> changed;
   std::vector<int> used;
   bool any_used = false;
   std::vector<std::string> nodes;
 
-  Plan(const ClusterView& v, const GroupRequest& r) : view(v), req(r), used(v.nodes.size(), 0) {
+  Plan(const ClusterView& v, const GroupRequest& r) : view(v), req(r), rows(v), used(v.nodes.size(), 0) {
+    if (rows.on())
+      for (auto& b : r.bundles) needs.emplace_back(v, b);
     nodes = r.placed;
     nodes.resize(r.bundles.size());
     for (auto& n : nodes) {
@@ -85,7 +97,15 @@ struct Plan {
     auto c = changed.find(k);
     return c == changed.end() ? view.nodes[k].avail : c->second;
   }
-  double load(size_t k) const { return utilisation(view.nodes[k].total, avail(k)); }
+  // Whether node k has room for `need` now (`flat`: the same request by column, or null).
+  bool room(size_t k, const Res& need, const FlatNeed* flat) const {
+    if (flat && !changed.count(k)) return flat->fits(rows.avail(k));
+    return fits(need, avail(k));
+  }
+  double load(size_t k) const {
+    if (rows.on() && !changed.count(k)) return rows.utilisation(k);
+    return utilisation(view.nodes[k].total, avail(k));
+  }
   void put(size_t i, size_t k) {
     nodes[i] = view.nodes[k].id;
     sub(changed.try_emplace(k, view.nodes[k].avail).first->second, req.bundles[i]);
@@ -98,8 +118,10 @@ struct Plan {
     for (size_t i = 0; i < nodes.size(); ++i)
       if (nodes[i].empty()) add(sum, req.bundles[i]);
     size_t one = kNone;
+    std::optional<FlatNeed> flat;
+    if (rows.on()) flat.emplace(view, sum);
     for (size_t k = 0; k < view.nodes.size(); ++k) {
-      if (!fits(sum, avail(k))) continue;
+      if (!room(k, sum, flat ? &*flat : nullptr)) continue;
       if (req.strategy == BundleStrategy::kStrictPack && any_used && used[k] == 0) continue;
       if (one == kNone || used[k] > used[one] || (used[k] == used[one] && load(k) > load(one))) one = k;
     }
@@ -121,8 +143,9 @@ struct Plan {
     for (auto& p : nodes)
       if (!p.empty()) fixed = p;
     size_t best = kNone;
+    const FlatNeed* flat = needs.empty() ? nullptr : &needs[i];
     for (size_t k = 0; k < view.nodes.size(); ++k) {
-      if (!fits(req.bundles[i], avail(k))) continue;
+      if (!room(k, req.bundles[i], flat)) continue;
       if (req.strategy == BundleStrategy::kStrictSpread && used[k] > 0) continue;
       if (req.strategy == BundleStrategy::kStrictPack && !fixed.empty() && view.nodes[k].id != fixed) continue;
       if (best == kNone || better(k, best)) best = k;

@@ -1,4 +1,5 @@
 #include "policy/placement.h"
+#include "policy/rows.h"
 
 #include <algorithm>
 #include <cmath>
@@ -91,55 +92,12 @@ std::optional<Decision> by_affinity(const ClusterView& view, const ActorRequest&
 
 }  // namespace
 
-namespace {
-
-// A request against an indexed view: its amounts by column; impossible when it names a resource
-// no node has.
-struct FlatNeed {
-  std::vector<std::pair<size_t, double>> cols;
-  bool impossible = false;
-  FlatNeed(const ClusterView& v, const Res& need) {
-    for (auto& [k, amount] : need) {
-      if (amount <= 0) continue;
-      auto it = std::lower_bound(v.keys.begin(), v.keys.end(), k);
-      if (it == v.keys.end() || *it != k) {
-        impossible = true;
-        continue;
-      }
-      cols.emplace_back(static_cast<size_t>(it - v.keys.begin()), amount);
-    }
-  }
-  bool fits(const double* row) const {
-    if (impossible) return false;
-    for (auto& [c, amount] : cols)
-      if (row[c] + 1e-9 < amount) return false;
-    return true;
-  }
-};
-
-// utilisation() over a node's rows: its busiest resource, memory left out.
-double flat_utilisation(const ClusterView& v, const double* total, const double* avail, size_t memory_col) {
-  double u = 0;
-  for (size_t c = 0; c < v.keys.size(); ++c) {
-    if (total[c] <= 0 || c == memory_col) continue;
-    u = std::max(u, 1.0 - avail[c] / total[c]);
-  }
-  return u;
-}
-
-}  // namespace
-
 // One pass over the nodes: each node's utilisation is worked out once, and nothing is copied.
 Decision place_actor(const ClusterView& view, const ActorRequest& req) {
   if (auto d = by_affinity(view, req)) return *d;
+  Rows rows(view);
   std::optional<FlatNeed> flat;
-  size_t memory_col = static_cast<size_t>(-1);
-  if (view.indexed() && !view.nodes.empty()) {
-    flat.emplace(view, req.resources);
-    auto m = std::lower_bound(view.keys.begin(), view.keys.end(), std::string("memory"));
-    if (m != view.keys.end() && *m == "memory") memory_col = static_cast<size_t>(m - view.keys.begin());
-  }
-  size_t width = view.keys.size();
+  if (rows.on()) flat.emplace(view, req.resources);
   constexpr double kSpillAt = 0.5;  // default: local first while the local node is under half busy
   bool spread = req.strategy == ActorStrategy::kSpread;
   bool feasible = false;
@@ -149,12 +107,10 @@ Decision place_actor(const ClusterView& view, const ActorRequest& req) {
     auto& n = view.nodes[i];
     double u;
     if (flat) {
-      const double* t = view.total.data() + i * width;
-      const double* a = view.avail.data() + i * width;
-      if (!flat->fits(t)) continue;
+      if (!flat->fits(rows.total(i))) continue;
       feasible = true;
-      if (!flat->fits(a)) continue;
-      u = flat_utilisation(view, t, a, memory_col);
+      if (!flat->fits(rows.avail(i))) continue;
+      u = rows.utilisation(i);
     } else {
       if (!fits(req.resources, n.total)) continue;
       feasible = true;
