@@ -89,6 +89,9 @@ Bytes get_bytes(const std::string& id, Duration timeout) { return rt().get(id, t
 std::vector<size_t> wait_ids(const std::vector<std::string>& ids, size_t num_returns, Duration timeout) {
   return rt().wait(ids, num_returns, timeout);
 }
+std::vector<Bytes> get_all_bytes(const std::vector<std::string>& ids, Duration timeout) {
+  return rt().get_all(ids, timeout);
+}
 ActorPtr create_actor(const std::string& class_name, std::vector<Arg> args, const ActorOptions& options) {
   return rt().create_actor(class_name, std::move(args), options);
 }

@@ -46,6 +46,11 @@ Bytes CoreWorker::get(const std::string& id, std::chrono::milliseconds timeout) 
   return store_.get(id, timeout);
 }
 
+std::vector<Bytes> CoreWorker::get_all(const std::vector<std::string>& ids, std::chrono::milliseconds timeout) {
+  for (auto& id : ids) ownership_.ensure_fetched(id);
+  return store_.get_all(ids, timeout);
+}
+
 std::vector<size_t> CoreWorker::wait(const std::vector<std::string>& ids, size_t num,
                                      std::chrono::milliseconds t) {
   for (auto& id : ids) ownership_.ensure_fetched(id);

@@ -35,6 +35,7 @@ class CoreWorker {
   Holder submit_task(const std::string& function, std::vector<Arg> args, const TaskOptions& o);
   Holder put(Bytes value);
   Bytes get(const std::string& id, std::chrono::milliseconds timeout);
+  std::vector<Bytes> get_all(const std::vector<std::string>& ids, std::chrono::milliseconds timeout);
   std::vector<size_t> wait(const std::vector<std::string>& ids, size_t num, std::chrono::milliseconds t);
   ActorPtr create_actor(const std::string& cls, std::vector<Arg> args, const ActorOptions& o);
   ActorPtr lookup_actor(const std::string& name, const std::string& cls);

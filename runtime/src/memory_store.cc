@@ -1,6 +1,7 @@
 #include "memory_store.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include <boost/fiber/condition_variable.hpp>
 #include <boost/fiber/mutex.hpp>
@@ -11,14 +12,38 @@
 
 namespace yard::detail {
 
+// Counts completions without a lock; the waiting fiber is woken once, when the last one it needs
+// arrives (or the first error, for a waiter that stops on one).
 struct MemoryStore::Waiter {
   boost::fibers::mutex m;
   boost::fibers::condition_variable cv;
-  size_t remaining = 1;
-  void notify() {
+  std::atomic<size_t> remaining{1};
+  bool stop_on_error = false;
+  bool done = false;  // guarded by m
+  void notify(bool error) {
+    bool fire;
+    if (error && stop_on_error) {
+      fire = remaining.exchange(0) != 0;
+    } else {
+      size_t r = remaining.load();
+      while (r > 0 && !remaining.compare_exchange_weak(r, r - 1)) {
+      }
+      fire = r == 1;
+    }
+    if (!fire) return;
     std::unique_lock<boost::fibers::mutex> l(m);
-    if (remaining > 0) --remaining;
+    done = true;
     cv.notify_all();
+  }
+  // False on timeout.
+  bool wait(Duration timeout) {
+    std::unique_lock<boost::fibers::mutex> l(m);
+    auto ready = [&] { return done; };
+    if (timeout == Duration::max()) {
+      cv.wait(l, ready);
+      return true;
+    }
+    return cv.wait_for(l, timeout, ready);
   }
 };
 
@@ -63,7 +88,8 @@ void MemoryStore::complete(const std::string& id, Bytes value, std::optional<Err
     callbacks.swap(e.callbacks);
   }
   if (over) spill_cv_.notify_one();
-  for (auto& w : waiters) w->notify();
+  bool failed = error.has_value();
+  for (auto& w : waiters) w->notify(failed);
   for (auto& cb : callbacks) cb();
 }
 
@@ -117,19 +143,16 @@ Bytes MemoryStore::get(const std::string& id, Duration timeout) {
     auto it = entries_.find(id);
     if (it == entries_.end()) throw Error("object " + id + " is not known to this process (freed, or owned elsewhere)");
     auto& e = it->second;
-    if (!e.ready) {
-      w = std::make_shared<Waiter>();
-      e.waiters.push_back(w);
+    if (e.ready) {
+      if (e.error) throw_error(*e.error);
+      return use(id, e);
     }
+    w = std::make_shared<Waiter>();
+    e.waiters.push_back(w);
   }
-  if (w) {
-    std::unique_lock<boost::fibers::mutex> l(w->m);
-    auto done = [&] { return w->remaining == 0; };
-    if (timeout == Duration::max()) {
-      w->cv.wait(l, done);
-    } else if (!w->cv.wait_for(l, timeout, done)) {
-      throw TimeoutError("object " + id + " was not ready within " + std::to_string(timeout.count()) + " ms");
-    }
+  if (!w->wait(timeout)) {
+    drop_waiter(id, w);
+    throw TimeoutError("object " + id + " was not ready within " + std::to_string(timeout.count()) + " ms");
   }
   std::lock_guard<std::mutex> l(mu_);
   auto it = entries_.find(id);
@@ -138,40 +161,97 @@ Bytes MemoryStore::get(const std::string& id, Duration timeout) {
   return use(id, it->second);
 }
 
+void MemoryStore::drop_waiter(const std::string& id, const std::shared_ptr<Waiter>& w) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  auto& ws = it->second.waiters;
+  ws.erase(std::remove(ws.begin(), ws.end(), w), ws.end());
+}
+
+// One pass under the lock: the waiter goes on every entry not yet complete, and needs as many of
+// them as make up `num`.
 std::vector<size_t> MemoryStore::wait(const std::vector<std::string>& ids, size_t num, Duration timeout) {
   num = std::min(num, ids.size());
   auto w = std::make_shared<Waiter>();
-  size_t ready = 0;
+  bool attached = false;
   {
     std::lock_guard<std::mutex> l(mu_);
+    size_t pending = 0;
     for (auto& id : ids) {
       auto it = entries_.find(id);
-      if (it == entries_.end() || it->second.ready) ++ready;
+      if (it == entries_.end() || it->second.ready) continue;
+      it->second.waiters.push_back(w);
+      ++pending;
     }
-    if (ready < num) {
-      // Wake when enough of the others complete.
-      w->remaining = num - ready;
-      for (auto& id : ids) {
-        auto it = entries_.find(id);
-        if (it != entries_.end() && !it->second.ready) it->second.waiters.push_back(w);
-      }
-    }
+    size_t ready = ids.size() - pending;
+    w->remaining = ready >= num ? 0 : num - ready;
+    attached = pending > 0;
   }
-  if (ready < num) {
-    std::unique_lock<boost::fibers::mutex> l(w->m);
-    auto done = [&] { return w->remaining == 0; };
-    if (timeout == Duration::max()) w->cv.wait(l, done);
-    else w->cv.wait_for(l, timeout, done);
-  }
+  if (w->remaining > 0) w->wait(timeout);
   std::vector<size_t> out;
+  out.reserve(ids.size());
   std::lock_guard<std::mutex> l(mu_);
   for (size_t i = 0; i < ids.size(); ++i) {
     auto it = entries_.find(ids[i]);
-    if (it == entries_.end() || it->second.ready) out.push_back(i);
-    else {
+    if (it == entries_.end() || it->second.ready) {
+      out.push_back(i);
+    } else if (attached) {
       auto& ws = it->second.waiters;
       ws.erase(std::remove(ws.begin(), ws.end(), w), ws.end());
     }
+  }
+  return out;
+}
+
+std::vector<Bytes> MemoryStore::get_all(const std::vector<std::string>& ids, Duration timeout) {
+  auto deadline = timeout == Duration::max() ? std::chrono::steady_clock::time_point::max()
+                                             : std::chrono::steady_clock::now() + timeout;
+  auto w = std::make_shared<Waiter>();
+  w->stop_on_error = true;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    size_t pending = 0;
+    for (auto& id : ids) {
+      auto it = entries_.find(id);
+      if (it == entries_.end() || it->second.ready) {
+        if (it != entries_.end() && it->second.error) {
+          pending = 0;
+          break;
+        }
+        continue;
+      }
+      it->second.waiters.push_back(w);
+      ++pending;
+    }
+    w->remaining = pending;
+  }
+  if (w->remaining > 0) w->wait(timeout);
+  // In order, as one get after another would: the first failure in order is thrown, and one not
+  // ready yet (another failed first, or time ran out) is waited for on its own.
+  std::vector<Bytes> out;
+  out.reserve(ids.size());
+  size_t i = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    for (; i < ids.size(); ++i) {
+      auto it = entries_.find(ids[i]);
+      if (it == entries_.end() || !it->second.ready) break;
+      if (it->second.error) throw_error(*it->second.error);
+      out.push_back(use(ids[i], it->second));
+    }
+    for (size_t j = i; j < ids.size(); ++j) {
+      auto it = entries_.find(ids[j]);
+      if (it == entries_.end() || it->second.ready) continue;
+      auto& ws = it->second.waiters;
+      ws.erase(std::remove(ws.begin(), ws.end(), w), ws.end());
+    }
+  }
+  for (; i < ids.size(); ++i) {
+    Duration left = Duration::max();
+    if (timeout != Duration::max())
+      left = std::max(Duration(0), std::chrono::duration_cast<Duration>(deadline - std::chrono::steady_clock::now()));
+    out.push_back(get(ids[i], left));
   }
   return out;
 }

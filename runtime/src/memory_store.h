@@ -59,7 +59,11 @@ class MemoryStore {
   bool contains(const std::string& id);
   // Blocks the calling fiber until ready or timeout. Throws the stored error as a typed exception.
   Bytes get(const std::string& id, Duration timeout);
+  // Indices of the ready entries once `num` are ready (or gone) or the timeout passed.
   std::vector<size_t> wait(const std::vector<std::string>& ids, size_t num, Duration timeout);
+  // Every value, in order, as get() of each in turn would give them (the first error in order is
+  // thrown), waiting once for all of them rather than once each.
+  std::vector<Bytes> get_all(const std::vector<std::string>& ids, Duration timeout);
   size_t size();
 
  private:
@@ -75,6 +79,7 @@ class MemoryStore {
     std::vector<std::function<void()>> callbacks;
   };
   void complete(const std::string& id, Bytes value, std::optional<ErrorInfo> error);
+  void drop_waiter(const std::string& id, const std::shared_ptr<Waiter>& w);
   // Under mu_: the entry's value, read back from disk when spilled.
   Bytes use(const std::string& id, Entry& e);
   void spill_loop();

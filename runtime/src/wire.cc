@@ -1,5 +1,6 @@
 #include "wire.h"
 
+#include <cstdlib>
 #include <cstring>
 
 #include <kj/exception.h>
@@ -15,8 +16,43 @@ zmq::message_t frame_of(const Bytes& b) {
                         [](void*, void* hint) { delete static_cast<Bytes*>(hint); }, keep);
 }
 
+namespace {
+// Per thread: trivially destructible, so still usable while the thread's other objects are
+// destroyed at its exit; the reaper frees what is kept then and closes the pool.
+constexpr size_t kScratchKept = 64;
+constexpr size_t kScratchClosed = ~size_t(0);
+thread_local capnp::word* scratch_free[kScratchKept];
+thread_local size_t scratch_count = 0;
+struct ScratchReaper {
+  ~ScratchReaper() {
+    for (size_t i = 0; i < scratch_count; ++i) std::free(scratch_free[i]);
+    scratch_count = kScratchClosed;
+  }
+};
+thread_local ScratchReaper scratch_reaper;
+}  // namespace
+
+ScratchSegment::ScratchSegment() {
+  if (scratch_count != kScratchClosed && scratch_count > 0) {
+    words_ = scratch_free[--scratch_count];
+    return;
+  }
+  words_ = static_cast<capnp::word*>(std::calloc(kWords, sizeof(capnp::word)));
+  if (!words_) throw std::bad_alloc();
+}
+
+// The builder that used it has zeroed what it wrote, so the segment is ready for the next one.
+ScratchSegment::~ScratchSegment() {
+  if (scratch_count < kScratchKept) {
+    (void)&scratch_reaper;  // registers the reaper for this thread
+    scratch_free[scratch_count++] = words_;
+  } else {
+    std::free(words_);
+  }
+}
+
 OutMessage::OutMessage(const std::string& token, uint64_t request_id, bool is_reply)
-    : builder_(1024), env_(builder_.initRoot<wire::Envelope>()) {
+    : builder_(scratch_.words()), env_(builder_.initRoot<wire::Envelope>()) {
   env_.setVersion(wire::PROTOCOL_VERSION);
   env_.setToken(token);
   env_.setRequestId(request_id);
@@ -50,9 +86,27 @@ void OutMessage::set_value(wire::Value::Builder v, const Bytes& b) {
 Frames OutMessage::finish() {
   Frames out;
   out.reserve(1 + blobs_.size());
-  kj::Array<capnp::word> flat = capnp::messageToFlatArray(builder_);
-  auto bytes = flat.asBytes();
-  out.emplace_back(bytes.begin(), bytes.size());
+  // The standard framing (segment count - 1, each segment's size in words, padded to a word, then
+  // the segments), written straight into the frame.
+  auto segments = builder_.getSegmentsForOutput();
+  size_t table = (segments.size() / 2 + 1) * sizeof(capnp::word);
+  size_t total = table;
+  for (auto& s : segments) total += s.size() * sizeof(capnp::word);
+  zmq::message_t flat(total);
+  auto* p = static_cast<char*>(flat.data());
+  std::memset(p, 0, table);
+  uint32_t n = static_cast<uint32_t>(segments.size() - 1);
+  std::memcpy(p, &n, 4);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    uint32_t w = static_cast<uint32_t>(segments[i].size());
+    std::memcpy(p + 4 * (i + 1), &w, 4);
+  }
+  p += table;
+  for (auto& s : segments) {
+    std::memcpy(p, s.begin(), s.size() * sizeof(capnp::word));
+    p += s.size() * sizeof(capnp::word);
+  }
+  out.push_back(std::move(flat));
   for (auto& b : blobs_) out.push_back(frame_of(b));
   return out;
 }

@@ -34,6 +34,21 @@ class FrameBuffer final : public Buffer {
 // Zero-copy frame over shared bytes: the frame keeps the bytes alive until ZeroMQ has sent them.
 zmq::message_t frame_of(const Bytes& b);
 
+// A zeroed first segment for a message builder, reused by the thread that frees it: most
+// envelopes fit in it, so building one allocates nothing.
+class ScratchSegment {
+ public:
+  static constexpr size_t kWords = 256;
+  ScratchSegment();
+  ~ScratchSegment();
+  ScratchSegment(const ScratchSegment&) = delete;
+  ScratchSegment& operator=(const ScratchSegment&) = delete;
+  kj::ArrayPtr<capnp::word> words() { return kj::arrayPtr(words_, kWords); }
+
+ private:
+  capnp::word* words_;
+};
+
 class OutMessage {
  public:
   OutMessage(const std::string& token, uint64_t request_id, bool is_reply);
@@ -46,6 +61,7 @@ class OutMessage {
   Frames finish();
 
  private:
+  ScratchSegment scratch_;  // before builder_: outlives it
   capnp::MallocMessageBuilder builder_;
   wire::Envelope::Builder env_;
   std::vector<Bytes> blobs_;

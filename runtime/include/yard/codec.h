@@ -89,17 +89,58 @@ Bytes pack_exact(const T& v) {
 }
 }  // namespace detail
 
+namespace detail {
+// The zone a decode builds its objects in: one per thread, reused, so a small value's decode
+// allocates nothing. A decode inside another's (a user adaptor decoding a nested value) gets a
+// zone of its own.
+class ZoneLease {
+ public:
+  ZoneLease() : own_(busy()) {
+    if (own_) extra_ = std::make_unique<msgpack::zone>();
+    else busy() = true;
+  }
+  ~ZoneLease() {
+    if (!own_) {
+      shared().clear();
+      busy() = false;
+    }
+  }
+  ZoneLease(const ZoneLease&) = delete;
+  ZoneLease& operator=(const ZoneLease&) = delete;
+  msgpack::zone& get() { return own_ ? *extra_ : shared(); }
+
+ private:
+  static msgpack::zone& shared() {
+    thread_local msgpack::zone z;
+    return z;
+  }
+  static bool& busy() {
+    thread_local bool b = false;
+    return b;
+  }
+  bool own_;
+  std::unique_ptr<msgpack::zone> extra_;
+};
+
+// Unpacks one MessagePack object into `zone`. Strings and binaries are referenced, not copied
+// into the zone (as<T>() copies once). No count or length may exceed the bytes that would hold
+// it: a few bytes declaring a huge array or map cannot make the decoder allocate for it (found
+// by fuzz/codec_fuzz.cc).
+inline msgpack::object unpack(msgpack::zone& zone, const char* data, size_t size) {
+  auto no_copy = [](msgpack::type::object_type, std::size_t, void*) { return true; };
+  msgpack::unpack_limit limit(size, size / 2, size, size, size, 256);
+  size_t off = 0;
+  bool referenced = false;
+  return msgpack::unpack(zone, data, size, off, referenced, no_copy, nullptr, limit);
+}
+}  // namespace detail
+
 template <class T, class Enable = void>
 struct Codec {
   static detail::Bytes encode(const T& v) { return detail::pack_exact(v); }
   static T decode(const char* data, size_t size) {
-    // Strings and binaries are referenced, not copied into the zone; as<T>() copies once.
-    auto no_copy = [](msgpack::type::object_type, std::size_t, void*) { return true; };
-    // No count or length may exceed the bytes that would hold it: a few bytes declaring a huge
-    // array or map cannot make the decoder allocate for it (found by fuzz/codec_fuzz.cc).
-    msgpack::unpack_limit limit(size, size / 2, size, size, size, 256);
-    msgpack::object_handle h = msgpack::unpack(data, size, no_copy, nullptr, limit);
-    return h.get().as<T>();
+    detail::ZoneLease zone;
+    return detail::unpack(zone.get(), data, size).as<T>();
   }
 };
 

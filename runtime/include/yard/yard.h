@@ -172,6 +172,8 @@ Bytes get_bytes(const std::string& id, Duration timeout);
 // Indices of ready objects once at least num_returns are ready or the timeout passed.
 std::vector<size_t> wait_ids(const std::vector<std::string>& ids, size_t num_returns,
                              Duration timeout);
+// The values of all, in order, waiting once for all of them; throws the first error in order.
+std::vector<Bytes> get_all_bytes(const std::vector<std::string>& ids, Duration timeout);
 ActorPtr create_actor(const std::string& class_name, std::vector<Arg> args,
                       const ActorOptions& options);
 ActorPtr lookup_actor(const std::string& name, const std::string& class_name);
@@ -201,8 +203,9 @@ class ObjectRef {
 
   // Blocks (this fiber only) until the value is ready. Throws the remote error, WorkerCrashed,
   // ActorDied, or TimeoutError after `timeout`.
-  std::shared_ptr<T> get(Duration timeout = kForever) const {
-    detail::Bytes b = detail::get_bytes(id(), timeout);
+  std::shared_ptr<T> get(Duration timeout = kForever) const { return decode_value(detail::get_bytes(id(), timeout)); }
+  // This object's bytes as a T.
+  std::shared_ptr<T> decode_value(const detail::Bytes& b) const {
     try {
       return std::make_shared<T>(yard::decode<T>(b));
     } catch (const msgpack::type_error& e) {
@@ -315,17 +318,13 @@ ObjectRef<std::decay_t<T>> put(T&& value) {
 template <class T>
 std::vector<std::shared_ptr<T>> get(const std::vector<ObjectRef<T>>& refs,
                                     Duration timeout = kForever) {
-  auto deadline = timeout == kForever ? std::chrono::steady_clock::time_point::max()
-                                      : std::chrono::steady_clock::now() + timeout;
+  std::vector<std::string> ids;
+  ids.reserve(refs.size());
+  for (const auto& r : refs) ids.push_back(r.id());
+  auto bytes = detail::get_all_bytes(ids, timeout);
   std::vector<std::shared_ptr<T>> out;
   out.reserve(refs.size());
-  for (const auto& r : refs) {
-    Duration left = kForever;
-    if (timeout != kForever)
-      left = std::max(Duration(0), std::chrono::duration_cast<Duration>(
-                                       deadline - std::chrono::steady_clock::now()));
-    out.push_back(r.get(left));
-  }
+  for (size_t i = 0; i < refs.size(); ++i) out.push_back(refs[i].decode_value(bytes[i]));
   return out;
 }
 
