@@ -39,6 +39,10 @@ struct DaemonOptions {
   // With join_address: this many simulated nodes in this process instead of one real node
   // (sim/simulated_nodes.h).
   int simulate = 0;
+  // The head's autoscaler configuration (autoscale/config.h); empty: no autoscaler.
+  std::string autoscaler_config;
+  // The id this node joins as (set by the autoscaler's node providers); empty: a random one.
+  std::string node_id;
 };
 
 // The head service, or with join_address a node manager. Runs until SIGTERM/SIGINT or a shutdown

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -18,8 +19,10 @@
 #include <nlohmann/json.hpp>
 
 #include "control_client.h"
+#include "status_command.h"
 #include "stop_cluster.h"
 #include "common/web_server.h"
+#include "autoscale/config.h"
 #include "daemon.h"
 #include "yard/process.h"
 #include "link_security.h"
@@ -96,112 +99,6 @@ int start(sched::DaemonOptions o, bool block) {
   std::cout << "Connect a program with:  YARD_ADDRESS=" << addr << " ./your_program\n"
             << "Submit a job with:       yard submit --address " << addr << " -- ./your_program\n"
             << "Stop it with:            yard stop\n";
-  return 0;
-}
-
-std::string fmt_res(const json& total, const json& avail) {
-  std::string out;
-  for (auto& [k, v] : total.items()) {
-    double t = v.get<double>();
-    double a = avail.contains(k) ? avail[k].get<double>() : t;
-    if (k == "memory")
-      out += fmt::format("{}{}: {:.1f}/{:.1f} GiB", out.empty() ? "" : ", ", k, (t - a) / (1 << 30), t / (1 << 30));
-    else
-      out += fmt::format("{}{}: {:g}/{:g}", out.empty() ? "" : ", ", k, t - a, t);
-  }
-  return out;
-}
-
-void print_nodes(const json& nodes) {
-  for (auto& n : nodes) {
-    std::string state = n.value("alive", false) ? (n.value("state", "") == "DRAINING" ? "DRAINING" : "ALIVE") : "DEAD";
-    std::cout << fmt::format("  {}  {}  {}  used/total: {}  workers: {}  actors: {}  logs: {}\n", n.value("node_id", ""),
-                             n.value("address", ""), state, fmt_res(n["resources_total"], n["resources_available"]),
-                             n["workers"].is_number() ? std::to_string(n["workers"].get<int>()) : n.value("workers", std::string("?")),
-                             n.contains("actors") ? n["actors"].size() : 0, n.value("log_dir", ""));
-    auto mb = [&](const char* k) { return std::atof(n.value(k, std::string("0")).c_str()) / (1 << 20); };
-    if (!n.value("metrics", "").empty()) std::cout << "      metrics: " << n.value("metrics", "") << "\n";
-    if (n.contains("object_store_limit"))
-      std::cout << fmt::format("      objects: {:.0f}/{:.0f} MB in memory, {:.0f} MB spilled ({} objects)\n",
-                               mb("object_store_used"), mb("object_store_limit"), mb("spilled_bytes"),
-                               n.value("spilled_objects", std::string("0")));
-  }
-}
-
-void print_actors(const json& actors) {
-  for (auto& a : actors)
-    std::cout << fmt::format("  {}  {}{}  {}  {}  node {}{}{}\n", a.value("actor_id", ""), a.value("class", ""),
-                             a.value("name", "").empty() ? "" : " '" + a.value("name", "") + "'", a.value("state", ""),
-                             a.value("job", ""), a.value("node", "").empty() ? "-" : a.value("node", ""),
-                             a.value("restarts", 0) ? fmt::format("  restarts {}", a.value("restarts", 0)) : "",
-                             a.value("death_cause", "").empty() ? "" : "  (" + a.value("death_cause", "") + ")");
-}
-
-void print_groups(const json& groups) {
-  for (auto& g : groups) {
-    std::string bundles;
-    for (size_t i = 0; i < g["bundles"].size(); ++i) {
-      std::string res;
-      for (auto& [k, v] : g["bundles"][i].items()) res += fmt::format("{}{}: {:g}", res.empty() ? "" : ", ", k, v.get<double>());
-      std::string node = g["bundle_nodes"][i].get<std::string>();
-      bundles += fmt::format("{}[{}] on {}", bundles.empty() ? "" : "  ", res, node.empty() ? "-" : node);
-    }
-    std::cout << fmt::format("  {}  {}  {}  {}  {}\n", g.value("placement_group_id", ""), g.value("strategy", ""),
-                             g.value("state", ""), g.value("job", ""), bundles);
-  }
-}
-
-// "12 ALIVE, 1 DEAD" from {"ALIVE": 12, "DEAD": 1}, zero counts left out.
-std::string counts(const json& c) {
-  std::string out;
-  for (auto& [k, v] : c.items())
-    if (v.get<long>() > 0) out += fmt::format("{}{} {}", out.empty() ? "" : ", ", v.get<long>(), k);
-  return out.empty() ? "none" : out;
-}
-
-// The summary the head counts (rows only for a small cluster); `--verbose` prints every row.
-int status(const std::string& address, const std::string& token, bool as_json, bool verbose) {
-  auto c = connect(address, token);
-  bool full = as_json || verbose;
-  auto r = c.call([full](auto env) {
-    if (full)
-      env.getBody().setStatus();
-    else
-      env.getBody().setStatusSummary();
-  });
-  auto j = json::parse(std::string(r->env().getBody().getStatusReply()));
-  if (as_json) {
-    std::cout << j.dump(2) << "\n";
-    return 0;
-  }
-  std::cout << "Cluster " << c.address() << "\n"
-            << "  session: " << j["cluster"].value("session_dir", "") << "\n"
-            << "  logs:    " << j["cluster"].value("log_dir", "") << "\n"
-            << "  redis:   " << j["cluster"].value("redis", "") << "\n"
-            << (j["cluster"].value("metrics", "").empty() ? "" : "  metrics: " + j["cluster"].value("metrics", "") + "\n");
-  if (!full) {
-    std::cout << "  nodes:   " << counts(j["node_counts"]) << "\n"
-              << "  used/total: " << fmt_res(j["resources_total"], j["resources_available"]) << "\n"
-              << "  actors:  " << counts(j["actor_counts"]) << "\n"
-              << "  placement groups: " << counts(j["placement_group_counts"]) << "\n";
-  }
-  bool all_rows = j.contains("nodes") && j.contains("actors");
-  if (j.contains("nodes")) {
-    std::cout << "\nNodes (" << j["nodes"].size() << ")\n";
-    print_nodes(j["nodes"]);
-  }
-  if (j.contains("actors")) {
-    std::cout << "\nActors (" << j["actors"].size() << ")\n";
-    print_actors(j["actors"]);
-  }
-  if (j.contains("placement_groups") && !j["placement_groups"].empty()) {
-    std::cout << "\nPlacement groups (" << j["placement_groups"].size() << ")\n";
-    print_groups(j["placement_groups"]);
-  }
-  std::cout << "\nJobs (" << j.value("jobs_total", j["jobs"].size()) << (full ? "" : ", the newest listed") << ")\n";
-  for (auto& jb : j["jobs"])
-    std::cout << fmt::format("  {}  {}  {}\n", jb.value("job_id", ""), jb.value("status", ""), jb.value("entrypoint", ""));
-  if (!all_rows) std::cout << "\n(a large cluster: yard status --verbose lists every node, actor and group)\n";
   return 0;
 }
 
@@ -393,6 +290,11 @@ Commands define_start(CLI::App& app, Args& a, Commands c) {
                  "with --address: join this many simulated nodes, run in this one process (actors placed on them are "
                  "answered here; for measuring a large cluster's head)")
       ->check(CLI::Range(1, 100000));
+  s->add_option("--autoscaler", a.dopts.autoscaler_config,
+                 "with --head: start and stop nodes for the demand, as this TOML file says (node types, "
+                 "min/max nodes, idle timeout, provider local or slurm)");
+  s->add_option("--node-id", a.dopts.node_id, "the id this node joins as (internal: the autoscaler's providers)")
+      ->group("");
   s->add_flag("--block", a.block, "stay in the foreground");
   s->add_flag("--embedded", a.dopts.embedded, "started by yard::init() (internal)")->group("");
   s->add_flag("--head-node", a.dopts.head_node, "the node manager beside the head service (internal)")->group("");
@@ -457,6 +359,27 @@ int cmd_start(Args& a) {
   if (a.dopts.simulate > 0 && a.join.empty()) {
     std::cerr << "yard: --simulate joins simulated nodes to a running head: give --address HEAD:PORT\n";
     return 2;
+  }
+  if (!a.dopts.autoscaler_config.empty()) {
+    if (!a.head) {
+      std::cerr << "yard: --autoscaler belongs to the head (yard start --head --autoscaler FILE)\n";
+      return 2;
+    }
+    a.dopts.autoscaler_config = std::filesystem::absolute(a.dopts.autoscaler_config).string();
+    auto c = sched::read_autoscale_config(a.dopts.autoscaler_config);
+    if (!c) {
+      std::cerr << "yard: " << c.why() << "\n";
+      return 2;
+    }
+  }
+  if (!a.dopts.node_id.empty()) {
+    bool plain = a.dopts.node_id.size() <= 64 && std::all_of(a.dopts.node_id.begin(), a.dopts.node_id.end(), [](char ch) {
+      return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '-' || ch == '_';
+    });
+    if (!plain || a.join.empty()) {
+      std::cerr << "yard: --node-id is up to 64 of a-z, 0-9, - and _, for a node that joins (--address)\n";
+      return 2;
+    }
   }
   if (!a.join.empty()) {
     auto ep = detail::resolve_endpoint(a.join, a.token);
@@ -551,7 +474,7 @@ int main(int argc, char** argv) {
   try {
     if (c.start->parsed()) return cmd_start(a);
     if (c.stop->parsed()) return sched::stop_cluster(a.address, a.token);
-    if (c.status->parsed()) return status(a.address, a.token, a.as_json, a.verbose);
+    if (c.status->parsed()) return sched::status_command(a.address, a.token, a.as_json, a.verbose);
     if (c.submit->parsed()) return cmd_submit(a);
     if (c.jobs->parsed()) return cmd_jobs(a);
     if (c.logs->parsed()) {

@@ -63,6 +63,9 @@ std::optional<Rejection> ActorManager::check_new_actor(const Actor& a) {
       nodes_->refresh();  // a node that can take it may have joined a moment ago
       d = pick_node(a, nodes_->view());
     }
+    if (d.outcome == policy::Outcome::kInfeasible && a.affinity_node.empty() && could_add_node_ &&
+        could_add_node_(a.resources))
+      return check_name(a);  // waits for a node the autoscaler starts
     if (d.outcome == policy::Outcome::kInfeasible)
       return Rejection{wire::ErrorCode::INFEASIBLE,
                        "actor " + a.class_name + " cannot be placed on any node (" + d.why + ")"};
@@ -171,6 +174,20 @@ void ActorManager::process() {
     it = pending_actors_.erase(it);
     place_actor(a, node);
   }
+}
+
+std::vector<policy::Demand> ActorManager::pending_demand() const {
+  std::vector<policy::Demand> out;
+  for (auto& id : pending_actors_) {
+    auto f = actors_.find(id);
+    if (f == actors_.end()) continue;
+    auto& a = f->second;
+    if (a.state == store::ActorState::kDead || a.state == store::ActorState::kAlive || a.placing || !a.pg.empty() ||
+        !a.affinity_node.empty())
+      continue;
+    out.push_back({a.resources, "actor " + a.class_name + " " + a.id, false, {}});
+  }
+  return out;
 }
 
 // Asks `node`'s manager to host the actor; its resources are already taken there.

@@ -19,6 +19,7 @@
 #include "head/cluster_nodes.h"
 #include "head/groups.h"
 #include "head/job_table.h"
+#include "policy/autoscale.h"
 #include "policy/placement.h"
 #include "store/tables.h"
 
@@ -37,10 +38,14 @@ class ActorManager {
     JobTable& jobs;
     const std::string& head_node;                       // where callers without a node are
     std::function<void(const std::string&)> publish;    // an event on yard:events
+    // Whether a node that holds `need` could be added (an autoscaler): an actor no running node
+    // can hold then waits for one instead of being refused.
+    std::function<bool(const Res&)> could_add_node = {};
   };
   explicit ActorManager(Context c)
       : io_(c.io), token_(c.token), reply_(c.reply), redis_(&c.redis), tables_(&c.tables), nodes_(&c.nodes),
-        groups_(&c.groups), jobs_(&c.jobs), head_node_(c.head_node), publish(std::move(c.publish)) {
+        groups_(&c.groups), jobs_(&c.jobs), head_node_(c.head_node), publish(std::move(c.publish)),
+        could_add_node_(std::move(c.could_add_node)) {
     nodes_->count_actors_with([this](policy::ClusterView& v) { count_actors(v); });
   }
 
@@ -66,6 +71,9 @@ class ActorManager {
   // After a takeover: the actors the records hold (rebuild.cc).
   void rebuild();
   size_t size() const { return actors_.size(); }
+  // What the actors waiting for room need (those in placement groups wait for their group), for
+  // the autoscaler.
+  std::vector<policy::Demand> pending_demand() const;
   // How many actors there are by (state, class).
   std::map<std::pair<std::string, std::string>, int> counts() const;
   // Every actor for `yard status`; `per_node` gets the live ones by node.
@@ -124,6 +132,7 @@ class ActorManager {
   JobTable* jobs_;
   const std::string& head_node_;
   std::function<void(const std::string&)> publish;
+  std::function<bool(const Res&)> could_add_node_;
 
   std::map<std::string, Actor> actors_;
   std::deque<std::string> pending_actors_;

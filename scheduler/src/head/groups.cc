@@ -20,6 +20,8 @@ policy::Decision GroupManager::try_place(Group& g, bool check_feasible) {
   req.check_feasible = check_feasible;
   if (check_feasible) nodes_.refresh_if_joined();  // a new group may need a node that just joined
   auto plan = policy::place_bundles(nodes_.view(), req);
+  if (plan.outcome == policy::Outcome::kInfeasible && could_add_nodes && could_add_nodes(req))
+    return policy::Decision::wait();  // the autoscaler starts nodes for it
   if (plan.outcome == policy::Outcome::kInfeasible) return policy::Decision::infeasible(plan.why);
   if (plan.outcome == policy::Outcome::kWait) return policy::Decision::wait();
   ClusterNodes::Items items;
@@ -175,6 +177,24 @@ void GroupManager::move_off(const std::string& node, const std::function<bool(co
     }
     if (hit && g.state == store::GroupState::kCreated) g.state = store::GroupState::kRescheduling;
   }
+}
+
+std::vector<policy::Demand> GroupManager::pending_demand() const {
+  std::vector<policy::Demand> out;
+  for (auto& [id, g] : groups_) {
+    if (g.state != store::GroupState::kPending && g.state != store::GroupState::kRescheduling) continue;
+    if (g.strategy == policy::BundleStrategy::kStrictPack) {
+      Res sum;
+      for (size_t i = 0; i < g.bundles.size(); ++i)
+        if (g.nodes[i].empty()) add(sum, g.bundles[i]);
+      if (!sum.empty()) out.push_back({sum, "group " + id, false, id});
+      continue;
+    }
+    bool own = g.strategy == policy::BundleStrategy::kStrictSpread;
+    for (size_t i = 0; i < g.bundles.size(); ++i)
+      if (g.nodes[i].empty()) out.push_back({g.bundles[i], "group " + id + " bundle " + std::to_string(i), own, id});
+  }
+  return out;
 }
 
 void GroupManager::job_ended(const std::string& job) {

@@ -18,6 +18,7 @@
 #include "common/service.h"
 #include "head/cluster_nodes.h"
 #include "head/job_table.h"
+#include "policy/autoscale.h"
 #include "policy/placement.h"
 #include "store/tables.h"
 
@@ -31,6 +32,9 @@ class GroupManager {
 
   std::function<void(const std::string& group, const std::string& why)> on_removed;  // its actors die
   std::function<void()> on_placed;  // actors waiting for a bundle may go
+  // Whether nodes could be added that hold these bundles (an autoscaler): a new group the running
+  // nodes cannot hold then waits for them instead of being refused.
+  std::function<bool(const policy::GroupRequest&)> could_add_nodes;
 
   void on_create(Incoming& in);
   void on_wait(Incoming& in);
@@ -54,6 +58,9 @@ class GroupManager {
 
   void rebuild();
   nlohmann::json status() const;
+  // The unplaced bundles of pending groups, for the autoscaler: one demand per bundle (a
+  // STRICT_PACK group's as one, its bundles summed).
+  std::vector<policy::Demand> pending_demand() const;
   // How many groups there are by state.
   std::map<std::string, int> counts() const;
 

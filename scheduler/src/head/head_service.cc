@@ -160,7 +160,11 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   groups_ = std::make_unique<GroupManager>(io_, token_, reply_, *redis_, *tables_, *nodes_, *jobs_);
   actors_ = std::make_unique<ActorManager>(ActorManager::Context{
       io_, token_, reply_, *redis_, *tables_, *nodes_, *groups_, *jobs_, head_node_,
-      [this](const std::string& ev) { publish(ev); }});
+      [this](const std::string& ev) { publish(ev); },
+      [this](const Res& need) { return autoscaler_ && autoscaler_->could_hold(need) && (autoscaler_->poke(), true); }});
+  groups_->could_add_nodes = [this](const policy::GroupRequest& g) {
+    return autoscaler_ && autoscaler_->could_hold(g) && (autoscaler_->poke(), true);
+  };
   groups_->on_removed = [this](const std::string& g, const std::string& why) { actors_->group_removed(g, why); };
   groups_->on_placed = [this] { actors_->process(); };
 }
@@ -200,6 +204,7 @@ void HeadService::begin_serving() {
     io_->every(std::chrono::milliseconds(50), [this] { periodic(); });
     io_->every(std::chrono::milliseconds(250), [this] { check_nodes(); });
     if (metrics_) io_->every(std::chrono::seconds(1), [this] { update_metrics(); });
+    if (autoscaler_) io_->every(std::chrono::seconds(1), [this] { autoscaler_->tick(); });
   });
 }
 
@@ -320,6 +325,11 @@ void wait_for_port(const std::string& host, int port, std::chrono::milliseconds 
 int HeadService::run() {
   try {
     start_time_ = unix_time();
+    if (!o_.autoscaler_config.empty()) {
+      auto c = read_autoscale_config(o_.autoscaler_config);
+      if (!c) throw Error(c.why());
+      autoscale_config_ = c.value();
+    }
     auto takeover = find_takeover();
     open_session(takeover.has_value());
     // A head killed a moment ago may still be closing its listener (a large process takes a
@@ -329,6 +339,7 @@ int HeadService::run() {
     io_ = std::make_unique<IoLoop>(o_.host, o_.port, token_, [this](Incoming in) { handle(std::move(in)); });
     connect_control_store(takeover);
     recovered_ = takeover.has_value();
+    start_autoscaler();
     begin_serving();
     start_head_node();
     ClusterRecord rec{io_->address(), o_.session_dir, log_dir_, token_file_, getpid()};
@@ -338,7 +349,10 @@ int HeadService::run() {
     report_ready(o_.ready_fd, io_->address() + " " + token_file_);
     wait_for_stop(parent_pid_);
 
-    on_loop([this] { nodes_->flush(); });
+    on_loop([this] {
+      if (autoscaler_) autoscaler_->shutdown();
+      nodes_->flush();
+    });
     stop_head_node();
     io_->stop();
     if (!o_.embedded) remove_record(rec);
@@ -458,6 +472,7 @@ void HeadService::periodic() {
   actors_->process();
   actors_->tick();
   groups_->tick();
+  if (autoscaler_) autoscaler_->tick_if_poked();
 }
 
 // The children this process started: its Redis and the head's node manager.
@@ -472,6 +487,8 @@ void HeadService::reap() {
     } else if (pid == head_node_pid_) {
       spdlog::error("the head's node manager (pid {}) {}; see {}/node.log", pid, describe_exit(status), log_dir_);
       head_node_pid_ = 0;
+    } else if (autoscaler_) {
+      autoscaler_->child_exited(pid);
     }
   }
 }

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "autoscale/autoscaler.h"
 #include "common/service.h"
 #include "daemon.h"
 #include "head/actors.h"
@@ -96,6 +97,9 @@ class HeadService {
   // The node whose manager serves a driver's leases: the head's node, else any live node.
   std::pair<std::string, std::string> driver_node();
 
+  // The autoscaler, with --autoscaler (autoscaling.cc).
+  void start_autoscaler();
+
   // Taking over from a killed head (rebuild.cc).
   void rebuild();
 
@@ -103,6 +107,10 @@ class HeadService {
   void check_nodes();
   void node_died(const std::string& id);
   void on_drain(Incoming& in);
+  // Nothing new goes to the node, its actors move, it is stopped once idle (or at the timeout
+  // with `force`). `routing` "" : nobody waits for the answer.
+  void drain(const std::string& id, std::chrono::milliseconds timeout, bool force, const std::string& routing,
+             uint64_t req);
   void move_off(const std::string& node);
   void check_drains();
 
@@ -143,6 +151,8 @@ class HeadService {
     bool force;
   };
   std::vector<Drain> drains_;
+  std::optional<AutoscaleConfig> autoscale_config_;
+  std::unique_ptr<Autoscaler> autoscaler_;  // with --autoscaler
   std::unique_ptr<HeadMetrics> metrics_;  // with --metrics-port
   std::unique_ptr<Dashboard> dashboard_;  // unless --dashboard-port -1
   void update_metrics();

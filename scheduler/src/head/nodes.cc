@@ -90,13 +90,17 @@ void HeadService::on_drain(Incoming& in) {
     reply_.error(in, wire::ErrorCode::NOT_FOUND, "no live node " + id + " (yard status lists the nodes)");
     return;
   }
+  drain(id, std::chrono::milliseconds(d.getTimeoutMs()), d.getForce(), in.routing_id, in.msg->env().getRequestId());
+}
+
+void HeadService::drain(const std::string& id, std::chrono::milliseconds timeout, bool force,
+                        const std::string& routing, uint64_t req) {
   nodes_->start_drain(id);
   tables_->set_node_state(id, store::NodeState::kDraining);
   publish(json{{"type", "node_draining"}, {"node_id", id}, {"time", unix_time()}}.dump());
   spdlog::info("draining node {}", id);
   move_off(id);
-  drains_.push_back({id, in.routing_id, in.msg->env().getRequestId(),
-                     Clock::now() + std::chrono::milliseconds(d.getTimeoutMs()), d.getForce()});
+  drains_.push_back({id, routing, req, Clock::now() + timeout, force});
   actors_->process();
 }
 
@@ -126,6 +130,11 @@ void HeadService::check_drains() {
     if (!gone && !idle && !d.force) {
       std::string ids;
       for (auto& x : left) ids += (ids.empty() ? "" : ", ") + x;
+      if (d.routing.empty()) {
+        spdlog::warn("node {} is still busy at the end of its drain: it stays", d.node);
+        it = drains_.erase(it);
+        continue;
+      }
       reply_.error(d.routing, d.req, wire::ErrorCode::TIMEOUT,
                   "node " + d.node + " is still busy (" + std::to_string(left.size()) + " actors" +
                       (ids.empty() ? "" : ": " + ids) + "; " + std::to_string(leased) +
@@ -138,9 +147,11 @@ void HeadService::check_drains() {
     nodes_->end_drain(d.node);
     spdlog::info("node {} drained", d.node);
     publish(json{{"type", "node_drained"}, {"node_id", d.node}, {"time", unix_time()}}.dump());
-    OutMessage m(token_, d.req, true);
-    m.env().getBody().setOk();
-    io_->reply(d.routing, m.finish());
+    if (!d.routing.empty()) {
+      OutMessage m(token_, d.req, true);
+      m.env().getBody().setOk();
+      io_->reply(d.routing, m.finish());
+    }
     it = drains_.erase(it);
   }
 }

@@ -52,6 +52,7 @@ json HeadService::cluster_json() {
   for (auto& [k, v] : tables_->cluster()) c[k] = v;
   c["redis"] = o_.redis_address;
   c["head_pid"] = getpid();
+  if (autoscaler_) c["autoscaler"] = autoscaler_->status();
   return c;
 }
 

@@ -48,7 +48,7 @@ void NodeManager::open_session() {
     (void)!::write(fd, token_.data(), token_.size());
     ::close(fd);
   }
-  node_id_ = "node-" + random_hex(4);
+  node_id_ = o_.node_id.empty() ? "node-" + random_hex(4) : o_.node_id;
   if (const char* pp = getenv("YARD_PARENT_PID")) parent_pid_ = atoi(pp);
 }
 

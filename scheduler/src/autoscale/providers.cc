@@ -1,0 +1,147 @@
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <cerrno>
+
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+
+#include "autoscale/provider.h"
+#include "common/service.h"
+#include "yard/errors.h"
+#include "yard/process.h"
+
+namespace yard::sched {
+
+std::vector<std::string> node_start_args(const ProviderContext& c, const policy::NodeType& type,
+                                         const std::string& node_id) {
+  std::vector<std::string> args{"start", "--address", c.head_address, "--node-id", node_id, "--block",
+                                "--heartbeat-timeout", std::to_string(c.heartbeat_timeout_s)};
+  nlohmann::json custom = nlohmann::json::object();
+  double cpus = 0;
+  int gpus = 0;
+  for (auto& [k, v] : type.resources) {
+    if (k == "CPU") cpus = v;
+    else if (k == "GPU") gpus = static_cast<int>(v);
+    else custom[k] = v;
+  }
+  // A node without CPUs in its type offers none (0 would mean "all of this machine's").
+  args.insert(args.end(), {"--num-cpus", cpus > 0 ? std::to_string(cpus) : "0.000001"});
+  args.insert(args.end(), {"--num-gpus", std::to_string(gpus)});
+  if (!custom.empty()) args.insert(args.end(), {"--resources", custom.dump()});
+  return args;
+}
+
+namespace {
+
+// Node processes on this machine, children of the head service.
+class LocalProvider final : public NodeProvider {
+ public:
+  explicit LocalProvider(ProviderContext c) : c_(std::move(c)) {}
+  const char* name() const override { return "local"; }
+
+  Problem launch(const policy::NodeType& type, const std::string& node_id) override {
+    auto args = node_start_args(c_, type, node_id);
+    args.insert(args.begin(), sys::self_exe());
+    sys::SpawnOptions so;
+    so.env["YARD_TOKEN"] = c_.token;
+    so.stdout_path = c_.log_dir + "/autoscale-" + node_id + ".out";
+    so.new_process_group = true;  // not stopped by a signal meant for the head
+    try {
+      pids_[node_id] = sys::spawn(args, so);
+    } catch (const std::exception& e) {
+      return std::string("cannot start a node process: ") + e.what();
+    }
+    return std::nullopt;
+  }
+
+  void terminate(const std::string& node_id) override {
+    auto it = pids_.find(node_id);
+    if (it == pids_.end()) return;
+    ::kill(it->second, SIGTERM);  // reaped by the head, which then calls child_exited
+  }
+
+  std::optional<std::string> child_exited(pid_t pid) override {
+    for (auto it = pids_.begin(); it != pids_.end(); ++it)
+      if (it->second == pid) {
+        std::string id = it->first;
+        pids_.erase(it);
+        return id;
+      }
+    return std::nullopt;
+  }
+
+ private:
+  ProviderContext c_;
+  std::map<std::string, pid_t> pids_;
+};
+
+// Quotes one word for /bin/sh.
+std::string sh_quote(const std::string& s) {
+  std::string out = "'";
+  for (char ch : s) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+// A node is a Slurm batch job named after it that runs `yard start ... --block` on its
+// allocation; sbatch passes the environment (the token with it) to the job.
+class SlurmProvider final : public NodeProvider {
+ public:
+  SlurmProvider(ProviderContext c, AutoscaleConfig::Slurm s) : c_(std::move(c)), s_(std::move(s)) {}
+  const char* name() const override { return "slurm"; }
+
+  Problem launch(const policy::NodeType& type, const std::string& node_id) override {
+    std::string yard = sys::self_exe();
+    std::string wrap = sh_quote(yard);
+    for (auto& a : node_start_args(c_, type, node_id)) wrap += " " + sh_quote(a);
+    std::vector<std::string> argv{sys::which("sbatch"), "--parsable", "--job-name", node_id,
+                                  "--output", c_.log_dir + "/autoscale-" + node_id + ".out"};
+    if (argv[0].empty()) return std::string("sbatch is not on PATH (is Slurm installed here?)");
+    auto cpus = type.resources.find("CPU");
+    if (cpus != type.resources.end())
+      argv.push_back("--cpus-per-task=" + std::to_string(std::max(1L, static_cast<long>(cpus->second + 0.999))));
+    if (!s_.partition.empty()) argv.insert(argv.end(), {"--partition", s_.partition});
+    if (!s_.time_limit.empty()) argv.insert(argv.end(), {"--time", s_.time_limit});
+    argv.insert(argv.end(), s_.extra_args.begin(), s_.extra_args.end());
+    argv.insert(argv.end(), {"--wrap", wrap});
+    return run(argv, "sbatch");
+  }
+
+  void terminate(const std::string& node_id) override {
+    auto scancel = sys::which("scancel");
+    if (scancel.empty()) return;
+    if (auto p = run({scancel, "--name", node_id}, "scancel")) spdlog::warn("autoscaler: {}", *p);
+  }
+
+ private:
+  // Runs a Slurm command to its end (they answer at once); what went wrong, if anything.
+  Problem run(const std::vector<std::string>& argv, const std::string& what) {
+    sys::SpawnOptions so;
+    so.env["YARD_TOKEN"] = c_.token;
+    so.stdout_path = c_.log_dir + "/autoscale-slurm.out";
+    pid_t pid;
+    try {
+      pid = sys::spawn(argv, so);
+    } catch (const std::exception& e) {
+      return what + ": " + e.what();
+    }
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
+    return what + " failed (" + describe_exit(status) + "; see " + so.stdout_path + ")";
+  }
+
+  ProviderContext c_;
+  AutoscaleConfig::Slurm s_;
+};
+
+}  // namespace
+
+std::unique_ptr<NodeProvider> local_provider(ProviderContext c) { return std::make_unique<LocalProvider>(std::move(c)); }
+std::unique_ptr<NodeProvider> slurm_provider(ProviderContext c, AutoscaleConfig::Slurm s) {
+  return std::make_unique<SlurmProvider>(std::move(c), std::move(s));
+}
+
+}  // namespace yard::sched

@@ -1,0 +1,175 @@
+// The autoscaler with the local provider on a real head: an actor that needs a resource no
+// running node has gets a node started for it and answers; a burst of pending actors never takes
+// a node type past its max_nodes (and status says why the rest wait); nodes idle past the timeout
+// are drained and stopped; a bad configuration is refused at start. This binary is the driver and
+// the workers' binary.
+#include <catch2/catch.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "session.h"
+#include "support.h"
+#include "yard/process.h"
+#include "yard/yard.h"
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using yard::test::eventually;
+using yard::test::sh;
+
+namespace {
+
+class Probe {
+ public:
+  Probe() = default;
+  std::string node() { return yard::node_id(); }
+  int answer() { return 42; }
+};
+
+std::string yard_bin() { return getenv("YARD_BIN"); }
+
+constexpr const char* kConfig = R"(
+provider = "local"
+idle_timeout_s = 3
+launch_timeout_s = 60
+[node_types.special]
+cpus = 1
+resources = { special = 2 }
+max_nodes = 2
+)";
+
+struct Cluster {
+  std::string home, addr, token;
+  pid_t head_pid = 0;
+
+  Cluster() {
+    char tmpl[] = "/tmp/yard-autoscale-test-XXXXXX";
+    home = mkdtemp(tmpl);
+    setenv("YARD_HOME", home.c_str(), 1);
+    std::ofstream(home + "/cluster.toml") << kConfig;
+    auto [pid, line] = yard::test::spawn_daemon({yard_bin(), "start", "--head", "--block", "--port", "0", "--num-cpus",
+                                                 "1", "--heartbeat-timeout", "2", "--autoscaler",
+                                                 home + "/cluster.toml", "--session-dir", home + "/head"},
+                                                60s);
+    head_pid = pid;
+    INFO(line);
+    REQUIRE(!line.empty());
+    REQUIRE(line.rfind("ERROR", 0) != 0);
+    addr = line.substr(0, line.find(' '));
+    token = yard::detail::read_token(home + "/head/token");
+    setenv("YARD_ADDRESS", addr.c_str(), 1);
+    setenv("YARD_TOKEN", token.c_str(), 1);
+  }
+  json status() {
+    auto r = sh(yard_bin() + " status --json --address " + addr + " --token " + token);
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out);
+  }
+  // The autoscaled nodes alive now.
+  std::set<std::string> auto_nodes() {
+    std::set<std::string> out;
+    auto st = status();
+    for (auto& n : st["nodes"])
+      if (n.value("node_id", "").rfind("auto-", 0) == 0 && n.value("alive", false)) out.insert(n.value("node_id", ""));
+    return out;
+  }
+  ~Cluster() {
+    std::vector<pid_t> nodes;
+    try {
+      auto st = status();
+      for (auto& n : st["nodes"])
+        if (n.contains("pid")) nodes.push_back(std::stoi(n["pid"].is_string() ? n["pid"].get<std::string>() : n["pid"].dump()));
+    } catch (...) {
+    }
+    if (head_pid > 0) yard::detail::terminate(head_pid, SIGTERM, 15s);
+    for (pid_t p : nodes)  // the autoscaler stops its nodes with the head; make sure
+      if (p > 0 && !yard::detail::process_dead(p)) yard::detail::terminate(p, SIGTERM, 10s);
+    std::error_code ec;
+    if (!getenv("YARD_TEST_KEEP")) fs::remove_all(home, ec);
+  }
+};
+
+}  // namespace
+
+YARD_ACTOR(Probe, yard::ctor<>, &Probe::node, &Probe::answer);
+
+void yard_test_worker_hook(int argc, char** argv) {
+  if (getenv("YARD_WORKER")) yard::init(argc, argv);
+}
+
+TEST_CASE("the autoscaler starts nodes for demand, within max_nodes, and stops them when idle", "[autoscaler]") {
+  Cluster c;
+  CHECK(c.auto_nodes().empty());
+  yard::init();
+
+  // No running node has "special": the actor waits for a node the autoscaler starts.
+  auto t0 = std::chrono::steady_clock::now();
+  auto first = yard::actor<Probe>().resources({{"special", 1}}).remote();
+  CHECK(*first.call(&Probe::answer).remote().get(90s) == 42);
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  UNSCOPED_INFO("first answer " << took << " s after the actor was asked for");
+  auto where = *first.call(&Probe::node).remote().get(30s);
+  CHECK(where.rfind("auto-special-", 0) == 0);
+
+  // A burst: 20 more actors, 2 fit on each node and at most 2 nodes may run.
+  std::vector<yard::ActorHandle<Probe>> burst;
+  for (int i = 0; i < 20; ++i) burst.push_back(yard::actor<Probe>().resources({{"special", 1}}).remote());
+  size_t most = 0;
+  bool told = false;
+  REQUIRE(eventually(
+      [&] {
+        auto st = c.status();
+        most = std::max(most, c.auto_nodes().size());
+        auto& a = st["cluster"]["autoscaler"];
+        for (auto& u : a["unmet"]) told = told || u.value("why", "").find("max_nodes") != std::string::npos;
+        return c.auto_nodes().size() == 2 && told;
+      },
+      90s));
+  // Three more answer (2 slots on each of the 2 nodes, one taken by `first`); the rest wait, and
+  // never beyond 2 nodes.
+  std::vector<yard::ObjectRef<int>> calls;
+  for (auto& b : burst) calls.push_back(b.call(&Probe::answer).remote());
+  auto w = yard::wait(calls, calls.size(), 3s);
+  for (auto& r : w.ready) CHECK(*r.get() == 42);
+  CHECK(w.ready.size() == 3);
+  most = std::max(most, c.auto_nodes().size());
+  CHECK(most == 2);
+
+  // `yard status` shows the autoscaler and why the rest wait.
+  auto text = sh(yard_bin() + " status --address " + c.addr + " --token " + c.token);
+  INFO(text.out);
+  CHECK(text.out.find("Autoscaler (local provider") != std::string::npos);
+  CHECK(text.out.find("special") != std::string::npos);
+  CHECK(text.out.find("max_nodes") != std::string::npos);
+
+  // Everything ends: the nodes go idle and are drained and stopped after 3 s.
+  for (auto& b : burst) yard::kill(b);
+  yard::kill(first);
+  burst.clear();
+  calls.clear();
+  REQUIRE(eventually([&] { return c.auto_nodes().empty(); }, 60s));
+  auto st = c.status();
+  for (auto& n : st["cluster"]["autoscaler"]["nodes"]) CHECK(n.value("phase", "") != "UP");
+  yard::shutdown();
+}
+
+TEST_CASE("a bad autoscaler configuration is refused at start with the file, key and reason", "[autoscaler]") {
+  char tmpl[] = "/tmp/yard-autoscale-bad-XXXXXX";
+  std::string home = mkdtemp(tmpl);
+  std::ofstream(home + "/bad.toml") << "[node_types.gpu]\ngpus = 1\nmin_nodes = 3\nmax_nodes = 1\n";
+  auto r = sh("YARD_HOME=" + home + " " + yard_bin() + " start --head --port 0 --autoscaler " + home + "/bad.toml 2>&1");
+  INFO(r.out);
+  CHECK(r.code == 2);
+  CHECK(r.out.find(home + "/bad.toml: node_types.gpu.min_nodes: min_nodes 3 is above max_nodes 1") != std::string::npos);
+  std::error_code ec;
+  fs::remove_all(home, ec);
+}
