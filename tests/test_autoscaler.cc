@@ -50,11 +50,11 @@ struct Cluster {
   std::string home, addr, token;
   pid_t head_pid = 0;
 
-  Cluster() {
+  explicit Cluster(const char* config = kConfig) {
     char tmpl[] = "/tmp/yard-autoscale-test-XXXXXX";
     home = mkdtemp(tmpl);
     setenv("YARD_HOME", home.c_str(), 1);
-    std::ofstream(home + "/cluster.toml") << kConfig;
+    std::ofstream(home + "/cluster.toml") << config;
     auto [pid, line] = yard::test::spawn_daemon({yard_bin(), "start", "--head", "--block", "--port", "0", "--num-cpus",
                                                  "1", "--heartbeat-timeout", "2", "--autoscaler",
                                                  home + "/cluster.toml", "--session-dir", home + "/head"},
@@ -172,4 +172,35 @@ TEST_CASE("a bad autoscaler configuration is refused at start with the file, key
   CHECK(r.out.find(home + "/bad.toml: node_types.gpu.min_nodes: min_nodes 3 is above max_nodes 1") != std::string::npos);
   std::error_code ec;
   fs::remove_all(home, ec);
+}
+
+// Run by slurm_test.sh, which starts a one-host Slurm cluster (munged, slurmctld, slurmd) and sets
+// SLURM_CONF: a node is a batch job.
+TEST_CASE("the Slurm provider starts a node as a batch job and stops it when idle", "[.slurm]") {
+  REQUIRE(getenv("SLURM_CONF"));
+  Cluster c(R"(
+provider = "slurm"
+idle_timeout_s = 3
+launch_timeout_s = 60
+[slurm]
+time_limit = "10:00"
+[node_types.special]
+cpus = 1
+resources = { special = 1 }
+max_nodes = 1
+)");
+  yard::init();
+  auto a = yard::actor<Probe>().resources({{"special", 1}}).remote();
+  CHECK(*a.call(&Probe::answer).remote().get(120s) == 42);
+  auto node = *a.call(&Probe::node).remote().get(30s);
+  REQUIRE(node.rfind("auto-special-", 0) == 0);
+  // The node is the Slurm job named after it.
+  auto q = sh("squeue --noheader --name " + node + " --format %T");
+  INFO(q.out);
+  CHECK(q.out.find("RUNNING") != std::string::npos);
+
+  yard::kill(a);
+  REQUIRE(eventually([&] { return c.auto_nodes().empty(); }, 60s));
+  CHECK(eventually([&] { return sh("squeue --noheader --name " + node).out.empty(); }, 30s));
+  yard::shutdown();
 }
