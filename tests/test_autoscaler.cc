@@ -162,6 +162,40 @@ TEST_CASE("the autoscaler starts nodes for demand, within max_nodes, and stops t
   yard::shutdown();
 }
 
+TEST_CASE("a provider that cannot start nodes is retried with backoff and reported; the head keeps serving",
+          "[autoscaler]") {
+  setenv("SLURM_CONF", "/nonexistent/slurm.conf", 1);  // sbatch retries for a minute (or is missing)
+  Cluster c(R"(
+provider = "slurm"
+launch_timeout_s = 2
+[node_types.special]
+cpus = 1
+resources = { special = 1 }
+max_nodes = 1
+)");
+  unsetenv("SLURM_CONF");
+  yard::init();
+  auto a = yard::actor<Probe>().resources({{"special", 1}}).remote();
+  json row;
+  REQUIRE(eventually(
+      [&] {
+        row = c.status()["cluster"]["autoscaler"]["node_types"][0];
+        return row.value("failures", 0) >= 2;
+      },
+      30s));
+  INFO(row.dump());
+  CHECK((row.value("error", "").find("did not join within 2 s") != std::string::npos ||
+         row.value("error", "").find("sbatch is not on PATH") != std::string::npos));
+  CHECK(c.auto_nodes().empty());
+  // Still serving, and still waiting for the node rather than failing the actor.
+  auto text = sh(yard_bin() + " status --address " + c.addr + " --token " + c.token);
+  INFO(text.out);
+  CHECK(text.out.find("last failure") != std::string::npos);
+  CHECK_THROWS_AS(a.call(&Probe::answer).remote().get(1s), yard::TimeoutError);
+  yard::kill(a);
+  yard::shutdown();
+}
+
 TEST_CASE("a bad autoscaler configuration is refused at start with the file, key and reason", "[autoscaler]") {
   char tmpl[] = "/tmp/yard-autoscale-bad-XXXXXX";
   std::string home = mkdtemp(tmpl);

@@ -54,13 +54,13 @@ void Autoscaler::adopt_running() {
   }
 }
 
-bool Autoscaler::child_exited(pid_t pid) {
-  auto node = provider_->child_exited(pid);
-  if (!node) return false;
-  auto it = launched_.find(*node);
-  if (it != launched_.end() && it->second.phase == Phase::kLaunching)
-    failed(it->second.type, "node " + *node + " exited before it joined (see autoscale-" + *node + ".out)", Clock::now());
-  forget(*node);
+bool Autoscaler::child_exited(pid_t pid, int status) {
+  auto e = provider_->child_exited(pid, status);
+  if (!e) return false;
+  auto it = launched_.find(e->node);
+  if (it == launched_.end() || !e->node_ended) return true;
+  if (it->second.phase == Phase::kLaunching) failed(it->second.type, "starting node " + e->node + ": " + e->failure, Clock::now());
+  forget(e->node);
   return true;
 }
 

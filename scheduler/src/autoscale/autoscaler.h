@@ -51,7 +51,7 @@ class Autoscaler {
   // for the next one).
   void shutdown();
   // A child of the head ended: true when it was a node this autoscaler started.
-  bool child_exited(pid_t pid);
+  bool child_exited(pid_t pid, int status);
   // Node types, nodes launching and stopping with their reasons, unmet demand, provider errors.
   nlohmann::json status() const;
 

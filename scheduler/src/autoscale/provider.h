@@ -27,8 +27,15 @@ class NodeProvider {
   virtual Problem launch(const policy::NodeType& type, const std::string& node_id) = 0;
   // Makes sure the node is gone (it has usually stopped already, asked by the head).
   virtual void terminate(const std::string& node_id) = 0;
-  // A child of this process ended: the node it was, when it was one of this provider's.
-  virtual std::optional<std::string> child_exited(pid_t pid) { return std::nullopt; }
+  // What a child of this process that ended meant for a node of this provider's.
+  struct ChildExit {
+    std::string node;
+    bool node_ended = false;  // the node's process (or its submission) is gone
+    std::string failure;      // set: starting the node failed, and why
+  };
+  // Nothing blocks: the provider's commands run as children the head reaps and reports here
+  // (nullopt: not one of this provider's).
+  virtual std::optional<ChildExit> child_exited(pid_t pid, int status) { return std::nullopt; }
 };
 
 struct ProviderContext {

@@ -62,12 +62,12 @@ class LocalProvider final : public NodeProvider {
     ::kill(it->second, SIGTERM);  // reaped by the head, which then calls child_exited
   }
 
-  std::optional<std::string> child_exited(pid_t pid) override {
+  std::optional<ChildExit> child_exited(pid_t pid, int status) override {
     for (auto it = pids_.begin(); it != pids_.end(); ++it)
       if (it->second == pid) {
-        std::string id = it->first;
+        ChildExit e{it->first, true, "node process " + describe_exit(status) + " (see autoscale-" + it->first + ".out)"};
         pids_.erase(it);
-        return id;
+        return e;
       }
     return std::nullopt;
   }
@@ -88,7 +88,8 @@ std::string sh_quote(const std::string& s) {
 // allocation; sbatch passes the environment (the token with it) to the job.
 class SlurmProvider final : public NodeProvider {
  public:
-  SlurmProvider(ProviderContext c, AutoscaleConfig::Slurm s) : c_(std::move(c)), s_(std::move(s)) {}
+  SlurmProvider(ProviderContext c, AutoscaleConfig::Slurm s)
+      : c_(std::move(c)), s_(std::move(s)), log_(c_.log_dir + "/autoscale-slurm.out") {}
   const char* name() const override { return "slurm"; }
 
   Problem launch(const policy::NodeType& type, const std::string& node_id) override {
@@ -105,36 +106,49 @@ class SlurmProvider final : public NodeProvider {
     if (!s_.time_limit.empty()) argv.insert(argv.end(), {"--time", s_.time_limit});
     argv.insert(argv.end(), s_.extra_args.begin(), s_.extra_args.end());
     argv.insert(argv.end(), {"--wrap", wrap});
-    return run(argv, "sbatch");
+    return start(argv, node_id, "sbatch");
   }
 
+  // A submission still running is stopped; the job, if any, is cancelled by name.
   void terminate(const std::string& node_id) override {
+    for (auto& [pid, r] : running_)
+      if (r.node == node_id && r.what == "sbatch") ::kill(pid, SIGKILL);
     auto scancel = sys::which("scancel");
-    if (scancel.empty()) return;
-    if (auto p = run({scancel, "--name", node_id}, "scancel")) spdlog::warn("autoscaler: {}", *p);
+    if (!scancel.empty()) (void)start({scancel, "--name", node_id}, "", "scancel");
+  }
+
+  std::optional<ChildExit> child_exited(pid_t pid, int status) override {
+    auto it = running_.find(pid);
+    if (it == running_.end()) return std::nullopt;
+    auto r = std::move(it->second);
+    running_.erase(it);
+    bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (!ok && r.what == "scancel") spdlog::warn("autoscaler: scancel {}", describe_exit(status));
+    if (r.what != "sbatch" || ok) return ChildExit{r.node, false, ""};  // a submitted job joins later
+    return ChildExit{r.node, true, "sbatch " + describe_exit(status) + " (see " + log_ + ")"};
   }
 
  private:
-  // Runs a Slurm command to its end (they answer at once); what went wrong, if anything.
-  Problem run(const std::vector<std::string>& argv, const std::string& what) {
+  struct Running {
+    std::string node, what;
+  };
+  // Starts a Slurm command; the head reaps it and child_exited says how it went.
+  Problem start(const std::vector<std::string>& argv, const std::string& node, const std::string& what) {
     sys::SpawnOptions so;
     so.env["YARD_TOKEN"] = c_.token;
-    so.stdout_path = c_.log_dir + "/autoscale-slurm.out";
-    pid_t pid;
+    so.stdout_path = log_;
     try {
-      pid = sys::spawn(argv, so);
+      running_[sys::spawn(argv, so)] = {node, what};
     } catch (const std::exception& e) {
       return what + ": " + e.what();
     }
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return std::nullopt;
-    return what + " failed (" + describe_exit(status) + "; see " + so.stdout_path + ")";
+    return std::nullopt;
   }
 
   ProviderContext c_;
   AutoscaleConfig::Slurm s_;
+  std::string log_;
+  std::map<pid_t, Running> running_;
 };
 
 }  // namespace

@@ -488,7 +488,7 @@ void HeadService::reap() {
       spdlog::error("the head's node manager (pid {}) {}; see {}/node.log", pid, describe_exit(status), log_dir_);
       head_node_pid_ = 0;
     } else if (autoscaler_) {
-      autoscaler_->child_exited(pid);
+      autoscaler_->child_exited(pid, status);
     }
   }
 }
