@@ -102,6 +102,11 @@ struct Cluster {
 
 YARD_ACTOR(Probe, yard::ctor<>, &Probe::node, &Probe::answer);
 
+namespace {
+std::string task_node(int) { return yard::node_id(); }
+}  // namespace
+YARD_REMOTE(task_node);
+
 void yard_test_worker_hook(int argc, char** argv) {
   if (getenv("YARD_WORKER")) yard::init(argc, argv);
 }
@@ -159,6 +164,19 @@ TEST_CASE("the autoscaler starts nodes for demand, within max_nodes, and stops t
   REQUIRE(eventually([&] { return c.auto_nodes().empty(); }, 60s));
   auto st = c.status();
   for (auto& n : st["cluster"]["autoscaler"]["nodes"]) CHECK(n.value("phase", "") != "UP");
+  yard::shutdown();
+}
+
+TEST_CASE("tasks that need a node type's resource wait for the node the autoscaler starts", "[autoscaler]") {
+  Cluster c;
+  yard::init();
+  std::vector<yard::ObjectRef<std::string>> refs;
+  for (int i = 0; i < 4; ++i) refs.push_back(yard::task(task_node).resources({{"special", 1}}).remote(i));
+  auto where = yard::get(refs, 90s);
+  for (auto& w : where) CHECK(w->rfind("auto-special-", 0) == 0);
+  // Done: the node goes idle and is stopped; a task no node type holds still fails at once.
+  REQUIRE(eventually([&] { return c.auto_nodes().empty(); }, 60s));
+  CHECK_THROWS_AS(yard::task(task_node).resources({{"special", 5}}).remote(0).get(30s), yard::InfeasibleError);
   yard::shutdown();
 }
 

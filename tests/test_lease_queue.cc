@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "node/lease_queue.h"
+#include "policy/autoscale.h"
 
 using namespace yard::sched;
 using Lease = LeaseQueue::Lease;
@@ -63,6 +64,7 @@ class RecordingNode : public LeaseQueue::Node {
   std::vector<LeaseQueue::Devices> devices;
   int fresh_reads = 0;
   int next_id = 0;
+  std::vector<policy::NodeType> autoscale_types;  // the cluster's autoscaler, when set
 
   const policy::ClusterView& peers(bool fresh) override {
     fresh_reads += fresh;
@@ -74,6 +76,7 @@ class RecordingNode : public LeaseQueue::Node {
       if (n.id != "here" && fits(need, n.avail)) return addresses[n.id];
     return "";
   }
+  bool could_add_node(const Res& need) override { return policy::some_type_holds(autoscale_types, need); }
   std::optional<LeaseQueue::Group> group(const std::string& id) override {
     if (id == "unreadable") throw std::runtime_error("store out of reach");
     auto g = groups.find(id);
@@ -193,6 +196,28 @@ TEST_CASE("lease queue: deadlines and no-wait answer with what there is, and whe
   REQUIRE(f.node.answers.size() == 3);
   CHECK(f.node.answers[2].kind == Answer::kGrant);
   CHECK(f.q.size() == 0);
+}
+
+TEST_CASE("lease queue: with an autoscaler whose node type holds it, a lease no node holds waits and is demand") {
+  Fixture f({{"CPU", 2}});
+  f.node.view.nodes = {peer("b", 2, 2)};
+  f.node.autoscale_types = {{"big", {{"CPU", 8}}, 0, 2}};
+  f.q.add(lease(1, 3, {{"CPU", 8}}));
+  f.q.add(lease(2, 1, {{"CPU", 64}}));  // no type holds this one: refused as before
+  REQUIRE(f.node.answers.size() == 1);
+  CHECK(f.node.answers[0].req == 2);
+  CHECK(f.node.answers[0].why == Refusal::kInfeasible);
+  REQUIRE(f.q.size() == 1);
+  auto d = f.q.waiting_demand();
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].first == Res{{"CPU", 8}});
+  CHECK(d[0].second == 3);
+  // The node it waited for joins: the lease goes there.
+  f.node.view.nodes = {peer("b", 2, 2), peer("c", 8, 8)};
+  f.q.process();
+  REQUIRE(f.node.answers.size() == 2);
+  CHECK(f.node.answers[1].kind == Answer::kRedirect);
+  CHECK(f.q.waiting_demand().empty());
 }
 
 TEST_CASE("lease queue: what no node could ever hold is refused with the reason, what another could is sent there") {

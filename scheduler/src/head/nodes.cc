@@ -68,6 +68,7 @@ void HeadService::node_died(const std::string& id) {
   double now = unix_time();
   unregister_resources(*redis_, id);
   tables_->set_node_state(id, store::NodeState::kDead, now);
+  tables_->set_lease_demand(id, "");
   publish(json{{"type", "node_dead"}, {"node_id", id}, {"time", now}}.dump());
   spdlog::warn("node {}: its heartbeat expired: marked dead", id);
   actors_->node_died(id);

@@ -1,6 +1,9 @@
 #include "node/lease_queue.h"
 
 #include <algorithm>
+#include <map>
+
+#include <algorithm>
 
 #include "policy/leases.h"
 
@@ -65,6 +68,20 @@ void LeaseQueue::refuse_job(const std::string& job, const std::string& why) {
   }
 }
 
+std::vector<std::pair<Res, uint32_t>> LeaseQueue::waiting_demand(uint32_t cap) const {
+  std::map<Res, uint32_t> by_shape;
+  for (auto& l : leases_) {
+    if (!l.pg.empty() || !l.node_id.empty() || l.starting > 0) continue;
+    size_t want = l.count > l.assigned.size() ? l.count - l.assigned.size() : 0;
+    auto& n = by_shape[l.need];
+    n = std::min<uint32_t>(cap, n + static_cast<uint32_t>(want));
+  }
+  std::vector<std::pair<Res, uint32_t>> out;
+  for (auto& [need, n] : by_shape)
+    if (n > 0) out.emplace_back(need, n);
+  return out;
+}
+
 // Fewer workers than asked for: the answer says where more could be had.
 void LeaseQueue::answer(Lease& l) {
   std::string more_at;
@@ -82,6 +99,7 @@ bool LeaseQueue::serve(Lease& l) {
   auto route = policy::route_lease(peers, res_.state(), req, spread_turn_);
   if (route.used_turn) ++spread_turn_;
   if (route.kind == policy::LeaseRoute::Kind::kInfeasible) {
+    if (l.node_id.empty() && node_.could_add_node(l.need)) return false;  // waits for the node
     node_.refuse(l, Refusal::kInfeasible, route.why);
     return true;
   }

@@ -62,6 +62,9 @@ class LeaseQueue {
     virtual std::string spill_target(const Res& need) = 0;
     // The placement group; nullopt when it does not exist (or cannot be read).
     virtual std::optional<Group> group(const std::string& id) = 0;
+    // Whether the cluster could add a node that holds `need` (it has an autoscaler with such a
+    // node type): a lease no running node can hold then waits for it instead of being refused.
+    virtual bool could_add_node(const Res& need) = 0;
     // A worker for the lease, holding `need` (from bundle `bundle` unless empty) and `devices`:
     // an idle worker of its job (first: false) or a new one (first: true, it registers later).
     // Throws when no process can be started.
@@ -90,6 +93,9 @@ class LeaseQueue {
   // The job's waiting leases are refused (it has ended).
   void refuse_job(const std::string& job, const std::string& why);
   size_t size() const { return leases_.size(); }
+  // What the waiting leases outside placement groups still need, per worker: the demand an
+  // autoscaler may start nodes for (each shape at most `cap` times).
+  std::vector<std::pair<Res, uint32_t>> waiting_demand(uint32_t cap = 100) const;
 
  private:
   struct BundleRoute {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 namespace yard::sched {
@@ -62,6 +63,27 @@ void NodeManager::give_held(const Worker& w) {
     res_->give(w.held);
   else
     res_->give_bundle(w.bundle, w.held);
+}
+
+// The autoscaler's node types (a lease no running node holds waits when one of them could), and
+// the demand of this node's waiting leases for it to start nodes for; written when it changed.
+void NodeManager::exchange_lease_demand() {
+  auto types = tables_->autoscale_types();
+  if (types != autoscale_json_) {
+    autoscale_json_ = types;
+    autoscale_types_.clear();
+    auto j = nlohmann::json::parse(types.empty() ? "[]" : types, nullptr, false);
+    if (j.is_array())
+      for (auto& t : j)
+        if (t.is_object()) autoscale_types_.push_back({"", t.get<Res>(), 0, 1});
+    leases_->process();  // waiting leases may now wait for a node rather than fail, or the reverse
+  }
+  nlohmann::json d = nlohmann::json::array();
+  for (auto& [need, n] : leases_->waiting_demand()) d.push_back({{"need", need}, {"count", n}});
+  std::string demand = d.empty() ? std::string() : d.dump();
+  if (demand == demand_json_) return;
+  tables_->set_lease_demand(node_id_, demand);
+  demand_json_ = demand;
 }
 
 // ---- what the lease queue asks of the node ---------------------------------------------------

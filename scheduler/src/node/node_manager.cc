@@ -187,6 +187,7 @@ void NodeManager::save_node() {
     if (res_->fenced() && workers_.empty()) res_->reopen();
     if (!res_->fenced()) res_->refresh();
     peers_.refresh();
+    exchange_lease_demand();
     store::NodeReport r;
     r.address = io_->address();
     r.hostname = hostname();

@@ -25,6 +25,7 @@
 #include "node/blob_cache.h"
 #include "node/job_runner.h"
 #include "node/lease_queue.h"
+#include "policy/autoscale.h"
 #include "node/node_metrics.h"
 #include "node/local_resources.h"
 #include "node_memory.h"
@@ -67,6 +68,9 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
   std::string address_of(const std::string& id) override { return peers_.address(id); }
   std::string spill_target(const Res& need) override { return peers_.spill_target(node_id_, need); }
   std::optional<LeaseQueue::Group> group(const std::string& id) override;
+  bool could_add_node(const Res& need) override { return policy::some_type_holds(autoscale_types_, need); }
+  // With every heartbeat: the autoscaler's node types read, this node's waiting leases written.
+  void exchange_lease_demand();
   std::pair<std::string, bool> worker(const LeaseQueue::Lease& l, const Res& need, const BundleRef& bundle,
                                       const Devices& devices) override;
   void grant(const LeaseQueue::Lease& l, const std::string& more_at) override;
@@ -133,6 +137,8 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
   void open_object_memory();
   void sweep_object_memory();
   Peers peers_{tables_};  // the other nodes, for routing leases
+  std::vector<policy::NodeType> autoscale_types_;  // empty: the cluster has no autoscaler
+  std::string autoscale_json_, demand_json_;       // as last read / written
   std::unique_ptr<NodeMetrics> metrics_;  // with --metrics-port
   WebIdentity web_;                       // the cluster's, beyond loopback: metrics over HTTPS
   void update_metrics(const store::NodeReport& r);

@@ -105,6 +105,23 @@ void Tables::set_dashboard(const std::string& url) { r_.cmd({"HSET", kCluster, "
 
 std::map<std::string, std::string> Tables::cluster() { return r_.hgetall(kCluster); }
 
+void Tables::set_autoscale_types(const std::string& json) {
+  if (json.empty()) r_.cmd({"HDEL", kCluster, "autoscale_types"});
+  else r_.cmd({"HSET", kCluster, "autoscale_types", json});
+}
+
+std::string Tables::autoscale_types() {
+  auto r = r_.cmd({"HGET", kCluster, "autoscale_types"});
+  return r.is_nil() ? std::string() : r.str();
+}
+
+void Tables::set_lease_demand(const std::string& node, const std::string& json) {
+  if (json.empty()) r_.cmd({"HDEL", "yard:demand", node});
+  else r_.cmd({"HSET", "yard:demand", node, json});
+}
+
+std::map<std::string, std::string> Tables::lease_demand() { return r_.hgetall("yard:demand"); }
+
 // ---- nodes ----------------------------------------------------------------------------------
 
 std::vector<std::string> Tables::node_ids() { return r_.cmd({"SMEMBERS", kNodes}).strings(); }

@@ -116,6 +116,13 @@ class Tables {
   // Where the head serves its dashboard ("http://host:port", or "").
   void set_dashboard(const std::string& url);
   std::map<std::string, std::string> cluster();
+  // The resources of the autoscaler's node types (JSON array of objects; "" : no autoscaler).
+  void set_autoscale_types(const std::string& json);
+  std::string autoscale_types();
+  // Task leases waiting at a node for room (JSON [{"need": {...}, "count": n}], "" : none), and
+  // every node's, for the autoscaler.
+  void set_lease_demand(const std::string& node, const std::string& json);
+  std::map<std::string, std::string> lease_demand();
 
   // ---- nodes
   std::vector<std::string> node_ids();
