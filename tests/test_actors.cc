@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -260,6 +261,66 @@ TEST_CASE("the learning rate scales with the global batch, warms up, then holds 
   CHECK(s.at(500) == Approx(0.04));
   for (int64_t k = 11; k <= 110; ++k) CHECK(s.at(k) < s.at(k - 1));
   CHECK_THROWS_WITH(LrSchedule::parse("linear"), Catch::Contains("unknown learning-rate decay 'linear'"));
+}
+
+TEST_CASE("elastic batches: every sample exactly once per epoch whatever the resizes; fixed worlds match batch()",
+          "[actors][sampler][elastic]") {
+  for (uint64_t n : {1u, 97u, 1000u}) {
+    DistributedSampler s(n, 1, 0, 7);
+    // A world that changes between steps: 2, 3, 2, 1, 4, ... as an elastic group might.
+    const int worlds[] = {2, 3, 2, 1, 4, 3};
+    const uint64_t batch = 8;
+    ElasticPosition pos;
+    std::map<uint64_t, std::vector<int>> seen;  // epoch -> count per sample
+    for (int step = 0; pos.epoch < 3; ++step) {
+      int world = worlds[step % 6];
+      for (int r = 0; r < world; ++r)
+        for (auto i : s.elastic_batch(pos.epoch, pos.offset, world, r, batch)) {
+          auto& v = seen[pos.epoch];
+          v.resize(n);
+          v[i]++;
+        }
+      pos.advance(world, batch, s.epoch_size());
+    }
+    for (auto& [epoch, counts] : seen)
+      for (uint64_t i = 0; i < n; ++i) {
+        INFO("n " << n << " epoch " << epoch << " sample " << i);
+        REQUIRE(counts[i] == 1);
+      }
+  }
+  // A fixed world takes exactly what batch() gives rank by rank.
+  for (int world = 1; world <= 3; ++world)
+    for (int r = 0; r < world; ++r) {
+      DistributedSampler fixed(97, world, r, 7), any(97, 1, 0, 7);
+      for (uint64_t step = 0; step < fixed.steps_per_epoch(8); ++step)
+        CHECK(any.elastic_batch(1, step * 8 * world, world, r, 8) == fixed.batch(1, step, 8));
+    }
+  DistributedSampler s(10, 1, 0, 7);
+  CHECK_THROWS_AS(s.elastic_batch(0, 0, 2, 2, 8), std::invalid_argument);
+}
+
+TEST_CASE("elastic learning rate: each resize moves to the new global batch's rate over a short warm-up",
+          "[actors][schedule][elastic]") {
+  ElasticLr lr;
+  lr.base.base_lr = 0.1;
+  lr.base.base_batch = 32;
+  lr.base.global_batch = 64;  // two workers of 32
+  lr.resize_warmup = 4;
+  CHECK(lr.at(10) == Approx(0.2));
+  lr.resize(20, 96);  // a third worker joins at step 20
+  CHECK(lr.at(19) == Approx(0.2));
+  CHECK(lr.at(20) == Approx(0.2 + 0.1 * 1 / 5.0));  // a fifth of the way
+  CHECK(lr.at(23) == Approx(0.2 + 0.1 * 4 / 5.0));
+  CHECK(lr.at(24) == Approx(0.3));                   // 3x the base: linear scaling, not divided
+  for (int64_t k = 20; k <= 24; ++k) CHECK(lr.at(k) > lr.at(k - 1));
+  lr.resize(40, 64);  // drained back to two
+  CHECK(lr.at(39) == Approx(0.3));
+  CHECK(lr.at(44) == Approx(0.2));
+  for (int64_t k = 40; k <= 44; ++k) CHECK(lr.at(k) < lr.at(k - 1));
+  lr.resize(40, 32);  // the same step again: replaced, not stacked
+  CHECK(lr.changes.size() == 2);
+  CHECK(lr.at(50) == Approx(0.1));
+  CHECK_THROWS_AS(lr.resize(30, 64), std::invalid_argument);
 }
 
 TEST_CASE("the data loader hands over the sampler's batches in order, epoch after epoch, fetched ahead",

@@ -86,14 +86,38 @@ uint64_t DistributedSampler::steps_per_epoch(uint64_t batch_size) const {
 }
 
 std::vector<uint64_t> DistributedSampler::batch(uint64_t epoch, uint64_t step, uint64_t batch_size) const {
-  if (cached_epoch_ != epoch) {
+  if (cached_epoch_ != epoch || cached_whole_) {
     cached_ = indices(epoch);
     cached_epoch_ = epoch;
+    cached_whole_ = false;
   }
   const auto& mine = cached_;
   uint64_t lo = std::min<uint64_t>(mine.size(), step * batch_size);
   uint64_t hi = std::min<uint64_t>(mine.size(), lo + batch_size);
   return std::vector<uint64_t>(mine.begin() + static_cast<long>(lo), mine.begin() + static_cast<long>(hi));
+}
+
+std::vector<uint64_t> DistributedSampler::elastic_batch(uint64_t epoch, uint64_t offset, int world, int rank,
+                                                       uint64_t batch_size) const {
+  if (world < 1 || rank < 0 || rank >= world) throw std::invalid_argument("sampler: rank outside the world");
+  if (cached_epoch_ != epoch || !cached_whole_) {
+    cached_ = epoch_order(epoch);
+    cached_epoch_ = epoch;
+    cached_whole_ = true;
+  }
+  std::vector<uint64_t> out;
+  auto w = static_cast<uint64_t>(world);
+  for (uint64_t j = 0, p = offset + static_cast<uint64_t>(rank); j < batch_size && p < cached_.size(); ++j, p += w)
+    out.push_back(cached_[p]);
+  return out;
+}
+
+void ElasticPosition::advance(int world, uint64_t batch_size, uint64_t epoch_size) {
+  offset += batch_size * static_cast<uint64_t>(world);
+  if (offset >= epoch_size) {
+    ++epoch;
+    offset = 0;
+  }
 }
 
 }  // namespace yard::actors

@@ -26,4 +26,30 @@ LrSchedule::Decay LrSchedule::parse(const std::string& name) {
   throw std::invalid_argument("unknown learning-rate decay '" + name + "' (constant or cosine)");
 }
 
+void ElasticLr::resize(int64_t step, int64_t global_batch) {
+  if (!changes.empty() && step < changes.back().step)
+    throw std::invalid_argument("learning-rate schedule: a resize at step " + std::to_string(step) +
+                                " comes before the last one (" + std::to_string(changes.back().step) + ")");
+  if (!changes.empty() && step == changes.back().step) changes.pop_back();
+  changes.push_back({step, global_batch});
+}
+
+double ElasticLr::regime(size_t n, int64_t step) const {
+  if (n == 0) return base.at(step);
+  const auto& c = changes[n - 1];
+  LrSchedule now = base;
+  now.global_batch = c.global_batch;
+  double target = now.at(step);
+  int64_t since = step - c.step;
+  if (since >= resize_warmup) return target;
+  double w = static_cast<double>(since + 1) / static_cast<double>(resize_warmup + 1);
+  return (1 - w) * regime(n - 1, step) + w * target;
+}
+
+double ElasticLr::at(int64_t step) const {
+  size_t n = 0;
+  while (n < changes.size() && changes[n].step <= step) ++n;
+  return regime(n, step);
+}
+
 }  // namespace yard::actors

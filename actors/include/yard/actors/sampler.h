@@ -26,6 +26,15 @@ struct SamplerState {
   uint64_t step = 0;  // batches already taken in this epoch
 };
 
+// Where an elastic group is in its data: the epoch, and how many of the epoch's positions the
+// steps so far have taken.
+struct ElasticPosition {
+  uint64_t epoch = 0;
+  uint64_t offset = 0;
+  // After a step of `world` ranks: the next epoch when this one is used up.
+  void advance(int world, uint64_t batch_size, uint64_t epoch_size);
+};
+
 class DistributedSampler {
  public:
   DistributedSampler(uint64_t dataset_size, int world_size, int rank, uint64_t seed, bool shuffle = true);
@@ -38,6 +47,13 @@ class DistributedSampler {
   uint64_t steps_per_epoch(uint64_t batch_size) const;
   // The batch of a step (may be shorter than batch_size, or empty, at the end of an epoch).
   std::vector<uint64_t> batch(uint64_t epoch, uint64_t step, uint64_t batch_size) const;
+
+  // Elastic training, where the number of ranks changes between steps: the epoch's order is taken
+  // as one sequence, and a step of `world` ranks takes its next batch_size × world positions,
+  // rank r every world-th from `offset + r`. Whatever the world size of each step, every position
+  // of the epoch is taken exactly once. With a fixed world size this is batch() (offset =
+  // step × batch_size × world), so a fixed group and an elastic one see the same samples.
+  std::vector<uint64_t> elastic_batch(uint64_t epoch, uint64_t offset, int world, int rank, uint64_t batch_size) const;
 
   int world_size() const { return world_; }
   int rank() const { return rank_; }
@@ -57,6 +73,7 @@ class DistributedSampler {
   // The last epoch's indices (batch() is called step after step). Not thread-safe.
   mutable uint64_t cached_epoch_ = UINT64_MAX;
   mutable std::vector<uint64_t> cached_;
+  mutable bool cached_whole_ = false;  // cached_ holds the whole epoch (elastic_batch), not this rank's
 };
 
 }  // namespace yard::actors

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace yard::actors {
 
@@ -30,6 +31,27 @@ struct LrSchedule {
   double at(int64_t step) const;
   // "constant" or "cosine"; parse() throws std::invalid_argument naming the value otherwise.
   static Decay parse(const std::string& name);
+};
+
+// The rate of an elastic group, whose global batch changes when replicas join or leave. Each
+// change follows the linear scaling rule for the new global batch (the base schedule with that
+// batch), reached over `resize_warmup` steps by blending from the rate the previous batch would
+// have had: never a jump, never divided by the number of workers.
+struct ElasticLr {
+  LrSchedule base;         // its global_batch is the first one
+  int64_t resize_warmup = 0;
+  struct Change {
+    int64_t step;          // the first step with the new global batch
+    int64_t global_batch;
+  };
+  std::vector<Change> changes;  // in step order
+
+  // Records a change (steps in order; a change at the same step as the last replaces it).
+  void resize(int64_t step, int64_t global_batch);
+  double at(int64_t step) const;
+
+ private:
+  double regime(size_t n, int64_t step) const;  // the rate with the first n changes applied
 };
 
 }  // namespace yard::actors
