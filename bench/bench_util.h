@@ -1,16 +1,32 @@
-// Shared by the benchmark programs: the memory-bandwidth peer, and the embedded cluster of the
-// training benchmarks.
+// Shared by the benchmark programs: the memory-bandwidth peer, the embedded cluster of the
+// training benchmarks, and daemons started for a run.
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <csignal>
+#include <stdexcept>
+#include <string>
+#include <unistd.h>
 #include <vector>
 
+#include "yard/process.h"
 #include "yard/yard.h"
 
 namespace yard::bench {
+
+// Starts `yard start ... --block` (a head or a node) that stops with this process: (pid, address).
+// Throws when it does not report ready within two minutes.
+inline std::pair<pid_t, std::string> start_daemon(const std::vector<std::string>& argv) {
+  yard::sys::SpawnOptions so;
+  so.death_signal = SIGTERM;
+  so.env["YARD_PARENT_PID"] = std::to_string(getpid());
+  auto [pid, line] = yard::sys::spawn_ready(argv, so, std::chrono::seconds(120));
+  if (line.empty() || line.rfind("ERROR", 0) == 0) throw std::runtime_error("daemon did not start: " + line);
+  return {pid, line.substr(0, line.find(' '))};
+}
 
 // Best of five memcpy's of `bytes` between warm buffers, in GB/s.
 inline double memcpy_gbps(size_t bytes) {

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_util.h"
 #include "yard/process.h"
 #include "yard/yard.h"
 
@@ -29,6 +30,8 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+using yard::bench::start_daemon;
 
 class Probe {
  public:
@@ -43,14 +46,6 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-std::pair<pid_t, std::string> start_daemon(const std::vector<std::string>& argv) {
-  yard::sys::SpawnOptions so;
-  so.death_signal = SIGTERM;
-  so.env["YARD_PARENT_PID"] = std::to_string(getpid());
-  auto [pid, line] = yard::sys::spawn_ready(argv, so, 120s);
-  if (line.empty() || line.rfind("ERROR", 0) == 0) throw std::runtime_error("daemon did not start: " + line);
-  return {pid, line.substr(0, line.find(' '))};
-}
 
 // Waits until no node's id starts with "auto-" in `yard status --json` (the autoscaler stopped it).
 bool autoscaled_nodes_gone(const std::string& yard_bin, std::chrono::seconds deadline) {

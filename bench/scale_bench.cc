@@ -34,6 +34,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_util.h"
 #include "yard/process.h"
 #include "yard/redis.h"
 #include "yard/simulated.h"
@@ -45,6 +46,8 @@ using Clock = std::chrono::steady_clock;
 using json = nlohmann::json;
 
 namespace {
+
+using yard::bench::start_daemon;
 
 constexpr double kHeartbeatTimeout = 4;  // the default
 constexpr int kPerSimProcess = 500;      // simulated nodes per simulator process
@@ -61,14 +64,6 @@ void emit(const std::string& name, double value, const char* unit, const std::st
   std::fflush(stdout);
 }
 
-std::pair<pid_t, std::string> start_daemon(const std::vector<std::string>& argv) {
-  yard::sys::SpawnOptions so;
-  so.death_signal = SIGTERM;
-  so.env["YARD_PARENT_PID"] = std::to_string(getpid());
-  auto [pid, line] = yard::sys::spawn_ready(argv, so, 120s);
-  if (line.empty() || line.rfind("ERROR", 0) == 0) throw std::runtime_error("daemon did not start: " + line);
-  return {pid, line.substr(0, line.find(' '))};
-}
 
 // CPU seconds (user + system) a process has used.
 double cpu_seconds(pid_t pid) {
