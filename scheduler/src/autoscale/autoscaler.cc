@@ -34,13 +34,23 @@ const policy::NodeType* Autoscaler::type(const std::string& name) const {
 
 bool Autoscaler::could_hold(const Res& need) const { return policy::some_type_holds(config_.types, need); }
 
-bool Autoscaler::could_hold(const policy::GroupRequest& g) const {
+bool Autoscaler::wait_for_node(const Res& need) {
+  bool can = could_hold(need);
+  poked_ = poked_ || can;
+  return can;
+}
+
+bool Autoscaler::wait_for_nodes(const policy::GroupRequest& g) {
+  bool can;
   if (g.strategy == policy::BundleStrategy::kStrictPack) {
     Res sum;
     for (auto& b : g.bundles) add(sum, b);
-    return could_hold(sum);
+    can = could_hold(sum);
+  } else {
+    can = std::all_of(g.bundles.begin(), g.bundles.end(), [&](const Res& b) { return could_hold(b); });
   }
-  return std::all_of(g.bundles.begin(), g.bundles.end(), [&](const Res& b) { return could_hold(b); });
+  poked_ = poked_ || can;
+  return can;
 }
 
 // Nodes a head before this one started (after a takeover): known by their ids.

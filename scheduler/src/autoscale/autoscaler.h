@@ -38,15 +38,15 @@ class Autoscaler {
   Autoscaler(AutoscaleConfig config, std::unique_ptr<NodeProvider> provider, Context c);
 
   void tick();
-  // New demand the running nodes cannot hold arrived: the next tick_if_poked() runs a tick (the
-  // head checks every 50 ms) instead of waiting for the next second.
-  void poke() { poked_ = true; }
+  // A tick when a request started waiting for a node since the last one (the head checks every
+  // 50 ms) instead of at the next second.
   void tick_if_poked() {
     if (poked_) tick();
   }
-  // Whether a node that holds `need` could be started (a request then waits for it).
-  bool could_hold(const Res& need) const;
-  bool could_hold(const policy::GroupRequest& group) const;
+  // Whether a node that holds `need` could be started: the request then waits for it, and the
+  // next tick_if_poked() runs a tick so that the node starts at once.
+  bool wait_for_node(const Res& need);
+  bool wait_for_nodes(const policy::GroupRequest& group);
   // The head stops: the nodes this autoscaler started stop with it (a killed head leaves them
   // for the next one).
   void shutdown();
@@ -70,6 +70,7 @@ class Autoscaler {
     std::string last_error;
   };
   const policy::NodeType* type(const std::string& name) const;
+  bool could_hold(const Res& need) const;
   void adopt_running();
   void follow_nodes(Clock::time_point now);
   policy::ScaleInput input(Clock::time_point now);

@@ -128,14 +128,14 @@ void HeadService::check_drains() {
       ++it;
       continue;
     }
+    if (!gone && !idle && !d.force && d.routing.empty()) {  // nobody waits: the node stays
+      spdlog::warn("node {} is still busy at the end of its drain: it stays", d.node);
+      it = drains_.erase(it);
+      continue;
+    }
     if (!gone && !idle && !d.force) {
       std::string ids;
       for (auto& x : left) ids += (ids.empty() ? "" : ", ") + x;
-      if (d.routing.empty()) {
-        spdlog::warn("node {} is still busy at the end of its drain: it stays", d.node);
-        it = drains_.erase(it);
-        continue;
-      }
       reply_.error(d.routing, d.req, wire::ErrorCode::TIMEOUT,
                   "node " + d.node + " is still busy (" + std::to_string(left.size()) + " actors" +
                       (ids.empty() ? "" : ": " + ids) + "; " + std::to_string(leased) +
