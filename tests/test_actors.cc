@@ -19,6 +19,7 @@
 #include "yard/actors/checkpoint.h"
 #include "yard/actors/crc32.h"
 #include "yard/actors/data_loader.h"
+#include "yard/actors/elastic.h"
 #include "yard/actors/sampler.h"
 #include "yard/actors/schedule.h"
 
@@ -321,6 +322,58 @@ TEST_CASE("elastic learning rate: each resize moves to the new global batch's ra
   CHECK(lr.changes.size() == 2);
   CHECK(lr.at(50) == Approx(0.1));
   CHECK_THROWS_AS(lr.resize(30, 64), std::invalid_argument);
+}
+
+TEST_CASE("elastic membership: survivors keep their order, candidates join up to MAX, drains release, below MIN waits",
+          "[actors][elastic]") {
+  using S = ElasticSlot::State;
+  auto slot = [](S s, int rank = -1, bool draining = false) { return ElasticSlot{s, rank, draining}; };
+  // Nothing yet: ask for MAX candidates.
+  auto p = plan_elastic({}, 2, 3);
+  CHECK_FALSE(p.regroup);
+  CHECK(p.submit == 3);
+  // Two ready, one still waiting for room: the group forms with MIN.
+  p = plan_elastic({slot(S::kReady), slot(S::kStarting), slot(S::kReady)}, 2, 3);
+  CHECK(p.regroup);
+  CHECK(p.ranks == std::vector<size_t>{0, 2});
+  CHECK(p.submit == 0);
+  CHECK(p.why == "2 joined");
+  // Only one ready: not enough to start.
+  p = plan_elastic({slot(S::kReady), slot(S::kStarting), slot(S::kPreparing)}, 2, 3);
+  CHECK_FALSE(p.regroup);
+  CHECK(p.wait);
+  // Members in the order of their old ranks, the newcomer behind them; never past MAX.
+  p = plan_elastic({slot(S::kMember, 1), slot(S::kReady), slot(S::kMember, 0), slot(S::kReady)}, 1, 3);
+  CHECK(p.regroup);
+  CHECK(p.ranks == std::vector<size_t>{2, 0, 1});
+  // Nothing changed: nothing to do.
+  p = plan_elastic({slot(S::kMember, 0), slot(S::kMember, 1), slot(S::kStarting)}, 2, 3);
+  CHECK_FALSE(p.regroup);
+  CHECK_FALSE(p.wait);
+  CHECK(p.submit == 0);
+  // A member on a draining node is released, and a candidate asked for in its place.
+  p = plan_elastic({slot(S::kMember, 0), slot(S::kMember, 1), slot(S::kMember, 2, true)}, 2, 3);
+  CHECK(p.regroup);
+  CHECK(p.release == std::vector<size_t>{2});
+  CHECK(p.ranks == std::vector<size_t>{0, 1});
+  CHECK(p.submit == 1);
+  CHECK(p.why == "1 released from a draining node");
+  // A lost member leaves one survivor, below MIN: wait (the survivor keeps its state).
+  p = plan_elastic({slot(S::kMember, 0), slot(S::kLost, 1), slot(S::kStarting)}, 2, 3);
+  CHECK(p.wait);
+  CHECK_FALSE(p.regroup);
+  CHECK(p.submit == 1);
+  // ...until its replacement is ready.
+  p = plan_elastic({slot(S::kMember, 0), slot(S::kLost, 1), slot(S::kReady), slot(S::kStarting)}, 2, 3);
+  CHECK(p.regroup);
+  CHECK(p.ranks == std::vector<size_t>{0, 2});
+  CHECK(p.why == "1 lost, 1 joined");
+  // A candidate lost before it joined changes nothing.
+  p = plan_elastic({slot(S::kMember, 0), slot(S::kMember, 1), slot(S::kLost)}, 2, 3);
+  CHECK_FALSE(p.regroup);
+  CHECK(p.submit == 1);
+  CHECK_THROWS_AS(plan_elastic({}, 0, 2), std::invalid_argument);
+  CHECK_THROWS_AS(plan_elastic({}, 3, 2), std::invalid_argument);
 }
 
 TEST_CASE("the data loader hands over the sampler's batches in order, epoch after epoch, fetched ahead",

@@ -26,12 +26,12 @@ LrSchedule::Decay LrSchedule::parse(const std::string& name) {
   throw std::invalid_argument("unknown learning-rate decay '" + name + "' (constant or cosine)");
 }
 
-void ElasticLr::resize(int64_t step, int64_t global_batch) {
+void ElasticLr::resize(int64_t step, int64_t global_batch, int64_t total_steps) {
   if (!changes.empty() && step < changes.back().step)
     throw std::invalid_argument("learning-rate schedule: a resize at step " + std::to_string(step) +
                                 " comes before the last one (" + std::to_string(changes.back().step) + ")");
   if (!changes.empty() && step == changes.back().step) changes.pop_back();
-  changes.push_back({step, global_batch});
+  changes.push_back({step, global_batch, total_steps});
 }
 
 double ElasticLr::regime(size_t n, int64_t step) const {
@@ -39,6 +39,11 @@ double ElasticLr::regime(size_t n, int64_t step) const {
   const auto& c = changes[n - 1];
   LrSchedule now = base;
   now.global_batch = c.global_batch;
+  for (size_t k = n; k-- > 0;)  // the newest end of the decay set so far
+    if (changes[k].total_steps > 0) {
+      now.total_steps = changes[k].total_steps;
+      break;
+    }
   double target = now.at(step);
   int64_t since = step - c.step;
   if (since >= resize_warmup) return target;

@@ -7,7 +7,7 @@ namespace yard::actors {
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Module> model,
                                                  collective::Communicator& comm, DdpOptions o)
-    : model_(std::move(model)), comm_(comm), o_(o) {
+    : model_(std::move(model)), comm_(&comm), o_(o) {
   for (auto& p : model_->parameters())
     if (p.requires_grad()) params_.push_back(p);
   // Buckets in reverse registration order, up to bucket_bytes each.
@@ -41,23 +41,33 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     });
 }
 
-DistributedDataParallel::~DistributedDataParallel() {
-  for (auto& b : buckets_)
+DistributedDataParallel::~DistributedDataParallel() { drain(); }
+
+void DistributedDataParallel::drain() {
+  for (auto& b : buckets_) {
     if (b.work) try {
         b.work->wait();
       } catch (...) {
       }
+    b.work.reset();
+  }
+  in_step_ = false;
+}
+
+void DistributedDataParallel::rebind(collective::Communicator& comm) {
+  drain();
+  comm_ = &comm;
 }
 
 void DistributedDataParallel::broadcast_state(int root) {
   torch::NoGradGuard ng;
   for (auto& p : model_->parameters()) {
     auto t = p.detach();
-    collective::broadcast(comm_, t, root);
+    collective::broadcast(*comm_, t, root);
   }
   for (auto& b : model_->buffers()) {
     auto t = b.detach();
-    collective::broadcast(comm_, t, root);
+    collective::broadcast(*comm_, t, root);
   }
 }
 
@@ -103,7 +113,7 @@ void DistributedDataParallel::fill_slot(size_t k, const torch::Tensor& g) {
 void DistributedDataParallel::launch_ready() {
   while (next_launch_ < buckets_.size() && buckets_[next_launch_].ready == buckets_[next_launch_].params.size()) {
     auto& b = buckets_[next_launch_++];
-    b.work = collective::allreduce_async(comm_, b.flat, collective::ReduceOp::kSum);
+    b.work = collective::allreduce_async(*comm_, b.flat, collective::ReduceOp::kSum);
   }
 }
 

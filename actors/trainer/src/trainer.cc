@@ -21,6 +21,7 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::Tenso
 
 Trainer::Trainer(std::shared_ptr<torch::nn::Module> model, collective::Communicator* comm, TrainerOptions o)
     : model_(std::move(model)), o_(std::move(o)) {
+  lr_sched_.base = o_.schedule;
   opt_ = make_optimizer(model_->parameters(), o_);
   if (comm && o_.sync_every > 0) {
     avg_ = std::make_unique<PeriodicAveraging>(model_, *comm, o_.sync_every);
@@ -58,7 +59,7 @@ double Trainer::step(const std::vector<int64_t>& sizes, const std::function<torc
   }
   if (ddp_) ddp_->finish_step();
   if (o_.clip > 0) torch::nn::utils::clip_grad_norm_(model_->parameters(), o_.clip);
-  lr_ = o_.schedule.at(step_);
+  lr_ = lr_sched_.at(step_);
   for (auto& g : opt_->param_groups()) g.options().set_lr(lr_);
   opt_->step();
   ++step_;

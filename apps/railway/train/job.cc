@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint_replicas.h"
+#include "elastic_trainers.h"
 #include "run_log.h"
 #include "train_metrics.h"
 #include "trainer_group.h"
@@ -28,9 +29,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataSpec, dir, logs, length_km, 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, d_model, layers, heads, batch, base_lr, base_batch,
                                                 warmup_steps, decay, min_lr_fraction, optimizer, weight_decay, holdout,
                                                 seed, clip, balance, prefetch, accumulate, strategy, sync_every,
-                                                ps_servers, ps_mode, pp, micro_batches)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSpec, data, out, workers, epochs, placement, checkpoint_every, keep,
-                                                checkpoint_replicas, max_restarts, train)
+                                                ps_servers, ps_mode, pp, micro_batches, resize_warmup)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSpec, data, out, workers, min_workers, epochs, placement,
+                                                checkpoint_every, keep, checkpoint_replicas, max_restarts, train)
 
 namespace {
 
@@ -64,6 +65,8 @@ class TrainingJob {
   void evaluate();
   void finish();
   void note_driver_loss();
+  void on_resize(const yard::actors::ElasticResize& r);
+  void report_resize(const std::vector<ChunkStats>& got);
   RecoveryReport reporter();
   void print_start() const;
 
@@ -75,7 +78,9 @@ class TrainingJob {
   std::unique_ptr<RunLog> log_;
   std::unique_ptr<CheckpointReplicas> ckpts_;
   std::optional<yard::PlacementGroup> pg_;
-  std::unique_ptr<TrainerGroup> group_;
+  std::unique_ptr<Trainers> group_;
+  std::optional<yard::actors::ElasticResize> resized_;  // reported once the next steps show its pause
+  double last_step_end_ = 0;                             // unix seconds
   SetupInfo at_;               // where the group stands
   int64_t furthest_ = 0;       // the furthest global step trained in this run
   int64_t since_ckpt_ = 0;     // steps since the last checkpoint
@@ -99,6 +104,12 @@ void TrainingJob::prepare() {
   // The checkpointers. Each run keeps its own checkpoints: a restart resumes this run, never an
   // older one.
   ckpts_ = std::make_unique<CheckpointReplicas>(run_dir_, run_, spec_.keep, spec_.checkpoint_replicas);
+  if (spec_.min_workers > 0) {
+    // An elastic group asks for its trainers one by one: it starts with what it gets.
+    group_ = std::make_unique<ElasticTrainers>(spec_.min_workers, spec_.workers, run_, ckpts_->handles(),
+                                               [this](const yard::actors::ElasticResize& r) { on_resize(r); });
+    return;
+  }
   // A placement group reserves a CPU per trainer, all or nothing (a lost node's bundles are placed
   // again by the cluster).
   static const std::map<std::string, yard::PlacementStrategy> strategies{
@@ -194,33 +205,70 @@ RecoveryReport TrainingJob::reporter() {
   };
 }
 
+// An elastic group changed size: said at once, and written to metrics.jsonl once the next steps
+// show how long training paused.
+void TrainingJob::on_resize(const yard::actors::ElasticResize& r) {
+  std::printf("elastic group: %d -> %d trainers at step %lld (%s)%s\n", r.old_world, r.new_world,
+              static_cast<long long>(r.step), r.why.c_str(),
+              r.from_disk ? (r.step > 0 ? "; no trainer's state survived: continued from the newest checkpoint" : "")
+                          : "");
+  std::fflush(stdout);
+  resized_ = r;
+}
+
+void TrainingJob::report_resize(const std::vector<ChunkStats>& got) {
+  double first = 0, last = 0, lr = 0;
+  for (auto& g : got)
+    for (size_t i = 0; i < g.step_end.size(); ++i) {
+      if (first == 0 || g.step_end[i] < first) first = g.step_end[i], lr = i < g.lrs.size() ? g.lrs[i] : 0;
+      last = std::max(last, g.step_end[i]);
+    }
+  if (resized_ && first > 0) {
+    auto& r = *resized_;
+    double pause = last_step_end_ > 0 ? first - last_step_end_ : 0;
+    log_->resize(r, lr, pause);
+    prom_.resize(r.new_world);
+    resized_.reset();
+  }
+  if (last > 0) last_step_end_ = last;
+}
+
 void TrainingJob::train_chunk() {
-  const int64_t chunk = 20, spe = at_.steps_per_epoch;
-  int64_t n = std::min<int64_t>(chunk, spe - static_cast<int64_t>(at_.step));
-  bool at_epoch_end = static_cast<int64_t>(at_.step) + n >= spe;
+  const int64_t chunk = spec_.min_workers > 0 ? 10 : 20, spe = at_.steps_per_epoch;
+  int64_t n = std::min<int64_t>(chunk, at_.steps_left);
+  bool at_epoch_end = n >= at_.steps_left;
   bool save = at_epoch_end || since_ckpt_ + n >= spec_.checkpoint_every;
   auto got = group_->train(n, save);
   since_ckpt_ = save ? 0 : since_ckpt_ + n;
   const auto& r0 = got[0];
   ckpts_->handed_again(r0.notes, reporter());
   if (save) ckpts_->check(reporter());
+  report_resize(got);
   double seconds = 0, chunk_loss = 0;
   for (auto& g : got) seconds = std::max(seconds, g.seconds);
   int64_t chunk_samples = 0;
-  for (size_t i = 0; i < r0.loss_sum.size(); ++i) {
-    double ls = 0;
-    int64_t ns = 0;
-    for (auto& g : got) ls += g.loss_sum[i], ns += g.samples[i];
-    sums_.loss += ls, sums_.samples += ns, chunk_samples += ns, chunk_loss += ls;
-    int64_t gs = r0.global_step - static_cast<int64_t>(r0.loss_sum.size()) + static_cast<int64_t>(i) + 1;
-    // Parameter servers: the most any replica's gradients of this step missed.
-    int64_t ahead = -1, stale = -1;
-    for (auto& g : got)
-      if (i < g.ahead.size()) ahead = std::max(ahead, g.ahead[i]), stale = std::max(stale, g.stale_updates[i]);
-    log_->step(gs, at_.epoch + 1, ls / std::max<int64_t>(1, ns), ns, ahead, stale);
-    most_ahead_ = std::max(most_ahead_, ahead), most_stale_ = std::max(most_stale_, stale);
+  // Per global step, over the ranks that report it (an elastic group's ranks may carry steps a
+  // lost peer cut short).
+  struct StepSum {
+    double loss = 0;
+    int64_t samples = 0, ahead = -1, stale = -1;
+  };
+  std::map<int64_t, StepSum> by_step;
+  for (auto& g : got)
+    for (size_t i = 0; i < g.loss_sum.size(); ++i) {
+      auto& t = by_step[i < g.steps.size() ? g.steps[i] : static_cast<int64_t>(i)];
+      t.loss += g.loss_sum[i], t.samples += g.samples[i];
+      // Parameter servers: the most any replica's gradients of this step missed.
+      if (i < g.ahead.size()) t.ahead = std::max(t.ahead, g.ahead[i]), t.stale = std::max(t.stale, g.stale_updates[i]);
+    }
+  for (auto& [gs, t] : by_step) {
+    sums_.loss += t.loss, sums_.samples += t.samples, chunk_samples += t.samples, chunk_loss += t.loss;
+    log_->step(gs, at_.epoch + 1, t.loss / std::max<int64_t>(1, t.samples), t.samples, t.ahead, t.stale);
+    most_ahead_ = std::max(most_ahead_, t.ahead), most_stale_ = std::max(most_stale_, t.stale);
   }
-  auto steps = static_cast<int64_t>(r0.loss_sum.size());
+  at_epoch_end = r0.epoch != at_.epoch;
+  at_.steps_left = r0.steps_left;
+  auto steps = static_cast<int64_t>(by_step.size());
   sums_.seconds += seconds, sums_.steps += steps, done_steps_ += steps;
   sums_.checkpoint_ms = std::max(sums_.checkpoint_ms, r0.checkpoint_ms);
   at_.epoch = r0.epoch, at_.step = r0.step, at_.global_step = r0.global_step;
@@ -234,6 +282,7 @@ void TrainingJob::train_chunk() {
   std::string stale = most_stale_ < 0 ? std::string()
                                       : "  staleness: " + std::to_string(most_ahead_) + " steps ahead, " +
                                             std::to_string(most_stale_) + " updates missed (most)";
+  if (spec_.min_workers > 0) stale += "  " + std::to_string(group_->world()) + " trainers";
   std::printf("epoch %llu/%d  step %llu/%lld  loss %.4f  lr %.2e  %.0f samples/s  ETA %.0f s%s\n",
               static_cast<unsigned long long>(at_.epoch + 1), spec_.epochs, static_cast<unsigned long long>(at_.step),
               static_cast<long long>(spe), sums_.loss / std::max<int64_t>(1, sums_.samples), r0.lr,
@@ -251,7 +300,7 @@ void TrainingJob::evaluate() {
   e.train_loss = sums_.loss / std::max<int64_t>(1, sums_.samples);
   e.val = ev;
   e.samples_per_s = double(sums_.samples) / std::max(1e-9, sums_.seconds);
-  e.workers = spec_.workers;
+  e.workers = group_->world();
   e.restarts = restarts_;
   e.step_ms = 1e3 * sums_.seconds / double(std::max<int64_t>(1, sums_.steps));
   e.checkpoint_stall_ms = sums_.checkpoint_ms;
@@ -277,11 +326,12 @@ void TrainingJob::print_start() const {
   yard::actors::LrSchedule sched;
   sched.base_lr = spec_.train.base_lr;
   sched.base_batch = spec_.train.base_batch;
-  auto layout = layout_of(spec_.train, 0, spec_.workers);
+  int workers = group_->world();
+  auto layout = layout_of(spec_.train, 0, workers);
   sched.global_batch = spec_.train.batch * layout.replicas * spec_.train.accumulate;
   std::printf("training on %lld windows with %d workers, global batch %lld, lr %.2e after %lld warm-up steps, %s decay, "
               "%lld steps per epoch\n",
-              static_cast<long long>(at_.windows), spec_.workers, static_cast<long long>(sched.global_batch), sched.peak(),
+              static_cast<long long>(at_.windows), workers, static_cast<long long>(sched.global_batch), sched.peak(),
               static_cast<long long>(spec_.train.warmup_steps), spec_.train.decay.c_str(),
               static_cast<long long>(at_.steps_per_epoch));
   if (spec_.train.strategy == "local-sgd")
@@ -330,7 +380,7 @@ void TrainingJob::run() {
     }
   }
   group_.reset();
-  pg_->remove();
+  if (pg_) pg_->remove();
   ckpts_->stop();
   std::ofstream(run_dir_ + "/DONE") << "finished\n";
   log_->write_curves();

@@ -20,7 +20,8 @@ namespace railway_train {
 struct JobSpec {
   DataSpec data;
   std::string out = "railway-out";
-  int workers = 2;
+  int workers = 2;      // the trainers (an elastic group's most)
+  int min_workers = 0;  // > 0: an elastic group of min_workers..workers trainers
   int epochs = 6;
   std::string placement = "PACK";
   int64_t checkpoint_every = 100;

@@ -41,9 +41,12 @@ struct TrainConfig {
   int64_t pp = 1;                // pipeline: stages per replica (the trainers are replicas x pp)
   int64_t micro_batches = 8;     // pipeline: micro-batches each batch is split into (1F1B)
   std::vector<std::string> retired_generations;  // earlier group generations of this run (set by the driver)
+  int64_t min_workers = 0;     // > 0: an elastic group (--workers MIN:MAX) that starts with this many
+  int64_t resize_warmup = 10;  // elastic: steps over which the rate moves to a new global batch's
   YARD_FIELDS(shards, d_model, layers, heads, batch, base_lr, base_batch, warmup_steps, decay, min_lr_fraction, epochs,
               optimizer, weight_decay, holdout, seed, clip, balance, resume, aligned, prefetch, accumulate,
-              strategy, sync_every, ps_servers, ps_mode, pp, micro_batches, retired_generations);
+              strategy, sync_every, ps_servers, ps_mode, pp, micro_batches, retired_generations, min_workers,
+              resize_warmup);
 };
 
 // Where a trainer stands among the job's: its data-parallel replica and, with the pipeline
@@ -67,7 +70,9 @@ struct SetupInfo {
   int restored_from = -1;  // the checkpointer replica whose checkpoint it resumed from (-1: none)
   std::vector<int> ps_pids;  // rank 0 with parameter servers: the servers' processes
   std::vector<int> stage_layers;  // pipeline: the encoder layers of each stage
-  YARD_FIELDS(windows, steps_per_epoch, epoch, step, global_step, pid, node, restored_from, ps_pids, stage_layers);
+  int64_t steps_left = 0;         // steps left in the epoch at the group's size now
+  YARD_FIELDS(windows, steps_per_epoch, epoch, step, global_step, pid, node, restored_from, ps_pids, stage_layers,
+              steps_left);
 };
 
 // What a chunk of steps did on one rank: per step, the loss summed over its samples and the count.
@@ -83,7 +88,12 @@ struct ChunkStats {
   std::vector<std::string> notes;
   // ps, per step: steps ahead of the slowest replica, and updates missed between pull and push.
   std::vector<int64_t> ahead, stale_updates;
-  YARD_FIELDS(loss_sum, samples, epoch, step, global_step, lr, seconds, checkpoint_ms, notes, ahead, stale_updates);
+  std::vector<double> step_end;   // per step: when it ended (unix seconds)
+  std::vector<int64_t> steps;     // per step: its global step (1-based: the count after it)
+  std::vector<double> lrs;        // per step: its learning rate
+  int64_t steps_left = 0;         // steps left in the epoch at the group's size now
+  YARD_FIELDS(loss_sum, samples, epoch, step, global_step, lr, seconds, checkpoint_ms, notes, ahead, stale_updates,
+              step_end, steps, lrs, steps_left);
 };
 
 // The model on the held-out track: windows' classes (macro-F1 over the classes present there).

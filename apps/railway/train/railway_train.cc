@@ -36,7 +36,10 @@ void init_cluster(int argc, char** argv) {
   int want = 2, dp = 0, pp = 1;
   for (int i = 1; i + 1 < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--workers") want = std::max(want, std::atoi(argv[i + 1]));
+    if (a == "--workers") {  // N, or MIN:MAX (room for MAX)
+      std::string v = argv[i + 1];
+      want = std::max(want, std::atoi(v.substr(v.find(':') == std::string::npos ? 0 : v.find(':') + 1).c_str()));
+    }
     if (a == "--dp") dp = std::atoi(argv[i + 1]);
     if (a == "--pp") pp = std::atoi(argv[i + 1]);
   }
@@ -49,7 +52,25 @@ void add_options(CLI::App& app, railway_train::JobSpec& s) {
   auto& c = s.train;
   app.add_option("--data", s.data.dir, "data directory: logs and shards (made when missing)")->default_val("railway-data");
   app.add_option("--out", s.out, "metrics, curves and checkpoints")->default_val("railway-out");
-  app.add_option("--workers", s.workers, "trainer actors (data-parallel replicas)")->default_val(2)->check(CLI::Range(1, 64));
+  app.add_option_function<std::string>(
+         "--workers",
+         [&s](const std::string& v) {
+           auto colon = v.find(':');
+           s.workers = std::stoi(v.substr(colon == std::string::npos ? 0 : colon + 1));
+           s.min_workers = colon == std::string::npos ? 0 : std::stoi(v.substr(0, colon));
+         },
+         "trainer actors (data-parallel replicas); MIN:MAX for an elastic group, which starts as soon as MIN are "
+         "placed, grows towards MAX when the cluster has room and goes on without lost or drained trainers (default 2)")
+      ->check([](const std::string& v) -> std::string {
+        auto colon = v.find(':');
+        auto num = [](const std::string& t) {
+          return !t.empty() && t.size() < 4 && t.find_first_not_of("0123456789") == std::string::npos ? std::stoi(t) : -1;
+        };
+        int lo = colon == std::string::npos ? num(v) : num(v.substr(0, colon));
+        int hi = colon == std::string::npos ? lo : num(v.substr(colon + 1));
+        if (lo < 1 || hi > 64 || hi < lo) return "--workers wants N or MIN:MAX with 1 <= MIN <= MAX <= 64, not '" + v + "'";
+        return "";
+      });
   app.add_option("--epochs", s.epochs, "epochs")->default_val(6)->check(CLI::Range(1, 1000));
   app.add_option("--placement", s.placement, "how the trainers' placement group lays them out over the nodes")
       ->default_val("PACK")
@@ -134,6 +155,8 @@ std::string settle_layout(railway_train::JobSpec& s, int dp) {
     return "parameter servers: " + std::to_string(c.ps_servers) + " servers for " +
            std::to_string(yard::railway::railway_parameter_tensors(c.layers)) +
            " parameter tensors: a server would hold nothing (a tensor is never split across servers)";
+  if (s.min_workers > 0 && (c.strategy != "ddp" || c.accumulate != 1))
+    return "an elastic group (--workers MIN:MAX) trains data parallel: --strategy ddp with --accumulate 1";
   if (c.strategy != "pipeline") return "";
   if (s.workers % c.pp != 0)
     return "--workers " + std::to_string(s.workers) + " is not a whole number of pipelines of --pp " + std::to_string(c.pp) +

@@ -13,13 +13,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "yard/actors/data_loader.h"
 #include "yard/actors/ddp.h"
 #include "yard/actors/sampler.h"
 #include "yard/actors/schedule.h"
 #include "yard/actors/torch_state.h"
 #include "yard/actors/trainer.h"
 #include "yard/collective.h"
+#include "feeds.h"
 #include "steppers.h"
 #include "yard/railway/model.h"
 #include "yard/railway/model_spec.h"
@@ -114,10 +114,6 @@ std::pair<Split, Split> load_data(const std::vector<std::string>& dirs, double h
   return {train, val};
 }
 
-struct Batch {
-  torch::Tensor x, label, amp, tokens;
-};
-
 // A checkpoint handed to the checkpointer; handed again (up to 3 times) when the checkpointer's
 // process dies while it writes (it is restarted: max_restarts).
 struct Handover {
@@ -165,41 +161,57 @@ struct RailwayTrainer::Impl {
   std::unique_ptr<yard::collective::Communicator> comm;
   std::unique_ptr<Stepper> stepper;
   double slow_by = 0;  // RAILWAY_TRAIN_SLOW_RANK="R:F": rank R takes 1 + F times as long per step (benchmarks)
-  std::unique_ptr<yard::actors::DataLoader<Batch>> loader;
+  std::unique_ptr<Feed> feed;
+  ElasticFeed* elastic = nullptr;  // the feed, in an elastic group
+  bool has_state = false;          // elastic: this replica trained in a generation (or restored)
+  ChunkStats carry;                // elastic: the steps of a chunk a lost peer cut short, reported with the next
   std::vector<yard::ActorHandle<Checkpointer>> ckpts;
   std::future<std::vector<Handover>> pending;  // the last checkpoint's hand-over, per replica
   torch::Tensor class_w;
 
   int64_t steps_per_epoch() const {
-    return (static_cast<int64_t>(loader->steps_per_epoch()) + cfg.accumulate - 1) / cfg.accumulate;
+    return (static_cast<int64_t>(feed->steps_per_epoch()) + cfg.accumulate - 1) / cfg.accumulate;
   }
-  void make_loader();
+  // The data, the model and what goes with them (both kinds of group).
+  void build(const TrainConfig& c);
+  void make_feed();
+  void slow_down_if_asked();  // RAILWAY_TRAIN_SLOW_RANK, for this rank
+  SetupInfo info() const;
+  Batch fetch(const std::vector<uint64_t>& idx) const;
   // The newest complete checkpoint any checkpointer replica holds, and which replica (-1: none).
   std::pair<std::optional<yard::actors::CheckpointData>, int> newest_checkpoint();
-  void hand_over_checkpoint(yard::actors::SamplerState pos, ChunkStats& st);
+  void hand_over_checkpoint(ChunkStats& st);
 };
 
-void RailwayTrainer::Impl::make_loader() {
-  // Data parallel over the replicas: a pipeline's stages all walk their replica's batches.
+Batch RailwayTrainer::Impl::fetch(const std::vector<uint64_t>& idx) const {
+  Batch b;
+  if (idx.empty()) return b;
+  auto ix = torch::tensor(std::vector<int64_t>(idx.begin(), idx.end()), torch::kLong);
+  b.x = train.x.index_select(0, ix);
+  b.label = train.label.index_select(0, ix);
+  b.amp = train.amp.index_select(0, ix);
+  b.tokens = train.tokens.index_select(0, ix);
+  return b;
+}
+
+void RailwayTrainer::Impl::make_feed() {
+  // Data parallel over the replicas: a pipeline's stages all walk their replica's batches. An
+  // elastic group's ranks share the epoch's positions at whatever size the group has.
   auto at = layout_of(cfg, rank, world);
-  yard::actors::DistributedSampler sampler(train.x.size(0), at.replicas, at.replica, cfg.seed);
+  bool is_elastic = cfg.min_workers > 0;
+  yard::actors::DistributedSampler sampler(train.x.size(0), is_elastic ? 1 : at.replicas, is_elastic ? 0 : at.replica, cfg.seed);
   if (cfg.balance > 0) {
     auto l = train.label.contiguous();
     sampler.set_class_balanced(std::vector<int>(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + l.numel()), cfg.balance);
   }
-  loader = std::make_unique<yard::actors::DataLoader<Batch>>(
-      sampler, static_cast<uint64_t>(cfg.batch),
-      [this](const std::vector<uint64_t>& idx) {
-        Batch b;
-        if (idx.empty()) return b;
-        auto ix = torch::tensor(std::vector<int64_t>(idx.begin(), idx.end()), torch::kLong);
-        b.x = train.x.index_select(0, ix);
-        b.label = train.label.index_select(0, ix);
-        b.amp = train.amp.index_select(0, ix);
-        b.tokens = train.tokens.index_select(0, ix);
-        return b;
-      },
-      static_cast<size_t>(std::max<int64_t>(1, cfg.prefetch)));
+  auto fetch_fn = [this](const std::vector<uint64_t>& idx) { return fetch(idx); };
+  if (is_elastic) {
+    auto f = std::make_unique<ElasticFeed>(sampler, static_cast<uint64_t>(cfg.batch), fetch_fn);
+    elastic = f.get();
+    feed = std::move(f);
+  } else {
+    feed = fixed_feed(sampler, static_cast<uint64_t>(cfg.batch), fetch_fn, static_cast<size_t>(std::max<int64_t>(1, cfg.prefetch)));
+  }
 }
 
 // Every rank reads the same newest complete checkpoint (the one of the highest step any replica
@@ -224,76 +236,149 @@ std::pair<std::optional<yard::actors::CheckpointData>, int> RailwayTrainer::Impl
 RailwayTrainer::RailwayTrainer() : impl_(std::make_unique<Impl>()) {}
 RailwayTrainer::~RailwayTrainer() = default;
 
-SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::string generation,
-                                std::vector<yard::ActorHandle<Checkpointer>> ckpts) {
+void RailwayTrainer::Impl::build(const TrainConfig& c) {
   torch::set_num_threads(1);
   yard::actors::keep_freed_memory();
-  auto& s = *impl_;
-  s.cfg = cfg;
-  s.rank = rank;
-  s.world = world;
-  s.ckpts = std::move(ckpts);
+  cfg = c;
+  if (cfg.accumulate < 1) throw std::invalid_argument("accumulate must be at least 1");
   torch::Tensor mu, sd;
-  std::tie(s.train, s.val) = load_data(cfg.shards, cfg.holdout, mu, sd);
+  std::tie(train, val) = load_data(cfg.shards, cfg.holdout, mu, sd);
   torch::manual_seed(cfg.seed);
-  s.net = RailwayNet(yard::railway::kFeatures, s.train.x.size(1), cfg.d_model, cfg.layers, cfg.heads);
-  if (static_cast<int64_t>(s.net->parameters().size()) != yard::railway::railway_parameter_tensors(cfg.layers))
-    throw std::logic_error("the railway model has " + std::to_string(s.net->parameters().size()) +
+  net = RailwayNet(yard::railway::kFeatures, train.x.size(1), cfg.d_model, cfg.layers, cfg.heads);
+  if (static_cast<int64_t>(net->parameters().size()) != yard::railway::railway_parameter_tensors(cfg.layers))
+    throw std::logic_error("the railway model has " + std::to_string(net->parameters().size()) +
                            " parameter tensors, railway_parameter_tensors() says " +
                            std::to_string(yard::railway::railway_parameter_tensors(cfg.layers)));
-  {
-    yard::railway::ModelSpec m;
-    m.tokens = s.train.x.size(1);
-    m.d_model = cfg.d_model, m.layers = cfg.layers, m.heads = cfg.heads;
-    m.feature_names = yard::railway::feature_names();
-    auto mean = mu.reshape({-1}).contiguous(), spread = sd.reshape({-1}).contiguous();
-    m.mean.assign(mean.data_ptr<float>(), mean.data_ptr<float>() + mean.numel());
-    m.sd.assign(spread.data_ptr<float>(), spread.data_ptr<float>() + spread.numel());
-    m.aligned = cfg.aligned;
-    s.spec = m.to_json();
-  }
-  // Parameter servers need no group among the replicas: they meet at the servers; pipeline stages
-  // make their own groups.
-  if (cfg.strategy == "ddp" || cfg.strategy == "local-sgd")
-    s.comm = yard::collective::create_group(yard::collective::cluster_group("railway-train", world, rank, generation));
-  s.make_loader();
-  if (cfg.accumulate < 1) throw std::invalid_argument("accumulate must be at least 1");
-  s.stepper = make_stepper(cfg, rank, world, generation, s.steps_per_epoch(), s.net, s.comm.get());
+  yard::railway::ModelSpec m;
+  m.tokens = train.x.size(1);
+  m.d_model = cfg.d_model, m.layers = cfg.layers, m.heads = cfg.heads;
+  m.feature_names = yard::railway::feature_names();
+  auto mean = mu.reshape({-1}).contiguous(), spread = sd.reshape({-1}).contiguous();
+  m.mean.assign(mean.data_ptr<float>(), mean.data_ptr<float>() + mean.numel());
+  m.sd.assign(spread.data_ptr<float>(), spread.data_ptr<float>() + spread.numel());
+  m.aligned = cfg.aligned;
+  spec = m.to_json();
+  // Without balanced epochs, class weights against the imbalance: inverse square root of frequency.
+  auto counts = torch::bincount(train.label, {}, 5).to(torch::kFloat) + 1;
+  class_w = cfg.balance > 0 ? torch::ones({5}) : (counts.sum() / counts).sqrt();
+  class_w = class_w / class_w.mean();
+}
+
+void RailwayTrainer::Impl::slow_down_if_asked() {
+  slow_by = 0;
   if (const char* slow = std::getenv("RAILWAY_TRAIN_SLOW_RANK"); slow && *slow) {
     int r = -1;
     double f = 0;
     if (std::sscanf(slow, "%d:%lf", &r, &f) != 2 || f < 0)
       throw std::invalid_argument(std::string("RAILWAY_TRAIN_SLOW_RANK='") + slow + "' is not RANK:FRACTION");
-    if (r == rank) s.slow_by = f;
+    if (r == rank) slow_by = f;
   }
-  // Without balanced epochs, class weights against the imbalance: inverse square root of frequency.
-  auto counts = torch::bincount(s.train.label, {}, 5).to(torch::kFloat) + 1;
-  s.class_w = cfg.balance > 0 ? torch::ones({5}) : (counts.sum() / counts).sqrt();
-  s.class_w = s.class_w / s.class_w.mean();
-  SetupInfo info;
+}
+
+SetupInfo RailwayTrainer::Impl::info() const {
+  SetupInfo i;
+  i.windows = train.x.size(0);
+  i.steps_per_epoch = steps_per_epoch();
+  i.epoch = feed->epoch();
+  i.step = feed->step() / static_cast<uint64_t>(cfg.accumulate);
+  i.global_step = stepper->global_step();
+  i.steps_left = static_cast<int64_t>((feed->steps_left() + static_cast<uint64_t>(cfg.accumulate) - 1) / static_cast<uint64_t>(cfg.accumulate));
+  i.pid = getpid();
+  i.node = yard::node_id();
+  return i;
+}
+
+SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::string generation,
+                                std::vector<yard::ActorHandle<Checkpointer>> ckpts) {
+  auto& s = *impl_;
+  if (cfg.min_workers > 0) throw std::invalid_argument("an elastic group's trainers are set up with prepare() and regroup()");
+  s.rank = rank;
+  s.world = world;
+  s.ckpts = std::move(ckpts);
+  s.build(cfg);
+  // Parameter servers need no group among the replicas: they meet at the servers; pipeline stages
+  // make their own groups.
+  if (cfg.strategy == "ddp" || cfg.strategy == "local-sgd")
+    s.comm = yard::collective::create_group(yard::collective::cluster_group("railway-train", world, rank, generation));
+  s.make_feed();
+  s.stepper = make_stepper(cfg, rank, world, generation, s.steps_per_epoch(), s.net, s.comm.get());
+  s.slow_down_if_asked();
   // Every rank reads the same newest complete checkpoint: identical replicas, optimizers,
   // schedules and data-loader positions.
   std::optional<yard::actors::CheckpointData> from;
-  if (cfg.resume) std::tie(from, info.restored_from) = s.newest_checkpoint();
+  int restored_from = -1;
+  if (cfg.resume) std::tie(from, restored_from) = s.newest_checkpoint();
   if (from) {
     yard::actors::load_state(*s.net, from->blobs.at("model"));
-    s.loader->seek(yard::actors::DataLoader<Batch>::decode(from->blobs.at("loader")));
+    s.feed->restore(from->blobs.at(s.feed->checkpoint_key()));
   }
   s.stepper->begin(from);
-  info.windows = s.train.x.size(0);
-  info.steps_per_epoch = s.steps_per_epoch();
-  auto p = s.loader->position();
-  info.epoch = p.epoch;
-  info.step = p.step / static_cast<uint64_t>(cfg.accumulate);
-  info.global_step = s.stepper->global_step();
-  info.pid = getpid();
+  auto info = s.info();
+  info.restored_from = restored_from;
   info.ps_pids = s.stepper->helper_pids();
   info.stage_layers = s.stepper->stage_layers();
-  info.node = yard::node_id();
   return info;
 }
 
-void RailwayTrainer::Impl::hand_over_checkpoint(yard::actors::SamplerState pos, ChunkStats& st) {
+std::string RailwayTrainer::prepare(TrainConfig cfg, std::vector<yard::ActorHandle<Checkpointer>> ckpts) {
+  auto& s = *impl_;
+  if (cfg.min_workers < 1) throw std::invalid_argument("prepare() is for an elastic group's trainers (min_workers >= 1)");
+  if (cfg.accumulate != 1)
+    throw std::invalid_argument("an elastic group trains without gradient accumulation (--accumulate 1)");
+  s.ckpts = std::move(ckpts);
+  s.build(cfg);
+  s.make_feed();
+  // Alone until the first regroup; the schedule is the one of the group's first size.
+  auto min = static_cast<int>(cfg.min_workers);
+  s.elastic->set_world(min, 0);
+  s.stepper = make_stepper(cfg, 0, min, "", s.steps_per_epoch(), s.net, nullptr);
+  return yard::node_id();
+}
+
+yard::actors::ElasticJoined RailwayTrainer::regroup(yard::actors::ElasticForm f) {
+  auto& s = *impl_;
+  if (!s.elastic) throw std::logic_error("regroup() before prepare()");
+  auto spec = yard::collective::cluster_group("railway-train-" + f.group, f.world, f.rank, f.generation);
+  spec.timeout = std::chrono::milliseconds(f.timeout_ms);
+  auto comm = yard::collective::create_group(spec);
+  yard::actors::Regroup r;
+  r.has_state = s.has_state;
+  r.global_batch = s.cfg.batch * f.world;
+  r.resize_warmup = s.cfg.resize_warmup;
+  r.extra = s.feed->state();
+  auto per_step = static_cast<uint64_t>(s.cfg.batch * f.world);
+  r.total_steps = [&s, per_step](int64_t step, const std::string& pos) {
+    return step + static_cast<int64_t>((s.elastic->samples_left(pos, static_cast<uint64_t>(s.cfg.epochs)) + per_step - 1) / per_step);
+  };
+  r.restore = [&s]() -> std::optional<std::pair<int64_t, std::string>> {
+    auto [from, replica] = s.newest_checkpoint();
+    if (!from) return std::nullopt;
+    auto pos = from->blobs.find("elastic_position");
+    if (pos == from->blobs.end())
+      throw std::invalid_argument("the checkpoint of step " + std::to_string(from->step) +
+                                  " was made by a fixed group: an elastic run cannot continue from it");
+    yard::actors::load_state(*s.net, from->blobs.at("model"));
+    s.stepper->begin(from);
+    return std::make_pair(static_cast<int64_t>(from->step), pos->second);
+  };
+  auto g = s.stepper->regroup(*comm, r);
+  s.feed->restore(r.extra);
+  s.elastic->set_world(f.world, f.rank);
+  s.rank = f.rank;
+  s.world = f.world;
+  s.slow_down_if_asked();
+  s.comm = std::move(comm);  // the previous generation's group is left (its peers may be gone)
+  s.has_state = true;
+  yard::actors::ElasticJoined j;
+  j.source = g.source;
+  j.step = g.step;
+  j.loaded = g.loaded;
+  j.from_disk = g.from_disk;
+  j.bytes = static_cast<int64_t>(g.bytes);
+  return j;
+}
+
+void RailwayTrainer::Impl::hand_over_checkpoint(ChunkStats& st) {
   auto c0 = std::chrono::steady_clock::now();
   // The previous write has long finished; a failure surfaces here rather than being lost.
   if (pending.valid())
@@ -303,7 +388,7 @@ void RailwayTrainer::Impl::hand_over_checkpoint(yard::actors::SamplerState pos, 
   // to the checkpointer run beside training.
   yard::actors::CheckpointData c;
   c.step = static_cast<uint64_t>(stepper->global_step());
-  c.blobs["loader"] = yard::actors::DataLoader<Batch>::encode(pos);
+  c.blobs[feed->checkpoint_key()] = feed->state();
   c.blobs["model_spec"] = spec;
   c.blobs["schedule"] = stepper->schedule_note();
   pending = std::async(std::launch::async, [c = std::move(c), cks = ckpts, model = yard::actors::StateSnapshot(*net),
@@ -318,15 +403,18 @@ void RailwayTrainer::Impl::hand_over_checkpoint(yard::actors::SamplerState pos, 
 
 ChunkStats RailwayTrainer::train_steps(int64_t steps, bool checkpoint) {
   auto& s = *impl_;
-  ChunkStats st;
+  ChunkStats st = std::exchange(s.carry, {});
   auto t0 = std::chrono::steady_clock::now();
   s.net->train();
-  uint64_t epoch = s.loader->position().epoch;
-  for (int64_t k = 0; k < steps && s.loader->position().epoch == epoch; ++k) {
+  uint64_t epoch = s.feed->epoch();
+  for (int64_t k = 0; k < steps && s.feed->epoch() == epoch; ++k) {
+    // An elastic group's survivors go on from the last step they completed: a step that fails
+    // (a peer lost) leaves the data position where it was, as it leaves the model.
+    std::string before = s.elastic ? s.feed->state() : std::string();
     // Up to `accumulate` micro-batches of this epoch make one step.
-    std::vector<yard::actors::DataLoader<Batch>::Item> micro;
-    do micro.push_back(s.loader->next());
-    while (static_cast<int64_t>(micro.size()) < s.cfg.accumulate && s.loader->position().epoch == epoch);
+    std::vector<FeedItem> micro;
+    do micro.push_back(s.feed->next());
+    while (static_cast<int64_t>(micro.size()) < s.cfg.accumulate && s.feed->epoch() == epoch);
     std::vector<int64_t> sizes;
     int64_t local = 0;
     for (auto& m : micro) sizes.push_back(static_cast<int64_t>(m.indices.size())), local += sizes.back();
@@ -345,22 +433,34 @@ ChunkStats RailwayTrainer::train_steps(int64_t steps, bool checkpoint) {
       const auto& b = micro[i].batch;
       return railway_loss_share(out, b.label, b.tokens, b.amp, s.class_w, first, n);
     };
-    double loss_sum = s.stepper->step(sb);
+    double loss_sum = 0;
+    try {
+      loss_sum = s.stepper->step(sb);
+    } catch (...) {
+      if (s.elastic) {
+        s.feed->restore(before);
+        s.carry = std::move(st);
+      }
+      throw;
+    }
+    st.steps.push_back(s.stepper->global_step());
+    st.step_end.push_back(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
     if (!s.stepper->reports_loss()) local = 0;
     st.lr = s.stepper->last_lr();
+    st.lrs.push_back(st.lr);
     auto stale = s.stepper->last_staleness();
     if (stale.ahead >= 0) st.ahead.push_back(stale.ahead), st.stale_updates.push_back(stale.stale_updates);
     st.loss_sum.push_back(loss_sum);
     st.samples.push_back(local);
   }
-  auto pos = s.loader->position();
   // Local SGD: a checkpoint and the epoch's evaluation see the replicas averaged.
-  if (checkpoint || pos.epoch != epoch) s.stepper->synchronize();
-  st.epoch = pos.epoch;
-  st.step = pos.step / static_cast<uint64_t>(s.cfg.accumulate);
+  if (checkpoint || s.feed->epoch() != epoch) s.stepper->synchronize();
+  st.epoch = s.feed->epoch();
+  st.step = s.feed->step() / static_cast<uint64_t>(s.cfg.accumulate);
   st.global_step = s.stepper->global_step();
+  st.steps_left = s.info().steps_left;
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (checkpoint && s.rank == 0) s.hand_over_checkpoint(pos, st);
+  if (checkpoint && s.rank == 0) s.hand_over_checkpoint(st);
   return st;
 }
 
@@ -422,8 +522,12 @@ std::vector<std::string> RailwayTrainer::finish() {
 
 int RailwayTrainer::pid() { return getpid(); }
 
+SetupInfo RailwayTrainer::info() { return impl_->info(); }
+
 }  // namespace railway_train
 
 YARD_ACTOR(railway_train::RailwayTrainer, yard::ctor<>, &railway_train::RailwayTrainer::setup,
            &railway_train::RailwayTrainer::train_steps, &railway_train::RailwayTrainer::evaluate,
-           &railway_train::RailwayTrainer::finish, &railway_train::RailwayTrainer::pid);
+           &railway_train::RailwayTrainer::finish, &railway_train::RailwayTrainer::pid,
+           &railway_train::RailwayTrainer::prepare, &railway_train::RailwayTrainer::regroup,
+           &railway_train::RailwayTrainer::info);

@@ -138,6 +138,17 @@ void RunLog::recovery(const Recovery& r) {
   metrics_.flush();
 }
 
+void RunLog::resize(const yard::actors::ElasticResize& r, double lr, double pause) {
+  std::printf("resized: %d -> %d trainers at step %lld, lr %.3e, training paused %.2f s (regroup %.2f s, %.1f MB of state sent)\n",
+              r.old_world, r.new_world, static_cast<long long>(r.step), lr, pause, r.seconds, double(r.bytes) / 1e6);
+  std::fflush(stdout);
+  nlohmann::json j = {{"event", "resize"}, {"time", r.time},          {"old_world", r.old_world}, {"new_world", r.new_world},
+                      {"step", r.step},    {"lr", lr},                {"pause_s", pause},         {"regroup_s", r.seconds},
+                      {"why", r.why},      {"from_checkpoint", r.from_disk}, {"state_bytes", r.bytes}};
+  metrics_ << j.dump() << "\n";
+  metrics_.flush();
+}
+
 void RunLog::write_curves() const {
   yard::railway::write_svg_plot(out_ + "/curves.svg", "Railway model training", "epoch", "loss / F1",
                                 {train_loss_, val_loss_, f1_});

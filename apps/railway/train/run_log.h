@@ -1,8 +1,9 @@
 // RunLog: what a training run writes next to its checkpoints, in --out: per optimizer step a
 // line of steps.jsonl, per epoch a line of metrics.jsonl ({"event":"epoch",...}) and the curves
 // (curves.svg), per recovery a line of metrics.jsonl ({"event":"recovery",...}) and a line of
-// progress. A resumed run continues the same files: the epochs already reported are read back,
-// and steps trained again replace the lines they had.
+// progress, per change of an elastic group's size a line ({"event":"resize",...}). A resumed run
+// continues the same files: the epochs already reported are read back, and steps trained again
+// replace the lines they had.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 
 #include "job_types.h"
 #include "recovery.h"
+#include "yard/actors/elastic_group.h"
 #include "yard/railway/plot.h"
 
 namespace railway_train {
@@ -39,6 +41,9 @@ class RunLog {
   void rewind(int64_t global_step);
   void epoch(const EpochRecord& e);
   void recovery(const Recovery& r);
+  // An elastic group changed size: lr is the rate of the first step after it, pause the gap
+  // between the last step before and the first after (seconds).
+  void resize(const yard::actors::ElasticResize& r, double lr, double pause);
   // Epochs reported so far (by this run, or by the run it resumes).
   uint64_t epochs_reported() const { return reported_; }
   int recoveries() const { return recoveries_; }

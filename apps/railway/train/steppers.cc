@@ -31,6 +31,10 @@ std::string note_of(const TrainConfig& cfg, const yard::actors::LrSchedule& s) {
   return cfg.decay + " " + std::to_string(s.total_steps) + " " + std::to_string(s.peak());
 }
 
+yard::actors::Regrouped Stepper::regroup(yard::collective::Communicator&, yard::actors::Regroup&) {
+  throw std::invalid_argument("this strategy cannot train in an elastic group (--workers MIN:MAX): use --strategy ddp");
+}
+
 namespace {
 
 // ddp and local-sgd: every replica has its optimizer; yard::actors::Trainer.
@@ -64,6 +68,9 @@ class DataParallel final : public Stepper {
     };
   }
   std::string schedule_note() const override { return note_of(cfg_, trainer_->schedule()); }
+  yard::actors::Regrouped regroup(yard::collective::Communicator& comm, yard::actors::Regroup& r) override {
+    return trainer_->regroup(comm, r);
+  }
 
  private:
   TrainConfig cfg_;

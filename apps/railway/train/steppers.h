@@ -15,6 +15,7 @@
 #include "yard/railway/model.h"
 #include "yard/actors/checkpointer.h"
 #include "yard/actors/schedule.h"
+#include "yard/actors/trainer.h"
 #include "yard/collective.h"
 
 namespace railway_train {
@@ -61,6 +62,8 @@ class Stepper {
   // Pipeline: the encoder layers each stage runs.
   virtual std::vector<int> stage_layers() const { return {}; }
   virtual void finish() {}
+  // An elastic group's next generation (yard::actors::Trainer::regroup); data parallel only.
+  virtual yard::actors::Regrouped regroup(yard::collective::Communicator& comm, yard::actors::Regroup& r);
 };
 
 // The job's learning-rate schedule for a global batch, and its description kept with checkpoints.

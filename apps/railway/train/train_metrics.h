@@ -25,6 +25,11 @@ class TrainMetrics {
     epoch_.set(double(epoch), tags_);
   }
   void recovery(const std::string& phase) { recoveries_.inc(1, {{"run", tags_.at("run")}, {"phase", phase}}); }
+  // An elastic group's size changed.
+  void resize(int world) {
+    world_.set(double(world), tags_);
+    resizes_.inc(1, tags_);
+  }
 
  private:
   yard::metrics::Tags tags_;
@@ -38,6 +43,8 @@ class TrainMetrics {
   yard::metrics::Gauge val_loss_{"railway_validation_loss", "validation loss after the last epoch", {"run"}};
   yard::metrics::Gauge f1_{"railway_validation_macro_f1", "validation macro-F1 after the last epoch", {"run"}};
   yard::metrics::Gauge epoch_{"railway_epoch", "epochs finished", {"run"}};
+  yard::metrics::Gauge world_{"railway_trainers", "trainers in the (elastic) group", {"run"}};
+  yard::metrics::Counter resizes_{"railway_resizes_total", "elastic group size changes", {"run"}};
   yard::metrics::Counter recoveries_{"railway_recoveries_total", "processes of the job lost and their work done again",
                                      {"run", "phase"}};
 };

@@ -24,18 +24,34 @@ class MemberLost : public yard::Error {
   std::string error;  // what the driver saw
 };
 
-class TrainerGroup {
+// The job's trainers, one implementation per kind of group: a fixed number of them in a placement
+// group (TrainerGroup), or an elastic group between MIN and MAX (ElasticTrainers).
+class Trainers {
+ public:
+  virtual ~Trainers() = default;
+  // Members set up (from the checkpointers' newest checkpoint with cfg.resume).
+  virtual SetupInfo start(const TrainConfig& cfg) = 0;
+  // A chunk of steps on every member: each member's stats.
+  virtual std::vector<ChunkStats> train(int64_t steps, bool save) = 0;
+  virtual EvalStats evaluate() = 0;
+  virtual std::vector<std::string> finish() = 0;
+  virtual void stop() = 0;
+  virtual int world() const = 0;
+};
+
+class TrainerGroup final : public Trainers {
  public:
   TrainerGroup(int workers, yard::PlacementGroup pg, std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts);
-  ~TrainerGroup();
+  ~TrainerGroup() override;
 
   // New members, set up (from the checkpointer's newest checkpoint with cfg.resume). Prints the
   // members' pids as soon as they are up and their nodes once set up.
-  SetupInfo start(const TrainConfig& cfg);
-  std::vector<ChunkStats> train(int64_t steps, bool save);
-  EvalStats evaluate();
-  std::vector<std::string> finish();
-  void stop();
+  SetupInfo start(const TrainConfig& cfg) override;
+  std::vector<ChunkStats> train(int64_t steps, bool save) override;
+  EvalStats evaluate() override;
+  std::vector<std::string> finish() override;
+  void stop() override;
+  int world() const override { return workers_; }
 
  private:
   template <class T>

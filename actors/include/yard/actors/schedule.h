@@ -43,11 +43,12 @@ struct ElasticLr {
   struct Change {
     int64_t step;          // the first step with the new global batch
     int64_t global_batch;
+    int64_t total_steps = 0;  // where the decay now ends (the run's steps at the new batch); 0: unchanged
   };
   std::vector<Change> changes;  // in step order
 
   // Records a change (steps in order; a change at the same step as the last replaces it).
-  void resize(int64_t step, int64_t global_batch);
+  void resize(int64_t step, int64_t global_batch, int64_t total_steps = 0);
   double at(int64_t step) const;
 
  private:

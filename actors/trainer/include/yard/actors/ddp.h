@@ -32,6 +32,9 @@ class DistributedDataParallel {
 
   // Makes every replica identical to root's.
   void broadcast_state(int root = 0);
+  // Goes on in another group (an elastic group's next generation): what the last step left
+  // pending is dropped (a step that failed when a peer was lost changed no parameter).
+  void rebind(collective::Communicator& comm);
   // Before backward: this rank's batch size for the step (it travels with the gradients).
   void begin_step(int64_t local_batch);
   // After backward: waits for the buckets and leaves the global-batch average in every .grad().
@@ -55,9 +58,10 @@ class DistributedDataParallel {
   // Writes parameter k's gradient for this step, times the local batch size, into its bucket.
   void fill_slot(size_t k, const torch::Tensor& g);
   void launch_ready();
+  void drain();  // waits for pending buckets, ignoring their errors
 
   std::shared_ptr<torch::nn::Module> model_;
-  collective::Communicator& comm_;
+  collective::Communicator* comm_;
   DdpOptions o_;
   std::vector<torch::Tensor> params_;
   std::vector<size_t> bucket_of_;

@@ -16,7 +16,9 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "yard/actors/ddp.h"
@@ -47,6 +49,27 @@ void keep_freed_memory();
 // `params`, at the schedule's base rate. Throws std::invalid_argument for an unknown optimizer.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::Tensor> params, const TrainerOptions& o);
 
+// What a member brings to Trainer::regroup, and what it learns there.
+struct Regroup {
+  bool has_state = true;        // false: a replica new to the group (its state is replaced)
+  int64_t global_batch = 0;     // the new generation's global batch (0: unchanged)
+  // Where the cosine decay now ends, from the step and job state the group goes on from (the
+  // run's remaining samples at the new batch); null: unchanged.
+  std::function<int64_t(int64_t step, const std::string& extra)> total_steps;
+  int64_t resize_warmup = 0;    // steps over which the rate moves to the new batch's
+  std::string extra;            // in: this member's job state (its data position); out: the source's
+  // Every member calls it when no member has state (all new, or every old one lost): it loads the
+  // job's newest checkpoint into the model and optimizer (the same on every member) and returns
+  // its step and job state, or nullopt when there is none (a fresh start). Null: a fresh start.
+  std::function<std::optional<std::pair<int64_t, std::string>>()> restore;
+};
+struct Regrouped {
+  int source = -1;          // the rank whose state every member now has
+  int64_t step = 0;         // the global step the group goes on from
+  bool loaded = false;      // this member's state was replaced (it was new, or behind)
+  bool from_disk = false;   // no member had state: restore() was used
+  size_t bytes = 0;         // the state sent over the collective
+};
 class Trainer {
  public:
   // comm may be null (a single replica). Throws std::invalid_argument for an unknown optimizer.
@@ -63,11 +86,23 @@ class Trainer {
   // evaluation).
   void synchronize();
 
+  // Elastic groups: this replica goes on in a new generation of the group, `comm` (every member
+  // of it calls regroup together, new ones with a freshly made Trainer). Afterwards every member
+  // has the model, optimizer, step and learning-rate history of the most advanced old member
+  // (the lowest rank among them), sent over `comm` from that member's memory, and its job state
+  // (r.extra); the rate then moves to the linear-scaling rate of r.global_batch over
+  // r.resize_warmup steps. A checkpoint is read (r.restore) only when no member has state.
+  // Survivors of a lost member are at the last step they completed: a step that fails on a
+  // collective changes no parameter. Data parallel only (not with sync_every).
+  Regrouped regroup(collective::Communicator& comm, Regroup& r);
+
   int64_t global_step() const { return step_; }
   void set_global_step(int64_t s) { step_ = s; }  // after restoring a checkpoint
   double last_lr() const { return lr_; }
   torch::optim::Optimizer& optimizer() { return *opt_; }
   const LrSchedule& schedule() const { return o_.schedule; }
+  // The rate's history: the schedule and every change of the global batch.
+  const ElasticLr& rate() const { return lr_sched_; }
 
  private:
   std::shared_ptr<torch::nn::Module> model_;
@@ -75,6 +110,7 @@ class Trainer {
   std::unique_ptr<DistributedDataParallel> ddp_;
   std::unique_ptr<PeriodicAveraging> avg_;
   std::unique_ptr<torch::optim::Optimizer> opt_;
+  ElasticLr lr_sched_;
   int64_t step_ = 0;
   double lr_ = 0;
 };

@@ -1,0 +1,72 @@
+// Where a trainer's batches come from, one implementation per kind of group: a fixed group's
+// prefetching DataLoader (each rank its stride of every epoch), or an elastic group's share of
+// the epoch's next positions, which follows the group's size from step to step (every sample
+// still seen exactly once per epoch across all ranks). Trainer processes only (LibTorch).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "yard/actors/sampler.h"
+
+namespace railway_train {
+
+struct Batch {
+  torch::Tensor x, label, amp, tokens;
+};
+
+struct FeedItem {
+  std::vector<uint64_t> indices;  // the samples it holds (may be empty at an epoch's end)
+  Batch batch;
+};
+
+class Feed {
+ public:
+  virtual ~Feed() = default;
+  // The batch at the current position; moves on (to the next epoch after the epoch's last).
+  virtual FeedItem next() = 0;
+  virtual uint64_t epoch() const = 0;  // of the next batch
+  // Batches this rank took in the epoch so far, and how many an epoch has at the group's size now.
+  virtual uint64_t step() const = 0;
+  virtual uint64_t steps_per_epoch() const = 0;
+  virtual uint64_t steps_left() const = 0;  // in this epoch, at the group's size now
+  // The position, for checkpoints (kept under checkpoint_key()) and an elastic group's new members.
+  virtual std::string state() const = 0;
+  virtual void restore(const std::string& state) = 0;
+  virtual const char* checkpoint_key() const = 0;
+};
+
+using Fetch = std::function<Batch(const std::vector<uint64_t>& indices)>;
+
+std::unique_ptr<Feed> fixed_feed(yard::actors::DistributedSampler sampler, uint64_t batch, Fetch fetch, size_t prefetch);
+
+// An elastic group's feed: set_world() after every regroup.
+class ElasticFeed final : public Feed {
+ public:
+  ElasticFeed(yard::actors::DistributedSampler sampler, uint64_t batch, Fetch fetch);
+  void set_world(int world, int rank);
+  FeedItem next() override;
+  uint64_t epoch() const override { return pos_.epoch; }
+  uint64_t step() const override;
+  uint64_t steps_per_epoch() const override;
+  uint64_t steps_left() const override;
+  std::string state() const override;
+  void restore(const std::string& state) override;
+  const char* checkpoint_key() const override { return "elastic_position"; }
+  // Samples left until the end of epoch `epochs` from `state`, for the schedule's new end.
+  uint64_t samples_left(const std::string& state, uint64_t epochs) const;
+
+ private:
+  yard::actors::DistributedSampler sampler_;
+  uint64_t batch_;
+  Fetch fetch_;
+  int world_ = 1, rank_ = 0;
+  yard::actors::ElasticPosition pos_;
+};
+
+}  // namespace railway_train

@@ -1,0 +1,21 @@
+// What the cluster says about one of its nodes, for programs that react to membership (an elastic
+// training group lets go of what runs on a node being drained, so the drain can end).
+#pragma once
+
+#include <string>
+
+namespace yard {
+
+enum class NodeState {
+  kUnknown,   // no such node (or it left long ago)
+  kAlive,
+  kDraining,  // `yard drain` (or the autoscaler) is emptying it: it takes no new work
+  kDead,
+};
+
+// The node's state as the head records it in the control store. Needs yard::init. Thread-safe.
+// Throws yard::Error when the control store cannot be reached.
+NodeState node_state(const std::string& node_id);
+const char* node_state_name(NodeState s);
+
+}  // namespace yard
