@@ -7,9 +7,10 @@ namespace railway_train {
 using namespace std::chrono_literals;
 using yard::actors::ElasticGroup;
 
-ElasticTrainers::ElasticTrainers(int min, int max, std::string run,
+ElasticTrainers::ElasticTrainers(int min, int max, std::map<std::string, double> resources, std::string run,
                                  std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts, Report report)
-    : min_(min), max_(max), run_(std::move(run)), ckpts_(std::move(ckpts)), report_(std::move(report)) {}
+    : min_(min), max_(max), resources_(std::move(resources)), run_(std::move(run)), ckpts_(std::move(ckpts)),
+      report_(std::move(report)) {}
 
 ElasticTrainers::~ElasticTrainers() {
   try {
@@ -39,7 +40,7 @@ SetupInfo ElasticTrainers::start(const TrainConfig& cfg) {
   auto cks = ckpts_;
   auto c = cfg_;
   group_ = std::make_unique<ElasticGroup<RailwayTrainer>>(
-      o, [] { return yard::actor<RailwayTrainer>().resources({{"CPU", 1}}).remote(); },
+      o, [res = resources_] { return yard::actor<RailwayTrainer>().resources(res).remote(); },
       [c, cks](const yard::ActorHandle<RailwayTrainer>& a) { return a.call(&RailwayTrainer::prepare).remote(c, cks); });
   std::printf("elastic group: %d to %d trainers; training starts when %d are set up\n", min_, max_, min_);
   std::fflush(stdout);
@@ -70,9 +71,10 @@ std::vector<ChunkStats> ElasticTrainers::train(int64_t steps, bool save) {
   }
 }
 
+// Evaluation and the final save use the members there are; membership changes wait for the next
+// training step, unless a member is lost meanwhile.
 EvalStats ElasticTrainers::evaluate() {
   for (;;) {
-    settle();
     auto out = group_->run<EvalStats>(
         [](const yard::ActorHandle<RailwayTrainer>& a, int rank) {
           // Rank 0 evaluates; the others answer at once (their replicas are the same).
@@ -80,15 +82,18 @@ EvalStats ElasticTrainers::evaluate() {
         },
         600s);
     if (out.lost.empty()) return *out.by_rank[0];
+    settle();
   }
 }
 
 std::vector<std::string> ElasticTrainers::finish() {
   for (;;) {
-    settle();
     auto out = group_->run<std::vector<std::string>>(
         [](const yard::ActorHandle<RailwayTrainer>& a, int) { return a.call(&RailwayTrainer::finish).remote(); }, 600s);
-    if (!out.lost.empty()) continue;
+    if (!out.lost.empty()) {
+      settle();
+      continue;
+    }
     std::vector<std::string> notes;
     for (auto& n : out.by_rank) notes.insert(notes.end(), n->begin(), n->end());
     return notes;

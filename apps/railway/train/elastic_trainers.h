@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,8 +18,8 @@ namespace railway_train {
 class ElasticTrainers final : public Trainers {
  public:
   using Report = std::function<void(const yard::actors::ElasticResize&)>;
-  ElasticTrainers(int min, int max, std::string run, std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts,
-                  Report report);
+  ElasticTrainers(int min, int max, std::map<std::string, double> resources, std::string run,
+                  std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts, Report report);
   ~ElasticTrainers() override;
 
   SetupInfo start(const TrainConfig& cfg) override;
@@ -32,6 +33,7 @@ class ElasticTrainers final : public Trainers {
   void settle();
 
   int min_, max_;
+  std::map<std::string, double> resources_;  // each trainer's
   std::string run_;
   std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts_;
   Report report_;

@@ -66,6 +66,8 @@ FeedItem ElasticFeed::next() {
   return it;
 }
 
+std::vector<uint64_t> ElasticFeed::warm_up_indices() const { return sampler_.elastic_batch(0, 0, 1, 0, batch_); }
+
 uint64_t ElasticFeed::step() const { return pos_.offset / (batch_ * static_cast<uint64_t>(world_)); }
 
 uint64_t ElasticFeed::steps_per_epoch() const {

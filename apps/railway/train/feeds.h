@@ -58,6 +58,8 @@ class ElasticFeed final : public Feed {
   std::string state() const override;
   void restore(const std::string& state) override;
   const char* checkpoint_key() const override { return "elastic_position"; }
+  // A batch's worth of sample indices (the first of the epoch's order), for a warm-up pass.
+  std::vector<uint64_t> warm_up_indices() const;
   // Samples left until the end of epoch `epochs` from `state`, for the schedule's new end.
   uint64_t samples_left(const std::string& state, uint64_t epochs) const;
 

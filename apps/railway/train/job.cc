@@ -30,8 +30,9 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, d_model, layers, he
                                                 warmup_steps, decay, min_lr_fraction, optimizer, weight_decay, holdout,
                                                 seed, clip, balance, prefetch, accumulate, strategy, sync_every,
                                                 ps_servers, ps_mode, pp, micro_batches, resize_warmup)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSpec, data, out, workers, min_workers, epochs, placement,
-                                                checkpoint_every, keep, checkpoint_replicas, max_restarts, train)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSpec, data, out, workers, min_workers, trainer_resources, epochs,
+                                                placement, checkpoint_every, keep, checkpoint_replicas, max_restarts,
+                                                train)
 
 namespace {
 
@@ -106,7 +107,8 @@ void TrainingJob::prepare() {
   ckpts_ = std::make_unique<CheckpointReplicas>(run_dir_, run_, spec_.keep, spec_.checkpoint_replicas);
   if (spec_.min_workers > 0) {
     // An elastic group asks for its trainers one by one: it starts with what it gets.
-    group_ = std::make_unique<ElasticTrainers>(spec_.min_workers, spec_.workers, run_, ckpts_->handles(),
+    group_ = std::make_unique<ElasticTrainers>(spec_.min_workers, spec_.workers, spec_.trainer_resources, run_,
+                                               ckpts_->handles(),
                                                [this](const yard::actors::ElasticResize& r) { on_resize(r); });
     return;
   }
@@ -115,10 +117,10 @@ void TrainingJob::prepare() {
   static const std::map<std::string, yard::PlacementStrategy> strategies{
       {"PACK", yard::PlacementStrategy::kPack}, {"SPREAD", yard::PlacementStrategy::kSpread},
       {"STRICT_PACK", yard::PlacementStrategy::kStrictPack}, {"STRICT_SPREAD", yard::PlacementStrategy::kStrictSpread}};
-  pg_ = yard::placement_group(std::vector<yard::Bundle>(static_cast<size_t>(spec_.workers), yard::Bundle{{"CPU", 1}}),
+  pg_ = yard::placement_group(std::vector<yard::Bundle>(static_cast<size_t>(spec_.workers), spec_.trainer_resources),
                               strategies.at(spec_.placement), "railway-trainers");
   if (!pg_->wait(600s)) throw yard::Error("the trainers' placement group was not placed within 10 minutes");
-  group_ = std::make_unique<TrainerGroup>(spec_.workers, *pg_, ckpts_->handles());
+  group_ = std::make_unique<TrainerGroup>(spec_.workers, spec_.trainer_resources, *pg_, ckpts_->handles());
 }
 
 void TrainingJob::start_group(bool resume) {
@@ -208,6 +210,12 @@ RecoveryReport TrainingJob::reporter() {
 // An elastic group changed size: said at once, and written to metrics.jsonl once the next steps
 // show how long training paused.
 void TrainingJob::on_resize(const yard::actors::ElasticResize& r) {
+  if (r.old_world == 0) {  // the group formed: not a change of size
+    std::printf("elastic group: training with %d trainers (%s)\n", r.new_world,
+                r.from_disk && r.step > 0 ? "the newest checkpoint's state" : "the start");
+    std::fflush(stdout);
+    return;
+  }
   std::printf("elastic group: %d -> %d trainers at step %lld (%s)%s\n", r.old_world, r.new_world,
               static_cast<long long>(r.step), r.why.c_str(),
               r.from_disk ? (r.step > 0 ? "; no trainer's state survived: continued from the newest checkpoint" : "")
@@ -250,7 +258,7 @@ void TrainingJob::train_chunk() {
   // Per global step, over the ranks that report it (an elastic group's ranks may carry steps a
   // lost peer cut short).
   struct StepSum {
-    double loss = 0;
+    double loss = 0, t = 0;
     int64_t samples = 0, ahead = -1, stale = -1;
   };
   std::map<int64_t, StepSum> by_step;
@@ -258,12 +266,13 @@ void TrainingJob::train_chunk() {
     for (size_t i = 0; i < g.loss_sum.size(); ++i) {
       auto& t = by_step[i < g.steps.size() ? g.steps[i] : static_cast<int64_t>(i)];
       t.loss += g.loss_sum[i], t.samples += g.samples[i];
+      if (i < g.step_end.size()) t.t = std::max(t.t, g.step_end[i]);
       // Parameter servers: the most any replica's gradients of this step missed.
       if (i < g.ahead.size()) t.ahead = std::max(t.ahead, g.ahead[i]), t.stale = std::max(t.stale, g.stale_updates[i]);
     }
   for (auto& [gs, t] : by_step) {
     sums_.loss += t.loss, sums_.samples += t.samples, chunk_samples += t.samples, chunk_loss += t.loss;
-    log_->step(gs, at_.epoch + 1, t.loss / std::max<int64_t>(1, t.samples), t.samples, t.ahead, t.stale);
+    log_->step(gs, at_.epoch + 1, t.loss / std::max<int64_t>(1, t.samples), t.samples, t.ahead, t.stale, t.t);
     most_ahead_ = std::max(most_ahead_, t.ahead), most_stale_ = std::max(most_stale_, t.stale);
   }
   at_epoch_end = r0.epoch != at_.epoch;
@@ -296,7 +305,7 @@ void TrainingJob::evaluate() {
   auto ev = group_->evaluate();
   EpochRecord e;
   e.epoch = at_.epoch;
-  e.steps = at_.steps_per_epoch;
+  e.steps = spec_.min_workers > 0 ? sums_.steps : at_.steps_per_epoch;  // an elastic epoch's steps vary
   e.train_loss = sums_.loss / std::max<int64_t>(1, sums_.samples);
   e.val = ev;
   e.samples_per_s = double(sums_.samples) / std::max(1e-9, sums_.seconds);
@@ -306,6 +315,8 @@ void TrainingJob::evaluate() {
   e.checkpoint_stall_ms = sums_.checkpoint_ms;
   log_->epoch(e);
   log_->evaluation_images(ev, at_.epoch);
+  // A resize's pause counts from here, not across the evaluation.
+  if (last_step_end_ > 0) last_step_end_ = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   prom_.epoch(ev.loss, ev.macro_f1, static_cast<long>(at_.epoch));
   double eta = since(t_start_) / double(std::max<int64_t>(1, done_steps_)) *
                double(std::max<int64_t>(0, spec_.epochs * at_.steps_per_epoch - at_.global_step));

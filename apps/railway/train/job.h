@@ -10,6 +10,7 @@
 // resume; `--resume RUN_DIR` continues a run whose driver was lost, from its newest checkpoint.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "job_types.h"
@@ -22,6 +23,7 @@ struct JobSpec {
   std::string out = "railway-out";
   int workers = 2;      // the trainers (an elastic group's most)
   int min_workers = 0;  // > 0: an elastic group of min_workers..workers trainers
+  std::map<std::string, double> trainer_resources{{"CPU", 1}};  // what each trainer asks of a node
   int epochs = 6;
   std::string placement = "PACK";
   int64_t checkpoint_every = 100;

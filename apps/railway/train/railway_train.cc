@@ -20,6 +20,7 @@
 #include <thread>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "job.h"
 #include "yard/actors/pipeline_plan.h"
@@ -69,6 +70,24 @@ void add_options(CLI::App& app, railway_train::JobSpec& s) {
         int lo = colon == std::string::npos ? num(v) : num(v.substr(0, colon));
         int hi = colon == std::string::npos ? lo : num(v.substr(colon + 1));
         if (lo < 1 || hi > 64 || hi < lo) return "--workers wants N or MIN:MAX with 1 <= MIN <= MAX <= 64, not '" + v + "'";
+        return "";
+      });
+  app.add_option_function<std::string>(
+         "--trainer-resources",
+         [&s](const std::string& v) {
+           s.trainer_resources.clear();
+           auto j = nlohmann::json::parse(v);
+           for (auto& [k, n] : j.items()) s.trainer_resources[k] = n.get<double>();
+         },
+         "what each trainer asks of a node, as JSON (default {\"CPU\": 1}); e.g. {\"CPU\": 1, \"trainer\": 1} to "
+         "keep trainers on the nodes that offer \"trainer\"")
+      ->check([](const std::string& v) -> std::string {
+        auto j = nlohmann::json::parse(v, nullptr, false);
+        if (j.is_discarded() || !j.is_object() || j.empty())
+          return "--trainer-resources wants a JSON object of resource amounts, not '" + v + "'";
+        for (auto& [k, n] : j.items())
+          if (!n.is_number() || n.get<double>() < 0)
+            return "--trainer-resources: " + k + " must be a non-negative number";
         return "";
       });
   app.add_option("--epochs", s.epochs, "epochs")->default_val(6)->check(CLI::Range(1, 1000));

@@ -332,6 +332,14 @@ std::string RailwayTrainer::prepare(TrainConfig cfg, std::vector<yard::ActorHand
   auto min = static_cast<int>(cfg.min_workers);
   s.elastic->set_world(min, 0);
   s.stepper = make_stepper(cfg, 0, min, "", s.steps_per_epoch(), s.net, nullptr);
+  // A forward and backward pass now, so that the first step in the group does not pay for this
+  // process's first allocations and kernel set-up while the others wait (the state is untouched:
+  // the gradients are dropped, no optimizer step is taken).
+  {
+    auto b = s.fetch(s.elastic->warm_up_indices());
+    railway_loss(s.net->forward(b.x), b.label, b.tokens, b.amp, s.class_w).backward();
+    for (auto& p : s.net->parameters()) p.mutable_grad().reset();
+  }
   return yard::node_id();
 }
 

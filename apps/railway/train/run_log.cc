@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iomanip>
 #include <sstream>
 #include <vector>
 
@@ -59,9 +60,11 @@ RunLog::RunLog(std::string out, bool continuing) : out_(std::move(out)) {
   if (!metrics_ || !steps_) throw std::runtime_error("cannot write " + metrics + " or " + steps);
 }
 
-void RunLog::step(int64_t global_step, uint64_t epoch, double loss, int64_t samples, int64_t ahead, int64_t stale) {
+void RunLog::step(int64_t global_step, uint64_t epoch, double loss, int64_t samples, int64_t ahead, int64_t stale,
+                  double t) {
   steps_ << "{\"step\":" << global_step << ",\"epoch\":" << epoch << ",\"loss\":" << loss << ",\"samples\":" << samples;
   if (ahead >= 0) steps_ << ",\"ahead\":" << ahead << ",\"stale_updates\":" << stale;
+  if (t > 0) steps_ << ",\"t\":" << std::fixed << std::setprecision(3) << t << std::defaultfloat;
   steps_ << "}\n";
   steps_.flush();
 }

@@ -35,8 +35,9 @@ class RunLog {
   RunLog(std::string out, bool continuing);
 
   // ahead, stale: parameter servers' staleness of the step (steps ahead of the slowest replica,
-  // updates missed); -1 for the other strategies (not written).
-  void step(int64_t global_step, uint64_t epoch, double loss, int64_t samples, int64_t ahead = -1, int64_t stale = -1);
+  // updates missed); -1 for the other strategies (not written). t: when it ended (unix seconds).
+  void step(int64_t global_step, uint64_t epoch, double loss, int64_t samples, int64_t ahead = -1, int64_t stale = -1,
+            double t = 0);
   // Steps after `global_step` will be trained again: their lines go.
   void rewind(int64_t global_step);
   void epoch(const EpochRecord& e);

@@ -8,9 +8,9 @@ namespace railway_train {
 
 using namespace std::chrono_literals;
 
-TrainerGroup::TrainerGroup(int workers, yard::PlacementGroup pg,
+TrainerGroup::TrainerGroup(int workers, std::map<std::string, double> resources, yard::PlacementGroup pg,
                            std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts)
-    : workers_(workers), pg_(std::move(pg)), ckpts_(std::move(ckpts)) {}
+    : workers_(workers), resources_(std::move(resources)), pg_(std::move(pg)), ckpts_(std::move(ckpts)) {}
 
 TrainerGroup::~TrainerGroup() {
   try {
@@ -84,7 +84,7 @@ SetupInfo TrainerGroup::start(const TrainConfig& cfg) {
   stop();
   std::vector<int> ranks;
   for (int r = 0; r < workers_; ++r) {
-    members_.push_back(yard::actor<RailwayTrainer>().resources({{"CPU", 1}}).placement_group(pg_, r).remote());
+    members_.push_back(yard::actor<RailwayTrainer>().resources(resources_).placement_group(pg_, r).remote());
     ranks.push_back(r);
   }
   std::vector<yard::ObjectRef<int>> pid_refs;

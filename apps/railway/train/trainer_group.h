@@ -5,6 +5,7 @@
 // and sets up new ones in a new collective generation.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,7 +42,8 @@ class Trainers {
 
 class TrainerGroup final : public Trainers {
  public:
-  TrainerGroup(int workers, yard::PlacementGroup pg, std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts);
+  TrainerGroup(int workers, std::map<std::string, double> resources, yard::PlacementGroup pg,
+               std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts);
   ~TrainerGroup() override;
 
   // New members, set up (from the checkpointer's newest checkpoint with cfg.resume). Prints the
@@ -60,6 +62,7 @@ class TrainerGroup final : public Trainers {
   std::string who(int rank) const;
 
   int workers_;
+  std::map<std::string, double> resources_;  // each member's (a bundle of the placement group)
   yard::PlacementGroup pg_;
   std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts_;
   std::vector<yard::ActorHandle<RailwayTrainer>> members_;
