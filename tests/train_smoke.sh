@@ -32,7 +32,7 @@ test -f railway-data/shards-0/manifest.json
 grep -q "global batch 32," out2.txt
 spe2=$(sed -n 's/.* \([0-9]*\) steps per epoch$/\1/p' out2.txt)
 test "$(wc -l < again/steps.jsonl)" -eq "$spe2"
-grep -q '"samples":32}' again/steps.jsonl  # a step is both micro-batches
+grep -q '"samples":32,' again/steps.jsonl  # a step is both micro-batches
 if grep -q "recording\|aligning" out2.txt; then echo "the shards were not reused"; exit 1; fi
 # Local SGD: two replicas stepping alone, averaged every 3 steps (and at the epoch's end, before
 # the evaluation), train the same job to its end.

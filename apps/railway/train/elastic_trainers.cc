@@ -66,7 +66,7 @@ std::vector<ChunkStats> ElasticTrainers::train(int64_t steps, bool save) {
       return all;
     }
     for (auto& l : out.lost)
-      std::printf("trainer %s was lost in training; the survivors go on from their last completed step\n", l.c_str());
+      std::printf("a trainer was lost in training (%s); the survivors go on from their last completed step\n", l.c_str());
     std::fflush(stdout);
   }
 }
