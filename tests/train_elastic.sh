@@ -3,7 +3,8 @@
 # the two trainer nodes there are, grows to 3 when a third node joins, shrinks to 2 when that node
 # is drained, loses a trainer to kill -9 in the middle of training and regrows, and finishes every
 # epoch. No resize reads a checkpoint (the state comes from the survivors' memory) and no group
-# restart happens.
+# restart happens, until every trainer is lost at once: then, and only then, the newest
+# checkpoint is read.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 YARD=$(readlink -f "$1")
@@ -35,7 +36,11 @@ cd "$YARD_HOME"
   --checkpoint-every 10 > out.txt 2>&1 &
 pid=$!
 await_line "$pid" "^elastic group: training with 2 trainers" > /dev/null
-await_line "$pid" "^epoch 1/8  step " > /dev/null
+deadline=$((SECONDS + 300))
+until [ "$(cat railway-out/steps.jsonl 2>/dev/null | wc -l)" -ge 5 ]; do
+  if ! kill -0 "$pid" 2>/dev/null || [ $SECONDS -gt $deadline ]; then cat out.txt; echo "no training steps"; exit 1; fi
+  sleep 0.05
+done
 
 third=$(add_node)
 echo "node at $third joined"
@@ -49,6 +54,11 @@ echo "kill -9 of trainer pid $victim"
 kill -9 "$victim"
 await_line "$pid" "^a trainer was lost in training .*; the survivors go on"
 await_line "$pid" "^resized: 2 -> 2 trainers"
+
+victims=$(grep "^trainer pids:" out.txt | tail -1 | cut -d: -f2)
+echo "kill -9 of every trainer:$victims"
+kill -9 $victims
+await_line "$pid" "\(2 lost, 2 joined\); no trainer's state survived: continued from the newest checkpoint"
 await_job "$pid"
 pid=""
 grep -q "^epoch 8/8  steps" out.txt
@@ -58,8 +68,8 @@ import json, sys
 events = [json.loads(l) for l in open(sys.argv[1])]
 resizes = [e for e in events if e.get("event") == "resize"]
 worlds = [(e["old_world"], e["new_world"]) for e in resizes]
-assert worlds == [(2, 3), (3, 2), (2, 2)], worlds
-assert not any(e["from_checkpoint"] for e in resizes), resizes
+assert worlds == [(2, 3), (3, 2), (2, 2), (2, 2)], worlds
+assert [e["from_checkpoint"] for e in resizes] == [False, False, False, True], resizes
 assert all(e["pause_s"] < 30 and e["lr"] > 0 for e in resizes), resizes
 assert not [e for e in events if e.get("event") == "recovery"], "a group restart was reported"
 epochs = [e for e in events if e.get("event") == "epoch"]

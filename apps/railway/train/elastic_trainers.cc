@@ -26,7 +26,18 @@ void ElasticTrainers::stop() { group_.reset(); }
 // Applies what changed since the last chunk; waits (up to 10 minutes) while fewer than MIN
 // trainers could train.
 void ElasticTrainers::settle() {
-  if (auto r = group_->settle(600s)) report_(*r);
+  auto r = group_->settle(600s);
+  if (!r) return;
+  report_(*r);
+  print_members();
+}
+
+void ElasticTrainers::print_members() const {
+  std::string pids, nodes;
+  for (int k = 0; k < group_->world(); ++k)
+    pids += " " + std::to_string(group_->pid(k)), nodes += " " + group_->node(k);
+  std::printf("trainer pids:%s\ntrainer nodes:%s\n", pids.c_str(), nodes.c_str());
+  std::fflush(stdout);
 }
 
 SetupInfo ElasticTrainers::start(const TrainConfig& cfg) {
@@ -45,13 +56,7 @@ SetupInfo ElasticTrainers::start(const TrainConfig& cfg) {
   std::printf("elastic group: %d to %d trainers; training starts when %d are set up\n", min_, max_, min_);
   std::fflush(stdout);
   settle();
-  auto info = *group_->member(0).call(&RailwayTrainer::info).remote().get(600s);
-  std::string pids, nodes;
-  for (int r = 0; r < group_->world(); ++r)
-    pids += " " + std::to_string(group_->pid(r)), nodes += " " + group_->node(r);
-  std::printf("trainer pids:%s\ntrainer nodes:%s\n", pids.c_str(), nodes.c_str());
-  std::fflush(stdout);
-  return info;
+  return *group_->member(0).call(&RailwayTrainer::info).remote().get(600s);
 }
 
 std::vector<ChunkStats> ElasticTrainers::train(int64_t steps, bool save) {

@@ -31,6 +31,7 @@ class ElasticTrainers final : public Trainers {
 
  private:
   void settle();
+  void print_members() const;  // "trainer pids: ..." and "trainer nodes: ..."
 
   int min_, max_;
   std::map<std::string, double> resources_;  // each trainer's

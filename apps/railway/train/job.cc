@@ -210,6 +210,16 @@ RecoveryReport TrainingJob::reporter() {
 // An elastic group changed size: said at once, and written to metrics.jsonl once the next steps
 // show how long training paused.
 void TrainingJob::on_resize(const yard::actors::ElasticResize& r) {
+  if (r.from_disk) {
+    // No trainer's state survived: the group read the newest checkpoint, and the steps after it
+    // are trained again. Checkpoints were written, yet none was read: every copy is lost.
+    if (int64_t written = ckpts_->latest_step(); r.step == 0 && written > 0)
+      throw GiveUp("every trainer was lost, and every copy of the run's checkpoints with them (the newest written was "
+                   "step " + std::to_string(written) + ", under " + run_dir_ + "): the run cannot continue where it "
+                   "was. Run the job again to train from the start (its data is kept), or with more --checkpoint-replicas");
+    log_->rewind(r.step);
+    furthest_ = std::max(furthest_, at_.global_step);
+  }
   if (r.old_world == 0) {  // the group formed: not a change of size
     std::printf("elastic group: training with %d trainers (%s)\n", r.new_world,
                 r.from_disk && r.step > 0 ? "the newest checkpoint's state" : "the start");

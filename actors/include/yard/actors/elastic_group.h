@@ -261,6 +261,20 @@ class ElasticGroup {
 
   // Forms the generation the plan names; false when a member was lost meanwhile.
   bool regroup(const ElasticPlan& plan, ElasticResize& r) {
+    // Everyone in the plan still there? A member that died since its last call (its peers saw the
+    // loss first) would keep the others waiting for it in the new group until the timeout.
+    std::vector<ObjectRef<int>> pings;
+    for (size_t i : plan.ranks) pings.push_back(slots_[i].actor->call(&T::pid).remote());
+    (void)yard::wait(pings, pings.size(), std::chrono::seconds(5));
+    bool gone = false;
+    for (size_t k = 0; k < pings.size(); ++k) {
+      try {
+        (void)pings[k].get(Duration(0));
+      } catch (const std::exception& e) {
+        if (loss_of(e) == Loss::kThisMember) slots_[plan.ranks[k]].s.state = ElasticSlot::State::kLost, gone = true;
+      }
+    }
+    if (gone) return false;
     ++generation_;
     std::string gen = std::to_string(::getpid()) + "-" + std::to_string(std::time(nullptr)) + "-" + std::to_string(generation_);
     std::vector<ObjectRef<ElasticJoined>> refs;
