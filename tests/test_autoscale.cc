@@ -120,6 +120,10 @@ max_nodes = 1
   CHECK(c.value().types[0].resources == Res{{"CPU", 2}});
   CHECK(c.value().types[1].resources == Res{{"CPU", 1}, {"special", 1}});
   CHECK(c.value().types[1].min_nodes == 1);
+  CHECK_FALSE(c.value().local.network_namespaces);
+  auto n = parse_autoscale_config("[local]\nnetwork_namespaces = true\n[node_types.a]\ncpus = 1\n", "n.toml");
+  REQUIRE(n);
+  CHECK(n.value().local.network_namespaces);
 }
 
 TEST_CASE("a bad configuration is refused with the file, the key and the reason") {
@@ -140,4 +144,9 @@ TEST_CASE("a bad configuration is refused with the file, the key and the reason"
   CHECK(why("provider = 'local'\n").find("node_types") != std::string::npos);
   CHECK(why("[node_types.a\ncpus = 1\n").find("c.toml:1:") == 0);  // the parser's line
   CHECK(why("[node_types.A-B]\ncpus = 1\n").find("a-z, 0-9 and _") != std::string::npos);
+  CHECK(why("[local]\nnetwork_namespaces = 'yes'\n[node_types.a]\ncpus = 1\n") ==
+        "c.toml: local.network_namespaces: must be true or false");
+  CHECK(why("[local]\nnetns = true\n[node_types.a]\ncpus = 1\n").find("c.toml: local.netns: unknown key") == 0);
+  CHECK(why("provider = 'slurm'\n[local]\nnetwork_namespaces = true\n[node_types.a]\ncpus = 1\n")
+            .find("c.toml: local: is for provider") == 0);
 }

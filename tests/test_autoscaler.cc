@@ -50,13 +50,14 @@ struct Cluster {
   std::string home, addr, token;
   pid_t head_pid = 0;
 
-  explicit Cluster(const char* config = kConfig) {
+  // host: the head's --host (a non-loopback address for nodes in network namespaces).
+  explicit Cluster(const char* config = kConfig, const std::string& host = "127.0.0.1") {
     char tmpl[] = "/tmp/yard-autoscale-test-XXXXXX";
     home = mkdtemp(tmpl);
     setenv("YARD_HOME", home.c_str(), 1);
     std::ofstream(home + "/cluster.toml") << config;
-    auto [pid, line] = yard::test::spawn_daemon({yard_bin(), "start", "--head", "--block", "--port", "0", "--num-cpus",
-                                                 "1", "--heartbeat-timeout", "2", "--autoscaler",
+    auto [pid, line] = yard::test::spawn_daemon({yard_bin(), "start", "--head", "--block", "--host", host, "--port", "0",
+                                                 "--num-cpus", "1", "--heartbeat-timeout", "2", "--autoscaler",
                                                  home + "/cluster.toml", "--session-dir", home + "/head"},
                                                 60s);
     head_pid = pid;
@@ -164,6 +165,48 @@ TEST_CASE("the autoscaler starts nodes for demand, within max_nodes, and stops t
   REQUIRE(eventually([&] { return c.auto_nodes().empty(); }, 60s));
   auto st = c.status();
   for (auto& n : st["cluster"]["autoscaler"]["nodes"]) CHECK(n.value("phase", "") != "UP");
+  yard::shutdown();
+}
+
+// Run by autoscale_netns_test.sh (root): the head on YARD_TEST_HEAD_HOST, an address of this
+// machine other than loopback.
+TEST_CASE("the local provider can start each node in a network namespace of its own", "[.netns]") {
+  const char* host = getenv("YARD_TEST_HEAD_HOST");
+  REQUIRE(host);
+  Cluster c(R"(
+provider = "local"
+idle_timeout_s = 3
+[local]
+network_namespaces = true
+[node_types.special]
+cpus = 1
+resources = { special = 1 }
+max_nodes = 2
+)",
+            host);
+  yard::init();
+  // Two actors that cannot share a node: two nodes, each in its own namespace, each answering.
+  auto a = yard::actor<Probe>().resources({{"special", 1}}).remote();
+  auto b = yard::actor<Probe>().resources({{"special", 1}}).remote();
+  CHECK(*a.call(&Probe::answer).remote().get(90s) == 42);
+  CHECK(*b.call(&Probe::answer).remote().get(90s) == 42);
+  auto na = *a.call(&Probe::node).remote().get(30s), nb = *b.call(&Probe::node).remote().get(30s);
+  CHECK(na != nb);
+  auto st = c.status();
+  std::set<std::string> addrs;
+  for (auto& n : st["nodes"])
+    if (n.value("node_id", "") == na || n.value("node_id", "") == nb) addrs.insert(n.value("address", ""));
+  REQUIRE(addrs.size() == 2);
+  for (auto& addr : addrs) {
+    INFO(addr);
+    CHECK(addr.rfind("10.213.", 0) == 0);  // the node's end of its veth pair
+  }
+  for (auto& id : {na, nb}) CHECK(fs::exists("/run/netns/yard-" + id));
+  // Idle nodes are stopped, and their namespaces removed.
+  yard::kill(a);
+  yard::kill(b);
+  REQUIRE(eventually([&] { return c.auto_nodes().empty(); }, 60s));
+  REQUIRE(eventually([&] { return !fs::exists("/run/netns/yard-" + na) && !fs::exists("/run/netns/yard-" + nb); }, 30s));
   yard::shutdown();
 }
 

@@ -82,6 +82,16 @@ policy::NodeType node_type(const std::string& name, const toml::node& n) {
   return nt;
 }
 
+void read_local(const toml::node& n, AutoscaleConfig& c) {
+  if (!n.is_table()) throw Bad{at("", "local", "must be a table ([local])")};
+  auto& t = *n.as_table();
+  known_keys(t, {"network_namespaces"}, "local");
+  if (auto v = t.get("network_namespaces")) {
+    if (!v->is_boolean()) throw Bad{at("", "local.network_namespaces", "must be true or false")};
+    c.local.network_namespaces = v->as_boolean()->get();
+  }
+}
+
 void read_slurm(const toml::node& n, AutoscaleConfig& c) {
   if (!n.is_table()) throw Bad{at("", "slurm", "must be a table ([slurm])")};
   auto& t = *n.as_table();
@@ -107,13 +117,16 @@ Result<AutoscaleConfig> parse_autoscale_config(const std::string& content, const
   AutoscaleConfig c;
   c.file = file;
   try {
-    known_keys(root, {"provider", "idle_timeout_s", "launch_timeout_s", "slurm", "node_types"}, "");
+    known_keys(root, {"provider", "idle_timeout_s", "launch_timeout_s", "local", "slurm", "node_types"}, "");
     if (auto p = root.get("provider")) c.provider = text(*p, "provider");
     if (c.provider != "local" && c.provider != "slurm")
       throw Bad{at("", "provider", "'" + c.provider + "' is not a provider (local or slurm)")};
     if (auto v = root.get("idle_timeout_s")) c.idle_timeout_s = number(*v, "idle_timeout_s", 1);
     if (auto v = root.get("launch_timeout_s")) c.launch_timeout_s = number(*v, "launch_timeout_s", 1);
     if (auto s = root.get("slurm")) read_slurm(*s, c);
+    if (auto l = root.get("local")) read_local(*l, c);
+    if (c.provider != "local" && root.get("local"))
+      throw Bad{at("", "local", "is for provider = \"local\" (this file's provider is " + c.provider + ")")};
     auto types = root.get("node_types");
     if (!types || !types->is_table() || types->as_table()->empty())
       throw Bad{at("", "node_types", "at least one node type is needed ([node_types.NAME] with cpus, gpus or resources)")};

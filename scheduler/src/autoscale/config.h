@@ -4,6 +4,10 @@
 //   idle_timeout_s = 60       # a node idle this long is drained and stopped
 //   launch_timeout_s = 120    # a node not joined by then counts as a failed start
 //
+//   [local]                   # provider = "local" only; optional
+//   network_namespaces = true # each node in a network namespace of its own (root; the head on
+//                             # a non-loopback --host), joined over a veth pair
+//
 //   [slurm]                   # provider = "slurm" only; all optional
 //   partition = "batch"
 //   time_limit = "1-00:00:00"
@@ -34,6 +38,9 @@ struct AutoscaleConfig {
   double idle_timeout_s = 60;
   double launch_timeout_s = 120;
   std::vector<policy::NodeType> types;
+  struct Local {
+    bool network_namespaces = false;
+  } local;
   struct Slurm {
     std::string partition;
     std::string time_limit;

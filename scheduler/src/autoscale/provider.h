@@ -45,7 +45,7 @@ struct ProviderContext {
   double heartbeat_timeout_s = 4;
 };
 
-std::unique_ptr<NodeProvider> local_provider(ProviderContext c);
+std::unique_ptr<NodeProvider> local_provider(ProviderContext c, AutoscaleConfig::Local l = {});
 std::unique_ptr<NodeProvider> slurm_provider(ProviderContext c, AutoscaleConfig::Slurm s);
 
 // The `yard start` arguments of a node of `type` joining as `node_id` (without the program).

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "autoscale/netns.h"
 #include "autoscale/provider.h"
 #include "common/service.h"
 #include "yard/errors.h"
@@ -35,10 +36,11 @@ std::vector<std::string> node_start_args(const ProviderContext& c, const policy:
 
 namespace {
 
-// Node processes on this machine, children of the head service.
+// Node processes on this machine, children of the head service; with network_namespaces, each in
+// a network namespace of its own (netns.h).
 class LocalProvider final : public NodeProvider {
  public:
-  explicit LocalProvider(ProviderContext c) : c_(std::move(c)) {}
+  LocalProvider(ProviderContext c, AutoscaleConfig::Local l) : c_(std::move(c)), l_(l) {}
   const char* name() const override { return "local"; }
 
   Problem launch(const policy::NodeType& type, const std::string& node_id) override {
@@ -46,6 +48,13 @@ class LocalProvider final : public NodeProvider {
     args.insert(args.begin(), sys::self_exe());
     sys::SpawnOptions so;
     so.env["YARD_TOKEN"] = c_.token;
+    if (l_.network_namespaces) {
+      auto net = make_node_network(node_id, sys::split_address(c_.head_address).first, netns_log());
+      if (!net) return "network namespace: " + net.why();
+      args.insert(args.end(), {"--host", net.value().node_ip});
+      args.insert(args.begin(), {sys::which("ip"), "netns", "exec", net.value().ns});
+      so.env["YARD_HOST_ID"] = net.value().ns;  // another machine: nothing goes through this one's /dev/shm
+    }
     so.stdout_path = c_.log_dir + "/autoscale-" + node_id + ".out";
     so.new_process_group = true;  // not stopped by a signal meant for the head
     try {
@@ -57,6 +66,8 @@ class LocalProvider final : public NodeProvider {
   }
 
   void terminate(const std::string& node_id) override {
+    // A namespace's name goes now; the namespace itself (and its link) when the node has exited.
+    if (l_.network_namespaces) remove_node_network(node_id, netns_log());
     auto it = pids_.find(node_id);
     if (it == pids_.end()) return;
     ::kill(it->second, SIGTERM);  // reaped by the head, which then calls child_exited
@@ -65,6 +76,7 @@ class LocalProvider final : public NodeProvider {
   std::optional<ChildExit> child_exited(pid_t pid, int status) override {
     for (auto it = pids_.begin(); it != pids_.end(); ++it)
       if (it->second == pid) {
+        if (l_.network_namespaces) remove_node_network(it->first, netns_log());
         ChildExit e{it->first, true, "node process " + describe_exit(status) + " (see autoscale-" + it->first + ".out)"};
         pids_.erase(it);
         return e;
@@ -73,7 +85,10 @@ class LocalProvider final : public NodeProvider {
   }
 
  private:
+  std::string netns_log() const { return c_.log_dir + "/autoscale-netns.out"; }
+
   ProviderContext c_;
+  AutoscaleConfig::Local l_;
   std::map<std::string, pid_t> pids_;
 };
 
@@ -153,7 +168,9 @@ class SlurmProvider final : public NodeProvider {
 
 }  // namespace
 
-std::unique_ptr<NodeProvider> local_provider(ProviderContext c) { return std::make_unique<LocalProvider>(std::move(c)); }
+std::unique_ptr<NodeProvider> local_provider(ProviderContext c, AutoscaleConfig::Local l) {
+  return std::make_unique<LocalProvider>(std::move(c), l);
+}
 std::unique_ptr<NodeProvider> slurm_provider(ProviderContext c, AutoscaleConfig::Slurm s) {
   return std::make_unique<SlurmProvider>(std::move(c), std::move(s));
 }

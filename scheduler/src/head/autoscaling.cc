@@ -37,7 +37,7 @@ void HeadService::start_autoscaler() {
   if (!autoscale_config_) return;
   ProviderContext pc{io_->address(), token_, log_dir_, o_.heartbeat_timeout_s};
   auto provider = autoscale_config_->provider == "slurm" ? slurm_provider(pc, autoscale_config_->slurm)
-                                                         : local_provider(pc);
+                                                         : local_provider(pc, autoscale_config_->local);
   Autoscaler::Context c{
       *nodes_,
       [this] {
