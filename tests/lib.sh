@@ -17,6 +17,22 @@ redis_pids() {
   done
 }
 
+# A job ($pid) and a cluster under a fresh $YARD_HOME, made for a test and removed with everything
+# it started when the test ends, however it ends: `start_test_home NAME` then `trap end_test_home EXIT`.
+start_test_home() {
+  export YARD_HOME=$(mktemp -d "/tmp/yard-$1-XXXXXX")
+  unset YARD_ADDRESS YARD_TOKEN
+  pid=""
+}
+end_test_home() {
+  set +e
+  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+  for p in $(daemon_pids); do kill "$p" 2>/dev/null; done
+  sleep 1
+  for p in $(daemon_pids) $(redis_pids); do kill -9 "$p" 2>/dev/null; done
+  rm -rf "$YARD_HOME"
+}
+
 # await_first_epoch PID: until the railway job PID (output in out.txt) has finished its first
 # epoch (of 3) and written a checkpoint.
 await_first_epoch() {

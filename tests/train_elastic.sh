@@ -9,18 +9,8 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 YARD=$(readlink -f "$1")
 TRAIN=$(readlink -f "$2")
-export YARD_HOME=$(mktemp -d /tmp/yard-train-elastic-XXXXXX)
-unset YARD_ADDRESS YARD_TOKEN
-pid=""
-cleanup() {
-  set +e
-  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-  for p in $(daemon_pids); do kill "$p" 2>/dev/null; done
-  sleep 1
-  for p in $(daemon_pids) $(redis_pids); do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$YARD_HOME"
-}
-trap cleanup EXIT
+start_test_home train-elastic
+trap end_test_home EXIT
 # Rank 0 takes 3 times as long per step: time for nodes to come and go within the run.
 export RAILWAY_TRAIN_SLOW_RANK=0:2
 export YARD_ADDRESS=$("$YARD" start --head --port 0 --num-cpus 2 --heartbeat-timeout 2 | awk '/started at/ {print $5; exit}')

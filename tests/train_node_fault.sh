@@ -8,18 +8,8 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 YARD=$(readlink -f "$1")
 TRAIN=$(readlink -f "$2")
-export YARD_HOME=$(mktemp -d /tmp/yard-train-node-XXXXXX)
-unset YARD_ADDRESS YARD_TOKEN
-pid=""
-cleanup() {
-  set +e
-  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
-  for p in $(daemon_pids); do kill "$p" 2>/dev/null; done
-  sleep 1
-  for p in $(daemon_pids) $(redis_pids); do kill -9 "$p" 2>/dev/null; done
-  rm -rf "$YARD_HOME"
-}
-trap cleanup EXIT
+start_test_home train-node
+trap end_test_home EXIT
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 "$YARD" start --head --port "$PORT" --num-cpus 1 --heartbeat-timeout 2 > /dev/null
 export YARD_ADDRESS=127.0.0.1:$PORT
