@@ -126,9 +126,9 @@ TEST_CASE("the autoscaler starts nodes for demand, within max_nodes, and stops t
   auto where = *first.call(&Probe::node).remote().get(30s);
   CHECK(where.rfind("auto-special-", 0) == 0);
 
-  // A burst: 20 more actors, 2 fit on each node and at most 2 nodes may run.
+  // A burst: 100 more actors, 2 fit on each node and at most 2 nodes may run.
   std::vector<yard::ActorHandle<Probe>> burst;
-  for (int i = 0; i < 20; ++i) burst.push_back(yard::actor<Probe>().resources({{"special", 1}}).remote());
+  for (int i = 0; i < 100; ++i) burst.push_back(yard::actor<Probe>().resources({{"special", 1}}).remote());
   size_t most = 0;
   bool told = false;
   REQUIRE(eventually(
