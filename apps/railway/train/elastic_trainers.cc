@@ -53,7 +53,8 @@ SetupInfo ElasticTrainers::start(const TrainConfig& cfg) {
   group_ = std::make_unique<ElasticGroup<RailwayTrainer>>(
       o, [res = resources_] { return yard::actor<RailwayTrainer>().resources(res).remote(); },
       [c, cks](const yard::ActorHandle<RailwayTrainer>& a) { return a.call(&RailwayTrainer::prepare).remote(c, cks); });
-  std::printf("elastic group: %d to %d trainers; training starts when %d are set up\n", min_, max_, min_);
+  std::printf("elastic group: %d to %d trainers; training starts when %d %s set up\n", min_, max_, min_,
+              min_ == 1 ? "is" : "are");
   std::fflush(stdout);
   settle();
   return *group_->member(0).call(&RailwayTrainer::info).remote().get(600s);

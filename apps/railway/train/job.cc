@@ -221,7 +221,7 @@ void TrainingJob::on_resize(const yard::actors::ElasticResize& r) {
     furthest_ = std::max(furthest_, at_.global_step);
   }
   if (r.old_world == 0) {  // the group formed: not a change of size
-    std::printf("elastic group: training with %d trainers (%s)\n", r.new_world,
+    std::printf("elastic group: training with %d trainer%s (%s)\n", r.new_world, r.new_world == 1 ? "" : "s",
                 r.from_disk && r.step > 0 ? "the newest checkpoint's state" : "the start");
     std::fflush(stdout);
     return;
