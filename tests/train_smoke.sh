@@ -102,6 +102,13 @@ grep -q "is not a whole number of pipelines" out15.txt || { cat out15.txt; exit 
 if "$bin" "${one[@]}" --strategy ps --ps-servers 40 --out bad > out16.txt 2>&1; then cat out16.txt; echo "40 servers for 33 tensors were accepted"; exit 1; fi
 grep -q "parameter servers: 40 servers for 33 parameter tensors: a server would hold nothing" out16.txt || { cat out16.txt; exit 1; }
 if grep -q "setting up the trainers" out13.txt out14.txt out15.txt out16.txt; then echo "trainers were started for an impossible pipeline"; exit 1; fi
+# An impossible elastic group, or one of another strategy, is refused the same way.
+if "$bin" "${one[@]}" --workers 3:2 --out bad > out17.txt 2>&1; then cat out17.txt; echo "--workers 3:2 was accepted"; exit 1; fi
+grep -q "wants N or MIN:MAX with 1 <= MIN <= MAX" out17.txt || { cat out17.txt; exit 1; }
+if "$bin" "${one[@]}" --workers 1:2 --strategy ps --out bad > out18.txt 2>&1; then cat out18.txt; echo "an elastic ps group was accepted"; exit 1; fi
+grep -q "an elastic group (--workers MIN:MAX) trains data parallel" out18.txt || { cat out18.txt; exit 1; }
+if "$bin" "${one[@]}" --trainer-resources '{"CPU": "one"}' --out bad > out19.txt 2>&1; then cat out19.txt; echo "bad resources were accepted"; exit 1; fi
+grep -q "CPU must be a non-negative number" out19.txt || { cat out19.txt; exit 1; }
 # A data directory recorded with other settings is refused, saying what differs; nothing is lost.
 if "$bin" --epochs 1 --workers 1 --logs 1 --length-km 9 --out other > out3.txt 2>&1; then cat out3.txt; echo "other settings were accepted"; exit 1; fi
 grep -q "log-0 was recorded with --length-km 8 (seed 100), this run asks for --length-km 9" out3.txt || { cat out3.txt; exit 1; }

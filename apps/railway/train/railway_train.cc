@@ -69,7 +69,7 @@ void add_options(CLI::App& app, railway_train::JobSpec& s) {
         };
         int lo = colon == std::string::npos ? num(v) : num(v.substr(0, colon));
         int hi = colon == std::string::npos ? lo : num(v.substr(colon + 1));
-        if (lo < 1 || hi > 64 || hi < lo) return "--workers wants N or MIN:MAX with 1 <= MIN <= MAX <= 64, not '" + v + "'";
+        if (lo < 1 || hi > 64 || hi < lo) return "wants N or MIN:MAX with 1 <= MIN <= MAX <= 64, not '" + v + "'";
         return "";
       });
   app.add_option_function<std::string>(
@@ -84,10 +84,10 @@ void add_options(CLI::App& app, railway_train::JobSpec& s) {
       ->check([](const std::string& v) -> std::string {
         auto j = nlohmann::json::parse(v, nullptr, false);
         if (j.is_discarded() || !j.is_object() || j.empty())
-          return "--trainer-resources wants a JSON object of resource amounts, not '" + v + "'";
+          return "wants a JSON object of resource amounts, not '" + v + "'";
         for (auto& [k, n] : j.items())
           if (!n.is_number() || n.get<double>() < 0)
-            return "--trainer-resources: " + k + " must be a non-negative number";
+            return k + " must be a non-negative number";
         return "";
       });
   app.add_option("--epochs", s.epochs, "epochs")->default_val(6)->check(CLI::Range(1, 1000));
