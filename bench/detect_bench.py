@@ -23,7 +23,8 @@ work = tempfile.mkdtemp(prefix="yard-detect-bench-")
 def emit(case, value, unit, peer=None, peer_value=None):
     rec = {"suite": "railway", "case": case, "value": round(value, 4), "unit": unit}
     if peer is not None:
-        rec.update(peer=peer, peer_value=round(peer_value, 4), ratio=round(value / peer_value, 4) if peer_value else None)
+        rec.update(peer=peer, peer_value=round(peer_value, 4), ratio=round(value / peer_value, 4) if peer_value else None,
+                   settings="the same job, data, seed and process settings for both; only the shards' alignment differs")
     print(json.dumps(rec), flush=True)
 
 

@@ -113,7 +113,8 @@ int main(int argc, char** argv) {
   }
   double v = median(ours), p = median(by_hand);
   std::printf("{\"suite\":\"elastic\",\"case\":\"scale_up_s\",\"value\":%.3g,\"unit\":\"s\",\"peer\":"
-              "\"node_started_by_hand\",\"peer_value\":%.3g,\"ratio\":%.3g}\n",
+              "\"node_started_by_hand\",\"peer_value\":%.3g,\"ratio\":%.3g,\"settings\":\"both nodes started by "
+              "the same yard binary on this machine with 1 CPU; the same actor on each\"}\n",
               v, p, v / p);
   std::fflush(stdout);
   yard::shutdown();

@@ -98,7 +98,8 @@ def run(binary, work, name, kill_at=None, rng=None):
 def emit(case, value, unit, peer=None, peer_value=None, **extra):
     r = {"suite": "faults", "case": case, "value": value, "unit": unit}
     if peer is not None:
-        r.update(peer=peer, peer_value=peer_value, ratio=value / peer_value if peer_value else None)
+        r.update(peer=peer, peer_value=peer_value, ratio=value / peer_value if peer_value else None,
+                 settings="the peer is measured in the same run: one checkpoint interval of the undisturbed job + 5 s")
     r.update(extra)
     print(json.dumps(r), flush=True)
 

@@ -57,7 +57,8 @@ double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Cl
 void emit(const std::string& name, double value, const char* unit, const std::string& peer = {}, double peer_value = 0) {
   if (!peer.empty())
     std::printf("{\"suite\":\"scale\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"%s\",\"peer\":\"%s\","
-                "\"peer_value\":%.4g,\"ratio\":%.4g}\n",
+                "\"peer_value\":%.4g,\"ratio\":%.4g,\"settings\":\"the same head, Redis and simulator processes for "
+                "both; the peer is the same case at the smallest size, or the heartbeat timeout + 1 s\"}\n",
                 name.c_str(), value, unit, peer.c_str(), peer_value, value / peer_value);
   else
     std::printf("{\"suite\":\"scale\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"%s\"}\n", name.c_str(), value, unit);

@@ -53,7 +53,8 @@ double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Cl
 void emit(const char* name, double value, const char* unit, const char* peer = nullptr, double peer_value = 0) {
   if (peer)
     std::printf("{\"suite\":\"scheduler\",\"case\":\"%s\",\"value\":%.3f,\"unit\":\"%s\",\"peer\":\"%s\","
-                "\"peer_value\":%.3f,\"ratio\":%.4g}\n",
+                "\"peer_value\":%.3f,\"ratio\":%.4g,\"settings\":\"the peer is this binary started as often at "
+                "once on the same machine, each answering on a pipe: what starting the processes costs\"}\n",
                 name, value, unit, peer, peer_value, value / peer_value);
   else
     std::printf("{\"suite\":\"scheduler\",\"case\":\"%s\",\"value\":%.3f,\"unit\":\"%s\"}\n", name, value, unit);
