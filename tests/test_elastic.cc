@@ -125,6 +125,11 @@ class Replica {
     return out;
   }
   int restores() { return restores_; }
+  // A collective that fails on `rank` with every process alive (as a timeout between hosts would).
+  int fail_on(int rank) {
+    if (rank == rank_) throw yard::collective::CollectiveError("injected: a collective timed out");
+    return 0;
+  }
 
  private:
   Data data_;
@@ -262,7 +267,7 @@ std::vector<double> reference(const std::vector<std::vector<StepRecord>>& steps)
 }  // namespace
 
 YARD_ACTOR(Replica, yard::ctor<>, &Replica::pid, &Replica::prepare, &Replica::regroup, &Replica::step, &Replica::weights,
-           &Replica::restores);
+           &Replica::restores, &Replica::fail_on);
 
 void yard_test_worker_hook(int argc, char** argv) {
   if (getenv("YARD_WORKER")) yard::init(argc, argv);
@@ -340,4 +345,18 @@ CATCH_TEST_CASE("an elastic group grows, shrinks on a drain, survives kill -9 an
     CATCH_INFO("rank " << r << ": largest difference " << worst);
     CATCH_CHECK(worst < 1e-10);
   }
+
+  // A call that fails on the collective with nobody lost: the same members form a new generation
+  // at the next boundary, and training goes on.
+  auto out = d.group.run<int>([](const yard::ActorHandle<Replica>& a, int) { return a.call(&Replica::fail_on).remote(1); },
+                              30s);
+  CATCH_CHECK(out.lost.empty());
+  CATCH_CHECK_FALSE(out.complete());
+  auto again = d.group.settle(60s);
+  CATCH_REQUIRE(again);
+  CATCH_CHECK(again->new_world == 2);
+  CATCH_CHECK(again->why.find("collective failed") != std::string::npos);
+  size_t before = d.steps.size();
+  d.step();
+  CATCH_CHECK(d.steps.size() == before + 1);
 }

@@ -66,7 +66,7 @@ std::vector<ChunkStats> ElasticTrainers::train(int64_t steps, bool save) {
     auto out = group_->run<ChunkStats>(
         [&](const yard::ActorHandle<RailwayTrainer>& a, int) { return a.call(&RailwayTrainer::train_steps).remote(steps, save); },
         3600s);
-    if (out.lost.empty()) {
+    if (out.complete()) {
       std::vector<ChunkStats> all;
       for (auto& s : out.by_rank) all.push_back(std::move(*s));
       return all;
@@ -87,7 +87,7 @@ EvalStats ElasticTrainers::evaluate() {
           return rank == 0 ? a.call(&RailwayTrainer::evaluate).remote() : yard::put(EvalStats{});
         },
         600s);
-    if (out.lost.empty()) return *out.by_rank[0];
+    if (out.complete()) return *out.by_rank[0];
     settle();
   }
 }
@@ -96,7 +96,7 @@ std::vector<std::string> ElasticTrainers::finish() {
   for (;;) {
     auto out = group_->run<std::vector<std::string>>(
         [](const yard::ActorHandle<RailwayTrainer>& a, int) { return a.call(&RailwayTrainer::finish).remote(); }, 600s);
-    if (!out.lost.empty()) {
+    if (!out.complete()) {
       settle();
       continue;
     }

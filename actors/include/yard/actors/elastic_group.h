@@ -75,6 +75,12 @@ class ElasticGroup {
   struct Outcome {
     std::vector<std::optional<R>> by_rank;  // nullopt: that member's call failed (its peer was lost)
     std::vector<std::string> lost;          // "rank 1 (pid 123): ActorDied ..."
+    // Every member's call succeeded (otherwise settle, then call again).
+    bool complete() const {
+      for (auto& r : by_rank)
+        if (!r) return false;
+      return true;
+    }
   };
 
   ElasticGroup(Options o, Make make, Prepare prepare) : o_(std::move(o)), make_(std::move(make)), prepare_(std::move(prepare)) {
@@ -100,9 +106,17 @@ class ElasticGroup {
         slots_[i].s.state = ElasticSlot::State::kLost;
       }
       for (int k = 0; k < plan.submit; ++k) submit();
+      if (broken_ && !plan.regroup && !plan.wait && !members_.empty()) {
+        // A call failed on the group's collective with every member still there (a timeout
+        // between hosts): the same members form a new generation.
+        plan.regroup = true;
+        plan.ranks = members_;
+        plan.why = "the group's collective failed; the same members regrouped";
+      }
       if (plan.regroup) {
         ElasticResize r;
         if (!regroup(plan, r)) continue;  // someone was lost meanwhile: plan again
+        broken_ = false;
         r.old_world = old_world;
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         r.why = plan.why;
@@ -137,7 +151,7 @@ class ElasticGroup {
             slots_[members_[k]].s.state = ElasticSlot::State::kLost;
             out.lost.push_back(who(static_cast<int>(k)) + ": " + e.what());
             break;
-          case Loss::kPeer: break;
+          case Loss::kPeer: broken_ = true; break;
           case Loss::kNone:
             if (!fault) fault = who(static_cast<int>(k)) + ": " + e.what();
         }
@@ -328,6 +342,7 @@ class ElasticGroup {
   std::vector<Slot> slots_;
   std::vector<size_t> members_;  // slot index by rank
   int generation_ = 0;
+  bool broken_ = false;  // a call failed on the collective: the next settle forms a new generation
 };
 
 }  // namespace yard::actors
