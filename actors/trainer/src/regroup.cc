@@ -1,55 +1,22 @@
 // Trainer::regroup: an elastic group's next generation gets the most advanced member's state over
 // the collective.
-#include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "yard/actors/torch_state.h"
 #include "yard/actors/trainer.h"
+#include "yard/codec.h"
 
 namespace yard::actors {
 
 namespace {
 
-// The state one member sends the others: step, rate history, model, optimizer, job state.
-class StateBlob {
- public:
-  void put(int64_t v) { raw(&v, sizeof v); }
-  void put(const std::string& s) {
-    put(static_cast<int64_t>(s.size()));
-    raw(s.data(), s.size());
-  }
-  std::string take() { return std::move(bytes_); }
-
- private:
-  void raw(const void* p, size_t n) { bytes_.append(static_cast<const char*>(p), n); }
-  std::string bytes_;
-};
-
-class BlobReader {
- public:
-  explicit BlobReader(const std::string& b) : b_(b) {}
-  int64_t i64() {
-    int64_t v;
-    need(sizeof v);
-    std::memcpy(&v, b_.data() + at_, sizeof v);
-    at_ += sizeof v;
-    return v;
-  }
-  std::string str() {
-    auto n = i64();
-    if (n < 0) throw std::runtime_error("regroup: a corrupt state blob (negative length)");
-    need(static_cast<size_t>(n));
-    std::string s = b_.substr(at_, static_cast<size_t>(n));
-    at_ += static_cast<size_t>(n);
-    return s;
-  }
-
- private:
-  void need(size_t n) const {
-    if (at_ + n > b_.size()) throw std::runtime_error("regroup: a truncated state blob");
-  }
-  const std::string& b_;
-  size_t at_ = 0;
+// The state one member sends the others.
+struct SharedState {
+  int64_t step = 0;
+  std::vector<int64_t> change_steps, change_batches, change_totals;  // ElasticLr::changes
+  std::string model, optimizer, extra;
+  YARD_FIELDS(step, change_steps, change_batches, change_totals, model, optimizer, extra);
 };
 
 }  // namespace
@@ -81,32 +48,32 @@ Regrouped Trainer::regroup(collective::Communicator& comm, Regroup& r) {
   const bool send = comm.rank() == out.source;
   std::string blob;
   if (send) {
-    StateBlob b;
-    b.put(step_);
-    b.put(static_cast<int64_t>(lr_sched_.changes.size()));
-    for (auto& c : lr_sched_.changes) b.put(c.step), b.put(c.global_batch), b.put(c.total_steps);
-    b.put(state_bytes(*model_));
-    b.put(state_bytes(*opt_));
-    b.put(r.extra);
-    blob = b.take();
+    SharedState st;
+    st.step = step_;
+    for (auto& c : lr_sched_.changes)
+      st.change_steps.push_back(c.step), st.change_batches.push_back(c.global_batch), st.change_totals.push_back(c.total_steps);
+    st.model = state_bytes(*model_);
+    st.optimizer = state_bytes(*opt_);
+    st.extra = r.extra;
+    auto b = Codec<SharedState>::encode(st);
+    blob.assign(b->data(), b->size());
   }
   int64_t size = static_cast<int64_t>(blob.size());
   comm.broadcast(&size, 1, DType::kInt64, out.source);
   blob.resize(static_cast<size_t>(size));
   comm.broadcast(blob.data(), blob.size(), DType::kUInt8, out.source);
   out.bytes = blob.size();
-  BlobReader in(blob);
-  int64_t step = in.i64();
-  std::vector<ElasticLr::Change> changes(static_cast<size_t>(in.i64()));
-  for (auto& c : changes) c.step = in.i64(), c.global_batch = in.i64(), c.total_steps = in.i64();
-  std::string model = in.str(), opt = in.str();
-  r.extra = in.str();
+  auto in = Codec<SharedState>::decode(blob.data(), blob.size());
+  std::vector<ElasticLr::Change> changes;
+  for (size_t k = 0; k < in.change_steps.size(); ++k)
+    changes.push_back({in.change_steps[k], in.change_batches[k], in.change_totals[k]});
+  r.extra = std::move(in.extra);
   if (!send && mine != best) {
-    load_state(*model_, model);
-    load_state(*opt_, opt);
+    load_state(*model_, in.model);
+    load_state(*opt_, in.optimizer);
     out.loaded = true;
   }
-  step_ = step;
+  step_ = in.step;
   lr_sched_.changes = std::move(changes);
   out.step = step_;
   // The linear scaling rule for the new global batch, reached over resize_warmup steps.

@@ -218,7 +218,6 @@ void TrainingJob::on_resize(const yard::actors::ElasticResize& r) {
                    "step " + std::to_string(written) + ", under " + run_dir_ + "): the run cannot continue where it "
                    "was. Run the job again to train from the start (its data is kept), or with more --checkpoint-replicas");
     log_->rewind(r.step);
-    furthest_ = std::max(furthest_, at_.global_step);
   }
   if (r.old_world == 0) {  // the group formed: not a change of size
     std::printf("elastic group: training with %d trainer%s (%s)\n", r.new_world, r.new_world == 1 ? "" : "s",

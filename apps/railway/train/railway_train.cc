@@ -16,8 +16,11 @@
 // curves.svg. Any one process lost at any moment is survived (job.h says how).
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -29,6 +32,18 @@
 
 namespace {
 
+// --workers N or MIN:MAX (1 <= MIN <= MAX <= 64): {MIN, MAX} (MIN 0 for a fixed N), or nullopt.
+std::optional<std::pair<int, int>> parse_workers(const std::string& v) {
+  auto num = [](const std::string& t) {
+    return !t.empty() && t.size() < 4 && t.find_first_not_of("0123456789") == std::string::npos ? std::stoi(t) : -1;
+  };
+  auto colon = v.find(':');
+  int hi = num(colon == std::string::npos ? v : v.substr(colon + 1));
+  int lo = colon == std::string::npos ? hi : num(v.substr(0, colon));
+  if (lo < 1 || hi > 64 || hi < lo) return std::nullopt;
+  return std::make_pair(colon == std::string::npos ? 0 : lo, hi);
+}
+
 // An embedded cluster (no --address / YARD_ADDRESS) offers a CPU per trainer and two more for the
 // checkpointer and aligners, even on a smaller machine: like torchrun, it oversubscribes rather
 // than waiting for CPUs that will never come. A real cluster offers what its nodes have.
@@ -37,10 +52,8 @@ void init_cluster(int argc, char** argv) {
   int want = 2, dp = 0, pp = 1;
   for (int i = 1; i + 1 < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--workers") {  // N, or MIN:MAX (room for MAX)
-      std::string v = argv[i + 1];
-      want = std::max(want, std::atoi(v.substr(v.find(':') == std::string::npos ? 0 : v.find(':') + 1).c_str()));
-    }
+    if (a == "--workers")  // room for MAX
+      if (auto w = parse_workers(argv[i + 1])) want = std::max(want, w->second);
     if (a == "--dp") dp = std::atoi(argv[i + 1]);
     if (a == "--pp") pp = std::atoi(argv[i + 1]);
   }
@@ -55,22 +68,11 @@ void add_options(CLI::App& app, railway_train::JobSpec& s) {
   app.add_option("--out", s.out, "metrics, curves and checkpoints")->default_val("railway-out");
   app.add_option_function<std::string>(
          "--workers",
-         [&s](const std::string& v) {
-           auto colon = v.find(':');
-           s.workers = std::stoi(v.substr(colon == std::string::npos ? 0 : colon + 1));
-           s.min_workers = colon == std::string::npos ? 0 : std::stoi(v.substr(0, colon));
-         },
+         [&s](const std::string& v) { std::tie(s.min_workers, s.workers) = *parse_workers(v); },
          "trainer actors (data-parallel replicas); MIN:MAX for an elastic group, which starts as soon as MIN are "
          "placed, grows towards MAX when the cluster has room and goes on without lost or drained trainers (default 2)")
       ->check([](const std::string& v) -> std::string {
-        auto colon = v.find(':');
-        auto num = [](const std::string& t) {
-          return !t.empty() && t.size() < 4 && t.find_first_not_of("0123456789") == std::string::npos ? std::stoi(t) : -1;
-        };
-        int lo = colon == std::string::npos ? num(v) : num(v.substr(0, colon));
-        int hi = colon == std::string::npos ? lo : num(v.substr(colon + 1));
-        if (lo < 1 || hi > 64 || hi < lo) return "wants N or MIN:MAX with 1 <= MIN <= MAX <= 64, not '" + v + "'";
-        return "";
+        return parse_workers(v) ? "" : "wants N or MIN:MAX with 1 <= MIN <= MAX <= 64, not '" + v + "'";
       });
   app.add_option_function<std::string>(
          "--trainer-resources",

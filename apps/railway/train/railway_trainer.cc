@@ -172,6 +172,9 @@ struct RailwayTrainer::Impl {
   int64_t steps_per_epoch() const {
     return (static_cast<int64_t>(feed->steps_per_epoch()) + cfg.accumulate - 1) / cfg.accumulate;
   }
+  int64_t steps_left() const {  // in the epoch, at the group's size now
+    return (static_cast<int64_t>(feed->steps_left()) + cfg.accumulate - 1) / cfg.accumulate;
+  }
   // The data, the model and what goes with them (both kinds of group).
   void build(const TrainConfig& c);
   void make_feed();
@@ -282,7 +285,7 @@ SetupInfo RailwayTrainer::Impl::info() const {
   i.epoch = feed->epoch();
   i.step = feed->step() / static_cast<uint64_t>(cfg.accumulate);
   i.global_step = stepper->global_step();
-  i.steps_left = static_cast<int64_t>((feed->steps_left() + static_cast<uint64_t>(cfg.accumulate) - 1) / static_cast<uint64_t>(cfg.accumulate));
+  i.steps_left = steps_left();
   i.pid = getpid();
   i.node = yard::node_id();
   return i;
@@ -466,7 +469,7 @@ ChunkStats RailwayTrainer::train_steps(int64_t steps, bool checkpoint) {
   st.epoch = s.feed->epoch();
   st.step = s.feed->step() / static_cast<uint64_t>(s.cfg.accumulate);
   st.global_step = s.stepper->global_step();
-  st.steps_left = s.info().steps_left;
+  st.steps_left = s.steps_left();
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (checkpoint && s.rank == 0) s.hand_over_checkpoint(st);
   return st;

@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <map>
 
-#include <algorithm>
-
 #include "policy/leases.h"
 
 namespace yard::sched {

@@ -21,6 +21,7 @@
 #include <chrono>
 #include <ctime>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <thread>
@@ -106,11 +107,12 @@ class ElasticGroup {
         slots_[i].s.state = ElasticSlot::State::kLost;
       }
       for (int k = 0; k < plan.submit; ++k) submit();
-      if (broken_ && !plan.regroup && !plan.wait && !members_.empty()) {
+      if (broken_ && !plan.regroup && !plan.wait && world_ > 0) {
         // A call failed on the group's collective with every member still there (a timeout
         // between hosts): the same members form a new generation.
         plan.regroup = true;
-        plan.ranks = members_;
+        plan.ranks.resize(static_cast<size_t>(world_));
+        std::iota(plan.ranks.begin(), plan.ranks.end(), size_t{0});
         plan.why = "the group's collective failed; the same members regrouped";
       }
       if (plan.regroup) {
@@ -122,9 +124,9 @@ class ElasticGroup {
         r.why = plan.why;
         return r;
       }
-      if (!plan.wait && !members_.empty()) return std::nullopt;
+      if (!plan.wait && world_ > 0) return std::nullopt;
       if (std::chrono::steady_clock::now() > deadline)
-        throw TimeoutError("the elastic group " + o_.name + " has " + std::to_string(members_.size()) +
+        throw TimeoutError("the elastic group " + o_.name + " has " + std::to_string(world_) +
                            " members and needs at least " + std::to_string(o_.min) + " (" + std::to_string(ready()) +
                            " ready, " + std::to_string(waiting()) + " waiting for room or preparing)");
       await_progress(deadline);
@@ -136,7 +138,7 @@ class ElasticGroup {
   template <class R, class Call>
   Outcome<R> run(Call call, Duration timeout) {
     std::vector<ObjectRef<R>> refs;
-    for (size_t k = 0; k < members_.size(); ++k) refs.push_back(call(*slots_[members_[k]].actor, static_cast<int>(k)));
+    for (int k = 0; k < world_; ++k) refs.push_back(call(member(k), k));
     Outcome<R> out;
     out.by_rank.resize(refs.size());
     if (yard::wait(refs, refs.size(), timeout).ready.size() < refs.size())
@@ -148,7 +150,7 @@ class ElasticGroup {
       } catch (const std::exception& e) {
         switch (loss_of(e)) {
           case Loss::kThisMember:
-            slots_[members_[k]].s.state = ElasticSlot::State::kLost;
+            slots_[k].s.state = ElasticSlot::State::kLost;
             out.lost.push_back(who(static_cast<int>(k)) + ": " + e.what());
             break;
           case Loss::kPeer: broken_ = true; break;
@@ -161,10 +163,10 @@ class ElasticGroup {
     return out;
   }
 
-  int world() const { return static_cast<int>(members_.size()); }
-  const ActorHandle<T>& member(int rank) const { return *slots_[members_[static_cast<size_t>(rank)]].actor; }
-  int pid(int rank) const { return slots_[members_[static_cast<size_t>(rank)]].pid; }
-  const std::string& node(int rank) const { return slots_[members_[static_cast<size_t>(rank)]].node; }
+  int world() const { return world_; }
+  const ActorHandle<T>& member(int rank) const { return *slots_[static_cast<size_t>(rank)].actor; }
+  int pid(int rank) const { return slots_[static_cast<size_t>(rank)].pid; }
+  const std::string& node(int rank) const { return slots_[static_cast<size_t>(rank)].node; }
   std::string who(int rank) const {
     return "rank " + std::to_string(rank) + " (pid " + std::to_string(pid(rank)) + " on " + node(rank) + ")";
   }
@@ -176,7 +178,7 @@ class ElasticGroup {
         } catch (const std::exception&) {
         }
     slots_.clear();
-    members_.clear();
+    world_ = 0;
   }
 
  private:
@@ -313,21 +315,20 @@ class ElasticGroup {
     }
     if (fault && !lost) throw Error("the elastic group " + o_.name + " could not form generation " + gen + ": " + *fault);
     if (lost) return false;
-    // The new generation: members by rank; the lost and released are forgotten.
+    // The new generation: members first, by rank, then the candidates; the lost and released are
+    // forgotten.
     std::vector<Slot> next;
+    std::vector<bool> taken(slots_.size(), false);
     for (size_t k = 0; k < plan.ranks.size(); ++k) {
+      taken[plan.ranks[k]] = true;
       next.push_back(std::move(slots_[plan.ranks[k]]));
       next.back().s.state = ElasticSlot::State::kMember;
       next.back().s.rank = static_cast<int>(k);
     }
-    for (size_t i = 0; i < slots_.size(); ++i) {
-      bool moved = false;
-      for (size_t j : plan.ranks) moved = moved || j == i;
-      if (!moved && slots_[i].s.state != ElasticSlot::State::kLost) next.push_back(std::move(slots_[i]));
-    }
+    for (size_t i = 0; i < slots_.size(); ++i)
+      if (!taken[i] && slots_[i].s.state != ElasticSlot::State::kLost) next.push_back(std::move(slots_[i]));
     slots_ = std::move(next);
-    members_.clear();
-    for (size_t k = 0; k < plan.ranks.size(); ++k) members_.push_back(k);
+    world_ = static_cast<int>(plan.ranks.size());
     r.time = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     r.new_world = static_cast<int>(plan.ranks.size());
     r.step = joined[0].step;
@@ -339,8 +340,8 @@ class ElasticGroup {
   Options o_;
   Make make_;
   Prepare prepare_;
-  std::vector<Slot> slots_;
-  std::vector<size_t> members_;  // slot index by rank
+  std::vector<Slot> slots_;  // the members first, slot k holding rank k; then the candidates
+  int world_ = 0;
   int generation_ = 0;
   bool broken_ = false;  // a call failed on the collective: the next settle forms a new generation
 };
