@@ -83,6 +83,38 @@ bytes=$(stat -c %s "$YARD_HOME/link.pcap")
 # (The node's heartbeats to the control store crossed it meanwhile: in clear they name yard:node:…)
 ! grep -aq "yard:node:" "$YARD_HOME/link.pcap" || fail "the control store's traffic crossed the link in clear"
 echo "a value crossed the link both ways; a capture of it ($bytes bytes) holds neither the value, the token nor the password"
+# A large value (24 MB of the mark, in parts) comes back on the holder's data link, sealed with
+# AES-GCM: intact, no mark in the capture, and most of it from a second port of the holder (its
+# data link), beside the one it was asked on (the first 256 KB, over CurveZMQ).
+tcpdump -i "$VH" -B 32768 --immediate-mode -U -w "$YARD_HOME/big.pcap" tcp 2> /dev/null &
+DUMP_PID=$!
+wait_for 10 test -s "$YARD_HOME/big.pcap" || fail "tcpdump did not start"
+big=$(YARD_ADDRESS="$H:$PORT" YARD_TOKEN="$TOKEN" "$PROBE" echo "$NODE" "$MARK" 25165824) || fail "the large value across the link failed"
+kill -INT $DUMP_PID; wait $DUMP_PID 2> /dev/null || true
+[ "$big" = intact ] || fail "the large value across the link came back $big"
+! grep -aq "$MARK" "$YARD_HOME/big.pcap" || fail "the large value crossed the link in clear"
+ports=$(tcpdump -r "$YARD_HOME/big.pcap" -nn -q "src host $N" 2> /dev/null | python3 -c '
+import collections, sys
+sent = collections.Counter()
+for line in sys.stdin:
+    f = line.split()  # TIME IP SRC.PORT > DST.PORT: tcp LEN
+    if len(f) >= 7 and f[-1].isdigit():
+        sent[f[2].rsplit(".", 1)[1]] += int(f[-1])
+print(" ".join("%s:%d" % kv for kv in sorted(sent.items(), key=lambda kv: -kv[1])[:3]))')
+heavy=$(tr ' ' '\n' <<< "$ports" | awk -F: '$2 >= 200000' | wc -l)
+[ "$heavy" -ge 2 ] && [ "$(tr ' ' '\n' <<< "$ports" | awk -F: '$2 >= 16000000' | wc -l)" -ge 1 ] || fail "the large value did not come over a data link (bytes sent per port of the node: $ports)"
+echo "24 MB of a mark came back intact over the holder's data link (bytes per port: $ports); the capture holds no mark"
+# Sizes around the part size (and the data link's small first part) come through it intact.
+parts=$(YARD_ADDRESS="$H:$PORT" YARD_TOKEN="$TOKEN" timeout 300 "$PROBE" parts "$NODE" 2>&1) || fail "the parts across the link failed: $parts"
+grep -q "intact 12 of 12" <<< "$parts" || fail "objects of sizes around the part size across the link: $parts"
+echo "objects of 12 sizes around the part size came through the data link intact"
+# The node's data link answers nothing to a client without its key, and says so in its log.
+DATA=$(cat "$YARD_HOME"/session-*/logs/*.log | grep -o "data link $N:[0-9]*" | head -1 | cut -d' ' -f3 || true)
+[ -n "$DATA" ] || fail "the node did not log its data link (logs: $(ls "$YARD_HOME"/session-*/logs/))"
+raw=$("$PROBE" raw "$DATA")
+[ "$raw" = silence ] || fail "a client without the data link's key got '$raw'"
+wait_for 10 grep -q "not sealed with its key" "$YARD_HOME"/session-*/logs/node.log || fail "the node did not log the unsealed message"
+echo "a client without the key got silence from the node's data link $DATA, which logged it"
 # A collective group with a rank on each host seals its traffic too: allreduces and a broadcast of
 # 5 MB of a mark cross the link without the mark in clear (a capture under load may miss packets: it
 # needs 2 MB of the 10 MB or so that cross).

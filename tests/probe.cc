@@ -18,6 +18,7 @@
 //                    from calls; prints "intact K of M",
 //                    then kills that actor and prints "lost <what the get said>"
 //   probe echo N S   an actor on node N returns S twice over; prints what came back
+//   probe echo N S B an actor on node N returns B bytes of S repeated; prints "intact" or "broken"
 //   probe ring N M S a two-rank collective group of actors on nodes N and M: allreduces and a
 //                    broadcast of the mark S; prints each rank's verdict ("ok sealed", ...)
 //   probe raw ADDR   a plain ZeroMQ client (no keys, no token) sends a request to ADDR and prints
@@ -96,6 +97,13 @@ class Holder {
     return v->size() == (100u << 20) && v->front() == fill && v->back() == fill;
   }
   std::string echo(std::string s) { return s + s; }
+  std::string repeat(std::string s, int64_t bytes) {
+    std::string out;
+    out.reserve(size_t(bytes) + s.size());
+    while (int64_t(out.size()) < bytes) out += s;
+    out.resize(size_t(bytes));
+    return out;
+  }
   std::vector<uint8_t> pattern_value(int64_t bytes, int seed) { return make_pattern(bytes, seed); }
   // An object whose every byte depends on its position.
   yard::ObjectRef<std::vector<uint8_t>> pattern(int64_t bytes, int seed) { return yard::put(make_pattern(bytes, seed)); }
@@ -115,7 +123,7 @@ class Holder {
 };
 YARD_ACTOR(Holder, &Holder::ping, &Holder::where, &Holder::read, &Holder::nap, &Holder::sample, &Holder::make,
            &Holder::hold, &Holder::drop, &Holder::pattern, &Holder::echo,
-           &Holder::pattern_value);
+           &Holder::pattern_value, &Holder::repeat);
 
 // One rank of a two-rank collective group of the cluster: an allreduce (max) of 5 MB of `mark`
 // over and over, an allreduce (sum) of doubles and a broadcast of `mark` from rank 1. Returns
@@ -260,6 +268,17 @@ int main(int argc, char** argv) {
     auto ra = a.call(&Ranker::ring).remote(0, std::string(argv[4]));
     auto rb = b.call(&Ranker::ring).remote(1, std::string(argv[4]));
     std::printf("%s\n%s\n", ra.get(std::chrono::seconds(60))->c_str(), rb.get(std::chrono::seconds(60))->c_str());
+    return 0;
+  }
+  if (mode == "echo" && argc > 4) {  // a large value of the mark, returned from the other host
+    auto h = yard::actor<Holder>().node_affinity(argv[2]).remote();
+    int64_t bytes = std::atoll(argv[4]);
+    std::string want(argv[3]);
+    auto got = h.call(&Holder::repeat).remote(want, bytes).get(std::chrono::seconds(120));
+    bool intact = int64_t(got->size()) == bytes;
+    for (size_t i = 0; intact && i < got->size(); i += want.size())
+      intact = got->compare(i, want.size(), want, 0, std::min(want.size(), got->size() - i)) == 0;
+    std::printf("%s\n", intact ? "intact" : "broken");
     return 0;
   }
   if (mode == "echo" && argc > 3) {

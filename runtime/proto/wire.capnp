@@ -89,6 +89,15 @@ struct ObjectPart {
   total @0 :UInt64;       # the whole value's size
   offset @1 :UInt64;
   data @2 :Value;         # the bytes from offset on
+  dataLink @3 :DataLink;  # set in the first part of a larger value, when the holder has one
+}
+
+# A holder's sealed data link (runtime/src/sealed_link.h): the rest of a large value's parts are
+# asked for there, each message sealed with AES-256-GCM under `key`. Offered only over an
+# encrypted link, so the key is never seen in clear.
+struct DataLink {
+  address @0 :Text;       # host:port of the holder's data listener
+  key @1 :Data;           # 32 bytes, the holder's own, made when it started
 }
 
 # Content-addressed files (job binaries) kept by the head and fetched by nodes.

@@ -29,18 +29,19 @@ void deliver(IoLoop::ReplyCallback& cb, std::unique_ptr<InMessage> msg, std::opt
     spdlog::error("a reply handler failed: {}", e.getDescription().cStr());
   }
 }
-// The sender's address of a received message ("unknown" when the transport does not say).
-std::string peer_address(zmq::message_t& m) {
+}  // namespace
+
+std::string frame_peer_address(zmq::message_t& m) {
   const char* a = zmq_msg_gets(m.handle(), "Peer-Address");
   return a ? a : "unknown";
 }
-void tune(zmq::socket_t& s) {
+
+void IoLoop::tune(zmq::socket_t& s) {
   s.set(zmq::sockopt::linger, 0);
   s.set(zmq::sockopt::sndhwm, 0);
   s.set(zmq::sockopt::rcvhwm, 0);
   s.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(link_limits().max_message_bytes));
 }
-}  // namespace
 
 std::shared_ptr<zmq::context_t> IoLoop::make_context(int io_threads) {
   auto ctx = std::make_shared<zmq::context_t>(io_threads);
@@ -97,6 +98,7 @@ IoLoop::IoLoop(const std::string& host, int port, std::string token, RequestHand
   std::string last = router_->get(zmq::sockopt::last_endpoint);  // tcp://127.0.0.1:12345
   auto colon = last.rfind(':');
   address_ = host + ":" + last.substr(colon + 1);
+  if (curve_for_host(host)) listen_for_data(host);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   thread_ = std::thread([this] { run(); });
 }
@@ -193,10 +195,12 @@ void IoLoop::reply(std::string routing_id, Frames frames) {
   });
 }
 
-void IoLoop::send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs) {
+void IoLoop::send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs, LinkSeal* seal,
+                          SealedAs as) {
   size_t cap = std::min(kBatchMaxBytes, static_cast<size_t>(link_limits().max_message_bytes));
   auto batchable = [&](const Frames& f) { return f.size() == 1 && f[0].size() % 8 == 0 && f[0].size() + 16 <= cap; };
   auto send = [&](Frames& fr) {
+    if (seal) seal->seal(fr, as);
     if (routing) s.send(zmq::buffer(*routing), zmq::send_flags::sndmore);
     for (size_t k = 0; k < fr.size(); ++k)
       s.send(fr[k], k + 1 < fr.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
@@ -219,7 +223,7 @@ void IoLoop::send_batched(zmq::socket_t& s, const std::string* routing, std::vec
 void IoLoop::flush() {
   for (auto& addr : dirty_peers_) {
     auto it = peers_.find(addr);
-    if (it != peers_.end()) send_batched(*it->second.dealer, nullptr, it->second.outbox);
+    if (it != peers_.end()) send_batched(*it->second.dealer, nullptr, it->second.outbox, it->second.seal.get());
   }
   dirty_peers_.clear();
   if (router_out_.empty()) return;
@@ -232,7 +236,14 @@ void IoLoop::flush() {
     groups[it->second].second.push_back(std::move(fr));
   }
   router_out_.clear();
-  for (auto& [rid, msgs] : groups) send_batched(*router_, &rid, msgs);
+  for (auto& [rid, msgs] : groups) {
+    if (!via_data_link(rid)) {
+      send_batched(*router_, &rid, msgs);
+    } else if (data_router_) {
+      std::string data_rid = rid.substr(1);
+      send_batched(*data_router_, &data_rid, msgs, data_seal_.get(), SealedAs::reply);
+    }
+  }
 }
 
 void IoLoop::every(std::chrono::milliseconds period, std::function<void()> fn) {
@@ -271,7 +282,11 @@ IoLoop::Peer& IoLoop::peer(const std::string& addr) {
   p.dealer->set(zmq::sockopt::heartbeat_ivl, 1000);
   p.dealer->set(zmq::sockopt::heartbeat_timeout, 4000);
   std::string target = addr.substr(0, addr.find('/'));  // "host:port/lane": a connection of its own
-  if (curve_for_host(host_of(target))) {
+  if (auto sealed = sealed_keys_.find(addr); sealed != sealed_keys_.end()) {
+    // A data link: plain ZeroMQ, every message sealed (sealed_peer names it "sealed:host:port#key").
+    p.seal = std::make_unique<LinkSeal>(sealed->second);
+    target = addr.substr(7, addr.find('#') - 7);
+  } else if (curve_for_host(host_of(target))) {
     p.curve = true;
     p.dealer->set(zmq::sockopt::curve_serverkey, keys().public_z85);
     p.dealer->set(zmq::sockopt::curve_publickey, keys().public_z85);
@@ -317,6 +332,11 @@ void IoLoop::run() {
     size_t monitor_at = items.size();
     items.push_back({router_monitor_->handle(), 0, ZMQ_POLLIN, 0});
     if (zap_) items.push_back({zap_->handle(), 0, ZMQ_POLLIN, 0});
+    size_t data_at = items.size();
+    if (data_router_) {
+      items.push_back({data_router_->handle(), 0, ZMQ_POLLIN, 0});
+      items.push_back({data_monitor_->handle(), 0, ZMQ_POLLIN, 0});
+    }
     auto now = Clock::now();
     // Rounded up: a timer due in under a millisecond is waited for, not spun on with zero timeouts.
     // An idle loop (nothing in flight to expire) sleeps until woken, or a second: thousands of
@@ -335,12 +355,16 @@ void IoLoop::run() {
       (void)!read(wake_fd_, &v, sizeof v);
     }
     drain_posted();
-    if (items[monitor_at].revents & ZMQ_POLLIN) on_router_monitor_readable();
+    if (items[monitor_at].revents & ZMQ_POLLIN) on_router_monitor_readable(*router_monitor_);
     if (zap_ && (items[monitor_at + 1].revents & ZMQ_POLLIN))
       answer_zap(*zap_, keys().public_z85, [this](const std::string& peer, const std::string& why) {
         fault(peer, "refused a connection to " + address_ + ": " + why);
       });
     if (items[1].revents & ZMQ_POLLIN) on_router_readable();
+    if (data_router_) {
+      if (items[data_at + 1].revents & ZMQ_POLLIN) on_router_monitor_readable(*data_monitor_);
+      if (items[data_at].revents & ZMQ_POLLIN) on_data_readable();
+    }
     for (size_t i = 0; i < addrs.size(); ++i) {
       auto it = peers_.find(addrs[i]);
       if (it == peers_.end()) continue;
@@ -385,7 +409,7 @@ void IoLoop::on_router_readable() {
       frames.push_back(std::move(m));
     }
     std::string routing(static_cast<const char*>(rid.data()), rid.size());
-    std::string from = frames.empty() ? std::string("unknown") : peer_address(frames[0]);
+    std::string from = frames.empty() ? std::string("unknown") : frame_peer_address(frames[0]);
     std::vector<Frames> msgs;
     try {
       msgs = messages_of(std::move(frames));
@@ -421,6 +445,13 @@ void IoLoop::take_request(const std::string& routing, const std::string& from, F
     router_out_.emplace_back(routing, out.finish());
     return;
   }
+  if (via_data_link(routing) && !msg->env().getBody().isGetObjectPart()) {
+    fault(from, "refused a request on the data link of " + address_ + " that is not for an object's part");
+    OutMessage out(token_, msg->env().getRequestId(), true);
+    set_error(out.env(), wire::ErrorCode::BAD_REQUEST, "a data link answers only requests for parts of objects");
+    router_out_.emplace_back(routing, out.finish());
+    return;
+  }
   try {
     handler_(Incoming{routing, std::move(msg)});
   } catch (const std::exception& e) {
@@ -443,6 +474,7 @@ void IoLoop::on_dealer_readable(const std::string& addr, Peer& p) {
       more = n.more();
       frames.push_back(std::move(n));
     }
+    if (p.seal && !open_replies(addr, p, frames)) return;  // the link was failed
     std::vector<Frames> msgs;
     try {
       msgs = messages_of(std::move(frames));
@@ -482,11 +514,11 @@ void IoLoop::take_reply(const std::string& addr, Frames frames) {
   deliver(cb, std::move(msg), std::nullopt);
 }
 
-void IoLoop::on_router_monitor_readable() {
+void IoLoop::on_router_monitor_readable(zmq::socket_t& monitor) {
   for (;;) {
     zmq::message_t ev, ep;
-    if (!router_monitor_->recv(ev, zmq::recv_flags::dontwait)) return;
-    if (ev.more()) (void)router_monitor_->recv(ep, zmq::recv_flags::none);
+    if (!monitor.recv(ev, zmq::recv_flags::dontwait)) return;
+    if (ev.more()) (void)monitor.recv(ep, zmq::recv_flags::none);
     uint16_t event = 0;
     uint32_t value = 0;
     if (ev.size() >= 6) {

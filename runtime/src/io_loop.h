@@ -27,6 +27,7 @@
 
 #include "link_limits.h"
 #include "link_security.h"
+#include "sealed_link.h"
 #include "wire.h"
 
 namespace yard::detail {
@@ -36,6 +37,9 @@ struct LocalError {
   std::string message;
   bool shutdown = false;  // this process is ending (IoLoop::closing): nothing is retried
 };
+
+// The sender's address of a received frame ("unknown" when the transport does not say).
+std::string frame_peer_address(zmq::message_t& m);
 
 class IoLoop {
  public:
@@ -93,14 +97,30 @@ class IoLoop {
   // Counters for tests and status: malformed or unauthenticated messages, refused handshakes.
   uint64_t malformed_count() const { return malformed_.load(); }
 
+  // An encrypted listener's data link (sealed_link.h): a second, plain listener where every
+  // message is sealed with `key`, for the parts of large values; nullopt on loopback.
+  struct DataLink {
+    std::string address, key;
+  };
+  const std::optional<DataLink>& data_link() const { return data_link_; }
+  // Whether a request came in over this loop's data link (its reply goes back there, sealed).
+  static bool via_data_link(const std::string& routing_id) {
+    return !routing_id.empty() && routing_id[0] == kDataRouting;
+  }
+  // Loop thread only: the peer name under which requests go sealed to another process's data
+  // link (one name per address and key).
+  std::string sealed_peer(const DataLink& link);
+
  private:
   void fail(ReplyCallback& cb, LocalError e);
+  static constexpr char kDataRouting = 'd';  // marks the routing ids of data-link requests
   struct Peer {
     std::unique_ptr<zmq::socket_t> dealer;
     std::unique_ptr<zmq::socket_t> monitor;
     bool connected = false;
     bool curve = false;       // an encrypted link (link_security.h)
     bool handshaken = false;  // its handshake succeeded
+    std::unique_ptr<LinkSeal> seal;  // a sealed data link: every message sealed and opened
     std::vector<Frames> outbox;  // requests made this turn, sent by flush()
     size_t inflight = 0;         // requests awaiting a reply: the link is polled while > 0
     Clock::time_point last_used;  // its last request: a link idle for kIdleLink is closed
@@ -120,6 +140,7 @@ class IoLoop {
     bool once = false;
   };
 
+  static void tune(zmq::socket_t& s);  // limits and buffers of every socket
   void run();
   void run_or_post(std::function<void()> fn);
   void drain_posted();
@@ -130,9 +151,15 @@ class IoLoop {
   void take_reply(const std::string& addr, Frames frames);
   // Sends what this turn queued: each peer's requests, then the replies, batched per peer.
   void flush();
-  void send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs);
+  void send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs, LinkSeal* seal = nullptr,
+                    SealedAs as = SealedAs::request);
   void on_monitor_readable(const std::string& addr, Peer& p);
-  void on_router_monitor_readable();
+  // A listener's monitor (the router's or the data link's): counts and limits connections.
+  void on_router_monitor_readable(zmq::socket_t& monitor);
+  // The data link (io_loop_data.cc): listening, its requests, and replies opened from a peer's.
+  void listen_for_data(const std::string& host);
+  void on_data_readable();
+  bool open_replies(const std::string& addr, Peer& p, Frames& frames);
   // The first frame over the message limit, as an error to report; nullopt when all are within.
   std::optional<std::string> oversized(const Frames& frames, const std::string& to) const;
   // Logs a fault of a peer at a bounded rate, and counts it.
@@ -162,6 +189,10 @@ class IoLoop {
   std::optional<CurveKeys> keys_;                 // made when the first encrypted link needs them
   std::unique_ptr<zmq::socket_t> zap_;            // the ZAP handler of an encrypted listener
   std::unique_ptr<zmq::socket_t> router_monitor_; // its connections and refused handshakes
+  std::optional<DataLink> data_link_;             // an encrypted listener's data link
+  std::unique_ptr<zmq::socket_t> data_router_, data_monitor_;
+  std::unique_ptr<LinkSeal> data_seal_;
+  std::unordered_map<std::string, std::string> sealed_keys_;  // sealed peer name -> its key
   ConnectionCount connections_{link_limits()};    // loop thread only
   PeerFaults faults_;                             // loop thread only
 

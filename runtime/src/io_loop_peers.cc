@@ -49,6 +49,7 @@ void IoLoop::fail_peer(const std::string& addr, const std::string& why, wire::Er
     zmq_socket_monitor(it->second.dealer->handle(), nullptr, 0);
     peers_.erase(it);
   }
+  sealed_keys_.erase(addr);
   active_.erase(addr);
   for (auto& cb : cbs) fail(cb, LocalError{code, why});
 }
@@ -65,6 +66,7 @@ void IoLoop::close_idle(Clock::time_point now) {
     auto& p = it->second;
     if (p.inflight == 0 && p.outbox.empty() && now - p.last_used > kIdleLink) {
       zmq_socket_monitor(p.dealer->handle(), nullptr, 0);
+      sealed_keys_.erase(it->first);
       it = peers_.erase(it);
     } else {
       ++it;

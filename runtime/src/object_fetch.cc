@@ -4,6 +4,8 @@
 #include <cstring>
 #include <memory>
 
+#include <spdlog/spdlog.h>
+
 #include "link_security.h"
 #include "ownership.h"
 
@@ -45,21 +47,34 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
     r.setOffset(offset);
     r.setLength(length);
     ++in_flight_;
-    // Parts over an encrypted link alternate between connections: each is encrypted and
-    // decrypted on its own I/O thread.
+    // The holder's data link when it offered one (sealed_link.h); else parts over an encrypted
+    // link alternate between connections, each encrypted and decrypted on its own I/O thread.
+    bool sealed = !via_.empty();
     int lane = static_cast<int>(offset / kObjectPartBytes % static_cast<uint64_t>(lanes_));
-    io_.request(lane == 0 ? from_ : from_ + "/" + std::to_string(lane), rid, m.finish(),
-                [self = shared_from_this(), offset, length](std::unique_ptr<InMessage> reply, std::optional<LocalError> err) {
-                  self->on_reply(offset, length, std::move(reply), std::move(err));
+    std::string to = sealed ? via_ : lane == 0 ? from_ : from_ + "/" + std::to_string(lane);
+    io_.request(to, rid, m.finish(),
+                [self = shared_from_this(), offset, length, sealed](std::unique_ptr<InMessage> reply,
+                                                                    std::optional<LocalError> err) {
+                  self->on_reply(offset, length, sealed, std::move(reply), std::move(err));
                 },
                 std::chrono::milliseconds::max());
   }
 
  private:
-  void on_reply(uint64_t offset, uint64_t length, std::unique_ptr<InMessage> reply, std::optional<LocalError> err) {
+  void on_reply(uint64_t offset, uint64_t length, bool sealed, std::unique_ptr<InMessage> reply,
+                std::optional<LocalError> err) {
     --in_flight_;
     if (finished_) return;
     FetchResult r;
+    if (err && sealed) {
+      // The data link failed (not reachable, say, where only the holder's own port is open):
+      // the part is asked for again over the encrypted link, which says whether the holder lives.
+      if (!via_.empty())
+        spdlog::warn("object {} from {}: its data link failed ({}); the rest comes over the encrypted link", id_,
+                     from_, err->message);
+      via_.clear();
+      return ask(offset, length);
+    }
     if (err) {
       r.lost = std::move(err);
       return finish(std::move(r));
@@ -93,6 +108,10 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
       }
       total_ = p.getTotal();
       room_ = allocate_bytes(total_);
+      if (p.hasDataLink() && curve_for_host(host_of(from_)) && p.getDataLink().getKey().size() == LinkSeal::kKeyBytes) {
+        auto key = p.getDataLink().getKey();
+        via_ = io_.sealed_peer({p.getDataLink().getAddress(), std::string(reinterpret_cast<const char*>(key.begin()), key.size())});
+      }
       next_ = std::min<uint64_t>(length, total_);
     }
     if (p.getOffset() != offset || p.getTotal() != total_ || n > length || offset + n > total_ ||
@@ -131,6 +150,7 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
   WritableBytes room_{};
   uint64_t total_ = 0, next_ = 0, arrived_ = 0;
   const int lanes_;
+  std::string via_;  // the holder's data link, as a sealed peer's name ("" when none)
   int in_flight_ = 0;
   bool finished_ = false;
 };
@@ -142,7 +162,8 @@ void fetch_object(IoLoop& io, const std::string& token, const std::string& id, c
   std::make_shared<Transfer>(io, token, id, from, std::move(done))->ask(0, kObjectPartBytes);
 }
 
-void answer_object_part(OutMessage& m, wire::ObjectPartRequest::Reader req, const Bytes& value) {
+void answer_object_part(OutMessage& m, wire::ObjectPartRequest::Reader req, const Bytes& value,
+                        const IoLoop::DataLink* offer) {
   if (m.shared_memory_allowed()) {  // the asker is on this host: all of it, through shared memory
     m.set_value(m.env().getBody().initTaskReply().initResult(), value);
     return;
@@ -155,10 +176,19 @@ void answer_object_part(OutMessage& m, wire::ObjectPartRequest::Reader req, cons
     return;
   }
   uint64_t n = std::min({req.getLength() ? req.getLength() : kObjectPartBytes, kObjectPartBytes, total - offset});
+  // A value that will come over the data link: the first part, over the encrypted link, is kept
+  // small (CurveZMQ's cipher is the slow one), and the asker asks for the rest of it there.
+  bool offering = offer && offset == 0 && n < total;
+  if (offering) n = std::min<uint64_t>(n, kFirstPartBytes);
   auto p = m.env().getBody().initObjectPart();
   p.setTotal(total);
   p.setOffset(offset);
   m.set_value(p.initData(), n == total ? value : std::make_shared<SliceBuffer>(value, offset, n));
+  if (offering) {
+    auto link = p.initDataLink();
+    link.setAddress(offer->address);
+    link.setKey(kj::arrayPtr(reinterpret_cast<const kj::byte*>(offer->key.data()), offer->key.size()));
+  }
 }
 
 }  // namespace yard::detail

@@ -5,7 +5,8 @@
 // value's size. A value larger than one part then comes in parts of kObjectPartBytes, up to
 // kPartsInFlight requests outstanding, each written into place in a buffer of the whole size
 // (in this process's shared-memory pool when large, so that the host's other processes read it
-// from there). Calls to the same peer are never queued behind more than the parts in flight.
+// from there). A holder that listens beyond loopback names its data link in the first part, and
+// the rest are asked for there, sealed with AES-GCM (sealed_link.h) instead of CurveZMQ's cipher. Calls to the same peer are never queued behind more than the parts in flight.
 //
 // The holder's side is answer_object_part: the part of a value a request asks for.
 #pragma once
@@ -22,6 +23,8 @@ namespace yard::detail {
 
 inline constexpr uint64_t kObjectPartBytes = 4u << 20;
 inline constexpr int kPartsInFlight = 6;
+// The first part of a value that then comes over the holder's data link.
+inline constexpr uint64_t kFirstPartBytes = 256u << 10;
 // Connections a transfer over an encrypted link is spread over.
 inline constexpr int kEncryptedLanes = 2;
 // A task's result this large, for a caller on another host, is held by its worker and fetched.
@@ -39,7 +42,9 @@ void fetch_object(IoLoop& io, const std::string& token, const std::string& id, c
                   std::function<void(FetchResult)> done);
 
 // The reply to a getObjectPart request, given the value (the caller answers for a missing or
-// failed object itself). Sets the reply's body.
-void answer_object_part(OutMessage& m, wire::ObjectPartRequest::Reader req, const Bytes& value);
+// failed object itself). Sets the reply's body. `offer`: the holder's data link, named in the
+// first part of a value that comes in several (give it only to a request over an encrypted link).
+void answer_object_part(OutMessage& m, wire::ObjectPartRequest::Reader req, const Bytes& value,
+                        const IoLoop::DataLink* offer = nullptr);
 
 }  // namespace yard::detail

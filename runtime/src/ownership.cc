@@ -231,7 +231,9 @@ bool Ownership::serve(IoLoop::Incoming& in) {
       set_error(m.env(), static_cast<wire::ErrorCode>(snap.error->code), snap.error->message, snap.error->type,
                 snap.error->location);
     } else {
-      answer_object_part(m, msg->env().getBody().getGetObjectPart(), snap.value);
+      // A requester on another host that asked over the encrypted link hears of the data link.
+      bool offer = !same_host && !IoLoop::via_data_link(routing) && io_->data_link();
+      answer_object_part(m, msg->env().getBody().getGetObjectPart(), snap.value, offer ? &*io_->data_link() : nullptr);
     }
     io_->reply(routing, m.finish());
   });

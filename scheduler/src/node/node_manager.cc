@@ -149,8 +149,9 @@ int NodeManager::run() {
     if (!o_.embedded && !o_.head_node) write_record(rec, false);
     // `yard stop` finds the head's node manager here when the head service is gone.
     if (o_.head_node) std::ofstream(o_.session_dir + "/head-node.pid") << getpid() << "\n";
-    spdlog::info("node {} listening on {}, head at {}, redis at {}, {} CPUs, session {}", node_id_, io_->address(),
-                 o_.join_address, o_.redis_address, measured_["CPU"], o_.session_dir);
+    spdlog::info("node {} listening on {}{}, head at {}, redis at {}, {} CPUs, session {}", node_id_, io_->address(),
+                 io_->data_link() ? " (data link " + io_->data_link()->address + ")" : std::string(), o_.join_address,
+                 o_.redis_address, measured_["CPU"], o_.session_dir);
     report_ready(o_.ready_fd, io_->address() + " " + token_file_);
     wait_for_stop(parent_pid_);
 

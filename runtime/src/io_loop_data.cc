@@ -1,0 +1,81 @@
+// The I/O loop's data link (io_loop.h, sealed_link.h): a listener beside an encrypted one, where
+// every message is sealed with a key of this process's own, and the sealed links to other
+// processes' data links.
+#include <spdlog/spdlog.h>
+
+#include "io_loop.h"
+#include "yard/errors.h"
+#include "yard/process.h"
+
+namespace yard::detail {
+
+void IoLoop::listen_for_data(const std::string& host) {
+  data_router_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::router);
+  tune(*data_router_);
+  data_router_->set(zmq::sockopt::router_mandatory, 0);
+  // Its connections count against the same per-peer limit as the encrypted listener's.
+  if (zmq_socket_monitor(data_router_->handle(), (inproc_ + "-data-monitor").c_str(),
+                         ZMQ_EVENT_ACCEPTED | ZMQ_EVENT_DISCONNECTED) != 0)
+    throw zmq::error_t();
+  data_monitor_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::pair);
+  data_monitor_->set(zmq::sockopt::linger, 0);
+  data_monitor_->connect(inproc_ + "-data-monitor");
+  try {
+    data_router_->bind("tcp://" + host + ":*");
+  } catch (const zmq::error_t& e) {
+    throw ConnectionError("cannot listen for the data link on " + host + ": " + e.what());
+  }
+  std::string last = data_router_->get(zmq::sockopt::last_endpoint);
+  data_link_ = DataLink{host + ":" + last.substr(last.rfind(':') + 1), LinkSeal::make_key()};
+  data_seal_ = std::make_unique<LinkSeal>(data_link_->key);
+}
+
+std::string IoLoop::sealed_peer(const DataLink& link) {
+  // Tagged with a digest of the key (the name shows in logs; the key must not).
+  std::string tag = sys::sha256_hex(link.key.data(), link.key.size()).substr(0, 8);
+  std::string name = "sealed:" + link.address + "#" + tag;
+  sealed_keys_[name] = link.key;
+  return name;
+}
+
+void IoLoop::on_data_readable() {
+  for (int budget = 0; budget < 4096; ++budget) {
+    zmq::message_t rid;
+    if (!data_router_->recv(rid, zmq::recv_flags::dontwait)) return;
+    Frames frames;
+    bool more = rid.more();
+    while (more) {
+      zmq::message_t m;
+      (void)data_router_->recv(m, zmq::recv_flags::none);
+      more = m.more();
+      frames.push_back(std::move(m));
+    }
+    std::string from = frames.empty() ? std::string("unknown") : frame_peer_address(frames[0]);
+    // Not sealed with this process's key: dropped unanswered (the sender learns nothing).
+    if (!data_seal_->open(frames, SealedAs::request)) {
+      fault(from, "dropped a message on the data link " + data_link_->address + " that is not sealed with its key");
+      continue;
+    }
+    std::string routing = kDataRouting + std::string(static_cast<const char*>(rid.data()), rid.size());
+    std::vector<Frames> msgs;
+    try {
+      msgs = messages_of(std::move(frames));
+    } catch (const DecodeError& e) {
+      fault(from, std::string("dropped a malformed batch on the data link ") + data_link_->address + ": " + e.what());
+      continue;
+    }
+    for (auto& m : msgs) take_request(routing, from, std::move(m));
+  }
+}
+
+bool IoLoop::open_replies(const std::string& addr, Peer& p, Frames& frames) {
+  if (p.seal->open(frames, SealedAs::reply)) return true;
+  // Altered on the way, or not from the process that gave the key: nothing more on this link is
+  // trusted. What was asked over it fails, and the asker may ask again over the encrypted link.
+  fault(addr, "a reply on the data link " + addr.substr(0, addr.find('#')) + " failed authentication");
+  fail_peer(addr, "a reply on the data link " + addr.substr(0, addr.find('#')) + " failed authentication",
+            wire::ErrorCode::UNAUTHENTICATED);
+  return false;
+}
+
+}  // namespace yard::detail
