@@ -47,7 +47,12 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 int run(const std::string& cmd) { return std::system(cmd.c_str()); }
 
-// The TCP peer's sending side: connects to host:port and writes kBytes.
+// The TCP peer's sending side: connects to host:port and writes kBytes, kStreamRounds times.
+// One connection carries all rounds, and the first is not timed: a fresh connection on a veth
+// link runs at a fraction of its speed for its first hundred megabytes (0.3 against 1.7-2.0 GB/s
+// measured here), while Switchyard's links are made once and reused, so a cold stream would be
+// an unfair peer.
+constexpr int kStreamRounds = 6;
 int tcp_source(const std::string& host, int port) {
   std::vector<char> buf(kBytes, 5);  // made before the clock starts (at connect)
   int s = socket(AF_INET, SOCK_STREAM, 0);
@@ -56,16 +61,18 @@ int tcp_source(const std::string& host, int port) {
   a.sin_port = htons(uint16_t(port));
   inet_pton(AF_INET, host.c_str(), &a.sin_addr);
   if (connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return 1;
-  for (size_t off = 0; off < buf.size();) {
-    ssize_t n = write(s, buf.data() + off, buf.size() - off);
-    if (n <= 0) return 1;
-    off += size_t(n);
-  }
+  for (int round = 0; round < kStreamRounds; ++round)
+    for (size_t off = 0; off < buf.size();) {
+      ssize_t n = write(s, buf.data() + off, buf.size() - off);
+      if (n <= 0) return 1;
+      off += size_t(n);
+    }
   close(s);
   return 0;
 }
 
-// The TCP peer's receiving side, in this process: GB/s from accept to the last byte.
+// The TCP peer's receiving side, in this process: GB/s of the best warm round, from its first
+// byte read to its last.
 double tcp_stream(const std::string& ns, const std::string& host) {
   int l = socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;
@@ -78,20 +85,21 @@ double tcp_stream(const std::string& ns, const std::string& host) {
   getsockname(l, reinterpret_cast<sockaddr*>(&a), &len);
   int port = ntohs(a.sin_port);
   std::vector<char> buf(kBytes);
+  yard::sys::SpawnOptions so;
+  so.env["BENCH_TCP_SOURCE"] = host + ":" + std::to_string(port);
+  pid_t pid = yard::sys::spawn({"/usr/sbin/ip", "netns", "exec", ns, yard::sys::self_exe()}, so);
+  int c = accept(l, nullptr, nullptr);
   double best = 0;
-  for (int i = 0; i < 5; ++i) {
-    yard::sys::SpawnOptions so;
-    so.env["BENCH_TCP_SOURCE"] = host + ":" + std::to_string(port);
-    pid_t pid = yard::sys::spawn({"/usr/sbin/ip", "netns", "exec", ns, yard::sys::self_exe()}, so);
-    int c = accept(l, nullptr, nullptr);
+  for (int round = 0; round < kStreamRounds; ++round) {
     auto t0 = Clock::now();
     size_t got = 0;
     for (ssize_t n; got < buf.size() && (n = read(c, buf.data() + got, buf.size() - got)) > 0;) got += size_t(n);
     double s = seconds_since(t0);
-    close(c);
-    yard::sys::terminate(pid, SIGKILL, 10s);
-    if (got == buf.size()) best = std::max(best, got / s / 1e9);
+    if (got != buf.size()) break;
+    if (round > 0) best = std::max(best, got / s / 1e9);
   }
+  close(c);
+  yard::sys::terminate(pid, SIGKILL, 10s);
   close(l);
   return best;
 }
@@ -227,12 +235,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   emit("object_transfer_100MB_cross_node", plain.transfer, "GB/s", "tcp_stream_same_link", plain.tcp,
-       ",\"settings\":\"links plain (YARD_CURVE=0)\",\"node\":\"" + plain.node + "\"");
+       ",\"settings\":\"links plain (YARD_CURVE=0); the TCP stream warm (its first 100 MB not timed)\",\"node\":\"" +
+           plain.node + "\"");
   emit("object_transfer_100MB_cross_node_curve", curve.transfer, "GB/s", "same_links_plain", plain.transfer,
-       ",\"settings\":\"links encrypted (CurveZMQ)\"");
+       ",\"settings\":\"links encrypted (CurveZMQ; parts of large values sealed with AES-GCM on the data link)\"");
   emit("actor_return_100MB_curve", curve.ret, "GB/s", "same_links_plain", plain.ret,
-       ",\"settings\":\"links encrypted (CurveZMQ)\"");
+       ",\"settings\":\"links encrypted (CurveZMQ; parts of large values sealed with AES-GCM on the data link)\"");
   emit("actor_calls_sync_curve", curve.calls, "calls/s", "same_links_plain", plain.calls,
-       ",\"settings\":\"links encrypted (CurveZMQ)\"");
+       ",\"settings\":\"links encrypted (CurveZMQ; parts of large values sealed with AES-GCM on the data link)\"");
   return 0;
 }

@@ -2,8 +2,10 @@
 // can reach the port may send anything. The input's first byte says how many frames follow (1-4);
 // each frame is a two-byte length (little-endian) and its bytes, the last taking what is left.
 // LinkSeal::open must refuse whatever was not sealed with the key, without crashing or reading
-// out of bounds, and what it opens must be exactly what was sealed. Seeds are sealed messages.
+// out of bounds, and what it opens must be exactly what was sealed, in place or landed in a room
+// of the fetcher's (as replies are). Seeds are sealed messages.
 #include <cstring>
+#include <vector>
 
 #include "fuzz_support.h"
 #include "sealed_link.h"
@@ -63,10 +65,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     at += n;
   }
   static LinkSeal seal(key());
+  static std::vector<char> room(1 << 16);
   for (auto as : {SealedAs::request, SealedAs::reply}) {
     Frames copy;
     for (auto& f : frames) copy.emplace_back(f.data(), f.size());
-    if (!seal.open(copy, as)) continue;
+    // Replies as a fetcher opens them: a frame after the first lands in a room when it fits.
+    LinkSeal::Landing land;
+    if (as == SealedAs::reply)
+      land = [](const char*, size_t, size_t, size_t size) { return size <= room.size() ? room.data() : nullptr; };
+    if (!seal.open(copy, as, land)) continue;
     // Opened: sealing the plaintext again and opening it gives the same bytes.
     Frames again;
     for (auto& f : copy) again.emplace_back(f.data(), f.size());

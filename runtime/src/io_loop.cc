@@ -144,10 +144,10 @@ void IoLoop::run_or_post(std::function<void()> fn) {
 }
 
 void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, ReplyCallback cb,
-                     std::chrono::milliseconds timeout) {
+                     std::chrono::milliseconds timeout, Landing landing) {
   auto shared = std::make_shared<Frames>(std::move(frames));
   // On the loop thread the send happens now, so requests leave in the order they are made.
-  run_or_post([this, peer_addr, id, shared, cb = std::move(cb), timeout]() mutable {
+  run_or_post([this, peer_addr, id, shared, cb = std::move(cb), timeout, landing = std::move(landing)]() mutable {
     // A link with nothing in flight is not polled: what its monitor said meanwhile (it was
     // lost, say) is heard now, before it carries a request (a lost one is made again).
     if (auto idle = peers_.find(peer_addr); idle != peers_.end() && idle->second.inflight == 0)
@@ -166,7 +166,7 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, R
       fail(cb, LocalError{wire::ErrorCode::BAD_REQUEST, *too_big});
       return;
     }
-    pending_.emplace(id, Pending{peer_addr, std::move(cb), deadline});
+    pending_.emplace(id, Pending{peer_addr, std::move(cb), deadline, std::move(landing)});
     if (p->inflight++ == 0) active_.insert(peer_addr);
     p->last_used = Clock::now();
     if (p->outbox.empty()) dirty_peers_.push_back(peer_addr);

@@ -38,6 +38,15 @@ struct LocalError {
   bool shutdown = false;  // this process is ending (IoLoop::closing): nothing is retried
 };
 
+// Room where the value frame of a reply may be written as it is opened, when the peer is a
+// sealed one (IoLoop::sealed_peer): the reply's frame then points into it, with no copy. `keep`
+// holds the room while the request is pending.
+struct ReplyLanding {
+  char* data = nullptr;
+  size_t size = 0;
+  std::shared_ptr<const void> keep;
+};
+
 // The sender's address of a received frame ("unknown" when the transport does not say).
 std::string frame_peer_address(zmq::message_t& m);
 
@@ -73,8 +82,9 @@ class IoLoop {
   // Thread-safe. Sends a request built with `id` (from next_request_id) to peer "host:port", or
   // "host:port/N": the same peer over a connection of its own (lane N), for transfers spread
   // over several connections.
+  using Landing = ReplyLanding;
   void request(const std::string& peer, uint64_t id, Frames frames, ReplyCallback cb,
-               std::chrono::milliseconds timeout);
+               std::chrono::milliseconds timeout, Landing landing = {});
   // Thread-safe. Sends a reply to the ROUTER peer `routing_id`.
   void reply(std::string routing_id, Frames frames);
   // Thread-safe. Runs fn on the loop thread.
@@ -132,6 +142,7 @@ class IoLoop {
     std::string peer;
     ReplyCallback cb;
     Clock::time_point deadline;
+    Landing landing;
   };
   struct Timer {
     std::chrono::milliseconds period;

@@ -52,12 +52,15 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
     bool sealed = !via_.empty();
     int lane = static_cast<int>(offset / kObjectPartBytes % static_cast<uint64_t>(lanes_));
     std::string to = sealed ? via_ : lane == 0 ? from_ : from_ + "/" + std::to_string(lane);
+    // Over the data link a part is opened straight into its place in the whole value.
+    IoLoop::Landing landing;
+    if (sealed && room_.bytes) landing = {room_.data + offset, std::min<uint64_t>(length, total_ - offset), room_.bytes};
     io_.request(to, rid, m.finish(),
                 [self = shared_from_this(), offset, length, sealed](std::unique_ptr<InMessage> reply,
                                                                     std::optional<LocalError> err) {
                   self->on_reply(offset, length, sealed, std::move(reply), std::move(err));
                 },
-                std::chrono::milliseconds::max());
+                std::chrono::milliseconds::max(), std::move(landing));
   }
 
  private:
@@ -123,7 +126,7 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
                                 std::to_string(offset) + " of " + std::to_string(total_) + ")");
       return false;
     }
-    if (n) std::memcpy(room_.data + offset, data->data(), n);
+    if (n && data->data() != room_.data + offset) std::memcpy(room_.data + offset, data->data(), n);
     arrived_ += n;
     if (arrived_ == total_) {
       r.value = room_.bytes;

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 namespace yard::detail {
 
@@ -92,7 +93,7 @@ void LinkSeal::seal(Frames& frames, SealedAs as) {
   }
 }
 
-bool LinkSeal::open(Frames& frames, SealedAs as) {
+bool LinkSeal::open(Frames& frames, SealedAs as, const Landing& land) {
   if (frames.empty() || frames.size() > 0xFFFF) return false;
   const unsigned char* base = nullptr;
   for (size_t i = 0; i < frames.size(); ++i) {
@@ -107,24 +108,32 @@ bool LinkSeal::open(Frames& frames, SealedAs as) {
   }
   unsigned char first[kNonceBytes];
   std::memcpy(first, base, kNonceBytes);
+  std::vector<char*> landed(frames.size(), nullptr);
   for (size_t i = 0; i < frames.size(); ++i) {
-    auto& f = frames[i];
-    auto* m = static_cast<unsigned char*>(f.data());
-    size_t n = f.size() - kHeaderBytes - kTagBytes;
+    auto* m = static_cast<unsigned char*>(frames[i].data());
+    size_t n = frames[i].size() - kHeaderBytes - kTagBytes;
+    if (i > 0 && land) {
+      auto* f0 = static_cast<const char*>(frames[0].data()) + kHeaderBytes;
+      landed[i] = land(f0, frames[0].size() - kHeaderBytes - kTagBytes, i, n);
+    }
+    auto* out = landed[i] ? reinterpret_cast<unsigned char*>(landed[i]) : m + kHeaderBytes;
     unsigned char iv[kNonceBytes], aad[5];
     frame_nonce(first, static_cast<uint16_t>(i), iv);
     aad_of(as, m, aad);
     int len = 0;
     bool ok = EVP_DecryptInit_ex(ctx_, EVP_aes_256_gcm(), nullptr, key_, iv) == 1 &&
               EVP_DecryptUpdate(ctx_, nullptr, &len, aad, sizeof aad) == 1 &&
-              (n == 0 || EVP_DecryptUpdate(ctx_, m + kHeaderBytes, &len, m + kHeaderBytes, static_cast<int>(n)) == 1) &&
+              (n == 0 || EVP_DecryptUpdate(ctx_, out, &len, m + kHeaderBytes, static_cast<int>(n)) == 1) &&
               EVP_CIPHER_CTX_ctrl(ctx_, EVP_CTRL_GCM_SET_TAG, kTagBytes, m + kHeaderBytes + n) == 1 &&
-              EVP_DecryptFinal_ex(ctx_, m + kHeaderBytes + n, &len) == 1;
+              EVP_DecryptFinal_ex(ctx_, out + n, &len) == 1;
     if (!ok) return false;
   }
-  for (auto& f : frames) {
-    size_t n = f.size() - kHeaderBytes - kTagBytes;
-    f = view_of(std::move(f), kHeaderBytes, n);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    size_t n = frames[i].size() - kHeaderBytes - kTagBytes;
+    if (landed[i])
+      frames[i] = zmq::message_t(landed[i], n, [](void*, void*) {}, nullptr);
+    else
+      frames[i] = view_of(std::move(frames[i]), kHeaderBytes, n);
   }
   return true;
 }

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "wire.h"
@@ -42,10 +43,14 @@ class LinkSeal {
 
   // Replaces every frame of one message by its sealed form.
   void seal(Frames& frames, SealedAs as);
+  // Where a frame after the first may be opened to instead of in place: given the first frame's
+  // plaintext (opened already), the frame's index and its plaintext size, room for it or null.
+  using Landing = std::function<char*(const char* first, size_t first_size, size_t index, size_t size)>;
   // Opens every frame of one message in place (no copy: each frame becomes a view of the
-  // plaintext inside the received one). False, with the frames unusable, when any frame is not
-  // authentic or they do not belong together.
-  bool open(Frames& frames, SealedAs as);
+  // plaintext inside the received one), or where `land` says (the frame becomes a view of that
+  // room, which must outlive it). False, with the frames unusable and anything landed garbage,
+  // when any frame is not authentic or they do not belong together.
+  bool open(Frames& frames, SealedAs as, const Landing& land = {});
 
  private:
   EVP_CIPHER_CTX* ctx_;
