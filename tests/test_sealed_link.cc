@@ -226,3 +226,37 @@ TEST_CASE("a value in parts comes over the holder's data link, or over the encry
     CHECK(by_link >= 3);
   }
 }
+
+TEST_CASE("a peer that names itself with the data link's routing prefix is not read", "[security][sealed]") {
+  IoLoop* loop_ptr = nullptr;
+  IoLoop loop("127.0.0.1", 0, "tok", [&](IoLoop::Incoming in) {
+    OutMessage m("tok", in.msg->env().getRequestId(), true);
+    m.env().getBody().setOk();
+    loop_ptr->reply(in.routing_id, m.finish());
+  });
+  loop_ptr = &loop;
+  zmq::context_t ctx;
+  auto client = [&](const std::string& identity) {
+    auto s = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+    s->set(zmq::sockopt::linger, 0);
+    if (!identity.empty()) s->set(zmq::sockopt::routing_id, identity);
+    s->connect("tcp://" + loop.address());
+    OutMessage req("tok", 5, false);
+    req.env().getBody().setPing();
+    auto frames = req.finish();
+    s->send(frames[0], zmq::send_flags::none);
+    return s;
+  };
+  auto answered = [](zmq::socket_t& s, int ms) {
+    zmq::pollitem_t item{s.handle(), 0, ZMQ_POLLIN, 0};
+    return zmq::poll(&item, 1, std::chrono::milliseconds(ms)) > 0;
+  };
+  auto plain = client("");
+  CHECK(answered(*plain, 5000));
+  uint64_t before = loop.malformed_count();
+  auto posing = client("dpose");
+  REQUIRE(wait_until([&] { return loop.malformed_count() > before; }));
+  CHECK_FALSE(answered(*posing, 0));
+  auto after = client("");
+  CHECK(answered(*after, 5000));  // and the loop still answers others
+}

@@ -410,6 +410,12 @@ void IoLoop::on_router_readable() {
     }
     std::string routing(static_cast<const char*>(rid.data()), rid.size());
     std::string from = frames.empty() ? std::string("unknown") : frame_peer_address(frames[0]);
+    if (via_data_link(routing)) {
+      // ZeroMQ's own routing ids begin with a zero byte; this one was chosen by the peer, and
+      // would be taken for the data link's: nothing it sends is read.
+      fault(from, "dropped a message on " + address_ + " from a peer that chose its own routing id");
+      continue;
+    }
     std::vector<Frames> msgs;
     try {
       msgs = messages_of(std::move(frames));
