@@ -396,18 +396,23 @@ void IoLoop::run() {
   for (auto& [id, p] : pending) fail(p.cb, LocalError{wire::ErrorCode::UNAVAILABLE, "runtime is shutting down"});
 }
 
+bool IoLoop::receive_routed(zmq::socket_t& router, zmq::message_t& rid, Frames& frames) {
+  if (!router.recv(rid, zmq::recv_flags::dontwait)) return false;
+  bool more = rid.more();
+  while (more) {
+    zmq::message_t m;
+    (void)router.recv(m, zmq::recv_flags::none);
+    more = m.more();
+    frames.push_back(std::move(m));
+  }
+  return true;
+}
+
 void IoLoop::on_router_readable() {
   for (int budget = 0; budget < 4096; ++budget) {
     zmq::message_t rid;
-    if (!router_->recv(rid, zmq::recv_flags::dontwait)) return;
     Frames frames;
-    bool more = rid.more();
-    while (more) {
-      zmq::message_t m;
-      (void)router_->recv(m, zmq::recv_flags::none);
-      more = m.more();
-      frames.push_back(std::move(m));
-    }
+    if (!receive_routed(*router_, rid, frames)) return;
     std::string routing(static_cast<const char*>(rid.data()), rid.size());
     std::string from = frames.empty() ? std::string("unknown") : frame_peer_address(frames[0]);
     if (via_data_link(routing)) {

@@ -156,6 +156,8 @@ class IoLoop {
   void run_or_post(std::function<void()> fn);
   void drain_posted();
   Peer& peer(const std::string& addr);
+  // One message waiting at a ROUTER: its routing id and frames (false when none waits).
+  static bool receive_routed(zmq::socket_t& router, zmq::message_t& rid, Frames& frames);
   void on_router_readable();
   void take_request(const std::string& routing, const std::string& from, Frames frames);
   void on_dealer_readable(const std::string& addr, Peer& p);

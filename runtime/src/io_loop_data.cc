@@ -41,15 +41,8 @@ std::string IoLoop::sealed_peer(const DataLink& link) {
 void IoLoop::on_data_readable() {
   for (int budget = 0; budget < 4096; ++budget) {
     zmq::message_t rid;
-    if (!data_router_->recv(rid, zmq::recv_flags::dontwait)) return;
     Frames frames;
-    bool more = rid.more();
-    while (more) {
-      zmq::message_t m;
-      (void)data_router_->recv(m, zmq::recv_flags::none);
-      more = m.more();
-      frames.push_back(std::move(m));
-    }
+    if (!receive_routed(*data_router_, rid, frames)) return;
     std::string from = frames.empty() ? std::string("unknown") : frame_peer_address(frames[0]);
     // Not sealed with this process's key: dropped unanswered (the sender learns nothing).
     if (!data_seal_->open(frames, SealedAs::request)) {
