@@ -72,7 +72,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Replies as a fetcher opens them: a frame after the first lands in a room when it fits.
     LinkSeal::Landing land;
     if (as == SealedAs::reply)
-      land = [](const char*, size_t, size_t, size_t size) { return size <= room.size() ? room.data() : nullptr; };
+      land = [](const char*, size_t, size_t, size_t size) {
+        return size <= room.size() ? LinkSeal::Room{room.data(), nullptr} : LinkSeal::Room{};
+      };
     if (!seal.open(copy, as, land)) continue;
     // Opened: sealing the plaintext again and opening it gives the same bytes.
     Frames again;

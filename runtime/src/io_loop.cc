@@ -3,7 +3,6 @@
 #include <sys/resource.h>
 
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -282,10 +281,10 @@ IoLoop::Peer& IoLoop::peer(const std::string& addr) {
   p.dealer->set(zmq::sockopt::heartbeat_ivl, 1000);
   p.dealer->set(zmq::sockopt::heartbeat_timeout, 4000);
   std::string target = addr.substr(0, addr.find('/'));  // "host:port/lane": a connection of its own
-  if (auto sealed = sealed_keys_.find(addr); sealed != sealed_keys_.end()) {
-    // A data link: plain ZeroMQ, every message sealed (sealed_peer names it "sealed:host:port#key").
-    p.seal = std::make_unique<LinkSeal>(sealed->second);
-    target = addr.substr(7, addr.find('#') - 7);
+  if (auto sealed = sealed_links_.find(addr); sealed != sealed_links_.end()) {
+    // A data link (sealed_peer): plain ZeroMQ, every message sealed.
+    p.seal = std::make_unique<LinkSeal>(sealed->second.key);
+    target = sealed->second.address;
   } else if (curve_for_host(host_of(target))) {
     p.curve = true;
     p.dealer->set(zmq::sockopt::curve_serverkey, keys().public_z85);
@@ -523,38 +522,6 @@ void IoLoop::take_reply(const std::string& addr, Frames frames) {
   settle(it->second.peer);
   pending_.erase(it);
   deliver(cb, std::move(msg), std::nullopt);
-}
-
-void IoLoop::on_router_monitor_readable(zmq::socket_t& monitor) {
-  for (;;) {
-    zmq::message_t ev, ep;
-    if (!monitor.recv(ev, zmq::recv_flags::dontwait)) return;
-    if (ev.more()) (void)monitor.recv(ep, zmq::recv_flags::none);
-    uint16_t event = 0;
-    uint32_t value = 0;
-    if (ev.size() >= 6) {
-      std::memcpy(&event, ev.data(), 2);
-      std::memcpy(&value, static_cast<const char*>(ev.data()) + 2, 4);
-    }
-    int fd = static_cast<int>(value);
-    if (event == ZMQ_EVENT_ACCEPTED) {
-      std::string peer = socket_peer(fd);
-      if (auto why = connections_.accept(fd, peer)) {
-        // Shutting the socket down makes ZeroMQ see it closed and drop the connection itself.
-        ::shutdown(fd, SHUT_RDWR);
-        fault(peer, "refused a connection to " + address_ + ": " + *why);
-      }
-      continue;
-    }
-    if (event == ZMQ_EVENT_DISCONNECTED) {
-      connections_.closed(fd);
-      continue;
-    }
-    // A client with another key fails before the ZAP handler hears of it, and the event names
-    // only the listening end: the peer's address is unknown here.
-    fault("a peer", "refused a connection to " + address_ + ": the encrypted handshake failed (a key that is not the "
-                    "cluster's: a wrong cluster token, or a client that does not encrypt)");
-  }
 }
 
 std::optional<std::string> IoLoop::oversized(const Frames& frames, const std::string& to) const {

@@ -205,7 +205,7 @@ class IoLoop {
   std::optional<DataLink> data_link_;             // an encrypted listener's data link
   std::unique_ptr<zmq::socket_t> data_router_, data_monitor_;
   std::unique_ptr<LinkSeal> data_seal_;
-  std::unordered_map<std::string, std::string> sealed_keys_;  // sealed peer name -> its key
+  std::unordered_map<std::string, DataLink> sealed_links_;  // sealed peer name -> its data link
   ConnectionCount connections_{link_limits()};    // loop thread only
   PeerFaults faults_;                             // loop thread only
 

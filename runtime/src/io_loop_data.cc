@@ -34,7 +34,7 @@ std::string IoLoop::sealed_peer(const DataLink& link) {
   // Tagged with a digest of the key (the name shows in logs; the key must not).
   std::string tag = sys::sha256_hex(link.key.data(), link.key.size()).substr(0, 8);
   std::string name = "sealed:" + link.address + "#" + tag;
-  sealed_keys_[name] = link.key;
+  sealed_links_[name] = link;
   return name;
 }
 
@@ -64,34 +64,24 @@ void IoLoop::on_data_readable() {
 bool IoLoop::open_replies(const std::string& addr, Peer& p, Frames& frames) {
   // A reply's value frame is opened straight into the room its request named (object_fetch.cc:
   // the part's place in the whole value), found by the request id in the opened envelope.
-  std::shared_ptr<const void> keep;  // holds the room until the frame pointing into it is made
-  auto land = [&](const char* first, size_t first_size, size_t index, size_t size) -> char* {
-    if (index != 1 || frames.size() != 2) return nullptr;
+  auto land = [&](const char* first, size_t first_size, size_t index, size_t size) -> LinkSeal::Room {
+    if (index != 1 || frames.size() != 2) return {};
     uint64_t id = 0;
     try {
       Frames envelope;
       envelope.emplace_back(first, first_size);
       id = InMessage(std::move(envelope)).env().getRequestId();
     } catch (const std::exception&) {
-      return nullptr;  // not an envelope: opening fails or the reader refuses it later
+      return {};  // not an envelope: opening fails or the reader refuses it later
     } catch (const kj::Exception&) {
-      return nullptr;
+      return {};
     }
     auto it = pending_.find(id);
     if (it == pending_.end() || it->second.peer != addr || !it->second.landing.data || size > it->second.landing.size)
-      return nullptr;
-    keep = it->second.landing.keep;
-    return it->second.landing.data;
+      return {};
+    return {it->second.landing.data, it->second.landing.keep};
   };
-  if (p.seal->open(frames, SealedAs::reply, land)) {
-    if (keep) {  // the landed frame keeps its room alive as long as it lives
-      auto* hold = new std::shared_ptr<const void>(std::move(keep));
-      zmq::message_t view(frames[1].data(), frames[1].size(),
-                          [](void*, void* h) { delete static_cast<std::shared_ptr<const void>*>(h); }, hold);
-      frames[1] = std::move(view);
-    }
-    return true;
-  }
+  if (p.seal->open(frames, SealedAs::reply, land)) return true;
   // Altered on the way, or not from the process that gave the key: nothing more on this link is
   // trusted. What was asked over it fails, and the asker may ask again over the encrypted link.
   fault(addr, "a reply on the data link " + addr.substr(0, addr.find('#')) + " failed authentication");

@@ -1,6 +1,8 @@
 // The I/O loop's links to its peers once made (io_loop.h): what their monitors say, what a lost
-// or refused link fails, and links closed when idle.
+// or refused link fails, and links closed when idle; and the connections its listeners accept.
 #include "io_loop.h"
+
+#include <sys/socket.h>
 
 #include <cstring>
 
@@ -49,7 +51,7 @@ void IoLoop::fail_peer(const std::string& addr, const std::string& why, wire::Er
     zmq_socket_monitor(it->second.dealer->handle(), nullptr, 0);
     peers_.erase(it);
   }
-  sealed_keys_.erase(addr);
+  sealed_links_.erase(addr);
   active_.erase(addr);
   for (auto& cb : cbs) fail(cb, LocalError{code, why});
 }
@@ -66,11 +68,43 @@ void IoLoop::close_idle(Clock::time_point now) {
     auto& p = it->second;
     if (p.inflight == 0 && p.outbox.empty() && now - p.last_used > kIdleLink) {
       zmq_socket_monitor(p.dealer->handle(), nullptr, 0);
-      sealed_keys_.erase(it->first);
+      sealed_links_.erase(it->first);
       it = peers_.erase(it);
     } else {
       ++it;
     }
+  }
+}
+
+void IoLoop::on_router_monitor_readable(zmq::socket_t& monitor) {
+  for (;;) {
+    zmq::message_t ev, ep;
+    if (!monitor.recv(ev, zmq::recv_flags::dontwait)) return;
+    if (ev.more()) (void)monitor.recv(ep, zmq::recv_flags::none);
+    uint16_t event = 0;
+    uint32_t value = 0;
+    if (ev.size() >= 6) {
+      std::memcpy(&event, ev.data(), 2);
+      std::memcpy(&value, static_cast<const char*>(ev.data()) + 2, 4);
+    }
+    int fd = static_cast<int>(value);
+    if (event == ZMQ_EVENT_ACCEPTED) {
+      std::string peer = socket_peer(fd);
+      if (auto why = connections_.accept(fd, peer)) {
+        // Shutting the socket down makes ZeroMQ see it closed and drop the connection itself.
+        ::shutdown(fd, SHUT_RDWR);
+        fault(peer, "refused a connection to " + address_ + ": " + *why);
+      }
+      continue;
+    }
+    if (event == ZMQ_EVENT_DISCONNECTED) {
+      connections_.closed(fd);
+      continue;
+    }
+    // A client with another key fails before the ZAP handler hears of it, and the event names
+    // only the listening end: the peer's address is unknown here.
+    fault("a peer", "refused a connection to " + address_ + ": the encrypted handshake failed (a key that is not the "
+                    "cluster's: a wrong cluster token, or a client that does not encrypt)");
   }
 }
 

@@ -41,6 +41,13 @@ zmq::message_t view_of(zmq::message_t whole, size_t offset, size_t size) {
   return zmq::message_t(data, size, [](void*, void* hint) { delete static_cast<zmq::message_t*>(hint); }, keep);
 }
 
+// A frame opened into a room elsewhere: the view holds the room's keep.
+zmq::message_t view_of(const LinkSeal::Room& room, size_t size) {
+  auto* keep = new std::shared_ptr<const void>(room.keep);
+  return zmq::message_t(room.data, size, [](void*, void* hint) { delete static_cast<std::shared_ptr<const void>*>(hint); },
+                        keep);
+}
+
 }  // namespace
 
 std::string LinkSeal::make_key() {
@@ -108,7 +115,7 @@ bool LinkSeal::open(Frames& frames, SealedAs as, const Landing& land) {
   }
   unsigned char first[kNonceBytes];
   std::memcpy(first, base, kNonceBytes);
-  std::vector<char*> landed(frames.size(), nullptr);
+  std::vector<Room> landed(frames.size());
   for (size_t i = 0; i < frames.size(); ++i) {
     auto* m = static_cast<unsigned char*>(frames[i].data());
     size_t n = frames[i].size() - kHeaderBytes - kTagBytes;
@@ -116,7 +123,7 @@ bool LinkSeal::open(Frames& frames, SealedAs as, const Landing& land) {
       auto* f0 = static_cast<const char*>(frames[0].data()) + kHeaderBytes;
       landed[i] = land(f0, frames[0].size() - kHeaderBytes - kTagBytes, i, n);
     }
-    auto* out = landed[i] ? reinterpret_cast<unsigned char*>(landed[i]) : m + kHeaderBytes;
+    auto* out = landed[i].data ? reinterpret_cast<unsigned char*>(landed[i].data) : m + kHeaderBytes;
     unsigned char iv[kNonceBytes], aad[5];
     frame_nonce(first, static_cast<uint16_t>(i), iv);
     aad_of(as, m, aad);
@@ -130,8 +137,8 @@ bool LinkSeal::open(Frames& frames, SealedAs as, const Landing& land) {
   }
   for (size_t i = 0; i < frames.size(); ++i) {
     size_t n = frames[i].size() - kHeaderBytes - kTagBytes;
-    if (landed[i])
-      frames[i] = zmq::message_t(landed[i], n, [](void*, void*) {}, nullptr);
+    if (landed[i].data)
+      frames[i] = view_of(landed[i], n);
     else
       frames[i] = view_of(std::move(frames[i]), kHeaderBytes, n);
   }

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "wire.h"
@@ -43,12 +44,17 @@ class LinkSeal {
 
   // Replaces every frame of one message by its sealed form.
   void seal(Frames& frames, SealedAs as);
+  // Room a frame may be opened into; `keep` (may be null) holds it while the frame lives.
+  struct Room {
+    char* data = nullptr;
+    std::shared_ptr<const void> keep;
+  };
   // Where a frame after the first may be opened to instead of in place: given the first frame's
-  // plaintext (opened already), the frame's index and its plaintext size, room for it or null.
-  using Landing = std::function<char*(const char* first, size_t first_size, size_t index, size_t size)>;
+  // plaintext (opened already), the frame's index and its plaintext size, room for it (or none).
+  using Landing = std::function<Room(const char* first, size_t first_size, size_t index, size_t size)>;
   // Opens every frame of one message in place (no copy: each frame becomes a view of the
   // plaintext inside the received one), or where `land` says (the frame becomes a view of that
-  // room, which must outlive it). False, with the frames unusable and anything landed garbage,
+  // room, holding its `keep`). False, with the frames unusable and anything landed garbage,
   // when any frame is not authentic or they do not belong together.
   bool open(Frames& frames, SealedAs as, const Landing& land = {});
 
