@@ -3,7 +3,11 @@
 // if it came alone, and a bad one costs only itself.
 #include <catch2/catch.hpp>
 
+#include <condition_variable>
+#include <deque>
 #include <future>
+#include <mutex>
+#include <set>
 
 #include "io_loop.h"
 
@@ -146,4 +150,58 @@ TEST_CASE("each request in a received batch is answered as if it came alone", "[
   REQUIRE(last.size() == 1);
   CHECK(last[0]->env().getRequestId() == 9);
   CHECK(last[0]->env().getBody().isOk());
+}
+
+TEST_CASE("replies held for company (reply_soon) still leave within the hold", "[io][batch]") {
+  // The loop hands its requests to this thread, which answers them as an executor does.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<IoLoop::Incoming> inbox;
+  IoLoop io("127.0.0.1", 0, "the-token", [&](IoLoop::Incoming in) {
+    std::lock_guard<std::mutex> l(mu);
+    inbox.push_back(std::move(in));
+    cv.notify_all();
+  });
+  auto take = [&](size_t n) {
+    std::unique_lock<std::mutex> l(mu);
+    REQUIRE(cv.wait_for(l, 5s, [&] { return inbox.size() >= n; }));
+    std::vector<IoLoop::Incoming> got;
+    for (size_t i = 0; i < n; ++i) {
+      got.push_back(std::move(inbox.front()));
+      inbox.pop_front();
+    }
+    return got;
+  };
+  auto ok = [&](IoLoop::Incoming& in) {
+    OutMessage r("the-token", in.msg->env().getRequestId(), true);
+    r.env().getBody().setOk();
+    return r.finish();
+  };
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.connect("tcp://" + io.address());
+
+  // A burst answered one after another: every reply arrives.
+  std::vector<Frames> batch;
+  for (uint64_t id = 1; id <= 20; ++id) batch.push_back(ping("the-token", id));
+  s.send(pack_batch(batch, 0, batch.size()), zmq::send_flags::none);
+  auto calls = take(20);
+  for (auto& c : calls) io.reply_soon(c.routing_id, ok(c));
+  auto got = receive(s, 20, false);
+  REQUIRE(got.size() == 20);
+  std::set<uint64_t> ids;
+  for (auto& m : got) ids.insert(m->env().getRequestId());
+  CHECK(ids.size() == 20);
+
+  // A reply made while others are held, with nothing else to wake the loop, is not left for the
+  // loop's idle wake (a second): it leaves at the end of the hold.
+  s.send(pack_batch(batch, 0, 2), zmq::send_flags::none);
+  calls = take(2);
+  io.reply_soon(calls[0].routing_id, ok(calls[0]));
+  io.reply_soon(calls[1].routing_id, ok(calls[1]));
+  auto t0 = std::chrono::steady_clock::now();
+  got = receive(s, 2, false);
+  REQUIRE(got.size() == 2);
+  CHECK(std::chrono::steady_clock::now() - t0 < 500ms);
 }

@@ -172,8 +172,10 @@ Holder ActorSubmitter::call(const ActorPtr& a, const std::string& method, std::v
   auto spec = make_spec_(method, std::move(args));
   spec->actor = a;
   auto holder = std::make_shared<ObjectHolder>(spec->id);
-  // Queue first (keeps submission order), then let resolution release it.
-  io_->post([this, a, spec] {
+  // Queue first (keeps submission order), then let resolution release it: at once for a call
+  // without ObjectRef arguments.
+  bool ready = args_.ready_now(*spec);
+  io_->post([this, a, spec, ready] {
     if (a->state == ActorState::State::kDead) {
       // A call made after the creation was refused as infeasible says so, as the earlier ones did.
       if (a->infeasible)
@@ -185,8 +187,9 @@ Holder ActorSubmitter::call(const ActorPtr& a, const std::string& method, std::v
     }
     a->queue.push_back(spec);
     if (a->needs_lookup) lookup_address(a);
+    if (ready) flush(a);
   });
-  args_.resolve_then(spec, [this, a] { flush(a); });
+  if (!ready) args_.resolve_then(spec, [this, a] { flush(a); });
   return holder;
 }
 

@@ -31,6 +31,13 @@ void ArgumentResolver::resolve_then(const std::shared_ptr<TaskSpec>& spec, std::
   done();
 }
 
+bool ArgumentResolver::ready_now(TaskSpec& spec) {
+  for (auto& a : spec.args)
+    if (a.ref) return false;
+  spec.resolved = true;
+  return true;
+}
+
 std::optional<ArgumentProblem> ArgumentResolver::fill(capnp::List<wire::Value>::Builder list, OutMessage& m,
                                                       const std::vector<Arg>& args) {
   for (size_t i = 0; i < args.size(); ++i) {

@@ -36,6 +36,8 @@ class ArgumentResolver {
   // Runs on_loop on the I/O thread once every ObjectRef argument of the spec is ready (at once
   // when there are none); spec->resolved is true by then.
   void resolve_then(const std::shared_ptr<TaskSpec>& spec, std::function<void()> on_loop);
+  // True, with spec.resolved set, when the spec has no ObjectRef arguments (nothing to wait for).
+  static bool ready_now(TaskSpec& spec);
   // Writes the resolved values into `list` (one element per argument). nullopt when all were
   // written.
   std::optional<ArgumentProblem> fill(capnp::List<wire::Value>::Builder list, OutMessage& m, const std::vector<Arg>& args);

@@ -126,122 +126,13 @@ void IoLoop::post(std::function<void()> fn) {
   bool wake;
   {
     std::lock_guard<std::mutex> l(mu_);
-    wake = posted_.empty();
+    wake = !wake_pending_;
+    wake_pending_ = true;
     posted_.push_back(std::move(fn));
   }
   if (wake) {
     uint64_t one = 1;
     (void)!write(wake_fd_, &one, sizeof one);
-  }
-}
-
-void IoLoop::run_or_post(std::function<void()> fn) {
-  if (in_loop())
-    fn();
-  else
-    post(std::move(fn));
-}
-
-void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, ReplyCallback cb,
-                     std::chrono::milliseconds timeout, Landing landing) {
-  auto shared = std::make_shared<Frames>(std::move(frames));
-  // On the loop thread the send happens now, so requests leave in the order they are made.
-  run_or_post([this, peer_addr, id, shared, cb = std::move(cb), timeout, landing = std::move(landing)]() mutable {
-    // A link with nothing in flight is not polled: what its monitor said meanwhile (it was
-    // lost, say) is heard now, before it carries a request (a lost one is made again).
-    if (auto idle = peers_.find(peer_addr); idle != peers_.end() && idle->second.inflight == 0)
-      on_monitor_readable(peer_addr, idle->second);
-    Peer* p;
-    try {
-      p = &peer(peer_addr);
-    } catch (const zmq::error_t& e) {
-      fail(cb, LocalError{wire::ErrorCode::UNAVAILABLE, "cannot connect to " + peer_addr + ": " + e.what()});
-      return;
-    }
-    auto deadline = timeout.count() <= 0 || timeout == std::chrono::milliseconds::max()
-                        ? Clock::time_point::max()
-                        : Clock::now() + timeout;
-    if (auto too_big = oversized(*shared, peer_addr)) {
-      fail(cb, LocalError{wire::ErrorCode::BAD_REQUEST, *too_big});
-      return;
-    }
-    pending_.emplace(id, Pending{peer_addr, std::move(cb), deadline, std::move(landing)});
-    if (p->inflight++ == 0) active_.insert(peer_addr);
-    p->last_used = Clock::now();
-    if (p->outbox.empty()) dirty_peers_.push_back(peer_addr);
-    p->outbox.push_back(std::move(*shared));
-  });
-}
-
-void IoLoop::reply(std::string routing_id, Frames frames) {
-  auto shared = std::make_shared<Frames>(std::move(frames));
-  run_or_post([this, rid = std::move(routing_id), shared] {
-    if (auto too_big = oversized(*shared, "a requester")) {
-      // The requester hears why instead of losing its connection to the limit.
-      spdlog::error("{}", *too_big);
-      uint64_t request_id = 0;
-      try {
-        Frames head;
-        head.emplace_back(shared->front().data(), shared->front().size());
-        request_id = InMessage(std::move(head)).env().getRequestId();
-      } catch (const std::exception&) {
-      }
-      OutMessage out(token_, request_id, true);
-      set_error(out.env(), wire::ErrorCode::BAD_REQUEST, *too_big);
-      *shared = out.finish();
-    }
-    router_out_.emplace_back(rid, std::move(*shared));
-  });
-}
-
-void IoLoop::send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs, LinkSeal* seal,
-                          SealedAs as) {
-  size_t cap = std::min(kBatchMaxBytes, static_cast<size_t>(link_limits().max_message_bytes));
-  auto batchable = [&](const Frames& f) { return f.size() == 1 && f[0].size() % 8 == 0 && f[0].size() + 16 <= cap; };
-  auto send = [&](Frames& fr) {
-    if (seal) seal->seal(fr, as);
-    if (routing) s.send(zmq::buffer(*routing), zmq::send_flags::sndmore);
-    for (size_t k = 0; k < fr.size(); ++k)
-      s.send(fr[k], k + 1 < fr.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
-  };
-  for (size_t i = 0; i < msgs.size();) {
-    size_t j = i, bytes = 8;
-    while (j < msgs.size() && batchable(msgs[j]) && bytes + 8 + msgs[j][0].size() <= cap) bytes += 8 + msgs[j++][0].size();
-    if (j - i <= 1) {  // alone: not batchable, or nothing to batch it with
-      send(msgs[i++]);
-      continue;
-    }
-    Frames batch;
-    batch.push_back(pack_batch(msgs, i, j));
-    send(batch);
-    i = j;
-  }
-  msgs.clear();
-}
-
-void IoLoop::flush() {
-  for (auto& addr : dirty_peers_) {
-    auto it = peers_.find(addr);
-    if (it != peers_.end()) send_batched(*it->second.dealer, nullptr, it->second.outbox, it->second.seal.get());
-  }
-  dirty_peers_.clear();
-  if (router_out_.empty()) return;
-  // Replies grouped by requester, each group in the order made.
-  std::vector<std::pair<std::string, std::vector<Frames>>> groups;
-  std::unordered_map<std::string, size_t> at;
-  for (auto& [rid, fr] : router_out_) {
-    auto [it, fresh] = at.emplace(rid, groups.size());
-    if (fresh) groups.emplace_back(rid, std::vector<Frames>{});
-    groups[it->second].second.push_back(std::move(fr));
-  }
-  router_out_.clear();
-  for (auto& [rid, msgs] : groups) {
-    if (!via_data_link(rid)) {
-      send_batched(*router_, &rid, msgs);
-    } else if (data_router_) {
-      std::string data_rid = rid.substr(1);
-      send_batched(*data_router_, &data_rid, msgs, data_seal_.get(), SealedAs::reply);
-    }
   }
 }
 
@@ -306,11 +197,25 @@ IoLoop::Peer& IoLoop::peer(const std::string& addr) {
 
 void IoLoop::drain_posted() {
   std::vector<std::function<void()>> work;
+  std::vector<std::pair<std::string, Frames>> replies;
   {
     std::lock_guard<std::mutex> l(mu_);
     work.swap(posted_);
+    replies.swap(posted_replies_);
+    wake_pending_ = false;
+    // Replies held without a wake (reply_soon) are taken again at hold_until_; once a turn then
+    // finds none, the next one wakes the loop.
+    auto now = Clock::now();
+    if (holding_replies_ && hold_until_ == Clock::time_point::max()) {
+      hold_until_ = now + kReplyHold;
+    } else if (now >= hold_until_) {
+      hold_until_ = Clock::time_point::max();
+      holding_replies_ = !replies.empty();
+      if (holding_replies_) hold_until_ = now + kReplyHold;
+    }
   }
   for (auto& fn : work) fn();
+  for (auto& [rid, frames] : replies) queue_reply(std::move(rid), std::move(frames));
 }
 
 void IoLoop::run() {
@@ -343,6 +248,8 @@ void IoLoop::run() {
     auto wait = std::chrono::milliseconds(pending_.empty() ? 1000 : 100);
     for (auto& t : timers_)
       wait = std::min(wait, std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(t.next - now)));
+    if (hold_until_ != Clock::time_point::max())
+      wait = std::min(wait, std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(hold_until_ - now)));
     try {
       zmq::poll(items.data(), items.size(), wait);
     } catch (const zmq::error_t& e) {

@@ -87,6 +87,12 @@ class IoLoop {
                std::chrono::milliseconds timeout, Landing landing = {});
   // Thread-safe. Sends a reply to the ROUTER peer `routing_id`.
   void reply(std::string routing_id, Frames frames);
+  // Thread-safe. The same, for a sender with more replies coming at once (an executor with calls
+  // queued): the loop is woken for the first, and the replies made in the next kReplyHold join
+  // its next turn, so a burst of calls answered one after another leaves in a few batches
+  // instead of waking the loop once each. A reply waits at most kReplyHold.
+  void reply_soon(std::string routing_id, Frames frames);
+  static constexpr auto kReplyHold = std::chrono::milliseconds(1);
   // Thread-safe. Runs fn on the loop thread.
   void post(std::function<void()> fn);
   // Loop thread only: runs fn every `period`.
@@ -153,7 +159,10 @@ class IoLoop {
 
   static void tune(zmq::socket_t& s);  // limits and buffers of every socket
   void run();
-  void run_or_post(std::function<void()> fn);
+  // Loop thread only: a request queued for its peer's next batch, and a reply for the requester's.
+  void enqueue_request(const std::string& peer, uint64_t id, Frames frames, ReplyCallback cb,
+                       std::chrono::milliseconds timeout, Landing landing);
+  void queue_reply(std::string routing_id, Frames frames);
   void drain_posted();
   Peer& peer(const std::string& addr);
   // One message waiting at a ROUTER: its routing id and frames (false when none waits).
@@ -211,6 +220,10 @@ class IoLoop {
 
   std::mutex mu_;
   std::vector<std::function<void()>> posted_;  // guarded by mu_
+  std::vector<std::pair<std::string, Frames>> posted_replies_;  // guarded by mu_: replies from other threads
+  bool wake_pending_ = false;     // guarded by mu_: the wake fd was written since the last drain
+  bool holding_replies_ = false;  // guarded by mu_: replies posted without a wake, taken by hold_until_
+  Clock::time_point hold_until_ = Clock::time_point::max();  // loop thread only
 
   // Loop thread only.
   std::map<std::string, Peer> peers_;

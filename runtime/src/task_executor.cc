@@ -88,7 +88,7 @@ std::string demangle(const char* name) {
 }  // namespace
 
 struct TaskExecutor::State {
-  boost::fibers::buffered_channel<std::shared_ptr<IoLoop::Incoming>> channel{4096};
+  boost::fibers::buffered_channel<IoLoop::Incoming> channel{4096};
   std::shared_ptr<void> actor;
   const ActorClass* cls = nullptr;
   int max_concurrency = 1;
@@ -119,24 +119,32 @@ void TaskExecutor::handle(IoLoop::Incoming in) {
     case wire::Envelope::Body::PUSH_TASK:
     case wire::Envelope::Body::INSTANTIATE_ACTOR:
     case wire::Envelope::Body::SHUTDOWN:
-      s_->channel.push(std::make_shared<IoLoop::Incoming>(std::move(in)));
+      s_->channel.push(std::move(in));
       return;
     default:
       reply_error(in, wire::ErrorCode::BAD_REQUEST, "a worker does not serve this request");
   }
 }
 
+void TaskExecutor::answer(IoLoop::Incoming& in, Frames frames) {
+  // With more calls queued behind this one, its reply may join theirs (IoLoop::reply_soon).
+  if (more_queued_ && !io_->in_loop())
+    io_->reply_soon(std::move(in.routing_id), std::move(frames));
+  else
+    io_->reply(std::move(in.routing_id), std::move(frames));
+}
+
 void TaskExecutor::reply_ok(IoLoop::Incoming& in) {
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   m.env().getBody().setOk();
-  io_->reply(in.routing_id, m.finish());
+  answer(in, m.finish());
 }
 
 void TaskExecutor::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg,
                                const std::string& type, const std::string& location) {
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   set_error(m.env(), code, msg, type, location);
-  io_->reply(in.routing_id, m.finish());
+  answer(in, m.finish());
 }
 
 void TaskExecutor::run(std::function<void()> housekeeping) {
@@ -158,15 +166,24 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
     spdlog::error("worker {} cannot register with {}: {}", worker_id_, node_address_, e.what());
     _exit(3);
   }
-  std::shared_ptr<IoLoop::Incoming> item;
-  while (s_->channel.pop(item) == boost::fibers::channel_op_status::success) {
-    auto which = item->msg->env().getBody().which();
+  // One call of look-ahead: whether another is queued behind the one that runs.
+  IoLoop::Incoming item, next;
+  bool have_next = false;
+  for (;;) {
+    if (have_next)
+      item = std::move(next);
+    else if (s_->channel.pop(item) != boost::fibers::channel_op_status::success)
+      break;
+    have_next = s_->channel.try_pop(next) == boost::fibers::channel_op_status::success;
+    more_queued_ = have_next && !(s_->actor && s_->max_concurrency > 1);
+    auto which = item.msg->env().getBody().which();
     if (which == wire::Envelope::Body::SHUTDOWN) {
-      reply_ok(*item);
+      more_queued_ = false;
+      reply_ok(item);
       break;
     }
     if (which == wire::Envelope::Body::INSTANTIATE_ACTOR) {
-      instantiate(*item);
+      instantiate(item);
       continue;
     }
     if (s_->actor && s_->max_concurrency > 1) {
@@ -177,16 +194,16 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
         ++s_->running;
       }
       if (!s_->stacks) s_->stacks = std::make_unique<ReusedStacks>(static_cast<size_t>(s_->max_concurrency));
-      boost::fibers::fiber(std::allocator_arg, *s_->stacks, [this, item] {
-        execute(*item);
+      boost::fibers::fiber(std::allocator_arg, *s_->stacks, [this, call = std::move(item)]() mutable {
+        execute(call);
         std::unique_lock<boost::fibers::mutex> l(s_->mu);
         --s_->running;
         s_->cv.notify_all();
       }).detach();
     } else {
-      execute(*item);
+      execute(item);
     }
-    item.reset();
+    item = {};
   }
   io_->stop();  // flushes nothing more; replies already handed to the loop were sent
   _exit(0);
@@ -219,16 +236,17 @@ namespace {
 // A task's run in the process's metrics: running while it runs, then finished or failed, and
 // its duration. Labelled by function, or Class.method for an actor call.
 struct TaskRecord {
-  std::string label;
+  const std::string& label;
   const char* kind;
   metrics::detail::Registry& r = metrics::detail::Registry::instance();
   metrics::detail::Registry::TaskSeries* series = nullptr;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   int64_t start_us = TaskEvents::now_us();
   bool ok = false;
-  TaskRecord(std::string l, bool actor) : label(std::move(l)), kind(actor ? "actor_call" : "task") {
+  TaskRecord(const std::string& l, metrics::detail::Registry::TaskSeries* s, bool actor)
+      : label(l), kind(actor ? "actor_call" : "task") {
     if (!r.enabled()) return;
-    series = r.task_series(label);
+    series = s;
     r.task_started(series);
   }
   ~TaskRecord() {
@@ -241,12 +259,26 @@ struct TaskRecord {
 };
 }  // namespace
 
+// What every call of one function or method is labelled with: made at its first call.
+const TaskExecutor::Label& TaskExecutor::label_of(const std::string& fn, bool is_actor) {
+  auto& cache = is_actor && s_->cls ? method_labels_ : function_labels_;
+  auto it = cache.find(fn);
+  if (it != cache.end()) return it->second;
+  Label l;
+  l.label = is_actor && s_->cls ? s_->cls->name + "." + fn : fn;
+  auto& r = metrics::detail::Registry::instance();
+  if (r.enabled()) l.series = r.task_series(l.label);
+  return cache.emplace(fn, std::move(l)).first->second;
+}
+
 void TaskExecutor::execute(IoLoop::Incoming& in) {
   auto pt = in.msg->env().getBody().getPushTask();
   std::string fn = pt.getFunction();
   bool is_actor = pt.getActorId().size() > 0;
-  std::string where = (is_actor && s_->cls ? s_->cls->name + "::" : std::string()) + fn + s_->location_suffix;
-  TaskRecord record(is_actor && s_->cls ? s_->cls->name + "." + fn : fn, is_actor);
+  // Where a failure happened, for its error (made only then).
+  auto where = [&] { return (is_actor && s_->cls ? s_->cls->name + "::" : std::string()) + fn + s_->location_suffix; };
+  const auto& label = label_of(fn, is_actor);
+  TaskRecord record(label.label, label.series, is_actor);
   if (auto d = testing_delay(record.label); d.count() > 0) boost::this_fiber::sleep_for(d);
   Bytes result;
   try {
@@ -255,32 +287,32 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
     for (auto v : pt.getArgs()) args.push_back(in.msg->value(v));
     if (is_actor) {
       if (!s_->actor) {
-        reply_error(in, wire::ErrorCode::ACTOR_DIED, "this worker hosts no actor", {}, where);
+        reply_error(in, wire::ErrorCode::ACTOR_DIED, "this worker hosts no actor", {}, where());
         return;
       }
       auto it = s_->cls->methods.find(fn);
       if (it == s_->cls->methods.end()) {
-        reply_error(in, wire::ErrorCode::NOT_FOUND, "actor class " + s_->cls->name + " has no method " + fn, {}, where);
+        reply_error(in, wire::ErrorCode::NOT_FOUND, "actor class " + s_->cls->name + " has no method " + fn, {}, where());
         return;
       }
       result = it->second(s_->actor.get(), args);
     } else {
       const auto* inv = Registry::global().function(fn);
       if (!inv) {
-        reply_error(in, wire::ErrorCode::NOT_FOUND, "function " + fn + " is not registered in " + self_exe(), {}, where);
+        reply_error(in, wire::ErrorCode::NOT_FOUND, "function " + fn + " is not registered in " + self_exe(), {}, where());
         return;
       }
       result = (*inv)(args);
     }
   } catch (const RemoteError& e) {
     // A nested remote failure keeps its original type and place.
-    reply_error(in, wire::ErrorCode::TASK_ERROR, e.remote_message(), e.remote_type(), e.location() + " <- " + where);
+    reply_error(in, wire::ErrorCode::TASK_ERROR, e.remote_message(), e.remote_type(), e.location() + " <- " + where());
     return;
   } catch (const std::exception& e) {
-    reply_error(in, wire::ErrorCode::TASK_ERROR, e.what(), demangle(typeid(e).name()), where);
+    reply_error(in, wire::ErrorCode::TASK_ERROR, e.what(), demangle(typeid(e).name()), where());
     return;
   } catch (...) {
-    reply_error(in, wire::ErrorCode::TASK_ERROR, "a non-standard exception was thrown", "unknown", where);
+    reply_error(in, wire::ErrorCode::TASK_ERROR, "a non-standard exception was thrown", "unknown", where());
     return;
   }
   record.ok = true;
@@ -297,7 +329,7 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
   } else {
     m.set_value(value, result);
   }
-  io_->reply(in.routing_id, m.finish());
+  answer(in, m.finish());
 }
 
 }  // namespace yard::detail

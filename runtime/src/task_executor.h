@@ -10,8 +10,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "io_loop.h"
+#include "metrics_registry.h"
 #include "ownership.h"
 
 namespace yard::detail {
@@ -35,9 +37,16 @@ class TaskExecutor {
   void handle(IoLoop::Incoming in);  // I/O thread
   void instantiate(IoLoop::Incoming& in);
   void execute(IoLoop::Incoming& in);
+  void answer(IoLoop::Incoming& in, Frames frames);
   void reply_ok(IoLoop::Incoming& in);
   void reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg, const std::string& type = {},
                    const std::string& location = {});
+
+  struct Label {
+    std::string label;  // function, or Class.method
+    metrics::detail::Registry::TaskSeries* series = nullptr;  // null when metrics are off
+  };
+  const Label& label_of(const std::string& fn, bool is_actor);  // executor thread only
 
   std::unique_ptr<IoLoop>& io_;
   Ownership& ownership_;
@@ -46,6 +55,8 @@ class TaskExecutor {
   struct State;  // the channel, the hosted actor and the fibers' bookkeeping
   std::unique_ptr<State> s_;
   std::atomic<bool> stopping_{false};
+  bool more_queued_ = false;  // executor thread: another call is queued behind the running one
+  std::unordered_map<std::string, Label> function_labels_, method_labels_;  // executor thread only
 };
 
 }  // namespace yard::detail

@@ -1,0 +1,146 @@
+// What leaves an IoLoop: requests and replies queued from any thread, sent at the end of the
+// loop's turn, several to one peer as one batch.
+#include <spdlog/spdlog.h>
+
+#include "io_loop.h"
+
+namespace yard::detail {
+
+void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, ReplyCallback cb,
+                     std::chrono::milliseconds timeout, Landing landing) {
+  // On the loop thread the request is queued now, so requests leave in the order they are made.
+  if (in_loop()) return enqueue_request(peer_addr, id, std::move(frames), std::move(cb), timeout, std::move(landing));
+  auto shared = std::make_shared<Frames>(std::move(frames));
+  post([this, peer_addr, id, shared, cb = std::move(cb), timeout, landing = std::move(landing)]() mutable {
+    enqueue_request(peer_addr, id, std::move(*shared), std::move(cb), timeout, std::move(landing));
+  });
+}
+
+void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames frames, ReplyCallback cb,
+                             std::chrono::milliseconds timeout, Landing landing) {
+  // A link with nothing in flight is not polled: what its monitor said meanwhile (it was lost,
+  // say) is heard now, before it carries a request (a lost one is made again).
+  auto known = peers_.find(peer_addr);
+  if (known != peers_.end() && known->second.inflight == 0) on_monitor_readable(peer_addr, known->second);
+  Peer* p;
+  try {
+    p = &peer(peer_addr);
+  } catch (const zmq::error_t& e) {
+    fail(cb, LocalError{wire::ErrorCode::UNAVAILABLE, "cannot connect to " + peer_addr + ": " + e.what()});
+    return;
+  }
+  auto deadline = timeout.count() <= 0 || timeout == std::chrono::milliseconds::max() ? Clock::time_point::max()
+                                                                                      : Clock::now() + timeout;
+  if (auto too_big = oversized(frames, peer_addr)) {
+    fail(cb, LocalError{wire::ErrorCode::BAD_REQUEST, *too_big});
+    return;
+  }
+  pending_.emplace(id, Pending{peer_addr, std::move(cb), deadline, std::move(landing)});
+  if (p->inflight++ == 0) active_.insert(peer_addr);
+  p->last_used = Clock::now();
+  if (p->outbox.empty()) dirty_peers_.push_back(peer_addr);
+  p->outbox.push_back(std::move(frames));
+}
+
+void IoLoop::reply(std::string routing_id, Frames frames) {
+  if (in_loop()) return queue_reply(std::move(routing_id), std::move(frames));
+  // From another thread (an executor): queued without a closure, the loop woken once per burst.
+  bool wake;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    wake = !wake_pending_;
+    wake_pending_ = true;
+    posted_replies_.emplace_back(std::move(routing_id), std::move(frames));
+  }
+  if (wake) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+  }
+}
+
+void IoLoop::reply_soon(std::string routing_id, Frames frames) {
+  if (in_loop()) return queue_reply(std::move(routing_id), std::move(frames));
+  bool wake;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    wake = !wake_pending_ && !holding_replies_;
+    wake_pending_ = wake_pending_ || wake;
+    holding_replies_ = true;
+    posted_replies_.emplace_back(std::move(routing_id), std::move(frames));
+  }
+  if (wake) {
+    uint64_t one = 1;
+    (void)!write(wake_fd_, &one, sizeof one);
+  }
+}
+
+void IoLoop::queue_reply(std::string routing_id, Frames frames) {
+  if (auto too_big = oversized(frames, "a requester")) {
+    // The requester hears why instead of losing its connection to the limit.
+    spdlog::error("{}", *too_big);
+    uint64_t request_id = 0;
+    try {
+      Frames head;
+      head.emplace_back(frames.front().data(), frames.front().size());
+      request_id = InMessage(std::move(head)).env().getRequestId();
+    } catch (const std::exception&) {
+    }
+    OutMessage out(token_, request_id, true);
+    set_error(out.env(), wire::ErrorCode::BAD_REQUEST, *too_big);
+    frames = out.finish();
+  }
+  router_out_.emplace_back(std::move(routing_id), std::move(frames));
+}
+
+void IoLoop::send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs, LinkSeal* seal,
+                          SealedAs as) {
+  size_t cap = std::min(kBatchMaxBytes, static_cast<size_t>(link_limits().max_message_bytes));
+  auto batchable = [&](const Frames& f) { return f.size() == 1 && f[0].size() % 8 == 0 && f[0].size() + 16 <= cap; };
+  auto send = [&](Frames& fr) {
+    if (seal) seal->seal(fr, as);
+    if (routing) s.send(zmq::buffer(*routing), zmq::send_flags::sndmore);
+    for (size_t k = 0; k < fr.size(); ++k)
+      s.send(fr[k], k + 1 < fr.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+  };
+  for (size_t i = 0; i < msgs.size();) {
+    size_t j = i, bytes = 8;
+    while (j < msgs.size() && batchable(msgs[j]) && bytes + 8 + msgs[j][0].size() <= cap) bytes += 8 + msgs[j++][0].size();
+    if (j - i <= 1) {  // alone: not batchable, or nothing to batch it with
+      send(msgs[i++]);
+      continue;
+    }
+    Frames batch;
+    batch.push_back(pack_batch(msgs, i, j));
+    send(batch);
+    i = j;
+  }
+  msgs.clear();
+}
+
+void IoLoop::flush() {
+  for (auto& addr : dirty_peers_) {
+    auto it = peers_.find(addr);
+    if (it != peers_.end()) send_batched(*it->second.dealer, nullptr, it->second.outbox, it->second.seal.get());
+  }
+  dirty_peers_.clear();
+  if (router_out_.empty()) return;
+  // Replies grouped by requester, each group in the order made.
+  std::vector<std::pair<std::string, std::vector<Frames>>> groups;
+  std::unordered_map<std::string, size_t> at;
+  for (auto& [rid, fr] : router_out_) {
+    auto [it, fresh] = at.emplace(rid, groups.size());
+    if (fresh) groups.emplace_back(rid, std::vector<Frames>{});
+    groups[it->second].second.push_back(std::move(fr));
+  }
+  router_out_.clear();
+  for (auto& [rid, msgs] : groups) {
+    if (!via_data_link(rid)) {
+      send_batched(*router_, &rid, msgs);
+    } else if (data_router_) {
+      std::string data_rid = rid.substr(1);
+      send_batched(*data_router_, &data_rid, msgs, data_seal_.get(), SealedAs::reply);
+    }
+  }
+}
+
+}  // namespace yard::detail
