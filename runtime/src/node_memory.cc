@@ -110,10 +110,15 @@ int NodeMemory::slot() {
 }
 
 void NodeMemory::add_used(int64_t delta) {
-  if (int i = slot(); i >= 0) {
-    s_->slots[i].used.fetch_add(delta);
-    s_->used.fetch_add(delta);
-  }
+  int i = slot();
+  if (i < 0) return;
+  // Small changes gather here and are published together: the node's counters are shared with
+  // every process of the node, and a stream of small results would otherwise contend for them.
+  int64_t gathered = unpublished_.fetch_add(delta, std::memory_order_relaxed) + delta;
+  if (gathered < kPublishBytes && gathered > -kPublishBytes) return;
+  int64_t take = unpublished_.exchange(0, std::memory_order_relaxed);
+  s_->slots[i].used.fetch_add(take);
+  s_->used.fetch_add(take);
 }
 
 void NodeMemory::add_spilled(int64_t bytes, int64_t objects) {

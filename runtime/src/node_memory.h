@@ -26,8 +26,11 @@ class NodeMemory {
 
   uint64_t limit() const;
   std::string spill_dir() const;
-  // This process's bytes in memory and spilled (its own slot; taken on first use).
+  // This process's bytes in memory and spilled (its own slot; taken on first use). Changes in
+  // memory reach the node's counters once they add up to kPublishBytes either way: what the node
+  // sees of a process lags by less than that.
   void add_used(int64_t delta);
+  static constexpr int64_t kPublishBytes = 64 * 1024;
   void add_spilled(int64_t bytes, int64_t objects);
   Totals totals() const;
   bool over_limit() const;
@@ -42,6 +45,7 @@ class NodeMemory {
   Segment* s_;
   bool owner_;
   int slot_ = -1;
+  std::atomic<int64_t> unpublished_{0};  // add_used's changes not yet in the shared counters
 };
 
 }  // namespace yard::detail
