@@ -135,7 +135,8 @@ void InMessage::open() {
   opts.traversalLimitInWords = nwords_ * 4 + 64;
   opts.nestingLimit = 16;
   try {
-    reader_ = std::make_unique<capnp::FlatArrayMessageReader>(kj::arrayPtr(words_, nwords_), opts);
+    reader_.reset();
+    reader_.emplace(kj::arrayPtr(words_, nwords_), opts);
     env_ = reader_->getRoot<wire::Envelope>();
     if (env_.getVersion() != wire::PROTOCOL_VERSION)
       throw DecodeError("protocol version " + std::to_string(env_.getVersion()) + ", expected " +

@@ -3,6 +3,7 @@
 
 #include <memory>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -95,7 +96,7 @@ class InMessage {
   kj::Array<capnp::word> aligned_;
   const capnp::word* words_ = nullptr;
   size_t nwords_ = 0;
-  std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
+  std::optional<capnp::FlatArrayMessageReader> reader_;  // in place: one allocation less per message
   wire::Envelope::Reader env_;
 };
 
