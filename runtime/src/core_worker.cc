@@ -77,13 +77,23 @@ void CoreWorker::housekeeping() {
   report_metrics(true);
 }
 
+// A submitting thread keeps the series of the last function it submitted: a stream of tasks of
+// one function finds it without looking it up.
 void CoreWorker::count_submitted(const std::string& function) {
   auto& r = metrics::detail::Registry::instance();
-  if (r.enabled()) r.task_submitted(r.task_series(function));
+  if (!r.enabled()) return;
+  thread_local struct {
+    std::string function;
+    metrics::detail::Registry::TaskSeries* series = nullptr;
+  } last;
+  if (!last.series || last.function != function) {
+    last.series = r.task_series(function);
+    last.function = function;
+  }
+  r.task_submitted(last.series);
 }
 
-// A submitting thread keeps the series of the last method it called: a stream of calls of one
-// method finds it without building its label or looking it up.
+// The same for actor calls, without building the Class.method label.
 void CoreWorker::count_call(const std::string& cls, const std::string& method) {
   auto& r = metrics::detail::Registry::instance();
   if (!r.enabled()) return;
