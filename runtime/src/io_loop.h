@@ -163,6 +163,7 @@ class IoLoop {
   void enqueue_request(const std::string& peer, uint64_t id, Frames frames, ReplyCallback cb,
                        std::chrono::milliseconds timeout, Landing landing);
   void queue_reply(std::string routing_id, Frames frames);
+  void hand_over_reply(std::string routing_id, Frames frames, bool soon);
   void drain_posted();
   Peer& peer(const std::string& addr);
   // One message waiting at a ROUTER: its routing id and frames (false when none waits).

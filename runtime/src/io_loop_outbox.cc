@@ -44,28 +44,23 @@ void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames f
 
 void IoLoop::reply(std::string routing_id, Frames frames) {
   if (in_loop()) return queue_reply(std::move(routing_id), std::move(frames));
-  // From another thread (an executor): queued without a closure, the loop woken once per burst.
-  bool wake;
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    wake = !wake_pending_;
-    wake_pending_ = true;
-    posted_replies_.emplace_back(std::move(routing_id), std::move(frames));
-  }
-  if (wake) {
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof one);
-  }
+  hand_over_reply(std::move(routing_id), std::move(frames), false);
 }
 
 void IoLoop::reply_soon(std::string routing_id, Frames frames) {
   if (in_loop()) return queue_reply(std::move(routing_id), std::move(frames));
+  hand_over_reply(std::move(routing_id), std::move(frames), true);
+}
+
+// A reply from another thread (an executor), queued without a closure. The loop is woken unless
+// a wake is on its way, or (`soon`) replies are being held: then the hold's end takes it.
+void IoLoop::hand_over_reply(std::string routing_id, Frames frames, bool soon) {
   bool wake;
   {
     std::lock_guard<std::mutex> l(mu_);
-    wake = !wake_pending_ && !holding_replies_;
+    wake = !wake_pending_ && !(soon && holding_replies_);
     wake_pending_ = wake_pending_ || wake;
-    holding_replies_ = true;
+    holding_replies_ = holding_replies_ || soon;
     posted_replies_.emplace_back(std::move(routing_id), std::move(frames));
   }
   if (wake) {
