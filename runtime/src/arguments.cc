@@ -6,13 +6,12 @@
 namespace yard::detail {
 
 void ArgumentResolver::resolve_then(const std::shared_ptr<TaskSpec>& spec, std::function<void()> on_loop) {
-  int refs = 0;
-  for (auto& a : spec->args) refs += a.ref ? 1 : 0;
-  if (refs == 0) {
-    spec->resolved = true;
+  if (ready_now(*spec)) {
     io_->post(std::move(on_loop));
     return;
   }
+  int refs = 0;
+  for (auto& a : spec->args) refs += a.ref ? 1 : 0;
   spec->unresolved.store(refs + 1);
   auto shared = std::make_shared<std::function<void()>>(std::move(on_loop));
   auto done = [this, spec, shared] {

@@ -77,34 +77,20 @@ void CoreWorker::housekeeping() {
   report_metrics(true);
 }
 
-// A submitting thread keeps the series of the last function it submitted: a stream of tasks of
-// one function finds it without looking it up.
-void CoreWorker::count_submitted(const std::string& function) {
+// A submission counted under its label: the function, or Class.method for an actor's method or
+// creation. A submitting thread keeps the series of the last label it counted, so a stream of
+// like submissions neither builds the label nor looks it up.
+void CoreWorker::count_submitted(const std::string& cls, const std::string& name) {
   auto& r = metrics::detail::Registry::instance();
   if (!r.enabled()) return;
   thread_local struct {
-    std::string function;
+    std::string cls, name;
     metrics::detail::Registry::TaskSeries* series = nullptr;
   } last;
-  if (!last.series || last.function != function) {
-    last.series = r.task_series(function);
-    last.function = function;
-  }
-  r.task_submitted(last.series);
-}
-
-// The same for actor calls, without building the Class.method label.
-void CoreWorker::count_call(const std::string& cls, const std::string& method) {
-  auto& r = metrics::detail::Registry::instance();
-  if (!r.enabled()) return;
-  thread_local struct {
-    std::string cls, method;
-    metrics::detail::Registry::TaskSeries* series = nullptr;
-  } last;
-  if (!last.series || last.method != method || last.cls != cls) {
-    last.series = r.task_series(cls + "." + method);
+  if (!last.series || last.name != name || last.cls != cls) {
+    last.series = r.task_series(cls.empty() ? name : cls + "." + name);
     last.cls = cls;
-    last.method = method;
+    last.name = name;
   }
   r.task_submitted(last.series);
 }
@@ -179,7 +165,7 @@ std::shared_ptr<TaskSpec> CoreWorker::make_spec(std::string fn, std::vector<Arg>
 // ---- tasks and actors -------------------------------------------------------------------------
 
 Holder CoreWorker::submit_task(const std::string& function, std::vector<Arg> args, const TaskOptions& o) {
-  count_submitted(function);
+  count_submitted({}, function);
   auto spec = make_spec(function, std::move(args));
   auto holder = std::make_shared<ObjectHolder>(spec->id);
   tasks_.submit(spec, o);
@@ -187,13 +173,13 @@ Holder CoreWorker::submit_task(const std::string& function, std::vector<Arg> arg
 }
 
 ActorPtr CoreWorker::create_actor(const std::string& cls, std::vector<Arg> args, const ActorOptions& o) {
-  count_submitted(cls + ".create");
+  count_submitted(cls, "create");
   return actors_.create(cls, std::move(args), o);
 }
 ActorPtr CoreWorker::lookup_actor(const std::string& name, const std::string& cls) { return actors_.lookup(name, cls); }
 ActorPtr CoreWorker::actor_from_id(const std::string& id, const std::string& cls) { return actors_.from_id(id, cls); }
 Holder CoreWorker::submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args) {
-  count_call(a->class_name, method);
+  count_submitted(a->class_name, method);
   return actors_.call(a, method, std::move(args));
 }
 void CoreWorker::kill_actor(const ActorPtr& a) { actors_.kill(a); }

@@ -63,8 +63,7 @@ class CoreWorker {
   // Spans waiting, and with `with_series` the metrics when they changed (every 5 s regardless).
   void report_metrics(bool with_series);
   void flush_metrics();
-  void count_submitted(const std::string& function);
-  void count_call(const std::string& cls, const std::string& method);
+  void count_submitted(const std::string& cls, const std::string& name);
   void describe_process(wire::MetricsReport::Builder r);
   bool fill_report(wire::MetricsReport::Builder report, bool series, bool force);
   std::string process_label_ = "driver";  // in metrics reports: "driver", or the worker's id

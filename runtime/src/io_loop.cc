@@ -112,8 +112,7 @@ void IoLoop::stop() {
     if (thread_.joinable() && !in_loop()) thread_.join();
     return;
   }
-  uint64_t one = 1;
-  (void)!write(wake_fd_, &one, sizeof one);
+  wake_loop();
   if (thread_.joinable()) {
     if (in_loop())
       thread_.detach();
@@ -130,10 +129,12 @@ void IoLoop::post(std::function<void()> fn) {
     wake_pending_ = true;
     posted_.push_back(std::move(fn));
   }
-  if (wake) {
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof one);
-  }
+  if (wake) wake_loop();
+}
+
+void IoLoop::wake_loop() {
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof one);
 }
 
 void IoLoop::every(std::chrono::milliseconds period, std::function<void()> fn) {
@@ -205,13 +206,14 @@ void IoLoop::drain_posted() {
     wake_pending_ = false;
     // Replies held without a wake (reply_soon) are taken again at hold_until_; once a turn then
     // finds none, the next one wakes the loop.
-    auto now = Clock::now();
-    if (holding_replies_ && hold_until_ == Clock::time_point::max()) {
-      hold_until_ = now + kReplyHold;
-    } else if (now >= hold_until_) {
-      hold_until_ = Clock::time_point::max();
-      holding_replies_ = !replies.empty();
-      if (holding_replies_) hold_until_ = now + kReplyHold;
+    if (holding_replies_) {
+      auto now = Clock::now();
+      if (hold_until_ == Clock::time_point::max()) {
+        hold_until_ = now + kReplyHold;
+      } else if (now >= hold_until_) {
+        holding_replies_ = !replies.empty();
+        hold_until_ = holding_replies_ ? now + kReplyHold : Clock::time_point::max();
+      }
     }
   }
   for (auto& fn : work) fn();

@@ -165,6 +165,7 @@ class IoLoop {
   void queue_reply(std::string routing_id, Frames frames);
   void hand_over_reply(std::string routing_id, Frames frames, bool soon);
   void drain_posted();
+  void wake_loop();  // writes the wake fd: the loop's poll returns
   Peer& peer(const std::string& addr);
   // One message waiting at a ROUTER: its routing id and frames (false when none waits).
   static bool receive_routed(zmq::socket_t& router, zmq::message_t& rid, Frames& frames);

@@ -63,10 +63,7 @@ void IoLoop::hand_over_reply(std::string routing_id, Frames frames, bool soon) {
     holding_replies_ = holding_replies_ || soon;
     posted_replies_.emplace_back(std::move(routing_id), std::move(frames));
   }
-  if (wake) {
-    uint64_t one = 1;
-    (void)!write(wake_fd_, &one, sizeof one);
-  }
+  if (wake) wake_loop();
 }
 
 void IoLoop::queue_reply(std::string routing_id, Frames frames) {

@@ -175,7 +175,8 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
     else if (s_->channel.pop(item) != boost::fibers::channel_op_status::success)
       break;
     have_next = s_->channel.try_pop(next) == boost::fibers::channel_op_status::success;
-    more_queued_ = have_next && !(s_->actor && s_->max_concurrency > 1);
+    bool concurrent = s_->actor && s_->max_concurrency > 1;
+    more_queued_ = have_next && !concurrent;
     auto which = item.msg->env().getBody().which();
     if (which == wire::Envelope::Body::SHUTDOWN) {
       more_queued_ = false;
@@ -186,7 +187,7 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
       instantiate(item);
       continue;
     }
-    if (s_->actor && s_->max_concurrency > 1) {
+    if (concurrent) {
       // Run concurrently on a fiber, at most max_concurrency at once.
       {
         std::unique_lock<boost::fibers::mutex> l(s_->mu);
@@ -243,11 +244,10 @@ struct TaskRecord {
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   int64_t start_us = TaskEvents::now_us();
   bool ok = false;
+  // `s` is null when metrics are off: nothing is recorded.
   TaskRecord(const std::string& l, metrics::detail::Registry::TaskSeries* s, bool actor)
-      : label(l), kind(actor ? "actor_call" : "task") {
-    if (!r.enabled()) return;
-    series = s;
-    r.task_started(series);
+      : label(l), kind(actor ? "actor_call" : "task"), series(s) {
+    if (series) r.task_started(series);
   }
   ~TaskRecord() {
     if (!series) return;
