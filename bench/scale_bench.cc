@@ -10,11 +10,14 @@
 //                               heartbeat timeout + 1 s (ratio <= 1 meets the target)
 //   status_ms_Nn                `yard status` as a user runs it (the summary), process start
 //                               included; status_json_ms_Nn: `yard status --json`, every row
-//   head_cpu_idle_frac_Nn       the head's CPU time ÷ wall time over 3 s with nothing asked of it
+//   head_cpu_idle_frac_Nn       the head's CPU time ÷ wall time over 3 s with nothing asked of it;
+//                               redis_cpu_idle_frac_Nn: its Redis's (the nodes' heartbeats)
 //   takeover_s_Nn               kill -9 of the head with every actor alive -> a new head at the same
 //                               address answers status with them all ALIVE
 //   head_rss_mb_per_1k_actors_Nn, redis_mb_per_1k_actors_Nn: memory the actors cost
 // This binary is the driver; the actors are yard::SimulatedCounter, hosted by the simulator.
+// SCALE_ACTORS sets the number of actors (default 1000); SCALE_KEEP_HOME=1 keeps each size's
+// cluster directory (the head's and simulators' logs) and prints where it is.
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -144,6 +147,12 @@ struct Cluster {
     if (ms) *ms = secs_since(t0) * 1000;
     return out;
   }
+  pid_t redis_pid() const {
+    pid_t pid = 0;
+    std::string addr;
+    std::ifstream(home + "/head/redis.address") >> addr >> pid;
+    return pid;
+  }
   json status(double* ms = nullptr) { return json::parse(run_status("--json", ms), nullptr, false); }
   ~Cluster() {
     for (auto p : sims) kill(p, SIGTERM);
@@ -155,7 +164,8 @@ struct Cluster {
     if (std::ifstream(home + "/head/redis.address") >> raddr >> rpid; rpid > 0 && !yard::sys::process_dead(rpid))
       yard::sys::terminate(rpid, SIGTERM, 5s);
     std::error_code ec;
-    fs::remove_all(home, ec);
+    if (getenv("SCALE_KEEP_HOME")) std::fprintf(stderr, "cluster logs kept in %s\n", home.c_str());
+    else fs::remove_all(home, ec);
   }
 };
 
@@ -209,10 +219,13 @@ SizeFigures run_size(const std::string& yard_bin, int n, int actors, const SizeF
   yard::sys::Redis redis(rh, rp, cs.password, 5s);
   SizeFigures f;
 
-  double idle0 = cpu_seconds(c.head_pid);
+  pid_t redis_pid = c.redis_pid();
+  double idle0 = cpu_seconds(c.head_pid), redis_idle0 = redis_pid > 0 ? cpu_seconds(redis_pid) : 0;
   auto t_idle = Clock::now();
   std::this_thread::sleep_for(3s);  // measuring an idle head: nothing to wait for
-  emit("head_cpu_idle_frac" + tag, (cpu_seconds(c.head_pid) - idle0) / secs_since(t_idle), "cpu/wall");
+  double idle_secs = secs_since(t_idle);
+  emit("head_cpu_idle_frac" + tag, (cpu_seconds(c.head_pid) - idle0) / idle_secs, "cpu/wall");
+  if (redis_pid > 0) emit("redis_cpu_idle_frac" + tag, (cpu_seconds(redis_pid) - redis_idle0) / idle_secs, "cpu/wall");
 
   double status_ms = 0, full_ms = 0;
   c.run_status("", &status_ms);

@@ -47,7 +47,7 @@ Frames unpack_frames(const std::string& s) {
 }  // namespace
 
 // The actor's creation message, with its arguments as bytes, for restarts by a later head.
-void ActorManager::save_actor_spec(const Actor& a) {
+std::string ActorManager::actor_spec(const Actor& a) {
   OutMessage m(token_, 0, false);
   a.create_msg->rewind();
   auto src = a.create_msg->env().getBody().getCreateActor();
@@ -55,7 +55,7 @@ void ActorManager::save_actor_spec(const Actor& a) {
   auto dst = m.env().getBody().getCreateActor();
   auto args = dst.initArgs(src.getArgs().size());
   for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], a.create_msg->value(src.getArgs()[i]));
-  tables_->save_actor_spec(a.id, pack_frames(m.finish()));
+  return pack_frames(m.finish());
 }
 
 

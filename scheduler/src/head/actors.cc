@@ -54,7 +54,7 @@ std::optional<Rejection> ActorManager::check_new_actor(const Actor& a) {
   if (!a.pg.empty()) {
     if (auto no = groups_->check_actor(a.pg, a.bundle, a.resources, a.class_name)) return no;
   } else {
-    nodes_->refresh_if_joined();
+    nodes_->refresh_if_joined(kJoinCheckAge);  // an infeasible one reads everything below
     // Without node affinity an actor is feasible when some node's totals hold it: known per
     // shape of request until the view is rebuilt, so that a burst of alike actors costs one scan.
     if (a.affinity_node.empty() && nodes_->fits_some_node(a.resources)) return check_name(a);
@@ -127,10 +127,8 @@ void ActorManager::on_create(Incoming& in) {
   a.place_bundle = a.bundle;
   a.bundle = -1;
   std::string id = a.id;
-  actors_.emplace(id, std::move(a));
-  tables_->add_actor(id);
-  save_actor(actors_.at(id));
-  if (actors_.at(id).max_restarts != 0) save_actor_spec(actors_.at(id));
+  auto& added = actors_.emplace(id, std::move(a)).first->second;
+  tables_->add_actor(added, added.max_restarts != 0 ? actor_spec(added) : std::string());
   pending_actors_.push_back(id);
   process();
 }

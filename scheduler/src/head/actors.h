@@ -119,7 +119,7 @@ class ActorManager {
   void fill_actor_info(wire::ActorInfo::Builder b, const Actor& a);
   void answer_lookups(Actor& a, bool expired_only = false);
   void save_actor(const Actor& a);
-  void save_actor_spec(const Actor& a);
+  std::string actor_spec(const Actor& a);  // the creation message it restarts from (arguments too)
   void prune_dead_actors();
 
   std::unique_ptr<detail::IoLoop>& io_;

@@ -10,6 +10,7 @@ namespace yard::sched {
 void ClusterNodes::refresh() {
   flush();
   version_ = tables_.nodes_version();
+  version_read_ = std::chrono::steady_clock::now();
   std::set<std::string> seen;
   for (auto& r : tables_.nodes_with_resources()) {
     seen.insert(r.id);
@@ -25,12 +26,16 @@ void ClusterNodes::refresh() {
   rebuild_view();
 }
 
-void ClusterNodes::refresh_if_joined() {
+bool ClusterNodes::refresh_if_joined(std::chrono::milliseconds fresh_enough) {
+  auto now = std::chrono::steady_clock::now();
+  if (fresh_enough.count() > 0 && now - version_read_ < fresh_enough) return false;
   try {
+    version_read_ = now;
     if (tables_.nodes_version() != version_) refresh();
   } catch (const std::exception& e) {
     spdlog::warn("reading the cluster's membership: {} (placing on what was read before)", e.what());
   }
+  return true;
 }
 
 void ClusterNodes::rebuild_view() {

@@ -9,6 +9,7 @@
 // counted up with every placement in between.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <set>
@@ -24,6 +25,9 @@
 
 namespace yard::sched {
 
+// How old a check for joined nodes may be when an actor or group is placed.
+inline constexpr std::chrono::milliseconds kJoinCheckAge{50};
+
 class ClusterNodes {
  public:
   struct Node {
@@ -38,8 +42,10 @@ class ClusterNodes {
 
   // Reads every node's record and resources (pending releases go first).
   void refresh();
-  // Refreshes when a node joined or left since the last refresh (one small read otherwise).
-  void refresh_if_joined();
+  // Refreshes when a node joined or left since the last refresh (one small read otherwise). With
+  // `fresh_enough`, a view read or checked that recently is taken as it is (a burst of creations
+  // costs no read each). True when it read.
+  bool refresh_if_joined(std::chrono::milliseconds fresh_enough = std::chrono::milliseconds(0));
   const Node* find(const std::string& id) const;
   std::string address(const std::string& id) const;  // "" when unknown
   const std::map<std::string, Node>& all() const { return nodes_; }
@@ -85,6 +91,7 @@ class ClusterNodes {
   std::unordered_map<std::string, size_t> in_view_;  // node -> index in view_.nodes
   std::function<void(policy::ClusterView&)> count_actors_;
   long long version_ = -1;
+  std::chrono::steady_clock::time_point version_read_{};  // when version_ was last read
   std::map<Res, bool> feasible_;  // fits_some_node's answers for this view  // the membership's version at the last refresh
   std::set<std::string> dead_, draining_;
   Items pending_release_;

@@ -18,8 +18,12 @@ policy::Decision GroupManager::try_place(Group& g, bool check_feasible) {
   req.strategy = g.strategy;
   req.placed = g.nodes;
   req.check_feasible = check_feasible;
-  if (check_feasible) nodes_.refresh_if_joined();  // a new group may need a node that just joined
+  // A new group may need a node that joined a moment ago: a view checked in the last 50 ms is
+  // taken as it is unless the group does not fit it.
+  bool checked = !check_feasible || nodes_.refresh_if_joined(kJoinCheckAge);
   auto plan = policy::place_bundles(nodes_.view(), req);
+  if (plan.outcome == policy::Outcome::kInfeasible && !checked && nodes_.refresh_if_joined())
+    plan = policy::place_bundles(nodes_.view(), req);
   if (plan.outcome == policy::Outcome::kInfeasible && could_add_nodes && could_add_nodes(req))
     return policy::Decision::wait();  // the autoscaler starts nodes for it
   if (plan.outcome == policy::Outcome::kInfeasible) return policy::Decision::infeasible(plan.why);

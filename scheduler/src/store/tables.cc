@@ -142,36 +142,88 @@ long long Tables::nodes_version() {
   return r.is_nil() ? 0 : std::stoll(r.str());
 }
 
-namespace {
-std::vector<std::vector<std::string>> report_commands(const std::string& id, const NodeReport& n,
-                                                      std::chrono::milliseconds ttl) {
-  return {{"HSET", node_key(id), "address", n.address, "hostname", n.hostname, "pid", std::to_string(n.pid), "log_dir",
-           n.log_dir, "leased", std::to_string(n.leased), "start_time", std::to_string(n.start_time), "workers",
-           std::to_string(n.workers), "object_store_limit", std::to_string(n.object_store_limit), "object_store_used",
-           std::to_string(n.object_store_used), "spilled_bytes", std::to_string(n.spilled_bytes), "spilled_objects",
-           std::to_string(n.spilled_objects), "metrics", n.metrics, "heartbeat", std::to_string(n.now)},
-          {"SET", heartbeat_key(id), std::to_string(n.now), "PX", std::to_string(ttl.count())}};
+std::vector<std::vector<std::string>> Tables::report_commands(const std::string& id, const NodeReport& n,
+                                                              std::chrono::milliseconds ttl) {
+  const std::pair<const char*, std::string> fields[] = {
+      {"address", n.address},
+      {"hostname", n.hostname},
+      {"pid", std::to_string(n.pid)},
+      {"log_dir", n.log_dir},
+      {"leased", std::to_string(n.leased)},
+      {"start_time", std::to_string(n.start_time)},
+      {"workers", std::to_string(n.workers)},
+      {"object_store_limit", std::to_string(n.object_store_limit)},
+      {"object_store_used", std::to_string(n.object_store_used)},
+      {"spilled_bytes", std::to_string(n.spilled_bytes)},
+      {"spilled_objects", std::to_string(n.spilled_objects)},
+      {"metrics", n.metrics}};
+  if (r_.reconnects() != reported_on_) {
+    reported_.clear();  // a Redis that restarted may have lost the records
+    reported_on_ = r_.reconnects();
+  }
+  auto last = reported_.find(id);
+  bool full = last == reported_.end() || n.now - last->second.full_at >= kFullReportEvery || n.now < last->second.full_at;
+  std::vector<std::string> hset{"HSET", node_key(id)};
+  if (full) {
+    for (auto& [k, v] : fields) hset.insert(hset.end(), {k, v});
+  } else {
+    const auto& was = last->second.report;
+    const std::string before[] = {was.address, was.hostname, std::to_string(was.pid), was.log_dir,
+                                  std::to_string(was.leased), std::to_string(was.start_time), std::to_string(was.workers),
+                                  std::to_string(was.object_store_limit), std::to_string(was.object_store_used),
+                                  std::to_string(was.spilled_bytes), std::to_string(was.spilled_objects), was.metrics};
+    for (size_t i = 0; i < std::size(fields); ++i)
+      if (fields[i].second != before[i]) hset.insert(hset.end(), {fields[i].first, fields[i].second});
+  }
+  std::vector<std::vector<std::string>> cmds;
+  if (hset.size() > 2) cmds.push_back(std::move(hset));
+  cmds.push_back({"SET", heartbeat_key(id), std::to_string(n.now), "PX", std::to_string(ttl.count())});
+  // Counted as written now; a failed round trip forgets it (report, report_all), so the next
+  // report writes the whole record again.
+  auto& r = reported_[id];
+  if (full) r.full_at = n.now;
+  r.report = n;
+  return cmds;
 }
-}  // namespace
 
 void Tables::report(const std::string& id, const NodeReport& n, std::chrono::milliseconds ttl) {
-  run_all(report_commands(id, n, ttl));
+  try {
+    uint64_t on = r_.reconnects();
+    run_all(report_commands(id, n, ttl));
+    // Reconnected on the way: the Redis may be a new one, so the whole record at once.
+    if (r_.reconnects() != on) run_all(report_commands(id, n, ttl));
+  } catch (...) {
+    reported_.erase(id);
+    throw;
+  }
 }
 
 std::vector<bool> Tables::report_all(const std::vector<std::pair<std::string, NodeReport>>& reports,
                                      std::chrono::milliseconds ttl, const std::function<std::string(const std::string&)>& key) {
-  std::vector<std::vector<std::string>> cmds;
-  cmds.reserve(reports.size() * 3);
-  for (auto& [id, r] : reports) {
-    cmds.push_back({"EXISTS", key(id)});
-    for (auto& c : report_commands(id, r, ttl)) cmds.push_back(std::move(c));
-  }
   std::vector<bool> present;
-  if (cmds.empty()) return present;
-  auto reps = r_.pipeline(cmds);
-  for (size_t i = 0; i < reps.size(); ++i)
-    if (auto e = reps[i].error(); !e.empty()) throw Error("Redis at " + r_.address() + " refused " + cmds[i][0] + ": " + e);
-  for (size_t i = 0; i < reports.size(); ++i) present.push_back(reps[3 * i].integer() != 0);
+  if (reports.empty()) return present;
+  try {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      uint64_t on = r_.reconnects();
+      std::vector<std::vector<std::string>> cmds;
+      std::vector<size_t> exists_at;
+      cmds.reserve(reports.size() * 3);
+      for (auto& [id, r] : reports) {
+        exists_at.push_back(cmds.size());
+        cmds.push_back({"EXISTS", key(id)});
+        for (auto& c : report_commands(id, r, ttl)) cmds.push_back(std::move(c));
+      }
+      auto reps = r_.pipeline(cmds);
+      for (size_t i = 0; i < reps.size(); ++i)
+        if (auto e = reps[i].error(); !e.empty()) throw Error("Redis at " + r_.address() + " refused " + cmds[i][0] + ": " + e);
+      present.clear();
+      for (size_t at : exists_at) present.push_back(reps[at].integer() != 0);
+      if (r_.reconnects() == on) break;  // else a new Redis, perhaps: every record in full
+    }
+  } catch (...) {
+    for (auto& [id, r] : reports) reported_.erase(id);
+    throw;
+  }
   return present;
 }
 
@@ -310,17 +362,25 @@ std::map<std::string, std::string> Tables::job_fields(const std::string& id) { r
 
 // ---- actors ---------------------------------------------------------------------------------
 
-void Tables::add_actor(const std::string& id) { r_.cmd({"SADD", kActors, id}); }
-
-std::vector<std::string> Tables::actor_ids() { return r_.cmd({"SMEMBERS", kActors}).strings(); }
-
-void Tables::save_actor(const ActorRecord& a) {
-  r_.cmd({"HSET", actor_key(a.id), "class", a.class_name, "name", a.name, "state", name(a.state), "address", a.address,
+namespace {
+std::vector<std::string> actor_hset(const ActorRecord& a) {
+  return {"HSET", actor_key(a.id), "class", a.class_name, "name", a.name, "state", name(a.state), "address", a.address,
           "worker", a.worker, "job", a.job, "node", a.node, "death_cause", a.cause, "resources", json(a.resources).dump(),
           "max_restarts", std::to_string(a.max_restarts), "num_restarts", std::to_string(a.num_restarts),
           "placement_group", a.pg, "bundle", std::to_string(a.bundle), "place_bundle", std::to_string(a.place_bundle),
-          "detached", a.detached ? "1" : "0"});
+          "detached", a.detached ? "1" : "0"};
 }
+}  // namespace
+
+void Tables::add_actor(const ActorRecord& a, const std::string& spec) {
+  std::vector<std::vector<std::string>> cmds{{"SADD", kActors, a.id}, actor_hset(a)};
+  if (!spec.empty()) cmds.push_back({"SET", spec_key(a.id), spec});
+  run_all(cmds);
+}
+
+std::vector<std::string> Tables::actor_ids() { return r_.cmd({"SMEMBERS", kActors}).strings(); }
+
+void Tables::save_actor(const ActorRecord& a) { r_.cmd(actor_hset(a)); }
 
 std::optional<ActorRecord> Tables::actor(const std::string& id) {
   auto f = r_.hgetall(actor_key(id));
@@ -350,8 +410,6 @@ std::optional<ActorRecord> Tables::actor(const std::string& id) {
   a.detached = text(f, "detached") == "1";
   return a;
 }
-
-void Tables::save_actor_spec(const std::string& id, const std::string& spec) { r_.cmd({"SET", spec_key(id), spec}); }
 
 std::optional<std::string> Tables::actor_spec(const std::string& id) {
   auto r = r_.cmd({"GET", spec_key(id)});

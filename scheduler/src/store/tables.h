@@ -90,9 +90,11 @@ struct NodeReport {
   std::string address, hostname, log_dir;
   std::string metrics;  // host:port of its Prometheus endpoint, or ""
   long pid = 0, leased = 0, workers = 0;
-  double start_time = 0, now = 0;
+  double start_time = 0, now = 0;  // now: the heartbeat's time, the value of its heartbeat key
   uint64_t object_store_limit = 0, object_store_used = 0, spilled_bytes = 0, spilled_objects = 0;
 };
+// A node's record is written in full at least this often, changed or not (seconds).
+constexpr double kFullReportEvery = 30;
 
 // A node as the schedulers see it: its record's address and state, and its resources.
 struct NodeResources {
@@ -131,7 +133,9 @@ class Tables {
   void remove_node(const std::string& id);
   // Goes up with every join and leave: a cached membership is stale when it changed.
   long long nodes_version();
-  // The node's record and its heartbeat (which expires after `ttl`).
+  // The node's record and its heartbeat (which expires after `ttl`). A record's fields are written
+  // when they changed since this Tables last wrote them, all of them after a reconnection, a
+  // failed write, and at least every kFullReportEvery; the heartbeat is written every time.
   void report(const std::string& id, const NodeReport& r, std::chrono::milliseconds ttl);
   // Many nodes' records and heartbeats in one pipelined round trip (simulated nodes); for each,
   // whether `key(id)` existed just before (its free-resources hash: gone when declared dead).
@@ -161,11 +165,12 @@ class Tables {
   std::map<std::string, std::string> job_fields(const std::string& id);
 
   // ---- actors
-  void add_actor(const std::string& id);
+  // A new actor: its membership, its record and (unless empty) the creation message it restarts
+  // from, in one round trip.
+  void add_actor(const ActorRecord& a, const std::string& spec);
   std::vector<std::string> actor_ids();
   void save_actor(const ActorRecord& a);
   std::optional<ActorRecord> actor(const std::string& id);
-  void save_actor_spec(const std::string& id, const std::string& spec);
   std::optional<std::string> actor_spec(const std::string& id);
   void drop_actor_spec(const std::string& id);
   void name_actor(const std::string& name, const std::string& id);
@@ -195,6 +200,17 @@ class Tables {
 
  private:
   void append_capped(const std::string& key, const std::vector<std::string>& items, long keep);
+  // The commands that report `n`: the changed fields of its record (all of them when it has no
+  // record written here that is still trusted), then its heartbeat.
+  std::vector<std::vector<std::string>> report_commands(const std::string& id, const NodeReport& n,
+                                                        std::chrono::milliseconds ttl);
+  struct Reported {
+    NodeReport report;
+    double full_at = 0;  // its `now` when every field was last written
+  };
+  std::map<std::string, Reported> reported_;  // what was written of each node's record
+  uint64_t reported_on_ = 0;                  // the connection (its reconnect count) it was written on
+
   // The commands in one round trip, in order; throws on a command's error reply (cmd() would).
   void run_all(const std::vector<std::vector<std::string>>& cmds);
   detail::Redis& r_;

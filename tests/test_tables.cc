@@ -1,0 +1,83 @@
+// The control store's tables against a real redis-server: a node's heartbeat rewrites only the
+// fields of its record that changed, and the whole record after a reconnection or a failed write.
+#include <catch2/catch.hpp>
+
+#include "store/tables.h"
+#include "yard/redis.h"
+
+using namespace yard::sched;
+using namespace std::chrono_literals;
+
+namespace {
+
+store::NodeReport report(double now, long workers) {
+  store::NodeReport r;
+  r.address = "127.0.0.1:7000";
+  r.hostname = "here";
+  r.pid = 42;
+  r.log_dir = "/tmp/logs";
+  r.start_time = 1000;
+  r.now = now;
+  r.workers = workers;
+  return r;
+}
+
+// The client's connections to the server, killed: the next command reconnects.
+void drop_connections(yard::sys::Redis& admin) { admin.cmd({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}); }
+
+}  // namespace
+
+TEST_CASE("a heartbeat writes the changed fields of a node's record, and all of them when in doubt", "[tables]") {
+  yard::sys::RedisServer server;
+  yard::sys::Redis redis("127.0.0.1", server.port(), "", 5s), admin("127.0.0.1", server.port(), "", 5s);
+  store::Tables tables(redis);
+  const std::string key = "yard:node:n1";
+
+  tables.report("n1", report(2000, 0), 4s);
+  auto f = admin.hgetall(key);
+  CHECK(f["address"] == "127.0.0.1:7000");
+  CHECK(f["workers"] == "0");
+  CHECK(f.count("pid"));
+  CHECK(admin.cmd({"GET", "yard:node:n1:heartbeat"}).str() == std::to_string(2000.0));
+  CHECK(admin.cmd({"PTTL", "yard:node:n1:heartbeat"}).integer() > 3000);
+
+  // A field that did not change is not written again; one that did is.
+  admin.cmd({"HDEL", key, "hostname"});
+  tables.report("n1", report(2001, 3), 4s);
+  f = admin.hgetall(key);
+  CHECK(f.count("hostname") == 0);
+  CHECK(f["workers"] == "3");
+  CHECK(admin.cmd({"GET", "yard:node:n1:heartbeat"}).str() == std::to_string(2001.0));
+
+  // At least every kFullReportEvery the whole record is written again.
+  tables.report("n1", report(2001 + store::kFullReportEvery, 3), 4s);
+  CHECK(admin.hgetall(key)["hostname"] == "here");
+
+  // After a reconnection (a Redis that restarted may have lost everything), the whole record.
+  admin.cmd({"HDEL", key, "hostname", "pid"});
+  drop_connections(admin);
+  for (int i = 0; i < 3; ++i) {
+    try {
+      tables.report("n1", report(2040, 3), 4s);
+      break;
+    } catch (const std::exception&) {
+      // the dropped connection fails one round trip; the next one reconnects
+    }
+  }
+  f = admin.hgetall(key);
+  CHECK(f["hostname"] == "here");
+  CHECK(f["pid"] == "42");
+
+  // Many nodes in one round trip: the same rule, and whether each one's key existed before.
+  admin.cmd({"HSET", "yard:res:n1:avail", "CPU", "1"});
+  admin.cmd({"HDEL", key, "hostname"});
+  auto present = tables.report_all({{"n1", report(2041, 4)}, {"n2", report(2041, 0)}}, 4s,
+                                   [](const std::string& id) { return "yard:res:" + id + ":avail"; });
+  REQUIRE(present.size() == 2);
+  CHECK(present[0]);
+  CHECK_FALSE(present[1]);
+  CHECK(admin.hgetall(key).count("hostname") == 0);
+  CHECK(admin.hgetall(key)["workers"] == "4");
+  CHECK(admin.hgetall("yard:node:n2")["hostname"] == "here");
+  CHECK_FALSE(admin.cmd({"GET", "yard:node:n2:heartbeat"}).is_nil());
+}
