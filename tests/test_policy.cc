@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "policy/leases.h"
 #include "policy/placement.h"
 
 using namespace yard::sched;
@@ -18,6 +19,19 @@ NodeState node(std::string id, double cpus, double free_cpus, int actors = 0, Re
     n.avail[k] = v;
   }
   return n;
+}
+
+// A view of these nodes (the policies read its maps; rows are built where a test asks for them).
+ClusterView cluster(std::vector<NodeState> nodes) {
+  ClusterView v;
+  v.nodes = std::move(nodes);
+  return v;
+}
+
+LeaseRequest lease(Res need) {
+  LeaseRequest r;
+  r.need = std::move(need);
+  return r;
 }
 
 ActorRequest cpus(double n, std::string local = "a") {
@@ -40,26 +54,26 @@ TEST_CASE("resource arithmetic") {
 }
 
 TEST_CASE("default actor placement: local while under half busy, else the least busy") {
-  ClusterView v{{node("a", 4, 3), node("b", 4, 4)}};
+  ClusterView v = cluster({node("a", 4, 3), node("b", 4, 4)});
   auto d = place_actor(v, cpus(1));
   CHECK(d.outcome == Outcome::kPlaced);
   CHECK(d.node == "a");  // 25 % busy: stays local
   v.place("a", {{"CPU", 1}});  // 50 % busy now
   CHECK(place_actor(v, cpus(1)).node == "b");
   // Equally busy: the local node wins the tie.
-  ClusterView even{{node("a", 4, 1), node("b", 4, 1)}};
+  ClusterView even = cluster({node("a", 4, 1), node("b", 4, 1)});
   CHECK(place_actor(even, cpus(1, "b")).node == "b");
 }
 
 TEST_CASE("wait when it fits some node's totals but none has room now") {
-  ClusterView v{{node("a", 2, 0), node("b", 2, 0.5)}};
+  ClusterView v = cluster({node("a", 2, 0), node("b", 2, 0.5)});
   auto d = place_actor(v, cpus(1));
   CHECK(d.outcome == Outcome::kWait);
   CHECK(d.node.empty());
 }
 
 TEST_CASE("infeasible when no node could ever hold it, with the reason") {
-  ClusterView v{{node("a", 2, 2), node("b", 4, 4)}};
+  ClusterView v = cluster({node("a", 2, 2), node("b", 4, 4)});
   auto d = place_actor(v, cpus(8));
   CHECK(d.outcome == Outcome::kInfeasible);
   CHECK(d.why == "CPU: 8 wanted, the largest node has 4");
@@ -67,7 +81,7 @@ TEST_CASE("infeasible when no node could ever hold it, with the reason") {
   gpu.resources["GPU"] = 1;
   CHECK(place_actor(v, gpu).why == "GPU: 1 wanted, the largest node has 0");
   // Each resource exists, but never together on one node.
-  ClusterView split{{node("a", 4, 4, 0, {{"GPU", 1}}), node("b", 8, 8)}};
+  ClusterView split = cluster({node("a", 4, 4, 0, {{"GPU", 1}}), node("b", 8, 8)});
   ActorRequest both;
   both.resources = {{"CPU", 6}, {"GPU", 1}};
   CHECK(place_actor(split, both).why == "no single node has all of CPU: 6, GPU: 1");
@@ -75,7 +89,7 @@ TEST_CASE("infeasible when no node could ever hold it, with the reason") {
 }
 
 TEST_CASE("SPREAD: the node with the fewest actors, then the least busy") {
-  ClusterView v{{node("a", 4, 4, 2), node("b", 4, 2, 1), node("c", 4, 3, 1)}};
+  ClusterView v = cluster({node("a", 4, 4, 2), node("b", 4, 2, 1), node("c", 4, 3, 1)});
   ActorRequest r = cpus(1);
   r.strategy = ActorStrategy::kSpread;
   CHECK(place_actor(v, r).node == "c");
@@ -85,7 +99,7 @@ TEST_CASE("SPREAD: the node with the fewest actors, then the least busy") {
 }
 
 TEST_CASE("hard node affinity: that node or wait; a dead or too small node is infeasible") {
-  ClusterView v{{node("a", 4, 0), node("b", 2, 2)}};
+  ClusterView v = cluster({node("a", 4, 0), node("b", 2, 2)});
   ActorRequest r = cpus(1, "b");
   r.affinity_node = "a";
   CHECK(place_actor(v, r).outcome == Outcome::kWait);
@@ -101,7 +115,7 @@ TEST_CASE("hard node affinity: that node or wait; a dead or too small node is in
 }
 
 TEST_CASE("soft node affinity: that node when it has room, else the usual rules") {
-  ClusterView v{{node("a", 4, 4), node("b", 4, 0)}};
+  ClusterView v = cluster({node("a", 4, 4), node("b", 4, 0)});
   ActorRequest r = cpus(1, "a");
   r.affinity_node = "b";
   r.soft = true;
@@ -113,7 +127,7 @@ TEST_CASE("soft node affinity: that node when it has room, else the usual rules"
 }
 
 TEST_CASE("PACK: everything on one node, the busiest that fits, leaving free nodes whole") {
-  ClusterView v{{node("a", 8, 8), node("b", 8, 5), node("c", 2, 2)}};
+  ClusterView v = cluster({node("a", 8, 8), node("b", 8, 5), node("c", 2, 2)});
   GroupRequest g{{{{"CPU", 2}}, {{"CPU", 2}}}, BundleStrategy::kPack, {}, true};
   auto d = place_bundles(v, g);
   REQUIRE(d.outcome == Outcome::kPlaced);
@@ -126,7 +140,7 @@ TEST_CASE("PACK: everything on one node, the busiest that fits, leaving free nod
 }
 
 TEST_CASE("STRICT_PACK: one node or wait; infeasible when no node's totals hold the sum") {
-  ClusterView v{{node("a", 4, 3), node("b", 4, 3)}};
+  ClusterView v = cluster({node("a", 4, 3), node("b", 4, 3)});
   GroupRequest g{{{{"CPU", 2}}, {{"CPU", 2}}}, BundleStrategy::kStrictPack, {}, true};
   CHECK(place_bundles(v, g).outcome == Outcome::kWait);
   v.nodes[1].avail["CPU"] = 4;
@@ -140,7 +154,7 @@ TEST_CASE("STRICT_PACK: one node or wait; infeasible when no node's totals hold 
 }
 
 TEST_CASE("SPREAD bundles: the nodes with the fewest of the group, then the least busy") {
-  ClusterView v{{node("a", 4, 4), node("b", 4, 2), node("c", 4, 3)}};
+  ClusterView v = cluster({node("a", 4, 4), node("b", 4, 2), node("c", 4, 3)});
   GroupRequest g{{{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, BundleStrategy::kSpread, {}, true};
   auto d = place_bundles(v, g);
   REQUIRE(d.outcome == Outcome::kPlaced);
@@ -148,7 +162,7 @@ TEST_CASE("SPREAD bundles: the nodes with the fewest of the group, then the leas
 }
 
 TEST_CASE("STRICT_SPREAD: a distinct node per bundle, wait for room, infeasible without enough nodes") {
-  ClusterView v{{node("a", 4, 4), node("b", 4, 0), node("c", 4, 4)}};
+  ClusterView v = cluster({node("a", 4, 4), node("b", 4, 0), node("c", 4, 4)});
   GroupRequest g{{{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, BundleStrategy::kStrictSpread, {}, true};
   CHECK(place_bundles(v, g).outcome == Outcome::kWait);
   v.nodes[1].avail["CPU"] = 1;
@@ -163,7 +177,7 @@ TEST_CASE("STRICT_SPREAD: a distinct node per bundle, wait for room, infeasible 
 }
 
 TEST_CASE("a bundle no node can hold makes the group infeasible, naming the bundle") {
-  ClusterView v{{node("a", 4, 4)}};
+  ClusterView v = cluster({node("a", 4, 4)});
   GroupRequest g{{{{"CPU", 1}}, {{"GPU", 1}}}, BundleStrategy::kSpread, {}, true};
   auto d = place_bundles(v, g);
   CHECK(d.outcome == Outcome::kInfeasible);
@@ -173,7 +187,7 @@ TEST_CASE("a bundle no node can hold makes the group infeasible, naming the bund
 }
 
 TEST_CASE("re-placing a group keeps its placed bundles and packs the rest beside them") {
-  ClusterView v{{node("a", 4, 2), node("b", 8, 8), node("c", 4, 4)}};
+  ClusterView v = cluster({node("a", 4, 2), node("b", 8, 8), node("c", 4, 4)});
   GroupRequest g{{{{"CPU", 1}}, {{"CPU", 1}}, {{"CPU", 1}}}, BundleStrategy::kPack, {"a", "", "a"}, false};
   auto d = place_bundles(v, g);
   REQUIRE(d.outcome == Outcome::kPlaced);
@@ -193,7 +207,7 @@ TEST_CASE("bundle strategy names round-trip; unknown ones are refused") {
 }
 
 TEST_CASE("spill: the other node with the most free CPUs that fits now, or ever") {
-  ClusterView peers{{node("self", 8, 8), node("a", 4, 1), node("b", 4, 3), node("c", 2, 0)}};
+  ClusterView peers = cluster({node("self", 8, 8), node("a", 4, 1), node("b", 4, 3), node("c", 2, 0)});
   CHECK(spill_target(peers, "self", {{"CPU", 1}}, false) == "b");
   CHECK(spill_target(peers, "self", {{"CPU", 4}}, false).empty());  // none has room now
   CHECK(spill_target(peers, "self", {{"CPU", 4}}, true) == "b");    // but b's totals hold it
@@ -203,18 +217,16 @@ TEST_CASE("spill: the other node with the most free CPUs that fits now, or ever"
 
 // ---- task leases ----------------------------------------------------------------------------
 
-#include "policy/leases.h"
-
 TEST_CASE("a lease is served here unless something sends it elsewhere") {
-  ClusterView peers{{node("a", 4, 4), node("b", 4, 4)}};
-  auto r = route_lease(peers, node("a", 4, 4), {{{"CPU", 1}}}, 0);
+  ClusterView peers = cluster({node("a", 4, 4), node("b", 4, 4)});
+  auto r = route_lease(peers, node("a", 4, 4), lease({{"CPU", 1}}), 0);
   CHECK(r.kind == LeaseRoute::Kind::kHere);
   // No room here right now is not a reason to leave: the queue waits (or spills later).
-  CHECK(route_lease(peers, node("a", 4, 0), {{{"CPU", 1}}}, 0).kind == LeaseRoute::Kind::kHere);
+  CHECK(route_lease(peers, node("a", 4, 0), lease({{"CPU", 1}}), 0).kind == LeaseRoute::Kind::kHere);
 }
 
 TEST_CASE("lease affinity: hard goes to that node or is infeasible, soft falls back here") {
-  ClusterView peers{{node("a", 4, 4), node("b", 4, 0)}};
+  ClusterView peers = cluster({node("a", 4, 4), node("b", 4, 0)});
   LeaseRequest req{{{"CPU", 1}}, "b"};
   auto r = route_lease(peers, node("a", 4, 4), req, 0);
   CHECK(r.kind == LeaseRoute::Kind::kElsewhere);
@@ -231,8 +243,8 @@ TEST_CASE("lease affinity: hard goes to that node or is infeasible, soft falls b
 }
 
 TEST_CASE("lease SPREAD rounds the nodes with room, this one included") {
-  ClusterView peers{{node("a", 4, 4), node("b", 4, 4), node("c", 4, 0)}};
-  LeaseRequest req{{{"CPU", 1}}};
+  ClusterView peers = cluster({node("a", 4, 4), node("b", 4, 4), node("c", 4, 0)});
+  LeaseRequest req = lease({{"CPU", 1}});
   req.spread = true;
   auto self = node("a", 4, 4);
   std::vector<std::string> seen;
@@ -247,8 +259,8 @@ TEST_CASE("lease SPREAD rounds the nodes with room, this one included") {
 }
 
 TEST_CASE("a lease this node can never hold goes where the totals can, or is infeasible") {
-  ClusterView peers{{node("a", 2, 2), node("big", 16, 0, 0, {{"GPU", 2}})}};
-  LeaseRequest req{{{"CPU", 1}, {"GPU", 1}}};
+  ClusterView peers = cluster({node("a", 2, 2), node("big", 16, 0, 0, {{"GPU", 2}})});
+  LeaseRequest req = lease({{"CPU", 1}, {"GPU", 1}});
   auto r = route_lease(peers, node("a", 2, 2), req, 0);
   CHECK(r.kind == LeaseRoute::Kind::kElsewhere);
   CHECK(r.node == "big");
