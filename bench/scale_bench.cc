@@ -14,6 +14,8 @@
 //                               redis_cpu_idle_frac_Nn: its Redis's (the nodes' heartbeats)
 //   takeover_s_Nn               kill -9 of the head with every actor alive -> a new head at the same
 //                               address answers status with them all ALIVE
+//   actor_create_cpu_ms_Nn      CPU of all processes (driver, head, Redis, simulators) per
+//                               creation; actor_call_cpu_ms_Nn: per later call, one at a time
 //   head_rss_mb_per_1k_actors_Nn, redis_mb_per_1k_actors_Nn: memory the actors cost
 // This binary is the driver; the actors are yard::SimulatedCounter, hosted by the simulator.
 // SCALE_ACTORS sets the number of actors (default 1000); SCALE_KEEP_HOME=1 keeps each size's
@@ -153,6 +155,13 @@ struct Cluster {
     std::ifstream(home + "/head/redis.address") >> addr >> pid;
     return pid;
   }
+  // CPU seconds of the cluster's processes (head, Redis, simulators) and of this driver.
+  double cpu_all() const {
+    double t = cpu_seconds(getpid()) + cpu_seconds(head_pid);
+    if (pid_t r = redis_pid(); r > 0) t += cpu_seconds(r);
+    for (auto p : sims) t += cpu_seconds(p);
+    return t;
+  }
   json status(double* ms = nullptr) { return json::parse(run_status("--json", ms), nullptr, false); }
   ~Cluster() {
     for (auto p : sims) kill(p, SIGTERM);
@@ -249,7 +258,17 @@ SizeFigures run_size(const std::string& yard_bin, int n, int actors, const SizeF
 
   double head_rss0 = rss_mb(c.head_pid), redis0 = redis_used_mb(redis);
   std::vector<Counter> made;
+  double cpu0 = c.cpu_all();
   auto [rate, p99] = create_actors(actors, made);
+  // What one creation costs the machine, all processes together: on 2 cores the rate cannot
+  // exceed 2 ÷ this. Then one more call to every actor, over the links the first calls opened.
+  emit("actor_create_cpu_ms" + tag, (c.cpu_all() - cpu0) * 1000 / actors, "ms");
+  {
+    double cpu1 = c.cpu_all();
+    for (auto& a : made)
+      if (!a.call(&yard::SimulatedCounter::add).remote(int64_t{0}).get(120s)) throw std::runtime_error("no answer");
+    emit("actor_call_cpu_ms" + tag, (c.cpu_all() - cpu1) * 1000 / made.size(), "ms");
+  }
   f.create_rate = rate;
   if (smallest)
     emit("actor_create_per_s" + tag, rate, "actors/s", "actor_create_per_s_smallest_size", smallest->create_rate);
