@@ -80,4 +80,11 @@ TEST_CASE("a heartbeat writes the changed fields of a node's record, and all of 
   CHECK(admin.hgetall(key)["workers"] == "4");
   CHECK(admin.hgetall("yard:node:n2")["hostname"] == "here");
   CHECK_FALSE(admin.cmd({"GET", "yard:node:n2:heartbeat"}).is_nil());
+
+  // Each node's last heartbeat, as status and the dashboard show it; none once it expired.
+  auto beats = tables.last_heartbeats({"n1", "n2", "never"});
+  REQUIRE(beats.size() == 3);
+  CHECK(beats[0].value_or(0) == Approx(2041));
+  CHECK(beats[1].value_or(0) == Approx(2041));
+  CHECK_FALSE(beats[2].has_value());
 }

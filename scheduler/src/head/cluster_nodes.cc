@@ -26,6 +26,23 @@ void ClusterNodes::refresh() {
   rebuild_view();
 }
 
+void ClusterNodes::refresh_free() {
+  flush();
+  auto version = tables_.nodes_version();
+  version_read_ = std::chrono::steady_clock::now();
+  if (version != version_) return refresh();
+  std::vector<std::string> ids;
+  ids.reserve(nodes_.size());
+  for (auto& [id, n] : nodes_) ids.push_back(id);
+  auto free = tables_.free_resources(ids);
+  for (size_t i = 0; i < ids.size() && i < free.size(); ++i) {
+    auto& n = nodes_[ids[i]];
+    n.avail = free[i] ? std::move(*free[i]) : Res{};
+    n.alive = !dead_.count(ids[i]) && !draining_.count(ids[i]) && !n.address.empty() && free[i].has_value();
+  }
+  rebuild_view();
+}
+
 bool ClusterNodes::refresh_if_joined(std::chrono::milliseconds fresh_enough) {
   auto now = std::chrono::steady_clock::now();
   if (fresh_enough.count() > 0 && now - version_read_ < fresh_enough) return false;

@@ -42,6 +42,9 @@ class ClusterNodes {
 
   // Reads every node's record and resources (pending releases go first).
   void refresh();
+  // Reads every known node's free resources again, one small read per node (pending releases go
+  // first); everything when a node joined or left since the last refresh.
+  void refresh_free();
   // Refreshes when a node joined or left since the last refresh (one small read otherwise). With
   // `fresh_enough`, a view read or checked that recently is taken as it is (a burst of creations
   // costs no read each). True when it read.

@@ -43,13 +43,14 @@ void HeadService::check_nodes() {
       for (auto& id : silent_ids)
         if (!nodes_->dead(id)) node_died(id);
     size_t members = nodes_->all().size();
-    // Every node's resources are read again at most every 250 ms, less often in a large
-    // cluster (a quarter of a millisecond per node): joins and leaves are seen at once, and a
-    // placement that finds a node fuller than its view says reads it again.
+    // Every node's free resources are read again at most every 250 ms, less often in a large
+    // cluster (a quarter of a millisecond per node): joins and leaves are seen at once (they
+    // read everything), and a placement that finds a node fuller than its view says reads it
+    // again.
     auto now = Clock::now();
     auto every = std::max(std::chrono::microseconds(250'000), std::chrono::microseconds(250 * members));
     if (now - last_refresh_ >= every) {
-      nodes_->refresh();
+      nodes_->refresh_free();
       last_refresh_ = now;
     } else {
       nodes_->refresh_if_joined();

@@ -60,7 +60,7 @@ json HeadService::cluster_json() {
 json HeadService::node_rows(std::map<std::string, json>& per_node) {
   auto ids = tables_->node_ids();
   auto records = tables_->node_records(ids);
-  auto beats = tables_->heartbeating(ids);
+  auto beats = tables_->last_heartbeats(ids);
   std::map<std::string, store::NodeResources> res;
   for (auto& r : tables_->nodes_with_resources()) res[r.id] = std::move(r);
   json nodes = json::array();
@@ -72,7 +72,8 @@ json HeadService::node_rows(std::map<std::string, json>& per_node) {
     auto r = res.find(ids[i]);
     n["resources_total"] = r == res.end() ? Res{} : r->second.total;
     n["resources_available"] = r == res.end() ? Res{} : r->second.avail;
-    n["alive"] = beats[i] && !nodes_->dead(ids[i]);
+    if (beats[i]) n["heartbeat"] = std::to_string(*beats[i]);  // what the dashboard shows
+    n["alive"] = beats[i].has_value() && !nodes_->dead(ids[i]);
     n["actors"] = per_node.count(ids[i]) ? per_node[ids[i]] : json::array();
     nodes.push_back(n);
   }

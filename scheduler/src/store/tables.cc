@@ -248,14 +248,22 @@ return out
   return r_.cmd({"EVAL", kSilent, "1", kNodes}).strings();
 }
 
-std::vector<bool> Tables::heartbeating(const std::vector<std::string>& ids) {
+std::vector<std::optional<double>> Tables::last_heartbeats(const std::vector<std::string>& ids) {
   std::vector<std::vector<std::string>> cmds;
   cmds.reserve(ids.size());
-  for (auto& id : ids) cmds.push_back({"EXISTS", heartbeat_key(id)});
-  std::vector<bool> out;
+  for (auto& id : ids) cmds.push_back({"GET", heartbeat_key(id)});
+  std::vector<std::optional<double>> out;
   if (cmds.empty()) return out;
-  auto reps = r_.pipeline(cmds);
-  for (auto& r : reps) out.push_back(r.integer() != 0);
+  for (auto& r : r_.pipeline(cmds)) {
+    if (r.is_nil() || !r.error().empty()) {
+      out.emplace_back();
+      continue;
+    }
+    char* end = nullptr;
+    auto text = r.str();
+    double t = std::strtod(text.c_str(), &end);
+    out.emplace_back(end && *end == 0 ? t : 0.0);  // an unreadable time still beats
+  }
   return out;
 }
 
@@ -289,6 +297,20 @@ std::vector<std::map<std::string, std::string>> Tables::node_records(const std::
 long Tables::leased_workers(const std::string& id) {
   auto r = r_.cmd({"HGET", node_key(id), "leased"});
   return r.is_nil() ? 0 : std::atol(r.str().c_str());
+}
+
+std::vector<std::optional<Res>> Tables::free_resources(const std::vector<std::string>& ids) {
+  std::vector<std::vector<std::string>> cmds;
+  cmds.reserve(ids.size());
+  for (auto& id : ids) cmds.push_back({"HGETALL", avail_key(id)});
+  std::vector<std::optional<Res>> out;
+  if (cmds.empty()) return out;
+  for (auto& r : r_.pipeline(cmds)) {
+    auto kv = r.strings();
+    if (kv.empty()) out.emplace_back();
+    else out.emplace_back(res_of(kv));
+  }
+  return out;
 }
 
 std::vector<NodeResources> Tables::nodes_with_resources() {

@@ -144,8 +144,8 @@ class Tables {
   bool heartbeating(const std::string& id);
   // The members whose heartbeat has expired (one script run in Redis).
   std::vector<std::string> silent_nodes();
-  // Whether each node heartbeats, in one pipelined round trip.
-  std::vector<bool> heartbeating(const std::vector<std::string>& ids);
+  // Each node's last heartbeat (unix time), none when its heartbeat expired: one round trip.
+  std::vector<std::optional<double>> last_heartbeats(const std::vector<std::string>& ids);
   void set_node_state(const std::string& id, NodeState s, double dead_at = 0);
   std::optional<NodeState> node_state(const std::string& id);
   std::map<std::string, std::string> node_fields(const std::string& id);
@@ -155,6 +155,8 @@ class Tables {
   long leased_workers(const std::string& id);
   // Every node with its resources, in one pipelined round trip.
   std::vector<NodeResources> nodes_with_resources();
+  // These nodes' free resources, none where the hash is gone (withdrawn): one round trip.
+  std::vector<std::optional<Res>> free_resources(const std::vector<std::string>& ids);
 
   // ---- jobs
   std::string new_job_id();
