@@ -7,6 +7,11 @@
 
 namespace yard::sched {
 
+// Heartbeating (not declared dead), not draining, reachable, and offering its resources.
+bool ClusterNodes::takes_work(const Node& n, bool offers) const {
+  return !dead_.count(n.id) && !draining_.count(n.id) && !n.address.empty() && offers;
+}
+
 void ClusterNodes::refresh() {
   flush();
   version_ = tables_.nodes_version();
@@ -20,7 +25,7 @@ void ClusterNodes::refresh() {
     n.hostname = r.hostname;
     n.total = std::move(r.total);
     n.avail = std::move(r.avail);
-    n.alive = !dead_.count(r.id) && !draining_.count(r.id) && !n.address.empty() && r.has_avail;
+    n.alive = takes_work(n, r.has_avail);
   }
   for (auto it = nodes_.begin(); it != nodes_.end();) it = seen.count(it->first) ? std::next(it) : nodes_.erase(it);
   rebuild_view();
@@ -38,7 +43,7 @@ void ClusterNodes::refresh_free() {
   for (size_t i = 0; i < ids.size() && i < free.size(); ++i) {
     auto& n = nodes_[ids[i]];
     n.avail = free[i] ? std::move(*free[i]) : Res{};
-    n.alive = !dead_.count(ids[i]) && !draining_.count(ids[i]) && !n.address.empty() && free[i].has_value();
+    n.alive = takes_work(n, free[i].has_value());
   }
   rebuild_view();
 }

@@ -93,6 +93,7 @@ class ClusterNodes {
   policy::ClusterView view_;
   std::unordered_map<std::string, size_t> in_view_;  // node -> index in view_.nodes
   std::function<void(policy::ClusterView&)> count_actors_;
+  bool takes_work(const Node& n, bool offers) const;
   long long version_ = -1;
   std::chrono::steady_clock::time_point version_read_{};  // when version_ was last read
   std::map<Res, bool> feasible_;  // fits_some_node's answers for this view  // the membership's version at the last refresh

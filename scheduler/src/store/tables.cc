@@ -144,19 +144,22 @@ long long Tables::nodes_version() {
 
 std::vector<std::vector<std::string>> Tables::report_commands(const std::string& id, const NodeReport& n,
                                                               std::chrono::milliseconds ttl) {
-  const std::pair<const char*, std::string> fields[] = {
-      {"address", n.address},
-      {"hostname", n.hostname},
-      {"pid", std::to_string(n.pid)},
-      {"log_dir", n.log_dir},
-      {"leased", std::to_string(n.leased)},
-      {"start_time", std::to_string(n.start_time)},
-      {"workers", std::to_string(n.workers)},
-      {"object_store_limit", std::to_string(n.object_store_limit)},
-      {"object_store_used", std::to_string(n.object_store_used)},
-      {"spilled_bytes", std::to_string(n.spilled_bytes)},
-      {"spilled_objects", std::to_string(n.spilled_objects)},
-      {"metrics", n.metrics}};
+  static constexpr const char* kNames[] = {"address",         "hostname",           "pid",
+                                           "log_dir",         "leased",             "start_time",
+                                           "workers",         "object_store_limit", "object_store_used",
+                                           "spilled_bytes",   "spilled_objects",    "metrics"};
+  std::vector<std::string> values{n.address,
+                                  n.hostname,
+                                  std::to_string(n.pid),
+                                  n.log_dir,
+                                  std::to_string(n.leased),
+                                  std::to_string(n.start_time),
+                                  std::to_string(n.workers),
+                                  std::to_string(n.object_store_limit),
+                                  std::to_string(n.object_store_used),
+                                  std::to_string(n.spilled_bytes),
+                                  std::to_string(n.spilled_objects),
+                                  n.metrics};
   if (r_.reconnects() != reported_on_) {
     reported_.clear();  // a Redis that restarted may have lost the records
     reported_on_ = r_.reconnects();
@@ -164,17 +167,8 @@ std::vector<std::vector<std::string>> Tables::report_commands(const std::string&
   auto last = reported_.find(id);
   bool full = last == reported_.end() || n.now - last->second.full_at >= kFullReportEvery || n.now < last->second.full_at;
   std::vector<std::string> hset{"HSET", node_key(id)};
-  if (full) {
-    for (auto& [k, v] : fields) hset.insert(hset.end(), {k, v});
-  } else {
-    const auto& was = last->second.report;
-    const std::string before[] = {was.address, was.hostname, std::to_string(was.pid), was.log_dir,
-                                  std::to_string(was.leased), std::to_string(was.start_time), std::to_string(was.workers),
-                                  std::to_string(was.object_store_limit), std::to_string(was.object_store_used),
-                                  std::to_string(was.spilled_bytes), std::to_string(was.spilled_objects), was.metrics};
-    for (size_t i = 0; i < std::size(fields); ++i)
-      if (fields[i].second != before[i]) hset.insert(hset.end(), {fields[i].first, fields[i].second});
-  }
+  for (size_t i = 0; i < values.size(); ++i)
+    if (full || values[i] != last->second.values[i]) hset.insert(hset.end(), {kNames[i], values[i]});
   std::vector<std::vector<std::string>> cmds;
   if (hset.size() > 2) cmds.push_back(std::move(hset));
   cmds.push_back({"SET", heartbeat_key(id), std::to_string(n.now), "PX", std::to_string(ttl.count())});
@@ -182,7 +176,7 @@ std::vector<std::vector<std::string>> Tables::report_commands(const std::string&
   // report writes the whole record again.
   auto& r = reported_[id];
   if (full) r.full_at = n.now;
-  r.report = n;
+  r.values = std::move(values);
   return cmds;
 }
 
@@ -248,13 +242,18 @@ return out
   return r_.cmd({"EVAL", kSilent, "1", kNodes}).strings();
 }
 
-std::vector<std::optional<double>> Tables::last_heartbeats(const std::vector<std::string>& ids) {
+std::vector<sys::RedisReply> Tables::each_node(const std::vector<std::string>& ids, const char* command,
+                                              std::string (*key)(const std::string&)) {
   std::vector<std::vector<std::string>> cmds;
   cmds.reserve(ids.size());
-  for (auto& id : ids) cmds.push_back({"GET", heartbeat_key(id)});
+  for (auto& id : ids) cmds.push_back({command, key(id)});
+  if (cmds.empty()) return {};
+  return r_.pipeline(cmds);
+}
+
+std::vector<std::optional<double>> Tables::last_heartbeats(const std::vector<std::string>& ids) {
   std::vector<std::optional<double>> out;
-  if (cmds.empty()) return out;
-  for (auto& r : r_.pipeline(cmds)) {
+  for (auto& r : each_node(ids, "GET", heartbeat_key)) {
     if (r.is_nil() || !r.error().empty()) {
       out.emplace_back();
       continue;
@@ -282,11 +281,8 @@ std::optional<NodeState> Tables::node_state(const std::string& id) {
 std::map<std::string, std::string> Tables::node_fields(const std::string& id) { return r_.hgetall(node_key(id)); }
 
 std::vector<std::map<std::string, std::string>> Tables::node_records(const std::vector<std::string>& ids) {
-  std::vector<std::vector<std::string>> cmds;
-  for (auto& id : ids) cmds.push_back({"HGETALL", node_key(id)});
   std::vector<std::map<std::string, std::string>> out;
-  if (cmds.empty()) return out;
-  for (auto& r : r_.pipeline(cmds)) {
+  for (auto& r : each_node(ids, "HGETALL", node_key)) {
     auto h = r.strings();
     auto& m = out.emplace_back();
     for (size_t k = 0; k + 1 < h.size(); k += 2) m[h[k]] = h[k + 1];
@@ -300,12 +296,8 @@ long Tables::leased_workers(const std::string& id) {
 }
 
 std::vector<std::optional<Res>> Tables::free_resources(const std::vector<std::string>& ids) {
-  std::vector<std::vector<std::string>> cmds;
-  cmds.reserve(ids.size());
-  for (auto& id : ids) cmds.push_back({"HGETALL", avail_key(id)});
   std::vector<std::optional<Res>> out;
-  if (cmds.empty()) return out;
-  for (auto& r : r_.pipeline(cmds)) {
+  for (auto& r : each_node(ids, "HGETALL", avail_key)) {
     auto kv = r.strings();
     if (kv.empty()) out.emplace_back();
     else out.emplace_back(res_of(kv));

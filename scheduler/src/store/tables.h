@@ -35,6 +35,7 @@
 
 namespace yard::sys {
 class Redis;
+class RedisReply;
 }
 namespace yard::detail {
 using sys::Redis;
@@ -206,9 +207,12 @@ class Tables {
   // record written here that is still trusted), then its heartbeat.
   std::vector<std::vector<std::string>> report_commands(const std::string& id, const NodeReport& n,
                                                         std::chrono::milliseconds ttl);
+  // One `command KEY` per node (key(id)), in one pipelined round trip; the replies in order.
+  std::vector<sys::RedisReply> each_node(const std::vector<std::string>& ids, const char* command,
+                                         std::string (*key)(const std::string&));
   struct Reported {
-    NodeReport report;
-    double full_at = 0;  // its `now` when every field was last written
+    std::vector<std::string> values;  // the record's fields as last written, in report order
+    double full_at = 0;               // its `now` when every field was last written
   };
   std::map<std::string, Reported> reported_;  // what was written of each node's record
   uint64_t reported_on_ = 0;                  // the connection (its reconnect count) it was written on
