@@ -5,9 +5,14 @@
 #define CATCH_CONFIG_PREFIX_ALL
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
+#include "yard/actors/checkpointer.h"
 #include "yard/actors/parameter_server.h"
 #include "yard/yard.h"
 
@@ -78,7 +83,7 @@ std::vector<torch::Tensor> reference(int steps, const std::string& optimizer) {
 
 std::vector<ActorHandle<ParameterServer>> servers(int n) {
   std::vector<ActorHandle<ParameterServer>> out;
-  for (int i = 0; i < n; ++i) out.push_back(actor<ParameterServer>().max_concurrency(8).remote());
+  for (int i = 0; i < n; ++i) out.push_back(actor<ParameterServer>(PsRecovery{}).max_concurrency(8).remote());
   return out;
 }
 
@@ -169,4 +174,130 @@ CATCH_TEST_CASE("ssp:1 keeps a worker at most one step ahead of a slowed one; as
   for (auto& s : async[1].stats) stale = std::max(stale, s.max_stale_updates);
   CATCH_CHECK(ahead > 1);
   CATCH_CHECK(stale > 0);  // the slowed worker's gradients met updates made since its pull
+}
+
+namespace {
+
+// A checkpointer in a fresh directory, removed again at the end.
+struct CheckpointDir {
+  std::filesystem::path dir;
+  ActorHandle<Checkpointer> keeper;
+  explicit CheckpointDir(const std::string& name)
+      : dir(std::filesystem::temp_directory_path() / ("yard-ps-" + name + "-" + std::to_string(getpid()))) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    keeper = actor<Checkpointer>(dir.string(), int64_t{3}, "ps-" + name + "-" + std::to_string(getpid())).remote();
+  }
+  ~CheckpointDir() {
+    try {
+      kill(keeper);
+    } catch (const Error&) {
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+};
+
+std::vector<ActorHandle<ParameterServer>> restartable_servers(int n, const PsShardConfig& cfg, const CheckpointDir& ck) {
+  std::vector<ActorHandle<ParameterServer>> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back(actor<ParameterServer>(PsRecovery{cfg, {ck.keeper}, "ps-shard-" + std::to_string(i)})
+                      .max_concurrency(8)
+                      .max_restarts(2)
+                      .remote());
+  return out;
+}
+
+}  // namespace
+
+// Sync, 2 servers, 2 workers: a checkpoint of both shards after step 3, then kill -9 of server 1
+// while worker 0 waits on it in step 6. Server 1 comes back with its checkpointed shard (version
+// 3), the cut-off calls are made again, and both workers finish all 8 steps on the same weights:
+// server 1 applied steps 6-8 on top of its checkpoint (6 updates), server 0 all 8.
+CATCH_TEST_CASE("a parameter server killed in training restarts from its shard's checkpoint; the workers carry on",
+                "[ps][restart]") {
+  constexpr int kSteps = 8, kCheckpointAfter = 3, kKillIn = 6;
+  CheckpointDir ck("restart");
+  auto cfg = config("sync", 2, "adamw");
+  auto ps = restartable_servers(2, cfg, ck);
+  auto first = make_model();
+  ParameterClient setup(first, ps, 0);
+  setup.initialise(cfg);
+  int victim = setup.server_pids()[1];
+  std::string saved_shard;  // server 1's shard in the checkpoint
+  std::string restored;     // server 1's state read just after its restart
+  std::vector<WorkerRun> runs(2);
+  std::vector<std::vector<std::pair<size_t, PsRestored>>> seen(2);
+  std::vector<std::thread> ts;
+  for (int w = 0; w < 2; ++w)
+    ts.emplace_back([&, w] {
+      try {
+        Data d;
+        auto m = make_model();
+        ParameterClient client(m, ps, w);
+        client.pull();
+        auto x = d.x.slice(0, 4 * w, 4 * w + 4), y = d.y.slice(0, 4 * w, 4 * w + 4);
+        for (int s = 1; s <= kSteps; ++s) {
+          client.step({4}, [&](size_t) {
+            if (w == 1 && s == kKillIn) {
+              CATCH_REQUIRE(::kill(victim, SIGKILL) == 0);
+              restored = client.snapshots()[1];  // made again against the restarted server
+            }
+            return torch::mse_loss(m->forward(x), y);
+          });
+          if (w == 0 && s == kCheckpointAfter) {
+            auto shards = client.snapshots();
+            saved_shard = shards[1];
+            CheckpointData c{static_cast<uint64_t>(s), {{"ps-shard-0", shards[0]}, {"ps-shard-1", shards[1]}}};
+            ck.keeper.call(&Checkpointer::save).remote(c).get(60s);
+          }
+          auto r = client.take_restarts();
+          seen[w].insert(seen[w].end(), r.begin(), r.end());
+        }
+        runs[w].params = params_of(*m);
+      } catch (const std::exception& e) {
+        runs[w].error = e.what();
+      }
+    });
+  for (auto& t : ts) t.join();
+  CATCH_INFO("worker 0: " << runs[0].error << "\nworker 1: " << runs[1].error);
+  CATCH_REQUIRE((runs[0].error.empty() && runs[1].error.empty()));
+  // The restarted server holds the checkpoint's shard: weights, optimizer state and version.
+  auto want = ParameterShard::from_saved(saved_shard, cfg), got = ParameterShard::from_saved(restored, cfg);
+  CATCH_CHECK(got->version() == kCheckpointAfter);
+  CATCH_CHECK(torch::equal(got->weights(), want->weights()));
+  auto info = *ps[1].call(&ParameterServer::restored).remote().get(60s);
+  CATCH_CHECK(info.restarts == 1);
+  CATCH_CHECK(info.step == kCheckpointAfter);
+  CATCH_CHECK(info.version == kCheckpointAfter);
+  CATCH_CHECK(info.pid != victim);
+  CATCH_CHECK(*ps[1].call(&ParameterServer::version).remote().get(60s) == kCheckpointAfter + (kSteps - kKillIn + 1));
+  CATCH_CHECK(*ps[0].call(&ParameterServer::version).remote().get(60s) == kSteps);
+  CATCH_CHECK(max_diff(runs[0].params, runs[1].params) == 0);  // both took the servers' last weights
+  // Each worker's client saw the restart once, as the server tells it.
+  for (auto& v : seen) {
+    CATCH_REQUIRE(v.size() == 1);
+    CATCH_CHECK(v[0].first == 1);
+    CATCH_CHECK(v[0].second.step == kCheckpointAfter);
+  }
+}
+
+// A server lost before any checkpoint holds its shard cannot come back: its clients are told why.
+CATCH_TEST_CASE("a parameter server lost before its first checkpoint fails its clients with the reason", "[ps][restart]") {
+  CheckpointDir ck("nockpt");
+  auto cfg = config("async", 1, "sgd");
+  auto ps = restartable_servers(1, cfg, ck);
+  auto m = make_model();
+  ParameterClient client(m, ps, 0);
+  client.initialise(cfg);
+  CATCH_REQUIRE(::kill(client.server_pids()[0], SIGKILL) == 0);
+  Data d;
+  std::string error;
+  try {
+    for (int s = 0; s < 100; ++s) client.step({8}, [&](size_t) { return torch::mse_loss(m->forward(d.x), d.y); });
+  } catch (const ActorDied& e) {
+    error = e.what();
+  }
+  CATCH_INFO(error);
+  CATCH_CHECK(error.find("no checkpoint holds its shard 'ps-shard-0'") != std::string::npos);
 }

@@ -159,3 +159,35 @@ CATCH_TEST_CASE("a shard saved and loaded continues as if never stopped; bad byt
   CATCH_CHECK_THROWS_WITH(small.load(saved), Catch::Contains("holds 12 weights, this shard 5"));
   CATCH_CHECK_THROWS_WITH(b.load(saved.substr(0, saved.size() / 2)), Catch::Contains("does not read"));
 }
+
+// After a restore a sync shard learns the workers' step from their pushes: a step pushed again that
+// another worker has already moved past is dropped (its pusher may pull at once), and the later
+// step is gathered from every worker; a push for a step already applied adds nothing.
+CATCH_TEST_CASE("a restored sync shard gathers by step number: pushes made again fall into place", "[ps][shard]") {
+  torch::manual_seed(9);
+  ParameterShard src(torch::randn({6}), config("sync", 2, "sgd"));
+  auto saved = src.save();
+  auto g = [](double v) { return torch::full({6}, v); };
+  ParameterShard s(torch::zeros({6}), config("sync", 2, "sgd"));
+  s.load(saved);
+  CATCH_CHECK(s.may_pull(0));
+  CATCH_CHECK(s.may_pull(1));
+  (void)s.push(0, 1, g(1), 5);  // worker 0's step 5 again: its pull was cut off by the restart
+  CATCH_CHECK_FALSE(s.may_pull(0));
+  (void)s.push(1, 1, g(2), 6);  // worker 1 completed step 5 before the restart
+  CATCH_CHECK(s.may_pull(0));   // step 5 is gone with the lost process: worker 0 goes on
+  CATCH_CHECK_FALSE(s.may_pull(1));
+  CATCH_CHECK(s.version() == 0);
+  auto ack = s.push(0, 1, g(4), 6);
+  CATCH_CHECK(ack.version == 1);  // step 6 from both workers, applied once
+  CATCH_CHECK(s.may_pull(0));
+  CATCH_CHECK(s.may_pull(1));
+  // Their mean (2 + 4) / 2 = 3 as SGD's step (lr 0.05, no momentum on the first step, decay 0.01).
+  auto w0 = ParameterShard::from_saved(saved, config("sync", 2, "sgd"))->weights().detach();
+  auto want = w0 - 0.05 * (torch::full({6}, 3.0) + 0.01 * w0);
+  CATCH_CHECK(torch::allclose(s.weights().detach(), want, 1e-6, 1e-6));
+  (void)s.push(1, 1, g(8), 5);  // a late step-5 push: that step is done
+  CATCH_CHECK(s.version() == 1);
+  CATCH_CHECK(s.may_pull(1));
+  CATCH_CHECK_THROWS_WITH((s.push(0, 1, g(1), 7), s.push(0, 1, g(1), 7)), Catch::Contains("pushed step 7 twice"));
+}

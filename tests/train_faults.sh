@@ -31,11 +31,12 @@ final_val_loss() {
 clean=$(final_val_loss clean)
 echo "undisturbed final validation loss: $clean"
 
-# check_run NAME PHASE: the run in NAME.txt / out-NAME finished, reported a recovery in PHASE,
-# and ended at the undisturbed validation loss.
+# check_run NAME PHASE [TOLERANCE]: the run in NAME.txt / out-NAME finished, reported a recovery
+# in PHASE, and ended at the undisturbed validation loss (within TOLERANCE relative, 1e-3 unless
+# given).
 check_run() {
-  local name=$1 phase=$2
-  python3 - "out-$name/metrics.jsonl" "$phase" "$clean" <<'PY'
+  local name=$1 phase=$2 tol=${3:-1e-3}
+  python3 - "out-$name/metrics.jsonl" "$phase" "$clean" "$tol" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 rec = [j for j in lines if j["event"] == "recovery"]
@@ -46,7 +47,7 @@ assert len(rec) == 1, "one loss, reported %d times: %s" % (len(rec), rec)
 assert [e["epoch"] for e in epochs] == [1, 2, 3], "epochs reported: %s" % [e["epoch"] for e in epochs]
 got, want = epochs[-1]["val_loss"], float(sys.argv[3])
 print("  %s: %s; final validation loss %.6f (undisturbed %.6f)" % (sys.argv[2], rec[0]["redone"], got, want))
-assert abs(got - want) <= 1e-3 * want, "the run ended elsewhere"
+assert abs(got - want) <= float(sys.argv[4]) * want, "the run ended elsewhere"
 PY
 }
 
@@ -122,28 +123,57 @@ if [ -z "$only" ] || [ "$only" = disk ]; then
   check_run disk training || { cat disk.txt; exit 1; }
 fi
 
-# Parameter servers: kill -9 of a server in training. The group restarts from the checkpoint,
-# new servers are set up from its shards (weights and optimizer state), the last generation's are
-# ended, and the run ends where an undisturbed parameter-server run does.
-if [ -z "$only" ] || [ "$only" = ps ]; then
-  echo "case ps: kill -9 of a parameter server in training"
-  "$bin" "${job[@]}" --strategy ps --data data --out ps-clean > ps-clean.txt 2>&1 || { cat ps-clean.txt; exit 1; }
-  start_job out-ps "" --data data --strategy ps
-  await_steps "$pid" out-ps 50
+# Parameter servers: kill -9 of a server in training (ps_kill_server OUT ARGS...). The job runs in
+# the background ($pid) with ARGS; the victim is the last server of the job's pids line.
+ps_kill_server() {
+  local out=$1
+  shift
+  start_job "$out" "" --data data --strategy ps "$@"
+  await_steps "$pid" "$out" 50
   victim=$(grep -E '^parameter server pids:' out.txt | tail -1 | awk '{print $NF}')
   [ -n "$victim" ] || { cat out.txt; echo "no parameter server pids"; exit 1; }
   echo "  killing parameter server pid $victim"
   kill -9 "$victim"
-  await_job "$pid" > ps.txt || { cat ps.txt; echo "case ps: the job failed"; exit 1; }
-  pid=""
-  grep -q "(yard::actors::ParameterServer) is dead" ps.txt || { cat ps.txt; exit 1; }
-  servers=$(grep -c '^parameter server pids:' ps.txt)
-  [ "$servers" -eq 2 ] || { cat ps.txt; echo "expected one new set of servers, saw $servers sets"; exit 1; }
+}
+
+if [ -z "$only" ] || [ "$only" = ps ] || [ "$only" = ps-group ]; then
+  "$bin" "${job[@]}" --strategy ps --data data --out ps-clean > ps-clean.txt 2>&1 || { cat ps-clean.txt; exit 1; }
   clean_all=$clean
   clean=$(final_val_loss ps-clean)
-  check_run ps training || { cat ps.txt; exit 1; }
-  clean=$clean_all
 fi
+
+# In place (the default, --ps-restarts 3): the server restarts with its shard from the newest
+# checkpoint (of step 40 or later: the kill comes after step 50, checkpoints every 20 steps), the
+# trainers carry on without a group restart, and the run ends near the undisturbed one: only that
+# shard lost the updates since the checkpoint (1e-2 relative; runs so far differed by under 1e-4).
+if [ -z "$only" ] || [ "$only" = ps ]; then
+  echo "case ps: kill -9 of a parameter server in training, restarted in place"
+  ps_kill_server out-ps
+  await_job "$pid" > ps.txt || { cat ps.txt; echo "case ps: the job failed"; exit 1; }
+  pid=""
+  line=$(grep -E "^recovered: parameter server [01] was lost in training" ps.txt) || { cat ps.txt; exit 1; }
+  step=$(echo "$line" | sed -n 's/.*from the checkpoint of step \([0-9]*\) .*/\1/p')
+  [ -n "$step" ] && [ "$step" -ge 40 ] || { cat ps.txt; echo "restored from step '$step', expected 40 or later"; exit 1; }
+  ! grep -q "restarting the group" ps.txt || { cat ps.txt; echo "the group restarted"; exit 1; }
+  servers=$(grep -c '^parameter server pids:' ps.txt)
+  [ "$servers" -eq 1 ] || { cat ps.txt; echo "expected the one set of servers, saw $servers sets"; exit 1; }
+  check_run ps training 1e-2 || { cat ps.txt; exit 1; }
+fi
+
+# Without restarts (--ps-restarts 0): the group restarts from the checkpoint, new servers are set
+# up from its shards (weights and optimizer state), the last generation's are ended, and the run
+# ends where an undisturbed parameter-server run does.
+if [ -z "$only" ] || [ "$only" = ps-group ]; then
+  echo "case ps-group: kill -9 of a parameter server that may not restart"
+  ps_kill_server out-ps-group --ps-restarts 0
+  await_job "$pid" > ps-group.txt || { cat ps-group.txt; echo "case ps-group: the job failed"; exit 1; }
+  pid=""
+  grep -q "(yard::actors::ParameterServer) is dead" ps-group.txt || { cat ps-group.txt; exit 1; }
+  servers=$(grep -c '^parameter server pids:' ps-group.txt)
+  [ "$servers" -eq 2 ] || { cat ps-group.txt; echo "expected one new set of servers, saw $servers sets"; exit 1; }
+  check_run ps-group training || { cat ps-group.txt; exit 1; }
+fi
+if [ -n "${clean_all:-}" ]; then clean=$clean_all; fi
 
 # Pipeline: kill -9 of the last stage's trainer in training. The group restarts from the
 # checkpoint, every stage takes its part of the model and its own optimizer state from it, and the

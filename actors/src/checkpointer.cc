@@ -55,6 +55,22 @@ std::optional<CheckpointData> Checkpointer::restore() {
   return CheckpointData{c->step, std::move(c->blobs)};
 }
 
+std::optional<CheckpointData> Checkpointer::part(std::string blob) {
+  for (auto& path : impl_->store->list()) {
+    try {
+      auto c = CheckpointStore::read_file(path);
+      auto it = c.blobs.find(blob);
+      if (it == c.blobs.end()) continue;
+      CheckpointData out{c.step, {}};
+      out.blobs[blob] = std::move(it->second);
+      return out;
+    } catch (const std::exception& e) {
+      spdlog::warn("checkpointer {}: skipped {}: {}", impl_->name, path, e.what());
+    }
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> Checkpointer::skipped() { return impl_->store->skipped(); }
 
 int64_t Checkpointer::latest_step() {
@@ -69,6 +85,6 @@ std::string Checkpointer::node() { return yard::node_id(); }
 }  // namespace yard::actors
 
 YARD_ACTOR(yard::actors::Checkpointer, yard::ctor<std::string, int64_t, std::string>, &yard::actors::Checkpointer::save,
-           &yard::actors::Checkpointer::restore, &yard::actors::Checkpointer::skipped,
+           &yard::actors::Checkpointer::restore, &yard::actors::Checkpointer::part, &yard::actors::Checkpointer::skipped,
            &yard::actors::Checkpointer::latest_step, &yard::actors::Checkpointer::pid,
            &yard::actors::Checkpointer::node);

@@ -3,13 +3,46 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 namespace yard::actors {
 
-ParameterServer::ParameterServer() = default;
+ParameterServer::ParameterServer(PsRecovery recovery) {
+  restored_.pid = getpid();
+  restored_.restarts = restart_count();
+  if (restored_.restarts > 0 && !recovery.from.empty()) recover(recovery);
+}
+
 ParameterServer::~ParameterServer() = default;
+
+// The newest checkpoint any of the checkpointers holds with this server's part, asked of all at
+// once; a checkpointer that cannot answer (lost with its node) is passed over.
+void ParameterServer::recover(const PsRecovery& r) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<ObjectRef<std::optional<CheckpointData>>> asked;
+  for (auto& c : r.from) asked.push_back(c.call(&Checkpointer::part).remote(r.part));
+  std::optional<CheckpointData> best;
+  std::string errors;
+  for (auto& a : asked) {
+    try {
+      auto got = *a.get(std::chrono::seconds(120));
+      if (got && (!best || got->step > best->step)) best = std::move(got);
+    } catch (const Error& e) {
+      errors += std::string("; ") + e.what();
+    }
+  }
+  if (!best)
+    throw std::runtime_error("parameter server restarted, but no checkpoint holds its shard '" + r.part + "' yet" + errors);
+  restore(r.cfg, std::move(best->blobs.at(r.part)));
+  restored_.step = static_cast<int64_t>(best->step);
+  restored_.version = shard_->version();
+  restored_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+PsRestored ParameterServer::restored() { return restored_; }
 
 int64_t ParameterServer::setup(PsShardConfig cfg, torch::Tensor initial) {
   if (cfg.threads > 0) torch::set_num_threads(cfg.threads);
@@ -42,16 +75,18 @@ std::string ParameterServer::snapshot() {
   return out;
 }
 
-PsAck ParameterServer::push(int worker, int64_t batch, TensorView grad) {
+PsAck ParameterServer::push(int worker, int64_t step, int64_t batch, TensorView grad) {
   PsAck ack;
   cond_.update([&] {
     if (!shard_) throw std::logic_error("parameter server: push before setup");
-    ack = shard_->push(worker, batch, grad.tensor());
+    ack = shard_->push(worker, batch, grad.tensor(), step);
   });
+  ack.restarts = restored_.restarts;
   return ack;
 }
 
-torch::Tensor ParameterServer::pull(int worker) {
+torch::Tensor ParameterServer::pull(int worker, int life) {
+  if (life >= 0 && life != restored_.restarts) return torch::empty({0});
   torch::Tensor out;
   bool set_up = cond_.wait_for([&] { return shard_ != nullptr; }, std::chrono::milliseconds(wait_ms_));
   if (!set_up) throw TimeoutError("parameter server: pull before setup");
@@ -90,6 +125,52 @@ ParameterClient::ParameterClient(std::shared_ptr<torch::nn::Module> model, std::
   std::vector<int64_t> sizes;
   for (auto& p : params_) sizes.push_back(p.numel());
   plan_ = plan_shards(sizes, static_cast<int>(servers_.size()));
+  restarts_seen_.assign(servers_.size(), 0);
+}
+
+// A restart cuts off the calls running in the lost process (ActorRestarting); the call is made
+// again against the restarted one. A server lost for good (ActorDied) ends the step.
+namespace {
+constexpr int kRetries = 8;  // calls made again for one server in one step before giving up on it
+}  // namespace
+
+template <class T, class Call>
+T ParameterClient::retried(size_t s, Call&& call) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return call();
+    } catch (const ActorRestarting& e) {
+      if (attempt >= kRetries)
+        throw ActorDied("parameter server " + std::to_string(s) + " restarted " + std::to_string(attempt) +
+                        " times during one call: " + e.what());
+    }
+  }
+}
+
+void ParameterClient::note_restarts(size_t s, int restarts) {
+  if (restarts <= restarts_seen_[s]) return;
+  restarts_seen_[s] = restarts;
+  restarts_.emplace_back(s, *servers_[s].call(&ParameterServer::restored).remote().get());
+}
+
+std::vector<std::pair<size_t, PsRestored>> ParameterClient::take_restarts() { return std::exchange(restarts_, {}); }
+
+PsAck ParameterClient::push_to(size_t s, int64_t batch, const torch::Tensor& flat) {
+  auto ack = retried<PsAck>(s, [&] {
+    return *servers_[s].call(&ParameterServer::push).remote(worker_, steps_ + 1, batch, TensorView(flat)).get();
+  });
+  note_restarts(s, ack.restarts);
+  return ack;
+}
+
+void ParameterClient::copy_in(size_t s, const torch::Tensor& flat) {
+  torch::NoGradGuard no_grad;
+  int64_t at = 0;
+  for (size_t i : plan_[s]) {
+    auto& p = params_[i];
+    p.copy_(flat.slice(0, at, at + p.numel()).view_as(p));
+    at += p.numel();
+  }
 }
 
 void ParameterClient::initialise(const PsShardConfig& cfg) {
@@ -117,7 +198,12 @@ std::vector<std::string> ParameterClient::snapshots() {
   std::vector<ObjectRef<std::string>> refs;
   for (auto& s : servers_) refs.push_back(s.call(&ParameterServer::snapshot).remote());
   std::vector<std::string> out;
-  for (auto& r : refs) out.push_back(*r.get());
+  for (size_t s = 0; s < refs.size(); ++s)
+    out.push_back(retried<std::string>(s, [&, first = true]() mutable {
+      auto r = first ? refs[s] : servers_[s].call(&ParameterServer::snapshot).remote();
+      first = false;
+      return *r.get();
+    }));
   return out;
 }
 
@@ -125,23 +211,24 @@ std::vector<int> ParameterClient::server_pids() {
   std::vector<ObjectRef<int>> refs;
   for (auto& s : servers_) refs.push_back(s.call(&ParameterServer::pid).remote());
   std::vector<int> out;
-  for (auto& r : refs) out.push_back(*r.get());
+  for (size_t s = 0; s < refs.size(); ++s)
+    out.push_back(retried<int>(s, [&, first = true]() mutable {
+      auto r = first ? refs[s] : servers_[s].call(&ParameterServer::pid).remote();
+      first = false;
+      return *r.get();
+    }));
   return out;
 }
 
 void ParameterClient::pull() {
   std::vector<ObjectRef<torch::Tensor>> refs;
-  for (auto& s : servers_) refs.push_back(s.call(&ParameterServer::pull).remote(worker_));
-  torch::NoGradGuard no_grad;
-  for (size_t s = 0; s < servers_.size(); ++s) {
-    auto flat = refs[s].get();
-    int64_t at = 0;
-    for (size_t i : plan_[s]) {
-      auto& p = params_[i];
-      p.copy_(flat->slice(0, at, at + p.numel()).view_as(p));
-      at += p.numel();
-    }
-  }
+  for (auto& s : servers_) refs.push_back(s.call(&ParameterServer::pull).remote(worker_, -1));
+  for (size_t s = 0; s < servers_.size(); ++s)
+    copy_in(s, retried<torch::Tensor>(s, [&, first = true]() mutable {
+      auto r = first ? refs[s] : servers_[s].call(&ParameterServer::pull).remote(worker_, -1);
+      first = false;
+      return *r.get();
+    }));
 }
 
 double ParameterClient::step(const std::vector<int64_t>& sizes, const std::function<torch::Tensor(size_t)>& loss_of) {
@@ -159,17 +246,47 @@ double ParameterClient::step(const std::vector<int64_t>& sizes, const std::funct
   }
   if (clip_ > 0) torch::nn::utils::clip_grad_norm_(params_, clip_);
   // Every server's push, then every server's pull, all in flight together.
+  std::vector<torch::Tensor> grads;
   std::vector<ObjectRef<PsAck>> acks;
-  for (size_t s = 0; s < servers_.size(); ++s)
-    acks.push_back(servers_[s].call(&ParameterServer::push).remote(worker_, local, TensorView(flat_of(params_, plan_[s], true))));
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    grads.push_back(flat_of(params_, plan_[s], true));
+    acks.push_back(servers_[s].call(&ParameterServer::push).remote(worker_, steps_ + 1, local, TensorView(grads[s])));
+  }
+  std::vector<ObjectRef<torch::Tensor>> pulls(servers_.size());
+  std::vector<PsAck> got(servers_.size());
   PsStepStats st;
   for (size_t s = 0; s < acks.size(); ++s) {
-    auto a = acks[s].get();
-    st.max_ahead = std::max(st.max_ahead, a->ahead);
-    st.max_stale_updates = std::max(st.max_stale_updates, a->stale_updates);
-    if (s == 0) st.version = a->version;
+    try {
+      got[s] = *acks[s].get();
+      note_restarts(s, got[s].restarts);
+    } catch (const ActorRestarting&) {
+      got[s] = push_to(s, local, grads[s]);  // the restarted server's shard has not seen it
+    }
+    pulls[s] = servers_[s].call(&ParameterServer::pull).remote(worker_, got[s].restarts);
   }
-  pull();
+  for (size_t s = 0; s < servers_.size(); ++s) {
+    for (int attempt = 1;; ++attempt) {
+      torch::Tensor flat;
+      try {
+        flat = *pulls[s].get();
+      } catch (const ActorRestarting&) {
+      }
+      if (flat.defined() && flat.numel() > 0) {
+        copy_in(s, flat);
+        break;
+      }
+      if (attempt >= kRetries)
+        throw ActorDied("parameter server " + std::to_string(s) + " restarted " + std::to_string(attempt) + " times in one step");
+      // The push was lost with the server's earlier process (while this pull waited, or before
+      // it came): the restored shard has not seen it.
+      got[s] = push_to(s, local, grads[s]);
+      pulls[s] = servers_[s].call(&ParameterServer::pull).remote(worker_, got[s].restarts);
+    }
+    auto& a = got[s];
+    st.max_ahead = std::max(st.max_ahead, a.ahead);
+    st.max_stale_updates = std::max(st.max_stale_updates, a.stale_updates);
+    if (s == 0) st.version = a.version;
+  }
   last_ = st;
   ++steps_;
   return loss_sum;
@@ -177,7 +294,7 @@ double ParameterClient::step(const std::vector<int64_t>& sizes, const std::funct
 
 }  // namespace yard::actors
 
-YARD_ACTOR(yard::actors::ParameterServer, &yard::actors::ParameterServer::setup, &yard::actors::ParameterServer::restore,
+YARD_ACTOR(yard::actors::ParameterServer, yard::ctor<yard::actors::PsRecovery>, &yard::actors::ParameterServer::setup, &yard::actors::ParameterServer::restore,
            &yard::actors::ParameterServer::snapshot, &yard::actors::ParameterServer::push,
            &yard::actors::ParameterServer::pull, &yard::actors::ParameterServer::version,
-           &yard::actors::ParameterServer::pid);
+           &yard::actors::ParameterServer::pid, &yard::actors::ParameterServer::restored);

@@ -85,6 +85,7 @@ ParameterShard::ParameterShard(torch::Tensor initial, const PsShardConfig& cfg)
   steps_.assign(static_cast<size_t>(cfg.workers), 0);
   seen_.assign(static_cast<size_t>(cfg.workers), 0);
   ahead_.assign(static_cast<size_t>(cfg.workers), 0);
+  last_push_.assign(static_cast<size_t>(cfg.workers), 0);
 }
 
 void ParameterShard::check_worker(int worker) const {
@@ -102,16 +103,13 @@ void ParameterShard::apply(const torch::Tensor& grad) {
   ++version_;
 }
 
-PsAck ParameterShard::push(int worker, int64_t batch, const torch::Tensor& grad) {
+PsAck ParameterShard::push(int worker, int64_t batch, const torch::Tensor& grad, int64_t step) {
   check_worker(worker);
   if (grad.numel() != weights_.numel())
     throw std::invalid_argument("parameter server: a gradient of " + std::to_string(grad.numel()) +
                                 " elements for a shard of " + std::to_string(weights_.numel()));
   if (batch <= 0) throw std::invalid_argument("parameter server: a push for an empty batch");
   auto w = static_cast<size_t>(worker);
-  if (mode_.kind == PsMode::Kind::kSync && steps_[w] > version_)
-    throw std::logic_error("parameter server: worker " + std::to_string(worker) + " pushed step " +
-                           std::to_string(steps_[w]) + " before the update of its previous step");
   torch::NoGradGuard no_grad;
   PsAck ack;
   ack.stale_updates = version_ - seen_[w];
@@ -119,19 +117,7 @@ PsAck ParameterShard::push(int worker, int64_t batch, const torch::Tensor& grad)
   ++steps_[w];
   auto g = grad.to(weights_.scalar_type()).reshape(-1);
   if (mode_.kind == PsMode::Kind::kSync) {
-    // The global-batch mean: each worker's mean weighted by its batch.
-    if (arrived_ == 0) {
-      sum_ = g * static_cast<double>(batch);
-    } else {
-      sum_.add_(g, static_cast<double>(batch));
-    }
-    sum_batch_ += batch;
-    if (++arrived_ == static_cast<int>(steps_.size())) {
-      apply(sum_.div_(static_cast<double>(sum_batch_)));
-      arrived_ = 0;
-      sum_batch_ = 0;
-      sum_ = torch::Tensor();
-    }
+    gather(w, step, batch, g);
   } else {
     apply(g.clone());
   }
@@ -140,11 +126,49 @@ PsAck ParameterShard::push(int worker, int64_t batch, const torch::Tensor& grad)
   return ack;
 }
 
+// Sync: the step being gathered takes one push from every worker, then its batch-weighted mean is
+// applied. After a restore the shard does not know which step the workers are at: the first push
+// says. A push for an earlier step than the one gathered adds nothing (that step was applied in
+// the lost process, whose updates since the checkpoint are gone); one for a later step means the
+// gathered step was completed there, so its partial sum is dropped and its pushers may pull.
+void ParameterShard::gather(size_t w, int64_t step, int64_t batch, const torch::Tensor& g) {
+  if (step <= 0) step = gathering_ > 0 ? gathering_ : 1;
+  if (gathering_ == 0) gathering_ = step;
+  if (step < gathering_) {
+    last_push_[w] = step;
+    return;
+  }
+  if (step > gathering_) {
+    sum_ = torch::Tensor();
+    sum_batch_ = 0;
+    arrived_ = 0;
+    gathering_ = step;
+  }
+  if (last_push_[w] == step)
+    throw std::logic_error("parameter server: worker " + std::to_string(w) + " pushed step " + std::to_string(step) +
+                           " twice: a push before the update of its previous step");
+  last_push_[w] = step;
+  // The global-batch mean: each worker's mean weighted by its batch.
+  if (arrived_ == 0) {
+    sum_ = g * static_cast<double>(batch);
+  } else {
+    sum_.add_(g, static_cast<double>(batch));
+  }
+  sum_batch_ += batch;
+  if (++arrived_ == static_cast<int>(steps_.size())) {
+    apply(sum_.div_(static_cast<double>(sum_batch_)));
+    arrived_ = 0;
+    sum_batch_ = 0;
+    sum_ = torch::Tensor();
+    gathering_ = step + 1;
+  }
+}
+
 bool ParameterShard::may_pull(int worker) const {
   check_worker(worker);
   auto w = static_cast<size_t>(worker);
   switch (mode_.kind) {
-    case PsMode::Kind::kSync: return version_ >= steps_[w];
+    case PsMode::Kind::kSync: return last_push_[w] == 0 || last_push_[w] < gathering_;
     case PsMode::Kind::kAsync: return true;
     case PsMode::Kind::kBoundedStaleness: return steps_[w] - slowest() <= mode_.staleness;
   }
@@ -216,6 +240,8 @@ void ParameterShard::take(Saved& saved) {
   std::fill(steps_.begin(), steps_.end(), mode_.kind == PsMode::Kind::kSync ? version_ : 0);
   std::fill(seen_.begin(), seen_.end(), version_);
   std::fill(ahead_.begin(), ahead_.end(), 0);
+  std::fill(last_push_.begin(), last_push_.end(), 0);
+  gathering_ = 0;
   sum_ = torch::Tensor();
   sum_batch_ = 0;
   arrived_ = 0;

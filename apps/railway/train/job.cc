@@ -29,7 +29,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataSpec, dir, logs, length_km, 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, d_model, layers, heads, batch, base_lr, base_batch,
                                                 warmup_steps, decay, min_lr_fraction, optimizer, weight_decay, holdout,
                                                 seed, clip, balance, prefetch, accumulate, strategy, sync_every,
-                                                ps_servers, ps_mode, pp, micro_batches, resize_warmup)
+                                                ps_servers, ps_mode, ps_restarts, pp, micro_batches, resize_warmup)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSpec, data, out, workers, min_workers, trainer_resources, epochs,
                                                 placement, checkpoint_every, keep, checkpoint_replicas, max_restarts,
                                                 train)
@@ -68,6 +68,7 @@ class TrainingJob {
   void note_driver_loss();
   void on_resize(const yard::actors::ElasticResize& r);
   void report_resize(const std::vector<ChunkStats>& got);
+  void report_helper_restarts(const std::vector<HelperRestart>& restarts);
   RecoveryReport reporter();
   void print_start() const;
 
@@ -250,6 +251,19 @@ void TrainingJob::report_resize(const std::vector<ChunkStats>& got) {
   if (last > 0) last_step_end_ = last;
 }
 
+// A helper of the strategy (a parameter server) that restarted in place: no step was trained again.
+void TrainingJob::report_helper_restarts(const std::vector<HelperRestart>& restarts) {
+  for (auto& h : restarts) {
+    Recovery r;
+    r.phase = Phase::kTraining;
+    r.lost = h.what;
+    r.error = "its process was lost; restart " + std::to_string(h.restarts) + " in place, now pid " + std::to_string(h.pid);
+    r.redone = h.restored;
+    r.seconds = h.seconds;
+    reporter()(r);
+  }
+}
+
 void TrainingJob::train_chunk() {
   const int64_t chunk = spec_.min_workers > 0 ? 10 : 20, spe = at_.steps_per_epoch;
   int64_t n = std::min<int64_t>(chunk, at_.steps_left);
@@ -260,6 +274,7 @@ void TrainingJob::train_chunk() {
   const auto& r0 = got[0];
   ckpts_->handed_again(r0.notes, reporter());
   if (save) ckpts_->check(reporter());
+  report_helper_restarts(r0.helper_restarts);
   report_resize(got);
   double seconds = 0, chunk_loss = 0;
   for (auto& g : got) seconds = std::max(seconds, g.seconds);

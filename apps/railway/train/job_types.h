@@ -38,6 +38,7 @@ struct TrainConfig {
   int64_t sync_every = 4;
   int64_t ps_servers = 2;        // ps: server actors, each with a shard of the parameters
   std::string ps_mode = "sync";  // ps: sync, async or ssp:K
+  int64_t ps_restarts = 3;       // ps: restarts in place of a lost server (from its shard's newest checkpoint)
   int64_t pp = 1;                // pipeline: stages per replica (the trainers are replicas x pp)
   int64_t micro_batches = 8;     // pipeline: micro-batches each batch is split into (1F1B)
   std::vector<std::string> retired_generations;  // earlier group generations of this run (set by the driver)
@@ -45,8 +46,8 @@ struct TrainConfig {
   int64_t resize_warmup = 10;  // elastic: steps over which the rate moves to a new global batch's
   YARD_FIELDS(shards, d_model, layers, heads, batch, base_lr, base_batch, warmup_steps, decay, min_lr_fraction, epochs,
               optimizer, weight_decay, holdout, seed, clip, balance, resume, aligned, prefetch, accumulate,
-              strategy, sync_every, ps_servers, ps_mode, pp, micro_batches, retired_generations, min_workers,
-              resize_warmup);
+              strategy, sync_every, ps_servers, ps_mode, ps_restarts, pp, micro_batches, retired_generations,
+              min_workers, resize_warmup);
 };
 
 // Where a trainer stands among the job's: its data-parallel replica and, with the pipeline
@@ -76,6 +77,18 @@ struct SetupInfo {
 };
 
 // What a chunk of steps did on one rank: per step, the loss summed over its samples and the count.
+// A process the strategy runs beside the trainers (a parameter server) that was lost and restarted
+// in place, as rank 0 saw it.
+struct HelperRestart {
+  std::string what;      // "parameter server 1"
+  int pid = 0;           // its process now
+  int restarts = 0;      // its restarts so far
+  int64_t step = -1;     // the checkpoint it came back from
+  std::string restored;  // what it restored and how the job went on
+  double seconds = 0;    // restoring took
+  YARD_FIELDS(what, pid, restarts, step, restored, seconds);
+};
+
 struct ChunkStats {
   std::vector<double> loss_sum;
   std::vector<int64_t> samples;
@@ -92,8 +105,9 @@ struct ChunkStats {
   std::vector<int64_t> steps;     // per step: its global step (1-based: the count after it)
   std::vector<double> lrs;        // per step: its learning rate
   int64_t steps_left = 0;         // steps left in the epoch at the group's size now
+  std::vector<HelperRestart> helper_restarts;  // rank 0: helpers restarted in place during the chunk
   YARD_FIELDS(loss_sum, samples, epoch, step, global_step, lr, seconds, checkpoint_ms, notes, ahead, stale_updates,
-              step_end, steps, lrs, steps_left);
+              step_end, steps, lrs, steps_left, helper_restarts);
 };
 
 // The model on the held-out track: windows' classes (macro-F1 over the classes present there).

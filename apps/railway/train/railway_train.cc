@@ -134,6 +134,11 @@ void add_options(CLI::App& app, railway_train::JobSpec& s) {
   app.add_option("--ps-servers", c.ps_servers, "ps: server actors, each holding a shard of the parameters")
       ->default_val(2)
       ->check(CLI::Range(1, 64));
+  app.add_option("--ps-restarts", c.ps_restarts,
+                 "ps: how often a lost server restarts in place, its shard back from its newest checkpoint, while the "
+                 "trainers carry on (0: the group restarts from the checkpoint instead)")
+      ->default_val(3)
+      ->check(CLI::Range(0, 1000));
   app.add_option("--ps-mode", c.ps_mode,
                  "ps: sync (all workers' gradients averaged into one step: DDP's training), async (each push "
                  "applied at once) or ssp:K (async, but no worker more than K steps ahead of the slowest)")

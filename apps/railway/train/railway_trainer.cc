@@ -304,7 +304,7 @@ SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::strin
   if (cfg.strategy == "ddp" || cfg.strategy == "local-sgd")
     s.comm = yard::collective::create_group(yard::collective::cluster_group("railway-train", world, rank, generation));
   s.make_feed();
-  s.stepper = make_stepper(cfg, rank, world, generation, s.steps_per_epoch(), s.net, s.comm.get());
+  s.stepper = make_stepper(cfg, rank, world, generation, s.steps_per_epoch(), s.net, s.comm.get(), s.ckpts);
   s.slow_down_if_asked();
   // Every rank reads the same newest complete checkpoint: identical replicas, optimizers,
   // schedules and data-loader positions.
@@ -334,7 +334,7 @@ std::string RailwayTrainer::prepare(TrainConfig cfg, std::vector<yard::ActorHand
   // Alone until the first regroup; the schedule is the one of the group's first size.
   auto min = static_cast<int>(cfg.min_workers);
   s.elastic->set_world(min, 0);
-  s.stepper = make_stepper(cfg, 0, min, "", s.steps_per_epoch(), s.net, nullptr);
+  s.stepper = make_stepper(cfg, 0, min, "", s.steps_per_epoch(), s.net, nullptr, s.ckpts);
   // A forward and backward pass now, so that the first step in the group does not pay for this
   // process's first allocations and kernel set-up while the others wait (the state is untouched:
   // the gradients are dropped, no optimizer step is taken).
@@ -464,6 +464,7 @@ ChunkStats RailwayTrainer::train_steps(int64_t steps, bool checkpoint) {
     st.loss_sum.push_back(loss_sum);
     st.samples.push_back(local);
   }
+  if (s.rank == 0) st.helper_restarts = s.stepper->helper_restarts();
   // Local SGD: a checkpoint and the epoch's evaluation see the replicas averaged.
   if (checkpoint || s.feed->epoch() != epoch) s.stepper->synchronize();
   st.epoch = s.feed->epoch();

@@ -1,6 +1,7 @@
 #include "steppers.h"
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "yard/actors/parameter_server.h"
@@ -83,7 +84,8 @@ class DataParallel final : public Stepper {
 class ParameterServers final : public Stepper {
  public:
   ParameterServers(const TrainConfig& cfg, int rank, int world, std::string generation, int64_t steps_per_epoch,
-                   std::shared_ptr<torch::nn::Module> model)
+                   std::shared_ptr<torch::nn::Module> model,
+                   const std::vector<yard::ActorHandle<yard::actors::Checkpointer>>& ckpts)
       : cfg_(cfg), rank_(rank), generation_(std::move(generation)) {
     auto mode = yard::actors::PsMode::parse(cfg.ps_mode);
     bool sync = mode.kind == yard::actors::PsMode::Kind::kSync;
@@ -107,10 +109,21 @@ class ParameterServers final : public Stepper {
     (void)yard::actors::plan_shards(sizes, static_cast<int>(cfg.ps_servers));
     if (rank == 0)
       for (auto& old : cfg.retired_generations) end_servers(old);
+    // A server that is lost restarts in place (up to --ps-restarts times) and takes its shard back
+    // from the newest checkpoint that holds it; the trainers carry on against it.
     std::vector<yard::ActorHandle<yard::actors::ParameterServer>> servers;
-    for (int64_t i = 0; i < cfg.ps_servers; ++i)
-      servers.push_back(rank == 0 ? yard::actor<yard::actors::ParameterServer>().name(name(generation_, i)).max_concurrency(world + 2).remote()
-                                  : find(name(generation_, i)));
+    for (int64_t i = 0; i < cfg.ps_servers; ++i) {
+      if (rank != 0) {
+        servers.push_back(find(name(generation_, i)));
+        continue;
+      }
+      yard::actors::PsRecovery rec{ps_, ckpts, shard_blob(i)};
+      servers.push_back(yard::actor<yard::actors::ParameterServer>(std::move(rec))
+                            .name(name(generation_, i))
+                            .max_concurrency(world + 2)
+                            .max_restarts(static_cast<int>(cfg.ps_restarts))
+                            .remote());
+    }
     client_ = std::make_unique<yard::actors::ParameterClient>(std::move(model), std::move(servers), rank, cfg.clip);
   }
   void begin(const std::optional<yard::actors::CheckpointData>& from) override {
@@ -121,8 +134,7 @@ class ParameterServers final : public Stepper {
       return;
     }
     std::vector<std::string> shards;
-    for (int64_t i = 0; from->blobs.count("ps-shard-" + std::to_string(i)); ++i)
-      shards.push_back(from->blobs.at("ps-shard-" + std::to_string(i)));
+    for (int64_t i = 0; from->blobs.count(shard_blob(i)); ++i) shards.push_back(from->blobs.at(shard_blob(i)));
     if (shards.empty())
       throw std::invalid_argument("the checkpoint of step " + std::to_string(from->step) +
                                   " was not made by parameter servers (--strategy ps): it holds no server shards");
@@ -141,17 +153,39 @@ class ParameterServers final : public Stepper {
     auto shards = client_->snapshots();
     return [shards = std::move(shards)](yard::actors::CheckpointData& c) {
       c.blobs["optimizer"] = "";  // it lives on the servers: the shards below
-      for (size_t i = 0; i < shards.size(); ++i) c.blobs["ps-shard-" + std::to_string(i)] = shards[i];
+      for (size_t i = 0; i < shards.size(); ++i) c.blobs[shard_blob(static_cast<int64_t>(i))] = shards[i];
     };
   }
   std::string schedule_note() const override { return note_of(cfg_, schedule_) + " ps " + cfg_.ps_mode; }
   Staleness last_staleness() const override { return {client_->last().max_ahead, client_->last().max_stale_updates}; }
   std::vector<int> helper_pids() override { return rank_ == 0 ? client_->server_pids() : std::vector<int>{}; }
+  std::vector<HelperRestart> helper_restarts() override {
+    std::vector<HelperRestart> out;
+    for (auto& [i, r] : client_->take_restarts()) {
+      HelperRestart h;
+      h.what = "parameter server " + std::to_string(i);
+      h.pid = r.pid;
+      h.restarts = r.restarts;
+      h.restored = "its shard came back from the checkpoint of step " + std::to_string(r.step) + " (" +
+                   std::to_string(r.version) + " updates) in " + fmt_seconds(r.seconds) +
+                   "; the trainers carried on, the other shards kept their updates";
+      h.seconds = r.seconds;
+      h.step = r.step;
+      out.push_back(std::move(h));
+    }
+    return out;
+  }
   void finish() override {
     if (rank_ == 0) end_servers(generation_);
   }
 
  private:
+  static std::string shard_blob(int64_t i) { return "ps-shard-" + std::to_string(i); }
+  static std::string fmt_seconds(double s) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.2f s", s);
+    return b;
+  }
   static std::string name(const std::string& generation, int64_t i) {
     return "railway-ps-" + yard::job_id() + "-" + generation + "-" + std::to_string(i);
   }
@@ -191,9 +225,10 @@ class ParameterServers final : public Stepper {
 }  // namespace
 
 std::unique_ptr<Stepper> make_stepper(const TrainConfig& cfg, int rank, int world, const std::string& generation,
-                                      int64_t steps_per_epoch, RailwayNet model, yard::collective::Communicator* comm) {
+                                      int64_t steps_per_epoch, RailwayNet model, yard::collective::Communicator* comm,
+                                      const std::vector<yard::ActorHandle<yard::actors::Checkpointer>>& ckpts) {
   if (cfg.strategy == "ps")
-    return std::make_unique<ParameterServers>(cfg, rank, world, generation, steps_per_epoch, model.ptr());
+    return std::make_unique<ParameterServers>(cfg, rank, world, generation, steps_per_epoch, model.ptr(), ckpts);
   if (cfg.strategy == "pipeline")
     return make_pipeline_stepper(cfg, layout_of(cfg, rank, world), generation, steps_per_epoch, model);
   return std::make_unique<DataParallel>(cfg, world, steps_per_epoch, model.ptr(), comm);

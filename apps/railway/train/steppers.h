@@ -59,6 +59,8 @@ class Stepper {
   virtual Staleness last_staleness() const { return {}; }
   // Processes the strategy started beside the trainers (parameter servers), for the progress report.
   virtual std::vector<int> helper_pids() { return {}; }
+  // Those of them that restarted in place since the last call, each once (rank 0 reports them).
+  virtual std::vector<HelperRestart> helper_restarts() { return {}; }
   // Pipeline: the encoder layers each stage runs.
   virtual std::vector<int> stage_layers() const { return {}; }
   virtual void finish() {}
@@ -71,9 +73,11 @@ yard::actors::LrSchedule schedule_of(const TrainConfig& cfg, int64_t global_batc
 std::string note_of(const TrainConfig& cfg, const yard::actors::LrSchedule& s);
 
 // The stepper the configuration asks for. comm: this rank's group (data parallel strategies).
-// generation: the group's (the names of what the stepper starts carry it).
+// generation: the group's (the names of what the stepper starts carry it). ckpts: the job's
+// checkpointers (a restarted parameter server takes its shard back from them).
 std::unique_ptr<Stepper> make_stepper(const TrainConfig& cfg, int rank, int world, const std::string& generation,
-                                      int64_t steps_per_epoch, RailwayNet model, yard::collective::Communicator* comm);
+                                      int64_t steps_per_epoch, RailwayNet model, yard::collective::Communicator* comm,
+                                      const std::vector<yard::ActorHandle<yard::actors::Checkpointer>>& ckpts);
 // pipeline: this rank's stage of its replica's pipeline (pipeline_stepper.cc).
 std::unique_ptr<Stepper> make_pipeline_stepper(const TrainConfig& cfg, const Layout& at, const std::string& generation,
                                                int64_t steps_per_epoch, RailwayNet model);

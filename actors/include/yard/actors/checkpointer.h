@@ -40,6 +40,9 @@ class Checkpointer {
   std::string save(CheckpointData c);
   // The newest complete checkpoint; nullopt when there is none.
   std::optional<CheckpointData> restore();
+  // The part `blob` of the newest complete checkpoint that has it, alone (a helper that restarts,
+  // such as a parameter server, takes back its own part); nullopt when none has it.
+  std::optional<CheckpointData> part(std::string blob);
   // What restore() passed over and why.
   std::vector<std::string> skipped();
   // The newest checkpoint's step as the control store has it (-1: none yet).

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "yard/actors/checkpointer.h"
 #include "yard/actors/schedule.h"
 #include "yard/condition.h"
 #include "yard/tensor_codec.h"
@@ -79,7 +80,29 @@ struct PsAck {
   int64_t steps = 0;          // the pushing worker's steps so far (this one included)
   int64_t ahead = 0;          // steps the pusher had done beyond the slowest worker when it began this one
   int64_t stale_updates = 0;  // updates applied by others between its pull and this push
-  YARD_FIELDS(version, steps, ahead, stale_updates);
+  int restarts = 0;           // the server's restarts so far (yard::restart_count())
+  YARD_FIELDS(version, steps, ahead, stale_updates, restarts);
+};
+
+// Where a server that restarts (ActorCreator::max_restarts) takes its shard back from: the newest
+// checkpoint that any of the checkpointers holds with the part `part` (a ParameterShard::save,
+// e.g. from ParameterClient::snapshots()). Without checkpointers the server does not restore
+// itself, and a restart leaves it empty (its calls fail until it is set up again).
+struct PsRecovery {
+  PsShardConfig cfg;
+  std::vector<ActorHandle<Checkpointer>> from;
+  std::string part;
+  YARD_FIELDS(cfg, from, part);
+};
+
+// What a restarted server restored.
+struct PsRestored {
+  int restarts = 0;        // 0: the server never restarted
+  int64_t step = -1;       // the step of the checkpoint its shard came from
+  int64_t version = 0;     // the shard's updates in that checkpoint
+  int pid = 0;             // its process now
+  double seconds = 0;      // from its start to the shard restored
+  YARD_FIELDS(restarts, step, version, pid, seconds);
 };
 
 // One shard's state and rules, without processes or waiting (the server actor adds those).
@@ -88,8 +111,10 @@ class ParameterShard {
   // initial: the shard's tensors flattened into one (float32 or float64). Throws
   // std::invalid_argument for a bad mode, optimizer or worker count.
   ParameterShard(torch::Tensor initial, const PsShardConfig& cfg);
-  // Worker w's gradient for its next step, the mean over its `batch` samples (flat, as initial).
-  PsAck push(int worker, int64_t batch, const torch::Tensor& grad);
+  // Worker w's gradient for its step `step` (counted from 1; 0: the step being gathered), the
+  // mean over its `batch` samples (flat, as initial). Sync gathers by step number, so that pushes
+  // made again after a restore (ParameterClient) fall into place: see gather().
+  PsAck push(int worker, int64_t batch, const torch::Tensor& grad, int64_t step = 0);
   // Whether worker w may take the weights for its next step now (sync: its last step's update is
   // applied; ssp:K: it is at most K steps ahead of the slowest).
   bool may_pull(int worker) const;
@@ -108,6 +133,7 @@ class ParameterShard {
 
  private:
   void check_worker(int worker) const;
+  void gather(size_t w, int64_t step, int64_t batch, const torch::Tensor& g);
   struct Saved;  // a saved state, read: the weights, the optimizer's state, the version
   static Saved read_saved(const std::string& bytes);
   void take(Saved& saved);
@@ -125,13 +151,21 @@ class ParameterShard {
   torch::Tensor sum_;           // sync: this step's batch-weighted gradient sum
   int64_t sum_batch_ = 0;
   int arrived_ = 0;
+  int64_t gathering_ = 0;            // sync: the step being gathered (0: none yet, or just restored)
+  std::vector<int64_t> last_push_;   // sync: each worker's last pushed step (0: none since set-up)
 };
 
 // The server actor: one shard. Make it with max_concurrency of at least the number of workers
 // (the pulls of sync and ssp wait for the other workers' pushes).
+//
+// A server made with a PsRecovery that names checkpointers restores its shard from the newest
+// checkpoint holding it when it restarts, before it takes any call; the workers' clients go on
+// against it (the updates since that checkpoint are lost to this shard only). When no checkpoint
+// holds the part yet, the restarted server fails to start, and the workers' calls fail with
+// yard::ActorDied, as for a server that cannot restart.
 class ParameterServer {
  public:
-  ParameterServer();
+  explicit ParameterServer(PsRecovery recovery = {});
   ~ParameterServer();
   // The shard's initial values and configuration. Returns its number of elements.
   int64_t setup(PsShardConfig cfg, torch::Tensor initial);
@@ -139,14 +173,23 @@ class ParameterServer {
   int64_t restore(PsShardConfig cfg, std::string state);
   // The shard's state now, for a checkpoint.
   std::string snapshot();
-  PsAck push(int worker, int64_t batch, TensorView grad);
+  // Worker w's gradient for its step `step` (ParameterShard::push).
+  PsAck push(int worker, int64_t step, int64_t batch, TensorView grad);
   // Waits (this call only) until worker w may go on, then returns the weights for its next step.
-  // Throws yard::TimeoutError when the others do not come within the configured wait.
-  torch::Tensor pull(int worker);
+  // Throws yard::TimeoutError when the others do not come within the configured wait. life: the
+  // server's restarts when it acknowledged the worker's last push (-1: no push to check); when the
+  // server has restarted since, that push was lost with the earlier process, and the pull returns
+  // at once with a tensor of no elements: push again.
+  torch::Tensor pull(int worker, int life);
   int64_t version();
   int pid();
+  // What this server restored when it restarted (restarts 0 in its first life).
+  PsRestored restored();
 
  private:
+  void recover(const PsRecovery& r);
+
+  PsRestored restored_;
   Condition cond_;
   std::unique_ptr<ParameterShard> shard_;
   int64_t wait_ms_ = 600000;
@@ -182,8 +225,21 @@ class ParameterClient {
   double step(const std::vector<int64_t>& sizes, const std::function<torch::Tensor(size_t)>& loss_of);
   const PsStepStats& last() const { return last_; }
   int64_t steps() const { return steps_; }
+  // Restarts of servers this client has seen since it last asked (server index, what it restored),
+  // each restart once. A call that a server's restart cut off is made again against the restarted
+  // server (a push is pushed again: the restored shard has not seen it).
+  std::vector<std::pair<size_t, PsRestored>> take_restarts();
 
  private:
+  // Server s's call made by `call`, made again (up to a bound) while the server restarts.
+  template <class T, class Call>
+  T retried(size_t s, Call&& call);
+  PsAck push_to(size_t s, int64_t batch, const torch::Tensor& flat);
+  void note_restarts(size_t s, int restarts);
+  void copy_in(size_t s, const torch::Tensor& flat);
+
+  std::vector<int> restarts_seen_;
+  std::vector<std::pair<size_t, PsRestored>> restarts_;
   std::vector<torch::Tensor> params_;
   std::vector<std::vector<size_t>> plan_;
   std::vector<ActorHandle<ParameterServer>> servers_;
