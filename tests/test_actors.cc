@@ -16,6 +16,7 @@
 
 #include "yard/redis.h"
 #include "support.h"
+#include "yard/actors/batch_queue.h"
 #include "yard/actors/checkpoint.h"
 #include "yard/actors/crc32.h"
 #include "yard/actors/data_loader.h"
@@ -447,4 +448,38 @@ TEST_CASE("a batch that cannot be fetched fails next() with the fetch's error", 
     }
   }
   CHECK(failed);
+}
+
+// Batches on request (BatchCursor): every position of an epoch handed out once, in chunks that
+// end at the epoch's end; a claim completes the worker's previous one.
+TEST_CASE("a batch cursor hands out each position of an epoch once, in chunks", "[batch-queue]") {
+  yard::actors::BatchCursor c(10, 4);  // batches of 4, 4, 2
+  CHECK_FALSE(c.claim(0).granted);  // no chunk open
+  c.open(2);
+  auto a = c.claim(0), b = c.claim(1);
+  CHECK((a.granted && a.epoch == 0 && a.offset == 0 && a.size == 4 && a.seq == 0));
+  CHECK((b.granted && b.offset == 4 && b.seq == 1 && b.next_offset == 8));
+  CHECK(c.outstanding() == 2);
+  auto none = c.claim(0);  // the chunk is used up; worker 0's batch is complete
+  CHECK_FALSE(none.granted);
+  CHECK(c.outstanding() == 1);
+  c.complete(1);
+  CHECK(c.outstanding() == 0);
+  c.open(5);  // more than the epoch has left: the chunk ends with the epoch
+  auto last = c.claim(1);
+  CHECK((last.granted && last.offset == 8 && last.size == 2 && last.next_epoch == 1 && last.next_offset == 0));
+  auto after = c.claim(0);
+  CHECK_FALSE(after.granted);
+  CHECK(after.next_epoch == 1);
+  c.open(1);
+  auto next = c.claim(0);
+  CHECK((next.epoch == 1 && next.offset == 0 && next.seq == 3));
+  CHECK(c.state() == "1 4");
+  yard::actors::BatchCursor d(10, 4);
+  d.seek(c.state());
+  d.open(1);
+  CHECK(d.claim(3).offset == 4);
+  CHECK_THROWS_WITH(d.seek("1 10"), Catch::Contains("past an epoch of 10 samples"));
+  CHECK_THROWS_WITH(d.seek("one"), Catch::Contains("is not \"epoch offset\""));
+  CHECK_THROWS_WITH(yard::actors::BatchCursor(0, 4), Catch::Contains("an epoch of 0"));
 }

@@ -64,6 +64,24 @@ assert abs(val(sys.argv[1]) - val(sys.argv[2])) <= 1e-4 * val(sys.argv[1])
 assert all(s["ahead"] <= 1 for s in ssp), ssp
 print("ps sync = ddp over %d steps; ssp:1 at most %d ahead" % (len(ps), max(s["ahead"] for s in ssp)))
 PY
+# Async: batches on request. With trainer 1 made twice as slow, trainer 0 takes more batches;
+# the epoch still sees each of its samples once (its steps' samples add up to DDP's), in as many
+# job steps (rounds of one batch per trainer).
+RAILWAY_TRAIN_SLOW_RANK=1:1.0 "$bin" "${common[@]}" --strategy ps --ps-mode async --out async0 > out8a.txt 2>&1 ||
+  { cat out8a.txt; exit 1; }
+grep -q "mode async, batches on request" out8a.txt || { cat out8a.txt; exit 1; }
+taken=$(sed -n 's/^batches on request, taken: trainer 0 \([0-9]*\), trainer 1 \([0-9]*\)$/\1 \2/p' out8a.txt)
+read -r t0 t1 <<< "$taken"
+[ -n "$t1" ] && [ "$t0" -gt "$t1" ] || { cat out8a.txt; echo "the faster trainer did not take more batches: $taken"; exit 1; }
+python3 - ddp0 async0 <<'PY'
+import json, sys
+steps = lambda d: [json.loads(l) for l in open(d + "/steps.jsonl")]
+ddp, asy = steps(sys.argv[1]), steps(sys.argv[2])
+assert sum(s["samples"] for s in ddp) == sum(s["samples"] for s in asy), "samples differ"
+assert len(ddp) == len(asy), (len(ddp), len(asy))
+print("async: %d samples in %d steps, as ddp" % (sum(s["samples"] for s in asy), len(asy)))
+PY
+echo "async batches taken: $taken"
 if "$bin" "${common[@]}" --strategy ps --ps-mode ssp:x --out bad > out9.txt 2>&1; then cat out9.txt; echo "a bad mode was accepted"; exit 1; fi
 grep -q "'ssp:x' is not a parameter-server mode" out9.txt || { cat out9.txt; exit 1; }
 # Pipeline: the encoder's layers over 2 stage trainers (4 micro-batches per batch, 1F1B) train

@@ -72,7 +72,8 @@ std::vector<std::string> CheckpointReplicas::skipped() const {
   std::vector<std::string> out;
   for (auto& h : handles_) {
     try {
-      for (auto& s : *h.call(&Checkpointer::skipped).remote().get(60s)) out.push_back(s);
+      auto skipped = *h.call(&Checkpointer::skipped).remote().get(60s);
+      out.insert(out.end(), skipped.begin(), skipped.end());
     } catch (const yard::Error&) {
     }
   }

@@ -2,9 +2,12 @@
 
 #include <stdexcept>
 
+#include "yard/actors/batch_queue.h"
 #include "yard/actors/data_loader.h"
 
 namespace railway_train {
+
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -41,7 +44,75 @@ yard::actors::ElasticPosition parse_position(const std::string& s) {
   return p;
 }
 
+// How long a checkpoint waits for the other trainers' last batches of the chunk.
+constexpr int64_t kDrainMs = 600000;
+
+class SharedFeed final : public Feed {
+ public:
+  SharedFeed(yard::actors::DistributedSampler sampler, uint64_t batch, Fetch fetch, const std::string& queue, int rank,
+             int world)
+      : sampler_(std::move(sampler)),
+        batch_(batch),
+        fetch_(std::move(fetch)),
+        queue_(yard::get_actor<yard::actors::BatchQueue>(queue)),
+        rank_(rank),
+        world_(static_cast<uint64_t>(world)) {
+    queue_.call(&yard::actors::BatchQueue::define).remote(sampler_.epoch_size()).get(60s);
+    if (rank_ == 0) queue_.call(&yard::actors::BatchQueue::seek).remote(std::string("0 0")).get(60s);
+  }
+  FeedItem next() override {
+    auto c = *queue_.call(&yard::actors::BatchQueue::claim).remote(rank_).get();
+    pos_.epoch = c.next_epoch, pos_.offset = c.next_offset;
+    FeedItem it;
+    if (!c.granted) {
+      it.none = true;
+      return it;
+    }
+    it.indices = sampler_.elastic_batch(c.epoch, c.offset, 1, 0, c.size);
+    it.batch = fetch_(it.indices);
+    it.global_step = static_cast<int64_t>(c.epoch * steps_per_epoch() + c.offset / batch_ / world_ + 1);
+    return it;
+  }
+  uint64_t epoch() const override { return pos_.epoch; }
+  uint64_t step() const override { return (pos_.offset / batch_ + world_ - 1) / world_; }
+  uint64_t steps_per_epoch() const override { return (batches_per_epoch() + world_ - 1) / world_; }
+  uint64_t steps_left() const override { return steps_per_epoch() - step(); }
+  int64_t global_step() const override { return static_cast<int64_t>(pos_.epoch * steps_per_epoch() + step()); }
+  std::string state() const override {
+    auto left = *queue_.call(&yard::actors::BatchQueue::drained).remote(int64_t{kDrainMs}).get();
+    if (!left.empty()) {
+      std::string who;
+      for (int r : left) who += (who.empty() ? "" : ", ") + std::to_string(r);
+      throw yard::TimeoutError("batches on request: the batch of trainer rank " + who + " was not complete within " +
+                               std::to_string(kDrainMs / 1000) + " s");
+    }
+    return *queue_.call(&yard::actors::BatchQueue::position).remote().get(60s);
+  }
+  void restore(const std::string& state) override {
+    pos_ = parse_position(state);
+    if (rank_ == 0) queue_.call(&yard::actors::BatchQueue::seek).remote(state).get(60s);
+  }
+  const char* checkpoint_key() const override { return "shared_position"; }
+  void done() override { queue_.call(&yard::actors::BatchQueue::complete).remote(rank_).get(60s); }
+
+ private:
+  uint64_t batches_per_epoch() const { return (sampler_.epoch_size() + batch_ - 1) / batch_; }
+
+  yard::actors::DistributedSampler sampler_;
+  uint64_t batch_;
+  Fetch fetch_;
+  yard::ActorHandle<yard::actors::BatchQueue> queue_;
+  int rank_;
+  uint64_t world_;
+  yard::actors::ElasticPosition pos_;
+};
+
 }  // namespace
+
+std::unique_ptr<Feed> shared_feed(yard::actors::DistributedSampler sampler, uint64_t batch, Fetch fetch,
+                                  const std::string& queue, int rank, int world) {
+  return std::make_unique<SharedFeed>(std::move(sampler), batch, std::move(fetch), queue, rank, world);
+}
 
 std::unique_ptr<Feed> fixed_feed(yard::actors::DistributedSampler sampler, uint64_t batch, Fetch fetch, size_t prefetch) {
   return std::make_unique<FixedFeed>(std::move(sampler), batch, std::move(fetch), prefetch);

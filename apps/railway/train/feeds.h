@@ -23,6 +23,8 @@ struct Batch {
 struct FeedItem {
   std::vector<uint64_t> indices;  // the samples it holds (may be empty at an epoch's end)
   Batch batch;
+  bool none = false;         // batches on request: the chunk has no batch left
+  int64_t global_step = -1;  // batches on request: the job's step it counts in (1-based)
 };
 
 class Feed {
@@ -39,11 +41,22 @@ class Feed {
   virtual std::string state() const = 0;
   virtual void restore(const std::string& state) = 0;
   virtual const char* checkpoint_key() const = 0;
+  // The batches taken so far are trained (batches on request: the queue counts them complete).
+  virtual void done() {}
+  // The job's steps so far, where the feed decides them (batches on request); -1: the stepper's.
+  virtual int64_t global_step() const { return -1; }
 };
 
 using Fetch = std::function<Batch(const std::vector<uint64_t>& indices)>;
 
 std::unique_ptr<Feed> fixed_feed(yard::actors::DistributedSampler sampler, uint64_t batch, Fetch fetch, size_t prefetch);
+
+// Batches on request: every next() claims the next batch of the job's shared BatchQueue, so that a
+// fast rank takes more of them than a slow one. A job step is a round of `world` batches. The
+// position (state()) is the queue's, read once every batch handed out is complete; rank 0 sets
+// the queue to the start, and restore() on rank 0 to a checkpoint's position.
+std::unique_ptr<Feed> shared_feed(yard::actors::DistributedSampler sampler, uint64_t batch, Fetch fetch,
+                                  const std::string& queue, int rank, int world);
 
 // An elastic group's feed: set_world() after every regroup.
 class ElasticFeed final : public Feed {

@@ -17,6 +17,7 @@
 #include "train_metrics.h"
 #include "trainer_group.h"
 #include "yard/actors/checkpointer.h"
+#include "yard/actors/batch_queue.h"
 #include "yard/actors/schedule.h"
 
 namespace fs = std::filesystem;
@@ -81,6 +82,7 @@ class TrainingJob {
   std::unique_ptr<CheckpointReplicas> ckpts_;
   std::optional<yard::PlacementGroup> pg_;
   std::unique_ptr<Trainers> group_;
+  std::optional<yard::ActorHandle<yard::actors::BatchQueue>> batches_;  // ps async: batches on request
   std::optional<yard::actors::ElasticResize> resized_;  // reported once the next steps show its pause
   double last_step_end_ = 0;                             // unix seconds
   SetupInfo at_;               // where the group stands
@@ -102,6 +104,17 @@ void TrainingJob::prepare() {
   if (!resuming_) {
     fs::create_directories(run_dir_);
     std::ofstream(run_dir_ + "/job.json") << nlohmann::json(spec_).dump(2) << "\n";
+  }
+  // Asynchronous parameter servers: the trainers claim batches from one queue, so a fast trainer
+  // takes more of them instead of waiting for a slow one at every chunk's end.
+  if (spec_.train.strategy == "ps" && spec_.train.ps_mode == "async" && spec_.train.accumulate == 1 &&
+      spec_.min_workers == 0) {
+    spec_.train.batch_queue = "railway-batches-" + yard::job_id() + "-" + run_;
+    batches_ = yard::actor<yard::actors::BatchQueue>(static_cast<uint64_t>(spec_.train.batch))
+                   .name(spec_.train.batch_queue)
+                   .max_concurrency(spec_.workers + 4)
+                   .max_restarts(-1)
+                   .remote();
   }
   // The checkpointers. Each run keeps its own checkpoints: a restart resumes this run, never an
   // older one.
@@ -269,6 +282,7 @@ void TrainingJob::train_chunk() {
   int64_t n = std::min<int64_t>(chunk, at_.steps_left);
   bool at_epoch_end = n >= at_.steps_left;
   bool save = at_epoch_end || since_ckpt_ + n >= spec_.checkpoint_every;
+  if (batches_) batches_->call(&yard::actors::BatchQueue::open).remote(static_cast<uint64_t>(n * group_->world())).get(60s);
   auto got = group_->train(n, save);
   since_ckpt_ = save ? 0 : since_ckpt_ + n;
   const auto& r0 = got[0];
@@ -355,6 +369,14 @@ void TrainingJob::finish() {
   std::printf("finishing: waiting for the last checkpoint, leaving the group\n");
   std::fflush(stdout);
   ckpts_->handed_again(group_->finish(), reporter());
+  if (batches_) {
+    std::string taken;
+    auto by_rank = *batches_->call(&yard::actors::BatchQueue::taken).remote().get(60s);
+    for (auto& [rank, n] : by_rank)
+      taken += (taken.empty() ? "" : ", ") + std::string("trainer ") + std::to_string(rank) + " " + std::to_string(n);
+    std::printf("batches on request, taken: %s\n", taken.c_str());
+    yard::kill(*batches_);
+  }
 }
 
 void TrainingJob::print_start() const {
@@ -380,8 +402,9 @@ void TrainingJob::print_start() const {
                 layout.replicas, layout.stages, split.c_str(), static_cast<long long>(spec_.train.micro_batches));
   }
   if (spec_.train.strategy == "ps")
-    std::printf("parameter servers: %lld servers hold the weights and the optimizer, mode %s\n",
-                static_cast<long long>(spec_.train.ps_servers), spec_.train.ps_mode.c_str());
+    std::printf("parameter servers: %lld servers hold the weights and the optimizer, mode %s%s\n",
+                static_cast<long long>(spec_.train.ps_servers), spec_.train.ps_mode.c_str(),
+                batches_ ? ", batches on request (a faster trainer takes more)" : "");
   if (at_.global_step > 0)
     std::printf("resumed run %s at epoch %llu, step %llu (global step %lld)\n", run_.c_str(),
                 static_cast<unsigned long long>(at_.epoch + 1), static_cast<unsigned long long>(at_.step),

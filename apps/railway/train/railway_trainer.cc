@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <limits>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -184,6 +185,10 @@ struct RailwayTrainer::Impl {
   // The newest complete checkpoint any checkpointer replica holds, and which replica (-1: none).
   std::pair<std::optional<yard::actors::CheckpointData>, int> newest_checkpoint();
   void hand_over_checkpoint(ChunkStats& st);
+  int64_t global_step() const {
+    int64_t g = feed->global_step();
+    return g >= 0 ? g : stepper->global_step();
+  }
 };
 
 Batch RailwayTrainer::Impl::fetch(const std::vector<uint64_t>& idx) const {
@@ -201,14 +206,17 @@ void RailwayTrainer::Impl::make_feed() {
   // Data parallel over the replicas: a pipeline's stages all walk their replica's batches. An
   // elastic group's ranks share the epoch's positions at whatever size the group has.
   auto at = layout_of(cfg, rank, world);
-  bool is_elastic = cfg.min_workers > 0;
-  yard::actors::DistributedSampler sampler(train.x.size(0), is_elastic ? 1 : at.replicas, is_elastic ? 0 : at.replica, cfg.seed);
+  bool is_elastic = cfg.min_workers > 0, on_request = !cfg.batch_queue.empty();
+  bool whole = is_elastic || on_request;  // the ranks share the epoch's one order
+  yard::actors::DistributedSampler sampler(train.x.size(0), whole ? 1 : at.replicas, whole ? 0 : at.replica, cfg.seed);
   if (cfg.balance > 0) {
     auto l = train.label.contiguous();
     sampler.set_class_balanced(std::vector<int>(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + l.numel()), cfg.balance);
   }
   auto fetch_fn = [this](const std::vector<uint64_t>& idx) { return fetch(idx); };
-  if (is_elastic) {
+  if (on_request) {
+    feed = shared_feed(sampler, static_cast<uint64_t>(cfg.batch), fetch_fn, cfg.batch_queue, rank, world);
+  } else if (is_elastic) {
     auto f = std::make_unique<ElasticFeed>(sampler, static_cast<uint64_t>(cfg.batch), fetch_fn);
     elastic = f.get();
     feed = std::move(f);
@@ -284,7 +292,7 @@ SetupInfo RailwayTrainer::Impl::info() const {
   i.steps_per_epoch = steps_per_epoch();
   i.epoch = feed->epoch();
   i.step = feed->step() / static_cast<uint64_t>(cfg.accumulate);
-  i.global_step = stepper->global_step();
+  i.global_step = global_step();
   i.steps_left = steps_left();
   i.pid = getpid();
   i.node = yard::node_id();
@@ -398,7 +406,7 @@ void RailwayTrainer::Impl::hand_over_checkpoint(ChunkStats& st) {
   // On this thread only copies of the tensors; serialising them and the call that hands the bytes
   // to the checkpointer run beside training.
   yard::actors::CheckpointData c;
-  c.step = static_cast<uint64_t>(stepper->global_step());
+  c.step = static_cast<uint64_t>(global_step());
   c.blobs[feed->checkpoint_key()] = feed->state();
   c.blobs["model_spec"] = spec;
   c.blobs["schedule"] = stepper->schedule_note();
@@ -418,14 +426,20 @@ ChunkStats RailwayTrainer::train_steps(int64_t steps, bool checkpoint) {
   auto t0 = std::chrono::steady_clock::now();
   s.net->train();
   uint64_t epoch = s.feed->epoch();
-  for (int64_t k = 0; k < steps && s.feed->epoch() == epoch; ++k) {
+  // Batches on request: as many as the queue hands this rank in the chunk.
+  int64_t limit = s.cfg.batch_queue.empty() ? steps : std::numeric_limits<int64_t>::max();
+  for (int64_t k = 0; k < limit && s.feed->epoch() == epoch; ++k) {
     // An elastic group's survivors go on from the last step they completed: a step that fails
     // (a peer lost) leaves the data position where it was, as it leaves the model.
     std::string before = s.elastic ? s.feed->state() : std::string();
     // Up to `accumulate` micro-batches of this epoch make one step.
     std::vector<FeedItem> micro;
-    do micro.push_back(s.feed->next());
-    while (static_cast<int64_t>(micro.size()) < s.cfg.accumulate && s.feed->epoch() == epoch);
+    do {
+      auto item = s.feed->next();
+      if (item.none) break;  // batches on request: the chunk is used up
+      micro.push_back(std::move(item));
+    } while (static_cast<int64_t>(micro.size()) < s.cfg.accumulate && s.feed->epoch() == epoch);
+    if (micro.empty()) break;
     std::vector<int64_t> sizes;
     int64_t local = 0;
     for (auto& m : micro) sizes.push_back(static_cast<int64_t>(m.indices.size())), local += sizes.back();
@@ -454,7 +468,7 @@ ChunkStats RailwayTrainer::train_steps(int64_t steps, bool checkpoint) {
       }
       throw;
     }
-    st.steps.push_back(s.stepper->global_step());
+    st.steps.push_back(micro[0].global_step >= 0 ? micro[0].global_step : s.stepper->global_step());
     st.step_end.push_back(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
     if (!s.stepper->reports_loss()) local = 0;
     st.lr = s.stepper->last_lr();
@@ -464,12 +478,13 @@ ChunkStats RailwayTrainer::train_steps(int64_t steps, bool checkpoint) {
     st.loss_sum.push_back(loss_sum);
     st.samples.push_back(local);
   }
+  s.feed->done();
   if (s.rank == 0) st.helper_restarts = s.stepper->helper_restarts();
   // Local SGD: a checkpoint and the epoch's evaluation see the replicas averaged.
   if (checkpoint || s.feed->epoch() != epoch) s.stepper->synchronize();
   st.epoch = s.feed->epoch();
   st.step = s.feed->step() / static_cast<uint64_t>(s.cfg.accumulate);
-  st.global_step = s.stepper->global_step();
+  st.global_step = s.global_step();
   st.steps_left = s.steps_left();
   st.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (checkpoint && s.rank == 0) s.hand_over_checkpoint(st);
