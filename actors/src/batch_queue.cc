@@ -46,17 +46,10 @@ std::vector<int> BatchCursor::holders() const {
   return out;
 }
 
-std::string BatchCursor::state() const { return std::to_string(pos_.epoch) + " " + std::to_string(pos_.offset); }
+std::string BatchCursor::state() const { return pos_.text(); }
 
 void BatchCursor::seek(const std::string& state) {
-  ElasticPosition p;
-  size_t at = 0;
-  try {
-    p.epoch = std::stoull(state, &at);
-    p.offset = std::stoull(state.substr(at));
-  } catch (const std::exception&) {
-    throw std::invalid_argument("batch queue: position '" + state + "' is not \"epoch offset\"");
-  }
+  auto p = ElasticPosition::parse(state);
   if (p.offset >= epoch_size_)
     throw std::invalid_argument("batch queue: position '" + state + "' is past an epoch of " + std::to_string(epoch_size_) +
                                 " samples");

@@ -112,6 +112,20 @@ std::vector<uint64_t> DistributedSampler::elastic_batch(uint64_t epoch, uint64_t
   return out;
 }
 
+std::string ElasticPosition::text() const { return std::to_string(epoch) + " " + std::to_string(offset); }
+
+ElasticPosition ElasticPosition::parse(const std::string& text) {
+  ElasticPosition p;
+  size_t at = 0;
+  try {
+    p.epoch = std::stoull(text, &at);
+    p.offset = std::stoull(text.substr(at));
+  } catch (const std::exception&) {
+    throw std::invalid_argument("data position '" + text + "' is not \"epoch offset\"");
+  }
+  return p;
+}
+
 void ElasticPosition::advance(int world, uint64_t batch_size, uint64_t epoch_size) {
   offset += batch_size * static_cast<uint64_t>(world);
   if (offset >= epoch_size) {

@@ -32,17 +32,6 @@ class FixedFeed final : public Feed {
   Loader loader_;
 };
 
-yard::actors::ElasticPosition parse_position(const std::string& s) {
-  yard::actors::ElasticPosition p;
-  size_t at = 0;
-  try {
-    p.epoch = std::stoull(s, &at);
-    p.offset = std::stoull(s.substr(at));
-  } catch (const std::exception&) {
-    throw std::invalid_argument("elastic data position '" + s + "' is not \"epoch offset\"");
-  }
-  return p;
-}
 
 // How long a checkpoint waits for the other trainers' last batches of the chunk.
 constexpr int64_t kDrainMs = 600000;
@@ -89,7 +78,7 @@ class SharedFeed final : public Feed {
     return *queue_.call(&yard::actors::BatchQueue::position).remote().get(60s);
   }
   void restore(const std::string& state) override {
-    pos_ = parse_position(state);
+    pos_ = yard::actors::ElasticPosition::parse(state);
     if (rank_ == 0) queue_.call(&yard::actors::BatchQueue::seek).remote(state).get(60s);
   }
   const char* checkpoint_key() const override { return "shared_position"; }
@@ -151,12 +140,12 @@ uint64_t ElasticFeed::steps_left() const {
   return (left + per_step - 1) / per_step;
 }
 
-std::string ElasticFeed::state() const { return std::to_string(pos_.epoch) + " " + std::to_string(pos_.offset); }
+std::string ElasticFeed::state() const { return pos_.text(); }
 
-void ElasticFeed::restore(const std::string& state) { pos_ = parse_position(state); }
+void ElasticFeed::restore(const std::string& state) { pos_ = yard::actors::ElasticPosition::parse(state); }
 
 uint64_t ElasticFeed::samples_left(const std::string& state, uint64_t epochs) const {
-  auto p = parse_position(state);
+  auto p = yard::actors::ElasticPosition::parse(state);
   if (p.epoch >= epochs) return 0;
   return (epochs - p.epoch) * sampler_.epoch_size() - p.offset;
 }

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace yard::actors {
@@ -33,6 +34,9 @@ struct ElasticPosition {
   uint64_t offset = 0;
   // After a step of `world` ranks: the next epoch when this one is used up.
   void advance(int world, uint64_t batch_size, uint64_t epoch_size);
+  // As text, "epoch offset", and back (throws std::invalid_argument naming text that is not one).
+  std::string text() const;
+  static ElasticPosition parse(const std::string& text);
 };
 
 class DistributedSampler {
