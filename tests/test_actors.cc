@@ -480,6 +480,16 @@ TEST_CASE("a batch cursor hands out each position of an epoch once, in chunks", 
   d.open(1);
   CHECK(d.claim(3).offset == 4);
   CHECK_THROWS_WITH(d.seek("1 10"), Catch::Contains("past an epoch of 10 samples"));
+  // A lost worker's claim is handed out again, first, even when the chunk has no room left.
+  auto lost = d.claim(3);  // the chunk of 1 is used up: nothing
+  CHECK_FALSE(lost.granted);
+  d.open(1);
+  auto held = d.claim(5);
+  d.release(5);
+  CHECK(d.outstanding() == 0);
+  auto again = d.claim(6);
+  CHECK((again.granted && again.again && again.epoch == held.epoch && again.offset == held.offset && again.seq == held.seq));
+  CHECK_FALSE(d.claim(7).granted);
   CHECK_THROWS_WITH(d.seek("one"), Catch::Contains("is not \"epoch offset\""));
   CHECK_THROWS_WITH(yard::actors::BatchCursor(0, 4), Catch::Contains("an epoch of 0"));
 }

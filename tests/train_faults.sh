@@ -175,6 +175,35 @@ if [ -z "$only" ] || [ "$only" = ps-group ]; then
 fi
 if [ -n "${clean_all:-}" ]; then clean=$clean_all; fi
 
+# Asynchronous parameter servers (batches on request): kill -9 of trainer rank 1 in training. It
+# is replaced while rank 0 trains on: no group restart, no step trained again (the steps' numbers
+# never go back), every epoch reported and evaluated, and the run ends near an undisturbed async
+# run (async's order of updates depends on timing, so 5e-2 relative: runs differ by about 1e-2).
+if [ -z "$only" ] || [ "$only" = ps-async ]; then
+  echo "case ps-async: kill -9 of a trainer of asynchronous parameter servers"
+  "$bin" "${job[@]}" --strategy ps --ps-mode async --data data --out async-clean > async-clean.txt 2>&1 ||
+    { cat async-clean.txt; exit 1; }
+  clean_all=$clean
+  clean=$(final_val_loss async-clean)
+  start_job out-ps-async "" --data data --strategy ps --ps-mode async
+  await_steps "$pid" out-ps-async 50
+  victim=$(grep -E '^trainer pids:' out.txt | tail -1 | awk '{print $NF}')
+  echo "  killing trainer pid $victim"
+  kill -9 "$victim"
+  await_job "$pid" > ps-async.txt || { cat ps-async.txt; echo "case ps-async: the job failed"; exit 1; }
+  pid=""
+  grep -q "^recovered: trainer rank 1 (pid $victim) was lost in training .*replaced by a new trainer" ps-async.txt ||
+    { cat ps-async.txt; echo "no replacement reported"; exit 1; }
+  ! grep -q "restarting the group" ps-async.txt || { cat ps-async.txt; echo "the group restarted"; exit 1; }
+  python3 - out-ps-async/steps.jsonl <<'PY' || { cat ps-async.txt; exit 1; }
+import json, sys
+steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
+assert all(b > a for a, b in zip(steps, steps[1:])), "a step was trained again"
+PY
+  check_run ps-async training 5e-2 || { cat ps-async.txt; exit 1; }
+  clean=$clean_all
+fi
+
 # Pipeline: kill -9 of the last stage's trainer in training. The group restarts from the
 # checkpoint, every stage takes its part of the model and its own optimizer state from it, and the
 # run ends where an undisturbed pipeline run does.

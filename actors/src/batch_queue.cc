@@ -18,13 +18,17 @@ int64_t BatchCursor::seq() const {
 BatchClaim BatchCursor::claim(int worker) {
   complete(worker);
   BatchClaim c;
-  if (budget_ > 0) {
+  if (!returned_.empty()) {
+    c = returned_.back();
+    returned_.pop_back();
+    c.again = true;
+    held_[worker] = c;
+  } else if (budget_ > 0) {
     c.granted = true;
     c.epoch = pos_.epoch;
     c.offset = pos_.offset;
     c.size = std::min(batch_, epoch_size_ - pos_.offset);
     c.seq = seq();
-    held_[worker] = c.seq;
     --budget_;
     pos_.offset += c.size;
     if (pos_.offset >= epoch_size_) {  // the epoch's last batch: the chunk ends with it
@@ -32,6 +36,7 @@ BatchClaim BatchCursor::claim(int worker) {
       pos_.offset = 0;
       budget_ = 0;
     }
+    held_[worker] = c;
   }
   c.next_epoch = pos_.epoch;
   c.next_offset = pos_.offset;
@@ -40,9 +45,16 @@ BatchClaim BatchCursor::claim(int worker) {
 
 void BatchCursor::complete(int worker) { held_.erase(worker); }
 
+void BatchCursor::release(int worker) {
+  auto it = held_.find(worker);
+  if (it == held_.end()) return;
+  returned_.push_back(it->second);
+  held_.erase(it);
+}
+
 std::vector<int> BatchCursor::holders() const {
   std::vector<int> out;
-  for (auto& [w, seq] : held_) out.push_back(w);
+  for (auto& [w, claim] : held_) out.push_back(w);
   return out;
 }
 
@@ -56,6 +68,7 @@ void BatchCursor::seek(const std::string& state) {
   pos_ = p;
   budget_ = 0;
   held_.clear();
+  returned_.clear();
 }
 
 BatchQueue::BatchQueue(uint64_t batch) : batch_(batch) {
@@ -96,6 +109,10 @@ void BatchQueue::complete(int worker) {
   cond_.update([&] { cursor().complete(worker); });
 }
 
+void BatchQueue::release(int worker) {
+  cond_.update([&] { cursor().release(worker); });
+}
+
 std::vector<int> BatchQueue::drained(int64_t timeout_ms) {
   std::vector<int> left;
   if (!cond_.wait_for([&] { return cursor().outstanding() == 0; }, std::chrono::milliseconds(timeout_ms)))
@@ -122,5 +139,5 @@ std::map<int, int64_t> BatchQueue::taken() {
 }  // namespace yard::actors
 
 YARD_ACTOR(yard::actors::BatchQueue, yard::ctor<uint64_t>, &yard::actors::BatchQueue::define, &yard::actors::BatchQueue::open,
-           &yard::actors::BatchQueue::claim, &yard::actors::BatchQueue::complete, &yard::actors::BatchQueue::drained,
+           &yard::actors::BatchQueue::claim, &yard::actors::BatchQueue::complete, &yard::actors::BatchQueue::release, &yard::actors::BatchQueue::drained,
            &yard::actors::BatchQueue::position, &yard::actors::BatchQueue::seek, &yard::actors::BatchQueue::taken);

@@ -79,6 +79,8 @@ std::vector<ChunkStats> ElasticTrainers::train(int64_t steps, bool save) {
 
 // Evaluation and the final save use the members there are; membership changes wait for the next
 // training step, unless a member is lost meanwhile.
+int ElasticTrainers::evaluator_pid() const { return group_ && group_->world() > 0 ? group_->pid(0) : 0; }
+
 EvalStats ElasticTrainers::evaluate() {
   for (;;) {
     auto out = group_->run<EvalStats>(

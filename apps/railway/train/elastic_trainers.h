@@ -28,6 +28,7 @@ class ElasticTrainers final : public Trainers {
   std::vector<std::string> finish() override;
   void stop() override;
   int world() const override;
+  int evaluator_pid() const override;
 
  private:
   void settle();

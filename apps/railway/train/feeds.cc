@@ -1,5 +1,6 @@
 #include "feeds.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "yard/actors/batch_queue.h"
@@ -39,7 +40,7 @@ constexpr int64_t kDrainMs = 600000;
 class SharedFeed final : public Feed {
  public:
   SharedFeed(yard::actors::DistributedSampler sampler, uint64_t batch, Fetch fetch, const std::string& queue, int rank,
-             int world)
+             int world, bool join)
       : sampler_(std::move(sampler)),
         batch_(batch),
         fetch_(std::move(fetch)),
@@ -47,7 +48,7 @@ class SharedFeed final : public Feed {
         rank_(rank),
         world_(static_cast<uint64_t>(world)) {
     queue_.call(&yard::actors::BatchQueue::define).remote(sampler_.epoch_size()).get(60s);
-    if (rank_ == 0) queue_.call(&yard::actors::BatchQueue::seek).remote(std::string("0 0")).get(60s);
+    if (rank_ == 0 && !join) queue_.call(&yard::actors::BatchQueue::seek).remote(std::string("0 0")).get(60s);
   }
   FeedItem next() override {
     auto c = *queue_.call(&yard::actors::BatchQueue::claim).remote(rank_).get();
@@ -59,7 +60,9 @@ class SharedFeed final : public Feed {
     }
     it.indices = sampler_.elastic_batch(c.epoch, c.offset, 1, 0, c.size);
     it.batch = fetch_(it.indices);
-    it.global_step = static_cast<int64_t>(c.epoch * steps_per_epoch() + c.offset / batch_ / world_ + 1);
+    // The round it counts in: its own, or for a batch handed out again the one in progress now.
+    it.global_step = c.again ? static_cast<int64_t>(pos_.epoch * steps_per_epoch() + std::max<uint64_t>(1, step()))
+                             : static_cast<int64_t>(c.epoch * steps_per_epoch() + c.offset / batch_ / world_ + 1);
     return it;
   }
   uint64_t epoch() const override { return pos_.epoch; }
@@ -99,8 +102,8 @@ class SharedFeed final : public Feed {
 }  // namespace
 
 std::unique_ptr<Feed> shared_feed(yard::actors::DistributedSampler sampler, uint64_t batch, Fetch fetch,
-                                  const std::string& queue, int rank, int world) {
-  return std::make_unique<SharedFeed>(std::move(sampler), batch, std::move(fetch), queue, rank, world);
+                                  const std::string& queue, int rank, int world, bool join) {
+  return std::make_unique<SharedFeed>(std::move(sampler), batch, std::move(fetch), queue, rank, world, join);
 }
 
 std::unique_ptr<Feed> fixed_feed(yard::actors::DistributedSampler sampler, uint64_t batch, Fetch fetch, size_t prefetch) {

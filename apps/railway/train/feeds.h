@@ -54,9 +54,10 @@ std::unique_ptr<Feed> fixed_feed(yard::actors::DistributedSampler sampler, uint6
 // Batches on request: every next() claims the next batch of the job's shared BatchQueue, so that a
 // fast rank takes more of them than a slow one. A job step is a round of `world` batches. The
 // position (state()) is the queue's, read once every batch handed out is complete; rank 0 sets
-// the queue to the start, and restore() on rank 0 to a checkpoint's position.
+// the queue to the start (unless it joins a running group), and restore() on rank 0 to a
+// checkpoint's position.
 std::unique_ptr<Feed> shared_feed(yard::actors::DistributedSampler sampler, uint64_t batch, Fetch fetch,
-                                  const std::string& queue, int rank, int world);
+                                  const std::string& queue, int rank, int world, bool join);
 
 // An elastic group's feed: set_world() after every regroup.
 class ElasticFeed final : public Feed {

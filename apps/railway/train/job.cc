@@ -134,6 +134,11 @@ void TrainingJob::prepare() {
   pg_ = yard::placement_group(std::vector<yard::Bundle>(static_cast<size_t>(spec_.workers), spec_.trainer_resources),
                               strategies.at(spec_.placement), "railway-trainers");
   if (!pg_->wait(600s)) throw yard::Error("the trainers' placement group was not placed within 10 minutes");
+  if (batches_) {  // asynchronous: a lost trainer is replaced while the others train on
+    group_ = std::make_unique<ReplacingTrainers>(spec_.workers, spec_.trainer_resources, *pg_, ckpts_->handles(),
+                                                 *batches_, reporter());
+    return;
+  }
   group_ = std::make_unique<TrainerGroup>(spec_.workers, spec_.trainer_resources, *pg_, ckpts_->handles());
 }
 
@@ -302,7 +307,11 @@ void TrainingJob::train_chunk() {
   std::map<int64_t, StepSum> by_step;
   for (auto& g : got)
     for (size_t i = 0; i < g.loss_sum.size(); ++i) {
-      auto& t = by_step[i < g.steps.size() ? g.steps[i] : static_cast<int64_t>(i)];
+      // A batch handed out again after its trainer was lost may count in a step already written:
+      // it goes with the first new one.
+      int64_t key = i < g.steps.size() ? g.steps[i] : static_cast<int64_t>(i);
+      if (key <= log_->last_logged()) key = log_->last_logged() + 1;
+      auto& t = by_step[key];
       t.loss += g.loss_sum[i], t.samples += g.samples[i];
       if (i < g.step_end.size()) t.t = std::max(t.t, g.step_end[i]);
       // Parameter servers: the most any replica's gradients of this step missed.
@@ -338,7 +347,8 @@ void TrainingJob::train_chunk() {
 }
 
 void TrainingJob::evaluate() {
-  std::printf("evaluating epoch %llu in trainer pid %d\n", static_cast<unsigned long long>(at_.epoch), at_.pid);
+  std::printf("evaluating epoch %llu in trainer pid %d\n", static_cast<unsigned long long>(at_.epoch),
+              group_->evaluator_pid());
   std::fflush(stdout);
   auto ev = group_->evaluate();
   EpochRecord e;

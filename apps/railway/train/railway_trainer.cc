@@ -215,7 +215,7 @@ void RailwayTrainer::Impl::make_feed() {
   }
   auto fetch_fn = [this](const std::vector<uint64_t>& idx) { return fetch(idx); };
   if (on_request) {
-    feed = shared_feed(sampler, static_cast<uint64_t>(cfg.batch), fetch_fn, cfg.batch_queue, rank, world);
+    feed = shared_feed(sampler, static_cast<uint64_t>(cfg.batch), fetch_fn, cfg.batch_queue, rank, world, cfg.join);
   } else if (is_elastic) {
     auto f = std::make_unique<ElasticFeed>(sampler, static_cast<uint64_t>(cfg.batch), fetch_fn);
     elastic = f.get();

@@ -53,6 +53,7 @@ RunLog::RunLog(std::string out, bool continuing) : out_(std::move(out)) {
     for (auto& j : ss) {
       s << j.dump() << "\n";
       last_step_ = std::max(last_step_, j.value("step", int64_t(0)));
+      logged_ = last_step_;
     }
   }
   metrics_.open(metrics, continuing ? std::ios::app : std::ios::trunc);
@@ -67,6 +68,7 @@ void RunLog::step(int64_t global_step, uint64_t epoch, double loss, int64_t samp
   if (t > 0) steps_ << ",\"t\":" << std::fixed << std::setprecision(3) << t << std::defaultfloat;
   steps_ << "}\n";
   steps_.flush();
+  logged_ = global_step;
 }
 
 void RunLog::rewind(int64_t global_step) {
@@ -79,6 +81,7 @@ void RunLog::rewind(int64_t global_step) {
       if (j.value("step", int64_t(0)) <= global_step) s << j.dump() << "\n";
   }
   steps_.open(path, std::ios::app);
+  logged_ = std::min(logged_, global_step);
 }
 
 void RunLog::epoch(const EpochRecord& e) {

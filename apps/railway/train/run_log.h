@@ -50,6 +50,8 @@ class RunLog {
   int recoveries() const { return recoveries_; }
   // The last step steps.jsonl held when the run was resumed (0: none).
   int64_t last_step() const { return last_step_; }
+  // The last step steps.jsonl holds now.
+  int64_t last_logged() const { return logged_; }
   void write_curves() const;
   // confusion.svg and precision_recall.svg of an evaluation, next to metrics.jsonl.
   void evaluation_images(const EvalStats& ev, uint64_t epoch) const;
@@ -60,6 +62,7 @@ class RunLog {
   uint64_t reported_ = 0;
   int recoveries_ = 0;
   int64_t last_step_ = 0;
+  int64_t logged_ = 0;
   yard::railway::PlotSeries train_loss_{"train loss", {}, {}}, val_loss_{"validation loss", {}, {}},
       f1_{"validation macro F1", {}, {}};
 };

@@ -107,13 +107,15 @@ class ParameterServers final : public Stepper {
     std::vector<int64_t> sizes;
     for (auto& p : model->parameters()) sizes.push_back(p.numel());
     (void)yard::actors::plan_shards(sizes, static_cast<int>(cfg.ps_servers));
-    if (rank == 0)
+    // Rank 0 makes the servers, unless it replaces a lost rank 0 in a running group (cfg.join).
+    bool maker = rank == 0 && !cfg.join;
+    if (maker)
       for (auto& old : cfg.retired_generations) end_servers(old);
     // A server that is lost restarts in place (up to --ps-restarts times) and takes its shard back
     // from the newest checkpoint that holds it; the trainers carry on against it.
     std::vector<yard::ActorHandle<yard::actors::ParameterServer>> servers;
     for (int64_t i = 0; i < cfg.ps_servers; ++i) {
-      if (rank != 0) {
+      if (!maker) {
         servers.push_back(find(name(generation_, i)));
         continue;
       }
@@ -128,7 +130,7 @@ class ParameterServers final : public Stepper {
   }
   void begin(const std::optional<yard::actors::CheckpointData>& from) override {
     steps0_ = from ? static_cast<int64_t>(from->step) : 0;
-    if (rank_ != 0) return;
+    if (rank_ != 0 || cfg_.join) return;  // the weights come with the first pull
     if (!from) {
       client_->initialise(ps_);
       return;

@@ -142,3 +142,141 @@ std::vector<std::string> TrainerGroup::finish() {
 }
 
 }  // namespace railway_train
+
+namespace railway_train {
+
+ReplacingTrainers::ReplacingTrainers(int workers, std::map<std::string, double> resources, yard::PlacementGroup pg,
+                                     std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts,
+                                     yard::ActorHandle<yard::actors::BatchQueue> queue, RecoveryReport report)
+    : TrainerGroup(workers, std::move(resources), std::move(pg), std::move(ckpts)),
+      queue_(std::move(queue)),
+      report_(std::move(report)) {}
+
+SetupInfo ReplacingTrainers::start(const TrainConfig& cfg) {
+  cfg_ = cfg;  // the pending replacements of the last group are ended by stop()
+  return TrainerGroup::start(cfg);
+}
+
+// A new trainer in the lost one's bundle, set up to join the running group (its set-up is not
+// waited for here).
+void ReplacingTrainers::replace(int rank, const std::string& error) {
+  auto r = static_cast<size_t>(rank);
+  queue_.call(&yard::actors::BatchQueue::release).remote(rank).get(60s);  // its batch, to another
+  Replacement rep;
+  rep.lost = who(rank);
+  rep.error = error;
+  rep.since = std::chrono::steady_clock::now();
+  TrainConfig c = cfg_;
+  c.resume = false;
+  c.join = true;
+  c.retired_generations.clear();
+  rep.member = yard::actor<RailwayTrainer>().resources(resources_).placement_group(pg_, rank).remote();
+  rep.ready = rep.member.call(&RailwayTrainer::setup).remote(c, rank, workers_, generations_.back(), ckpts_);
+  pids_[r] = 0;
+  pending_[rank] = std::move(rep);
+}
+
+void ReplacingTrainers::adopt(bool wait_all) {
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto& [rank, rep] = *it;
+    bool must = wait_all || rank == 0;
+    if (!must && yard::wait(std::vector{rep.ready}, 1, 0ms).ready.empty()) {
+      ++it;
+      continue;
+    }
+    auto info = collect(std::vector{rep.ready}, {rank}, Phase::kSetup, 600s)[0];
+    members_[static_cast<size_t>(rank)] = rep.member;
+    pids_[static_cast<size_t>(rank)] = info.pid;
+    Recovery r;
+    r.phase = Phase::kTraining;
+    r.lost = rep.lost;
+    r.error = rep.error;
+    r.redone = "replaced by a new trainer (pid " + std::to_string(info.pid) +
+               ") that took the weights from the parameter servers; the others trained on, its batch was handed out again";
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - rep.since).count();
+    report_(r);
+    std::string pids;
+    for (int p : pids_) pids += " " + std::to_string(p);
+    std::printf("trainer pids:%s\n", pids.c_str());
+    std::fflush(stdout);
+    it = pending_.erase(it);
+  }
+}
+
+// Every member's chunk; a member lost on the way is replaced while the others go on (their chunk
+// takes its batches). Returns the stats of the members that finished, rank 0's first when it did.
+std::vector<ChunkStats> ReplacingTrainers::train(int64_t steps, bool save) {
+  adopt(false);
+  std::vector<yard::ObjectRef<ChunkStats>> parts;
+  std::vector<int> ranks;
+  for (size_t r = 0; r < members_.size(); ++r) {
+    if (pending_.count(static_cast<int>(r))) continue;
+    parts.push_back(members_[r].call(&RailwayTrainer::train_steps).remote(steps, save));
+    ranks.push_back(static_cast<int>(r));
+  }
+  // Whichever ends first is looked at first: a lost member's claimed batch must go back to the
+  // queue before rank 0's checkpoint can count the chunk's batches complete.
+  std::vector<std::optional<ChunkStats>> got(parts.size());
+  std::vector<size_t> left;
+  for (size_t i = 0; i < parts.size(); ++i) left.push_back(i);
+  while (!left.empty()) {
+    std::vector<yard::ObjectRef<ChunkStats>> waiting;
+    for (auto i : left) waiting.push_back(parts[i]);
+    auto ready = yard::wait(waiting, 1, 3600s).ready;
+    if (ready.empty()) throw yard::TimeoutError("the trainers did not finish a chunk of training within an hour");
+    std::vector<size_t> still;
+    for (auto i : left) {
+      bool done = false;
+      for (auto& r : ready) done = done || r.id() == parts[i].id();
+      if (!done) {
+        still.push_back(i);
+        continue;
+      }
+      try {
+        got[i] = *parts[i].get(0ms);
+      } catch (const std::exception& e) {
+        // A lost trainer is replaced; anything else (a parameter server lost for good, a fault of
+        // the work) goes to the job's recovery.
+        if (!is_process_loss(e) || dynamic_cast<const yard::RemoteError*>(&e)) throw;
+        replace(ranks[i], e.what());
+      }
+    }
+    left = std::move(still);
+  }
+  std::vector<ChunkStats> out;
+  for (auto& g : got)
+    if (g) out.push_back(std::move(*g));
+  if (out.empty()) throw MemberLost(Phase::kTraining, "every trainer", "all were lost in one chunk");
+  adopt(false);  // a new rank 0 is ready before the next checkpoint or evaluation
+  return out;
+}
+
+void ReplacingTrainers::stop() {
+  for (auto& [rank, rep] : pending_) {
+    try {
+      yard::kill(rep.member);
+    } catch (const std::exception&) {
+    }
+  }
+  pending_.clear();
+  TrainerGroup::stop();
+}
+
+ReplacingTrainers::~ReplacingTrainers() {
+  try {
+    stop();
+  } catch (const std::exception&) {
+  }
+}
+
+EvalStats ReplacingTrainers::evaluate() {
+  adopt(false);  // rank 0 evaluates: waited for when it is being replaced
+  return TrainerGroup::evaluate();
+}
+
+std::vector<std::string> ReplacingTrainers::finish() {
+  adopt(true);
+  return TrainerGroup::finish();
+}
+
+}  // namespace railway_train

@@ -5,6 +5,7 @@
 // and sets up new ones in a new collective generation.
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "job_types.h"
 #include "railway_trainer.h"
 #include "recovery.h"
+#include "yard/actors/batch_queue.h"
 
 namespace railway_train {
 
@@ -38,9 +40,11 @@ class Trainers {
   virtual std::vector<std::string> finish() = 0;
   virtual void stop() = 0;
   virtual int world() const = 0;
+  // The process that evaluates (rank 0), for the progress report.
+  virtual int evaluator_pid() const = 0;
 };
 
-class TrainerGroup final : public Trainers {
+class TrainerGroup : public Trainers {
  public:
   TrainerGroup(int workers, std::map<std::string, double> resources, yard::PlacementGroup pg,
                std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts);
@@ -54,8 +58,9 @@ class TrainerGroup final : public Trainers {
   std::vector<std::string> finish() override;
   void stop() override;
   int world() const override { return workers_; }
+  int evaluator_pid() const override { return pids_.empty() ? 0 : pids_[0]; }
 
- private:
+ protected:
   template <class T>
   std::vector<T> collect(const std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks, Phase phase,
                          yard::Duration timeout);
@@ -68,6 +73,41 @@ class TrainerGroup final : public Trainers {
   std::vector<yard::ActorHandle<RailwayTrainer>> members_;
   std::vector<int> pids_;
   std::vector<std::string> generations_;  // every group generation started, oldest first
+};
+
+// Asynchronous parameter servers with batches on request (ps async): no trainer waits for another,
+// so a lost one is replaced without stopping the others. The survivors train the chunk on (taking
+// the lost one's batches, its claimed batch handed out again); a new trainer in the lost one's
+// bundle sets up meanwhile, taking the weights from the servers, and joins at the first chunk
+// after it is ready. Rank 0 (checkpoints, evaluation) is waited for when it is the one replaced.
+// Every replacement is handed to the job's report once the new trainer has joined.
+class ReplacingTrainers final : public TrainerGroup {
+ public:
+  ReplacingTrainers(int workers, std::map<std::string, double> resources, yard::PlacementGroup pg,
+                    std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts,
+                    yard::ActorHandle<yard::actors::BatchQueue> queue, RecoveryReport report);
+  SetupInfo start(const TrainConfig& cfg) override;
+  std::vector<ChunkStats> train(int64_t steps, bool save) override;
+  ~ReplacingTrainers() override;
+  EvalStats evaluate() override;
+  std::vector<std::string> finish() override;
+  void stop() override;
+
+ private:
+  struct Replacement {
+    yard::ActorHandle<RailwayTrainer> member;
+    yard::ObjectRef<SetupInfo> ready;
+    std::string lost, error;  // who was lost and what the driver saw
+    std::chrono::steady_clock::time_point since;
+  };
+  void replace(int rank, const std::string& error);
+  // Replacements whose set-up finished join (all of them, waiting, with wait_all; rank 0's always).
+  void adopt(bool wait_all);
+
+  yard::ActorHandle<yard::actors::BatchQueue> queue_;
+  RecoveryReport report_;
+  TrainConfig cfg_;
+  std::map<int, Replacement> pending_;  // rank -> its replacement setting up
 };
 
 }  // namespace railway_train

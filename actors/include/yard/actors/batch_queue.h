@@ -32,7 +32,8 @@ struct BatchClaim {
   int64_t seq = -1;        // batches handed out before it since the start of the run
   uint64_t next_epoch = 0; // the cursor after it
   uint64_t next_offset = 0;
-  YARD_FIELDS(granted, epoch, offset, size, seq, next_epoch, next_offset);
+  bool again = false;      // a lost worker's batch, handed out again
+  YARD_FIELDS(granted, epoch, offset, size, seq, next_epoch, next_offset, again);
 };
 
 class BatchCursor {
@@ -45,6 +46,10 @@ class BatchCursor {
   BatchClaim claim(int worker);
   // Completes `worker`'s claim without a new one (it leaves).
   void complete(int worker);
+  // `worker` was lost with its claim untrained: the batch is handed out again, to the next claim
+  // whether or not the chunk has room. A checkpoint's position does not wait for it, so a restore
+  // from a checkpoint taken meanwhile passes over that batch.
+  void release(int worker);
   // Batches handed out and not yet complete, and the workers that hold them.
   size_t outstanding() const { return held_.size(); }
   std::vector<int> holders() const;
@@ -61,7 +66,8 @@ class BatchCursor {
   uint64_t epoch_size_, batch_;
   ElasticPosition pos_;
   uint64_t budget_ = 0;
-  std::map<int, int64_t> held_;  // worker -> seq of its claim not yet complete
+  std::map<int, BatchClaim> held_;  // worker -> its claim not yet complete
+  std::vector<BatchClaim> returned_;  // claims of lost workers, to hand out again
 };
 
 // The actor: one per job, made before the workers know their data. Make it with max_concurrency
@@ -75,6 +81,7 @@ class BatchQueue {
   void open(uint64_t batches);
   BatchClaim claim(int worker);
   void complete(int worker);
+  void release(int worker);
   // Waits (this call only) until no batch handed out is incomplete. Returns the workers still
   // holding one after timeout_ms (empty: drained).
   std::vector<int> drained(int64_t timeout_ms);
