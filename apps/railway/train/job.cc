@@ -136,7 +136,7 @@ void TrainingJob::prepare() {
   if (!pg_->wait(600s)) throw yard::Error("the trainers' placement group was not placed within 10 minutes");
   if (batches_) {  // asynchronous: a lost trainer is replaced while the others train on
     group_ = std::make_unique<ReplacingTrainers>(spec_.workers, spec_.trainer_resources, *pg_, ckpts_->handles(),
-                                                 *batches_, reporter());
+                                                 *batches_, spec_.max_restarts, reporter());
     return;
   }
   group_ = std::make_unique<TrainerGroup>(spec_.workers, spec_.trainer_resources, *pg_, ckpts_->handles());

@@ -147,9 +147,11 @@ namespace railway_train {
 
 ReplacingTrainers::ReplacingTrainers(int workers, std::map<std::string, double> resources, yard::PlacementGroup pg,
                                      std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts,
-                                     yard::ActorHandle<yard::actors::BatchQueue> queue, RecoveryReport report)
+                                     yard::ActorHandle<yard::actors::BatchQueue> queue, int max_replacements,
+                                     RecoveryReport report)
     : TrainerGroup(workers, std::move(resources), std::move(pg), std::move(ckpts)),
       queue_(std::move(queue)),
+      max_replacements_(max_replacements),
       report_(std::move(report)) {}
 
 SetupInfo ReplacingTrainers::start(const TrainConfig& cfg) {
@@ -238,6 +240,10 @@ std::vector<ChunkStats> ReplacingTrainers::train(int64_t steps, bool save) {
         // A lost trainer is replaced; anything else (a parameter server lost for good, a fault of
         // the work) goes to the job's recovery.
         if (!is_process_loss(e) || dynamic_cast<const yard::RemoteError*>(&e)) throw;
+        if (++replaced_[ranks[i]] > max_replacements_)
+          throw MemberLost(Phase::kTraining, who(ranks[i]),
+                           std::string(e.what()) + " (lost " + std::to_string(replaced_[ranks[i]]) +
+                               " times: not replaced again)");
         replace(ranks[i], e.what());
       }
     }

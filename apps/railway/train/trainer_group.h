@@ -80,12 +80,14 @@ class TrainerGroup : public Trainers {
 // the lost one's batches, its claimed batch handed out again); a new trainer in the lost one's
 // bundle sets up meanwhile, taking the weights from the servers, and joins at the first chunk
 // after it is ready. Rank 0 (checkpoints, evaluation) is waited for when it is the one replaced.
-// Every replacement is handed to the job's report once the new trainer has joined.
+// Every replacement is handed to the job's report once the new trainer has joined. A rank lost more
+// than max_replacements times (a batch that crashes whoever trains it, say) ends the chunk with
+// MemberLost instead, for the job's restart budget to decide.
 class ReplacingTrainers final : public TrainerGroup {
  public:
   ReplacingTrainers(int workers, std::map<std::string, double> resources, yard::PlacementGroup pg,
                     std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts,
-                    yard::ActorHandle<yard::actors::BatchQueue> queue, RecoveryReport report);
+                    yard::ActorHandle<yard::actors::BatchQueue> queue, int max_replacements, RecoveryReport report);
   SetupInfo start(const TrainConfig& cfg) override;
   std::vector<ChunkStats> train(int64_t steps, bool save) override;
   ~ReplacingTrainers() override;
@@ -105,6 +107,8 @@ class ReplacingTrainers final : public TrainerGroup {
   void adopt(bool wait_all);
 
   yard::ActorHandle<yard::actors::BatchQueue> queue_;
+  int max_replacements_;           // per rank: more losses than this go to the job's group restart
+  std::map<int, int> replaced_;    // rank -> replacements so far
   RecoveryReport report_;
   TrainConfig cfg_;
   std::map<int, Replacement> pending_;  // rank -> its replacement setting up
