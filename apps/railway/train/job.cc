@@ -145,10 +145,13 @@ void TrainingJob::prepare() {
 void TrainingJob::start_group(bool resume) {
   auto cfg = spec_.train;
   cfg.resume = resume;
+  int64_t was = at_.global_step;  // where the last group stood
   at_ = group_->start(cfg);
   furthest_ = std::max(furthest_, at_.global_step);
   since_ckpt_ = 0;
-  sums_ = {};
+  // The epoch's sums go on when nothing is trained again (a restart from a checkpoint at the very
+  // step the last group reached, such as one lost in evaluation); otherwise they start over.
+  if (at_.global_step != was) sums_ = {};
 }
 
 // Restarts the group from the newest complete checkpoint; a restart that fails (another member
