@@ -178,7 +178,9 @@ if [ -n "${clean_all:-}" ]; then clean=$clean_all; fi
 # Asynchronous parameter servers (batches on request): kill -9 of trainer rank 1 in training. It
 # is replaced while rank 0 trains on: no group restart, no step trained again (the steps' numbers
 # never go back), every epoch reported and evaluated, and the run ends near an undisturbed async
-# run (async's order of updates depends on timing, so 5e-2 relative: runs differ by about 1e-2).
+# run. Async's order of updates depends on timing: undisturbed runs alone ended between 1.49 and
+# 1.57 (5 % apart), so the bound is 1e-1 relative; a replacement that trained apart from the
+# servers' weights, or a run that lost its batches, ends far outside it.
 if [ -z "$only" ] || [ "$only" = ps-async ]; then
   echo "case ps-async: kill -9 of a trainer of asynchronous parameter servers"
   "$bin" "${job[@]}" --strategy ps --ps-mode async --data data --out async-clean > async-clean.txt 2>&1 ||
@@ -200,7 +202,7 @@ import json, sys
 steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
 assert all(b > a for a, b in zip(steps, steps[1:])), "a step was trained again"
 PY
-  check_run ps-async training 5e-2 || { cat ps-async.txt; exit 1; }
+  check_run ps-async training 1e-1 || { cat ps-async.txt; exit 1; }
   clean=$clean_all
 fi
 

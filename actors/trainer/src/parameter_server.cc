@@ -194,41 +194,28 @@ void ParameterClient::restore(const PsShardConfig& cfg, const std::vector<std::s
   }
 }
 
-std::vector<std::string> ParameterClient::snapshots() {
-  std::vector<ObjectRef<std::string>> refs;
-  for (auto& s : servers_) refs.push_back(s.call(&ParameterServer::snapshot).remote());
-  std::vector<std::string> out;
+// The call on every server at once, each made again while its server restarts.
+template <class T, class Method, class... Args>
+std::vector<T> ParameterClient::on_every_server(Method method, const Args&... args) {
+  std::vector<ObjectRef<T>> refs;
+  for (auto& s : servers_) refs.push_back(s.call(method).remote(args...));
+  std::vector<T> out;
   for (size_t s = 0; s < refs.size(); ++s)
-    out.push_back(retried<std::string>(s, [&, first = true]() mutable {
-      auto r = first ? refs[s] : servers_[s].call(&ParameterServer::snapshot).remote();
+    out.push_back(retried<T>(s, [&, first = true]() mutable {
+      auto r = first ? refs[s] : servers_[s].call(method).remote(args...);
       first = false;
       return *r.get();
     }));
   return out;
 }
 
-std::vector<int> ParameterClient::server_pids() {
-  std::vector<ObjectRef<int>> refs;
-  for (auto& s : servers_) refs.push_back(s.call(&ParameterServer::pid).remote());
-  std::vector<int> out;
-  for (size_t s = 0; s < refs.size(); ++s)
-    out.push_back(retried<int>(s, [&, first = true]() mutable {
-      auto r = first ? refs[s] : servers_[s].call(&ParameterServer::pid).remote();
-      first = false;
-      return *r.get();
-    }));
-  return out;
-}
+std::vector<std::string> ParameterClient::snapshots() { return on_every_server<std::string>(&ParameterServer::snapshot); }
+
+std::vector<int> ParameterClient::server_pids() { return on_every_server<int>(&ParameterServer::pid); }
 
 void ParameterClient::pull() {
-  std::vector<ObjectRef<torch::Tensor>> refs;
-  for (auto& s : servers_) refs.push_back(s.call(&ParameterServer::pull).remote(worker_, -1));
-  for (size_t s = 0; s < servers_.size(); ++s)
-    copy_in(s, retried<torch::Tensor>(s, [&, first = true]() mutable {
-      auto r = first ? refs[s] : servers_[s].call(&ParameterServer::pull).remote(worker_, -1);
-      first = false;
-      return *r.get();
-    }));
+  auto flats = on_every_server<torch::Tensor>(&ParameterServer::pull, worker_, -1);
+  for (size_t s = 0; s < flats.size(); ++s) copy_in(s, flats[s]);
 }
 
 double ParameterClient::step(const std::vector<int64_t>& sizes, const std::function<torch::Tensor(size_t)>& loss_of) {

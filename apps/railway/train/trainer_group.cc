@@ -24,14 +24,15 @@ std::string TrainerGroup::who(int rank) const {
   return "trainer rank " + std::to_string(rank) + (r < pids_.size() && pids_[r] ? " (pid " + std::to_string(pids_[r]) + ")" : "");
 }
 
-// Waits for every ref; the first loss ends the wait. A survivor's error about a peer (a collective
-// that lost a rank) may come before the dead member's own: then the dead member is waited for a
-// little, so that the report names the process that was lost.
+// Waits for every ref; the first loss ends the wait, unless `tolerate` takes it (then that
+// member's entry stays empty). A survivor's error about a peer (a collective that lost a rank)
+// may come before the dead member's own: then the dead member is waited for a little, so that the
+// report names the process that was lost.
 template <class T>
-std::vector<T> TrainerGroup::collect(const std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks,
-                                     Phase phase, yard::Duration timeout) {
+std::vector<std::optional<T>> TrainerGroup::gather(const std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks,
+                                                   Phase phase, yard::Duration timeout, const Tolerate& tolerate) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
-  std::vector<T> out(refs.size());
+  std::vector<std::optional<T>> out(refs.size());
   std::vector<size_t> left;
   for (size_t i = 0; i < refs.size(); ++i) left.push_back(i);
   std::optional<MemberLost> second_hand;  // a survivor's report of a loss
@@ -56,7 +57,9 @@ std::vector<T> TrainerGroup::collect(const std::vector<yard::ObjectRef<T>>& refs
         out[i] = *refs[i].get(0ms);
       } catch (const std::exception& e) {
         if (!is_process_loss(e)) throw;
-        if (!dynamic_cast<const yard::RemoteError*>(&e)) throw MemberLost(phase, who(ranks[i]), e.what());
+        bool first_hand = !dynamic_cast<const yard::RemoteError*>(&e);
+        if (first_hand && tolerate && tolerate(ranks[i], e)) continue;
+        if (first_hand) throw MemberLost(phase, who(ranks[i]), e.what());
         if (!second_hand) {
           second_hand.emplace(phase, "a peer of " + who(ranks[i]), e.what());
           deadline = std::min(deadline, std::chrono::steady_clock::now() + 2s);
@@ -66,6 +69,14 @@ std::vector<T> TrainerGroup::collect(const std::vector<yard::ObjectRef<T>>& refs
     left = std::move(still);
   }
   if (second_hand) throw *second_hand;
+  return out;
+}
+
+template <class T>
+std::vector<T> TrainerGroup::collect(const std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks,
+                                     Phase phase, yard::Duration timeout) {
+  std::vector<T> out;
+  for (auto& o : gather(refs, ranks, phase, timeout, {})) out.push_back(std::move(*o));
   return out;
 }
 
@@ -217,38 +228,16 @@ std::vector<ChunkStats> ReplacingTrainers::train(int64_t steps, bool save) {
     ranks.push_back(static_cast<int>(r));
   }
   // Whichever ends first is looked at first: a lost member's claimed batch must go back to the
-  // queue before rank 0's checkpoint can count the chunk's batches complete.
-  std::vector<std::optional<ChunkStats>> got(parts.size());
-  std::vector<size_t> left;
-  for (size_t i = 0; i < parts.size(); ++i) left.push_back(i);
-  while (!left.empty()) {
-    std::vector<yard::ObjectRef<ChunkStats>> waiting;
-    for (auto i : left) waiting.push_back(parts[i]);
-    auto ready = yard::wait(waiting, 1, 3600s).ready;
-    if (ready.empty()) throw yard::TimeoutError("the trainers did not finish a chunk of training within an hour");
-    std::vector<size_t> still;
-    for (auto i : left) {
-      bool done = false;
-      for (auto& r : ready) done = done || r.id() == parts[i].id();
-      if (!done) {
-        still.push_back(i);
-        continue;
-      }
-      try {
-        got[i] = *parts[i].get(0ms);
-      } catch (const std::exception& e) {
-        // A lost trainer is replaced; anything else (a parameter server lost for good, a fault of
-        // the work) goes to the job's recovery.
-        if (!is_process_loss(e) || dynamic_cast<const yard::RemoteError*>(&e)) throw;
-        if (++replaced_[ranks[i]] > max_replacements_)
-          throw MemberLost(Phase::kTraining, who(ranks[i]),
-                           std::string(e.what()) + " (lost " + std::to_string(replaced_[ranks[i]]) +
-                               " times: not replaced again)");
-        replace(ranks[i], e.what());
-      }
-    }
-    left = std::move(still);
-  }
+  // queue before rank 0's checkpoint can count the chunk's batches complete. A lost trainer is
+  // replaced; anything else (a parameter server lost for good, a fault of the work) goes to the
+  // job's recovery.
+  auto got = gather(parts, ranks, Phase::kTraining, 3600s, [&](int rank, const std::exception& e) {
+    if (++replaced_[rank] > max_replacements_)
+      throw MemberLost(Phase::kTraining, who(rank),
+                       std::string(e.what()) + " (lost " + std::to_string(replaced_[rank]) + " times: not replaced again)");
+    replace(rank, e.what());
+    return true;
+  });
   std::vector<ChunkStats> out;
   for (auto& g : got)
     if (g) out.push_back(std::move(*g));

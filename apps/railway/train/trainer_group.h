@@ -6,7 +6,9 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +63,11 @@ class TrainerGroup : public Trainers {
   int evaluator_pid() const override { return pids_.empty() ? 0 : pids_[0]; }
 
  protected:
+  // Whether a member's loss (rank, what was seen) is taken care of instead of ending the wait.
+  using Tolerate = std::function<bool(int, const std::exception&)>;
+  template <class T>
+  std::vector<std::optional<T>> gather(const std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks,
+                                       Phase phase, yard::Duration timeout, const Tolerate& tolerate);
   template <class T>
   std::vector<T> collect(const std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks, Phase phase,
                          yard::Duration timeout);

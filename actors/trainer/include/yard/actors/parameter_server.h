@@ -234,6 +234,8 @@ class ParameterClient {
   // Server s's call made by `call`, made again (up to a bound) while the server restarts.
   template <class T, class Call>
   T retried(size_t s, Call&& call);
+  template <class T, class Method, class... Args>
+  std::vector<T> on_every_server(Method method, const Args&... args);
   PsAck push_to(size_t s, int64_t batch, const torch::Tensor& flat);
   void note_restarts(size_t s, int restarts);
   void copy_in(size_t s, const torch::Tensor& flat);
