@@ -179,8 +179,7 @@ if [ -n "${clean_all:-}" ]; then clean=$clean_all; fi
 # is replaced while rank 0 trains on: no group restart, no step trained again (the steps' numbers
 # never go back), every epoch reported and evaluated, and the run ends near an undisturbed async
 # run. Async's order of updates depends on timing: undisturbed runs alone ended between 1.49 and
-# 1.57 (5 % apart), so the bound is 1e-1 relative; a replacement that trained apart from the
-# servers' weights, or a run that lost its batches, ends far outside it.
+# 1.57 (5 % apart), so the bound is 1e-1 relative: training went on at the undisturbed quality.
 if [ -z "$only" ] || [ "$only" = ps-async ]; then
   echo "case ps-async: kill -9 of a trainer of asynchronous parameter servers"
   "$bin" "${job[@]}" --strategy ps --ps-mode async --data data --out async-clean > async-clean.txt 2>&1 ||
