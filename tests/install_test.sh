@@ -48,9 +48,11 @@ export YARD_HOME=$TMP/home
 export LD_LIBRARY_PATH=$ROOT/$LIBDIR
 export PKG_CONFIG_PATH=$ROOT/$LIBDIR/pkgconfig
 HEAD_PORT=
+# The first trap does not survive the exec above: this one also removes the installed tree.
 cleanup() {
   set +e
   [ -n "$HEAD_PORT" ] && "$ROOT/bin/yard" stop --address "127.0.0.1:$HEAD_PORT" > /dev/null 2>&1
+  rm -rf "$TMP"
 }
 trap cleanup EXIT
 

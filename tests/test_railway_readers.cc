@@ -147,7 +147,9 @@ TEST_CASE("malformed sensor lines are dropped and counted with file:line, or sto
     CHECK(e.line() == 3);
     CHECK_THAT(e.what(), Catch::Contains(p + ":3:"));
   }
-  CHECK_THROWS_AS(SensorCsvReader(write_file("noheader.csv", "1,2,3\n")), ReadError);
+  auto noheader = write_file("noheader.csv", "1,2,3\n");
+  CHECK_THROWS_AS(SensorCsvReader(noheader), ReadError);
+  fs::remove(noheader);
   CHECK_THROWS_AS(SensorCsvReader("/nonexistent/file.csv"), ReadError);
   fs::remove(p);
 }
