@@ -138,12 +138,7 @@ void ParameterShard::gather(size_t w, int64_t step, int64_t batch, const torch::
     last_push_[w] = step;
     return;
   }
-  if (step > gathering_) {
-    sum_ = torch::Tensor();
-    sum_batch_ = 0;
-    arrived_ = 0;
-    gathering_ = step;
-  }
+  if (step > gathering_) start_gather(step);
   if (last_push_[w] == step)
     throw std::logic_error("parameter server: worker " + std::to_string(w) + " pushed step " + std::to_string(step) +
                            " twice: a push before the update of its previous step");
@@ -157,11 +152,15 @@ void ParameterShard::gather(size_t w, int64_t step, int64_t batch, const torch::
   sum_batch_ += batch;
   if (++arrived_ == static_cast<int>(steps_.size())) {
     apply(sum_.div_(static_cast<double>(sum_batch_)));
-    arrived_ = 0;
-    sum_batch_ = 0;
-    sum_ = torch::Tensor();
-    gathering_ = step + 1;
+    start_gather(step + 1);
   }
+}
+
+void ParameterShard::start_gather(int64_t step) {
+  sum_ = torch::Tensor();
+  sum_batch_ = 0;
+  arrived_ = 0;
+  gathering_ = step;
 }
 
 bool ParameterShard::may_pull(int worker) const {
@@ -241,10 +240,7 @@ void ParameterShard::take(Saved& saved) {
   std::fill(seen_.begin(), seen_.end(), version_);
   std::fill(ahead_.begin(), ahead_.end(), 0);
   std::fill(last_push_.begin(), last_push_.end(), 0);
-  gathering_ = 0;
-  sum_ = torch::Tensor();
-  sum_batch_ = 0;
-  arrived_ = 0;
+  start_gather(0);
 }
 
 }  // namespace yard::actors

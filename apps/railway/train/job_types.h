@@ -85,10 +85,9 @@ struct HelperRestart {
   std::string what;      // "parameter server 1"
   int pid = 0;           // its process now
   int restarts = 0;      // its restarts so far
-  int64_t step = -1;     // the checkpoint it came back from
   std::string restored;  // what it restored and how the job went on
   double seconds = 0;    // restoring took
-  YARD_FIELDS(what, pid, restarts, step, restored, seconds);
+  YARD_FIELDS(what, pid, restarts, restored, seconds);
 };
 
 struct ChunkStats {

@@ -1,7 +1,6 @@
 #include "steppers.h"
 
 #include <chrono>
-#include <cstdio>
 #include <thread>
 
 #include "yard/actors/parameter_server.h"
@@ -169,10 +168,8 @@ class ParameterServers final : public Stepper {
       h.pid = r.pid;
       h.restarts = r.restarts;
       h.restored = "its shard came back from the checkpoint of step " + std::to_string(r.step) + " (" +
-                   std::to_string(r.version) + " updates) in " + fmt_seconds(r.seconds) +
-                   "; the trainers carried on, the other shards kept their updates";
+                   std::to_string(r.version) + " updates); the trainers carried on, the other shards kept their updates";
       h.seconds = r.seconds;
-      h.step = r.step;
       out.push_back(std::move(h));
     }
     return out;
@@ -183,11 +180,6 @@ class ParameterServers final : public Stepper {
 
  private:
   static std::string shard_blob(int64_t i) { return "ps-shard-" + std::to_string(i); }
-  static std::string fmt_seconds(double s) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.2f s", s);
-    return b;
-  }
   static std::string name(const std::string& generation, int64_t i) {
     return "railway-ps-" + yard::job_id() + "-" + generation + "-" + std::to_string(i);
   }

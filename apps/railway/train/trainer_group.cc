@@ -80,6 +80,12 @@ std::vector<T> TrainerGroup::collect(const std::vector<yard::ObjectRef<T>>& refs
   return out;
 }
 
+std::string TrainerGroup::pid_list() const {
+  std::string out;
+  for (int p : pids_) out += " " + std::to_string(p);
+  return out;
+}
+
 void TrainerGroup::stop() {
   for (auto& m : members_) {
     try {
@@ -101,8 +107,7 @@ SetupInfo TrainerGroup::start(const TrainConfig& cfg) {
   std::vector<yard::ObjectRef<int>> pid_refs;
   for (auto& m : members_) pid_refs.push_back(m.call(&RailwayTrainer::pid).remote());
   pids_ = collect(pid_refs, ranks, Phase::kSetup, 600s);
-  std::string pids;
-  for (int p : pids_) pids += " " + std::to_string(p);
+  std::string pids = pid_list();
   std::printf("setting up the trainers: pids%s\n", pids.c_str());
   std::fflush(stdout);
   std::string gen = std::to_string(std::chrono::system_clock::now().time_since_epoch().count());
@@ -208,9 +213,7 @@ void ReplacingTrainers::adopt(bool wait_all) {
                ") that took the weights from the parameter servers; the others trained on, its batch was handed out again";
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - rep.since).count();
     report_(r);
-    std::string pids;
-    for (int p : pids_) pids += " " + std::to_string(p);
-    std::printf("trainer pids:%s\n", pids.c_str());
+    std::printf("trainer pids:%s\n", pid_list().c_str());
     std::fflush(stdout);
     it = pending_.erase(it);
   }

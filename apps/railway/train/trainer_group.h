@@ -72,6 +72,7 @@ class TrainerGroup : public Trainers {
   std::vector<T> collect(const std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks, Phase phase,
                          yard::Duration timeout);
   std::string who(int rank) const;
+  std::string pid_list() const;  // " 123 456": the members' pids
 
   int workers_;
   std::map<std::string, double> resources_;  // each member's (a bundle of the placement group)

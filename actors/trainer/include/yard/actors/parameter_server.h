@@ -134,6 +134,7 @@ class ParameterShard {
  private:
   void check_worker(int worker) const;
   void gather(size_t w, int64_t step, int64_t batch, const torch::Tensor& g);
+  void start_gather(int64_t step);  // an empty sum for `step` (0: unknown, the next push says)
   struct Saved;  // a saved state, read: the weights, the optimizer's state, the version
   static Saved read_saved(const std::string& bytes);
   void take(Saved& saved);
