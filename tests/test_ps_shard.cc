@@ -189,5 +189,54 @@ CATCH_TEST_CASE("a restored sync shard gathers by step number: pushes made again
   (void)s.push(1, 1, g(8), 5);  // a late step-5 push: that step is done
   CATCH_CHECK(s.version() == 1);
   CATCH_CHECK(s.may_pull(1));
-  CATCH_CHECK_THROWS_WITH((s.push(0, 1, g(1), 7), s.push(0, 1, g(1), 7)), Catch::Contains("pushed step 7 twice"));
+  auto before = s.save();
+  (void)s.push(0, 1, g(1), 7);
+  (void)s.push(0, 1, g(100), 7);  // pushed again (by a replacement): the first counts
+  (void)s.push(1, 1, g(3), 7);
+  CATCH_CHECK(s.version() == 2);
+  auto t = ParameterShard::from_saved(before, config("sync", 2, "sgd"));
+  (void)t->push(0, 1, g(1), 7);
+  (void)t->push(1, 1, g(3), 7);
+  CATCH_CHECK(torch::equal(t->weights().detach(), s.weights().detach()));
+}
+
+// A worker that replaces a lost one asks each shard where its predecessor stood: sync, the step
+// being gathered (or the next when its push is there); ssp and async, the step after its last push.
+// A step the shard has from it already is not applied again.
+CATCH_TEST_CASE("a replacement worker learns its step from the shard and its pushes again change nothing", "[ps][shard]") {
+  auto g = [](double v) { return torch::full({4}, v); };
+  ParameterShard sync(torch::zeros({4}), config("sync", 2, "sgd"));
+  CATCH_CHECK(sync.join(1).next_step == 0);  // nothing pushed yet: it cannot tell
+  (void)sync.push(0, 1, g(1), 3);
+  (void)sync.push(1, 1, g(1), 3);
+  (void)sync.push(0, 1, g(2), 4);  // worker 0 waits for worker 1's step 4
+  CATCH_CHECK_FALSE(sync.may_pull(0));
+  auto j = sync.join(1);
+  CATCH_CHECK(j.next_step == 4);
+  CATCH_CHECK(j.version == 1);
+  CATCH_CHECK(sync.join(0).next_step == 5);  // its step 4 is here: it would go on with 5
+  (void)sync.push(1, 1, g(4), 4);
+  CATCH_CHECK(sync.version() == 2);
+  auto after = sync.weights().detach().clone();
+  (void)sync.push(0, 1, g(50), 4);  // worker 0's replacement redoes step 4: this shard has it
+  CATCH_CHECK(sync.version() == 2);
+  CATCH_CHECK(torch::equal(sync.weights().detach(), after));
+  CATCH_CHECK(sync.may_pull(0));
+
+  for (const char* mode : {"ssp:2", "async"}) {
+    CATCH_INFO(mode);
+    ParameterShard s(torch::zeros({4}), config(mode, 2, "sgd"));
+    CATCH_CHECK(s.join(0).next_step == 0);
+    (void)s.push(0, 1, g(1), 11);
+    (void)s.push(0, 1, g(1), 12);
+    (void)s.push(1, 1, g(1), 11);
+    CATCH_CHECK(s.join(0).next_step == 13);
+    CATCH_CHECK(s.join(1).next_step == 12);
+    auto v = s.version();
+    auto ack = s.push(0, 1, g(9), 12);  // the lost worker's step 12, again
+    CATCH_CHECK(s.version() == v);
+    CATCH_CHECK(ack.steps == 2);
+    (void)s.push(0, 1, g(1), 13);
+    CATCH_CHECK(s.version() == v + 1);
+  }
 }

@@ -136,7 +136,7 @@ ps_kill_server() {
   kill -9 "$victim"
 }
 
-if [ -z "$only" ] || [ "$only" = ps ] || [ "$only" = ps-group ]; then
+if [ -z "$only" ] || [ "$only" = ps ] || [ "$only" = ps-group ] || [ "$only" = ps-worker ]; then
   "$bin" "${job[@]}" --strategy ps --data data --out ps-clean > ps-clean.txt 2>&1 || { cat ps-clean.txt; exit 1; }
   clean_all=$clean
   clean=$(final_val_loss ps-clean)
@@ -172,6 +172,46 @@ if [ -z "$only" ] || [ "$only" = ps-group ]; then
   servers=$(grep -c '^parameter server pids:' ps-group.txt)
   [ "$servers" -eq 2 ] || { cat ps-group.txt; echo "expected one new set of servers, saw $servers sets"; exit 1; }
   check_run ps-group training || { cat ps-group.txt; exit 1; }
+fi
+
+# Synchronous parameter servers: kill -9 of trainer rank 1 in training. A new trainer takes its
+# place from the step the servers lack from it, while the others wait for it at that step: no group
+# restart, every step reported once and in order, and the run ends where the undisturbed one does
+# (the redone step's gradient is the lost trainer's: the same weights and the same batch).
+if [ -z "$only" ] || [ "$only" = ps-worker ]; then
+  echo "case ps-worker: kill -9 of a trainer of synchronous parameter servers"
+  start_job out-ps-worker "" --data data --strategy ps
+  await_steps "$pid" out-ps-worker 50
+  victim=$(grep -E '^trainer pids:' out.txt | tail -1 | awk '{print $NF}')
+  echo "  killing trainer pid $victim"
+  kill -9 "$victim"
+  await_job "$pid" > ps-worker.txt || { cat ps-worker.txt; echo "case ps-worker: the job failed"; exit 1; }
+  pid=""
+  grep -q "^recovered: trainer rank 1 (pid $victim) was lost in training .*went on from step [0-9]*, the first they lacked from it; the others waited for it at that step" ps-worker.txt ||
+    { cat ps-worker.txt; echo "no replacement reported"; exit 1; }
+  ! grep -q "restarting the group" ps-worker.txt || { cat ps-worker.txt; echo "the group restarted"; exit 1; }
+  python3 - out-ps-worker/steps.jsonl <<'PY' || { cat ps-worker.txt; exit 1; }
+import json, sys
+steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
+assert steps == list(range(1, len(steps) + 1)), "steps reported: %s" % steps
+PY
+  check_run ps-worker training || { cat ps-worker.txt; exit 1; }
+  # Bounded staleness (ssp:2): the same replacement while the other trains on, at most 2 steps
+  # ahead. Its order of updates depends on timing, as async's does: the bound is 1e-1 relative.
+  "$bin" "${job[@]}" --strategy ps --ps-mode ssp:2 --data data --out ssp-clean > ssp-clean.txt 2>&1 ||
+    { cat ssp-clean.txt; exit 1; }
+  clean=$(final_val_loss ssp-clean)
+  start_job out-ps-ssp "" --data data --strategy ps --ps-mode ssp:2
+  await_steps "$pid" out-ps-ssp 50
+  victim=$(grep -E '^trainer pids:' out.txt | tail -1 | awk '{print $NF}')
+  echo "  killing trainer pid $victim (ssp:2)"
+  kill -9 "$victim"
+  await_job "$pid" > ps-ssp.txt || { cat ps-ssp.txt; echo "case ps-worker: the ssp:2 job failed"; exit 1; }
+  pid=""
+  grep -q "^recovered: trainer rank 1 (pid $victim) was lost in training .*went on from step [0-9]*, the first they lacked from it; the others trained on, at most 2 steps ahead" ps-ssp.txt ||
+    { cat ps-ssp.txt; echo "no replacement reported"; exit 1; }
+  ! grep -q "restarting the group" ps-ssp.txt || { cat ps-ssp.txt; echo "the group restarted"; exit 1; }
+  check_run ps-ssp training 1e-1 || { cat ps-ssp.txt; exit 1; }
 fi
 if [ -n "${clean_all:-}" ]; then clean=$clean_all; fi
 

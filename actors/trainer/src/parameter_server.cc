@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <sstream>
 #include <stdexcept>
@@ -95,6 +96,23 @@ torch::Tensor ParameterServer::pull(int worker, int life) {
   if (!ok)
     throw TimeoutError("parameter server (" + shard_->mode().name() + "): worker " + std::to_string(worker) +
                        " waited " + std::to_string(wait_ms_) + " ms for the other workers' pushes");
+  return out;
+}
+
+PsJoin ParameterServer::join(int worker) {
+  bool set_up = cond_.wait_for([&] { return shard_ != nullptr; }, std::chrono::milliseconds(wait_ms_));
+  if (!set_up) throw TimeoutError("parameter server: join before setup");
+  PsJoin j;
+  cond_.read([&] { j = shard_->join(worker); });
+  return j;
+}
+
+torch::Tensor ParameterServer::weights(int worker) {
+  torch::Tensor out;
+  cond_.update([&] {
+    if (!shard_) throw std::logic_error("parameter server: weights before setup");
+    out = shard_->pull(worker);
+  });
   return out;
 }
 
@@ -218,6 +236,19 @@ void ParameterClient::pull() {
   for (size_t s = 0; s < flats.size(); ++s) copy_in(s, flats[s]);
 }
 
+int64_t ParameterClient::join() {
+  auto joins = on_every_server<PsJoin>(&ParameterServer::join, worker_);
+  auto flats = on_every_server<torch::Tensor>(&ParameterServer::weights, worker_);
+  int64_t next = 0;
+  for (size_t s = 0; s < joins.size(); ++s) {
+    copy_in(s, flats[s]);
+    if (joins[s].next_step > 0) next = next == 0 ? joins[s].next_step : std::min(next, joins[s].next_step);
+  }
+  if (next == 0) return -1;
+  steps_ = next - 1;
+  return steps_;
+}
+
 double ParameterClient::step(const std::vector<int64_t>& sizes, const std::function<torch::Tensor(size_t)>& loss_of) {
   int64_t local = 0;
   for (auto n : sizes) local += n;
@@ -284,4 +315,5 @@ double ParameterClient::step(const std::vector<int64_t>& sizes, const std::funct
 YARD_ACTOR(yard::actors::ParameterServer, yard::ctor<yard::actors::PsRecovery>, &yard::actors::ParameterServer::setup, &yard::actors::ParameterServer::restore,
            &yard::actors::ParameterServer::snapshot, &yard::actors::ParameterServer::push,
            &yard::actors::ParameterServer::pull, &yard::actors::ParameterServer::version,
-           &yard::actors::ParameterServer::pid, &yard::actors::ParameterServer::restored);
+           &yard::actors::ParameterServer::pid, &yard::actors::ParameterServer::restored,
+           &yard::actors::ParameterServer::join, &yard::actors::ParameterServer::weights);

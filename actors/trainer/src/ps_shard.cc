@@ -114,11 +114,19 @@ PsAck ParameterShard::push(int worker, int64_t batch, const torch::Tensor& grad,
   PsAck ack;
   ack.stale_updates = version_ - seen_[w];
   ack.ahead = ahead_[w];
+  // A step this shard has from the worker already: pushed again by a replacement that redoes the
+  // step its lost predecessor had pushed here but not to every server. The first push counts.
+  if (step > 0 && step <= last_push_[w] && !(mode_.kind == PsMode::Kind::kSync && step < gathering_)) {
+    ack.version = version_;
+    ack.steps = steps_[w];
+    return ack;
+  }
   ++steps_[w];
   auto g = grad.to(weights_.scalar_type()).reshape(-1);
   if (mode_.kind == PsMode::Kind::kSync) {
     gather(w, step, batch, g);
   } else {
+    if (step > 0) last_push_[w] = step;
     apply(g.clone());
   }
   ack.version = version_;
@@ -139,7 +147,7 @@ void ParameterShard::gather(size_t w, int64_t step, int64_t batch, const torch::
     return;
   }
   if (step > gathering_) start_gather(step);
-  if (last_push_[w] == step)
+  if (last_push_[w] == step)  // an unnumbered push, twice (a numbered one again is dropped by push())
     throw std::logic_error("parameter server: worker " + std::to_string(w) + " pushed step " + std::to_string(step) +
                            " twice: a push before the update of its previous step");
   last_push_[w] = step;
@@ -172,6 +180,20 @@ bool ParameterShard::may_pull(int worker) const {
     case PsMode::Kind::kBoundedStaleness: return steps_[w] - slowest() <= mode_.staleness;
   }
   return true;
+}
+
+PsJoin ParameterShard::join(int worker) const {
+  check_worker(worker);
+  auto w = static_cast<size_t>(worker);
+  PsJoin j;
+  if (mode_.kind == PsMode::Kind::kSync) {
+    // The gathered step, or the next one when the worker's push for it is here already.
+    if (gathering_ > 0) j.next_step = last_push_[w] == gathering_ ? gathering_ + 1 : gathering_;
+  } else if (last_push_[w] > 0) {
+    j.next_step = last_push_[w] + 1;
+  }
+  j.version = version_;
+  return j;
 }
 
 torch::Tensor ParameterShard::pull(int worker) {

@@ -10,6 +10,8 @@ namespace railway_train {
 
 using namespace std::chrono_literals;
 
+void Feed::seek(uint64_t, uint64_t) { throw std::logic_error("only a fixed group's feed is moved to a step"); }
+
 namespace {
 
 class FixedFeed final : public Feed {
@@ -27,6 +29,7 @@ class FixedFeed final : public Feed {
   std::string state() const override { return Loader::encode(loader_.position()); }
   void restore(const std::string& state) override { loader_.seek(Loader::decode(state)); }
   const char* checkpoint_key() const override { return "loader"; }
+  void seek(uint64_t epoch, uint64_t batch) override { loader_.seek({epoch, batch}); }
 
  private:
   using Loader = yard::actors::DataLoader<Batch>;

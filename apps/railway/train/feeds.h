@@ -41,6 +41,9 @@ class Feed {
   virtual std::string state() const = 0;
   virtual void restore(const std::string& state) = 0;
   virtual const char* checkpoint_key() const = 0;
+  // A fixed group's feed: to batch `batch` of epoch `epoch` (for a trainer that takes over where a
+  // lost one stood). The others throw std::logic_error.
+  virtual void seek(uint64_t epoch, uint64_t batch);
   // The batches taken so far are trained (batches on request: the queue counts them complete).
   virtual void done() {}
   // The job's steps so far, where the feed decides them (batches on request); -1: the stepper's.

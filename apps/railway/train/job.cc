@@ -139,6 +139,11 @@ void TrainingJob::prepare() {
                                                  *batches_, spec_.max_restarts, reporter());
     return;
   }
+  if (spec_.train.strategy == "ps") {  // fixed shares: a lost trainer's replacement redoes its step
+    group_ = std::make_unique<RedoingTrainers>(spec_.workers, spec_.trainer_resources, *pg_, ckpts_->handles(),
+                                               spec_.max_restarts, reporter());
+    return;
+  }
   group_ = std::make_unique<TrainerGroup>(spec_.workers, spec_.trainer_resources, *pg_, ckpts_->handles());
 }
 

@@ -40,7 +40,8 @@ struct TrainConfig {
   std::string ps_mode = "sync";  // ps: sync, async or ssp:K
   int64_t ps_restarts = 3;       // ps: restarts in place of a lost server (from its shard's newest checkpoint)
   std::string batch_queue;       // ps async: the BatchQueue actor the trainers claim batches from (set by the driver)
-  bool join = false;             // ps async: a replacement joining a running group (takes the weights from the servers)
+  bool join = false;             // ps: a replacement joining a running group (takes the weights from the servers)
+  int64_t join_step = 0;         // ps sync/ssp: the global step the group's chunk began at (set by the driver)
   int64_t pp = 1;                // pipeline: stages per replica (the trainers are replicas x pp)
   int64_t micro_batches = 8;     // pipeline: micro-batches each batch is split into (1F1B)
   std::vector<std::string> retired_generations;  // earlier group generations of this run (set by the driver)
@@ -48,7 +49,7 @@ struct TrainConfig {
   int64_t resize_warmup = 10;  // elastic: steps over which the rate moves to a new global batch's
   YARD_FIELDS(shards, d_model, layers, heads, batch, base_lr, base_batch, warmup_steps, decay, min_lr_fraction, epochs,
               optimizer, weight_decay, holdout, seed, clip, balance, resume, aligned, prefetch, accumulate,
-              strategy, sync_every, ps_servers, ps_mode, ps_restarts, batch_queue, join, pp, micro_batches, retired_generations,
+              strategy, sync_every, ps_servers, ps_mode, ps_restarts, batch_queue, join, join_step, pp, micro_batches, retired_generations,
               min_workers, resize_warmup);
 };
 

@@ -324,6 +324,11 @@ SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::strin
     s.feed->restore(from->blobs.at(s.feed->checkpoint_key()));
   }
   s.stepper->begin(from);
+  // A fixed share's replacement goes on with its data where the servers have its predecessor.
+  if (cfg.join && cfg.batch_queue.empty()) {
+    auto g = static_cast<uint64_t>(s.stepper->global_step()), spe = static_cast<uint64_t>(s.steps_per_epoch());
+    s.feed->seek(g / spe, g % spe * static_cast<uint64_t>(cfg.accumulate));
+  }
   auto info = s.info();
   info.restored_from = restored_from;
   info.ps_pids = s.stepper->helper_pids();

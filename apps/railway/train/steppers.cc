@@ -128,8 +128,16 @@ class ParameterServers final : public Stepper {
     client_ = std::make_unique<yard::actors::ParameterClient>(std::move(model), std::move(servers), rank, cfg.clip);
   }
   void begin(const std::optional<yard::actors::CheckpointData>& from) override {
-    steps0_ = from ? static_cast<int64_t>(from->step) : 0;
-    if (rank_ != 0 || cfg_.join) return;  // the weights come with the first pull
+    if (cfg_.join) {
+      // In a lost trainer's place: its weights and its step from the servers, at once (a sync
+      // pull would wait for the very step this trainer is to push). Where no server can tell, it
+      // goes on from the step the group's chunk began at: steps the servers have are dropped.
+      if (client_->join() < 0) client_->set_steps(cfg_.join_step);
+      pulled_ = true;
+      return;
+    }
+    client_->set_steps(from ? static_cast<int64_t>(from->step) : 0);  // pushes carry the job's step
+    if (rank_ != 0) return;  // the weights come with the first pull
     if (!from) {
       client_->initialise(ps_);
       return;
@@ -149,7 +157,7 @@ class ParameterServers final : public Stepper {
     return loss;
   }
   double last_lr() const override { return lr_; }
-  int64_t global_step() const override { return steps0_ + client_->steps(); }
+  int64_t global_step() const override { return client_->steps(); }
   std::function<void(yard::actors::CheckpointData&)> checkpoint_parts() override {
     auto shards = client_->snapshots();
     return [shards = std::move(shards)](yard::actors::CheckpointData& c) {
@@ -211,7 +219,6 @@ class ParameterServers final : public Stepper {
   yard::actors::LrSchedule schedule_;
   yard::actors::PsShardConfig ps_;
   std::unique_ptr<yard::actors::ParameterClient> client_;
-  int64_t steps0_ = 0;
   bool pulled_ = false;
   double lr_ = 0;
 };

@@ -25,11 +25,11 @@ std::string TrainerGroup::who(int rank) const {
 }
 
 // Waits for every ref; the first loss ends the wait, unless `tolerate` takes it (then that
-// member's entry stays empty). A survivor's error about a peer (a collective that lost a rank)
+// member's entry stays empty, unless tolerate put a new ref in its place: that is waited for). A survivor's error about a peer (a collective that lost a rank)
 // may come before the dead member's own: then the dead member is waited for a little, so that the
 // report names the process that was lost.
 template <class T>
-std::vector<std::optional<T>> TrainerGroup::gather(const std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks,
+std::vector<std::optional<T>> TrainerGroup::gather(std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks,
                                                    Phase phase, yard::Duration timeout, const Tolerate& tolerate) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<std::optional<T>> out(refs.size());
@@ -58,7 +58,13 @@ std::vector<std::optional<T>> TrainerGroup::gather(const std::vector<yard::Objec
       } catch (const std::exception& e) {
         if (!is_process_loss(e)) throw;
         bool first_hand = !dynamic_cast<const yard::RemoteError*>(&e);
-        if (first_hand && tolerate && tolerate(ranks[i], e)) continue;
+        if (first_hand && tolerate) {
+          auto was = refs[i].id();
+          if (tolerate(ranks[i], e)) {
+            if (refs[i].id() != was) still.push_back(i);
+            continue;
+          }
+        }
         if (first_hand) throw MemberLost(phase, who(ranks[i]), e.what());
         if (!second_hand) {
           second_hand.emplace(phase, "a peer of " + who(ranks[i]), e.what());
@@ -76,7 +82,8 @@ template <class T>
 std::vector<T> TrainerGroup::collect(const std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks,
                                      Phase phase, yard::Duration timeout) {
   std::vector<T> out;
-  for (auto& o : gather(refs, ranks, phase, timeout, {})) out.push_back(std::move(*o));
+  auto waiting = refs;
+  for (auto& o : gather(waiting, ranks, phase, timeout, {})) out.push_back(std::move(*o));
   return out;
 }
 
@@ -275,6 +282,78 @@ EvalStats ReplacingTrainers::evaluate() {
 std::vector<std::string> ReplacingTrainers::finish() {
   adopt(true);
   return TrainerGroup::finish();
+}
+
+}  // namespace railway_train
+
+namespace railway_train {
+
+RedoingTrainers::RedoingTrainers(int workers, std::map<std::string, double> resources, yard::PlacementGroup pg,
+                                 std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts, int max_replacements,
+                                 RecoveryReport report)
+    : TrainerGroup(workers, std::move(resources), std::move(pg), std::move(ckpts)),
+      max_replacements_(max_replacements),
+      report_(std::move(report)) {}
+
+SetupInfo RedoingTrainers::start(const TrainConfig& cfg) {
+  cfg_ = cfg;
+  auto info = TrainerGroup::start(cfg);
+  at_ = info.global_step;
+  return info;
+}
+
+yard::ObjectRef<ChunkStats> RedoingTrainers::redo(int rank, const std::string& error, int64_t end, bool save) {
+  auto r = static_cast<size_t>(rank);
+  if (++replaced_[rank] > max_replacements_)
+    throw MemberLost(Phase::kTraining, who(rank),
+                     error + " (lost " + std::to_string(replaced_[rank]) + " times: not replaced again)");
+  auto since = std::chrono::steady_clock::now();
+  Recovery rec;
+  rec.phase = Phase::kTraining;
+  rec.lost = who(rank);
+  rec.error = error;
+  TrainConfig c = cfg_;
+  c.resume = false;
+  c.join = true;
+  c.join_step = at_;
+  c.retired_generations.clear();
+  members_[r] = yard::actor<RailwayTrainer>().resources(resources_).placement_group(pg_, rank).remote();
+  pids_[r] = 0;
+  auto ready = members_[r].call(&RailwayTrainer::setup).remote(c, rank, workers_, generations_.back(), ckpts_);
+  auto info = collect(std::vector{ready}, {rank}, Phase::kSetup, 600s)[0];  // its loss: the job's restart
+  pids_[r] = info.pid;
+  const auto& mode = cfg_.ps_mode;  // sync, async or ssp:K (checked by the servers)
+  std::string others = mode == "sync" || mode == "ssp:0" ? "the others waited for it at that step"
+                       : mode == "async"                 ? "the others trained on"
+                                                         : "the others trained on, at most " + mode.substr(4) + " steps ahead";
+  rec.redone = "replaced by a new trainer (pid " + std::to_string(info.pid) +
+               ") that took the weights from the parameter servers and went on from step " +
+               std::to_string(info.global_step + 1) + ", the first they lacked from it; " + others;
+  rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
+  report_(rec);
+  std::printf("trainer pids:%s\n", pid_list().c_str());
+  std::fflush(stdout);
+  return members_[r].call(&RailwayTrainer::train_steps).remote(std::max<int64_t>(0, end - info.global_step), save);
+}
+
+// Every member's chunk; a lost member's replacement does the rest of its share, and its stats stand
+// for the lost one's (the steps the lost one finished in the chunk are not reported).
+std::vector<ChunkStats> RedoingTrainers::train(int64_t steps, bool save) {
+  const int64_t end = at_ + steps;
+  std::vector<yard::ObjectRef<ChunkStats>> parts;
+  std::vector<int> ranks;
+  for (size_t r = 0; r < members_.size(); ++r) {
+    parts.push_back(members_[r].call(&RailwayTrainer::train_steps).remote(steps, save));
+    ranks.push_back(static_cast<int>(r));
+  }
+  auto got = gather(parts, ranks, Phase::kTraining, 3600s, [&](int rank, const std::exception& e) {
+    parts[static_cast<size_t>(rank)] = redo(rank, e.what(), end, save);
+    return true;
+  });
+  std::vector<ChunkStats> out;
+  for (auto& g : got) out.push_back(std::move(*g));
+  at_ = out[0].global_step;
+  return out;
 }
 
 }  // namespace railway_train

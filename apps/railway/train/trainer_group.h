@@ -63,10 +63,11 @@ class TrainerGroup : public Trainers {
   int evaluator_pid() const override { return pids_.empty() ? 0 : pids_[0]; }
 
  protected:
-  // Whether a member's loss (rank, what was seen) is taken care of instead of ending the wait.
+  // Whether a member's loss (rank, what was seen) is taken care of instead of ending the wait; it
+  // may put a new ref in the lost one's place in gather's refs (a replacement's work).
   using Tolerate = std::function<bool(int, const std::exception&)>;
   template <class T>
-  std::vector<std::optional<T>> gather(const std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks,
+  std::vector<std::optional<T>> gather(std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks,
                                        Phase phase, yard::Duration timeout, const Tolerate& tolerate);
   template <class T>
   std::vector<T> collect(const std::vector<yard::ObjectRef<T>>& refs, const std::vector<int>& ranks, Phase phase,
@@ -120,6 +121,32 @@ class ReplacingTrainers final : public TrainerGroup {
   RecoveryReport report_;
   TrainConfig cfg_;
   std::map<int, Replacement> pending_;  // rank -> its replacement setting up
+};
+
+// Parameter servers with fixed shares (sync, ssp:K, async without batches on request): a lost
+// trainer's share of the chunk is taken up by a new trainer in its bundle from the step the
+// servers lack from it, so the step it was in is redone and no other work is (sync: the others wait
+// for it at that step; ssp:K and async: they train on, under ssp:K up to K steps ahead). The new
+// trainer takes its weights and its step from the servers and its data position from that step.
+// A rank lost more than max_replacements times ends the chunk with MemberLost, for the job's
+// restart budget to decide.
+class RedoingTrainers final : public TrainerGroup {
+ public:
+  RedoingTrainers(int workers, std::map<std::string, double> resources, yard::PlacementGroup pg,
+                  std::vector<yard::ActorHandle<yard::actors::Checkpointer>> ckpts, int max_replacements,
+                  RecoveryReport report);
+  SetupInfo start(const TrainConfig& cfg) override;
+  std::vector<ChunkStats> train(int64_t steps, bool save) override;
+
+ private:
+  // The lost rank's replacement, set up (waited for): its work for the rest of the chunk to `end`.
+  yard::ObjectRef<ChunkStats> redo(int rank, const std::string& error, int64_t end, bool save);
+
+  int max_replacements_;
+  std::map<int, int> replaced_;  // rank -> replacements so far
+  RecoveryReport report_;
+  TrainConfig cfg_;
+  int64_t at_ = 0;  // the global step the next chunk begins at
 };
 
 }  // namespace railway_train

@@ -105,6 +105,15 @@ struct PsRestored {
   YARD_FIELDS(restarts, step, version, pid, seconds);
 };
 
+// Where a worker that replaces a lost one stands on a server: the step it goes on with (the first
+// the server lacks from that worker; 0 when the server cannot tell: nothing pushed by it since the
+// server was set up or restored), and the server's updates so far.
+struct PsJoin {
+  int64_t next_step = 0;
+  int64_t version = 0;
+  YARD_FIELDS(next_step, version);
+};
+
 // One shard's state and rules, without processes or waiting (the server actor adds those).
 class ParameterShard {
  public:
@@ -113,8 +122,11 @@ class ParameterShard {
   ParameterShard(torch::Tensor initial, const PsShardConfig& cfg);
   // Worker w's gradient for its step `step` (counted from 1; 0: the step being gathered), the
   // mean over its `batch` samples (flat, as initial). Sync gathers by step number, so that pushes
-  // made again after a restore (ParameterClient) fall into place: see gather().
+  // made again after a restore (ParameterClient) fall into place: see gather(). A step the shard
+  // has from the worker already (pushed again by its replacement) changes nothing.
   PsAck push(int worker, int64_t batch, const torch::Tensor& grad, int64_t step = 0);
+  // Where worker w stands, for its replacement (PsJoin).
+  PsJoin join(int worker) const;
   // Whether worker w may take the weights for its next step now (sync: its last step's update is
   // applied; ssp:K: it is at most K steps ahead of the slowest).
   bool may_pull(int worker) const;
@@ -153,7 +165,7 @@ class ParameterShard {
   int64_t sum_batch_ = 0;
   int arrived_ = 0;
   int64_t gathering_ = 0;            // sync: the step being gathered (0: none yet, or just restored)
-  std::vector<int64_t> last_push_;   // sync: each worker's last pushed step (0: none since set-up)
+  std::vector<int64_t> last_push_;   // each worker's last pushed step (0: none since set-up or restore)
 };
 
 // The server actor: one shard. Make it with max_concurrency of at least the number of workers
@@ -182,6 +194,10 @@ class ParameterServer {
   // server has restarted since, that push was lost with the earlier process, and the pull returns
   // at once with a tensor of no elements: push again.
   torch::Tensor pull(int worker, int life);
+  // For a worker that replaces a lost one: where worker w stands (ParameterShard::join), and the
+  // weights now, without waiting (a sync pull would wait for the very push the worker is to make).
+  PsJoin join(int worker);
+  torch::Tensor weights(int worker);
   int64_t version();
   int pid();
   // What this server restored when it restarted (restarts 0 in its first life).
@@ -220,6 +236,14 @@ class ParameterClient {
   std::vector<int> server_pids();
   // Replaces the model's parameters with the servers' (waits as a pull does).
   void pull();
+  // For a worker that replaces a lost one with the same index: the model's parameters from every
+  // server without waiting, and the step count where the servers have the lost worker (the first
+  // step some server lacks from it, minus one). Returns that count, or -1 when no server can tell
+  // (then the count is left as it was).
+  int64_t join();
+  // The steps done so far, as the next push numbers them (a job continued from a checkpoint
+  // numbers on from the checkpoint's step).
+  void set_steps(int64_t steps) { steps_ = steps; }
   // One step over micro-batches of sizes[i] samples (loss_of(i) returns micro-batch i's mean
   // loss): gradients pushed, weights for the next step pulled. Returns the sum over micro-batches
   // of mean loss × size.
