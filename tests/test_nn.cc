@@ -4,6 +4,7 @@
 #define CATCH_CONFIG_PREFIX_ALL
 #include <catch2/catch.hpp>
 
+#include "yard/actors/torch_state.h"
 #include "yard/actors/transformer.h"
 
 namespace {
@@ -108,4 +109,36 @@ CATCH_TEST_CASE("span_and_all_max: max(0)'s values and gradients over a span and
     CATCH_CHECK(torch::equal(a.grad(), b.grad()));
   }
   CATCH_CHECK_THROWS(yard::nn::span_and_all_max(torch::zeros({4, 2}), 3, 2));
+}
+
+// A pipeline stage builds only its part: its layers start as the whole encoder's under the same
+// seed, load from the whole encoder's saved state, and the parts' tensors make a state the whole
+// encoder loads.
+CATCH_TEST_CASE("an encoder built as a part starts as the whole one's part; the parts make the whole one's state", "[nn][parts]") {
+  using yard::nn::TransformerEncoder;
+  auto built = [](int64_t first, int64_t end) {
+    torch::manual_seed(7);
+    return TransformerEncoder(16, 2, 32, 4, first, end);
+  };
+  auto whole = built(0, 4), a = built(0, 2), b = built(2, 4);
+  CATCH_CHECK(a->parameters().size() * 2 == whole->parameters().size());
+  auto wp = whole->named_parameters();
+  yard::actors::NamedTensors parts;
+  for (auto* part : {&a, &b})
+    for (auto& p : (*part)->named_parameters()) {
+      CATCH_CHECK(torch::equal(p.value(), wp[p.key()]));
+      parts.emplace_back(p.key(), p.value().detach() * 2);
+    }
+  auto bytes = yard::actors::module_state_bytes(yard::actors::from_named_bytes(yard::actors::named_bytes(parts)));
+  torch::manual_seed(8);
+  TransformerEncoder fresh(16, 2, 32, 4);
+  yard::actors::load_state(*fresh, bytes);
+  for (auto& p : fresh->named_parameters()) CATCH_CHECK(torch::equal(p.value(), wp[p.key()] * 2));
+  torch::manual_seed(9);
+  TransformerEncoder c(16, 2, 32, 4, 2, 4);
+  yard::actors::load_state(*c, bytes);
+  for (auto& p : c->named_parameters()) CATCH_CHECK(torch::equal(p.value(), wp[p.key()] * 2));
+  CATCH_CHECK_THROWS_AS(a->forward(torch::zeros({3, 1, 16})), std::logic_error);
+  CATCH_CHECK_THROWS_WITH(TransformerEncoder(16, 2, 32, 4, 3, 2), Catch::Contains("encoder layers [3, 2) of 4"));
+  CATCH_CHECK_THROWS_WITH(yard::actors::from_named_bytes("not a tensor archive"), Catch::Contains("do not read"));
 }

@@ -93,6 +93,12 @@ one=(--epochs 1 --logs 1 --length-km 8 --batch 16 --clip 0)
 "$bin" "${common[@]}" --pp 2 --micro-batches 4 --out pipe2 > out11.txt 2>&1 || { cat out11.txt; exit 1; }
 grep -q "pipeline: 1 replicas of 2 stages (encoder layers per stage, from measured layer times: 1 | 1), 4 micro-batches" out11.txt ||
   { cat out11.txt; exit 1; }
+# Each stage builds only its part: it holds fewer parameters than the whole model's trainer.
+whole=$(sed -n 's/^model parameters per trainer: //p' out10.txt)
+read -r s0 s1 <<< "$(sed -n 's/^model parameters per trainer: //p' out11.txt)"
+[ -n "$whole" ] && [ "$s0" -lt "$whole" ] && [ "$s1" -lt "$whole" ] && [ $((s0 + s1)) -gt "$whole" ] ||
+  { cat out10.txt out11.txt; echo "the stages hold $s0 and $s1 of the model's $whole parameters"; exit 1; }
+echo "pipeline stages hold $s0 and $s1 of the model's $whole parameters"
 "$bin" "${one[@]}" --dp 2 --pp 2 --micro-batches 4 --out hybrid > out12.txt 2>&1 || { cat out12.txt; exit 1; }
 grep -q "training on [0-9]* windows with 4 workers, global batch 32," out12.txt || { cat out12.txt; exit 1; }
 python3 - ddp1 pipe2 ddp0 hybrid <<'PY'

@@ -1,6 +1,7 @@
 #include "yard/actors/torch_state.h"
 
 #include <sstream>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -107,6 +108,78 @@ std::string StateSnapshot::bytes() const {
   torch::serialize::OutputArchive a;
   module_->write(a);
   return to_bytes(a);
+}
+
+}  // namespace yard::actors
+
+namespace yard::actors {
+
+namespace {
+// A module's parameters by dotted name, as the tree of archives Module::save writes.
+struct Tree {
+  std::vector<std::pair<std::string, torch::Tensor>> own;
+  std::vector<std::pair<std::string, std::unique_ptr<Tree>>> children;
+  Tree& child(const std::string& key) {
+    for (auto& [k, c] : children)
+      if (k == key) return *c;
+    children.emplace_back(key, std::make_unique<Tree>());
+    return *children.back().second;
+  }
+  void write(torch::serialize::OutputArchive& a) const {
+    for (auto& [k, t] : own) a.write(k, t);
+    for (auto& [k, c] : children) {
+      torch::serialize::OutputArchive ca(a.compilation_unit());
+      c->write(ca);
+      a.write(k, ca);
+    }
+  }
+};
+}  // namespace
+
+std::string module_state_bytes(const NamedTensors& named) {
+  Tree root;
+  for (auto& [name, t] : named) {
+    Tree* at = &root;
+    size_t from = 0;
+    for (size_t dot = name.find('.'); dot != std::string::npos; from = dot + 1, dot = name.find('.', from))
+      at = &at->child(name.substr(from, dot - from));
+    at->own.emplace_back(name.substr(from), t);
+  }
+  torch::serialize::OutputArchive a;
+  root.write(a);
+  return to_bytes(a);
+}
+
+std::string named_bytes(const NamedTensors& named) {
+  torch::serialize::OutputArchive a;
+  std::string names;
+  for (size_t i = 0; i < named.size(); ++i) {
+    names += named[i].first + "\n";
+    a.write("t" + std::to_string(i), named[i].second.detach());
+  }
+  a.write("names", torch::from_blob(names.data(), {static_cast<int64_t>(names.size())}, torch::kUInt8).clone());
+  return to_bytes(a);
+}
+
+NamedTensors from_named_bytes(const std::string& bytes) {
+  NamedTensors out;
+  try {
+    std::istringstream in(bytes);
+    torch::serialize::InputArchive a;
+    a.load_from(in);
+    torch::Tensor names;
+    a.read("names", names);
+    std::string all(reinterpret_cast<const char*>(names.data_ptr<uint8_t>()), static_cast<size_t>(names.numel()));
+    size_t from = 0;
+    for (size_t nl = all.find('\n'); nl != std::string::npos; from = nl + 1, nl = all.find('\n', from)) {
+      torch::Tensor t;
+      a.read("t" + std::to_string(out.size()), t);
+      out.emplace_back(all.substr(from, nl - from), t);
+    }
+  } catch (const c10::Error& e) {
+    throw std::runtime_error("named tensors' bytes do not read: " + std::string(e.what_without_backtrace()));
+  }
+  return out;
 }
 
 }  // namespace yard::actors

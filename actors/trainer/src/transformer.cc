@@ -3,6 +3,8 @@
 #include <ATen/Parallel.h>
 
 #include <cmath>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "attention_kernel.h"
@@ -134,12 +136,24 @@ torch::Tensor TransformerEncoderLayerImpl::forward(const torch::Tensor& x) {
   return norm2->forward(h + linear2->forward(torch::relu(linear1->forward(h))));
 }
 
-TransformerEncoderImpl::TransformerEncoderImpl(int64_t d, int64_t h, int64_t ff, int64_t n) {
+TransformerEncoderImpl::TransformerEncoderImpl(int64_t d, int64_t h, int64_t ff, int64_t n, int64_t keep_first, int64_t keep_end) {
+  if (keep_end < 0) keep_end = n;
+  if (keep_first < 0 || keep_first > keep_end || keep_end > n)
+    throw std::invalid_argument("encoder layers [" + std::to_string(keep_first) + ", " + std::to_string(keep_end) +
+                                ") of " + std::to_string(n));
+  whole = keep_first == 0 && keep_end == n;
   layers = register_module("layers", torch::nn::ModuleList());
-  for (int64_t i = 0; i < n; ++i) layers->push_back(TransformerEncoderLayer(d, h, ff));
+  for (int64_t i = 0; i < n; ++i) {
+    TransformerEncoderLayer layer(d, h, ff);  // drawn in any case: the kept layers' values follow
+    if (i >= keep_first && i < keep_end)
+      layers->push_back(layer);
+    else
+      layers->push_back(torch::nn::Identity());
+  }
 }
 
 torch::Tensor TransformerEncoderImpl::forward(torch::Tensor x) {
+  if (!whole) throw std::logic_error("the forward of an encoder built as a part: run its own layers");
   for (auto& l : *layers) x = l->as<TransformerEncoderLayer>()->forward(x);
   return x;
 }

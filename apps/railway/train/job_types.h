@@ -75,8 +75,9 @@ struct SetupInfo {
   std::vector<int> ps_pids;  // rank 0 with parameter servers: the servers' processes
   std::vector<int> stage_layers;  // pipeline: the encoder layers of each stage
   int64_t steps_left = 0;         // steps left in the epoch at the group's size now
+  int64_t parameters = 0;         // model parameters the trainer holds (a pipeline stage: its part's)
   YARD_FIELDS(windows, steps_per_epoch, epoch, step, global_step, pid, node, restored_from, ps_pids, stage_layers,
-              steps_left);
+              steps_left, parameters);
 };
 
 // What a chunk of steps did on one rank: per step, the loss summed over its samples and the count.

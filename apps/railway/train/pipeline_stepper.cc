@@ -3,11 +3,13 @@
 // over the replicas of each stage (hybrid data x pipeline), clipped by the norm over all stages,
 // and each stage's optimizer stepping its own part.
 //
-// Every stage builds the whole model from the job's seed (so its part starts as the single-process
-// model's) and keeps the other parts in step only at synchronize(): before a checkpoint or an
-// evaluation every stage hands its part to the others, so the model a checkpoint or evaluation sees
-// is whole; each stage's optimizer state travels the same way into the checkpoint
-// ("optimizer-stage-S") and a stage restores its own.
+// Every stage builds only its part of the model (RailwayNet's keep range: its encoder layers, and
+// the small embedding and heads), starting as the single-process model's part does under the
+// job's seed. The split comes first, from layer times measured on a one-layer model. A checkpoint
+// gathers the parts on stage 0 of the first replica (rank 0), which writes the whole model's state
+// (the same "model" blob as every strategy's) and each stage's optimizer state
+// ("optimizer-stage-S"); a stage restores its part and its own optimizer state from them.
+// Evaluation runs forward through the first replica's stages, and stage 0 gets the outputs.
 #include <chrono>
 
 #include "steppers.h"
@@ -33,8 +35,9 @@ std::vector<torch::Tensor> tensors_of(const std::vector<std::pair<std::string, t
 
 class Pipeline final : public Stepper {
  public:
-  Pipeline(const TrainConfig& cfg, const Layout& at, const std::string& generation, int64_t steps_per_epoch, RailwayNet net)
-      : cfg_(cfg), at_(at), net_(std::move(net)) {
+  Pipeline(const TrainConfig& cfg, const Layout& at, const std::string& generation, int64_t steps_per_epoch,
+           const ModelMaker& make)
+      : cfg_(cfg), at_(at), make_(make) {
     const std::string job = "railway-pipe-" + generation;
     // Joined in one order by every trainer: the stage's replicas, the replica's stages, the links.
     if (at.replicas > 1)
@@ -96,27 +99,31 @@ class Pipeline final : public Stepper {
   double last_lr() const override { return lr_; }
   int64_t global_step() const override { return step_; }
 
-  // Every stage hands its part to the others (and its optimizer state): the whole model, as one
-  // process trained it, on every stage.
+  // Before a checkpoint: every stage of the first replica hands its part and its optimizer state
+  // to stage 0 (rank 0, which writes checkpoints), as bytes.
   void synchronize() override {
-    for (int s = 0; s < at_.stages; ++s) broadcast_part(*stages_, s);
-    auto mine = yard::actors::StateSnapshot(*opt_).bytes();
-    std::vector<int64_t> lengths(size_t(at_.stages));
-    int64_t n = static_cast<int64_t>(mine.size());
-    stages_->allgather(&n, lengths.data(), 1, coll::DType::kInt64);
-    optimizer_states_.assign(size_t(at_.stages), {});
-    for (int s = 0; s < at_.stages; ++s) {
-      auto& blob = optimizer_states_[size_t(s)];
-      blob = s == at_.stage ? mine : std::string(size_t(lengths[size_t(s)]), '\0');
-      stages_->broadcast(blob.data(), blob.size(), coll::DType::kUInt8, s);
+    if (at_.replica != 0) return;
+    auto mine = yard::actors::named_bytes(net_->part_parameters(span_.first, span_.end, stage_->first(), stage_->last()));
+    auto parts = to_stage0(mine);
+    auto states = to_stage0(yard::actors::StateSnapshot(*opt_).bytes());
+    if (at_.stage != 0) return;
+    yard::actors::NamedTensors whole;
+    for (auto& p : parts) {
+      auto named = yard::actors::from_named_bytes(p);
+      whole.insert(whole.end(), named.begin(), named.end());
     }
+    whole_model_ = std::move(whole);
+    optimizer_states_ = std::move(states);
   }
 
   std::function<void(yard::actors::CheckpointData&)> checkpoint_parts() override {
-    return [states = optimizer_states_](yard::actors::CheckpointData& c) {
+    return [states = optimizer_states_, whole = whole_model_](yard::actors::CheckpointData& c) {
+      c.blobs["model"] = yard::actors::module_state_bytes(whole);  // the stages' parts, as one model
       for (size_t s = 0; s < states.size(); ++s) c.blobs["optimizer-stage-" + std::to_string(s)] = states[s];
     };
   }
+  RailwayNet own_model() const override { return net_; }
+  std::optional<RailwayOut> outputs(const torch::Tensor& x) override { return infer(x); }
   std::string schedule_note() const override { return note_of(cfg_, schedule_); }
   std::vector<int> stage_layers() const override {
     std::vector<int> layers;
@@ -130,37 +137,45 @@ class Pipeline final : public Stepper {
   }
 
  private:
-  // The split: every stage measures each layer's forward and backward on a micro-batch (the first
-  // layer with the embedding, the last with the heads), the stages average their measurements so
-  // that all hold the same figures, and the same pure plan follows on each.
+  // The split: every stage measures, on a one-layer model and a micro-batch, the forward and
+  // backward of a layer alone, with the embedding before it and with the heads after it (the
+  // encoder's layers are alike: the first layer's cost is the second, the last's the third); the
+  // stages average their measurements so that all hold the same figures, and the same pure plan
+  // follows on each. Then the stage builds its part.
   void plan(int64_t steps_per_epoch) {
-    tokens_ = net_->pos.size(0);
     const int layers = static_cast<int>(cfg_.layers);
     std::vector<double> cost(size_t(layers), 0.0);
     {
+      auto one = make_(1, 0, 1);
+      tokens_ = one->pos.size(0);
       int64_t n = std::max<int64_t>(1, cfg_.batch / std::max<int64_t>(1, cfg_.micro_batches));
       auto x = torch::full({n, tokens_, yard::railway::kFeatures}, 0.5f);
-      for (int i = 0; i < layers; ++i) {
-        for (int rep = 0; rep < 3; ++rep) {
+      double with_embed = 0, alone = 0, with_heads = 0;
+      for (int rep = 0; rep < 3; ++rep) {
+        auto timed = [&](bool embed, bool heads) {
           auto t0 = Clock::now();
-          auto h = i == 0 ? net_->embed(x) : torch::full({tokens_, n, cfg_.d_model}, 0.5f, torch::requires_grad());
-          h = net_->layers(h, i, i + 1);
-          if (i == layers - 1) {
-            auto out = net_->heads(h);
+          auto h = embed ? one->embed(x) : torch::full({tokens_, n, cfg_.d_model}, 0.5f, torch::requires_grad());
+          h = one->layers(h, 0, 1);
+          if (heads) {
+            auto out = one->heads(h);
             (out.cls.sum() + out.tokens.sum()).backward();
           } else {
             h.sum().backward();
           }
-          if (rep > 0) cost[size_t(i)] += std::chrono::duration<double>(Clock::now() - t0).count();
-        }
+          return rep > 0 ? std::chrono::duration<double>(Clock::now() - t0).count() : 0.0;
+        };
+        with_embed += timed(true, false), alone += timed(false, false), with_heads += timed(false, true);
       }
-      net_->zero_grad();
+      for (int i = 0; i < layers; ++i) cost[size_t(i)] = alone;
+      cost.front() += with_embed - alone;
+      cost.back() += with_heads - alone;
     }
     auto measured = torch::tensor(cost, torch::kDouble);
     coll::allreduce(*stages_, measured, coll::ReduceOp::kAvg);
     std::vector<double> avg(measured.data_ptr<double>(), measured.data_ptr<double>() + layers);
     spans_ = yard::actors::plan_stages(avg, at_.stages);
     span_ = spans_[size_t(at_.stage)];
+    net_ = make_(cfg_.layers, span_.first, span_.end);
     const bool first = at_.stage == 0, last = at_.stage == at_.stages - 1;
     params_ = tensors_of(net_->part_parameters(span_.first, span_.end, first, last));
     yard::actors::TrainerOptions to;
@@ -171,11 +186,53 @@ class Pipeline final : public Stepper {
     opt_ = yard::actors::make_optimizer(params_, to);
   }
 
-  // Stage s's parameters from stage s to the others of the group (or from replica 0 of a stage to
-  // its replicas), as one flat buffer.
+  // Bytes from every stage to stage 0, in stage order there (empty elsewhere).
+  std::vector<std::string> to_stage0(const std::string& mine) {
+    std::vector<int64_t> lengths(size_t(at_.stages));
+    int64_t n = static_cast<int64_t>(mine.size());
+    stages_->allgather(&n, lengths.data(), 1, coll::DType::kInt64);
+    std::vector<std::string> out(size_t(at_.stages));
+    for (int s = 0; s < at_.stages; ++s) {
+      auto& blob = out[size_t(s)];
+      blob = s == at_.stage ? mine : std::string(size_t(lengths[size_t(s)]), '\0');
+      stages_->broadcast(blob.data(), blob.size(), coll::DType::kUInt8, s);
+    }
+    if (at_.stage != 0) out.clear();
+    return out;
+  }
+
+  // The model's outputs on x through the first replica's stages, in micro-batches of the step's
+  // size; stage 0 gets them (from the last stage), the others return nullopt.
+  std::optional<RailwayOut> infer(const torch::Tensor& x) {
+    if (at_.replica != 0) return std::nullopt;
+    const int64_t n = x.size(0), micro = std::max<int64_t>(1, cfg_.batch);  // no gradients kept: a batch each
+    std::vector<int64_t> first{0}, sizes;
+    for (int64_t at = 0; at < n; at += micro) sizes.push_back(std::min(micro, n - at)), first.push_back(at + sizes.back());
+    yard::actors::StageWork w;
+    w.input = [&](int m) { return x.narrow(0, first[size_t(m)], sizes[size_t(m)]); };
+    w.input_shape = [&](int m) { return std::vector<int64_t>{tokens_, sizes[size_t(m)], cfg_.d_model}; };
+    w.forward = [&](const torch::Tensor& h) {
+      return net_->layers(stage_->first() ? net_->embed(h) : h, span_.first, span_.end);
+    };
+    auto cls = torch::zeros({n, 5}), amp = torch::zeros({n});
+    if (n == 0) return at_.stage == 0 ? std::optional<RailwayOut>(RailwayOut{cls, {}, amp}) : std::nullopt;
+    stage_->infer(static_cast<int>(sizes.size()), w, [&](int m, const torch::Tensor& h) {
+        auto out = net_->heads(h);
+        cls.narrow(0, first[size_t(m)], sizes[size_t(m)]).copy_(out.cls);
+        amp.narrow(0, first[size_t(m)], sizes[size_t(m)]).copy_(out.amp);
+      });
+    coll::broadcast(*stages_, cls, at_.stages - 1);
+    coll::broadcast(*stages_, amp, at_.stages - 1);
+    if (at_.stage != 0) return std::nullopt;
+    RailwayOut out;
+    out.cls = cls;
+    out.amp = amp;
+    return out;
+  }
+
+  // This stage's parameters from replica `root` to the stage's other replicas, as one flat buffer.
   void broadcast_part(coll::Communicator& c, int root) {
-    int s = &c == stages_.get() ? root : at_.stage;
-    auto named = net_->part_parameters(spans_[size_t(s)].first, spans_[size_t(s)].end, s == 0, s == at_.stages - 1);
+    auto named = net_->part_parameters(span_.first, span_.end, stage_->first(), stage_->last());
     torch::NoGradGuard ng;
     std::vector<torch::Tensor> flat;
     for (auto& [n, t] : named) flat.push_back(t.reshape({-1}));
@@ -213,7 +270,8 @@ class Pipeline final : public Stepper {
 
   TrainConfig cfg_;
   Layout at_;
-  RailwayNet net_;
+  ModelMaker make_;
+  RailwayNet net_{nullptr};  // this stage's part
   std::unique_ptr<coll::Communicator> replicas_, stages_;
   std::unique_ptr<yard::actors::PipelineStage> stage_;
   std::vector<yard::actors::StageSpan> spans_;  // every stage's layers
@@ -221,7 +279,8 @@ class Pipeline final : public Stepper {
   std::vector<torch::Tensor> params_;
   std::unique_ptr<torch::optim::Optimizer> opt_;
   yard::actors::LrSchedule schedule_;
-  std::vector<std::string> optimizer_states_;
+  std::vector<std::string> optimizer_states_;  // stage 0 of the first replica: every stage's, at the last synchronize()
+  yard::actors::NamedTensors whole_model_;       // and every stage's part
   int64_t tokens_ = 0, step_ = 0;
   double lr_ = 0;
 };
@@ -229,8 +288,8 @@ class Pipeline final : public Stepper {
 }  // namespace
 
 std::unique_ptr<Stepper> make_pipeline_stepper(const TrainConfig& cfg, const Layout& at, const std::string& generation,
-                                               int64_t steps_per_epoch, RailwayNet model) {
-  return std::make_unique<Pipeline>(cfg, at, generation, steps_per_epoch, std::move(model));
+                                               int64_t steps_per_epoch, const ModelMaker& make) {
+  return std::make_unique<Pipeline>(cfg, at, generation, steps_per_epoch, make);
 }
 
 }  // namespace railway_train

@@ -178,6 +178,14 @@ struct RailwayTrainer::Impl {
   }
   // The data, the model and what goes with them (both kinds of group).
   void build(const TrainConfig& c);
+  // The model under the job's seed, with encoder layers [first, end) of `layers` kept.
+  RailwayNet make_model(int64_t layers, int first, int end) const {
+    torch::manual_seed(cfg.seed);
+    return RailwayNet(yard::railway::kFeatures, train.x.size(1), cfg.d_model, layers, cfg.heads, first, end);
+  }
+  ModelMaker maker() const {
+    return [this](int64_t layers, int first, int end) { return make_model(layers, first, end); };
+  }
   void make_feed();
   void slow_down_if_asked();  // RAILWAY_TRAIN_SLOW_RANK, for this rank
   SetupInfo info() const;
@@ -254,9 +262,9 @@ void RailwayTrainer::Impl::build(const TrainConfig& c) {
   if (cfg.accumulate < 1) throw std::invalid_argument("accumulate must be at least 1");
   torch::Tensor mu, sd;
   std::tie(train, val) = load_data(cfg.shards, cfg.holdout, mu, sd);
-  torch::manual_seed(cfg.seed);
-  net = RailwayNet(yard::railway::kFeatures, train.x.size(1), cfg.d_model, cfg.layers, cfg.heads);
-  if (static_cast<int64_t>(net->parameters().size()) != yard::railway::railway_parameter_tensors(cfg.layers))
+  // A pipeline stage builds only its part, once the split is known (the stepper does).
+  if (cfg.strategy != "pipeline") net = make_model(cfg.layers, 0, static_cast<int>(cfg.layers));
+  if (net && static_cast<int64_t>(net->parameters().size()) != yard::railway::railway_parameter_tensors(cfg.layers))
     throw std::logic_error("the railway model has " + std::to_string(net->parameters().size()) +
                            " parameter tensors, railway_parameter_tensors() says " +
                            std::to_string(yard::railway::railway_parameter_tensors(cfg.layers)));
@@ -312,7 +320,8 @@ SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::strin
   if (cfg.strategy == "ddp" || cfg.strategy == "local-sgd")
     s.comm = yard::collective::create_group(yard::collective::cluster_group("railway-train", world, rank, generation));
   s.make_feed();
-  s.stepper = make_stepper(cfg, rank, world, generation, s.steps_per_epoch(), s.net, s.comm.get(), s.ckpts);
+  s.stepper = make_stepper(cfg, rank, world, generation, s.steps_per_epoch(), s.net, s.maker(), s.comm.get(), s.ckpts);
+  if (auto own = s.stepper->own_model()) s.net = own;
   s.slow_down_if_asked();
   // Every rank reads the same newest complete checkpoint: identical replicas, optimizers,
   // schedules and data-loader positions.
@@ -333,6 +342,7 @@ SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::strin
   info.restored_from = restored_from;
   info.ps_pids = s.stepper->helper_pids();
   info.stage_layers = s.stepper->stage_layers();
+  for (auto& p : s.net->parameters()) info.parameters += p.numel();
   return info;
 }
 
@@ -347,7 +357,7 @@ std::string RailwayTrainer::prepare(TrainConfig cfg, std::vector<yard::ActorHand
   // Alone until the first regroup; the schedule is the one of the group's first size.
   auto min = static_cast<int>(cfg.min_workers);
   s.elastic->set_world(min, 0);
-  s.stepper = make_stepper(cfg, 0, min, "", s.steps_per_epoch(), s.net, nullptr, s.ckpts);
+  s.stepper = make_stepper(cfg, 0, min, "", s.steps_per_epoch(), s.net, s.maker(), nullptr, s.ckpts);
   // A forward and backward pass now, so that the first step in the group does not pay for this
   // process's first allocations and kernel set-up while the others wait (the state is untouched:
   // the gradients are dropped, no optimizer step is taken).
@@ -501,10 +511,16 @@ EvalStats RailwayTrainer::evaluate() {
   torch::NoGradGuard ng;
   s.net->eval();
   EvalStats ev;
+  // A pipeline's stages compute the outputs together (every stage of the first replica is asked);
+  // stage 0 (rank 0) reports.
+  auto shared = s.stepper->outputs(s.val.x);
+  if (s.rank != 0) return ev;
   // In batches: the held-out track's windows at once would hold every layer's activations of all
   // of them (gigabytes for a large run) in one process.
   RailwayOut out;
-  {
+  if (shared) {
+    out = std::move(*shared);
+  } else {
     std::vector<torch::Tensor> cls, amp;
     constexpr int64_t kBatch = 512;
     int64_t n = s.val.x.size(0);

@@ -226,12 +226,13 @@ class ParameterServers final : public Stepper {
 }  // namespace
 
 std::unique_ptr<Stepper> make_stepper(const TrainConfig& cfg, int rank, int world, const std::string& generation,
-                                      int64_t steps_per_epoch, RailwayNet model, yard::collective::Communicator* comm,
+                                      int64_t steps_per_epoch, RailwayNet model, const ModelMaker& make,
+                                      yard::collective::Communicator* comm,
                                       const std::vector<yard::ActorHandle<yard::actors::Checkpointer>>& ckpts) {
   if (cfg.strategy == "ps")
     return std::make_unique<ParameterServers>(cfg, rank, world, generation, steps_per_epoch, model.ptr(), ckpts);
   if (cfg.strategy == "pipeline")
-    return make_pipeline_stepper(cfg, layout_of(cfg, rank, world), generation, steps_per_epoch, model);
+    return make_pipeline_stepper(cfg, layout_of(cfg, rank, world), generation, steps_per_epoch, make);
   return std::make_unique<DataParallel>(cfg, world, steps_per_epoch, model.ptr(), comm);
 }
 

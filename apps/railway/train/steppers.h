@@ -30,6 +30,10 @@ struct StepBatches {
   std::function<torch::Tensor(size_t i, int64_t first, int64_t n, const RailwayOut&)> loss_on;
 };
 
+// Builds the railway model under the job's seed: `layers` encoder layers, of which those in
+// [first, end) are kept (RailwayNetImpl's keep range).
+using ModelMaker = std::function<RailwayNet(int64_t layers, int first, int end)>;
+
 class Stepper {
  public:
   virtual ~Stepper() = default;
@@ -63,6 +67,15 @@ class Stepper {
   virtual std::vector<HelperRestart> helper_restarts() { return {}; }
   // Pipeline: the encoder layers each stage runs.
   virtual std::vector<int> stage_layers() const { return {}; }
+  // The model this stepper built for itself (a pipeline stage: its part); null: the trainer's.
+  virtual RailwayNet own_model() const { return RailwayNet(nullptr); }
+  // The model's outputs on x where the stepper computes them (a pipeline: every stage of the first
+  // replica calls it, and stage 0 gets them; the others get nullopt). nullopt by default: the
+  // trainer's own model computes them.
+  virtual std::optional<RailwayOut> outputs(const torch::Tensor& x) {
+    (void)x;
+    return std::nullopt;
+  }
   virtual void finish() {}
   // An elastic group's next generation (yard::actors::Trainer::regroup); data parallel only.
   virtual yard::actors::Regrouped regroup(yard::collective::Communicator& comm, yard::actors::Regroup& r);
@@ -72,14 +85,16 @@ class Stepper {
 yard::actors::LrSchedule schedule_of(const TrainConfig& cfg, int64_t global_batch, int64_t total_steps, int64_t warmup);
 std::string note_of(const TrainConfig& cfg, const yard::actors::LrSchedule& s);
 
-// The stepper the configuration asks for. comm: this rank's group (data parallel strategies).
+// The stepper the configuration asks for. model: the whole model (null for a pipeline, whose
+// stage builds its part with `make`). comm: this rank's group (data parallel strategies).
 // generation: the group's (the names of what the stepper starts carry it). ckpts: the job's
 // checkpointers (a restarted parameter server takes its shard back from them).
 std::unique_ptr<Stepper> make_stepper(const TrainConfig& cfg, int rank, int world, const std::string& generation,
-                                      int64_t steps_per_epoch, RailwayNet model, yard::collective::Communicator* comm,
+                                      int64_t steps_per_epoch, RailwayNet model, const ModelMaker& make,
+                                      yard::collective::Communicator* comm,
                                       const std::vector<yard::ActorHandle<yard::actors::Checkpointer>>& ckpts);
 // pipeline: this rank's stage of its replica's pipeline (pipeline_stepper.cc).
 std::unique_ptr<Stepper> make_pipeline_stepper(const TrainConfig& cfg, const Layout& at, const std::string& generation,
-                                               int64_t steps_per_epoch, RailwayNet model);
+                                               int64_t steps_per_epoch, const ModelMaker& make);
 
 }  // namespace railway_train

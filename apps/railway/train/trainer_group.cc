@@ -106,6 +106,7 @@ void TrainerGroup::stop() {
 
 SetupInfo TrainerGroup::start(const TrainConfig& cfg) {
   stop();
+  evaluators_ = cfg.strategy == "pipeline" ? static_cast<int>(cfg.pp) : 1;
   std::vector<int> ranks;
   for (int r = 0; r < workers_; ++r) {
     members_.push_back(yard::actor<RailwayTrainer>().resources(resources_).placement_group(pg_, r).remote());
@@ -126,9 +127,10 @@ SetupInfo TrainerGroup::start(const TrainConfig& cfg) {
   for (int r = 0; r < workers_; ++r)
     ready.push_back(members_[static_cast<size_t>(r)].call(&RailwayTrainer::setup).remote(c, r, workers_, gen, ckpts_));
   auto infos = collect(ready, ranks, Phase::kSetup, 600s);
-  std::string nodes;
-  for (auto& i : infos) nodes += " " + i.node;
-  std::printf("trainer pids:%s\ntrainer nodes:%s\n", pids.c_str(), nodes.c_str());
+  std::string nodes, held;
+  for (auto& i : infos) nodes += " " + i.node, held += " " + std::to_string(i.parameters);
+  std::printf("trainer pids:%s\ntrainer nodes:%s\nmodel parameters per trainer:%s\n", pids.c_str(), nodes.c_str(),
+              held.c_str());
   if (!infos[0].ps_pids.empty()) {
     std::string ps;
     for (int p : infos[0].ps_pids) ps += " " + std::to_string(p);
@@ -149,7 +151,13 @@ std::vector<ChunkStats> TrainerGroup::train(int64_t steps, bool save) {
 }
 
 EvalStats TrainerGroup::evaluate() {
-  return collect(std::vector{members_[0].call(&RailwayTrainer::evaluate).remote()}, {0}, Phase::kEvaluation, 600s)[0];
+  std::vector<yard::ObjectRef<EvalStats>> refs;
+  std::vector<int> ranks;
+  for (int r = 0; r < evaluators_; ++r) {
+    refs.push_back(members_[static_cast<size_t>(r)].call(&RailwayTrainer::evaluate).remote());
+    ranks.push_back(r);
+  }
+  return collect(refs, ranks, Phase::kEvaluation, 600s)[0];
 }
 
 std::vector<std::string> TrainerGroup::finish() {

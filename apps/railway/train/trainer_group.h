@@ -82,6 +82,7 @@ class TrainerGroup : public Trainers {
   std::vector<yard::ActorHandle<RailwayTrainer>> members_;
   std::vector<int> pids_;
   std::vector<std::string> generations_;  // every group generation started, oldest first
+  int evaluators_ = 1;  // the ranks an evaluation runs on: rank 0, or the first pipeline's stages
 };
 
 // Asynchronous parameter servers with batches on request (ps async): no trainer waits for another,

@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace yard::actors {
 
@@ -12,6 +14,16 @@ std::string state_bytes(const torch::nn::Module& m);
 std::string state_bytes(const torch::optim::Optimizer& o);
 void load_state(torch::nn::Module& m, const std::string& bytes);
 void load_state(torch::optim::Optimizer& o, const std::string& bytes);
+
+// Named tensors (by their dotted names in a module: "encoder.layers.3.linear1.weight").
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+// What Module::save writes for a module whose parameters are `named`: a whole model's state made
+// from its parts (pipeline stages), loadable with load_state() into the whole model.
+std::string module_state_bytes(const NamedTensors& named);
+// Named tensors as bytes and back (a part as it travels). from_named_bytes throws
+// std::runtime_error for bytes that are not such.
+std::string named_bytes(const NamedTensors& named);
+NamedTensors from_named_bytes(const std::string& bytes);
 
 // A point-in-time copy of a model's or an optimizer's state, for checkpoints that do not stall
 // training: taking one copies the tensors (parameters and buffers; AdamW, Adam or SGD moments),

@@ -35,11 +35,18 @@ struct TransformerEncoderLayerImpl : torch::nn::Module {
 };
 TORCH_MODULE(TransformerEncoderLayer);
 
-// `layers` encoder layers, each initialised independently.
+// `layers` encoder layers, each initialised independently. Given [keep_first, keep_end), only
+// those layers are kept (a pipeline stage's part): every other one is drawn from the random
+// generator as the whole encoder draws it, so that the kept ones start as the whole encoder's, and
+// then left as an empty placeholder, so that every layer keeps its name (layers.i) and a part
+// loads from the whole encoder's saved state.
 struct TransformerEncoderImpl : torch::nn::Module {
-  TransformerEncoderImpl(int64_t d_model, int64_t heads, int64_t dim_feedforward, int64_t layers);
+  TransformerEncoderImpl(int64_t d_model, int64_t heads, int64_t dim_feedforward, int64_t layers, int64_t keep_first = 0,
+                         int64_t keep_end = -1);
+  // The whole encoder's forward (a part runs its layers through layers[i] itself).
   torch::Tensor forward(torch::Tensor x);
   torch::nn::ModuleList layers{nullptr};
+  bool whole = true;
 };
 TORCH_MODULE(TransformerEncoder);
 

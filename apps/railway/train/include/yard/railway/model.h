@@ -16,11 +16,15 @@ struct RailwayOut {
   torch::Tensor amp;     // (N): irregularity amplitude, mm
 };
 
+// Given [keep_first, keep_end), the model is built as a pipeline stage's part: only those encoder
+// layers are kept (yard::nn::TransformerEncoder's placeholders stand for the others), starting as
+// the whole model's do under the same seed; the embedding and the heads, small, are always built.
 struct RailwayNetImpl : torch::nn::Module {
-  RailwayNetImpl(int64_t features, int64_t tokens, int64_t d, int64_t layers, int64_t heads = 4)
+  RailwayNetImpl(int64_t features, int64_t tokens, int64_t d, int64_t layers, int64_t heads = 4, int64_t keep_first = 0,
+                 int64_t keep_end = -1)
       : input(register_module("input", torch::nn::Linear(features, d))),
         pos(register_parameter("pos", torch::randn({tokens, 1, d}) * 0.02)),
-        encoder(register_module("encoder", yard::nn::TransformerEncoder(d, heads, 2 * d, layers))),
+        encoder(register_module("encoder", yard::nn::TransformerEncoder(d, heads, 2 * d, layers, keep_first, keep_end))),
         cls(register_module("cls", torch::nn::Linear(d, 5))),
         tok(register_module("tok", torch::nn::Linear(d, 5))),
         amp(register_module("amp", torch::nn::Linear(d, 1))) {}
