@@ -44,14 +44,22 @@ class PipeBenchRank {
   PipeBenchRank() = default;
 
   // The whole model on the whole batch in this process: seconds of `steps` steps after warm-up.
-  double single(int steps, int layers) {
+  // micro > 1: the batch as that many micro-batches, their gradients accumulated (the pipeline's
+  // arithmetic without the pipeline).
+  double single(int steps, int layers, int micro) {
     prepare();
     auto net = RailwayNet(yard::railway::kFeatures, kTokens, kD, layers);
     Fixed d;
     torch::optim::AdamW opt(net->parameters(), torch::optim::AdamWOptions(1e-3));
+    auto sizes = yard::actors::micro_batch_sizes(kBatch, micro);
     auto step = [&] {
       opt.zero_grad();
-      railway_loss(net->forward(d.x), d.y, d.tokens, d.a, d.w).backward();
+      int64_t at = 0;
+      for (auto n : sizes) {
+        auto part = [&](const torch::Tensor& t) { return t.narrow(0, at, n); };
+        (railway_loss(net->forward(part(d.x)), part(d.y), part(d.tokens), part(d.a), d.w) * (double(n) / kBatch)).backward();
+        at += n;
+      }
       opt.step();
     };
     return timed(step, steps);
@@ -108,11 +116,11 @@ class PipeBenchRank {
 };
 
 // Samples per second of `copies` single processes running at once (each one's rate, averaged).
-double single_throughput(int steps, int layers, int copies = 1) {
+double single_throughput(int steps, int layers, int copies = 1, int micro = 1) {
   std::vector<yard::ActorHandle<PipeBenchRank>> ranks;
   std::vector<yard::ObjectRef<double>> secs;
   for (int c = 0; c < copies; ++c) ranks.push_back(yard::actor<PipeBenchRank>().resources({{"CPU", 1}}).remote());
-  for (auto& r : ranks) secs.push_back(r.call(&PipeBenchRank::single).remote(steps, layers));
+  for (auto& r : ranks) secs.push_back(r.call(&PipeBenchRank::single).remote(steps, layers, micro));
   double rate = 0;
   for (auto& s : secs) rate += double(kBatch) * steps / *s.get(600s) / copies;
   for (auto& r : ranks) yard::kill(r);
@@ -158,14 +166,18 @@ int main(int argc, char** argv) {
     // What this machine gives two processes computing at once, without any communication: the
     // ceiling beneath the ideal that no two-process schedule can pass.
     double pair = single_throughput(steps, layers, 2);
+    // One process on the pipeline's micro-batches (their gradients accumulated): what splitting the
+    // batch costs by itself, beneath any schedule.
+    double micro = single_throughput(steps, layers, 1, kMicro);
     std::printf("{\"suite\":\"strategies\",\"case\":\"pipeline_efficiency_p2_m8%s\",\"value\":%.4g,\"unit\":\"samples/s\","
                 "\"peer\":\"ideal_1f1b_from_single_process\",\"peer_value\":%.4g,\"ratio\":%.4g,"
                 "\"single_process_samples_per_s\":%.4g,\"two_concurrent_single_processes_samples_per_s_each\":%.4g,"
+                "\"single_process_micro_batched_samples_per_s\":%.4g,"
                 "\"stage_wait_frac\":%.3f,"
                 "\"settings\":{\"model\":\"railway d64\",\"layers\":%d,\"batch\":%lld,\"stages\":%d,\"micro_batches\":%d,"
                 "\"optimizer\":\"adamw\",\"torch_threads\":1,\"OMP_NUM_THREADS\":\"1\",\"OPENBLAS_NUM_THREADS\":\"1\","
                 "\"malloc_retain\":\"both sides\"}}\n",
-                layers == 2 ? "" : "_layers4", piped.rate, ideal, piped.rate / ideal, single, pair, piped.wait_frac, layers,
+                layers == 2 ? "" : "_layers4", piped.rate, ideal, piped.rate / ideal, single, pair, micro, piped.wait_frac, layers,
                 static_cast<long long>(kBatch), kStages, kMicro);
     std::fflush(stdout);
   }
