@@ -136,6 +136,24 @@ ps_kill_server() {
   kill -9 "$victim"
 }
 
+# replaced_trainer NAME REDONE ARGS...: the job with ARGS (writing out-NAME, its output in
+# NAME.txt) and kill -9 of its last trainer once 50 steps are reported; the run must finish,
+# report trainer rank 1 replaced with what REDONE matches, and not restart the group.
+replaced_trainer() {
+  local name=$1 redone=$2
+  shift 2
+  start_job "out-$name" "" --data data "$@"
+  await_steps "$pid" "out-$name" 50
+  victim=$(grep -E '^trainer pids:' out.txt | tail -1 | awk '{print $NF}')
+  echo "  killing trainer pid $victim"
+  kill -9 "$victim"
+  await_job "$pid" > "$name.txt" || { cat "$name.txt"; echo "case $name: the job failed"; exit 1; }
+  pid=""
+  grep -q "^recovered: trainer rank 1 (pid $victim) was lost in training .*$redone" "$name.txt" ||
+    { cat "$name.txt"; echo "no replacement reported"; exit 1; }
+  ! grep -q "restarting the group" "$name.txt" || { cat "$name.txt"; echo "the group restarted"; exit 1; }
+}
+
 if [ -z "$only" ] || [ "$only" = ps ] || [ "$only" = ps-group ] || [ "$only" = ps-worker ]; then
   "$bin" "${job[@]}" --strategy ps --data data --out ps-clean > ps-clean.txt 2>&1 || { cat ps-clean.txt; exit 1; }
   clean_all=$clean
@@ -180,16 +198,8 @@ fi
 # (the redone step's gradient is the lost trainer's: the same weights and the same batch).
 if [ -z "$only" ] || [ "$only" = ps-worker ]; then
   echo "case ps-worker: kill -9 of a trainer of synchronous parameter servers"
-  start_job out-ps-worker "" --data data --strategy ps
-  await_steps "$pid" out-ps-worker 50
-  victim=$(grep -E '^trainer pids:' out.txt | tail -1 | awk '{print $NF}')
-  echo "  killing trainer pid $victim"
-  kill -9 "$victim"
-  await_job "$pid" > ps-worker.txt || { cat ps-worker.txt; echo "case ps-worker: the job failed"; exit 1; }
-  pid=""
-  grep -q "^recovered: trainer rank 1 (pid $victim) was lost in training .*went on from step [0-9]*, the first they lacked from it; the others waited for it at that step" ps-worker.txt ||
-    { cat ps-worker.txt; echo "no replacement reported"; exit 1; }
-  ! grep -q "restarting the group" ps-worker.txt || { cat ps-worker.txt; echo "the group restarted"; exit 1; }
+  replaced_trainer ps-worker "went on from step [0-9]*, the first they lacked from it; the others waited for it at that step" \
+    --strategy ps
   python3 - out-ps-worker/steps.jsonl <<'PY' || { cat ps-worker.txt; exit 1; }
 import json, sys
 steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
@@ -201,16 +211,8 @@ PY
   "$bin" "${job[@]}" --strategy ps --ps-mode ssp:2 --data data --out ssp-clean > ssp-clean.txt 2>&1 ||
     { cat ssp-clean.txt; exit 1; }
   clean=$(final_val_loss ssp-clean)
-  start_job out-ps-ssp "" --data data --strategy ps --ps-mode ssp:2
-  await_steps "$pid" out-ps-ssp 50
-  victim=$(grep -E '^trainer pids:' out.txt | tail -1 | awk '{print $NF}')
-  echo "  killing trainer pid $victim (ssp:2)"
-  kill -9 "$victim"
-  await_job "$pid" > ps-ssp.txt || { cat ps-ssp.txt; echo "case ps-worker: the ssp:2 job failed"; exit 1; }
-  pid=""
-  grep -q "^recovered: trainer rank 1 (pid $victim) was lost in training .*went on from step [0-9]*, the first they lacked from it; the others trained on, at most 2 steps ahead" ps-ssp.txt ||
-    { cat ps-ssp.txt; echo "no replacement reported"; exit 1; }
-  ! grep -q "restarting the group" ps-ssp.txt || { cat ps-ssp.txt; echo "the group restarted"; exit 1; }
+  replaced_trainer ps-ssp "went on from step [0-9]*, the first they lacked from it; the others trained on, at most 2 steps ahead" \
+    --strategy ps --ps-mode ssp:2
   check_run ps-ssp training 1e-1 || { cat ps-ssp.txt; exit 1; }
 fi
 if [ -n "${clean_all:-}" ]; then clean=$clean_all; fi
@@ -226,16 +228,7 @@ if [ -z "$only" ] || [ "$only" = ps-async ]; then
     { cat async-clean.txt; exit 1; }
   clean_all=$clean
   clean=$(final_val_loss async-clean)
-  start_job out-ps-async "" --data data --strategy ps --ps-mode async
-  await_steps "$pid" out-ps-async 50
-  victim=$(grep -E '^trainer pids:' out.txt | tail -1 | awk '{print $NF}')
-  echo "  killing trainer pid $victim"
-  kill -9 "$victim"
-  await_job "$pid" > ps-async.txt || { cat ps-async.txt; echo "case ps-async: the job failed"; exit 1; }
-  pid=""
-  grep -q "^recovered: trainer rank 1 (pid $victim) was lost in training .*replaced by a new trainer" ps-async.txt ||
-    { cat ps-async.txt; echo "no replacement reported"; exit 1; }
-  ! grep -q "restarting the group" ps-async.txt || { cat ps-async.txt; echo "the group restarted"; exit 1; }
+  replaced_trainer ps-async "replaced by a new trainer" --strategy ps --ps-mode async
   python3 - out-ps-async/steps.jsonl <<'PY' || { cat ps-async.txt; exit 1; }
 import json, sys
 steps = [json.loads(l)["step"] for l in open(sys.argv[1])]
