@@ -147,6 +147,7 @@ double PipelineStage::train(int micro_batches, const StageWork& w) {
         t.send(*links_.act_out, outputs[m].detach(), kUpper, "sending the activation of " + mb + " to" + next);
       }
     } else {
+      if (w.before_backward) w.before_backward(s.micro);
       if (last()) {
         outputs[m].backward();
       } else {

@@ -1,7 +1,7 @@
 // The pipeline strategy: each replica's encoder layers split over its trainers (stages), the
 // step's batches run as micro-batches under 1F1B (yard::actors::PipelineStage), gradients averaged
-// over the replicas of each stage (hybrid data x pipeline), clipped by the norm over all stages,
-// and each stage's optimizer stepping its own part.
+// over the replicas of each stage (hybrid data x pipeline; all-reduced during the last backward),
+// clipped by the norm over all stages, and each stage's optimizer stepping its own part.
 //
 // Every stage builds only its part of the model (RailwayNet's keep range: its encoder layers, and
 // the small embedding and heads), starting as the single-process model's part does under the
@@ -13,6 +13,7 @@
 #include <chrono>
 
 #include "steppers.h"
+#include "yard/actors/ddp.h"
 #include "yard/actors/pipeline.h"
 #include "yard/actors/torch_state.h"
 #include "yard/actors/trainer.h"
@@ -44,6 +45,7 @@ class Pipeline final : public Stepper {
       replicas_ = coll::create_group(coll::cluster_group(job + "-stage" + std::to_string(at.stage), at.replicas, at.replica, generation));
     stages_ = coll::create_group(coll::cluster_group(job + "-replica" + std::to_string(at.replica), at.stages, at.stage, generation));
     plan(steps_per_epoch);
+    if (replicas_) overlap_across_replicas();
     stage_ = std::make_unique<yard::actors::PipelineStage>(
         at.stage, at.stages,
         yard::actors::PipelineLinks::join(coll::cluster_group(job + "-links" + std::to_string(at.replica), at.stages, at.stage, generation),
@@ -69,6 +71,10 @@ class Pipeline final : public Stepper {
     int64_t local = 0;
     for (auto n : b.sizes) local += n;
     double loss_sum = 0;
+    size_t last_batch = 0;
+    for (size_t i = 0; i < b.sizes.size(); ++i)
+      if (b.sizes[i] > 0) last_batch = i;
+    bool begun = false;
     for (size_t i = 0; i < b.sizes.size(); ++i) {
       if (b.sizes[i] == 0) continue;
       auto sizes = yard::actors::micro_batch_sizes(b.sizes[i], static_cast<int>(std::min<int64_t>(cfg_.micro_batches, b.sizes[i])));
@@ -84,9 +90,18 @@ class Pipeline final : public Stepper {
       w.loss = [&](int m, const torch::Tensor& h) {
         return b.loss_on(i, first[size_t(m)], sizes[size_t(m)], net_->heads(h)) * (double(b.sizes[i]) / double(local));
       };
+      // Hybrid: the step's last backward all-reduces its gradients across the stage's replicas as
+      // backward produces them (bucket by bucket, as DDP does).
+      if (ddp_ && i == last_batch)
+        w.before_backward = [&, last = static_cast<int>(sizes.size()) - 1](int m) {
+          if (m == last) ddp_->begin_step(local), begun = true;
+        };
       loss_sum += stage_->train(static_cast<int>(sizes.size()), w) * double(local);
     }
-    if (replicas_) average_gradients(local);
+    if (ddp_) {
+      if (!begun) ddp_->begin_step(0);  // no sample here this step: zeros, so that the others complete
+      ddp_->finish_step();
+    }
     if (cfg_.clip > 0) clip();
     lr_ = schedule_.at(step_);
     for (auto& g : opt_->param_groups()) g.options().set_lr(lr_);
@@ -242,17 +257,17 @@ class Pipeline final : public Stepper {
     for (auto& [n, t] : named) t.copy_(buf.narrow(0, at, t.numel()).view_as(t)), at += t.numel();
   }
 
-  // The mean gradient over the replicas of this stage, each weighted by its samples.
-  void average_gradients(int64_t local) {
-    std::vector<torch::Tensor> grads;
-    for (auto& p : params_) {
-      if (!p.grad().defined()) p.mutable_grad() = torch::zeros_like(p);
-      grads.push_back(p.grad().mul_(double(local)));
-    }
-    grads.push_back(torch::full({1}, double(local), torch::kFloat));
-    coll::allreduce_coalesced(*replicas_, grads, coll::ReduceOp::kSum);
-    double global = grads.back().item<double>();
-    for (auto& p : params_) p.grad().div_(std::max(1.0, global));
+  // The mean gradient over the replicas of this stage, each weighted by its samples: DDP over the
+  // stage's own parameters (buckets of about a quarter of them, so that the first all-reduces run
+  // while the last backward goes on).
+  void overlap_across_replicas() {
+    auto own = std::make_shared<torch::nn::Module>();
+    int64_t bytes = 0;
+    for (size_t k = 0; k < params_.size(); ++k)
+      own->register_parameter("p" + std::to_string(k), params_[k]), bytes += params_[k].numel() * params_[k].element_size();
+    yard::actors::DdpOptions o;
+    o.bucket_bytes = static_cast<size_t>(std::max<int64_t>(64 << 10, bytes / 4));
+    ddp_ = std::make_unique<yard::actors::DistributedDataParallel>(own, *replicas_, o);
   }
 
   // The gradient's norm over every stage's part; each stage scales its own.
@@ -274,6 +289,7 @@ class Pipeline final : public Stepper {
   RailwayNet net_{nullptr};  // this stage's part
   std::unique_ptr<coll::Communicator> replicas_, stages_;
   std::unique_ptr<yard::actors::PipelineStage> stage_;
+  std::unique_ptr<yard::actors::DistributedDataParallel> ddp_;  // hybrid: across the stage's replicas
   std::vector<yard::actors::StageSpan> spans_;  // every stage's layers
   yard::actors::StageSpan span_;                 // this stage's
   std::vector<torch::Tensor> params_;

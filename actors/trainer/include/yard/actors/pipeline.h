@@ -47,6 +47,9 @@ struct StageWork {
   // Last stage: micro-batch m's loss from the model output, weighted so that the micro-batches'
   // losses add up to the step's loss (e.g. mean loss × size ÷ batch).
   std::function<torch::Tensor(int m, const torch::Tensor& output)> loss;
+  // Optional: called just before micro-batch m's backward (e.g. to let the last one's gradients be
+  // all-reduced across replicas as backward produces them).
+  std::function<void(int m)> before_backward;
 };
 
 class PipelineStage {
