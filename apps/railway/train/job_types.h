@@ -44,12 +44,13 @@ struct TrainConfig {
   int64_t join_step = 0;         // ps sync/ssp: the global step the group's chunk began at (set by the driver)
   int64_t pp = 1;                // pipeline: stages per replica (the trainers are replicas x pp)
   int64_t micro_batches = 8;     // pipeline: micro-batches each batch is split into (1F1B)
+  std::vector<int> stage_split;  // pipeline: encoder layers per stage from the checkpoint resumed (empty: planned)
   std::vector<std::string> retired_generations;  // earlier group generations of this run (set by the driver)
   int64_t min_workers = 0;     // > 0: an elastic group (--workers MIN:MAX) that starts with this many
   int64_t resize_warmup = 10;  // elastic: steps over which the rate moves to a new global batch's
   YARD_FIELDS(shards, d_model, layers, heads, batch, base_lr, base_batch, warmup_steps, decay, min_lr_fraction, epochs,
               optimizer, weight_decay, holdout, seed, clip, balance, resume, aligned, prefetch, accumulate,
-              strategy, sync_every, ps_servers, ps_mode, ps_restarts, batch_queue, join, join_step, pp, micro_batches, retired_generations,
+              strategy, sync_every, ps_servers, ps_mode, ps_restarts, batch_queue, join, join_step, pp, micro_batches, stage_split, retired_generations,
               min_workers, resize_warmup);
 };
 

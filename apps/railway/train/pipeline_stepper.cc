@@ -132,8 +132,11 @@ class Pipeline final : public Stepper {
   }
 
   std::function<void(yard::actors::CheckpointData&)> checkpoint_parts() override {
-    return [states = optimizer_states_, whole = whole_model_](yard::actors::CheckpointData& c) {
+    std::string split;
+    for (auto& sp : spans_) split += (split.empty() ? "" : " ") + std::to_string(sp.size());
+    return [states = optimizer_states_, whole = whole_model_, split](yard::actors::CheckpointData& c) {
       c.blobs["model"] = yard::actors::module_state_bytes(whole);  // the stages' parts, as one model
+      c.blobs["pipeline-split"] = split;
       for (size_t s = 0; s < states.size(); ++s) c.blobs["optimizer-stage-" + std::to_string(s)] = states[s];
     };
   }
@@ -152,27 +155,60 @@ class Pipeline final : public Stepper {
   }
 
  private:
+  // The split (the checkpoint's when resuming one, else planned from measured times), then this
+  // stage's part of the model and its optimizer.
+  void plan(int64_t steps_per_epoch) {
+    auto one = make_(1, 0, 1);
+    tokens_ = one->pos.size(0);
+    spans_ = kept_split();
+    if (spans_.empty()) spans_ = measured_split(*one);
+    span_ = spans_[size_t(at_.stage)];
+    net_ = make_(cfg_.layers, span_.first, span_.end);
+    const bool first = at_.stage == 0, last = at_.stage == at_.stages - 1;
+    params_ = tensors_of(net_->part_parameters(span_.first, span_.end, first, last));
+    yard::actors::TrainerOptions to;
+    to.optimizer = cfg_.optimizer;
+    to.weight_decay = cfg_.weight_decay;
+    to.schedule = schedule_ = schedule_of(cfg_, cfg_.batch * at_.replicas * cfg_.accumulate, cfg_.epochs * steps_per_epoch,
+                                          cfg_.warmup_steps);
+    opt_ = yard::actors::make_optimizer(params_, to);
+  }
+
+  // The split of the checkpoint the group resumed from, so that every stage's optimizer state
+  // fits its part again (empty when there is none, or it is not a split of this pipeline).
+  std::vector<yard::actors::StageSpan> kept_split() const {
+    const auto& k = cfg_.stage_split;
+    if (static_cast<int>(k.size()) != at_.stages) return {};
+    std::vector<yard::actors::StageSpan> spans;
+    int at = 0;
+    for (int n : k) {
+      if (n < 1) return {};
+      spans.push_back({at, at + n});
+      at += n;
+    }
+    if (at != cfg_.layers) return {};
+    return spans;
+  }
+
   // The split: every stage measures, on a one-layer model and a micro-batch, the forward and
   // backward of a layer alone, with the embedding before it and with the heads after it (the
   // encoder's layers are alike: the first layer's cost is the second, the last's the third); the
   // stages average their measurements so that all hold the same figures, and the same pure plan
-  // follows on each. Then the stage builds its part.
-  void plan(int64_t steps_per_epoch) {
+  // follows on each.
+  std::vector<yard::actors::StageSpan> measured_split(RailwayNetImpl& one) {
     const int layers = static_cast<int>(cfg_.layers);
     std::vector<double> cost(size_t(layers), 0.0);
     {
-      auto one = make_(1, 0, 1);
-      tokens_ = one->pos.size(0);
       int64_t n = std::max<int64_t>(1, cfg_.batch / std::max<int64_t>(1, cfg_.micro_batches));
       auto x = torch::full({n, tokens_, yard::railway::kFeatures}, 0.5f);
       double with_embed = 0, alone = 0, with_heads = 0;
       for (int rep = 0; rep < 3; ++rep) {
         auto timed = [&](bool embed, bool heads) {
           auto t0 = Clock::now();
-          auto h = embed ? one->embed(x) : torch::full({tokens_, n, cfg_.d_model}, 0.5f, torch::requires_grad());
-          h = one->layers(h, 0, 1);
+          auto h = embed ? one.embed(x) : torch::full({tokens_, n, cfg_.d_model}, 0.5f, torch::requires_grad());
+          h = one.layers(h, 0, 1);
           if (heads) {
-            auto out = one->heads(h);
+            auto out = one.heads(h);
             (out.cls.sum() + out.tokens.sum()).backward();
           } else {
             h.sum().backward();
@@ -188,17 +224,7 @@ class Pipeline final : public Stepper {
     auto measured = torch::tensor(cost, torch::kDouble);
     coll::allreduce(*stages_, measured, coll::ReduceOp::kAvg);
     std::vector<double> avg(measured.data_ptr<double>(), measured.data_ptr<double>() + layers);
-    spans_ = yard::actors::plan_stages(avg, at_.stages);
-    span_ = spans_[size_t(at_.stage)];
-    net_ = make_(cfg_.layers, span_.first, span_.end);
-    const bool first = at_.stage == 0, last = at_.stage == at_.stages - 1;
-    params_ = tensors_of(net_->part_parameters(span_.first, span_.end, first, last));
-    yard::actors::TrainerOptions to;
-    to.optimizer = cfg_.optimizer;
-    to.weight_decay = cfg_.weight_decay;
-    to.schedule = schedule_ = schedule_of(cfg_, cfg_.batch * at_.replicas * cfg_.accumulate, cfg_.epochs * steps_per_epoch,
-                                          cfg_.warmup_steps);
-    opt_ = yard::actors::make_optimizer(params_, to);
+    return yard::actors::plan_stages(avg, at_.stages);
   }
 
   // Bytes from every stage to stage 0, in stage order there (empty elsewhere).

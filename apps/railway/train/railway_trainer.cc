@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <sstream>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -152,6 +153,14 @@ std::vector<Handover> save_everywhere(const std::vector<yard::ActorHandle<Checkp
 }
 
 }  // namespace
+
+// "1 2 1": the encoder layers of each pipeline stage, as a checkpoint keeps them.
+std::vector<int> split_of(const std::string& text) {
+  std::vector<int> out;
+  std::istringstream in(text);
+  for (int n; in >> n;) out.push_back(n);
+  return out;
+}
 
 struct RailwayTrainer::Impl {
   TrainConfig cfg;
@@ -320,14 +329,15 @@ SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::strin
   if (cfg.strategy == "ddp" || cfg.strategy == "local-sgd")
     s.comm = yard::collective::create_group(yard::collective::cluster_group("railway-train", world, rank, generation));
   s.make_feed();
-  s.stepper = make_stepper(cfg, rank, world, generation, s.steps_per_epoch(), s.net, s.maker(), s.comm.get(), s.ckpts);
-  if (auto own = s.stepper->own_model()) s.net = own;
-  s.slow_down_if_asked();
   // Every rank reads the same newest complete checkpoint: identical replicas, optimizers,
-  // schedules and data-loader positions.
+  // schedules and data-loader positions (and a pipeline's split, which its stages' parts follow).
   std::optional<yard::actors::CheckpointData> from;
   int restored_from = -1;
   if (cfg.resume) std::tie(from, restored_from) = s.newest_checkpoint();
+  if (from && from->blobs.count("pipeline-split")) cfg.stage_split = split_of(from->blobs.at("pipeline-split"));
+  s.stepper = make_stepper(cfg, rank, world, generation, s.steps_per_epoch(), s.net, s.maker(), s.comm.get(), s.ckpts);
+  if (auto own = s.stepper->own_model()) s.net = own;
+  s.slow_down_if_asked();
   if (from) {
     yard::actors::load_state(*s.net, from->blobs.at("model"));
     s.feed->restore(from->blobs.at(s.feed->checkpoint_key()));
