@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 
 #include "yard/actors/parameter_server.h"
 #include "yard/actors/trainer.h"
@@ -27,21 +28,39 @@ namespace {
 
 constexpr int64_t kBatch = 32, kTokens = 128, kD = 64, kLayers = 2;
 
+// A worker's replica and its fixed batch, in this process (one thread).
+struct Replica {
+  RailwayNet net{nullptr};
+  torch::Tensor x, y, tokens, a;
+  Replica() {
+    torch::set_num_threads(1);
+    yard::actors::keep_freed_memory();
+    torch::manual_seed(1);
+    net = RailwayNet(yard::railway::kFeatures, kTokens, kD, kLayers);
+    x = torch::randn({kBatch, kTokens, yard::railway::kFeatures});
+    y = torch::randint(0, 5, {kBatch}, torch::kLong);
+    tokens = torch::randint(0, 5, {kBatch, kTokens}, torch::kLong);
+    a = torch::randn({kBatch});
+  }
+  torch::Tensor loss() { return railway_loss(net->forward(x), y, tokens, a, torch::ones({5})); }
+};
+
+// Seconds of the last `steps` of warm-up + steps calls of step.
+double timed(const std::function<void()>& step, int steps) {
+  for (int i = 0; i < 3; ++i) step();
+  auto t0 = Clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
 // One worker: its replica on a fixed batch, pushing to and pulling from the servers.
 class PsBenchWorker {
  public:
   PsBenchWorker() = default;
   // Trains warm-up + steps steps; returns the seconds of the last `steps`.
   double run(std::vector<yard::ActorHandle<yard::actors::ParameterServer>> servers, int worker, int workers, int steps) {
-    torch::set_num_threads(1);
-    yard::actors::keep_freed_memory();
-    torch::manual_seed(1);
-    auto net = RailwayNet(yard::railway::kFeatures, kTokens, kD, kLayers);
-    auto x = torch::randn({kBatch, kTokens, yard::railway::kFeatures});
-    auto y = torch::randint(0, 5, {kBatch}, torch::kLong);
-    auto tokens = torch::randint(0, 5, {kBatch, kTokens}, torch::kLong);
-    auto a = torch::randn({kBatch});
-    yard::actors::ParameterClient client(net.ptr(), std::move(servers), worker);
+    Replica r;
+    yard::actors::ParameterClient client(r.net.ptr(), std::move(servers), worker);
     if (worker == 0) {
       yard::actors::PsShardConfig cfg;
       cfg.workers = workers;
@@ -50,33 +69,18 @@ class PsBenchWorker {
       client.initialise(cfg);
     }
     client.pull();
-    auto step = [&] {
-      client.step({kBatch}, [&](size_t) { return railway_loss(net->forward(x), y, tokens, a, torch::ones({5})); });
-    };
-    for (int i = 0; i < 3; ++i) step();
-    auto t0 = Clock::now();
-    for (int i = 0; i < steps; ++i) step();
-    return std::chrono::duration<double>(Clock::now() - t0).count();
+    return timed([&] { client.step({kBatch}, [&](size_t) { return r.loss(); }); }, steps);
   }
   // The same replica's forward and backward alone, without any server: what a worker computes per
   // step, the ceiling beneath every parameter server. Seconds of the last `steps`.
   double compute(int steps) {
-    torch::set_num_threads(1);
-    yard::actors::keep_freed_memory();
-    torch::manual_seed(1);
-    auto net = RailwayNet(yard::railway::kFeatures, kTokens, kD, kLayers);
-    auto x = torch::randn({kBatch, kTokens, yard::railway::kFeatures});
-    auto y = torch::randint(0, 5, {kBatch}, torch::kLong);
-    auto tokens = torch::randint(0, 5, {kBatch, kTokens}, torch::kLong);
-    auto a = torch::randn({kBatch});
-    auto step = [&] {
-      net->zero_grad();
-      railway_loss(net->forward(x), y, tokens, a, torch::ones({5})).backward();
-    };
-    for (int i = 0; i < 3; ++i) step();
-    auto t0 = Clock::now();
-    for (int i = 0; i < steps; ++i) step();
-    return std::chrono::duration<double>(Clock::now() - t0).count();
+    Replica r;
+    return timed(
+        [&] {
+          r.net->zero_grad();
+          r.loss().backward();
+        },
+        steps);
   }
 };
 
