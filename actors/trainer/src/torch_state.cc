@@ -1,5 +1,6 @@
 #include "yard/actors/torch_state.h"
 
+#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -110,43 +111,25 @@ std::string StateSnapshot::bytes() const {
   return to_bytes(a);
 }
 
-}  // namespace yard::actors
-
-namespace yard::actors {
-
-namespace {
-// A module's parameters by dotted name, as the tree of archives Module::save writes.
-struct Tree {
-  std::vector<std::pair<std::string, torch::Tensor>> own;
-  std::vector<std::pair<std::string, std::unique_ptr<Tree>>> children;
-  Tree& child(const std::string& key) {
-    for (auto& [k, c] : children)
-      if (k == key) return *c;
-    children.emplace_back(key, std::make_unique<Tree>());
-    return *children.back().second;
-  }
-  void write(torch::serialize::OutputArchive& a) const {
-    for (auto& [k, t] : own) a.write(k, t);
-    for (auto& [k, c] : children) {
-      torch::serialize::OutputArchive ca(a.compilation_unit());
-      c->write(ca);
-      a.write(k, ca);
-    }
-  }
-};
-}  // namespace
-
+// The tree of archives Module::save writes (ModuleCopy's), from the parameters' dotted names.
 std::string module_state_bytes(const NamedTensors& named) {
-  Tree root;
+  auto root = std::make_shared<StateSnapshot::ModuleCopy>();
+  std::map<std::string, std::shared_ptr<StateSnapshot::ModuleCopy>> made;  // module path -> its copy
   for (auto& [name, t] : named) {
-    Tree* at = &root;
+    auto at = root;
     size_t from = 0;
-    for (size_t dot = name.find('.'); dot != std::string::npos; from = dot + 1, dot = name.find('.', from))
-      at = &at->child(name.substr(from, dot - from));
-    at->own.emplace_back(name.substr(from), t);
+    for (size_t dot = name.find('.'); dot != std::string::npos; from = dot + 1, dot = name.find('.', from)) {
+      auto& child = made[name.substr(0, dot)];
+      if (!child) {
+        child = std::make_shared<StateSnapshot::ModuleCopy>();
+        at->children.emplace_back(name.substr(from, dot - from), child);
+      }
+      at = child;
+    }
+    at->parameters.emplace_back(name.substr(from), t);
   }
   torch::serialize::OutputArchive a;
-  root.write(a);
+  root->write(a);
   return to_bytes(a);
 }
 

@@ -11,6 +11,7 @@
 // ("optimizer-stage-S"); a stage restores its part and its own optimizer state from them.
 // Evaluation runs forward through the first replica's stages, and stage 0 gets the outputs.
 #include <chrono>
+#include <sstream>
 
 #include "steppers.h"
 #include "yard/actors/ddp.h"
@@ -25,6 +26,7 @@ namespace railway_train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr const char* kSplitBlob = "pipeline-split";  // "1 2 1": the encoder layers of each stage
 namespace coll = yard::collective;
 
 // The tensors of named parameters.
@@ -133,10 +135,10 @@ class Pipeline final : public Stepper {
 
   std::function<void(yard::actors::CheckpointData&)> checkpoint_parts() override {
     std::string split;
-    for (auto& sp : spans_) split += (split.empty() ? "" : " ") + std::to_string(sp.size());
+    for (int n : stage_layers()) split += (split.empty() ? "" : " ") + std::to_string(n);
     return [states = optimizer_states_, whole = whole_model_, split](yard::actors::CheckpointData& c) {
       c.blobs["model"] = yard::actors::module_state_bytes(whole);  // the stages' parts, as one model
-      c.blobs["pipeline-split"] = split;
+      c.blobs[kSplitBlob] = split;
       for (size_t s = 0; s < states.size(); ++s) c.blobs["optimizer-stage-" + std::to_string(s)] = states[s];
     };
   }
@@ -158,12 +160,11 @@ class Pipeline final : public Stepper {
   // The split (the checkpoint's when resuming one, else planned from measured times), then this
   // stage's part of the model and its optimizer.
   void plan(int64_t steps_per_epoch) {
-    auto one = make_(1, 0, 1);
-    tokens_ = one->pos.size(0);
     spans_ = kept_split();
-    if (spans_.empty()) spans_ = measured_split(*one);
+    if (spans_.empty()) spans_ = measured_split();
     span_ = spans_[size_t(at_.stage)];
     net_ = make_(cfg_.layers, span_.first, span_.end);
+    tokens_ = net_->pos.size(0);
     const bool first = at_.stage == 0, last = at_.stage == at_.stages - 1;
     params_ = tensors_of(net_->part_parameters(span_.first, span_.end, first, last));
     yard::actors::TrainerOptions to;
@@ -195,20 +196,22 @@ class Pipeline final : public Stepper {
   // encoder's layers are alike: the first layer's cost is the second, the last's the third); the
   // stages average their measurements so that all hold the same figures, and the same pure plan
   // follows on each.
-  std::vector<yard::actors::StageSpan> measured_split(RailwayNetImpl& one) {
+  std::vector<yard::actors::StageSpan> measured_split() {
     const int layers = static_cast<int>(cfg_.layers);
+    auto one = make_(1, 0, 1);
+    const int64_t tokens = one->pos.size(0);
     std::vector<double> cost(size_t(layers), 0.0);
     {
       int64_t n = std::max<int64_t>(1, cfg_.batch / std::max<int64_t>(1, cfg_.micro_batches));
-      auto x = torch::full({n, tokens_, yard::railway::kFeatures}, 0.5f);
+      auto x = torch::full({n, tokens, yard::railway::kFeatures}, 0.5f);
       double with_embed = 0, alone = 0, with_heads = 0;
       for (int rep = 0; rep < 3; ++rep) {
         auto timed = [&](bool embed, bool heads) {
           auto t0 = Clock::now();
-          auto h = embed ? one.embed(x) : torch::full({tokens_, n, cfg_.d_model}, 0.5f, torch::requires_grad());
-          h = one.layers(h, 0, 1);
+          auto h = embed ? one->embed(x) : torch::full({tokens, n, cfg_.d_model}, 0.5f, torch::requires_grad());
+          h = one->layers(h, 0, 1);
           if (heads) {
-            auto out = one.heads(h);
+            auto out = one->heads(h);
             (out.cls.sum() + out.tokens.sum()).backward();
           } else {
             h.sum().backward();
@@ -328,6 +331,15 @@ class Pipeline final : public Stepper {
 };
 
 }  // namespace
+
+std::vector<int> pipeline_split_of(const yard::actors::CheckpointData& c) {
+  std::vector<int> out;
+  auto it = c.blobs.find(kSplitBlob);
+  if (it == c.blobs.end()) return out;
+  std::istringstream in(it->second);
+  for (int n; in >> n;) out.push_back(n);
+  return out;
+}
 
 std::unique_ptr<Stepper> make_pipeline_stepper(const TrainConfig& cfg, const Layout& at, const std::string& generation,
                                                int64_t steps_per_epoch, const ModelMaker& make) {

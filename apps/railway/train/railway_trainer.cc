@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <sstream>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -153,14 +152,6 @@ std::vector<Handover> save_everywhere(const std::vector<yard::ActorHandle<Checkp
 }
 
 }  // namespace
-
-// "1 2 1": the encoder layers of each pipeline stage, as a checkpoint keeps them.
-std::vector<int> split_of(const std::string& text) {
-  std::vector<int> out;
-  std::istringstream in(text);
-  for (int n; in >> n;) out.push_back(n);
-  return out;
-}
 
 struct RailwayTrainer::Impl {
   TrainConfig cfg;
@@ -334,7 +325,7 @@ SetupInfo RailwayTrainer::setup(TrainConfig cfg, int rank, int world, std::strin
   std::optional<yard::actors::CheckpointData> from;
   int restored_from = -1;
   if (cfg.resume) std::tie(from, restored_from) = s.newest_checkpoint();
-  if (from && from->blobs.count("pipeline-split")) cfg.stage_split = split_of(from->blobs.at("pipeline-split"));
+  if (from) cfg.stage_split = pipeline_split_of(*from);
   s.stepper = make_stepper(cfg, rank, world, generation, s.steps_per_epoch(), s.net, s.maker(), s.comm.get(), s.ckpts);
   if (auto own = s.stepper->own_model()) s.net = own;
   s.slow_down_if_asked();

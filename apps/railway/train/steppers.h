@@ -93,6 +93,8 @@ std::unique_ptr<Stepper> make_stepper(const TrainConfig& cfg, int rank, int worl
                                       int64_t steps_per_epoch, RailwayNet model, const ModelMaker& make,
                                       yard::collective::Communicator* comm,
                                       const std::vector<yard::ActorHandle<yard::actors::Checkpointer>>& ckpts);
+// The pipeline split a checkpoint keeps (encoder layers per stage; empty: none).
+std::vector<int> pipeline_split_of(const yard::actors::CheckpointData& c);
 // pipeline: this rank's stage of its replica's pipeline (pipeline_stepper.cc).
 std::unique_ptr<Stepper> make_pipeline_stepper(const TrainConfig& cfg, const Layout& at, const std::string& generation,
                                                int64_t steps_per_epoch, const ModelMaker& make);
