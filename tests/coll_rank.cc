@@ -1,6 +1,6 @@
 // One rank of a collective group as its own process, for the multi-process collective tests.
 // Environment: RANK, WORLD, REDIS, NAME, SHM (0/1), DIE_RANK (this rank SIGKILLs itself after
-// joining), LINK_KEY (the group's link key; with YARD_HOST_ID set per rank, the ranks count as
+// joining), RECV_FIRST (rank 0 starts with a receive from rank 1), LINK_KEY (the group's link key; with YARD_HOST_ID set per rank, the ranks count as
 // different hosts and seal their traffic). Exit codes: 0 all results right, 1 a wrong result,
 // 3 CollectiveError (printed).
 #include <signal.h>
@@ -31,6 +31,10 @@ int main() {
     Options o;
     o.timeout = std::chrono::seconds(3);
     int bad = 0;
+    if (getenv("RECV_FIRST") && rank == 0) {  // waits on rank 1 alone, point to point
+      std::vector<int32_t> got(1000);
+      c->recv(got.data(), got.size(), DType::kInt32, 1, o);
+    }
     if (c->encrypts_traffic() != (getenv("EXPECT_SEALED") != nullptr)) {
       std::fprintf(stderr, "rank %d: traffic %s\n", rank, c->encrypts_traffic() ? "sealed" : "in clear");
       return 1;

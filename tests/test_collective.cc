@@ -202,6 +202,78 @@ TEST_CASE("broadcast, reduce, allgather, reduce_scatter, coalesced allreduce, se
   }
 }
 
+TEST_CASE("send and receive: messages larger than the pipe, tags out of order, concurrent receives",
+          "[collective][p2p]") {
+  auto path = GENERATE(Path::kTcp, Path::kShm, Path::kShmTiny);
+  INFO(path_name(path));
+  std::atomic<int> bad{0};
+  const size_t big = (3u << 20) / sizeof(float);  // 3 MiB: three times the shared-memory pipe
+  run_ranks("p2p", 2, [&](int rank, Communicator& c) {
+    // Rank 0 sends tags 1 (big), 2 and 3 from three threads; rank 1 receives them on three threads,
+    // so whichever receive reads the pipe first keeps the others' messages for them.
+    std::vector<std::thread> ts;
+    std::vector<std::vector<float>> bufs{std::vector<float>(big), std::vector<float>(5), std::vector<float>(1)};
+    for (uint32_t tag = 1; tag <= 3; ++tag)
+      ts.emplace_back([&, tag] {
+        auto& b = bufs[tag - 1];
+        Options o;
+        o.tag = tag;
+        if (rank == 0) {
+          for (size_t i = 0; i < b.size(); ++i) b[i] = float(tag * 1000 + i % 977);
+          c.send(b.data(), b.size(), DType::kFloat32, 1, o);
+        } else {
+          c.recv(b.data(), b.size(), DType::kFloat32, 0, o);
+          for (size_t i = 0; i < b.size(); ++i) bad += b[i] != float(tag * 1000 + i % 977);
+        }
+      });
+    for (auto& t : ts) t.join();
+    // Then in one thread, the receives in the reverse order of the sends (the sends on their own
+    // threads: over TCP a send waits for its receive).
+    Options o3, o4;
+    o3.tag = 30, o4.tag = 40;
+    std::vector<int64_t> a(100, rank), b(7, rank);
+    if (rank == 0) {
+      std::thread t([&] { c.send(a.data(), a.size(), DType::kInt64, 1, o3); });
+      c.send(b.data(), b.size(), DType::kInt64, 1, o4);
+      t.join();
+    } else {
+      c.recv(b.data(), b.size(), DType::kInt64, 0, o4);
+      c.recv(a.data(), a.size(), DType::kInt64, 0, o3);
+      for (auto x : a) bad += x != 0;
+      for (auto x : b) bad += x != 0;
+    }
+  }, path);
+  CHECK(bad == 0);
+}
+
+TEST_CASE("send and receive on shared memory: a wrong size or a silent peer is a clear error; the link goes on",
+          "[collective][p2p][failure]") {
+  std::atomic<int> bad{0};
+  run_ranks("p2p-errors", 2, [&](int rank, Communicator& c) {
+    Options o;
+    o.timeout = 300ms;
+    std::vector<float> ten(10, 1.f), nine(9);
+    if (rank == 0) {
+      c.send(ten.data(), ten.size(), DType::kFloat32, 1, o);
+      c.barrier();
+    } else {
+      CHECK_THROWS_WITH(c.recv(nine.data(), nine.size(), DType::kFloat32, 0, o),
+                        Catch::Contains("rank 0 sent 40 bytes") && Catch::Contains("expected 36"));
+      auto t0 = std::chrono::steady_clock::now();
+      CHECK_THROWS_WITH(c.recv(nine.data(), nine.size(), DType::kFloat32, 0, o),
+                        Catch::Contains("group 'p2p-errors-shm'") && Catch::Contains("timed out"));
+      CHECK(std::chrono::steady_clock::now() - t0 < 5s);
+      c.barrier();
+    }
+    // The messages after them still arrive whole.
+    std::vector<float> v(1000, float(rank));
+    if (rank == 0) c.send(v.data(), v.size(), DType::kFloat32, 1, o);
+    if (rank == 1) c.recv(v.data(), v.size(), DType::kFloat32, 0, o);
+    for (auto x : v) bad += x != 0.f;
+  });
+  CHECK(bad == 0);
+}
+
 TEST_CASE("a rank that never arrives fails the others with a clear error", "[collective][failure]") {
   redis();
   auto s = spec_for("absent", 3, 0);
@@ -385,6 +457,21 @@ TEST_CASE("kill -9 of a rank: the others fail with CollectiveError, never hang",
     // The TCP path notices the closed connections, the shared-memory path the dead pid: both
     // long before the 3 s operation timeout.
     CHECK(std::chrono::steady_clock::now() - t0 < 60s);
+  }
+}
+
+TEST_CASE("kill -9 of a rank that another waits to receive from: the receive names it", "[collective][processes][p2p][failure]") {
+  redis();
+  for (bool shm : {false, true}) {
+    INFO((shm ? "shm" : "tcp"));
+    std::string errs;
+    auto codes = run_processes(std::string("p2p-killed-") + (shm ? "shm" : "tcp"), 2, shm, 1, false, [](int) {
+      return std::map<std::string, std::string>{{"RECV_FIRST", "1"}};
+    }, &errs);
+    INFO(errs);
+    CHECK(codes[1] == 128 + SIGKILL);
+    CHECK(codes[0] == 3);
+    CHECK((errs.find("rank 1 (pid") != std::string::npos || errs.find("rank(s) 1 died") != std::string::npos));
   }
 }
 

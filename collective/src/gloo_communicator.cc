@@ -258,6 +258,7 @@ class GlooCommunicator final : public Communicator {
     check_rank(peer, "send peer");
     guard("send", [&] {
       if (sealed_) return sealed_->send(data, count * dtype_size(t), peer, o.tag, o.timeout);
+      if (shm_ && shm_->has_mail()) return shm_->send(data, count * dtype_size(t), peer, o.tag, o.timeout);
       auto buf = context_->createUnboundBuffer(const_cast<void*>(data), count * dtype_size(t));
       buf->send(peer, o.tag);
       if (!buf->waitSend(o.timeout))
@@ -270,6 +271,7 @@ class GlooCommunicator final : public Communicator {
     check_rank(peer, "recv peer");
     guard("recv", [&] {
       if (sealed_) return sealed_->recv(data, count * dtype_size(t), peer, o.tag, o.timeout);
+      if (shm_ && shm_->has_mail()) return shm_->recv(data, count * dtype_size(t), peer, o.tag, o.timeout);
       auto buf = context_->createUnboundBuffer(data, count * dtype_size(t));
       buf->recv(peer, o.tag);
       if (!buf->waitRecv(o.timeout))

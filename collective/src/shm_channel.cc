@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -95,12 +96,15 @@ ShmChannel::ShmChannel(RedisStore& store, const GroupSpec& spec, size_t chunk_by
   chunk_ = std::max<size_t>(8 * world_, chunk_bytes / (8 * world_) * (8 * world_));
   size_t header = ((static_cast<size_t>(world_) * kLine + 4095) / 4096) * 4096;
   bytes_ = header + static_cast<size_t>(world_ + 2) * chunk_;
+  const size_t mail_at = (bytes_ + 4095) / 4096 * 4096;
+  const size_t mail_capacity = std::clamp<size_t>(chunk_, 64, 1 << 20);
+  if (world_ <= kMailWorld) mail_bytes_ = ShmMail::bytes_for(world_, mail_capacity);
   std::string name;
   int fd = -1;
   if (rank_ == 0) {
     name = "/yard-coll-" + sys::random_hex(8);
     fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
-    if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(mail_at + mail_bytes_)) != 0) {
       if (fd >= 0) close(fd);
       throw CollectiveError("group '" + group_ + "': cannot create shared memory " + name + ": " + strerror(errno));
     }
@@ -112,17 +116,48 @@ ShmChannel::ShmChannel(RedisStore& store, const GroupSpec& spec, size_t chunk_by
     if (fd < 0) throw CollectiveError("group '" + group_ + "': cannot open shared memory " + name + ": " + strerror(errno));
   }
   void* p = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+  // The pipes' pages are left to be touched by the pairs that use them.
+  void* m = mail_bytes_ ? mmap(nullptr, mail_bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(mail_at))
+                        : nullptr;
   close(fd);
-  if (p == MAP_FAILED) throw CollectiveError("group '" + group_ + "': cannot map shared memory: " + strerror(errno));
+  if (p == MAP_FAILED || m == MAP_FAILED) {
+    int err = errno;
+    if (p != MAP_FAILED) munmap(p, bytes_);
+    if (m && m != MAP_FAILED) munmap(m, mail_bytes_);
+    throw CollectiveError("group '" + group_ + "': cannot map shared memory: " + strerror(err));
+  }
   base_ = static_cast<char*>(p);
   slots_ = base_ + header;
+  if (m) {
+    mail_base_ = static_cast<char*>(m);
+    mail_ = std::make_unique<ShmMail>(mail_base_, world_, rank_, mail_capacity,
+                                      [this](int q, std::chrono::steady_clock::time_point d) { check_peer(q, d); });
+  }
   pid_of(base_, rank_)->store(getpid(), std::memory_order_release);
   // Everyone attached: the name can go; the memory lives while anyone maps it.
   if (store.incr("shm_attached") == world_) shm_unlink(name.c_str());
 }
 
 ShmChannel::~ShmChannel() {
+  mail_.reset();
+  if (mail_base_) munmap(mail_base_, mail_bytes_);
   if (base_) munmap(base_, bytes_);
+}
+
+void ShmChannel::check_peer(int q, std::chrono::steady_clock::time_point deadline) const {
+  int32_t pid = pid_of(base_, q)->load(std::memory_order_acquire);
+  if (pid > 0 && pid != getpid() && sys::process_dead(pid))
+    throw CollectiveError("rank " + std::to_string(q) + " (pid " + std::to_string(pid) + ") died");
+  if (std::chrono::steady_clock::now() > deadline)
+    throw CollectiveError("timed out: rank " + std::to_string(q) + " did not answer (died, left, or is stuck)");
+}
+
+void ShmChannel::send(const void* data, size_t bytes, int peer, uint32_t tag, std::chrono::milliseconds timeout) {
+  mail_->send(data, bytes, peer, tag, timeout);
+}
+
+void ShmChannel::recv(void* data, size_t bytes, int peer, uint32_t tag, std::chrono::milliseconds timeout) {
+  mail_->recv(data, bytes, peer, tag, timeout);
 }
 
 void ShmChannel::sync(std::chrono::steady_clock::time_point deadline, const char* op) {

@@ -12,13 +12,17 @@
 //   allgather: every rank copies its input into its slot; barrier; everyone copies all slots out.
 // A barrier waits for every rank's epoch to reach the barrier number, spinning briefly, then
 // yielding; past the deadline it throws CollectiveError naming the ranks that never arrived.
+// After those, in groups of up to kMailWorld ranks, a pipe for each ordered pair of ranks carries
+// send and receive (shm_mailbox.h); its pages are touched only by the pairs that talk.
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "shm_mailbox.h"
 #include "yard/collective.h"
 
 namespace yard::collective {
@@ -39,8 +43,16 @@ class ShmChannel {
   void allgather(const void* in, void* out, size_t count, DType t, std::chrono::milliseconds timeout);
   void barrier(std::chrono::milliseconds timeout);
 
+  // Point-to-point, when the group is small enough to have its pipes.
+  static constexpr int kMailWorld = 16;
+  bool has_mail() const { return mail_ != nullptr; }
+  void send(const void* data, size_t bytes, int peer, uint32_t tag, std::chrono::milliseconds timeout);
+  void recv(void* data, size_t bytes, int peer, uint32_t tag, std::chrono::milliseconds timeout);
+
  private:
   void sync(std::chrono::steady_clock::time_point deadline, const char* op);
+  // Throws when rank q's process is gone or the deadline passed.
+  void check_peer(int q, std::chrono::steady_clock::time_point deadline) const;
   char* slot(int r) const { return slots_ + static_cast<size_t>(r) * chunk_; }
   char* result(uint64_t k) const { return slots_ + static_cast<size_t>(world_ + (k & 1)) * chunk_; }
 
@@ -52,6 +64,9 @@ class ShmChannel {
   char* slots_ = nullptr;
   uint64_t epoch_ = 0;   // barriers this rank has passed
   uint64_t chunks_ = 0;  // chunks processed (result buffer parity)
+  char* mail_base_ = nullptr;
+  size_t mail_bytes_ = 0;
+  std::unique_ptr<ShmMail> mail_;
 };
 
 }  // namespace yard::collective

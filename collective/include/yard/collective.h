@@ -58,7 +58,8 @@ struct GroupSpec {
   std::string link_key;
   std::chrono::milliseconds timeout = std::chrono::seconds(30);  // rendezvous deadline
   // Same-node fast path: when every rank is on one host, allreduce, broadcast, allgather, reduce,
-  // reduce_scatter and barrier go through shared memory instead of loopback TCP.
+  // reduce_scatter and barrier go through shared memory instead of loopback TCP, and so do send
+  // and receive in groups of up to 16 ranks.
   bool shared_memory = true;
   size_t shm_chunk_bytes = 2 << 20;  // tests set it tiny to exercise the multi-chunk paths
 };
