@@ -76,8 +76,8 @@ class ActorManager {
   std::vector<policy::Demand> pending_demand() const;
   // How many actors there are by (state, class).
   std::map<std::pair<std::string, std::string>, int> counts() const;
-  // Every actor for `yard status`; `per_node` gets the live ones by node.
-  nlohmann::json status(std::map<std::string, nlohmann::json>& per_node) const;
+  // Every actor for `yard status` (with rows = false, none); `per_node` gets the live ones by node.
+  nlohmann::json status(std::map<std::string, nlohmann::json>& per_node, bool rows) const;
 
  private:
   struct Actor : store::ActorRecord {

@@ -96,7 +96,7 @@ void HeadService::on_status(Incoming& in) {
   json j;
   j["cluster"] = cluster_json();
   std::map<std::string, json> per_node;
-  json actors = actors_->status(per_node);
+  json actors = actors_->status(per_node, true);
   j["nodes"] = node_rows(per_node);
   j["actors"] = actors;
   j["placement_groups"] = groups_->status();
@@ -120,17 +120,21 @@ void HeadService::on_status_summary(Incoming& in) {
     }
   j["resources_total"] = total;
   j["resources_available"] = avail;
-  std::map<std::string, json> per_node;
-  json actors = actors_->status(per_node);
-  std::map<std::string, int> actor_counts, group_counts;
-  for (auto& a : actors) ++actor_counts[a["state"].get<std::string>()];
-  json groups = groups_->status();
-  for (auto& g : groups) ++group_counts[g["state"].get<std::string>()];
+  // Counted, not listed: a summary costs the head nothing per actor or group beyond a count.
+  std::map<std::string, int> actor_counts;
+  size_t n_actors = 0, n_groups = 0;
+  for (auto& [state_class, n] : actors_->counts()) actor_counts[state_class.first] += n, n_actors += size_t(n);
+  auto group_counts = groups_->counts();
+  for (auto& [state, n] : group_counts) n_groups += size_t(n);
   j["actor_counts"] = actor_counts;
   j["placement_group_counts"] = group_counts;
-  if (nodes_->all().size() <= kSummaryRows) j["nodes"] = node_rows(per_node);
-  if (actors.size() <= kSummaryRows) j["actors"] = actors;
-  if (groups.size() <= kSummaryRows) j["placement_groups"] = groups;
+  if (nodes_->all().size() <= kSummaryRows || n_actors <= kSummaryRows) {
+    std::map<std::string, json> per_node;
+    json actors = actors_->status(per_node, n_actors <= kSummaryRows);
+    if (nodes_->all().size() <= kSummaryRows) j["nodes"] = node_rows(per_node);
+    if (n_actors <= kSummaryRows) j["actors"] = actors;
+  }
+  if (n_groups <= kSummaryRows) j["placement_groups"] = groups_->status();
   j["jobs"] = job_rows(kSummaryRows);
   j["jobs_total"] = tables_->job_ids().size();
   OutMessage m(token_, in.msg->env().getRequestId(), true);
