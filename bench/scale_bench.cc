@@ -12,12 +12,19 @@
 //                               included; status_json_ms_Nn: `yard status --json`, every row
 //   head_cpu_idle_frac_Nn       the head's CPU time ÷ wall time over 3 s with nothing asked of it;
 //                               redis_cpu_idle_frac_Nn: its Redis's (the nodes' heartbeats)
-//   takeover_s_Nn               kill -9 of the head with every actor alive -> a new head at the same
-//                               address answers status with them all ALIVE
+//   takeover_s_Nn_A_actors      kill -9 of the head with every actor alive -> a new head at the same
+//                               address answers `yard status` with them all ALIVE
 //   actor_create_cpu_ms_Nn      CPU of all processes (driver, head, Redis, simulators) per
 //                               creation; actor_call_cpu_ms_Nn: per later call, one at a time
 //   head_rss_mb_per_1k_actors_Nn, redis_mb_per_1k_actors_Nn: memory the actors cost
 // This binary is the driver; the actors are yard::SimulatedCounter, hosted by the simulator.
+//   pg_create_alive_per_s_Nn_G  G groups alive at once (SCALE_GROUPS, default 1000): all asked
+//                               for, then waited for; head_rss_mb_per_1k_groups_Nn and
+//                               redis_mb_per_1k_groups_Nn, status_ms_Nn_G_groups with them alive,
+//                               pg_remove_per_s_Nn_G their removal
+//   status_ms_Nn_A_actors       the summary with the A actors alive
+//   actor_kill_per_s_Nn         all of them killed, one request each, until none is alive
+// SCALE_SOAK_S=S runs, instead of the above, a soak of S seconds at each size (see run_soak).
 // SCALE_ACTORS sets the number of actors (default 1000); SCALE_KEEP_HOME=1 keeps each size's
 // cluster directory (the head's and simulators' logs) and prints where it is.
 #include <netinet/in.h>
@@ -30,6 +37,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -155,13 +163,18 @@ struct Cluster {
     std::ifstream(home + "/head/redis.address") >> addr >> pid;
     return pid;
   }
-  // CPU seconds of the cluster's processes (head, Redis, simulators) and of this driver.
-  double cpu_all() const {
-    double t = cpu_seconds(getpid()) + cpu_seconds(head_pid);
-    if (pid_t r = redis_pid(); r > 0) t += cpu_seconds(r);
-    for (auto p : sims) t += cpu_seconds(p);
-    return t;
+  // CPU seconds of this driver, the head, its Redis and the simulators.
+  struct Cpu {
+    double driver = 0, head = 0, redis = 0, sims = 0;
+    double all() const { return driver + head + redis + sims; }
+  };
+  Cpu cpu() const {
+    Cpu c{cpu_seconds(getpid()), cpu_seconds(head_pid), 0, 0};
+    if (pid_t r = redis_pid(); r > 0) c.redis = cpu_seconds(r);
+    for (auto p : sims) c.sims += cpu_seconds(p);
+    return c;
   }
+  double cpu_all() const { return cpu().all(); }
   json status(double* ms = nullptr) { return json::parse(run_status("--json", ms), nullptr, false); }
   ~Cluster() {
     for (auto p : sims) kill(p, SIGTERM);
@@ -219,15 +232,8 @@ struct SizeFigures {
   double create_rate = 0;
 };
 
-SizeFigures run_size(const std::string& yard_bin, int n, int actors, const SizeFigures* smallest) {
-  std::string tag = "_" + std::to_string(n) + "n";
-  Cluster c(yard_bin, n);
-  yard::init();
-  auto cs = yard::control_store();
-  auto [rh, rp] = yard::sys::split_address(cs.address);
-  yard::sys::Redis redis(rh, rp, cs.password, 5s);
-  SizeFigures f;
-
+// The head's and Redis's CPU share over 3 s with nothing asked of them.
+void measure_idle(Cluster& c, const std::string& tag) {
   pid_t redis_pid = c.redis_pid();
   double idle0 = cpu_seconds(c.head_pid), redis_idle0 = redis_pid > 0 ? cpu_seconds(redis_pid) : 0;
   auto t_idle = Clock::now();
@@ -235,41 +241,98 @@ SizeFigures run_size(const std::string& yard_bin, int n, int actors, const SizeF
   double idle_secs = secs_since(t_idle);
   emit("head_cpu_idle_frac" + tag, (cpu_seconds(c.head_pid) - idle0) / idle_secs, "cpu/wall");
   if (redis_pid > 0) emit("redis_cpu_idle_frac" + tag, (cpu_seconds(redis_pid) - redis_idle0) / idle_secs, "cpu/wall");
+}
 
+// `yard status` (the summary, the second of two runs) and `yard status --json`, as a user runs them.
+void measure_status(Cluster& c, const std::string& tag) {
   double status_ms = 0, full_ms = 0;
   c.run_status("", &status_ms);
   c.run_status("", &status_ms);
   c.run_status("--json", &full_ms);
   emit("status_ms" + tag, status_ms, "ms");
   emit("status_json_ms" + tag, full_ms, "ms");
+}
 
-  // Groups per second, one client.
-  {
-    int k = 0;
-    auto t0 = Clock::now();
-    while (secs_since(t0) < 3.0) {
-      auto g = yard::placement_group({{{"sim", 1}}});
-      if (!g.wait(30s)) throw std::runtime_error("placement group not placed");
-      g.remove();
-      ++k;
-    }
-    emit("pg_create_remove_per_s" + tag, k / secs_since(t0), "groups/s");
+// Actors in state ALIVE in `yard status`'s summary ("  actors:  N ALIVE, ..."); -1 without one.
+long alive_in_summary(const std::string& out) {
+  auto at = out.find("  actors:  ");
+  if (at == std::string::npos) return -1;
+  std::string line = out.substr(at, out.find('\n', at) - at);
+  auto a = line.find(" ALIVE");
+  if (a == std::string::npos) return 0;
+  auto b = line.rfind(' ', a - 1);
+  return std::stol(line.substr(b + 1, a - b - 1));
+}
+
+// Groups PENDING or CREATED in `yard status`'s summary ("  placement groups: N CREATED, ...").
+long groups_left_in_summary(const std::string& out) {
+  auto at = out.find("  placement groups: ");
+  if (at == std::string::npos) return -1;
+  std::istringstream line(out.substr(at + 20, out.find('\n', at) - at - 20));
+  long left = 0, k = 0;
+  std::string state;
+  while (line >> k >> state) {
+    if (state.back() == ',') state.pop_back();
+    if (state == "CREATED" || state == "PENDING") left += k;
   }
+  return left;
+}
 
+// Single-bundle groups created, waited for and removed one at a time by one client, for 3 s; then
+// `groups` of them alive at once: created (all asked for, then each waited for), what they cost the
+// head and Redis, the status summary with them, and their removal.
+void measure_groups(Cluster& c, yard::sys::Redis& redis, const std::string& tag, int groups) {
+  int k = 0;
+  auto t0 = Clock::now();
+  while (secs_since(t0) < 3.0) {
+    auto g = yard::placement_group({{{"sim", 1}}});
+    if (!g.wait(30s)) throw std::runtime_error("placement group not placed");
+    g.remove();
+    ++k;
+  }
+  emit("pg_create_remove_per_s" + tag, k / secs_since(t0), "groups/s");
+  if (groups <= 0) return;
+  double rss0 = rss_mb(c.head_pid), redis0 = redis_used_mb(redis);
+  std::vector<yard::PlacementGroup> alive;
+  alive.reserve(size_t(groups));
+  t0 = Clock::now();
+  for (int i = 0; i < groups; ++i) alive.push_back(yard::placement_group({{{"sim", 1}}}));
+  for (auto& g : alive)
+    if (!g.wait(120s)) throw std::runtime_error("placement group not placed");
+  std::string n = std::to_string(groups);
+  emit("pg_create_alive_per_s" + tag + "_" + n, groups / secs_since(t0), "groups/s");
+  emit("head_rss_mb_per_1k_groups" + tag, (rss_mb(c.head_pid) - rss0) * 1000.0 / groups, "MB");
+  emit("redis_mb_per_1k_groups" + tag, (redis_used_mb(redis) - redis0) * 1000.0 / groups, "MB");
+  double ms = 0;
+  c.run_status("", &ms);
+  emit("status_ms" + tag + "_" + n + "_groups", ms, "ms");
+  // Removal does not wait for the head (as in Ray): until the summary counts none left.
+  t0 = Clock::now();
+  for (auto& g : alive) g.remove();
+  while (secs_since(t0) < 120 && groups_left_in_summary(c.run_status("", nullptr)) > 0) {
+  }
+  emit("pg_remove_per_s" + tag + "_" + n, groups / secs_since(t0), "groups/s");
+}
+// `actors` actors created; the CPU a creation and a later call cost all processes together;
+// what the actors cost the head and Redis; the status summary with them alive.
+double measure_actors(Cluster& c, yard::sys::Redis& redis, const std::string& tag, int actors,
+                      const SizeFigures* smallest, std::vector<Counter>& made) {
   double head_rss0 = rss_mb(c.head_pid), redis0 = redis_used_mb(redis);
-  std::vector<Counter> made;
-  double cpu0 = c.cpu_all();
+  auto cpu0 = c.cpu();
   auto [rate, p99] = create_actors(actors, made);
   // What one creation costs the machine, all processes together: on 2 cores the rate cannot
-  // exceed 2 ÷ this. Then one more call to every actor, over the links the first calls opened.
-  emit("actor_create_cpu_ms" + tag, (c.cpu_all() - cpu0) * 1000 / actors, "ms");
-  {
-    double cpu1 = c.cpu_all();
-    for (auto& a : made)
-      if (!a.call(&yard::SimulatedCounter::add).remote(int64_t{0}).get(120s)) throw std::runtime_error("no answer");
-    emit("actor_call_cpu_ms" + tag, (c.cpu_all() - cpu1) * 1000 / made.size(), "ms");
-  }
-  f.create_rate = rate;
+  // exceed 2 ÷ this; and what it costs each (the head's share is what a cluster of real machines
+  // would put on the head's). Then one more call to every actor, over the links the first calls
+  // opened.
+  auto cpu1 = c.cpu();
+  emit("actor_create_cpu_ms" + tag, (cpu1.all() - cpu0.all()) * 1000 / actors, "ms");
+  emit("actor_create_cpu_ms_head" + tag, (cpu1.head - cpu0.head) * 1000 / actors, "ms");
+  emit("actor_create_cpu_ms_redis" + tag, (cpu1.redis - cpu0.redis) * 1000 / actors, "ms");
+  emit("actor_create_cpu_ms_driver" + tag, (cpu1.driver - cpu0.driver) * 1000 / actors, "ms");
+  emit("actor_create_cpu_ms_simulators" + tag, (cpu1.sims - cpu0.sims) * 1000 / actors, "ms");
+  for (auto& a : made)
+    if (!a.call(&yard::SimulatedCounter::add).remote(int64_t{0}).get(120s)) throw std::runtime_error("no answer");
+  emit("actor_call_cpu_ms" + tag, (c.cpu_all() - cpu1.all()) * 1000 / double(made.size()), "ms");
   if (smallest)
     emit("actor_create_per_s" + tag, rate, "actors/s", "actor_create_per_s_smallest_size", smallest->create_rate);
   else
@@ -277,50 +340,144 @@ SizeFigures run_size(const std::string& yard_bin, int n, int actors, const SizeF
   emit("placement_p99_ms" + tag, p99, "ms");
   emit("head_rss_mb_per_1k_actors" + tag, (rss_mb(c.head_pid) - head_rss0) * 1000.0 / actors, "MB");
   emit("redis_mb_per_1k_actors" + tag, (redis_used_mb(redis) - redis0) * 1000.0 / actors, "MB");
+  double ms = 0;
+  c.run_status("", &ms);
+  c.run_status("", &ms);
+  emit("status_ms" + tag + "_" + std::to_string(actors) + "_actors", ms, "ms");
+  return rate;
+}
 
-  // One more simulated node, killed.
-  {
-    auto [pid, addr] = c.simulate(1, "victim");
-    std::string id;
-    for (int tries = 0; id.empty() && tries < 500; ++tries) {
-      for (auto& x : redis.cmd({"SMEMBERS", "yard:nodes"}).strings())
-        if (redis.cmd({"HGET", "yard:node:" + x, "address"}).str() == addr) id = x;
-      if (id.empty()) std::this_thread::sleep_for(10ms);
-    }
-    auto t0 = Clock::now();
-    kill(pid, SIGKILL);
-    double secs = -1;
-    while (secs_since(t0) < 60) {
-      if (redis.cmd({"HGET", "yard:node:" + id, "state"}).str() == "DEAD") {
-        secs = secs_since(t0);
-        break;
-      }
-      std::this_thread::sleep_for(10ms);
-    }
-    emit("dead_node_detect_s" + tag, secs, "s", "heartbeat_timeout_plus_1s", kHeartbeatTimeout + 1);
+// One more simulated node, killed: seconds until the head marks it DEAD.
+void measure_dead_node(Cluster& c, yard::sys::Redis& redis, const std::string& tag) {
+  auto [pid, addr] = c.simulate(1, "victim");
+  std::string id;
+  for (int tries = 0; id.empty() && tries < 500; ++tries) {
+    for (auto& x : redis.cmd({"SMEMBERS", "yard:nodes"}).strings())
+      if (redis.cmd({"HGET", "yard:node:" + x, "address"}).str() == addr) id = x;
+    if (id.empty()) std::this_thread::sleep_for(10ms);
   }
+  auto t0 = Clock::now();
+  kill(pid, SIGKILL);
+  double secs = -1;
+  while (secs_since(t0) < 60) {
+    if (redis.cmd({"HGET", "yard:node:" + id, "state"}).str() == "DEAD") {
+      secs = secs_since(t0);
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  emit("dead_node_detect_s" + tag, secs, "s", "heartbeat_timeout_plus_1s", kHeartbeatTimeout + 1);
+}
 
-  // Takeover with every actor alive.
-  {
-    kill(c.head_pid, SIGKILL);
-    while (!yard::sys::process_dead(c.head_pid)) std::this_thread::sleep_for(10ms);
-    auto t0 = Clock::now();
-    auto port = c.head.substr(c.head.rfind(':') + 1);
-    c.head_pid = c.start_head(port).first;
-    double secs = -1;
-    while (secs_since(t0) < 120) {
-      auto st = c.status();
-      int alive = 0;
-      if (st.is_object())
-        for (auto& a : st["actors"]) alive += a["state"] == "ALIVE";
-      if (alive >= actors) {
-        secs = secs_since(t0);
-        break;
-      }
+// kill -9 of the head with every actor alive: seconds until a new head at the same address answers
+// `yard status` with them all ALIVE.
+void measure_takeover(Cluster& c, const std::string& tag, int actors) {
+  kill(c.head_pid, SIGKILL);
+  while (!yard::sys::process_dead(c.head_pid)) std::this_thread::sleep_for(10ms);
+  auto t0 = Clock::now();
+  auto port = c.head.substr(c.head.rfind(':') + 1);
+  c.head_pid = c.start_head(port).first;
+  double secs = -1;
+  while (secs_since(t0) < 300) {
+    if (alive_in_summary(c.run_status("", nullptr)) >= actors) {
+      secs = secs_since(t0);
+      break;
     }
-    emit("takeover_s" + tag + "_" + std::to_string(actors) + "_actors", secs, "s");
   }
+  emit("takeover_s" + tag + "_" + std::to_string(actors) + "_actors", secs, "s");
+}
+
+// What a soak samples: memory and open files of the long-lived processes.
+struct Sample {
+  double t, head_mb, head_fds, redis_mb, redis_keys, driver_mb, sims_mb;
+};
+
+Sample take_sample(Cluster& c, yard::sys::Redis& redis, double t) {
+  auto fds = [](pid_t pid) {
+    std::error_code ec;
+    double n = 0;
+    for (auto it = fs::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec); !ec && it != fs::directory_iterator();
+         it.increment(ec))
+      ++n;
+    return n;
+  };
+  double sims = 0;
+  for (auto p : c.sims) sims += rss_mb(p);
+  return {t, rss_mb(c.head_pid), fds(c.head_pid), redis_used_mb(redis),
+          double(redis.cmd({"DBSIZE"}).integer()), rss_mb(getpid()), sims};
+}
+
+// SCALE_SOAK_S seconds of a cluster whose size stays the same: 1,000 actors alive, the oldest 100
+// killed and 100 new ones created in turn, and 100 groups created and removed, without pause.
+// Sampled every minute (stderr); reported: each figure when a third of the time has passed (the
+// dead actors the head remembers have reached their cap by then) and its growth over the rest.
+void run_soak(Cluster& c, yard::sys::Redis& redis, const std::string& tag, double seconds) {
+  std::deque<Counter> alive;
+  std::vector<Sample> samples;
+  long created = 0;
+  auto t0 = Clock::now();
+  double next = 0;
+  std::optional<Sample> third;
+  while (secs_since(t0) < seconds) {
+    if (secs_since(t0) >= next) {
+      auto x = take_sample(c, redis, secs_since(t0));
+      std::fprintf(stderr, "soak %4.0f s: head %.1f MB, %.0f files; redis %.1f MB, %.0f keys; driver %.1f MB; simulators %.1f MB; %ld actors made\n",
+                   x.t, x.head_mb, x.head_fds, x.redis_mb, x.redis_keys, x.driver_mb, x.sims_mb, created);
+      if (!third && x.t >= seconds / 3) third = x;
+      next += 60;
+    }
+    std::vector<Counter> fresh;
+    create_actors(100, fresh);
+    created += 100;
+    for (auto& a : fresh) alive.push_back(std::move(a));
+    for (; alive.size() > 1000; alive.pop_front()) alive.front().kill();
+    for (int i = 0; i < 100; ++i) {
+      auto g = yard::placement_group({{{"sim", 1}}});
+      if (!g.wait(30s)) throw std::runtime_error("placement group not placed");
+      g.remove();
+    }
+  }
+  auto end = take_sample(c, redis, secs_since(t0));
+  if (!third) third = end;
+  emit("soak_actors_made_per_s" + tag, double(created) / end.t, "actors/s");
+  auto both = [&](const char* what, double at_third, double at_end, const char* unit) {
+    emit(std::string("soak_") + what + tag, at_third, unit);
+    emit(std::string("soak_") + what + "_growth" + tag, at_end - at_third, unit);
+  };
+  both("head_rss_mb", third->head_mb, end.head_mb, "MB");
+  both("head_open_files", third->head_fds, end.head_fds, "files");
+  both("redis_mb", third->redis_mb, end.redis_mb, "MB");
+  both("redis_keys", third->redis_keys, end.redis_keys, "keys");
+  both("driver_rss_mb", third->driver_mb, end.driver_mb, "MB");
+  both("simulators_rss_mb", third->sims_mb, end.sims_mb, "MB");
+  for (auto& a : alive) a.kill();
+}
+
+SizeFigures run_size(const std::string& yard_bin, int n, int actors, int groups, const SizeFigures* smallest) {
+  std::string tag = "_" + std::to_string(n) + "n";
+  Cluster c(yard_bin, n);
+  yard::init();
+  auto cs = yard::control_store();
+  auto [rh, rp] = yard::sys::split_address(cs.address);
+  yard::sys::Redis redis(rh, rp, cs.password, 5s);
+  if (const char* soak = getenv("SCALE_SOAK_S")) {
+    run_soak(c, redis, tag, std::atof(soak));
+    yard::shutdown();
+    return {};
+  }
+  measure_idle(c, tag);
+  measure_status(c, tag);
+  measure_groups(c, redis, tag, groups);
+  std::vector<Counter> made;
+  SizeFigures f{measure_actors(c, redis, tag, actors, smallest, made)};
+  measure_dead_node(c, redis, tag);
+  measure_takeover(c, tag, actors);
+  // Every actor killed (by the new head): until the summary counts none alive.
+  auto t0 = Clock::now();
   for (auto& a : made) a.kill();
+  while (secs_since(t0) < 600 && alive_in_summary(c.run_status("", nullptr)) > 0) {
+  }
+  emit("actor_kill_per_s" + tag, actors / secs_since(t0), "actors/s");
   yard::shutdown();
   return f;
 }
@@ -334,10 +491,11 @@ int main(int argc, char** argv) {
   if (getenv("YARD_WORKER")) yard::init(argc, argv);
   std::string yard_bin = argc > 1 ? argv[1] : "build/scheduler/yard";
   int actors = getenv("SCALE_ACTORS") ? std::atoi(getenv("SCALE_ACTORS")) : 1000;
+  int groups = getenv("SCALE_GROUPS") ? std::atoi(getenv("SCALE_GROUPS")) : 1000;
   if (const char* one = getenv("SCALE_ONE_SIZE")) {
     std::optional<SizeFigures> smallest;
     if (const char* r = getenv("SCALE_SMALLEST_RATE")) smallest = SizeFigures{std::atof(r)};
-    run_size(yard_bin, std::atoi(one), actors, smallest ? &*smallest : nullptr);
+    run_size(yard_bin, std::atoi(one), actors, groups, smallest ? &*smallest : nullptr);
     return 0;
   }
   std::vector<int> sizes;

@@ -3,6 +3,8 @@
 #include "head/actors.h"
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -44,6 +46,7 @@ bool ActorManager::answer_repeated_creation(Incoming& in) {
     io_->reply(in.routing_id, m.finish());
   } else {
     a.lookups.push_back({in.routing_id, in.msg->env().getRequestId(), Clock::now() + std::chrono::seconds(300)});
+    with_lookups_.insert(a.id);
   }
   return true;
 }
@@ -431,6 +434,7 @@ void ActorManager::on_get(Incoming& in) {
     if ((a.state != store::ActorState::kAlive && a.state != store::ActorState::kDead) || (a.state == store::ActorState::kAlive && a.address == std::string(ga.getLostAddress()))) {
       auto wait = std::chrono::seconds(a.state == store::ActorState::kAlive ? 30 : 300);
       a.lookups.push_back({in.routing_id, in.msg->env().getRequestId(), Clock::now() + wait});
+      with_lookups_.insert(a.id);
       return;
     }
     OutMessage m(token_, in.msg->env().getRequestId(), true);
@@ -477,15 +481,22 @@ void ActorManager::on_lost(Incoming& in) {
 
 
 void ActorManager::count_actors(policy::ClusterView& view) const {
-  std::map<std::string, int> count;
+  std::unordered_map<std::string_view, int> count;
+  count.reserve(view.nodes.size());
   for (auto& [id, x] : actors_)
     if (x.state != store::ActorState::kDead && !x.node.empty()) ++count[x.node];
-  for (auto& n : view.nodes) n.actors = count[n.id];
+  for (auto& n : view.nodes) {
+    auto c = count.find(n.id);
+    n.actors = c == count.end() ? 0 : c->second;
+  }
 }
 
 void ActorManager::tick() {
-  for (auto& [id, a] : actors_)
-    if (!a.lookups.empty()) answer_lookups(a, true);
+  for (auto it = with_lookups_.begin(); it != with_lookups_.end();) {
+    auto a = actors_.find(*it);
+    if (a != actors_.end()) answer_lookups(a->second, true);
+    it = a == actors_.end() || a->second.lookups.empty() ? with_lookups_.erase(it) : std::next(it);
+  }
   auto now = Clock::now();
   if (now >= next_prune_) {
     next_prune_ = now + std::chrono::seconds(10);
@@ -550,8 +561,10 @@ bool ActorManager::uses_bundle(const std::string& group, int bundle) const {
 }
 
 std::map<std::pair<std::string, std::string>, int> ActorManager::counts() const {
+  std::map<std::pair<store::ActorState, std::string_view>, int> by;  // no string made per actor
+  for (auto& [id, a] : actors_) ++by[{a.state, a.class_name}];
   std::map<std::pair<std::string, std::string>, int> n;
-  for (auto& [id, a] : actors_) ++n[{store::name(a.state), a.class_name}];
+  for (auto& [k, c] : by) n[{store::name(k.first), std::string(k.second)}] += c;
   return n;
 }
 

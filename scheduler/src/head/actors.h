@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,7 @@ class ActorManager {
   std::function<bool(const Res&)> could_add_node_;
 
   std::map<std::string, Actor> actors_;
+  std::set<std::string> with_lookups_;  // actors with lookups waiting: tick() looks at these only
   std::deque<std::string> pending_actors_;
   std::map<std::string, std::string> actor_names_;
   Clock::time_point next_prune_{};

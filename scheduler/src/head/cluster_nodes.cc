@@ -40,12 +40,20 @@ void ClusterNodes::refresh_free() {
   ids.reserve(nodes_.size());
   for (auto& [id, n] : nodes_) ids.push_back(id);
   auto free = tables_.free_resources(ids);
+  bool liveness_changed = false;
   for (size_t i = 0; i < ids.size() && i < free.size(); ++i) {
     auto& n = nodes_[ids[i]];
     n.avail = free[i] ? std::move(*free[i]) : Res{};
-    n.alive = takes_work(n, free[i].has_value());
+    bool alive = takes_work(n, free[i].has_value());
+    liveness_changed |= alive != n.alive;
+    n.alive = alive;
   }
-  rebuild_view();
+  // The same nodes take work: their rows are updated in place and the actor counts kept (counted
+  // up with each placement; counted again from the actors now and then, since deaths are not
+  // counted down). Counting walks every actor, too much for every refresh of a large cluster.
+  auto now = std::chrono::steady_clock::now();
+  if (liveness_changed || now - counted_ >= kRecount) return rebuild_view();
+  for (auto& id : ids) update_view(id);
 }
 
 bool ClusterNodes::refresh_if_joined(std::chrono::milliseconds fresh_enough) {
@@ -71,6 +79,7 @@ void ClusterNodes::rebuild_view() {
     }
   view_.index();
   if (count_actors_) count_actors_(view_);
+  counted_ = std::chrono::steady_clock::now();
 }
 
 void ClusterNodes::update_view(const std::string& node) {

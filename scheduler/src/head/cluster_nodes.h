@@ -5,8 +5,8 @@
 //
 // The placement policies' view of the nodes that can take work is kept here, up to date with
 // every reservation and release, so that placing one actor or group costs no read of the control
-// store and no copy of the cluster. Its actor counts (for SPREAD) are taken at every refresh and
-// counted up with every placement in between.
+// store and no copy of the cluster. Its actor counts (for SPREAD) are taken when the nodes that
+// take work change, and every 5 s, and counted up with every placement in between.
 #pragma once
 
 #include <chrono>
@@ -96,6 +96,8 @@ class ClusterNodes {
   bool takes_work(const Node& n, bool offers) const;
   long long version_ = -1;
   std::chrono::steady_clock::time_point version_read_{};  // when version_ was last read
+  static constexpr std::chrono::seconds kRecount{5};        // how often refresh_free counts the actors
+  std::chrono::steady_clock::time_point counted_{};         // when they were last counted
   std::map<Res, bool> feasible_;  // fits_some_node's answers for this view  // the membership's version at the last refresh
   std::set<std::string> dead_, draining_;
   Items pending_release_;
