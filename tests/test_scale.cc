@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -147,6 +148,29 @@ TEST_CASE("200 simulated nodes: actors spread over all answer; a lost node is de
   for (int i = 0; i < kNodes; ++i)
     if (node_of[actors[i].id()] == victim) on_victim = i;
   REQUIRE(on_victim >= 0);
+
+  // Tasks: a lease asked of a simulated node (node affinity sends it there) takes the node's CPU
+  // in the control store, the tasks run in the simulator's process, and the idle lease goes back.
+  std::vector<std::string> picks;
+  for (auto& [aid, node] : node_of)
+    if (node != victim && picks.size() < 4) picks.push_back(node);
+  for (auto& node : picks) {
+    INFO(node);
+    CHECK(*yard::task(yard::simulated_add).node_affinity(node).remote(int64_t{40}, int64_t{2}).get(60s) == 42);
+    CHECK(*yard::task(yard::simulated_pid).node_affinity(node).remote().get(60s) == c.sims_pid);
+  }
+  std::vector<yard::ObjectRef<int64_t>> sums;
+  for (int i = 0; i < 50; ++i) sums.push_back(yard::task(yard::simulated_add).node_affinity(picks[0]).remote(int64_t{i}, int64_t{1}));
+  for (int i = 0; i < 50; ++i) CHECK(*sums[i].get(60s) == i + 1);
+  auto cpus_free = [&] {
+    auto doc = c.status();
+    int free = 0;
+    for (auto& n : doc["nodes"])
+      if (std::find(picks.begin(), picks.end(), n["node_id"].get<std::string>()) != picks.end())
+        free += n["resources_available"].value("CPU", 0.0) == 1.0;
+    return free == static_cast<int>(picks.size());
+  };
+  CHECK(eventually(cpus_free, 20s));
 
   // kill -9 of the victim's process: its node is declared dead within the heartbeat timeout and
   // a little more, and its actor restarts on another node (a new instance: its constructor's value).

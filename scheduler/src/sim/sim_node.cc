@@ -24,13 +24,12 @@ void SimNode::handle(Incoming in) {
     switch (in.msg->env().getBody().which()) {
       case B::PING: return reply_.ok(in);
       case B::HOST_ACTOR: return host(in);
-      case B::PUSH_TASK: return call(in);
+      case B::PUSH_TASK: return in.msg->env().getBody().getPushTask().getActorId().size() ? call(in) : run_task(in);
+      case B::REQUEST_LEASE: return lease(in);
+      case B::RETURN_LEASE: return return_lease(in);
       case B::KILL_HOSTED: return kill_hosted(in);
       case B::JOB_ENDED: return job_ended(in);
       case B::SHUTDOWN: return leave(in);
-      case B::REQUEST_LEASE:
-        return reply_.error(in, wire::ErrorCode::INFEASIBLE,
-                            "node " + id_ + " is simulated: it hosts actors but runs no task workers");
       default:
         reply_.error(in, wire::ErrorCode::BAD_REQUEST, "node " + id_ + " is a simulated node manager, not the head");
     }
@@ -100,6 +99,64 @@ void SimNode::call(Incoming& in) {
   io_->reply(in.routing_id, m.finish());
 }
 
+// As many of the workers asked for as the node's free resources hold now, each taking its share
+// in the control store; none when nothing fits now.
+void SimNode::lease(Incoming& in) {
+  auto rl = in.msg->env().getBody().getRequestLease();
+  if (rl.getPlacementGroup().size())
+    return reply_.error(in, wire::ErrorCode::INFEASIBLE,
+                        "node " + id_ + " is simulated: it leases no workers inside placement groups");
+  Res need;
+  if (auto bad = read_resources(rl.getResources(), need)) return reply_.error(in, wire::ErrorCode::BAD_REQUEST, *bad);
+  if (need.empty()) need = {{"CPU", 1.0}};
+  if (!fits(need, total_))
+    return reply_.error(in, wire::ErrorCode::INFEASIBLE, "node " + id_ + " has " + res_text(total_) +
+                                                             ": a worker needing " + res_text(need) + " never fits");
+  std::vector<std::string> granted;
+  {
+    std::lock_guard lock(store_.mu);
+    for (uint32_t i = 0; i < std::max<uint32_t>(1, rl.getCount()) && store_.ledger->take(id_, need); ++i)
+      granted.push_back("sim-w-" + random_hex(8));
+  }
+  for (auto& w : granted) leased_[w] = Leased{rl.getJobId(), need};
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  auto ws = m.env().getBody().initLeaseGranted().initWorkers(static_cast<unsigned>(granted.size()));
+  for (unsigned i = 0; i < granted.size(); ++i) {
+    ws[i].setWorkerId(granted[i]);
+    ws[i].setAddress(io_->address());
+  }
+  io_->reply(in.routing_id, m.finish());
+}
+
+void SimNode::run_task(Incoming& in) {
+  auto pt = in.msg->env().getBody().getPushTask();
+  std::string name = pt.getFunction();
+  const auto* fn = Registry::global().function(name);
+  if (!fn)
+    return reply_.error(in, wire::ErrorCode::NOT_FOUND, "function " + name + " is not registered in " + self_exe() +
+                                                            ": simulated node " + id_ + " runs only functions registered there");
+  Bytes result;
+  try {
+    std::vector<Bytes> args;
+    for (auto v : pt.getArgs()) args.push_back(in.msg->value(v));
+    result = (*fn)(args);
+  } catch (const std::exception& e) {
+    return reply_.error(in, wire::ErrorCode::TASK_ERROR, name + " threw: " + e.what());
+  }
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.set_value(m.env().getBody().initTaskReply().initResult(), result);
+  io_->reply(in.routing_id, m.finish());
+}
+
+void SimNode::return_lease(Incoming& in) {
+  for (auto w : in.msg->env().getBody().getReturnLease().getWorkerIds())
+    if (auto it = leased_.find(w); it != leased_.end()) {
+      give(it->second.held);
+      leased_.erase(it);
+    }
+  reply_.ok(in);
+}
+
 void SimNode::kill_hosted(Incoming& in) {
   auto it = actors_.find(in.msg->env().getBody().getKillHosted());
   if (it != actors_.end()) drop(it);
@@ -113,12 +170,21 @@ void SimNode::job_ended(Incoming& in) {
     if (it->second.job == job && !it->second.detached) drop(it);
     it = next;
   }
+  for (auto it = leased_.begin(); it != leased_.end();) {
+    if (it->second.job != job) {
+      ++it;
+      continue;
+    }
+    give(it->second.held);
+    it = leased_.erase(it);
+  }
   reply_.ok(in);
 }
 
 void SimNode::leave(Incoming& in) {
   reply_.ok(in);
   actors_.clear();
+  leased_.clear();
   count_.store(0);
   left_.store(true);
   std::lock_guard lock(store_.mu);
@@ -133,6 +199,7 @@ void SimNode::leave(Incoming& in) {
 void SimNode::rejoin() {
   io_->post([this] {
     actors_.clear();
+    leased_.clear();
     count_.store(0);
     std::lock_guard lock(store_.mu);
     store_.ledger->open(id_, total_);

@@ -1,8 +1,12 @@
 // One simulated node: a node manager without worker processes. It listens on its own address and
 // answers the head and drivers with the same messages as a real node manager: actors the head
 // places here are constructed in this process (any class registered in this binary) and their
-// calls answered here; KillHosted, JobEnded and Shutdown are honoured, and what its actors held is
-// given back to the node's resources in the control store through the same scripts.
+// calls answered here; task leases take the node's resources as a real node's do and the tasks
+// pushed to its leased workers run here (any function registered in this binary);
+// ReturnLease, KillHosted, JobEnded and Shutdown are honoured, and what its actors and leases held
+// is given back to the node's resources in the control store through the same scripts. Unlike a
+// real node, a lease that does not fit now is answered at once with no workers (the driver asks
+// again), and leases inside placement groups are refused.
 //
 // Its requests run on its own I/O thread; the control store it shares with the other simulated
 // nodes of the process (SimStore) is locked around each use.
@@ -57,9 +61,16 @@ class SimNode {
     const detail::ActorClass* cls = nullptr;
     std::shared_ptr<void> instance;
   };
+  struct Leased {
+    std::string job;
+    Res held;
+  };
   void handle(Incoming in);
   void host(Incoming& in);
   void call(Incoming& in);
+  void lease(Incoming& in);
+  void run_task(Incoming& in);
+  void return_lease(Incoming& in);
   void kill_hosted(Incoming& in);
   void job_ended(Incoming& in);
   void leave(Incoming& in);
@@ -73,6 +84,7 @@ class SimNode {
   std::unique_ptr<detail::IoLoop> io_;
   Replies reply_{io_, token_};
   std::map<std::string, Hosted> actors_;  // I/O thread only
+  std::map<std::string, Leased> leased_;  // by worker id; I/O thread only
   std::atomic<size_t> count_{0};
   std::atomic<bool> left_{false};
 };
