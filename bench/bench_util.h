@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <csignal>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <unistd.h>
@@ -40,6 +41,14 @@ inline double memcpy_gbps(size_t bytes) {
   }
   if (b[bytes / 2] != 1) std::abort();
   return best;
+}
+
+// Seconds of `steps` calls of step, after 3 calls to warm up.
+inline double timed(const std::function<void()>& step, int steps) {
+  for (int i = 0; i < 3; ++i) step();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) step();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 // An embedded cluster of 2 CPUs whose processes use one BLAS and OpenMP thread each (as the

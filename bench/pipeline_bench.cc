@@ -19,7 +19,6 @@
 #include "yard/railway/shards.h"
 #include "yard/yard.h"
 
-using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 namespace {
@@ -62,7 +61,7 @@ class PipeBenchRank {
       }
       opt.step();
     };
-    return timed(step, steps);
+    return yard::bench::timed(step, steps);
   }
 
   // Stage `stage` of the pipeline: {seconds of `steps` steps after warm-up, seconds of them spent
@@ -96,7 +95,7 @@ class PipeBenchRank {
     };
     double waited = 0;
     int n = 0;
-    double s = timed([&] { step(), waited += (n++ >= 3 ? pipe.last_wait_seconds() : 0); }, steps);
+    double s = yard::bench::timed([&] { step(), waited += (n++ >= 3 ? pipe.last_wait_seconds() : 0); }, steps);
     pipe.destroy();
     return {s, waited};
   }
@@ -106,12 +105,6 @@ class PipeBenchRank {
     torch::set_num_threads(1);
     yard::actors::keep_freed_memory();
     torch::manual_seed(1);
-  }
-  static double timed(const std::function<void()>& step, int steps) {
-    for (int i = 0; i < 3; ++i) step();
-    auto t0 = Clock::now();
-    for (int i = 0; i < steps; ++i) step();
-    return std::chrono::duration<double>(Clock::now() - t0).count();
   }
 };
 

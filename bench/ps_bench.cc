@@ -12,7 +12,6 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <functional>
 
 #include "yard/actors/parameter_server.h"
 #include "yard/actors/trainer.h"
@@ -21,7 +20,6 @@
 #include "yard/railway/model.h"
 #include "yard/railway/shards.h"
 
-using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
 namespace {
@@ -45,14 +43,6 @@ struct Replica {
   torch::Tensor loss() { return railway_loss(net->forward(x), y, tokens, a, torch::ones({5})); }
 };
 
-// Seconds of the last `steps` of warm-up + steps calls of step.
-double timed(const std::function<void()>& step, int steps) {
-  for (int i = 0; i < 3; ++i) step();
-  auto t0 = Clock::now();
-  for (int i = 0; i < steps; ++i) step();
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
 // One worker: its replica on a fixed batch, pushing to and pulling from the servers.
 class PsBenchWorker {
  public:
@@ -69,13 +59,13 @@ class PsBenchWorker {
       client.initialise(cfg);
     }
     client.pull();
-    return timed([&] { client.step({kBatch}, [&](size_t) { return r.loss(); }); }, steps);
+    return yard::bench::timed([&] { client.step({kBatch}, [&](size_t) { return r.loss(); }); }, steps);
   }
   // The same replica's forward and backward alone, without any server: what a worker computes per
   // step, the ceiling beneath every parameter server. Seconds of the last `steps`.
   double compute(int steps) {
     Replica r;
-    return timed(
+    return yard::bench::timed(
         [&] {
           r.net->zero_grad();
           r.loss().backward();

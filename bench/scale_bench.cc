@@ -278,18 +278,20 @@ long groups_left_in_summary(const std::string& out) {
   return left;
 }
 
+// One single-bundle group created, waited for and removed.
+void create_remove_group() {
+  auto g = yard::placement_group({{{"sim", 1}}});
+  if (!g.wait(30s)) throw std::runtime_error("placement group not placed");
+  g.remove();
+}
+
 // Single-bundle groups created, waited for and removed one at a time by one client, for 3 s; then
 // `groups` of them alive at once: created (all asked for, then each waited for), what they cost the
 // head and Redis, the status summary with them, and their removal.
 void measure_groups(Cluster& c, yard::sys::Redis& redis, const std::string& tag, int groups) {
   int k = 0;
   auto t0 = Clock::now();
-  while (secs_since(t0) < 3.0) {
-    auto g = yard::placement_group({{{"sim", 1}}});
-    if (!g.wait(30s)) throw std::runtime_error("placement group not placed");
-    g.remove();
-    ++k;
-  }
+  for (; secs_since(t0) < 3.0; ++k) create_remove_group();
   emit("pg_create_remove_per_s" + tag, k / secs_since(t0), "groups/s");
   if (groups <= 0) return;
   double rss0 = rss_mb(c.head_pid), redis0 = redis_used_mb(redis);
@@ -413,7 +415,6 @@ Sample take_sample(Cluster& c, yard::sys::Redis& redis, double t) {
 // dead actors the head remembers have reached their cap by then) and its growth over the rest.
 void run_soak(Cluster& c, yard::sys::Redis& redis, const std::string& tag, double seconds) {
   std::deque<Counter> alive;
-  std::vector<Sample> samples;
   long created = 0;
   auto t0 = Clock::now();
   double next = 0;
@@ -431,11 +432,7 @@ void run_soak(Cluster& c, yard::sys::Redis& redis, const std::string& tag, doubl
     created += 100;
     for (auto& a : fresh) alive.push_back(std::move(a));
     for (; alive.size() > 1000; alive.pop_front()) alive.front().kill();
-    for (int i = 0; i < 100; ++i) {
-      auto g = yard::placement_group({{{"sim", 1}}});
-      if (!g.wait(30s)) throw std::runtime_error("placement group not placed");
-      g.remove();
-    }
+    for (int i = 0; i < 100; ++i) create_remove_group();
   }
   auto end = take_sample(c, redis, secs_since(t0));
   if (!third) third = end;

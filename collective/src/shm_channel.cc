@@ -144,10 +144,14 @@ ShmChannel::~ShmChannel() {
   if (base_) munmap(base_, bytes_);
 }
 
-void ShmChannel::check_peer(int q, std::chrono::steady_clock::time_point deadline) const {
+void ShmChannel::throw_if_dead(int q) const {
   int32_t pid = pid_of(base_, q)->load(std::memory_order_acquire);
   if (pid > 0 && pid != getpid() && sys::process_dead(pid))
     throw CollectiveError("rank " + std::to_string(q) + " (pid " + std::to_string(pid) + ") died");
+}
+
+void ShmChannel::check_peer(int q, std::chrono::steady_clock::time_point deadline) const {
+  throw_if_dead(q);
   if (std::chrono::steady_clock::now() > deadline)
     throw CollectiveError("timed out: rank " + std::to_string(q) + " did not answer (died, left, or is stuck)");
 }
@@ -182,11 +186,7 @@ void ShmChannel::sync(std::chrono::steady_clock::time_point deadline, const char
       struct timespec ts{0, nap * 1000L};
       nanosleep(&ts, nullptr);
     }
-    if ((spins & 255) == 0) {
-      int32_t pid = pid_of(base_, q)->load(std::memory_order_acquire);
-      if (pid > 0 && pid != getpid() && sys::process_dead(pid))
-        throw CollectiveError("rank " + std::to_string(q) + " (pid " + std::to_string(pid) + ") died");
-    }
+    if ((spins & 255) == 0) throw_if_dead(q);
     if ((spins & 255) == 0 && std::chrono::steady_clock::now() > deadline) {
       std::string missing;
       for (int m = 0; m < world_; ++m)

@@ -51,7 +51,8 @@ class ShmChannel {
 
  private:
   void sync(std::chrono::steady_clock::time_point deadline, const char* op);
-  // Throws when rank q's process is gone or the deadline passed.
+  // Throws when rank q's process is gone (or, for check_peer, the deadline passed).
+  void throw_if_dead(int q) const;
   void check_peer(int q, std::chrono::steady_clock::time_point deadline) const;
   char* slot(int r) const { return slots_ + static_cast<size_t>(r) * chunk_; }
   char* result(uint64_t k) const { return slots_ + static_cast<size_t>(world_ + (k & 1)) * chunk_; }

@@ -64,6 +64,11 @@ void wait_on(Side& other, const Ready& ready, const ShmPipe::Check& check) {
   }
 }
 
+CollectiveError size_mismatch(int peer, uint64_t sent, uint32_t tag, size_t expected) {
+  return CollectiveError("rank " + std::to_string(peer) + " sent " + std::to_string(sent) + " bytes with tag " +
+                         std::to_string(tag) + "; the receive expected " + std::to_string(expected));
+}
+
 struct Frame {
   uint32_t magic;
   uint32_t tag;
@@ -151,9 +156,7 @@ bool ShmMail::take_early(Inbox& in, int peer, uint32_t tag, void* data, size_t b
   std::vector<char> m = std::move(it->second.front());
   it->second.pop_front();
   if (it->second.empty()) in.early.erase(it);
-  if (m.size() != bytes)
-    throw CollectiveError("rank " + std::to_string(peer) + " sent " + std::to_string(m.size()) + " bytes with tag " +
-                          std::to_string(tag) + "; the receive expected " + std::to_string(bytes));
+  if (m.size() != bytes) throw size_mismatch(peer, m.size(), tag, bytes);
   if (bytes) std::memcpy(data, m.data(), bytes);
   return true;
 }
@@ -205,8 +208,7 @@ void ShmMail::read_until(Inbox& in, int peer, uint32_t tag, void* data, size_t b
       if (f.tag == tag) {
         p.read(nullptr, f.bytes, check);
         at_frame = p.consumed();
-        throw CollectiveError("rank " + std::to_string(peer) + " sent " + std::to_string(f.bytes) + " bytes with tag " +
-                              std::to_string(tag) + "; the receive expected " + std::to_string(bytes));
+        throw size_mismatch(peer, f.bytes, tag, bytes);
       }
       std::vector<char> m(f.bytes);
       p.read(m.data(), m.size(), check);

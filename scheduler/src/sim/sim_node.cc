@@ -86,13 +86,17 @@ void SimNode::call(Incoming& in) {
   auto method = h.cls->methods.find(fn);
   if (method == h.cls->methods.end())
     return reply_.error(in, wire::ErrorCode::NOT_FOUND, "actor class " + h.cls->name + " has no method " + fn);
+  answer(in, h.cls->name + "::" + fn, [&](const std::vector<Bytes>& args) { return method->second(h.instance.get(), args); });
+}
+
+void SimNode::answer(Incoming& in, const std::string& what, const Invoker& run) {
   Bytes result;
   try {
     std::vector<Bytes> args;
-    for (auto v : pt.getArgs()) args.push_back(in.msg->value(v));
-    result = method->second(h.instance.get(), args);
+    for (auto v : in.msg->env().getBody().getPushTask().getArgs()) args.push_back(in.msg->value(v));
+    result = run(args);
   } catch (const std::exception& e) {
-    return reply_.error(in, wire::ErrorCode::TASK_ERROR, h.cls->name + "::" + fn + " threw: " + e.what());
+    return reply_.error(in, wire::ErrorCode::TASK_ERROR, what + " threw: " + e.what());
   }
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   m.set_value(m.env().getBody().initTaskReply().initResult(), result);
@@ -129,23 +133,12 @@ void SimNode::lease(Incoming& in) {
 }
 
 void SimNode::run_task(Incoming& in) {
-  auto pt = in.msg->env().getBody().getPushTask();
-  std::string name = pt.getFunction();
+  std::string name = in.msg->env().getBody().getPushTask().getFunction();
   const auto* fn = Registry::global().function(name);
   if (!fn)
     return reply_.error(in, wire::ErrorCode::NOT_FOUND, "function " + name + " is not registered in " + self_exe() +
                                                             ": simulated node " + id_ + " runs only functions registered there");
-  Bytes result;
-  try {
-    std::vector<Bytes> args;
-    for (auto v : pt.getArgs()) args.push_back(in.msg->value(v));
-    result = (*fn)(args);
-  } catch (const std::exception& e) {
-    return reply_.error(in, wire::ErrorCode::TASK_ERROR, name + " threw: " + e.what());
-  }
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  m.set_value(m.env().getBody().initTaskReply().initResult(), result);
-  io_->reply(in.routing_id, m.finish());
+  answer(in, name, *fn);
 }
 
 void SimNode::return_lease(Incoming& in) {
@@ -170,14 +163,11 @@ void SimNode::job_ended(Incoming& in) {
     if (it->second.job == job && !it->second.detached) drop(it);
     it = next;
   }
-  for (auto it = leased_.begin(); it != leased_.end();) {
-    if (it->second.job != job) {
-      ++it;
-      continue;
-    }
-    give(it->second.held);
-    it = leased_.erase(it);
-  }
+  std::erase_if(leased_, [&](const auto& l) {
+    if (l.second.job != job) return false;
+    give(l.second.held);
+    return true;
+  });
   reply_.ok(in);
 }
 

@@ -68,6 +68,8 @@ class SimNode {
   void handle(Incoming in);
   void host(Incoming& in);
   void call(Incoming& in);
+  // Runs a pushed task or call on its arguments and answers with its result or what it threw.
+  void answer(Incoming& in, const std::string& what, const detail::Invoker& run);
   void lease(Incoming& in);
   void run_task(Incoming& in);
   void return_lease(Incoming& in);
