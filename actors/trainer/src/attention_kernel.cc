@@ -1,6 +1,8 @@
 // The CPU kernels under yard::nn's self-attention (see attention_kernel.h). No LibTorch here:
 // BLAS for the small matrix products, and a row softmax written so the compiler vectorises it
-// (built for AVX2+FMA and for the baseline; the loader picks the one the CPU runs). The row
+// (built for x86-64-v4 (AVX-512), x86-64-v3 (AVX2+FMA) and the baseline; the loader picks by the
+// CPU's features. Not "arch=haswell": that clone is chosen by CPU model, so AMD CPUs with AVX2
+// got the SSE baseline). The row
 // reductions are vectorised by `omp simd` (-fopenmp-simd: no OpenMP runtime).
 #include "attention_kernel.h"
 
@@ -48,7 +50,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const 
 }
 
 // Softmax of each row of s (rows × cols, leading dimension cols), in place.
-__attribute__((target_clones("arch=haswell", "default"))) void softmax_rows(float* s, int64_t rows, int64_t cols) {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void softmax_rows(float* s, int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < rows; ++i) {
     float* row = s + i * cols;
     float mx = row[0];
@@ -68,7 +70,7 @@ __attribute__((target_clones("arch=haswell", "default"))) void softmax_rows(floa
 }
 
 // dS = P ∘ (dP − rowsum(P ∘ dP)), in place in dp: the softmax's backward.
-__attribute__((target_clones("arch=haswell", "default"))) void softmax_backward_rows(const float* p, float* dp, int64_t rows,
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void softmax_backward_rows(const float* p, float* dp, int64_t rows,
                                                                                      int64_t cols) {
   for (int64_t i = 0; i < rows; ++i) {
     const float* pr = p + i * cols;

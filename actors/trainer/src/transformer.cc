@@ -52,45 +52,62 @@ struct SelfAttention : torch::autograd::Function<SelfAttention> {
   }
 };
 
-// Backward of a max over dim 0: the gradient goes to the first row holding each column's maximum.
-void add_max_grad(const float* x, int64_t rows, int64_t cols, const float* max, const float* g, float* out) {
-  std::vector<char> found(static_cast<size_t>(cols), 0);
-  int64_t left = cols;
-  for (int64_t t = 0; t < rows && left > 0; ++t)
+// The maximum of each column of x (rows × cols) over rows [first, end) and over all rows, with the
+// first row holding each (a NaN counts as the maximum, as in max(dim)): one pass over x.
+void span_and_all_argmax(const float* x, int64_t rows, int64_t cols, int64_t first, int64_t end, float* span_max,
+                         int32_t* span_at, float* all_max, int32_t* all_at) {
+  auto better = [](float v, float m) { return v > m || (v != v && m == m); };
+  auto take = [cols](const float* row, int32_t t, float* mx, int32_t* at) {
+    for (int64_t j = 0; j < cols; ++j) mx[j] = row[j], at[j] = t;
+  };
+  auto update = [&](const float* row, int32_t t, float* mx, int32_t* at) {
     for (int64_t j = 0; j < cols; ++j)
-      if (!found[static_cast<size_t>(j)] && x[t * cols + j] == max[j]) {
-        found[static_cast<size_t>(j)] = 1, --left;
-        out[t * cols + j] += g[j];
-      }
+      if (better(row[j], mx[j])) mx[j] = row[j], at[j] = t;
+  };
+  for (int64_t t = 0; t < rows; ++t) {
+    const float* row = x + t * cols;
+    auto t32 = static_cast<int32_t>(t);
+    if (t == 0)
+      take(row, t32, all_max, all_at);
+    else
+      update(row, t32, all_max, all_at);
+    if (t == first)
+      take(row, t32, span_max, span_at);
+    else if (t > first && t < end)
+      update(row, t32, span_max, span_at);
+  }
+}
+
+// The gradient of a max over dim 0: each column's g goes to the row that held the maximum.
+void add_max_grad(const int32_t* at, int64_t cols, const float* g, float* out) {
+  for (int64_t j = 0; j < cols; ++j) out[at[j] * cols + j] += g[j];
 }
 
 struct SpanAndAllMax : torch::autograd::Function<SpanAndAllMax> {
   static torch::autograd::tensor_list forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x_in,
                                               int64_t first, int64_t end) {
     auto x = x_in.contiguous();
-    auto span = x.slice(0, first, end).amax(0), all = x.amax(0);
-    ctx->save_for_backward({x, span, all});
-    ctx->saved_data["first"] = first;
-    ctx->saved_data["end"] = end;
+    int64_t rows = x.size(0), cols = x.numel() / std::max<int64_t>(1, rows);
+    auto out_shape = x.sizes().slice(1);
+    auto span = torch::empty(out_shape, x.options()), all = torch::empty(out_shape, x.options());
+    auto at = torch::empty({2, cols}, x.options().dtype(torch::kInt));
+    int32_t* ap = at.data_ptr<int32_t>();
+    span_and_all_argmax(x.data_ptr<float>(), rows, cols, first, end, span.data_ptr<float>(), ap, all.data_ptr<float>(),
+                        ap + cols);
+    ctx->save_for_backward({at});
+    ctx->saved_data["sizes"] = x.sizes();
     return {span, all};
   }
   static torch::autograd::tensor_list backward(torch::autograd::AutogradContext* ctx, torch::autograd::tensor_list grads) {
-    auto saved = ctx->get_saved_variables();
-    const auto& x = saved[0];
-    int64_t first = ctx->saved_data["first"].toInt(), end = ctx->saved_data["end"].toInt();
-    int64_t rows = x.size(0), cols = x.numel() / std::max<int64_t>(1, rows);
-    auto dx = torch::zeros_like(x);
-    const float* xp = x.data_ptr<float>();
-    float* dp = dx.data_ptr<float>();
-    if (grads[0].defined()) {
-      auto g = grads[0].contiguous();
-      add_max_grad(xp + first * cols, end - first, cols, saved[1].contiguous().data_ptr<float>(), g.data_ptr<float>(),
-                   dp + first * cols);
-    }
-    if (grads[1].defined()) {
-      auto g = grads[1].contiguous();
-      add_max_grad(xp, rows, cols, saved[2].contiguous().data_ptr<float>(), g.data_ptr<float>(), dp);
-    }
+    auto at = ctx->get_saved_variables()[0];
+    auto dx = torch::zeros(ctx->saved_data["sizes"].toIntVector(), grads[0].defined() ? grads[0].options() : grads[1].options());
+    int64_t cols = at.size(1);
+    const int32_t* ap = at.data_ptr<int32_t>();
+    for (int i = 0; i < 2; ++i)
+      if (grads[i].defined()) {
+        auto g = grads[i].contiguous();
+        add_max_grad(ap + i * cols, cols, g.data_ptr<float>(), dx.data_ptr<float>());
+      }
     return {dx, torch::Tensor(), torch::Tensor()};
   }
 };
