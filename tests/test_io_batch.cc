@@ -23,6 +23,13 @@ Frames ping(const std::string& token, uint64_t id) {
   return m.finish();
 }
 
+// A request that reaches the listener's handler (a PING is answered by the loop itself).
+Frames request(const std::string& token, uint64_t id) {
+  OutMessage m(token, id, false);
+  m.env().getBody().initGetActor().setName("x");
+  return m.finish();
+}
+
 // Every envelope that arrives on a raw socket within `deadline`, batches opened, until `want`.
 std::vector<std::unique_ptr<InMessage>> receive(zmq::socket_t& s, size_t want, bool routed,
                                                 std::string* routing = nullptr) {
@@ -119,11 +126,11 @@ TEST_CASE("each request in a received batch is answered as if it came alone", "[
   s.connect("tcp://" + io.address());
 
   std::vector<Frames> batch;
-  batch.push_back(ping("the-token", 1));
+  batch.push_back(request("the-token", 1));
   batch.emplace_back();
   batch.back().emplace_back(std::string(16, '\x02').data(), 16);  // not an envelope
-  batch.push_back(ping("wrong", 3));
-  batch.push_back(ping("the-token", 4));
+  batch.push_back(request("wrong", 3));
+  batch.push_back(request("the-token", 4));
   s.send(pack_batch(batch, 0, batch.size()), zmq::send_flags::none);
   auto got = receive(s, 4, false);
   REQUIRE(got.size() == 4);
@@ -145,7 +152,7 @@ TEST_CASE("each request in a received batch is answered as if it came alone", "[
   REQUIRE(refusal.size() == 1);
   REQUIRE(refusal[0]->env().getBody().isError());
   CHECK(refusal[0]->env().getBody().getError().getCode() == wire::ErrorCode::BAD_REQUEST);
-  s.send(ping("the-token", 9)[0], zmq::send_flags::none);
+  s.send(request("the-token", 9)[0], zmq::send_flags::none);
   auto last = receive(s, 1, false);
   REQUIRE(last.size() == 1);
   CHECK(last[0]->env().getRequestId() == 9);
@@ -184,7 +191,7 @@ TEST_CASE("replies held for company (reply_soon) still leave within the hold", "
 
   // A burst answered one after another: every reply arrives.
   std::vector<Frames> batch;
-  for (uint64_t id = 1; id <= 20; ++id) batch.push_back(ping("the-token", id));
+  for (uint64_t id = 1; id <= 20; ++id) batch.push_back(request("the-token", id));
   s.send(pack_batch(batch, 0, batch.size()), zmq::send_flags::none);
   auto calls = take(20);
   for (auto& c : calls) io.reply_soon(c.routing_id, ok(c));

@@ -165,16 +165,17 @@ std::unique_ptr<InMessage> IoLoop::call(const std::string& peer_addr, OutMessage
 IoLoop::Peer& IoLoop::peer(const std::string& addr) {
   auto it = peers_.find(addr);
   if (it != peers_.end()) return it->second;
+  if (peers_.size() >= max_links_.load(std::memory_order_relaxed)) close_least_used();
   Peer p;
   p.dealer = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::dealer);
   tune(*p.dealer);
-  // ZMTP heartbeats: a peer that vanished without closing its connection (a cut cable, a frozen
-  // host, a network partition) is noticed as a lost connection within the timeout.
-  p.dealer->set(zmq::sockopt::heartbeat_ivl, 1000);
-  p.dealer->set(zmq::sockopt::heartbeat_timeout, 4000);
   std::string target = addr.substr(0, addr.find('/'));  // "host:port/lane": a connection of its own
   if (auto sealed = sealed_links_.find(addr); sealed != sealed_links_.end()) {
-    // A data link (sealed_peer): plain ZeroMQ, every message sealed.
+    // A data link (sealed_peer): plain ZeroMQ, every message sealed. It answers only requests for
+    // parts, so ZMTP heartbeats notice a vanished peer here instead of probe_silent's PINGs (a
+    // data link is made only for large transfers: a few per process).
+    p.dealer->set(zmq::sockopt::heartbeat_ivl, 1000);
+    p.dealer->set(zmq::sockopt::heartbeat_timeout, 4000);
     p.seal = std::make_unique<LinkSeal>(sealed->second.key);
     target = sealed->second.address;
   } else if (curve_for_host(host_of(target))) {
@@ -364,6 +365,12 @@ void IoLoop::take_request(const std::string& routing, const std::string& from, F
     router_out_.emplace_back(routing, out.finish());
     return;
   }
+  if (msg->env().getBody().isPing() && !via_data_link(routing)) {  // a liveness probe: answered here
+    OutMessage out(token_, msg->env().getRequestId(), true);
+    out.env().getBody().setOk();
+    router_out_.emplace_back(routing, out.finish());
+    return;
+  }
   if (via_data_link(routing) && !msg->env().getBody().isGetObjectPart()) {
     fault(from, "refused a request on the data link of " + address_ + " that is not for an object's part");
     OutMessage out(token_, msg->env().getRequestId(), true);
@@ -385,6 +392,7 @@ void IoLoop::on_dealer_readable(const std::string& addr, Peer& p) {
     Frames frames;
     zmq::message_t m;
     if (!p.dealer->recv(m, zmq::recv_flags::dontwait)) return;
+    if (budget == 0) p.heard = Clock::now();
     bool more = m.more();
     frames.push_back(std::move(m));
     while (more) {
@@ -460,6 +468,7 @@ void IoLoop::fail(ReplyCallback& cb, LocalError e) {
 
 void IoLoop::expire(Clock::time_point now) {
   close_idle(now);
+  probe_silent(now);
   if (now < next_expiry_scan_) return;
   next_expiry_scan_ = now + std::chrono::milliseconds(20);
   std::vector<std::pair<ReplyCallback, std::string>> expired;

@@ -78,6 +78,13 @@ class IoLoop {
   const std::string& address() const { return address_; }
   const std::string& token() const { return token_; }
   uint64_t next_request_id() { return next_id_.fetch_add(1, std::memory_order_relaxed); }
+  // Before any request: how long a peer owing replies may stay silent (default: the process's
+  // link_limits().silence_ms).
+  void set_silence_limit(std::chrono::milliseconds limit) { silence_ms_ = limit.count(); }
+  // How many links this loop keeps at most (default link_limits().max_links), and how many it
+  // has now (thread-safe: asked of the loop thread).
+  void set_max_links(size_t n) { max_links_ = n; }
+  size_t link_count();
 
   // Thread-safe. Sends a request built with `id` (from next_request_id) to peer "host:port", or
   // "host:port/N": the same peer over a connection of its own (lane N), for transfers spread
@@ -140,7 +147,19 @@ class IoLoop {
     std::vector<Frames> outbox;  // requests made this turn, sent by flush()
     size_t inflight = 0;         // requests awaiting a reply: the link is polled while > 0
     Clock::time_point last_used;  // its last request: a link idle for kIdleLink is closed
+    Clock::time_point heard;      // its last message, or the request that ended its idleness
+    bool probing = false;         // a PING is out to it (probe_silent)
   };
+  // A peer that owes replies and has said nothing for a second (or a quarter of the silence
+  // limit) is sent a PING, which its I/O loop answers between requests; one silent for the limit
+  // (link_limits().silence_ms) is taken for gone (a frozen process or host, a cut network) and its
+  // requests fail. Only links with requests in flight are watched: idle links cost nothing,
+  // however many there are. (ZeroMQ's ZMTP heartbeats cost every link a timer in libzmq's I/O
+  // thread, cancelled by a linear search: a head or driver linked to 10,000 nodes spent its cores
+  // on them.) The default limit leaves room for a loop busy with one long turn, such as a new head
+  // rebuilding 100,000 actors from Redis (about 12 s here).
+  std::atomic<int64_t> silence_ms_{link_limits().silence_ms};
+  std::atomic<size_t> max_links_{link_limits().max_links};
   // A connection unused this long is closed (made again on the next request): a head or a
   // driver that once talked to thousands of nodes does not keep their buffers for ever.
   static constexpr auto kIdleLink = std::chrono::seconds(60);
@@ -195,6 +214,12 @@ class IoLoop {
                  wire::ErrorCode code = wire::ErrorCode::WORKER_CRASHED);
   void expire(Clock::time_point now);
   void close_idle(Clock::time_point now);
+  // At link_limits().max_links: closes the least recently used quarter of the idle links.
+  void close_least_used();
+  using PeerMap = std::map<std::string, Peer>;
+  PeerMap::iterator close_link(PeerMap::iterator it);  // an idle link closed (made again on use)
+  // Loop thread: PINGs the silent peers that owe replies, and fails those silent too long.
+  void probe_silent(Clock::time_point now);
   // One request to `addr` answered or given up: a link with none left is no longer polled.
   void settle(const std::string& addr);
 
@@ -228,7 +253,7 @@ class IoLoop {
   Clock::time_point hold_until_ = Clock::time_point::max();  // loop thread only
 
   // Loop thread only.
-  std::map<std::string, Peer> peers_;
+  PeerMap peers_;
   // The links with requests in flight, the only ones polled: a process that has talked to
   // thousands of peers (a head, a driver of many actors) pays per turn only for the busy ones.
   std::set<std::string> active_;
@@ -238,6 +263,7 @@ class IoLoop {
   std::vector<Timer> timers_;
   Clock::time_point next_expiry_scan_{};
   Clock::time_point next_idle_sweep_{};
+  Clock::time_point next_probe_scan_{};
 
   std::thread thread_;
 };

@@ -36,8 +36,11 @@ void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames f
     return;
   }
   pending_.emplace(id, Pending{peer_addr, std::move(cb), deadline, std::move(landing)});
-  if (p->inflight++ == 0) active_.insert(peer_addr);
   p->last_used = Clock::now();
+  if (p->inflight++ == 0) {
+    active_.insert(peer_addr);
+    p->heard = p->last_used;  // an idle link owed nothing: its silence counts from now
+  }
   if (p->outbox.empty()) dirty_peers_.push_back(peer_addr);
   p->outbox.push_back(std::move(frames));
 }

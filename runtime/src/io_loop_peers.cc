@@ -4,7 +4,9 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
+#include <future>
 
 namespace yard::detail {
 
@@ -67,12 +69,61 @@ void IoLoop::close_idle(Clock::time_point now) {
   for (auto it = peers_.begin(); it != peers_.end();) {
     auto& p = it->second;
     if (p.inflight == 0 && p.outbox.empty() && now - p.last_used > kIdleLink) {
-      zmq_socket_monitor(p.dealer->handle(), nullptr, 0);
-      sealed_links_.erase(it->first);
-      it = peers_.erase(it);
+      it = close_link(it);
     } else {
       ++it;
     }
+  }
+}
+
+void IoLoop::close_least_used() {
+  std::vector<std::pair<Clock::time_point, std::string>> idle;
+  for (auto& [addr, p] : peers_)
+    if (p.inflight == 0 && p.outbox.empty()) idle.emplace_back(p.last_used, addr);
+  size_t n = std::min(idle.size(), std::max<size_t>(1, peers_.size() / 4));
+  std::nth_element(idle.begin(), idle.begin() + static_cast<long>(n), idle.end());
+  for (size_t i = 0; i < n; ++i) close_link(peers_.find(idle[i].second));
+}
+
+size_t IoLoop::link_count() {
+  if (in_loop()) return peers_.size();
+  auto n = std::make_shared<std::promise<size_t>>();
+  auto fut = n->get_future();
+  post([this, n] { n->set_value(peers_.size()); });
+  return fut.get();
+}
+
+IoLoop::PeerMap::iterator IoLoop::close_link(PeerMap::iterator it) {
+  zmq_socket_monitor(it->second.dealer->handle(), nullptr, 0);
+  sealed_links_.erase(it->first);
+  return peers_.erase(it);
+}
+
+void IoLoop::probe_silent(Clock::time_point now) {
+  if (now < next_probe_scan_) return;
+  next_probe_scan_ = now + std::chrono::milliseconds(250);
+  std::vector<std::string> gone, ask;
+  const std::chrono::milliseconds limit(silence_ms_.load(std::memory_order_relaxed));
+  for (auto& addr : active_) {
+    auto it = peers_.find(addr);
+    if (it == peers_.end() || it->second.seal) continue;  // data links keep ZMTP heartbeats
+    auto quiet = now - it->second.heard;
+    if (quiet >= limit)
+      gone.push_back(addr);
+    else if (quiet >= std::min<Clock::duration>(std::chrono::seconds(1), limit / 4) && !it->second.probing)
+      ask.push_back(addr);
+  }
+  for (auto& addr : gone)
+    fail_peer(addr, addr + " has not answered for " + std::to_string(limit.count()) +
+                        " ms, a PING included (its process or host is stopped, or the network to it is cut)");
+  for (auto& addr : ask) {
+    peers_.at(addr).probing = true;
+    uint64_t id = next_request_id();
+    OutMessage m(token_, id, false);
+    m.env().getBody().setPing();
+    enqueue_request(addr, id, m.finish(), [this, addr](std::unique_ptr<InMessage>, std::optional<LocalError>) {
+      if (auto it = peers_.find(addr); it != peers_.end()) it->second.probing = false;
+    }, std::chrono::milliseconds::max(), {});
   }
 }
 

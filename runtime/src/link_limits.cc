@@ -26,11 +26,15 @@ const LinkLimits& link_limits() {
     l.max_message_bytes = env_number("YARD_MAX_MESSAGE_BYTES", l.max_message_bytes);
     l.max_connections_per_peer =
         static_cast<size_t>(env_number("YARD_MAX_CONNECTIONS_PER_PEER", int64_t(l.max_connections_per_peer)));
+    l.silence_ms = std::max<int64_t>(100, env_number("YARD_LINK_SILENCE_MS", l.silence_ms));
     // Three quarters of the descriptors: the rest stay for files, pipes, and the process's own
     // connections out.
     rlimit rl{};
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
       l.max_connections = static_cast<size_t>(rl.rlim_cur) * 3 / 4;
+      l.max_links = std::max<size_t>(64, static_cast<size_t>(rl.rlim_cur) / 8);
+    }
+    l.max_links = static_cast<size_t>(std::max<int64_t>(1, env_number("YARD_MAX_LINKS", int64_t(l.max_links))));
     return l;
   }();
   return limits;
@@ -39,7 +43,15 @@ const LinkLimits& link_limits() {
 void raise_descriptor_limit() {
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
-  rlim_t want = rl.rlim_max == RLIM_INFINITY ? 65536 : std::min<rlim_t>(rl.rlim_max, 65536);
+  // A link costs about four descriptors (its connection, and the ZeroMQ sockets of the link and
+  // of its monitor): a head or a driver linked to 10,000 nodes needs some 40,000. A process that
+  // may raise its hard limit (root, CAP_SYS_RESOURCE) takes 262,144; any other the hard limit.
+  constexpr rlim_t kMost = 262144;
+  if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < kMost) {
+    rlimit more{kMost, kMost};
+    if (setrlimit(RLIMIT_NOFILE, &more) == 0) return;
+  }
+  rlim_t want = rl.rlim_max == RLIM_INFINITY ? kMost : std::min<rlim_t>(rl.rlim_max, kMost);
   if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < want) {
     rl.rlim_cur = want;
     (void)setrlimit(RLIMIT_NOFILE, &rl);

@@ -9,6 +9,10 @@
 // take the file descriptors the cluster's own processes need.
 //   YARD_MAX_MESSAGE_BYTES            largest message (frame) taken or sent, default 1 GiB
 //   YARD_MAX_CONNECTIONS_PER_PEER     open connections one address may hold, default 1024
+//   YARD_LINK_SILENCE_MS              how long a peer that owes replies may stay silent, PINGs
+//                                     unanswered, before its requests fail (default 15,000)
+//   YARD_MAX_LINKS                    outgoing links one loop keeps (default: an eighth of the
+//                                     descriptor limit)
 #pragma once
 
 #include <cstddef>
@@ -23,14 +27,20 @@ struct LinkLimits {
   int64_t max_message_bytes = int64_t(1) << 30;
   size_t max_connections_per_peer = 1024;
   size_t max_connections = 16384;  // all peers together (a share of the descriptor limit)
+  int64_t silence_ms = 15000;      // IoLoop::probe_silent
+  // Links (outgoing connections) one loop keeps at most: past it, the least recently used idle
+  // ones are closed before a new one is made. A link holds about four descriptors: an eighth of
+  // the descriptor limit.
+  size_t max_links = 2048;
 };
 
 // The limits of this process: the environment's, the total from its descriptor limit.
 const LinkLimits& link_limits();
 
-// A daemon's first step: its soft limit of open files raised to the hard limit (at most 65,536),
-// so that a busy head or node (thousands of workers' and peers' connections) is not held to the
-// usual 1,024. Before anything asks link_limits().
+// A daemon's (and a driver's) first step: its limit of open files raised to 262,144 where it may
+// raise its hard limit, else its soft limit to the hard one, so that a busy head, node or driver
+// (thousands of workers' and peers' connections) is not held to the usual 1,024. Before anything
+// asks link_limits().
 void raise_descriptor_limit();
 
 // The open connections of one listener, per peer address. Pure bookkeeping: the I/O loop shuts
