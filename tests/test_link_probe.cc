@@ -37,14 +37,9 @@ struct FakePeer {
         zmq::message_t rid, body;
         if (router.recv(rid)) {
           if (!router.recv(body)) continue;
-          std::vector<Frames> msgs;
-          if (is_batch(body)) {
-            msgs = unpack_batch(body);
-          } else {
-            msgs.emplace_back();
-            msgs.back().push_back(std::move(body));
-          }
-          for (auto& f : msgs) {
+          Frames frames;
+          frames.push_back(std::move(body));
+          for (auto& f : messages_of(std::move(frames))) {
             InMessage in(std::move(f));
             uint64_t id = in.env().getRequestId();
             if (in.env().getBody().isPing()) {

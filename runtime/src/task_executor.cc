@@ -113,9 +113,6 @@ void TaskExecutor::handle(IoLoop::Incoming in) {
   if (stopping_.load(std::memory_order_relaxed)) return;  // stopped: as good as gone
   if (ownership_.serve(in)) return;
   switch (in.msg->env().getBody().which()) {
-    case wire::Envelope::Body::PING:
-      reply_ok(in);
-      return;
     case wire::Envelope::Body::PUSH_TASK:
     case wire::Envelope::Body::INSTANTIATE_ACTOR:
     case wire::Envelope::Body::SHUTDOWN:

@@ -379,7 +379,6 @@ void HeadService::handle(Incoming in) {
 void HeadService::handle_head_request(Incoming& in) {
   using B = wire::Envelope::Body;
   switch (in.msg->env().getBody().which()) {
-    case B::PING: return reply_.ok(in);
     case B::SHUTDOWN:
       spdlog::info("shutdown requested: stopping the cluster's nodes, then the head");
       stop_nodes();

@@ -263,7 +263,6 @@ void NodeManager::handle(Incoming in) {
   reply_.guarded(in, [&] {
     if (!hosting_) return reply_.error(in, wire::ErrorCode::UNAVAILABLE, "node " + node_id_ + " is starting");
     switch (in.msg->env().getBody().which()) {
-      case B::PING: return reply_.ok(in);
       case B::REGISTER_WORKER: return on_register_worker(in);
       case B::REQUEST_LEASE: return on_request_lease(in);
       case B::RETURN_LEASE: return on_return_lease(in);

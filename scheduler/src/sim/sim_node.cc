@@ -22,7 +22,6 @@ const std::string& SimNode::address() const { return io_->address(); }
 void SimNode::handle(Incoming in) {
   reply_.guarded(in, [&] {
     switch (in.msg->env().getBody().which()) {
-      case B::PING: return reply_.ok(in);
       case B::HOST_ACTOR: return host(in);
       case B::PUSH_TASK: return in.msg->env().getBody().getPushTask().getActorId().size() ? call(in) : run_task(in);
       case B::REQUEST_LEASE: return lease(in);
