@@ -70,6 +70,80 @@ TEST_CASE("codec reports bytes of the wrong type", "[codec]") {
   CHECK_THROWS_AS(yard::decode<std::vector<float>>(odd), msgpack::type_error);
 }
 
+// What the general decoder (MessagePack's parser and as<T>()) makes of `bytes`: a value, or
+// nothing when it refuses them.
+template <class T>
+std::optional<T> general_decode(const std::string& bytes) {
+  try {
+    yard::detail::ZoneLease zone;
+    return yard::detail::unpack(zone.get(), bytes.data(), bytes.size()).as<T>();
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+template <class T>
+void check_scalar_agrees(const std::string& bytes, bool expect_fast) {
+  auto fast = yard::detail::decode_scalar<T>(bytes.data(), bytes.size());
+  auto general = general_decode<T>(bytes);
+  if (fast) {
+    REQUIRE(general.has_value());
+    REQUIRE(*fast == *general);
+  }
+  if (expect_fast && general) REQUIRE(fast.has_value());
+}
+
+template <class V>
+std::string packed(V v) {
+  msgpack::sbuffer b;
+  msgpack::pack(b, v);
+  return std::string(b.data(), b.size());
+}
+
+TEST_CASE("numbers and bools decode without the parser, as the parser would", "[codec]") {
+  std::vector<int64_t> signed_values = {0, 1, 5, 127, 128, 255, 256, 32767, 32768, 65535, 65536, 2147483647LL,
+                                        2147483648LL, 4294967295LL, 4294967296LL, INT64_MAX, -1, -31, -32, -33,
+                                        -127, -128, -129, -32768, -32769, -2147483648LL, -2147483649LL, INT64_MIN};
+  std::vector<std::string> encodings;
+  for (auto v : signed_values) {
+    encodings.push_back(packed(v));
+    if (v >= 0) encodings.push_back(packed(static_cast<uint64_t>(v)));
+    // Signed formats holding non-negative values, as other encoders write them.
+    encodings.push_back(std::string("\xd0", 1) + static_cast<char>(v & 0xff));
+    encodings.push_back(std::string("\xd1", 1) + static_cast<char>((v >> 8) & 0xff) + static_cast<char>(v & 0xff));
+  }
+  encodings.push_back(packed(UINT64_MAX));
+  encodings.push_back(packed(1.5f));
+  encodings.push_back(packed(-2.25));
+  encodings.push_back(packed(true));
+  encodings.push_back(packed(false));
+  encodings.push_back(packed(std::string("7")));
+  for (auto& e : encodings) {
+    check_scalar_agrees<int>(e, true);
+    check_scalar_agrees<int8_t>(e, true);
+    check_scalar_agrees<uint8_t>(e, true);
+    check_scalar_agrees<int16_t>(e, true);
+    check_scalar_agrees<uint32_t>(e, true);
+    check_scalar_agrees<int64_t>(e, true);
+    check_scalar_agrees<uint64_t>(e, true);
+    check_scalar_agrees<double>(e, true);
+    check_scalar_agrees<float>(e, true);
+    check_scalar_agrees<bool>(e, true);
+  }
+  // Trailing bytes (which the parser ignores), a truncated number, nothing: the parser's answer.
+  for (auto& e : {packed(7) + "x", std::string("\xcd\x01", 2), std::string()}) {
+    check_scalar_agrees<int>(e, false);
+    check_scalar_agrees<double>(e, false);
+  }
+  // Through the codec: the fast path's values, the parser's errors.
+  REQUIRE(round_trip(-123456789) == -123456789);
+  REQUIRE(round_trip(uint64_t{UINT64_MAX}) == UINT64_MAX);
+  REQUIRE(round_trip(0.1) == 0.1);
+  REQUIRE(round_trip(true));
+  REQUIRE_THROWS_AS(yard::decode<uint8_t>(yard::encode(300)), msgpack::type_error);
+  REQUIRE_THROWS_AS(yard::decode<int>(yard::encode(std::vector<std::string>{"x"})), msgpack::type_error);
+}
+
 TEST_CASE("vectors of numbers are raw bytes; rvalues are moved, not copied", "[codec]") {
   std::vector<float> v{1.f, 2.f, 3.f};
   auto b = yard::encode(v);

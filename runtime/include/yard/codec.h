@@ -10,7 +10,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -135,10 +137,83 @@ inline msgpack::object unpack(msgpack::zone& zone, const char* data, size_t size
 }
 }  // namespace detail
 
+namespace detail {
+inline uint64_t read_big_endian(const unsigned char* p, size_t n) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+// A number's or a bool's MessagePack encoding read directly: no parser, no zone, no allocation.
+// Gives nullopt for every other input (another type, a value out of T's range, trailing bytes),
+// which the general decoder then reads, or rejects as it would anyway.
+template <class T>
+std::optional<T> decode_scalar(const char* data, size_t size) {
+  auto* p = reinterpret_cast<const unsigned char*>(data);
+  if (size == 0) return std::nullopt;
+  const unsigned t = p[0];
+  if constexpr (std::is_same_v<T, bool>) {
+    if (size == 1 && (t == 0xc2 || t == 0xc3)) return t == 0xc3;
+    return std::nullopt;
+  } else {
+    size_t len = 0;  // the encoding's length, type byte included
+    bool negative = false;
+    uint64_t u = 0;  // the value, or its two's complement when negative
+    if (t <= 0x7f) {
+      len = 1, u = t;
+    } else if (t >= 0xe0) {
+      len = 1, negative = true, u = static_cast<uint64_t>(static_cast<int64_t>(static_cast<int8_t>(t)));
+    } else if (t >= 0xcc && t <= 0xcf) {  // uint 8 .. 64
+      len = 1 + (size_t{1} << (t - 0xcc));
+      if (size == len) u = read_big_endian(p + 1, len - 1);
+    } else if (t >= 0xd0 && t <= 0xd3) {  // int 8 .. 64
+      len = 1 + (size_t{1} << (t - 0xd0));
+      if (size == len) {
+        size_t bits = 8 * (len - 1);
+        u = read_big_endian(p + 1, len - 1);
+        if (bits < 64 && (u >> (bits - 1)) != 0) u |= ~uint64_t{0} << bits;  // sign-extended
+        negative = static_cast<int64_t>(u) < 0;
+      }
+    } else if constexpr (std::is_floating_point_v<T>) {
+      if (t == 0xca && size == 5) {
+        uint32_t bits = static_cast<uint32_t>(read_big_endian(p + 1, 4));
+        float f;
+        std::memcpy(&f, &bits, 4);
+        return static_cast<T>(f);
+      }
+      if (t == 0xcb && size == 9) {
+        uint64_t bits = read_big_endian(p + 1, 8);
+        double d;
+        std::memcpy(&d, &bits, 8);
+        return static_cast<T>(d);
+      }
+      return std::nullopt;
+    } else {
+      return std::nullopt;
+    }
+    if (len != size) return std::nullopt;
+    if constexpr (std::is_floating_point_v<T>) {
+      return negative ? static_cast<T>(static_cast<int64_t>(u)) : static_cast<T>(u);
+    } else {
+      if (negative) {
+        auto s = static_cast<int64_t>(u);
+        if constexpr (std::is_unsigned_v<T>) return std::nullopt;
+        else if (s < static_cast<int64_t>(std::numeric_limits<T>::min())) return std::nullopt;
+        return static_cast<T>(s);
+      }
+      if (u > static_cast<uint64_t>(std::numeric_limits<T>::max())) return std::nullopt;
+      return static_cast<T>(u);
+    }
+  }
+}
+}  // namespace detail
+
 template <class T, class Enable = void>
 struct Codec {
   static detail::Bytes encode(const T& v) { return detail::pack_exact(v); }
   static T decode(const char* data, size_t size) {
+    if constexpr (std::is_arithmetic_v<T>)
+      if (auto v = detail::decode_scalar<T>(data, size)) return *v;
     detail::ZoneLease zone;
     return detail::unpack(zone.get(), data, size).as<T>();
   }
