@@ -96,9 +96,13 @@ double busbw(const std::string& op, size_t bytes, int n, double t) {
   return algbw;
 }
 
-// The process settings both sides run with (ranks of either side get the same environment), as
-// printed in each record.
-const std::map<std::string, std::string> kEnv = {{"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}};
+// The process settings both sides run with (ranks of either side get the same environment, the
+// heap a Switchyard process runs on included), as printed in each record.
+const std::map<std::string, std::string> kEnv = [] {
+  auto e = yard::sys::allocator_environment();
+  e.insert({{"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}});
+  return e;
+}();
 std::string settings_json() {
   std::string j = "{\"torch_threads\":1,\"transport_peer\":\"gloo tcp loopback\"";
   for (auto& [k, v] : kEnv) j += ",\"" + k + "\":\"" + v + "\"";

@@ -77,8 +77,8 @@ class PsBenchWorker {
 double run_peer(const std::string& script, int steps) {
   std::string out = "/tmp/yard-ps-bench-torch-" + std::to_string(getpid());
   yard::sys::SpawnOptions so;
-  so.env = {{"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"},
-            {"MALLOC_MMAP_THRESHOLD_", "1073741824"}, {"MALLOC_TRIM_THRESHOLD_", "1073741824"}};
+  so.env = yard::sys::allocator_environment();  // the heap our side runs on
+  so.env.insert({{"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}});
   so.death_signal = SIGKILL;
   pid_t p = yard::sys::spawn({"/usr/bin/python3", script, std::to_string(yard::sys::free_port("127.0.0.1")),
                               std::to_string(kD), std::to_string(kLayers), std::to_string(kBatch), std::to_string(steps), out},
@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
               "\"peer\":\"torch_rpc_parameter_server_sync\",\"peer_value\":%.4g,\"ratio\":%.4g,"
               "\"workers_compute_only_samples_per_s\":%.4g,\"most_ratio_any_server\":%.4g,"
               "\"settings\":{\"model\":\"railway d64 x2\",\"batch\":%lld,\"workers\":2,\"servers\":1,\"optimizer\":"
-              "\"adamw\",\"torch_threads\":1,\"OMP_NUM_THREADS\":\"1\",\"OPENBLAS_NUM_THREADS\":\"1\",\"malloc_retain\":\"both sides\"}}\n",
+              "\"adamw\",\"torch_threads\":1,\"OMP_NUM_THREADS\":\"1\",\"OPENBLAS_NUM_THREADS\":\"1\",\"allocator\":\"jemalloc, freed memory kept, both sides\"}}\n",
               ours, peer, ours / peer, cap, cap / peer, static_cast<long long>(kBatch));
   return 0;
 }

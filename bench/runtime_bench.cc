@@ -12,8 +12,6 @@
 #include <thread>
 #include <vector>
 
-#include <malloc.h>
-
 #include <filesystem>
 #include <fstream>
 
@@ -63,11 +61,11 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 
 // Both sides' process settings, in every record with a peer: the ZeroMQ peers are this binary
 // with this environment (the same libzmq, no runtime); the memcpy peer runs in this process, after
-// yard::init() set the allocator as for every Switchyard process (mmap and trim thresholds 1 GiB
+// yard::init() set the allocator as for every Switchyard process (jemalloc, freed memory kept
 // unless YARD_MALLOC_RETAIN=0), on buffers touched before it is timed.
 const char* kSettings =
-    "{\"peer_process\":\"this binary, this environment\",\"malloc_retain\":\"as yard::init() sets it, both "
-    "sides\",\"threads\":\"one caller thread each side\"}";
+    "{\"peer_process\":\"this binary, this environment\",\"allocator\":\"jemalloc, both sides\","
+    "\"malloc_retain\":\"as yard::init() sets it, both sides\",\"threads\":\"one caller thread each side\"}";
 
 void emit(const char* name, double value, const char* unit, const char* peer = nullptr, double peer_value = 0) {
   if (peer)
@@ -167,12 +165,8 @@ double zmq_pipelined(int in_flight) {
   return r;
 }
 
-// Heap bytes in use, all arenas (the allocator's own count; mmap threshold is raised, so large
-// blocks are counted too).
-size_t heap_in_use() {
-  auto m = mallinfo2();
-  return m.uordblks + m.hblkhd;
-}
+// Heap bytes in use, every thread's (the allocator's own count).
+size_t heap_in_use() { return yard::sys::heap_bytes_in_use(); }
 
 // One driver queues `n` small tasks while every CPU is held: the heap it takes per queued task
 // (ObjectRefs, the runtime's records, arguments), then the rate at which all n complete.
@@ -187,7 +181,7 @@ void queued_tasks(size_t n) {
     while (!std::filesystem::exists(dir / ("started" + std::to_string(i)))) std::this_thread::sleep_for(1ms);
   std::vector<yard::ObjectRef<int>> refs;
   refs.reserve(n);
-  malloc_trim(0);
+  yard::sys::release_free_heap();
   size_t before = heap_in_use();
   auto t0 = Clock::now();
   for (size_t i = 0; i < n; ++i) refs.push_back(yard::task(noop).remote(int(i)));

@@ -4,11 +4,12 @@
 // time a checkpoint costs.
 //
 // Both sides run with the same process settings (ProcessSettings below: thread counts, BLAS,
-// allocator thresholds), set through the environment the same way and printed in each record's
-// "settings". The allocator thresholds are something Switchyard's trainers set for themselves
-// (keep_freed_memory()); PyTorch does not, so the throughput cases are reported twice: against
-// the peer as it runs by default ("_peer_default") and against the peer with the same settings,
-// the comparison the targets apply to.
+// the allocator), set through the environment the same way and printed in each record's
+// "settings". The allocator is something Switchyard brings (every Switchyard process runs on
+// jemalloc, keeping freed memory for reuse); PyTorch runs on glibc's by default, so the
+// throughput cases are reported twice: against the peer as it runs by default
+// ("_peer_default") and against the peer on the same allocator with the same settings (LD_PRELOAD,
+// MALLOC_CONF), the comparison the targets apply to.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,21 +51,19 @@ struct Net : RailwayNet {
 enum class Mode { kIndependent, kDdp, kLockstep };
 const char* mode_name(Mode m) { return m == Mode::kDdp ? "ddp" : m == Mode::kLockstep ? "lockstep" : "independent"; }
 
-// The process-level settings every rank of either side runs with. `keep_freed` = glibc's mmap and
-// trim thresholds at 1 GiB, given to the peer through glibc's environment (MALLOC_*_) and to
-// Switchyard's ranks the same way (they also call keep_freed_memory(), which sets the same values).
+// The process-level settings every rank of either side runs with. `same_allocator` = the heap of
+// a Switchyard process (yard::sys::allocator_environment(): jemalloc, freed memory kept), given to
+// the peer through the environment, and to Switchyard's ranks the same way (which have it anyway).
 struct ProcessSettings {
-  bool keep_freed = true;
+  bool same_allocator = true;
   bool peer_bucket_view = false;  // the peer only: DDP(gradient_as_bucket_view=True)
 
   std::map<std::string, std::string> env() const {
     std::map<std::string, std::string> e = {
         {"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}, {"MKL_NUM_THREADS", "1"}};
     if (peer_bucket_view) e["PEER_BUCKET_VIEW"] = "1";
-    if (keep_freed) {
-      e["MALLOC_MMAP_THRESHOLD_"] = "1073741824";
-      e["MALLOC_TRIM_THRESHOLD_"] = "1073741824";
-    }
+    if (same_allocator)
+      for (auto& [k, v] : yard::sys::allocator_environment()) e[k] = v;
     return e;
   }
   // A JSON object for the record: the environment, the intra-op threads, the BLAS library loaded.
@@ -294,7 +293,7 @@ void throughput_case(const std::string& name, const std::string& redis, const st
                      int64_t layers, int steps) {
   ProcessSettings same, by_default;
   same.peer_bucket_view = true;
-  by_default.keep_freed = false;
+  by_default.same_allocator = false;
   double peer_same = run_torch(2, d, layers, 32, steps, script, same);
   double peer_default = run_torch(2, d, layers, 32, steps, script, by_default);
   double ours = run_ours(2, redis, d, layers, 32, steps, Mode::kDdp).first;

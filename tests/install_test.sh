@@ -68,6 +68,9 @@ for exe in build-meson/standalone build-cmake/standalone build-meson/train_step 
   libs=$(ldd "$exe")
   if grep -q "not found" <<< "$libs"; then echo "$libs"; exit 1; fi
   grep -q "$ROOT/$LIBDIR/libyard.so.0" <<< "$libs" || { echo "FAIL: $exe does not use the installed libyard"; echo "$libs"; exit 1; }
+  # Switchyard's heap is the program's malloc only when the program itself needs jemalloc.
+  needed=$(readelf -d "$exe")
+  grep -q "NEEDED.*libjemalloc" <<< "$needed" || { echo "FAIL: $exe does not link jemalloc itself"; echo "$needed"; exit 1; }
 done
 
 if command -v yard > /dev/null; then echo "FAIL: a yard on PATH ($(command -v yard)) would hide the test's point"; exit 1; fi

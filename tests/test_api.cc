@@ -1,6 +1,5 @@
 // The public API against a real embedded cluster: this binary starts one (redis-server, head,
 // worker processes running this same binary) and every test case shares it.
-#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -13,6 +12,7 @@
 #include <zmq.hpp>
 
 #include "pending_calls.h"
+#include "yard/process.h"
 #include "support.h"
 
 #include <boost/fiber/condition_variable.hpp>
@@ -473,11 +473,8 @@ TEST_CASE("a queued task costs its driver under 1 KB of heap", "[api][tasks][mem
   const size_t n = 100000;
   std::vector<yard::ObjectRef<int>> refs;
   refs.reserve(n);
-  malloc_trim(0);
-  auto heap = [] {
-    auto m = mallinfo2();
-    return m.uordblks + m.hblkhd;
-  };
+  yard::sys::release_free_heap();
+  auto heap = [] { return yard::sys::heap_bytes_in_use(); };
   size_t before = heap();
   for (size_t i = 0; i < n; ++i) refs.push_back(yard::task(add).remote(int(i), 1));
   size_t after = heap();

@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <malloc.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -12,6 +11,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "allocator.h"
 #include "core_worker.h"
 #include "link_limits.h"
 #include "link_security.h"
@@ -121,13 +121,7 @@ void init(const InitOptions& options, int argc, char** argv) {
   std::lock_guard<std::mutex> l(g_mu);
   if (g_current.load()) return;
   if (const char* lvl = getenv("YARD_LOG_LEVEL")) spdlog::set_level(spdlog::level::from_str(lvl));
-  // Large buffers (objects, tensors) come and go at the same sizes step after step. Keeping freed
-  // memory in the heap instead of returning it to the kernel saves a page fault per 4 KiB on every
-  // reuse (6x on a 100 MB get). YARD_MALLOC_RETAIN=0 restores glibc's defaults.
-  if (const char* r = getenv("YARD_MALLOC_RETAIN"); !r || std::string(r) != "0") {
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  }
+  configure_allocator();  // allocator_jemalloc.cc: freed memory is kept for reuse unless YARD_MALLOC_RETAIN=0
   // A driver talks to every node that hosts one of its actors: a connection (and a few
   // descriptors) each, past the usual soft limit of 1,024 on a large cluster.
   raise_descriptor_limit();

@@ -5,6 +5,7 @@
 
 #include <thread>
 
+#include "allocator.h"
 #include "metrics_registry.h"
 #include "task_events.h"
 
@@ -74,6 +75,7 @@ void CoreWorker::housekeeping() {
   }
   tasks_.return_idle_leases();
   ShmPool::instance().trim();
+  trim_heap();
   report_metrics(true);
 }
 

@@ -1,13 +1,10 @@
 #include "yard/actors/trainer.h"
 
-#include <malloc.h>
+#include "yard/process.h"
 
 namespace yard::actors {
 
-void keep_freed_memory() {
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-}
+void keep_freed_memory() { yard::sys::keep_freed_heap(); }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::Tensor> params, const TrainerOptions& o) {
   if (o.optimizer == "adamw")

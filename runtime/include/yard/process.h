@@ -28,6 +28,17 @@ pid_t spawn(const std::vector<std::string>& argv, const SpawnOptions& opts);
 std::pair<pid_t, std::string> spawn_ready(std::vector<std::string> argv, SpawnOptions opts,
                                           std::chrono::milliseconds timeout);
 
+// Heap bytes this process's code holds now (jemalloc's count, every thread), and a request that
+// the heap return the memory freed so far to the kernel.
+size_t heap_bytes_in_use();
+void release_free_heap();
+// Keeps every byte this process frees for reuse from now on, whatever YARD_MALLOC_RETAIN says
+// (a training process whose large tensors come and go at the same sizes every step).
+void keep_freed_heap();
+// The environment that gives another program (a peer in a benchmark, a Python process) the heap
+// a Switchyard process runs on: LD_PRELOAD of the jemalloc library in use, and its settings.
+std::map<std::string, std::string> allocator_environment();
+
 // True while pid exists (and is not a zombie we can reap).
 bool pid_alive(pid_t pid);
 // True when pid is gone or a zombie waiting to be reaped (works for processes we did not start).

@@ -39,10 +39,10 @@ struct TrainerOptions {
   int sync_every = 0;
 };
 
-// Makes this process keep memory it frees (glibc: large blocks are no longer mapped and unmapped
-// one by one, and the heap is not trimmed below 1 GiB), so every step stops paying page faults
-// for its large activation and gradient tensors: CPU steps get faster and steadier (about 5 % on
-// the railway model here). Process-wide; trainer processes call it once at start.
+// Makes this process keep memory it frees for reuse (Switchyard's heap, jemalloc, does by default;
+// this holds even under YARD_MALLOC_RETAIN=0), so every step stops paying page faults for its
+// large activation and gradient tensors: CPU steps get faster and steadier (about 5 % on the
+// railway model here). Process-wide; trainer processes call it once at start.
 void keep_freed_memory();
 
 // The optimizer TrainerOptions names (adamw or sgd, with its weight decay and momentum) over

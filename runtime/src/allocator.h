@@ -1,0 +1,17 @@
+// The process's heap (allocator_jemalloc.cc; allocator_sanitizer.cc in a sanitizer build): jemalloc, configured when the runtime starts.
+#pragma once
+
+#include <cstddef>
+
+namespace yard::detail {
+
+// Applies YARD_MALLOC_RETAIN (0: freed memory goes back to the kernel at once).
+void configure_allocator();
+// Freed memory the heap keeps for reuse, in bytes.
+size_t retained_heap_bytes();
+// Returns the kept memory to the kernel when there is more than `keep` of it (as glibc trims the
+// top of its heap past its threshold). Called by the runtime's housekeeping, every 0.5 s.
+inline constexpr size_t kKeptHeapBytes = size_t{1} << 30;
+void trim_heap(size_t keep = kKeptHeapBytes);
+
+}  // namespace yard::detail

@@ -1,0 +1,44 @@
+// The process's heap (runtime/src/allocator_jemalloc.cc): jemalloc is the allocator in use, freed memory is
+// kept for reuse, and trim_heap gives it back past its bound.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "allocator.h"
+#include "yard/process.h"
+
+namespace {
+// Touched, so the pages are really there, and read back, so nothing is optimised away.
+std::unique_ptr<char[]> filled(size_t n) {
+  std::unique_ptr<char[]> p(new char[n]);
+  std::memset(p.get(), 7, n);
+  return p;
+}
+}  // namespace
+
+TEST_CASE("the heap counts what this process holds", "[allocator]") {
+  size_t before = yard::sys::heap_bytes_in_use();
+  auto p = filled(64 << 20);
+  REQUIRE(p[12345] == 7);
+  // jemalloc's count: glibc's malloc (were it the one in use) would leave it unchanged.
+  CHECK(yard::sys::heap_bytes_in_use() >= before + (64 << 20));
+  p.reset();
+  CHECK(yard::sys::heap_bytes_in_use() < before + (64 << 20));
+}
+
+TEST_CASE("freed memory is kept for reuse, and trimmed past the bound", "[allocator]") {
+  yard::sys::release_free_heap();
+  size_t base = yard::detail::retained_heap_bytes();
+  std::vector<std::unique_ptr<char[]>> bufs;
+  for (int i = 0; i < 4; ++i) bufs.push_back(filled(32 << 20));
+  bufs.clear();
+  size_t kept = yard::detail::retained_heap_bytes();
+  INFO("kept " << kept << " bytes, " << base << " before");
+  CHECK(kept >= base + (100 << 20));
+  yard::detail::trim_heap(size_t{1} << 40);  // under the bound: kept
+  CHECK(yard::detail::retained_heap_bytes() >= base + (100 << 20));
+  yard::detail::trim_heap(64 << 20);  // over it: given back
+  CHECK(yard::detail::retained_heap_bytes() < (64 << 20));
+}
