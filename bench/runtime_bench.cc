@@ -264,22 +264,30 @@ int main(int argc, char** argv) {
   std::string only = argc > 1 ? argv[1] : "";
   auto want = [&](const char* c) { return only.empty() || only == c; };
 
-  // Each peer is measured right before the case it is compared with: this machine's speed drifts
-  // (by 2x within minutes on a shared VM), and a figure from another moment would not compare.
+  // Each peer is measured right before and right after the case it is compared with, and its
+  // figure is the mean of the two: this machine's speed drifts (by 2x within minutes on a shared
+  // VM), and a figure from another moment would not compare.
+  auto bracketed = [](auto peer, auto ours) {
+    double before = peer();
+    double value = ours();
+    return std::pair{value, (before + peer()) / 2};
+  };
 
   if (want("tasks_sync")) {
-    double peer = zmq_round_trips();
-    emit("tasks_sync", rate([] { yard::task(noop).remote(1).get(); }, 1), "ops/s", "zmq_req_rep_roundtrip", peer);
+    auto [value, peer] = bracketed(zmq_round_trips, [] { return rate([] { yard::task(noop).remote(1).get(); }, 1); });
+    emit("tasks_sync", value, "ops/s", "zmq_req_rep_roundtrip", peer);
   }
 
   if (want("tasks_async")) {
-    double peer = zmq_pipelined(1000);
-    emit("tasks_async", rate([] {
-      std::vector<yard::ObjectRef<int>> refs;
-      refs.reserve(1000);
-      for (int i = 0; i < 1000; ++i) refs.push_back(yard::task(noop).remote(i));
-      yard::get(refs);
-    }, 1000, 3.0), "ops/s", "zmq_dealer_router_1000_in_flight", peer);
+    auto [value, peer] = bracketed([] { return zmq_pipelined(1000); }, [] {
+      return rate([] {
+        std::vector<yard::ObjectRef<int>> refs;
+        refs.reserve(1000);
+        for (int i = 0; i < 1000; ++i) refs.push_back(yard::task(noop).remote(i));
+        yard::get(refs);
+      }, 1000, 3.0);
+    });
+    emit("tasks_async", value, "ops/s", "zmq_dealer_router_1000_in_flight", peer);
   }
 
   if (want("tasks_async_metrics_on")) metrics_cost("tasks_async_metrics_on", false, "tasks_async");
@@ -288,19 +296,21 @@ int main(int argc, char** argv) {
   auto a = yard::actor<Echo>().remote();
   a.call(&Echo::echo).remote(0).get();
   if (want("actor_calls_sync")) {
-    double peer = zmq_round_trips();
-    emit("actor_calls_sync", rate([&] { a.call(&Echo::echo).remote(1).get(); }, 1), "ops/s",
-         "zmq_req_rep_roundtrip", peer);
+    auto [value, peer] =
+        bracketed(zmq_round_trips, [&] { return rate([&] { a.call(&Echo::echo).remote(1).get(); }, 1); });
+    emit("actor_calls_sync", value, "ops/s", "zmq_req_rep_roundtrip", peer);
   }
 
   if (want("actor_calls_async")) {
-    double peer = zmq_pipelined(1000);
-    emit("actor_calls_async", rate([&] {
-      std::vector<yard::ObjectRef<int>> refs;
-      refs.reserve(1000);
-      for (int i = 0; i < 1000; ++i) refs.push_back(a.call(&Echo::echo).remote(i));
-      yard::get(refs);
-    }, 1000, 3.0), "ops/s", "zmq_dealer_router_1000_in_flight", peer);
+    auto [value, peer] = bracketed([] { return zmq_pipelined(1000); }, [&] {
+      return rate([&] {
+        std::vector<yard::ObjectRef<int>> refs;
+        refs.reserve(1000);
+        for (int i = 0; i < 1000; ++i) refs.push_back(a.call(&Echo::echo).remote(i));
+        yard::get(refs);
+      }, 1000, 3.0);
+    });
+    emit("actor_calls_async", value, "ops/s", "zmq_dealer_router_1000_in_flight", peer);
   }
 
   if (want("actor_calls_concurrent")) {

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <cstdlib>
 #include <memory>
 #include <vector>
 
@@ -41,4 +42,17 @@ TEST_CASE("freed memory is kept for reuse, and trimmed past the bound", "[alloca
   CHECK(yard::detail::retained_heap_bytes() >= base + (100 << 20));
   yard::detail::trim_heap(64 << 20);  // over it: given back
   CHECK(yard::detail::retained_heap_bytes() < (64 << 20));
+}
+
+TEST_CASE("YARD_MALLOC_RETAIN=0 gives freed memory back; keep_freed_heap keeps it again", "[allocator]") {
+  // Both change the arenas there are already (this thread's among them), not only later ones.
+  setenv("YARD_MALLOC_RETAIN", "0", 1);
+  yard::detail::configure_allocator();
+  unsetenv("YARD_MALLOC_RETAIN");
+  yard::sys::release_free_heap();
+  filled(64 << 20).reset();
+  CHECK(yard::detail::retained_heap_bytes() < (32 << 20));
+  yard::sys::keep_freed_heap();
+  filled(64 << 20).reset();
+  CHECK(yard::detail::retained_heap_bytes() >= (64 << 20));
 }
