@@ -1,13 +1,17 @@
 // The heap of a sanitizer build (-Db_sanitize=...): the sanitizer's own allocator replaces malloc,
 // so jemalloc is not linked (runtime/src/allocator_jemalloc.cc is the heap of every other build).
 // Its counts come from the sanitizer; there is nothing to configure, keep or trim.
-#include <sanitizer/allocator_interface.h>
-
+#include <cstddef>
 #include <map>
 #include <string>
 
 #include "allocator.h"
 #include "yard/process.h"
+
+// The sanitizers' allocator interface (every sanitizer runtime exports it; GCC installs no header
+// for it).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
+extern "C" size_t __sanitizer_get_free_bytes();
 
 namespace yard::detail {
 
