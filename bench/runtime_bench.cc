@@ -195,23 +195,26 @@ void queued_tasks(size_t n) {
   std::filesystem::remove_all(dir);
 }
 
-// 1,000 small tasks (or calls to one actor) submitted, then all awaited; ops/s.
+// 1,000 small tasks submitted, then all awaited; the same with calls to one actor.
+void task_round() {
+  std::vector<yard::ObjectRef<int>> refs;
+  refs.reserve(1000);
+  for (int i = 0; i < 1000; ++i) refs.push_back(yard::task(noop).remote(i));
+  yard::get(refs);
+}
+void actor_round(yard::ActorHandle<Echo>& a) {
+  std::vector<yard::ObjectRef<int>> refs;
+  refs.reserve(1000);
+  for (int i = 0; i < 1000; ++i) refs.push_back(a.call(&Echo::echo).remote(i));
+  yard::get(refs);
+}
+
+// Rounds of the above for 3 s; ops/s.
 double async_rate(bool actor) {
-  if (!actor)
-    return rate([] {
-      std::vector<yard::ObjectRef<int>> refs;
-      refs.reserve(1000);
-      for (int i = 0; i < 1000; ++i) refs.push_back(yard::task(noop).remote(i));
-      yard::get(refs);
-    }, 1000, 3.0);
+  if (!actor) return rate(task_round, 1000, 3.0);
   auto a = yard::actor<Echo>().remote();
   a.call(&Echo::echo).remote(0).get();
-  return rate([&] {
-    std::vector<yard::ObjectRef<int>> refs;
-    refs.reserve(1000);
-    for (int i = 0; i < 1000; ++i) refs.push_back(a.call(&Echo::echo).remote(i));
-    yard::get(refs);
-  }, 1000, 3.0);
+  return rate([&] { actor_round(a); }, 1000, 3.0);
 }
 
 // The same case in a child of this binary with its own embedded cluster and YARD_METRICS=0 (the
@@ -279,14 +282,7 @@ int main(int argc, char** argv) {
   }
 
   if (want("tasks_async")) {
-    auto [value, peer] = bracketed([] { return zmq_pipelined(1000); }, [] {
-      return rate([] {
-        std::vector<yard::ObjectRef<int>> refs;
-        refs.reserve(1000);
-        for (int i = 0; i < 1000; ++i) refs.push_back(yard::task(noop).remote(i));
-        yard::get(refs);
-      }, 1000, 3.0);
-    });
+    auto [value, peer] = bracketed([] { return zmq_pipelined(1000); }, [] { return rate(task_round, 1000, 3.0); });
     emit("tasks_async", value, "ops/s", "zmq_dealer_router_1000_in_flight", peer);
   }
 
@@ -302,26 +298,15 @@ int main(int argc, char** argv) {
   }
 
   if (want("actor_calls_async")) {
-    auto [value, peer] = bracketed([] { return zmq_pipelined(1000); }, [&] {
-      return rate([&] {
-        std::vector<yard::ObjectRef<int>> refs;
-        refs.reserve(1000);
-        for (int i = 0; i < 1000; ++i) refs.push_back(a.call(&Echo::echo).remote(i));
-        yard::get(refs);
-      }, 1000, 3.0);
-    });
+    auto [value, peer] =
+        bracketed([] { return zmq_pipelined(1000); }, [&] { return rate([&] { actor_round(a); }, 1000, 3.0); });
     emit("actor_calls_async", value, "ops/s", "zmq_dealer_router_1000_in_flight", peer);
   }
 
   if (want("actor_calls_concurrent")) {
     auto c = yard::actor<Echo>().max_concurrency(16).remote();
     c.call(&Echo::echo).remote(0).get();
-    emit("actor_calls_concurrent", rate([&] {
-      std::vector<yard::ObjectRef<int>> refs;
-      refs.reserve(1000);
-      for (int i = 0; i < 1000; ++i) refs.push_back(c.call(&Echo::echo).remote(i));
-      yard::get(refs);
-    }, 1000, 3.0), "ops/s");
+    emit("actor_calls_concurrent", rate([&] { actor_round(c); }, 1000, 3.0), "ops/s");
   }
 
   if (want("n_n_actor_calls_async")) {
