@@ -165,9 +165,6 @@ double zmq_pipelined(int in_flight) {
   return r;
 }
 
-// Heap bytes in use, every thread's (the allocator's own count).
-size_t heap_in_use() { return yard::sys::heap_bytes_in_use(); }
-
 // One driver queues `n` small tasks while every CPU is held: the heap it takes per queued task
 // (ObjectRefs, the runtime's records, arguments), then the rate at which all n complete.
 void queued_tasks(size_t n) {
@@ -182,10 +179,10 @@ void queued_tasks(size_t n) {
   std::vector<yard::ObjectRef<int>> refs;
   refs.reserve(n);
   yard::sys::release_free_heap();
-  size_t before = heap_in_use();
+  size_t before = yard::sys::heap_bytes_in_use();
   auto t0 = Clock::now();
   for (size_t i = 0; i < n; ++i) refs.push_back(yard::task(noop).remote(int(i)));
-  size_t after = heap_in_use();
+  size_t after = yard::sys::heap_bytes_in_use();
   emit("driver_bytes_per_queued_task", double(after - before) / double(n), "bytes");
   std::ofstream(dir / "release") << "1";
   yard::get(holds);

@@ -1,5 +1,5 @@
-// The process's heap (runtime/src/allocator_jemalloc.cc): jemalloc is the allocator in use, freed memory is
-// kept for reuse, and trim_heap gives it back past its bound.
+// The process's heap (runtime/src/allocator_jemalloc.cc): jemalloc is the allocator in use, freed
+// memory is kept for reuse, and trim_heap gives it back past its bound.
 #include <catch2/catch.hpp>
 
 #include <cstring>

@@ -1,4 +1,5 @@
-// The process's heap (allocator_jemalloc.cc; allocator_sanitizer.cc in a sanitizer build): jemalloc, configured when the runtime starts.
+// The process's heap: jemalloc (allocator_jemalloc.cc), configured when the runtime starts; the
+// sanitizer's allocator in a sanitizer build (allocator_sanitizer.cc).
 #pragma once
 
 #include <cstddef>

@@ -32,8 +32,9 @@ std::pair<pid_t, std::string> spawn_ready(std::vector<std::string> argv, SpawnOp
 // the heap return the memory freed so far to the kernel.
 size_t heap_bytes_in_use();
 void release_free_heap();
-// Keeps every byte this process frees for reuse from now on, whatever YARD_MALLOC_RETAIN says
-// (a training process whose large tensors come and go at the same sizes every step).
+// Keeps what this process frees for reuse from now on (up to the runtime's bound of 1 GiB),
+// whatever YARD_MALLOC_RETAIN says: for a training process whose large tensors come and go at the
+// same sizes every step.
 void keep_freed_heap();
 // The environment that gives another program (a peer in a benchmark, a Python process) the heap
 // a Switchyard process runs on: LD_PRELOAD of the jemalloc library in use, and its settings.
