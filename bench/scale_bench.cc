@@ -25,6 +25,8 @@
 //   status_ms_Nn_A_actors       the summary with the A actors alive
 //   actor_kill_per_s_Nn         all of them killed, one request each, until none is alive
 // SCALE_SOAK_S=S runs, instead of the above, a soak of S seconds at each size (see run_soak).
+// SCALE_LAT_FILE=F writes each creation's start (s) and latency (ms) to F.N for N nodes, to see
+// when the slow ones come.
 // SCALE_ACTORS sets the number of actors (default 1000); SCALE_KEEP_HOME=1 keeps each size's
 // cluster directory (the head's and simulators' logs) and prints where it is.
 #include <netinet/in.h>
@@ -198,15 +200,17 @@ using Counter = yard::ActorHandle<yard::SimulatedCounter>;
 std::pair<double, double> create_actors(int count, std::vector<Counter>& out) {
   std::mutex mu;
   std::vector<double> lat;
+  std::vector<std::pair<double, double>> when;  // (seconds from the start, ms), for SCALE_LAT_FILE
   std::atomic<int> next{0};
   auto t0 = Clock::now();
   std::vector<std::thread> ts;
   for (int t = 0; t < 4; ++t)
     ts.emplace_back([&] {
       std::vector<Counter> mine;
-      std::vector<double> ms;
+      std::vector<double> ms, at;
       while (next.fetch_add(1) < count) {
         auto s = Clock::now();
+        at.push_back(std::chrono::duration<double>(s - t0).count());
         auto a = yard::actor<yard::SimulatedCounter>(int64_t{1}).resources({{"sim", 1}}).spread().remote();
         if (*a.call(&yard::SimulatedCounter::add).remote(int64_t{1}).get(120s) != 2) throw std::runtime_error("wrong answer");
         ms.push_back(secs_since(s) * 1000);
@@ -214,10 +218,17 @@ std::pair<double, double> create_actors(int count, std::vector<Counter>& out) {
       }
       std::lock_guard l(mu);
       lat.insert(lat.end(), ms.begin(), ms.end());
+      for (size_t i = 0; i < ms.size(); ++i) when.emplace_back(at[i], ms[i]);
       for (auto& a : mine) out.push_back(std::move(a));
     });
   for (auto& t : ts) t.join();
   double rate = count / secs_since(t0);
+  if (const char* f = getenv("SCALE_LAT_FILE"); f && *f) {
+    std::sort(when.begin(), when.end());
+    const char* size = getenv("SCALE_ONE_SIZE");
+    std::ofstream out(std::string(f) + "." + (size ? size : "all"));
+    for (auto& [t, ms] : when) out << t << " " << ms << "\n";
+  }
   std::sort(lat.begin(), lat.end());
   return {rate, lat.empty() ? 0 : lat[lat.size() * 99 / 100]};
 }
