@@ -1,10 +1,12 @@
 // The process's heap (runtime/src/allocator_jemalloc.cc): jemalloc is the allocator in use, freed
-// memory is kept for reuse, and trim_heap gives it back past its bound.
+// memory is kept for reuse, trim_heap gives it back past its bound, and a daemon's heap decays.
 #include <catch2/catch.hpp>
+#include <jemalloc/jemalloc.h>
 
 #include <cstring>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "allocator.h"
@@ -55,4 +57,22 @@ TEST_CASE("YARD_MALLOC_RETAIN=0 gives freed memory back; keep_freed_heap keeps i
   yard::sys::keep_freed_heap();
   filled(64 << 20).reset();
   CHECK(yard::detail::retained_heap_bytes() >= (64 << 20));
+}
+
+TEST_CASE("a daemon's heap gives freed memory back after jemalloc's decay", "[allocator]") {
+  // This thread's arena, read through jemalloc's own controls.
+  auto decay = [] {
+    unsigned arena = 0;
+    size_t len = sizeof arena;
+    REQUIRE(mallctl("thread.arena", &arena, &len, nullptr, 0) == 0);
+    ssize_t ms = 0;
+    len = sizeof ms;
+    REQUIRE(mallctl(("arena." + std::to_string(arena) + ".dirty_decay_ms").c_str(), &ms, &len, nullptr, 0) == 0);
+    return ms;
+  };
+  CHECK(decay() == -1);  // a runtime process keeps freed memory
+  yard::detail::heap_for_daemon();
+  CHECK(decay() == 10000);
+  yard::sys::keep_freed_heap();  // as the rest of this process expects
+  CHECK(decay() == -1);
 }

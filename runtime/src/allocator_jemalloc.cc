@@ -76,6 +76,11 @@ void trim_heap(size_t keep) {
   if (retained_heap_bytes() > keep) yard::sys::release_free_heap();
 }
 
+void heap_for_daemon() {
+  if (const char* r = getenv("YARD_MALLOC_RETAIN"); r && std::strcmp(r, "0") == 0) return;  // already at once
+  set_decay_everywhere("dirty_decay_ms", 10000);
+}
+
 void configure_allocator() {
   // YARD_MALLOC_RETAIN=0: freed memory goes back to the kernel at once, in every arena.
   if (const char* r = getenv("YARD_MALLOC_RETAIN"); r && std::strcmp(r, "0") == 0) {

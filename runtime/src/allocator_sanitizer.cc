@@ -18,6 +18,7 @@ namespace yard::detail {
 void configure_allocator() {}
 size_t retained_heap_bytes() { return __sanitizer_get_free_bytes(); }
 void trim_heap(size_t) {}
+void heap_for_daemon() {}
 
 }  // namespace yard::detail
 

@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include "yard/process.h"
+#include "allocator.h"
 #include "link_limits.h"
 #include "link_security.h"
 #include "redis_conn.h"
@@ -69,6 +70,7 @@ void HeadService::open_session(bool taking_over) {
   fs::create_directories(o_.session_dir + "/redis");
   open_log(log_dir_, "head");
   raise_descriptor_limit();
+  heap_for_daemon();
   token_file_ = o_.session_dir + "/token";
   token_ = taking_over ? read_token(token_file_) : create_token(token_file_);
   write_private_file(o_.session_dir + "/web_key", detail::web_key_for(token_));

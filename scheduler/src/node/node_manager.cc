@@ -14,6 +14,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/join.h"
+#include "allocator.h"
 #include "link_limits.h"
 #include "local_copies.h"
 
@@ -40,6 +41,7 @@ void NodeManager::open_session() {
   fs::create_directories(log_dir_);
   open_log(log_dir_, "node");
   raise_descriptor_limit();
+  heap_for_daemon();
   token_file_ = o_.session_dir + "/token";
   token_ = o_.join_token;
   if (!o_.head_node) {

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/join.h"
+#include "allocator.h"
 #include "link_limits.h"
 #include "resources.h"
 #include "session.h"
@@ -31,6 +32,7 @@ void SimulatedNodes::open_session() {
   fs::create_directories(log_dir_);
   open_log(log_dir_, "sim");
   raise_descriptor_limit();
+  heap_for_daemon();
   token_ = o_.join_token;
   token_file_ = o_.session_dir + "/token";
   int fd = ::open(token_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
