@@ -199,38 +199,35 @@ using Counter = yard::ActorHandle<yard::SimulatedCounter>;
 // next. (actors per second, p99 ms of one creation).
 std::pair<double, double> create_actors(int count, std::vector<Counter>& out) {
   std::mutex mu;
-  std::vector<double> lat;
-  std::vector<std::pair<double, double>> when;  // (seconds from the start, ms), for SCALE_LAT_FILE
+  std::vector<std::pair<double, double>> lat;  // (start, seconds from t0; latency, ms)
   std::atomic<int> next{0};
   auto t0 = Clock::now();
   std::vector<std::thread> ts;
   for (int t = 0; t < 4; ++t)
     ts.emplace_back([&] {
       std::vector<Counter> mine;
-      std::vector<double> ms, at;
+      std::vector<std::pair<double, double>> ms;
       while (next.fetch_add(1) < count) {
         auto s = Clock::now();
-        at.push_back(std::chrono::duration<double>(s - t0).count());
         auto a = yard::actor<yard::SimulatedCounter>(int64_t{1}).resources({{"sim", 1}}).spread().remote();
         if (*a.call(&yard::SimulatedCounter::add).remote(int64_t{1}).get(120s) != 2) throw std::runtime_error("wrong answer");
-        ms.push_back(secs_since(s) * 1000);
+        ms.emplace_back(std::chrono::duration<double>(s - t0).count(), secs_since(s) * 1000);
         mine.push_back(std::move(a));
       }
       std::lock_guard l(mu);
       lat.insert(lat.end(), ms.begin(), ms.end());
-      for (size_t i = 0; i < ms.size(); ++i) when.emplace_back(at[i], ms[i]);
       for (auto& a : mine) out.push_back(std::move(a));
     });
   for (auto& t : ts) t.join();
   double rate = count / secs_since(t0);
   if (const char* f = getenv("SCALE_LAT_FILE"); f && *f) {
-    std::sort(when.begin(), when.end());
+    std::sort(lat.begin(), lat.end());
     const char* size = getenv("SCALE_ONE_SIZE");
     std::ofstream out(std::string(f) + "." + (size ? size : "all"));
-    for (auto& [t, ms] : when) out << t << " " << ms << "\n";
+    for (auto& [at, ms] : lat) out << at << " " << ms << "\n";
   }
-  std::sort(lat.begin(), lat.end());
-  return {rate, lat.empty() ? 0 : lat[lat.size() * 99 / 100]};
+  std::sort(lat.begin(), lat.end(), [](auto& x, auto& y) { return x.second < y.second; });
+  return {rate, lat.empty() ? 0 : lat[lat.size() * 99 / 100].second};
 }
 
 double redis_used_mb(yard::sys::Redis& r) {

@@ -59,6 +59,12 @@ void refresh_stats() {
   mallctl("epoch", &epoch, &len, &epoch, len);
 }
 
+// YARD_MALLOC_RETAIN=0: nothing freed is kept.
+bool retain_off() {
+  const char* r = getenv("YARD_MALLOC_RETAIN");
+  return r && std::strcmp(r, "0") == 0;
+}
+
 size_t read_size(const std::string& name) {
   size_t v = 0, len = sizeof v;
   return mallctl(name.c_str(), &v, &len, nullptr, 0) == 0 ? v : 0;
@@ -77,13 +83,12 @@ void trim_heap(size_t keep) {
 }
 
 void heap_for_daemon() {
-  if (const char* r = getenv("YARD_MALLOC_RETAIN"); r && std::strcmp(r, "0") == 0) return;  // already at once
-  set_decay_everywhere("dirty_decay_ms", 10000);
+  if (!retain_off()) set_decay_everywhere("dirty_decay_ms", 10000);  // when off, it is given back at once
 }
 
 void configure_allocator() {
   // YARD_MALLOC_RETAIN=0: freed memory goes back to the kernel at once, in every arena.
-  if (const char* r = getenv("YARD_MALLOC_RETAIN"); r && std::strcmp(r, "0") == 0) {
+  if (retain_off()) {
     set_decay_everywhere("dirty_decay_ms", 0);
     set_decay_everywhere("muzzy_decay_ms", 0);
   }
