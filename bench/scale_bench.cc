@@ -1,10 +1,20 @@
 // bench/run scale: one real head and its Redis against many simulated nodes (`yard start
 // --simulate`, each process a few hundred nodes), at every cluster size given (default 100 and
 // 1000 nodes), so that the growth shows. Per size N:
-//   actor_create_per_s_Nn       actors created and answering per second (4 client threads, each
-//                               creating and calling one at a time); at the largest size its peer
-//                               is the same case at the smallest size (ratio = large ÷ small)
+//   actor_create_first_contact_per_s_Nn
+//                               one actor on every node (min(N, SCALE_ACTORS)), asked for at once,
+//                               then one call to each: every creation opens a link from the head
+//                               and one from the driver to a node not linked yet
+//   actor_create_one_by_one_per_s_Nn
+//                               SCALE_ACTORS actors by 4 client threads, each creating one and
+//                               waiting for its first answer before the next
 //   placement_p99_ms_Nn         p99 of create -> first answer under that continuous load
+//   actor_create_per_s_Nn       actors created and answering per second in batches, as users make
+//                               many (and as Ray's many-actors benchmark measures): SCALE_BATCHED
+//                               actors (default 5000), 1,000 asked for at once, then one call to
+//                               each, the next 1,000 when all have answered. At the largest size
+//                               its peer is the same case at the smallest size (ratio = large ÷
+//                               small); actor_create_one_by_one_per_s_Nn has the same peer
 //   pg_create_remove_per_s_Nn   single-bundle placement groups created, waited for and removed
 //   dead_node_detect_s_Nn       kill -9 of one more simulated node -> marked DEAD; peer: the
 //                               heartbeat timeout + 1 s (ratio <= 1 meets the target)
@@ -27,7 +37,8 @@
 // SCALE_SOAK_S=S runs, instead of the above, a soak of S seconds at each size (see run_soak).
 // SCALE_LAT_FILE=F writes each creation's start (s) and latency (ms) to F.N for N nodes, to see
 // when the slow ones come.
-// SCALE_ACTORS sets the number of actors (default 1000); SCALE_KEEP_HOME=1 keeps each size's
+// SCALE_ACTORS sets the number of actors made one by one (default 1000), SCALE_BATCHED those made in
+// batches (default 5000); SCALE_KEEP_HOME=1 keeps each size's
 // cluster directory (the head's and simulators' logs) and prints where it is.
 #include <netinet/in.h>
 #include <signal.h>
@@ -195,6 +206,9 @@ struct Cluster {
 
 using Counter = yard::ActorHandle<yard::SimulatedCounter>;
 
+// One actor on a node of its own where it can: SPREAD, each needing one "sim".
+Counter make_counter() { return yard::actor<yard::SimulatedCounter>(int64_t{1}).resources({{"sim", 1}}).spread().remote(); }
+
 // `count` actors made by 4 threads, each creating one and waiting for its first answer before the
 // next. (actors per second, p99 ms of one creation).
 std::pair<double, double> create_actors(int count, std::vector<Counter>& out) {
@@ -209,7 +223,7 @@ std::pair<double, double> create_actors(int count, std::vector<Counter>& out) {
       std::vector<std::pair<double, double>> ms;
       while (next.fetch_add(1) < count) {
         auto s = Clock::now();
-        auto a = yard::actor<yard::SimulatedCounter>(int64_t{1}).resources({{"sim", 1}}).spread().remote();
+        auto a = make_counter();
         if (*a.call(&yard::SimulatedCounter::add).remote(int64_t{1}).get(120s) != 2) throw std::runtime_error("wrong answer");
         ms.emplace_back(std::chrono::duration<double>(s - t0).count(), secs_since(s) * 1000);
         mine.push_back(std::move(a));
@@ -237,8 +251,41 @@ double redis_used_mb(yard::sys::Redis& r) {
 }
 
 struct SizeFigures {
-  double create_rate = 0;
+  double create_rate = 0;             // actor_create_per_s (batched)
+  double one_by_one_rate = 0;         // actor_create_one_by_one_per_s
 };
+
+
+// `count` actors in batches of 1,000: each batch asked for at once, then one call to each, the
+// next batch when all have answered. Actors per second.
+double create_batched(int count, std::vector<Counter>& out) {
+  constexpr int kBatch = 1000;
+  auto t0 = Clock::now();
+  for (int done = 0; done < count;) {
+    int n = std::min(kBatch, count - done);
+    std::vector<Counter> batch;
+    batch.reserve(size_t(n));
+    for (int i = 0; i < n; ++i) batch.push_back(make_counter());
+    std::vector<yard::ObjectRef<int64_t>> refs;
+    refs.reserve(size_t(n));
+    for (auto& a : batch) refs.push_back(a.call(&yard::SimulatedCounter::add).remote(int64_t{1}));
+    for (auto& r : refs)
+      if (*r.get(120s) != 2) throw std::runtime_error("wrong answer");
+    for (auto& a : batch) out.push_back(std::move(a));
+    done += n;
+  }
+  return count / secs_since(t0);
+}
+
+// What `count` creations cost all processes together, per creation, and each of them:
+// NAME_TAG (on 2 cores the rate cannot exceed 2 ÷ this), NAME_head_TAG, ...
+void emit_cpu(const std::string& name, const std::string& tag, const Cluster::Cpu& a, const Cluster::Cpu& b, int count) {
+  emit(name + tag, (b.all() - a.all()) * 1000 / count, "ms");
+  emit(name + "_head" + tag, (b.head - a.head) * 1000 / count, "ms");
+  emit(name + "_redis" + tag, (b.redis - a.redis) * 1000 / count, "ms");
+  emit(name + "_driver" + tag, (b.driver - a.driver) * 1000 / count, "ms");
+  emit(name + "_simulators" + tag, (b.sims - a.sims) * 1000 / count, "ms");
+}
 
 // The head's and Redis's CPU share over 3 s with nothing asked of them.
 void measure_idle(Cluster& c, const std::string& tag) {
@@ -323,38 +370,53 @@ void measure_groups(Cluster& c, yard::sys::Redis& redis, const std::string& tag,
   }
   emit("pg_remove_per_s" + tag + "_" + n, groups / secs_since(t0), "groups/s");
 }
-// `actors` actors created; the CPU a creation and a later call cost all processes together;
-// what the actors cost the head and Redis; the status summary with them alive.
-double measure_actors(Cluster& c, yard::sys::Redis& redis, const std::string& tag, int actors,
-                      const SizeFigures* smallest, std::vector<Counter>& made) {
+// The actors, in three phases (the file's head says what each case measures): one on every node
+// (first contacts), `actors` one by one, `batched` in batches; what a creation costs all
+// processes in each phase, a later call over open links, what the actors cost the head and Redis,
+// and the status summary with them all alive. Returns the rates the smallest size passes on.
+SizeFigures measure_actors(Cluster& c, yard::sys::Redis& redis, const std::string& tag, int actors, int batched,
+                           const SizeFigures* smallest, std::vector<Counter>& made) {
   double head_rss0 = rss_mb(c.head_pid), redis0 = redis_used_mb(redis);
+  int first = std::min(c.nodes, actors);
   auto cpu0 = c.cpu();
-  auto [rate, p99] = create_actors(actors, made);
-  // What one creation costs the machine, all processes together: on 2 cores the rate cannot
-  // exceed 2 ÷ this; and what it costs each (the head's share is what a cluster of real machines
-  // would put on the head's). Then one more call to every actor, over the links the first calls
-  // opened.
+  double first_rate = create_batched(first, made);
   auto cpu1 = c.cpu();
-  emit("actor_create_cpu_ms" + tag, (cpu1.all() - cpu0.all()) * 1000 / actors, "ms");
-  emit("actor_create_cpu_ms_head" + tag, (cpu1.head - cpu0.head) * 1000 / actors, "ms");
-  emit("actor_create_cpu_ms_redis" + tag, (cpu1.redis - cpu0.redis) * 1000 / actors, "ms");
-  emit("actor_create_cpu_ms_driver" + tag, (cpu1.driver - cpu0.driver) * 1000 / actors, "ms");
-  emit("actor_create_cpu_ms_simulators" + tag, (cpu1.sims - cpu0.sims) * 1000 / actors, "ms");
+  double head_rss1 = rss_mb(c.head_pid);
+  emit("actor_create_first_contact_per_s" + tag, first_rate, "actors/s");
+  emit_cpu("actor_create_first_contact_cpu_ms", tag, cpu0, cpu1, first);
+  emit("head_rss_mb_per_1k_first_contacts" + tag, (head_rss1 - head_rss0) * 1000.0 / first, "MB");
+
+  SizeFigures f;
+  double p99;
+  std::tie(f.one_by_one_rate, p99) = create_actors(actors, made);
+  auto cpu2 = c.cpu();
+  emit_cpu("actor_create_one_by_one_cpu_ms", tag, cpu1, cpu2, actors);
+  if (smallest)
+    emit("actor_create_one_by_one_per_s" + tag, f.one_by_one_rate, "actors/s",
+         "actor_create_one_by_one_per_s_smallest_size", smallest->one_by_one_rate);
+  else
+    emit("actor_create_one_by_one_per_s" + tag, f.one_by_one_rate, "actors/s");
+  emit("placement_p99_ms" + tag, p99, "ms");
+
+  f.create_rate = create_batched(batched, made);
+  auto cpu3 = c.cpu();
+  emit_cpu("actor_create_cpu_ms", tag, cpu2, cpu3, batched);
+  if (smallest)
+    emit("actor_create_per_s" + tag, f.create_rate, "actors/s", "actor_create_per_s_smallest_size", smallest->create_rate);
+  else
+    emit("actor_create_per_s" + tag, f.create_rate, "actors/s");
+  emit("head_rss_mb_per_1k_actors" + tag, (rss_mb(c.head_pid) - head_rss1) * 1000.0 / (actors + batched), "MB");
+  emit("redis_mb_per_1k_actors" + tag, (redis_used_mb(redis) - redis0) * 1000.0 / double(made.size()), "MB");
+
+  // One more call to every actor, one at a time, over the links the first calls opened.
   for (auto& a : made)
     if (!a.call(&yard::SimulatedCounter::add).remote(int64_t{0}).get(120s)) throw std::runtime_error("no answer");
-  emit("actor_call_cpu_ms" + tag, (c.cpu_all() - cpu1.all()) * 1000 / double(made.size()), "ms");
-  if (smallest)
-    emit("actor_create_per_s" + tag, rate, "actors/s", "actor_create_per_s_smallest_size", smallest->create_rate);
-  else
-    emit("actor_create_per_s" + tag, rate, "actors/s");
-  emit("placement_p99_ms" + tag, p99, "ms");
-  emit("head_rss_mb_per_1k_actors" + tag, (rss_mb(c.head_pid) - head_rss0) * 1000.0 / actors, "MB");
-  emit("redis_mb_per_1k_actors" + tag, (redis_used_mb(redis) - redis0) * 1000.0 / actors, "MB");
+  emit("actor_call_cpu_ms" + tag, (c.cpu_all() - cpu3.all()) * 1000 / double(made.size()), "ms");
   double ms = 0;
   c.run_status("", &ms);
   c.run_status("", &ms);
-  emit("status_ms" + tag + "_" + std::to_string(actors) + "_actors", ms, "ms");
-  return rate;
+  emit("status_ms" + tag + "_" + std::to_string(made.size()) + "_actors", ms, "ms");
+  return f;
 }
 
 // One more simulated node, killed: seconds until the head marks it DEAD.
@@ -458,7 +520,8 @@ void run_soak(Cluster& c, yard::sys::Redis& redis, const std::string& tag, doubl
   for (auto& a : alive) a.kill();
 }
 
-SizeFigures run_size(const std::string& yard_bin, int n, int actors, int groups, const SizeFigures* smallest) {
+SizeFigures run_size(const std::string& yard_bin, int n, int actors, int batched, int groups,
+                     const SizeFigures* smallest) {
   std::string tag = "_" + std::to_string(n) + "n";
   Cluster c(yard_bin, n);
   yard::init();
@@ -474,15 +537,15 @@ SizeFigures run_size(const std::string& yard_bin, int n, int actors, int groups,
   measure_status(c, tag);
   measure_groups(c, redis, tag, groups);
   std::vector<Counter> made;
-  SizeFigures f{measure_actors(c, redis, tag, actors, smallest, made)};
+  SizeFigures f = measure_actors(c, redis, tag, actors, batched, smallest, made);
   measure_dead_node(c, redis, tag);
-  measure_takeover(c, tag, actors);
+  measure_takeover(c, tag, int(made.size()));
   // Every actor killed (by the new head): until the summary counts none alive.
   auto t0 = Clock::now();
   for (auto& a : made) a.kill();
   while (secs_since(t0) < 600 && alive_in_summary(c.run_status("", nullptr)) > 0) {
   }
-  emit("actor_kill_per_s" + tag, actors / secs_since(t0), "actors/s");
+  emit("actor_kill_per_s" + tag, double(made.size()) / secs_since(t0), "actors/s");
   yard::shutdown();
   return f;
 }
@@ -490,27 +553,32 @@ SizeFigures run_size(const std::string& yard_bin, int n, int actors, int groups,
 }  // namespace
 
 // One cluster size per process (yard::init once per process); the parent runs each size in turn
-// and passes the smallest size's creation rate on, for the ratio.
+// and passes the smallest size's creation rates on, for the ratios.
 int main(int argc, char** argv) {
   // This binary is the job's: a worker the cluster starts from it (a warm pool) serves, no more.
   if (getenv("YARD_WORKER")) yard::init(argc, argv);
   std::string yard_bin = argc > 1 ? argv[1] : "build/scheduler/yard";
   int actors = getenv("SCALE_ACTORS") ? std::atoi(getenv("SCALE_ACTORS")) : 1000;
   int groups = getenv("SCALE_GROUPS") ? std::atoi(getenv("SCALE_GROUPS")) : 1000;
+  int batched = getenv("SCALE_BATCHED") ? std::atoi(getenv("SCALE_BATCHED")) : 5000;
   if (const char* one = getenv("SCALE_ONE_SIZE")) {
     std::optional<SizeFigures> smallest;
-    if (const char* r = getenv("SCALE_SMALLEST_RATE")) smallest = SizeFigures{std::atof(r)};
-    run_size(yard_bin, std::atoi(one), actors, groups, smallest ? &*smallest : nullptr);
+    if (const char* r = getenv("SCALE_SMALLEST_RATES")) {
+      smallest.emplace();
+      std::istringstream(r) >> smallest->create_rate >> smallest->one_by_one_rate;
+    }
+    run_size(yard_bin, std::atoi(one), actors, batched, groups, smallest ? &*smallest : nullptr);
     return 0;
   }
   std::vector<int> sizes;
   for (int i = 2; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
   if (sizes.empty()) sizes = {100, 1000};
-  std::string smallest_rate;
+  std::string rate, one_by_one;  // the smallest size's
   for (int n : sizes) {
     std::string cmd = "SCALE_ONE_SIZE=" + std::to_string(n) +
-                      (smallest_rate.empty() ? "" : " SCALE_SMALLEST_RATE=" + smallest_rate) + " '" +
+                      (rate.empty() ? "" : " SCALE_SMALLEST_RATES='" + rate + " " + one_by_one + "'") + " '" +
                       yard::sys::self_exe() + "' '" + yard_bin + "'";
+    bool smallest = rate.empty();
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) return 1;
     char line[4096];
@@ -518,8 +586,10 @@ int main(int argc, char** argv) {
       std::fputs(line, stdout);
       std::fflush(stdout);
       auto j = json::parse(line, nullptr, false);
-      if (smallest_rate.empty() && j.is_object() && j.value("case", "").rfind("actor_create_per_s", 0) == 0)
-        smallest_rate = std::to_string(j["value"].get<double>());
+      if (!smallest || !j.is_object()) continue;
+      auto name = j.value("case", "");
+      if (name.rfind("actor_create_per_s", 0) == 0) rate = std::to_string(j["value"].get<double>());
+      if (name.rfind("actor_create_one_by_one_per_s", 0) == 0) one_by_one = std::to_string(j["value"].get<double>());
     }
     if (pclose(p) != 0) return 1;
   }
