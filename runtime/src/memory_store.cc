@@ -12,14 +12,26 @@
 
 namespace yard::detail {
 
-// Counts completions without a lock; the waiting fiber is woken once, when the last one it needs
-// arrives (or the first error, for a waiter that stops on one).
+namespace {
+thread_local bool t_fiber_thread = false;
+}  // namespace
+
+void MemoryStore::mark_fiber_thread() { t_fiber_thread = true; }
+
+// Counts completions without a lock; the waiter is woken once, when the last one it needs
+// arrives (or the first error, for a waiter that stops on one). A waiter on a thread that runs
+// calls on fibers (an executor) waits on fiber primitives, suspending only its call; any other
+// thread (a driver's) waits on the system's: the fiber primitives' spinlocks spin while their
+// holder, on a machine with more threads than cores, waits to be scheduled.
 struct MemoryStore::Waiter {
-  boost::fibers::mutex m;
-  boost::fibers::condition_variable cv;
+  const bool fiber = t_fiber_thread;
+  boost::fibers::mutex fm;
+  boost::fibers::condition_variable fcv;
+  std::mutex m;
+  std::condition_variable cv;
   std::atomic<size_t> remaining{1};
   bool stop_on_error = false;
-  bool done = false;  // guarded by m
+  bool done = false;  // guarded by fm or m
   void notify(bool error) {
     bool fire;
     if (error && stop_on_error) {
@@ -31,14 +43,28 @@ struct MemoryStore::Waiter {
       fire = r == 1;
     }
     if (!fire) return;
-    std::unique_lock<boost::fibers::mutex> l(m);
+    if (fiber) {
+      std::unique_lock<boost::fibers::mutex> l(fm);
+      done = true;
+      fcv.notify_all();
+      return;
+    }
+    std::lock_guard<std::mutex> l(m);
     done = true;
     cv.notify_all();
   }
   // False on timeout.
   bool wait(Duration timeout) {
-    std::unique_lock<boost::fibers::mutex> l(m);
     auto ready = [&] { return done; };
+    if (fiber) {
+      std::unique_lock<boost::fibers::mutex> l(fm);
+      if (timeout == Duration::max()) {
+        fcv.wait(l, ready);
+        return true;
+      }
+      return fcv.wait_for(l, timeout, ready);
+    }
+    std::unique_lock<std::mutex> l(m);
     if (timeout == Duration::max()) {
       cv.wait(l, ready);
       return true;

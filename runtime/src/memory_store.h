@@ -65,6 +65,8 @@ class MemoryStore {
   // thrown), waiting once for all of them rather than once each.
   std::vector<Bytes> get_all(const std::vector<std::string>& ids, Duration timeout);
   size_t size();
+  // The calling thread runs calls on fibers (an executor's): its waits suspend only the fiber.
+  static void mark_fiber_thread();
 
  private:
   struct Waiter;

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core_worker.h"
+#include "memory_store.h"
 #include "yard/process.h"
 
 namespace yard::detail {
@@ -145,6 +146,7 @@ void TaskExecutor::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const
 }
 
 void TaskExecutor::run(std::function<void()> housekeeping) {
+  MemoryStore::mark_fiber_thread();  // concurrent calls run on fibers of this thread
   io_ = std::make_unique<IoLoop>(bind_host_, 0, token_, [this](IoLoop::Incoming in) { handle(std::move(in)); });
   io_->post([this, housekeeping] { io_->every(std::chrono::milliseconds(50), housekeeping); });
   uint64_t rid = io_->next_request_id();
