@@ -88,3 +88,51 @@ TEST_CASE("a heartbeat writes the changed fields of a node's record, and all of 
   CHECK(beats[1].value_or(0) == Approx(2041));
   CHECK_FALSE(beats[2].has_value());
 }
+
+TEST_CASE("gathered actor writes reach Redis in one round trip, before anything read or written next",
+          "[tables]") {
+  yard::sys::RedisServer server;
+  yard::sys::Redis redis("127.0.0.1", server.port(), "", 5s), admin("127.0.0.1", server.port(), "", 5s);
+  store::Tables tables(redis);
+  tables.gather_actor_writes();
+  store::ActorRecord a;
+  a.id = "actor-1";
+  a.class_name = "Counter";
+  a.job = "job-1";
+  tables.add_actor(a, "spec");
+  a.state = store::ActorState::kAlive;
+  a.address = "127.0.0.1:7001";
+  tables.save_actor(a);
+  // Gathered: nothing in Redis yet.
+  CHECK(admin.cmd({"EXISTS", "yard:actor:actor-1"}).integer() == 0);
+  CHECK(admin.cmd({"SISMEMBER", "yard:actors", "actor-1"}).integer() == 0);
+
+  // Any other use of the tables sends them first: a read sees them.
+  auto read = tables.actor("actor-1");
+  REQUIRE(read);
+  CHECK(read->state == store::ActorState::kAlive);
+  CHECK(read->address == "127.0.0.1:7001");
+  CHECK(admin.cmd({"SISMEMBER", "yard:actors", "actor-1"}).integer() == 1);
+  CHECK(admin.cmd({"GET", "yard:actor:actor-1:spec"}).str() == "spec");
+
+  // write_gathered sends them; a round trip that fails keeps them for the next.
+  a.state = store::ActorState::kDead;
+  a.cause = "killed";
+  tables.save_actor(a);
+  drop_connections(admin);
+  bool written = false;
+  int failed = 0;
+  for (int i = 0; i < 3 && !written; ++i) {
+    try {
+      tables.write_gathered();
+      written = true;
+    } catch (const std::exception&) {
+      ++failed;  // the dropped connection fails one round trip; the commands wait for the next
+    }
+  }
+  CHECK(failed == 1);
+  CHECK(written);
+  auto f = admin.hgetall("yard:actor:actor-1");
+  CHECK(f["state"] == "DEAD");
+  CHECK(f["death_cause"] == "killed");
+}

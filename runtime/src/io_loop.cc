@@ -225,6 +225,7 @@ void IoLoop::run() {
   std::vector<zmq::pollitem_t> items;
   std::vector<std::string> addrs;
   while (running_.load(std::memory_order_relaxed)) {
+    if (before_sending_) before_sending_();
     flush();
     items.clear();
     addrs.clear();

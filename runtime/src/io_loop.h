@@ -106,6 +106,9 @@ class IoLoop {
   void every(std::chrono::milliseconds period, std::function<void()> fn);
   // Loop thread only: runs fn once, `delay` from now.
   void after(std::chrono::milliseconds delay, std::function<void()> fn);
+  // Loop thread only: runs fn at the end of every turn, before what the turn queued is sent (a
+  // daemon writes the turn's records there, in one round trip, before any answer leaves).
+  void before_sending(std::function<void()> fn) { before_sending_ = std::move(fn); }
   bool in_loop() const { return std::this_thread::get_id() == thread_.get_id(); }
   void stop();
   // The process is ending: requests that fail from now on (its peers may go first) are reported
@@ -261,6 +264,7 @@ class IoLoop {
   std::vector<std::pair<std::string, Frames>> router_out_;  // replies made this turn
   std::unordered_map<uint64_t, Pending> pending_;
   std::vector<Timer> timers_;
+  std::function<void()> before_sending_;
   Clock::time_point next_expiry_scan_{};
   Clock::time_point next_idle_sweep_{};
   Clock::time_point next_probe_scan_{};

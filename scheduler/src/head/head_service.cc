@@ -167,6 +167,18 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   groups_->could_add_nodes = [this](const policy::GroupRequest& g) { return autoscaler_ && autoscaler_->wait_for_nodes(g); };
   groups_->on_removed = [this](const std::string& g, const std::string& why) { actors_->group_removed(g, why); };
   groups_->on_placed = [this] { actors_->process(); };
+  tables_->gather_actor_writes();
+  io_->post([this] { io_->before_sending([this] { write_records(); }); });
+}
+
+void HeadService::write_records() {
+  if (Clock::now() < records_retry_at_) return;
+  try {
+    tables_->write_gathered();
+  } catch (const std::exception& e) {
+    records_retry_at_ = Clock::now() + std::chrono::seconds(1);
+    spdlog::error("writing actors' records to Redis: {}; kept, and written again in a second", e.what());
+  }
 }
 
 // Rebuilds a taken-over cluster and starts the timers.

@@ -67,6 +67,8 @@ class HeadService {
   void handle(Incoming in);
   void handle_head_request(Incoming& in);
   void periodic();
+  // The turn's actor records, in one round trip to Redis, before the turn's answers leave.
+  void write_records();
   void reap();
   void on_get_control_store(Incoming& in);
   void on_status(Incoming& in);
@@ -142,6 +144,7 @@ class HeadService {
   uint64_t seen_reconnects_ = 0;
   Clock::time_point last_refresh_{};  // the nodes' resources last read in full
   Clock::time_point grace_until_{};
+  Clock::time_point records_retry_at_{};  // after a failed write_records, its next try
   std::unique_ptr<ActorManager> actors_;  // over nodes_, groups_ and jobs_
   std::unique_ptr<GroupManager> groups_;  // over nodes_ and jobs_
   struct Drain {

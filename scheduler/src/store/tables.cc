@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "yard/redis.h"
 #include "resources.h"
@@ -95,36 +96,36 @@ std::optional<GroupState> parse_group_state(std::string_view s) { return parse_n
 
 void Tables::put_cluster(const std::string& address, const std::string& session_dir, const std::string& log_dir,
                          double start_time) {
-  r_.cmd({"HSET", kCluster, "address", address, "session_dir", session_dir, "log_dir", log_dir, "start_time",
+  cmd({"HSET", kCluster, "address", address, "session_dir", session_dir, "log_dir", log_dir, "start_time",
           std::to_string(start_time)});
 }
 
-void Tables::set_head_node(const std::string& id) { r_.cmd({"HSET", kCluster, "head_node", id}); }
-void Tables::set_head_metrics(const std::string& address) { r_.cmd({"HSET", kCluster, "metrics", address}); }
-void Tables::set_dashboard(const std::string& url) { r_.cmd({"HSET", kCluster, "dashboard", url}); }
+void Tables::set_head_node(const std::string& id) { cmd({"HSET", kCluster, "head_node", id}); }
+void Tables::set_head_metrics(const std::string& address) { cmd({"HSET", kCluster, "metrics", address}); }
+void Tables::set_dashboard(const std::string& url) { cmd({"HSET", kCluster, "dashboard", url}); }
 
-std::map<std::string, std::string> Tables::cluster() { return r_.hgetall(kCluster); }
+std::map<std::string, std::string> Tables::cluster() { return hgetall(kCluster); }
 
 void Tables::set_autoscale_types(const std::string& json) {
-  if (json.empty()) r_.cmd({"HDEL", kCluster, "autoscale_types"});
-  else r_.cmd({"HSET", kCluster, "autoscale_types", json});
+  if (json.empty()) cmd({"HDEL", kCluster, "autoscale_types"});
+  else cmd({"HSET", kCluster, "autoscale_types", json});
 }
 
 std::string Tables::autoscale_types() {
-  auto r = r_.cmd({"HGET", kCluster, "autoscale_types"});
+  auto r = cmd({"HGET", kCluster, "autoscale_types"});
   return r.is_nil() ? std::string() : r.str();
 }
 
 void Tables::set_lease_demand(const std::string& node, const std::string& json) {
-  if (json.empty()) r_.cmd({"HDEL", "yard:demand", node});
-  else r_.cmd({"HSET", "yard:demand", node, json});
+  if (json.empty()) cmd({"HDEL", "yard:demand", node});
+  else cmd({"HSET", "yard:demand", node, json});
 }
 
-std::map<std::string, std::string> Tables::lease_demand() { return r_.hgetall("yard:demand"); }
+std::map<std::string, std::string> Tables::lease_demand() { return hgetall("yard:demand"); }
 
 // ---- nodes ----------------------------------------------------------------------------------
 
-std::vector<std::string> Tables::node_ids() { return r_.cmd({"SMEMBERS", kNodes}).strings(); }
+std::vector<std::string> Tables::node_ids() { return cmd({"SMEMBERS", kNodes}).strings(); }
 
 // Each of these is one round trip; the commands run in the order given.
 void Tables::add_node(const std::string& id, const std::string& role) {
@@ -138,7 +139,7 @@ void Tables::remove_node(const std::string& id) {
 }
 
 long long Tables::nodes_version() {
-  auto r = r_.cmd({"GET", kNodesVersion});
+  auto r = cmd({"GET", kNodesVersion});
   return r.is_nil() ? 0 : std::stoll(r.str());
 }
 
@@ -207,7 +208,7 @@ std::vector<bool> Tables::report_all(const std::vector<std::pair<std::string, No
         cmds.push_back({"EXISTS", key(id)});
         for (auto& c : report_commands(id, r, ttl)) cmds.push_back(std::move(c));
       }
-      auto reps = r_.pipeline(cmds);
+      auto reps = pipeline(cmds);
       for (size_t i = 0; i < reps.size(); ++i)
         if (auto e = reps[i].error(); !e.empty()) throw Error("Redis at " + r_.address() + " refused " + cmds[i][0] + ": " + e);
       present.clear();
@@ -222,12 +223,12 @@ std::vector<bool> Tables::report_all(const std::vector<std::pair<std::string, No
 }
 
 void Tables::run_all(const std::vector<std::vector<std::string>>& cmds) {
-  auto reps = r_.pipeline(cmds);
+  auto reps = pipeline(cmds);
   for (size_t i = 0; i < reps.size(); ++i)
     if (auto e = reps[i].error(); !e.empty()) throw Error("Redis at " + r_.address() + " refused " + cmds[i][0] + ": " + e);
 }
 
-bool Tables::heartbeating(const std::string& id) { return !r_.cmd({"GET", heartbeat_key(id)}).is_nil(); }
+bool Tables::heartbeating(const std::string& id) { return !cmd({"GET", heartbeat_key(id)}).is_nil(); }
 
 std::vector<std::string> Tables::silent_nodes() {
   // Runs in Redis: one command however many nodes, and only the silent ones come back.
@@ -239,7 +240,7 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
 end
 return out
 )lua";
-  return r_.cmd({"EVAL", kSilent, "1", kNodes}).strings();
+  return cmd({"EVAL", kSilent, "1", kNodes}).strings();
 }
 
 std::vector<sys::RedisReply> Tables::each_node(const std::vector<std::string>& ids, const char* command,
@@ -248,7 +249,7 @@ std::vector<sys::RedisReply> Tables::each_node(const std::vector<std::string>& i
   cmds.reserve(ids.size());
   for (auto& id : ids) cmds.push_back({command, key(id)});
   if (cmds.empty()) return {};
-  return r_.pipeline(cmds);
+  return pipeline(cmds);
 }
 
 std::vector<std::optional<double>> Tables::last_heartbeats(const std::vector<std::string>& ids) {
@@ -268,17 +269,17 @@ std::vector<std::optional<double>> Tables::last_heartbeats(const std::vector<std
 
 void Tables::set_node_state(const std::string& id, NodeState s, double dead_at) {
   if (s == NodeState::kDead)
-    r_.cmd({"HSET", node_key(id), "state", name(s), "dead_at", std::to_string(dead_at)});
+    cmd({"HSET", node_key(id), "state", name(s), "dead_at", std::to_string(dead_at)});
   else
-    r_.cmd({"HSET", node_key(id), "state", name(s)});
+    cmd({"HSET", node_key(id), "state", name(s)});
 }
 
 std::optional<NodeState> Tables::node_state(const std::string& id) {
-  auto r = r_.cmd({"HGET", node_key(id), "state"});
+  auto r = cmd({"HGET", node_key(id), "state"});
   return r.is_nil() ? std::nullopt : parse_node_state(r.str());
 }
 
-std::map<std::string, std::string> Tables::node_fields(const std::string& id) { return r_.hgetall(node_key(id)); }
+std::map<std::string, std::string> Tables::node_fields(const std::string& id) { return hgetall(node_key(id)); }
 
 std::vector<std::map<std::string, std::string>> Tables::node_records(const std::vector<std::string>& ids) {
   std::vector<std::map<std::string, std::string>> out;
@@ -291,7 +292,7 @@ std::vector<std::map<std::string, std::string>> Tables::node_records(const std::
 }
 
 long Tables::leased_workers(const std::string& id) {
-  auto r = r_.cmd({"HGET", node_key(id), "leased"});
+  auto r = cmd({"HGET", node_key(id), "leased"});
   return r.is_nil() ? 0 : std::atol(r.str().c_str());
 }
 
@@ -315,7 +316,7 @@ std::vector<NodeResources> Tables::nodes_with_resources() {
   }
   std::vector<NodeResources> out;
   if (cmds.empty()) return out;
-  auto reps = r_.pipeline(cmds);
+  auto reps = pipeline(cmds);
   for (size_t i = 0; i < ids.size(); ++i) {
     auto f = reps[3 * i].strings();
     NodeResources n;
@@ -336,14 +337,14 @@ std::vector<NodeResources> Tables::nodes_with_resources() {
 
 // ---- jobs -----------------------------------------------------------------------------------
 
-std::string Tables::new_job_id() { return "job-" + std::to_string(r_.cmd({"INCR", kJobCounter}).integer()); }
+std::string Tables::new_job_id() { return "job-" + std::to_string(cmd({"INCR", kJobCounter}).integer()); }
 
-void Tables::add_job(const std::string& id) { r_.cmd({"RPUSH", kJobs, id}); }
+void Tables::add_job(const std::string& id) { cmd({"RPUSH", kJobs, id}); }
 
-std::vector<std::string> Tables::job_ids() { return r_.cmd({"LRANGE", kJobs, "0", "-1"}).strings(); }
+std::vector<std::string> Tables::job_ids() { return cmd({"LRANGE", kJobs, "0", "-1"}).strings(); }
 
 void Tables::save_job(const JobRecord& j) {
-  r_.cmd({"HSET", job_key(j.id), "entrypoint", j.entrypoint, "status", name(j.status), "exit_code",
+  cmd({"HSET", job_key(j.id), "entrypoint", j.entrypoint, "status", name(j.status), "exit_code",
           std::to_string(j.exit_code), "start", std::to_string(j.start), "end", std::to_string(j.end), "log",
           j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", j.node, "submitted", j.submitted ? "1" : "0",
           "proc_pid", std::to_string(j.proc_pid), "binary", j.binary, "binary_digest", j.digest, "workdir_digest",
@@ -351,7 +352,7 @@ void Tables::save_job(const JobRecord& j) {
 }
 
 std::optional<JobRecord> Tables::job(const std::string& id) {
-  auto f = r_.hgetall(job_key(id));
+  auto f = hgetall(job_key(id));
   if (f.empty()) return std::nullopt;
   JobRecord j;
   j.id = id;
@@ -372,7 +373,7 @@ std::optional<JobRecord> Tables::job(const std::string& id) {
   return j;
 }
 
-std::map<std::string, std::string> Tables::job_fields(const std::string& id) { return r_.hgetall(job_key(id)); }
+std::map<std::string, std::string> Tables::job_fields(const std::string& id) { return hgetall(job_key(id)); }
 
 // ---- actors ---------------------------------------------------------------------------------
 
@@ -389,15 +390,81 @@ std::vector<std::string> actor_hset(const ActorRecord& a) {
 void Tables::add_actor(const ActorRecord& a, const std::string& spec) {
   std::vector<std::vector<std::string>> cmds{{"SADD", kActors, a.id}, actor_hset(a)};
   if (!spec.empty()) cmds.push_back({"SET", spec_key(a.id), spec});
-  run_all(cmds);
+  if (!gather_) return run_all(cmds);
+  for (auto& c : cmds) gathered_.push_back(std::move(c));
 }
 
-std::vector<std::string> Tables::actor_ids() { return r_.cmd({"SMEMBERS", kActors}).strings(); }
+std::vector<std::string> Tables::actor_ids() { return cmd({"SMEMBERS", kActors}).strings(); }
 
-void Tables::save_actor(const ActorRecord& a) { r_.cmd(actor_hset(a)); }
+void Tables::save_actor(const ActorRecord& a) {
+  if (!gather_) {
+    cmd(actor_hset(a));
+    return;
+  }
+  gathered_.push_back(actor_hset(a));
+}
+
+// ---- writes gathered, and everything else after them
+
+void Tables::write_gathered() {
+  if (gathered_.empty()) return;
+  auto cmds = std::move(gathered_);
+  gathered_.clear();
+  std::vector<sys::RedisReply> reps;
+  try {
+    reps = r_.pipeline(cmds);
+  } catch (...) {
+    // Kept, to be written again (each command sets what it sets: running one twice is harmless).
+    cmds.insert(cmds.end(), std::make_move_iterator(gathered_.begin()), std::make_move_iterator(gathered_.end()));
+    gathered_ = std::move(cmds);
+    throw;
+  }
+  refused(cmds, reps, cmds.size());
+}
+
+void Tables::refused(const std::vector<std::vector<std::string>>& cmds, const std::vector<sys::RedisReply>& reps,
+                     size_t n) {
+  for (size_t i = 0; i < n && i < reps.size(); ++i)
+    if (auto e = reps[i].error(); !e.empty())
+      spdlog::error("Redis at {} refused {} {}: {}", r_.address(), cmds[i][0], cmds[i].size() > 1 ? cmds[i][1] : "", e);
+}
+
+sys::RedisReply Tables::cmd(const std::vector<std::string>& args) {
+  if (gathered_.empty()) return r_.cmd(args);
+  auto reps = pipeline({args});
+  if (auto e = reps[0].error(); !e.empty()) throw Error("Redis at " + r_.address() + " refused " + args[0] + ": " + e);
+  return std::move(reps[0]);
+}
+
+std::vector<sys::RedisReply> Tables::pipeline(const std::vector<std::vector<std::string>>& cmds) {
+  if (gathered_.empty()) return r_.pipeline(cmds);
+  // The gathered writes first, in the same round trip.
+  auto all = std::move(gathered_);
+  gathered_.clear();
+  size_t n = all.size();
+  all.insert(all.end(), cmds.begin(), cmds.end());
+  std::vector<sys::RedisReply> reps;
+  try {
+    reps = r_.pipeline(all);
+  } catch (...) {
+    all.resize(n);
+    gathered_ = std::move(all);
+    throw;
+  }
+  refused(all, reps, n);
+  std::vector<sys::RedisReply> mine;
+  mine.reserve(cmds.size());
+  for (size_t i = n; i < reps.size(); ++i) mine.push_back(std::move(reps[i]));
+  return mine;
+}
+
+std::map<std::string, std::string> Tables::hgetall(const std::string& key) {
+  write_gathered();
+  return r_.hgetall(key);
+}
 
 std::optional<ActorRecord> Tables::actor(const std::string& id) {
-  auto f = r_.hgetall(actor_key(id));
+  auto f = hgetall(actor_key(id));
   auto state = parse_actor_state(text(f, "state"));
   if (f.empty() || !state) return std::nullopt;
   ActorRecord a;
@@ -426,14 +493,14 @@ std::optional<ActorRecord> Tables::actor(const std::string& id) {
 }
 
 std::optional<std::string> Tables::actor_spec(const std::string& id) {
-  auto r = r_.cmd({"GET", spec_key(id)});
+  auto r = cmd({"GET", spec_key(id)});
   if (r.is_nil()) return std::nullopt;
   return r.str();
 }
 
-void Tables::drop_actor_spec(const std::string& id) { r_.cmd({"DEL", spec_key(id)}); }
+void Tables::drop_actor_spec(const std::string& id) { cmd({"DEL", spec_key(id)}); }
 
-void Tables::name_actor(const std::string& name, const std::string& id) { r_.cmd({"HSET", kActorNames, name, id}); }
+void Tables::name_actor(const std::string& name, const std::string& id) { cmd({"HSET", kActorNames, name, id}); }
 
 void Tables::forget_actors(const std::vector<std::pair<std::string, std::string>>& ids_and_names) {
   std::vector<std::vector<std::string>> cmds;
@@ -457,7 +524,7 @@ std::vector<std::string> Tables::group_fields(const GroupRecord& g) {
 void Tables::save_group(const GroupRecord& g) {
   auto args = group_fields(g);
   args.insert(args.begin(), "HSET");
-  r_.cmd(args);
+  cmd(args);
 }
 
 std::vector<std::string> Tables::group_ids() {
@@ -465,7 +532,7 @@ std::vector<std::string> Tables::group_ids() {
   std::string cursor = "0";
   const std::string prefix = group_key("");
   do {
-    auto r = r_.cmd({"SCAN", cursor, "MATCH", prefix + "*", "COUNT", "1000"});
+    auto r = cmd({"SCAN", cursor, "MATCH", prefix + "*", "COUNT", "1000"});
     cursor = r.at(0);
     for (auto& k : r.nested_strings(1)) ids.push_back(k.substr(prefix.size()));
   } while (cursor != "0");
@@ -473,7 +540,7 @@ std::vector<std::string> Tables::group_ids() {
 }
 
 std::optional<GroupRecord> Tables::group(const std::string& id) {
-  auto f = r_.hgetall(group_key(id));
+  auto f = hgetall(group_key(id));
   auto state = parse_group_state(text(f, "state"));
   if (f.empty() || !state) return std::nullopt;
   GroupRecord g;
@@ -511,13 +578,13 @@ void Tables::append_timeline(const std::string& job, const std::vector<std::stri
   append_capped(timeline_key(job), spans, 2000);
 }
 std::vector<std::string> Tables::timeline(const std::string& job) {
-  return r_.cmd({"LRANGE", timeline_key(job), "0", "-1"}).strings();
+  return cmd({"LRANGE", timeline_key(job), "0", "-1"}).strings();
 }
 void Tables::append_curves(const std::string& job, const std::vector<std::string>& points) {
   append_capped(curves_key(job), points, 20000);
 }
 std::vector<std::string> Tables::curves(const std::string& job) {
-  return r_.cmd({"LRANGE", curves_key(job), "0", "-1"}).strings();
+  return cmd({"LRANGE", curves_key(job), "0", "-1"}).strings();
 }
 
 void Tables::publish(const std::string& ev) {

@@ -179,6 +179,13 @@ class Tables {
   void name_actor(const std::string& name, const std::string& id);
   // Forgets actors for good (id, and the name to drop with it or ""), in one round trip.
   void forget_actors(const std::vector<std::pair<std::string, std::string>>& ids_and_names);
+  // From now on add_actor and save_actor only gather their commands: write_gathered() sends them
+  // all in one round trip (the head does, at the end of each turn of its loop, before any answer
+  // that turn made leaves), and every other use of these tables sends them first, in its own
+  // round trip, so that what is read or written next comes after them. Commands of a failed
+  // round trip are kept and sent again (each sets what it sets: twice is harmless).
+  void gather_actor_writes() { gather_ = true; }
+  void write_gathered();
 
   // ---- placement groups
   static std::string group_key(const std::string& id);
@@ -219,7 +226,15 @@ class Tables {
 
   // The commands in one round trip, in order; throws on a command's error reply (cmd() would).
   void run_all(const std::vector<std::vector<std::string>>& cmds);
+  // Redis's, after the gathered writes (write_gathered).
+  sys::RedisReply cmd(const std::vector<std::string>& args);
+  std::vector<sys::RedisReply> pipeline(const std::vector<std::vector<std::string>>& cmds);
+  std::map<std::string, std::string> hgetall(const std::string& key);
+  // Logs the error replies among the first n.
+  void refused(const std::vector<std::vector<std::string>>& cmds, const std::vector<sys::RedisReply>& reps, size_t n);
   detail::Redis& r_;
+  bool gather_ = false;
+  std::vector<std::vector<std::string>> gathered_;
 };
 
 }  // namespace yard::sched::store
