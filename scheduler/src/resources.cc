@@ -1,5 +1,7 @@
 #include "resources.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <mutex>
@@ -214,44 +216,52 @@ detail::RedisReply run(detail::Redis& r, const char* script, std::string& global
 Problem reserve(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items,
                     const std::vector<std::string>& then_hset,
                     const std::vector<std::pair<std::string, Res>>& release_first,
-                    const std::vector<std::string>& del_first) {
+                    const std::vector<std::string>& del_first,
+                    const std::vector<std::vector<std::string>>& before) {
   auto rel = release_args(release_first, del_first);
   auto res = reserve_args(items, then_hset);
-  if (res.empty() && then_hset.size() >= 3) {
-    if (!rel.empty()) run(r, kRelease, g_release_sha, rel);
+  if (before.empty() && rel.empty() && !res.empty()) return reserve_result(run(r, kReserve, g_reserve_sha, res));
+  // One round trip: the commands asked for first, the release, then the reservation (or, with
+  // nothing to reserve, the record alone).
+  auto evalsha = [&](const char* script, std::string& sha, const std::vector<std::string>& args) {
+    std::vector<std::string> c{"EVALSHA", digest(r, script, sha)};
+    c.insert(c.end(), args.begin(), args.end());
+    return c;
+  };
+  std::vector<std::vector<std::string>> cmds = before;
+  size_t rel_at = rel.empty() ? 0 : cmds.size() + 1;  // 1-based: 0 when absent
+  if (rel_at) cmds.push_back(evalsha(kRelease, g_release_sha, rel));
+  size_t res_at = res.empty() ? 0 : cmds.size() + 1;
+  if (res_at) {
+    cmds.push_back(evalsha(kReserve, g_reserve_sha, res));
+  } else if (then_hset.size() >= 3) {
     std::vector<std::string> c{"HSET"};
     c.insert(c.end(), then_hset.begin(), then_hset.end());
-    r.cmd(c);
-    return std::nullopt;
+    cmds.push_back(std::move(c));
   }
-  if (res.empty()) {
-    if (!rel.empty()) run(r, kRelease, g_release_sha, rel);
-    return std::nullopt;
-  }
-  if (rel.empty()) return reserve_result(run(r, kReserve, g_reserve_sha, res));
-  // Both in one round trip; a server that lost the scripts gets them one by one.
-  std::vector<std::string> a{"EVALSHA", digest(r, kRelease, g_release_sha)};
-  a.insert(a.end(), rel.begin(), rel.end());
-  std::vector<std::string> b{"EVALSHA", digest(r, kReserve, g_reserve_sha)};
-  b.insert(b.end(), res.begin(), res.end());
-  auto reps = r.pipeline({a, b});
-  auto check = [&](const detail::RedisReply& rep, const char* script, const std::vector<std::string>& args) -> bool {
-    auto e = rep.error();
-    if (e.empty()) return true;
+  if (cmds.empty()) return std::nullopt;
+  auto reps = r.pipeline(cmds);
+  for (size_t i = 0; i < before.size(); ++i)
+    if (auto e = reps[i].error(); !e.empty())
+      spdlog::error("Redis at {} refused {} {}: {}", r.address(), before[i][0], before[i].size() > 1 ? before[i][1] : "", e);
+  // A script the server lost (a restarted Redis) runs again from its text.
+  auto again = [&](size_t at, const char* script, const std::vector<std::string>& args) -> std::optional<detail::RedisReply> {
+    auto e = reps[at].error();
+    if (e.empty()) return std::nullopt;
     if (e.find("NOSCRIPT") == std::string::npos) throw Error("Redis at " + r.address() + ": " + e);
     std::vector<std::string> c{"EVAL", script};
     c.insert(c.end(), args.begin(), args.end());
-    r.cmd(c);
-    return false;
+    return r.cmd(c);
   };
-  check(reps[0], kRelease, rel);
-  if (!reps[1].error().empty()) {
-    if (reps[1].error().find("NOSCRIPT") == std::string::npos) throw Error("Redis at " + r.address() + ": " + reps[1].error());
-    std::vector<std::string> c{"EVAL", kReserve};
-    c.insert(c.end(), res.begin(), res.end());
-    return reserve_result(r.cmd(c));
+  if (rel_at) again(rel_at - 1, kRelease, rel);
+  if (!res_at) {
+    if (cmds.size() > before.size() + (rel_at ? 1 : 0)) {
+      if (auto e = reps.back().error(); !e.empty()) throw Error("Redis at " + r.address() + ": " + e);
+    }
+    return std::nullopt;
   }
-  return reserve_result(reps[1]);
+  if (auto redone = again(res_at - 1, kReserve, res)) return reserve_result(*redone);
+  return reserve_result(reps[res_at - 1]);
 }
 
 void release_all(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items,

@@ -32,11 +32,12 @@ void unregister_resources(detail::Redis& r, const std::string& node);
 // fit ("node-x: CPU" or "node-x: gone").
 // `then_hset` (key, field, value, field, value...) is written in the same atomic step on success.
 // `release_first` and `del_first` (keys) are given back / deleted just before, in the same round
-// trip.
+// trip, and `before` (commands) ahead of those: their error replies are logged.
 Problem reserve(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items,
                     const std::vector<std::string>& then_hset = {},
                     const std::vector<std::pair<std::string, Res>>& release_first = {},
-                    const std::vector<std::string>& del_first = {});
+                    const std::vector<std::string>& del_first = {},
+                    const std::vector<std::vector<std::string>>& before = {});
 // Gives resources back to a node (never above its total; nothing happens for a removed node).
 void release(detail::Redis& r, const std::string& node, const Res& res);
 // Gives back several (node, resources) items in one script.

@@ -153,11 +153,14 @@ void ClusterNodes::start_drain(const std::string& id) {
 
 Problem ClusterNodes::reserve(const Items& items, const std::vector<std::string>& then_hset) {
   Problem why;
+  // The records gathered so far ride in the same round trip, ahead of the reservation.
+  auto before = tables_.take_gathered();
   try {
-    why = sched::reserve(redis_, items, then_hset, pending_release_, pending_del_);
+    why = sched::reserve(redis_, items, then_hset, pending_release_, pending_del_, before);
     pending_release_.clear();
     pending_del_.clear();
   } catch (const std::exception& e) {
+    tables_.put_back(std::move(before));
     why = e.what();
   }
   for (auto& [node, res] : items) {

@@ -414,12 +414,15 @@ void Tables::write_gathered() {
   try {
     reps = r_.pipeline(cmds);
   } catch (...) {
-    // Kept, to be written again (each command sets what it sets: running one twice is harmless).
-    cmds.insert(cmds.end(), std::make_move_iterator(gathered_.begin()), std::make_move_iterator(gathered_.end()));
-    gathered_ = std::move(cmds);
+    put_back(std::move(cmds));  // written again later (each command sets what it sets: twice is harmless)
     throw;
   }
   refused(cmds, reps, cmds.size());
+}
+
+void Tables::put_back(std::vector<std::vector<std::string>> cmds) {
+  cmds.insert(cmds.end(), std::make_move_iterator(gathered_.begin()), std::make_move_iterator(gathered_.end()));
+  gathered_ = std::move(cmds);
 }
 
 void Tables::refused(const std::vector<std::vector<std::string>>& cmds, const std::vector<sys::RedisReply>& reps,
@@ -448,7 +451,7 @@ std::vector<sys::RedisReply> Tables::pipeline(const std::vector<std::vector<std:
     reps = r_.pipeline(all);
   } catch (...) {
     all.resize(n);
-    gathered_ = std::move(all);
+    put_back(std::move(all));
     throw;
   }
   refused(all, reps, n);

@@ -186,6 +186,10 @@ class Tables {
   // round trip are kept and sent again (each sets what it sets: twice is harmless).
   void gather_actor_writes() { gather_ = true; }
   void write_gathered();
+  // The gathered commands, for a caller that sends them ahead of its own in one round trip (the
+  // head's reservations); put_back when that round trip failed.
+  std::vector<std::vector<std::string>> take_gathered() { return std::exchange(gathered_, {}); }
+  void put_back(std::vector<std::vector<std::string>> cmds);
 
   // ---- placement groups
   static std::string group_key(const std::string& id);
