@@ -48,7 +48,7 @@ struct SimCluster {
   pid_t head_pid = 0, sims_pid = 0, victim_pid = 0;
   std::string victim_addr;
 
-  SimCluster() {
+  explicit SimCluster(int nodes = kNodes) {
     char tmpl[] = "/tmp/yard-scale-test-XXXXXX";
     home = mkdtemp(tmpl);
     setenv("YARD_HOME", home.c_str(), 1);
@@ -59,7 +59,7 @@ struct SimCluster {
                            std::to_string(n), "--num-cpus", "1", "--resources", R"({"sim": 2})", "--heartbeat-timeout",
                            kTimeout, "--session-dir", home + "/" + dir});
     };
-    sims_pid = sim(kNodes - 1, "sims").first;
+    sims_pid = sim(nodes - 1, "sims").first;
     std::tie(victim_pid, victim_addr) = sim(1, "victim");
     setenv("YARD_ADDRESS", head_addr.c_str(), 1);
     setenv("YARD_TOKEN", token.c_str(), 1);
@@ -232,4 +232,18 @@ TEST_CASE("200 simulated nodes: actors spread over all answer; a lost node is de
   for (auto& a : actors) a.kill();
   fresh.kill();
   yard::shutdown();
+}
+
+TEST_CASE("yard stop stops 500 simulated nodes the head has no link to yet", "[scale]") {
+  // Nothing was asked of the nodes: the head's requests to stop open their links, and the head
+  // waits for the answers before it stops (it once stopped first, and they were never sent).
+  const int nodes = 500;
+  SimCluster c(nodes);
+  // (A node left running costs `yard stop` 15 s of waiting for it: bounded here.)
+  auto stop = sh("timeout 60 " + yard_bin() + " stop --address " + c.head_addr + " --token " + c.token);
+  INFO(stop.out);
+  CHECK(stop.code == 0);
+  CHECK_THAT(stop.out, Catch::Contains("and " + std::to_string(nodes) + " joined nodes"));
+  CHECK(eventually([&] { return yard::detail::process_dead(c.sims_pid); }, 20s));
+  CHECK(eventually([&] { return yard::detail::process_dead(c.victim_pid); }, 20s));
 }

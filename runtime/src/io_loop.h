@@ -166,6 +166,7 @@ class IoLoop {
   // A connection unused this long is closed (made again on the next request): a head or a
   // driver that once talked to thousands of nodes does not keep their buffers for ever.
   static constexpr auto kIdleLink = std::chrono::seconds(60);
+  static constexpr std::chrono::milliseconds kIdleSweep{5000};  // how often idle links are looked for
   struct Pending {
     std::string peer;
     ReplyCallback cb;

@@ -65,7 +65,7 @@ void IoLoop::settle(const std::string& addr) {
 
 void IoLoop::close_idle(Clock::time_point now) {
   if (now < next_idle_sweep_) return;
-  next_idle_sweep_ = now + std::chrono::seconds(5);
+  next_idle_sweep_ = now + kIdleSweep;
   for (auto it = peers_.begin(); it != peers_.end();) {
     auto& p = it->second;
     if (p.inflight == 0 && p.outbox.empty() && now - p.last_used > kIdleLink) {

@@ -106,9 +106,10 @@ int stop_cluster(const std::string& address, const std::string& token) {
   c.call([](auto env) { env.getBody().setShutdown(); });
   if (rec && rec->pid > 0) {
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (kill(rec->pid, 0) == 0 && std::chrono::steady_clock::now() < deadline)
+    // Dead, or a zombie its parent (a supervisor, a test) has not reaped yet.
+    while (!detail::process_dead(rec->pid) && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    if (kill(rec->pid, 0) == 0) {
+    if (!detail::process_dead(rec->pid)) {
       std::cerr << "yard: the head (pid " << rec->pid << ") did not stop within 20 s\n";
       return 1;
     }

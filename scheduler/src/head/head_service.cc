@@ -288,22 +288,44 @@ void HeadService::start_head_node() {
 }
 
 // A stopped cluster stops its nodes: every node that joined is asked to stop (its workers and
-// jobs with it); the head's own node manager is stopped with the head.
-void HeadService::stop_nodes() {
+// jobs with it); the head's own node manager is stopped with the head. `then` runs once every node
+// has answered, or after kStopAnswers: a request to a node the head has no open link to leaves
+// only once the link is made, and the head's own stop would drop it.
+void HeadService::stop_nodes(std::function<void()> then) {
   nodes_->refresh();  // a node that joined a moment ago too
+  auto waiting = std::make_shared<size_t>(1);
+  auto finish = std::make_shared<std::function<void()>>(std::move(then));
+  auto fire = [finish] {
+    if (!*finish) return;
+    auto f = std::move(*finish);
+    *finish = nullptr;
+    f();
+  };
+  auto answered = [waiting, fire] {
+    if (--*waiting == 0) fire();
+  };
+  size_t asked = 0;
   for (auto& [id, n] : nodes_->all()) {
     if (id == head_node_ || nodes_->dead(id) || n.address.empty()) continue;  // draining ones too
-    ask_to_stop(n.address);
-    spdlog::info("asked node {} at {} to stop", id, n.address);
+    ++*waiting;
+    ++asked;
+    ask_to_stop(n.address, answered);
   }
+  spdlog::info("asked {} node{} to stop", asked, asked == 1 ? "" : "s");
+  io_->after(kStopAnswers, fire);
+  answered();
 }
 
-// A Shutdown request to a node manager, not waited for.
-void HeadService::ask_to_stop(const std::string& address) {
+// A Shutdown request to a node manager; `answered` runs when it answers or cannot be reached.
+void HeadService::ask_to_stop(const std::string& address, std::function<void()> answered) {
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setShutdown();
-  notify(*io_, address, m.finish(), rid);
+  io_->request(address, rid, m.finish(),
+               [answered = std::move(answered)](std::unique_ptr<InMessage>, std::optional<LocalError>) {
+                 if (answered) answered();
+               },
+               kStopAnswers);
 }
 
 void HeadService::stop_head_node() {
@@ -394,11 +416,15 @@ void HeadService::handle_head_request(Incoming& in) {
   using B = wire::Envelope::Body;
   switch (in.msg->env().getBody().which()) {
     case B::SHUTDOWN:
+    {
       spdlog::info("shutdown requested: stopping the cluster's nodes, then the head");
-      stop_nodes();
-      reply_.ok(in);
-      request_stop();
+      auto asker = std::make_shared<Incoming>(std::move(in));
+      stop_nodes([this, asker] {
+        reply_.ok(*asker);
+        request_stop();
+      });
       return;
+    }
     case B::REGISTER_JOB: return on_register_job(in);
     case B::KILL_ACTOR: return actors_->on_kill(in);
     case B::CREATE_ACTOR: return actors_->on_create(in);

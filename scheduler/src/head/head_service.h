@@ -61,8 +61,9 @@ class HeadService {
   // This machine's node manager: the one a killed head left when it still runs, else a new one.
   void start_head_node();
   void stop_head_node();
-  void stop_nodes();
-  void ask_to_stop(const std::string& address);
+  void stop_nodes(std::function<void()> then);
+  void ask_to_stop(const std::string& address, std::function<void()> answered = {});
+  static constexpr std::chrono::seconds kStopAnswers{5};  // how long stop_nodes waits for answers
   void on_loop(std::function<void()> f);
   void handle(Incoming in);
   void handle_head_request(Incoming& in);
