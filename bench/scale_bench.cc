@@ -255,7 +255,6 @@ struct SizeFigures {
   double one_by_one_rate = 0;         // actor_create_one_by_one_per_s
 };
 
-
 // `count` actors in batches of 1,000: each batch asked for at once, then one call to each, the
 // next batch when all have answered. Actors per second.
 double create_batched(int count, std::vector<Counter>& out) {
@@ -391,20 +390,20 @@ SizeFigures measure_actors(Cluster& c, yard::sys::Redis& redis, const std::strin
   std::tie(f.one_by_one_rate, p99) = create_actors(actors, made);
   auto cpu2 = c.cpu();
   emit_cpu("actor_create_one_by_one_cpu_ms", tag, cpu1, cpu2, actors);
-  if (smallest)
-    emit("actor_create_one_by_one_per_s" + tag, f.one_by_one_rate, "actors/s",
-         "actor_create_one_by_one_per_s_smallest_size", smallest->one_by_one_rate);
-  else
-    emit("actor_create_one_by_one_per_s" + tag, f.one_by_one_rate, "actors/s");
+  // A rate, with the smallest size's as its peer when this is not the smallest.
+  auto emit_rate = [&](const std::string& name, double value, double SizeFigures::*field) {
+    if (smallest)
+      emit(name + tag, value, "actors/s", name + "_smallest_size", smallest->*field);
+    else
+      emit(name + tag, value, "actors/s");
+  };
+  emit_rate("actor_create_one_by_one_per_s", f.one_by_one_rate, &SizeFigures::one_by_one_rate);
   emit("placement_p99_ms" + tag, p99, "ms");
 
   f.create_rate = create_batched(batched, made);
   auto cpu3 = c.cpu();
   emit_cpu("actor_create_cpu_ms", tag, cpu2, cpu3, batched);
-  if (smallest)
-    emit("actor_create_per_s" + tag, f.create_rate, "actors/s", "actor_create_per_s_smallest_size", smallest->create_rate);
-  else
-    emit("actor_create_per_s" + tag, f.create_rate, "actors/s");
+  emit_rate("actor_create_per_s", f.create_rate, &SizeFigures::create_rate);
   emit("head_rss_mb_per_1k_actors" + tag, (rss_mb(c.head_pid) - head_rss1) * 1000.0 / (actors + batched), "MB");
   emit("redis_mb_per_1k_actors" + tag, (redis_used_mb(redis) - redis0) * 1000.0 / double(made.size()), "MB");
 

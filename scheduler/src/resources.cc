@@ -229,12 +229,16 @@ Problem reserve(detail::Redis& r, const std::vector<std::pair<std::string, Res>>
     return c;
   };
   std::vector<std::vector<std::string>> cmds = before;
-  size_t rel_at = rel.empty() ? 0 : cmds.size() + 1;  // 1-based: 0 when absent
-  if (rel_at) cmds.push_back(evalsha(kRelease, g_release_sha, rel));
-  size_t res_at = res.empty() ? 0 : cmds.size() + 1;
-  if (res_at) {
+  std::optional<size_t> rel_at, res_at, hset_at;  // where each is in cmds, when sent
+  if (!rel.empty()) {
+    rel_at = cmds.size();
+    cmds.push_back(evalsha(kRelease, g_release_sha, rel));
+  }
+  if (!res.empty()) {
+    res_at = cmds.size();
     cmds.push_back(evalsha(kReserve, g_reserve_sha, res));
   } else if (then_hset.size() >= 3) {
+    hset_at = cmds.size();
     std::vector<std::string> c{"HSET"};
     c.insert(c.end(), then_hset.begin(), then_hset.end());
     cmds.push_back(std::move(c));
@@ -253,15 +257,12 @@ Problem reserve(detail::Redis& r, const std::vector<std::pair<std::string, Res>>
     c.insert(c.end(), args.begin(), args.end());
     return r.cmd(c);
   };
-  if (rel_at) again(rel_at - 1, kRelease, rel);
-  if (!res_at) {
-    if (cmds.size() > before.size() + (rel_at ? 1 : 0)) {
-      if (auto e = reps.back().error(); !e.empty()) throw Error("Redis at " + r.address() + ": " + e);
-    }
-    return std::nullopt;
-  }
-  if (auto redone = again(res_at - 1, kReserve, res)) return reserve_result(*redone);
-  return reserve_result(reps[res_at - 1]);
+  if (rel_at) again(*rel_at, kRelease, rel);
+  if (hset_at)
+    if (auto e = reps[*hset_at].error(); !e.empty()) throw Error("Redis at " + r.address() + ": " + e);
+  if (!res_at) return std::nullopt;
+  if (auto redone = again(*res_at, kReserve, res)) return reserve_result(*redone);
+  return reserve_result(reps[*res_at]);
 }
 
 void release_all(detail::Redis& r, const std::vector<std::pair<std::string, Res>>& items,

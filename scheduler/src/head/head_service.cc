@@ -304,13 +304,12 @@ void HeadService::stop_nodes(std::function<void()> then) {
   auto answered = [waiting, fire] {
     if (--*waiting == 0) fire();
   };
-  size_t asked = 0;
   for (auto& [id, n] : nodes_->all()) {
     if (id == head_node_ || nodes_->dead(id) || n.address.empty()) continue;  // draining ones too
     ++*waiting;
-    ++asked;
     ask_to_stop(n.address, answered);
   }
+  size_t asked = *waiting - 1;
   spdlog::info("asked {} node{} to stop", asked, asked == 1 ? "" : "s");
   io_->after(kStopAnswers, fire);
   answered();

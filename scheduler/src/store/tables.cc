@@ -407,17 +407,7 @@ void Tables::save_actor(const ActorRecord& a) {
 // ---- writes gathered, and everything else after them
 
 void Tables::write_gathered() {
-  if (gathered_.empty()) return;
-  auto cmds = std::move(gathered_);
-  gathered_.clear();
-  std::vector<sys::RedisReply> reps;
-  try {
-    reps = r_.pipeline(cmds);
-  } catch (...) {
-    put_back(std::move(cmds));  // written again later (each command sets what it sets: twice is harmless)
-    throw;
-  }
-  refused(cmds, reps, cmds.size());
+  if (!gathered_.empty()) pipeline({});
 }
 
 void Tables::put_back(std::vector<std::vector<std::string>> cmds) {
@@ -451,7 +441,7 @@ std::vector<sys::RedisReply> Tables::pipeline(const std::vector<std::vector<std:
     reps = r_.pipeline(all);
   } catch (...) {
     all.resize(n);
-    put_back(std::move(all));
+    put_back(std::move(all));  // written again later (each command sets what it sets: twice is harmless)
     throw;
   }
   refused(all, reps, n);
