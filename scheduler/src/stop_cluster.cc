@@ -69,21 +69,39 @@ std::optional<std::vector<std::pair<std::string, std::string>>> joined_nodes(sch
   return out;
 }
 
-// Waits (up to 15 s) for a node manager to stop answering; true when it has.
-bool node_stopped(const std::string& address, const std::string& token) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  sched::ControlClient n(address, token);
-  while (std::chrono::steady_clock::now() < deadline) {
+// Waits (up to `limit`) for a node manager to stop answering: kStopped when it has, kAnswers when
+// it still answers, kRefused when it refuses the token.
+enum class NodeState { kStopped, kAnswers, kRefused };
+NodeState wait_silent(sched::ControlClient& n, std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (true) {
     try {
       n.call([](auto env) { env.getBody().setPing(); }, std::chrono::milliseconds(500));
     } catch (const yard::AuthError&) {
-      return false;
+      return NodeState::kRefused;
     } catch (const yard::Error&) {
-      return true;
+      return NodeState::kStopped;
     }
+    if (std::chrono::steady_clock::now() >= deadline) return NodeState::kAnswers;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  return false;
+}
+
+// True once a joined node has stopped. The head asked it before stopping, but gives up on an
+// answer after a few seconds (a busy machine may not have sent the request yet): a node that
+// still answers then is asked here, directly, and waited for up to 15 s.
+bool node_stopped(const std::string& address, const std::string& token) {
+  sched::ControlClient n(address, token);
+  auto state = wait_silent(n, std::chrono::seconds(2));
+  if (state != NodeState::kAnswers) return state == NodeState::kStopped;
+  try {
+    n.call([](auto env) { env.getBody().setShutdown(); }, std::chrono::seconds(2));
+  } catch (const yard::AuthError&) {
+    return false;
+  } catch (const yard::Error&) {
+    return true;  // it stopped while being asked
+  }
+  return wait_silent(n, std::chrono::seconds(15)) == NodeState::kStopped;
 }
 
 }  // namespace
