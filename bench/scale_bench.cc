@@ -9,6 +9,8 @@
 //                               SCALE_ACTORS actors by 4 client threads, each creating one and
 //                               waiting for its first answer before the next
 //   placement_p99_ms_Nn         p99 of create -> first answer under that continuous load
+//   zmq_fanout_per_s_Nn         the transport alone at the same fan-out (scale_fanout.h), measured
+//                               before the cluster starts; peer: the same at the smallest size
 //   actor_create_per_s_Nn       actors created and answering per second in batches, as users make
 //                               many (and as Ray's many-actors benchmark measures): SCALE_BATCHED
 //                               actors (default 5000), 1,000 asked for at once, then one call to
@@ -34,7 +36,7 @@
 //                               pg_remove_per_s_Nn_G their removal
 //   status_ms_Nn_A_actors       the summary with the A actors alive
 //   actor_kill_per_s_Nn         all of them killed, one request each, until none is alive
-// SCALE_SOAK_S=S runs, instead of the above, a soak of S seconds at each size (see run_soak).
+// SCALE_FANOUT_ONLY=1 measures zmq_fanout_per_s only. SCALE_SOAK_S=S runs, instead of the above, a soak of S seconds at each size (see run_soak).
 // SCALE_LAT_FILE=F writes each creation's start (s) and latency (ms) to F.N for N nodes, to see
 // when the slow ones come.
 // SCALE_ACTORS sets the number of actors made one by one (default 1000), SCALE_BATCHED those made in
@@ -61,6 +63,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_util.h"
+#include "proc_stats.h"
+#include "scale_fanout.h"
 #include "yard/process.h"
 #include "yard/redis.h"
 #include "yard/simulated.h"
@@ -73,6 +77,8 @@ using json = nlohmann::json;
 
 namespace {
 
+using yard::bench::cpu_seconds;
+using yard::bench::rss_mb;
 using yard::bench::start_daemon;
 
 constexpr double kHeartbeatTimeout = 4;  // the default
@@ -83,37 +89,12 @@ double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Cl
 void emit(const std::string& name, double value, const char* unit, const std::string& peer = {}, double peer_value = 0) {
   if (!peer.empty())
     std::printf("{\"suite\":\"scale\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"%s\",\"peer\":\"%s\","
-                "\"peer_value\":%.4g,\"ratio\":%.4g,\"settings\":\"the same head, Redis and simulator processes for "
-                "both; the peer is the same case at the smallest size, or the heartbeat timeout + 1 s\"}\n",
+                "\"peer_value\":%.4g,\"ratio\":%.4g,\"settings\":\"the peer is the same case at the smallest size (a "
+                "creation rate's: the same head, Redis and simulator processes), or the heartbeat timeout + 1 s\"}\n",
                 name.c_str(), value, unit, peer.c_str(), peer_value, value / peer_value);
   else
     std::printf("{\"suite\":\"scale\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"%s\"}\n", name.c_str(), value, unit);
   std::fflush(stdout);
-}
-
-
-// CPU seconds (user + system) a process has used.
-double cpu_seconds(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string s((std::istreambuf_iterator<char>(f)), {});
-  auto close = s.rfind(')');
-  if (close == std::string::npos) return 0;
-  std::istringstream in(s.substr(close + 2));
-  std::string field;
-  double ut = 0, st = 0;
-  for (int i = 3; i <= 15 && in >> field; ++i) {
-    if (i == 14) ut = std::stod(field);
-    if (i == 15) st = std::stod(field);
-  }
-  return (ut + st) / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
-double rss_mb(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  return 0;
 }
 
 int quiet_port() {
@@ -253,6 +234,7 @@ double redis_used_mb(yard::sys::Redis& r) {
 struct SizeFigures {
   double create_rate = 0;             // actor_create_per_s (batched)
   double one_by_one_rate = 0;         // actor_create_one_by_one_per_s
+  double fanout_rate = 0;             // zmq_fanout_per_s
 };
 
 // `count` actors in batches of 1,000: each batch asked for at once, then one call to each, the
@@ -374,7 +356,7 @@ void measure_groups(Cluster& c, yard::sys::Redis& redis, const std::string& tag,
 // processes in each phase, a later call over open links, what the actors cost the head and Redis,
 // and the status summary with them all alive. Returns the rates the smallest size passes on.
 SizeFigures measure_actors(Cluster& c, yard::sys::Redis& redis, const std::string& tag, int actors, int batched,
-                           const SizeFigures* smallest, std::vector<Counter>& made) {
+                           double fanout, const SizeFigures* smallest, std::vector<Counter>& made) {
   double head_rss0 = rss_mb(c.head_pid), redis0 = redis_used_mb(redis);
   int first = std::min(c.nodes, actors);
   auto cpu0 = c.cpu();
@@ -386,6 +368,7 @@ SizeFigures measure_actors(Cluster& c, yard::sys::Redis& redis, const std::strin
   emit("head_rss_mb_per_1k_first_contacts" + tag, (head_rss1 - head_rss0) * 1000.0 / first, "MB");
 
   SizeFigures f;
+  f.fanout_rate = fanout;
   double p99;
   std::tie(f.one_by_one_rate, p99) = create_actors(actors, made);
   auto cpu2 = c.cpu();
@@ -404,6 +387,13 @@ SizeFigures measure_actors(Cluster& c, yard::sys::Redis& redis, const std::strin
   auto cpu3 = c.cpu();
   emit_cpu("actor_create_cpu_ms", tag, cpu2, cpu3, batched);
   emit_rate("actor_create_per_s", f.create_rate, &SizeFigures::create_rate);
+  if (smallest) {
+    // The most creation could reach here if nothing grew but the transport's cost of its two
+    // fan-out round trips (head -> node, driver -> node); its ratio bounds the case's.
+    double bound = 1 / (1 / smallest->create_rate + 2 * (1 / fanout - 1 / smallest->fanout_rate));
+    emit("actor_create_per_s_transport_bound" + tag, bound, "actors/s", "actor_create_per_s_smallest_size",
+         smallest->create_rate);
+  }
   emit("head_rss_mb_per_1k_actors" + tag, (rss_mb(c.head_pid) - head_rss1) * 1000.0 / (actors + batched), "MB");
   emit("redis_mb_per_1k_actors" + tag, (redis_used_mb(redis) - redis0) * 1000.0 / double(made.size()), "MB");
 
@@ -522,6 +512,13 @@ void run_soak(Cluster& c, yard::sys::Redis& redis, const std::string& tag, doubl
 SizeFigures run_size(const std::string& yard_bin, int n, int actors, int batched, int groups,
                      const SizeFigures* smallest) {
   std::string tag = "_" + std::to_string(n) + "n";
+  // The transport alone, before the cluster starts (scale_fanout.h).
+  double fanout = yard::bench::fanout::round_trips_per_s(n, 20000, 1000);
+  if (smallest)
+    emit("zmq_fanout_per_s" + tag, fanout, "round trips/s", "zmq_fanout_per_s_smallest_size", smallest->fanout_rate);
+  else
+    emit("zmq_fanout_per_s" + tag, fanout, "round trips/s");
+  if (getenv("SCALE_FANOUT_ONLY")) return {0, 0, fanout};
   Cluster c(yard_bin, n);
   yard::init();
   auto cs = yard::control_store();
@@ -536,7 +533,7 @@ SizeFigures run_size(const std::string& yard_bin, int n, int actors, int batched
   measure_status(c, tag);
   measure_groups(c, redis, tag, groups);
   std::vector<Counter> made;
-  SizeFigures f = measure_actors(c, redis, tag, actors, batched, smallest, made);
+  SizeFigures f = measure_actors(c, redis, tag, actors, batched, fanout, smallest, made);
   measure_dead_node(c, redis, tag);
   measure_takeover(c, tag, int(made.size()));
   // Every actor killed (by the new head): until the summary counts none alive.
@@ -556,6 +553,9 @@ SizeFigures run_size(const std::string& yard_bin, int n, int actors, int batched
 int main(int argc, char** argv) {
   // This binary is the job's: a worker the cluster starts from it (a warm pool) serves, no more.
   if (getenv("YARD_WORKER")) yard::init(argc, argv);
+  // An echo process of the transport's own measure (scale_fanout.h).
+  if (argc == 5 && std::string(argv[1]) == "--echo-nodes")
+    return yard::bench::fanout::serve_echo(std::atoi(argv[2]), std::atoi(argv[4]));
   std::string yard_bin = argc > 1 ? argv[1] : "build/scheduler/yard";
   int actors = getenv("SCALE_ACTORS") ? std::atoi(getenv("SCALE_ACTORS")) : 1000;
   int groups = getenv("SCALE_GROUPS") ? std::atoi(getenv("SCALE_GROUPS")) : 1000;
@@ -564,7 +564,7 @@ int main(int argc, char** argv) {
     std::optional<SizeFigures> smallest;
     if (const char* r = getenv("SCALE_SMALLEST_RATES")) {
       smallest.emplace();
-      std::istringstream(r) >> smallest->create_rate >> smallest->one_by_one_rate;
+      std::istringstream(r) >> smallest->create_rate >> smallest->one_by_one_rate >> smallest->fanout_rate;
     }
     run_size(yard_bin, std::atoi(one), actors, batched, groups, smallest ? &*smallest : nullptr);
     return 0;
@@ -572,12 +572,12 @@ int main(int argc, char** argv) {
   std::vector<int> sizes;
   for (int i = 2; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
   if (sizes.empty()) sizes = {100, 1000};
-  std::string rate, one_by_one;  // the smallest size's
+  std::string rate = "0", one_by_one = "0", fanout = "0";  // the smallest size's
+  bool smallest = true;
   for (int n : sizes) {
     std::string cmd = "SCALE_ONE_SIZE=" + std::to_string(n) +
-                      (rate.empty() ? "" : " SCALE_SMALLEST_RATES='" + rate + " " + one_by_one + "'") + " '" +
+                      (smallest ? "" : " SCALE_SMALLEST_RATES='" + rate + " " + one_by_one + " " + fanout + "'") + " '" +
                       yard::sys::self_exe() + "' '" + yard_bin + "'";
-    bool smallest = rate.empty();
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) return 1;
     char line[4096];
@@ -589,8 +589,10 @@ int main(int argc, char** argv) {
       auto name = j.value("case", "");
       if (name.rfind("actor_create_per_s", 0) == 0) rate = std::to_string(j["value"].get<double>());
       if (name.rfind("actor_create_one_by_one_per_s", 0) == 0) one_by_one = std::to_string(j["value"].get<double>());
+      if (name.rfind("zmq_fanout_per_s", 0) == 0) fanout = std::to_string(j["value"].get<double>());
     }
     if (pclose(p) != 0) return 1;
+    smallest = false;
   }
   return 0;
 }
