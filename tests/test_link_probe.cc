@@ -147,3 +147,17 @@ TEST_CASE("at its most links, a loop closes the least recently used idle ones be
   CHECK(ask(io, peers[1]->addr).first == "ok");
   CHECK(peers[1]->requests == 2);
 }
+
+TEST_CASE("a link unused for the idle time is closed, and made again on the next request", "[io][probe]") {
+  FakePeer peer(true, 1ms);
+  IoLoop io("127.0.0.1", 0, "the-token", [](IoLoop::Incoming) {});
+  io.set_idle_link(400ms);
+  CHECK(ask(io, peer.addr).first == "ok");
+  CHECK(io.link_count() == 1);
+  auto deadline = Clock::now() + 10s;
+  while (io.link_count() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(20ms);
+  CHECK(io.link_count() == 0);
+  CHECK(ask(io, peer.addr).first == "ok");
+  CHECK(io.link_count() == 1);
+  CHECK(peer.requests == 2);
+}

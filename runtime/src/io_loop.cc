@@ -248,9 +248,9 @@ void IoLoop::run() {
     auto now = Clock::now();
     // Rounded up: a timer due in under a millisecond is waited for, not spun on with zero timeouts.
     // An idle loop (nothing in flight to expire) sleeps until woken or a timer is due; one with
-    // links wakes every kIdleSweep to close those idle too long. Thousands of idle loops in one
+    // links wakes every idle_sweep() to close those idle too long. Thousands of idle loops in one
     // process (simulated nodes, which only answer) cost nothing.
-    auto wait = pending_.empty() ? (peers_.empty() ? std::chrono::milliseconds(std::chrono::hours(1)) : kIdleSweep)
+    auto wait = pending_.empty() ? (peers_.empty() ? std::chrono::milliseconds(std::chrono::hours(1)) : idle_sweep())
                                  : std::chrono::milliseconds(100);
     for (auto& t : timers_)
       wait = std::min(wait, std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(t.next - now)));

@@ -9,6 +9,7 @@
 // connection (nothing delivered) fails with UNAVAILABLE, a lost one with WORKER_CRASHED.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -84,6 +85,8 @@ class IoLoop {
   // How many links this loop keeps at most (default link_limits().max_links), and how many it
   // has now (thread-safe: asked of the loop thread).
   void set_max_links(size_t n) { max_links_ = n; }
+  // How long a link may go unused before it is closed (default link_limits().idle_link_s).
+  void set_idle_link(std::chrono::milliseconds idle) { idle_link_ms_ = idle.count(); }
   size_t link_count();
 
   // Thread-safe. Sends a request built with `id` (from next_request_id) to peer "host:port", or
@@ -149,7 +152,7 @@ class IoLoop {
     std::unique_ptr<LinkSeal> seal;  // a sealed data link: every message sealed and opened
     std::vector<Frames> outbox;  // requests made this turn, sent by flush()
     size_t inflight = 0;         // requests awaiting a reply: the link is polled while > 0
-    Clock::time_point last_used;  // its last request: a link idle for kIdleLink is closed
+    Clock::time_point last_used;  // its last request: a link idle for idle_link_ms_ is closed
     Clock::time_point heard;      // its last message, or the request that ended its idleness
     bool probing = false;         // a PING is out to it (probe_silent)
   };
@@ -163,9 +166,13 @@ class IoLoop {
   // rebuilding 100,000 actors from Redis (about 12 s here).
   std::atomic<int64_t> silence_ms_{link_limits().silence_ms};
   std::atomic<size_t> max_links_{link_limits().max_links};
-  // A connection unused this long is closed (made again on the next request): a head or a
-  // driver that once talked to thousands of nodes does not keep their buffers for ever.
-  static constexpr auto kIdleLink = std::chrono::seconds(60);
+  // A connection unused this long (link_limits().idle_link_s) is closed, made again on the next
+  // request: a head or a driver that once talked to thousands of nodes does not keep their
+  // buffers for ever. Idle links are looked for every kIdleSweep, or every idle time if shorter.
+  std::atomic<int64_t> idle_link_ms_{link_limits().idle_link_s * 1000};
+  std::chrono::milliseconds idle_sweep() const {
+    return std::min<std::chrono::milliseconds>(kIdleSweep, std::chrono::milliseconds(idle_link_ms_.load()));
+  }
   static constexpr std::chrono::milliseconds kIdleSweep{5000};  // how often idle links are looked for
   struct Pending {
     std::string peer;

@@ -65,10 +65,10 @@ void IoLoop::settle(const std::string& addr) {
 
 void IoLoop::close_idle(Clock::time_point now) {
   if (now < next_idle_sweep_) return;
-  next_idle_sweep_ = now + kIdleSweep;
+  next_idle_sweep_ = now + idle_sweep();
   for (auto it = peers_.begin(); it != peers_.end();) {
     auto& p = it->second;
-    if (p.inflight == 0 && p.outbox.empty() && now - p.last_used > kIdleLink) {
+    if (p.inflight == 0 && p.outbox.empty() && now - p.last_used > std::chrono::milliseconds(idle_link_ms_.load())) {
       it = close_link(it);
     } else {
       ++it;

@@ -27,6 +27,7 @@ const LinkLimits& link_limits() {
     l.max_connections_per_peer =
         static_cast<size_t>(env_number("YARD_MAX_CONNECTIONS_PER_PEER", int64_t(l.max_connections_per_peer)));
     l.silence_ms = std::max<int64_t>(100, env_number("YARD_LINK_SILENCE_MS", l.silence_ms));
+    l.idle_link_s = std::max<int64_t>(1, env_number("YARD_IDLE_LINK_S", l.idle_link_s));
     // Three quarters of the descriptors: the rest stay for files, pipes, and the process's own
     // connections out.
     rlimit rl{};

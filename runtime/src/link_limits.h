@@ -13,6 +13,8 @@
 //                                     unanswered, before its requests fail (default 15,000)
 //   YARD_MAX_LINKS                    outgoing links one loop keeps (default: an eighth of the
 //                                     descriptor limit)
+//   YARD_IDLE_LINK_S                  how long an outgoing link may go unused before it is closed
+//                                     (made again on the next request), default 60
 #pragma once
 
 #include <cstddef>
@@ -28,6 +30,7 @@ struct LinkLimits {
   size_t max_connections_per_peer = 1024;
   size_t max_connections = 16384;  // all peers together (a share of the descriptor limit)
   int64_t silence_ms = 15000;      // IoLoop::probe_silent
+  int64_t idle_link_s = 60;        // IoLoop::close_idle
   // Links (outgoing connections) one loop keeps at most: past it, the least recently used idle
   // ones are closed before a new one is made. A link holds about four descriptors: an eighth of
   // the descriptor limit.
