@@ -10,7 +10,8 @@
 //                               waiting for its first answer before the next
 //   placement_p99_ms_Nn         p99 of create -> first answer under that continuous load
 //   zmq_fanout_per_s_Nn         the transport alone at the same fan-out (scale_fanout.h), measured
-//                               before the cluster starts; peer: the same at the smallest size
+//                               before the cluster starts; peer: the same at the smallest size;
+//                               zmq_fanout_cpu_us_{sender,echo}_Nn: the CPU of a round trip
 //   actor_create_per_s_Nn       actors created and answering per second in batches, as users make
 //                               many (and as Ray's many-actors benchmark measures): SCALE_BATCHED
 //                               actors (default 5000), 1,000 asked for at once, then one call to
@@ -23,7 +24,8 @@
 //   status_ms_Nn                `yard status` as a user runs it (the summary), process start
 //                               included; status_json_ms_Nn: `yard status --json`, every row
 //   head_cpu_idle_frac_Nn       the head's CPU time ÷ wall time over 3 s with nothing asked of it;
-//                               redis_cpu_idle_frac_Nn: its Redis's (the nodes' heartbeats)
+//                               redis_cpu_idle_frac_Nn: its Redis's (the nodes' heartbeats);
+//                               simulators_cpu_idle_frac_Nn: the simulator processes' together
 //   takeover_s_Nn_A_actors      kill -9 of the head with every actor alive -> a new head at the same
 //                               address answers `yard status` with them all ALIVE
 //   actor_create_cpu_ms_Nn      CPU of all processes (driver, head, Redis, simulators) per
@@ -54,6 +56,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -231,11 +234,9 @@ double redis_used_mb(yard::sys::Redis& r) {
   return at == std::string::npos ? 0 : std::stod(info.substr(at + 12)) / (1024.0 * 1024.0);
 }
 
-struct SizeFigures {
-  double create_rate = 0;             // actor_create_per_s (batched)
-  double one_by_one_rate = 0;         // actor_create_one_by_one_per_s
-  double fanout_rate = 0;             // zmq_fanout_per_s
-};
+// The smallest size's figures by case name, less the size (SCALE_SMALLEST: "name value ..."):
+// the peers of a larger size's ratios. Empty at the smallest size.
+using Figures = std::map<std::string, double>;
 
 // `count` actors in batches of 1,000: each batch asked for at once, then one call to each, the
 // next batch when all have answered. Actors per second.
@@ -272,10 +273,12 @@ void emit_cpu(const std::string& name, const std::string& tag, const Cluster::Cp
 void measure_idle(Cluster& c, const std::string& tag) {
   pid_t redis_pid = c.redis_pid();
   double idle0 = cpu_seconds(c.head_pid), redis_idle0 = redis_pid > 0 ? cpu_seconds(redis_pid) : 0;
+  double sims0 = c.cpu().sims;
   auto t_idle = Clock::now();
   std::this_thread::sleep_for(3s);  // measuring an idle head: nothing to wait for
   double idle_secs = secs_since(t_idle);
   emit("head_cpu_idle_frac" + tag, (cpu_seconds(c.head_pid) - idle0) / idle_secs, "cpu/wall");
+  emit("simulators_cpu_idle_frac" + tag, (c.cpu().sims - sims0) / idle_secs, "cpu/wall");
   if (redis_pid > 0) emit("redis_cpu_idle_frac" + tag, (cpu_seconds(redis_pid) - redis_idle0) / idle_secs, "cpu/wall");
 }
 
@@ -354,9 +357,9 @@ void measure_groups(Cluster& c, yard::sys::Redis& redis, const std::string& tag,
 // The actors, in three phases (the file's head says what each case measures): one on every node
 // (first contacts), `actors` one by one, `batched` in batches; what a creation costs all
 // processes in each phase, a later call over open links, what the actors cost the head and Redis,
-// and the status summary with them all alive. Returns the rates the smallest size passes on.
-SizeFigures measure_actors(Cluster& c, yard::sys::Redis& redis, const std::string& tag, int actors, int batched,
-                           double fanout, const SizeFigures* smallest, std::vector<Counter>& made) {
+// and the status summary with them all alive. `trips`: the transport's fan-out at this size.
+void measure_actors(Cluster& c, yard::sys::Redis& redis, const std::string& tag, int actors, int batched,
+                    const yard::bench::fanout::Figures& trips, const Figures& smallest, std::vector<Counter>& made) {
   double head_rss0 = rss_mb(c.head_pid), redis0 = redis_used_mb(redis);
   int first = std::min(c.nodes, actors);
   auto cpu0 = c.cpu();
@@ -367,32 +370,34 @@ SizeFigures measure_actors(Cluster& c, yard::sys::Redis& redis, const std::strin
   emit_cpu("actor_create_first_contact_cpu_ms", tag, cpu0, cpu1, first);
   emit("head_rss_mb_per_1k_first_contacts" + tag, (head_rss1 - head_rss0) * 1000.0 / first, "MB");
 
-  SizeFigures f;
-  f.fanout_rate = fanout;
-  double p99;
-  std::tie(f.one_by_one_rate, p99) = create_actors(actors, made);
+  auto [one_by_one_rate, p99] = create_actors(actors, made);
   auto cpu2 = c.cpu();
   emit_cpu("actor_create_one_by_one_cpu_ms", tag, cpu1, cpu2, actors);
   // A rate, with the smallest size's as its peer when this is not the smallest.
-  auto emit_rate = [&](const std::string& name, double value, double SizeFigures::*field) {
-    if (smallest)
-      emit(name + tag, value, "actors/s", name + "_smallest_size", smallest->*field);
+  auto emit_rate = [&](const std::string& name, double value) {
+    if (!smallest.empty())
+      emit(name + tag, value, "actors/s", name + "_smallest_size", smallest.at(name));
     else
       emit(name + tag, value, "actors/s");
   };
-  emit_rate("actor_create_one_by_one_per_s", f.one_by_one_rate, &SizeFigures::one_by_one_rate);
+  emit_rate("actor_create_one_by_one_per_s", one_by_one_rate);
   emit("placement_p99_ms" + tag, p99, "ms");
 
-  f.create_rate = create_batched(batched, made);
+  double rate = create_batched(batched, made);
   auto cpu3 = c.cpu();
   emit_cpu("actor_create_cpu_ms", tag, cpu2, cpu3, batched);
-  emit_rate("actor_create_per_s", f.create_rate, &SizeFigures::create_rate);
-  if (smallest) {
-    // The most creation could reach here if nothing grew but the transport's cost of its two
-    // fan-out round trips (head -> node, driver -> node); its ratio bounds the case's.
-    double bound = 1 / (1 / smallest->create_rate + 2 * (1 / fanout - 1 / smallest->fanout_rate));
-    emit("actor_create_per_s_transport_bound" + tag, bound, "actors/s", "actor_create_per_s_smallest_size",
-         smallest->create_rate);
+  emit_rate("actor_create_per_s", rate);
+  if (!smallest.empty()) {
+    // The most creation could reach here if nothing grew but what the transport's two fan-out
+    // round trips (head -> node, driver -> node) cost: in wall time, and in CPU at the smallest
+    // size's rate per CPU. Their ratios bound the case's.
+    double rate0 = smallest.at("actor_create_per_s"), cpu0_ms = smallest.at("actor_create_cpu_ms");
+    double trip_cpu0_us = smallest.at("zmq_fanout_cpu_us_sender") + smallest.at("zmq_fanout_cpu_us_echo");
+    double wall = 1 / (1 / rate0 + 2 * (1 / trips.per_s - 1 / smallest.at("zmq_fanout_per_s")));
+    emit("actor_create_per_s_transport_bound" + tag, wall, "actors/s", "actor_create_per_s_smallest_size", rate0);
+    double grown_ms = 2 * (trips.sender_cpu_us + trips.echo_cpu_us - trip_cpu0_us) / 1000;
+    emit("actor_create_per_s_transport_cpu_bound" + tag, rate0 * cpu0_ms / (cpu0_ms + grown_ms), "actors/s",
+         "actor_create_per_s_smallest_size", rate0);
   }
   emit("head_rss_mb_per_1k_actors" + tag, (rss_mb(c.head_pid) - head_rss1) * 1000.0 / (actors + batched), "MB");
   emit("redis_mb_per_1k_actors" + tag, (redis_used_mb(redis) - redis0) * 1000.0 / double(made.size()), "MB");
@@ -405,7 +410,6 @@ SizeFigures measure_actors(Cluster& c, yard::sys::Redis& redis, const std::strin
   c.run_status("", &ms);
   c.run_status("", &ms);
   emit("status_ms" + tag + "_" + std::to_string(made.size()) + "_actors", ms, "ms");
-  return f;
 }
 
 // One more simulated node, killed: seconds until the head marks it DEAD.
@@ -450,7 +454,7 @@ void measure_takeover(Cluster& c, const std::string& tag, int actors) {
 
 // What a soak samples: memory and open files of the long-lived processes.
 struct Sample {
-  double t, head_mb, head_fds, redis_mb, redis_keys, driver_mb, sims_mb;
+  double t, head_mb, head_fds, redis_mb, redis_keys, driver_mb, driver_heap_mb, sims_mb;
 };
 
 Sample take_sample(Cluster& c, yard::sys::Redis& redis, double t) {
@@ -465,7 +469,7 @@ Sample take_sample(Cluster& c, yard::sys::Redis& redis, double t) {
   double sims = 0;
   for (auto p : c.sims) sims += rss_mb(p);
   return {t, rss_mb(c.head_pid), fds(c.head_pid), redis_used_mb(redis),
-          double(redis.cmd({"DBSIZE"}).integer()), rss_mb(getpid()), sims};
+          double(redis.cmd({"DBSIZE"}).integer()), rss_mb(getpid()), double(yard::sys::heap_bytes_in_use()) / 1e6, sims};
 }
 
 // SCALE_SOAK_S seconds of a cluster whose size stays the same: 1,000 actors alive, the oldest 100
@@ -481,8 +485,8 @@ void run_soak(Cluster& c, yard::sys::Redis& redis, const std::string& tag, doubl
   while (secs_since(t0) < seconds) {
     if (secs_since(t0) >= next) {
       auto x = take_sample(c, redis, secs_since(t0));
-      std::fprintf(stderr, "soak %4.0f s: head %.1f MB, %.0f files; redis %.1f MB, %.0f keys; driver %.1f MB; simulators %.1f MB; %ld actors made\n",
-                   x.t, x.head_mb, x.head_fds, x.redis_mb, x.redis_keys, x.driver_mb, x.sims_mb, created);
+      std::fprintf(stderr, "soak %4.0f s: head %.1f MB, %.0f files; redis %.1f MB, %.0f keys; driver %.1f MB (heap in use %.1f); simulators %.1f MB; %ld actors made\n",
+                   x.t, x.head_mb, x.head_fds, x.redis_mb, x.redis_keys, x.driver_mb, x.driver_heap_mb, x.sims_mb, created);
       if (!third && x.t >= seconds / 3) third = x;
       next += 60;
     }
@@ -505,20 +509,23 @@ void run_soak(Cluster& c, yard::sys::Redis& redis, const std::string& tag, doubl
   both("redis_mb", third->redis_mb, end.redis_mb, "MB");
   both("redis_keys", third->redis_keys, end.redis_keys, "keys");
   both("driver_rss_mb", third->driver_mb, end.driver_mb, "MB");
+  both("driver_heap_mb", third->driver_heap_mb, end.driver_heap_mb, "MB");
   both("simulators_rss_mb", third->sims_mb, end.sims_mb, "MB");
   for (auto& a : alive) a.kill();
 }
 
-SizeFigures run_size(const std::string& yard_bin, int n, int actors, int batched, int groups,
-                     const SizeFigures* smallest) {
+void run_size(const std::string& yard_bin, int n, int actors, int batched, int groups, const Figures& smallest) {
   std::string tag = "_" + std::to_string(n) + "n";
   // The transport alone, before the cluster starts (scale_fanout.h).
-  double fanout = yard::bench::fanout::round_trips_per_s(n, 20000, 1000);
-  if (smallest)
-    emit("zmq_fanout_per_s" + tag, fanout, "round trips/s", "zmq_fanout_per_s_smallest_size", smallest->fanout_rate);
+  auto trips = yard::bench::fanout::round_trips(n, 20000, 1000);
+  if (!smallest.empty())
+    emit("zmq_fanout_per_s" + tag, trips.per_s, "round trips/s", "zmq_fanout_per_s_smallest_size",
+         smallest.at("zmq_fanout_per_s"));
   else
-    emit("zmq_fanout_per_s" + tag, fanout, "round trips/s");
-  if (getenv("SCALE_FANOUT_ONLY")) return {0, 0, fanout};
+    emit("zmq_fanout_per_s" + tag, trips.per_s, "round trips/s");
+  emit("zmq_fanout_cpu_us_sender" + tag, trips.sender_cpu_us, "us");
+  emit("zmq_fanout_cpu_us_echo" + tag, trips.echo_cpu_us, "us");
+  if (getenv("SCALE_FANOUT_ONLY")) return;
   Cluster c(yard_bin, n);
   yard::init();
   auto cs = yard::control_store();
@@ -527,13 +534,13 @@ SizeFigures run_size(const std::string& yard_bin, int n, int actors, int batched
   if (const char* soak = getenv("SCALE_SOAK_S")) {
     run_soak(c, redis, tag, std::atof(soak));
     yard::shutdown();
-    return {};
+    return;
   }
   measure_idle(c, tag);
   measure_status(c, tag);
   measure_groups(c, redis, tag, groups);
   std::vector<Counter> made;
-  SizeFigures f = measure_actors(c, redis, tag, actors, batched, fanout, smallest, made);
+  measure_actors(c, redis, tag, actors, batched, trips, smallest, made);
   measure_dead_node(c, redis, tag);
   measure_takeover(c, tag, int(made.size()));
   // Every actor killed (by the new head): until the summary counts none alive.
@@ -543,13 +550,12 @@ SizeFigures run_size(const std::string& yard_bin, int n, int actors, int batched
   }
   emit("actor_kill_per_s" + tag, double(made.size()) / secs_since(t0), "actors/s");
   yard::shutdown();
-  return f;
 }
 
 }  // namespace
 
 // One cluster size per process (yard::init once per process); the parent runs each size in turn
-// and passes the smallest size's creation rates on, for the ratios.
+// and passes the smallest size's figures on, for the ratios.
 int main(int argc, char** argv) {
   // This binary is the job's: a worker the cluster starts from it (a warm pool) serves, no more.
   if (getenv("YARD_WORKER")) yard::init(argc, argv);
@@ -561,22 +567,21 @@ int main(int argc, char** argv) {
   int groups = getenv("SCALE_GROUPS") ? std::atoi(getenv("SCALE_GROUPS")) : 1000;
   int batched = getenv("SCALE_BATCHED") ? std::atoi(getenv("SCALE_BATCHED")) : 5000;
   if (const char* one = getenv("SCALE_ONE_SIZE")) {
-    std::optional<SizeFigures> smallest;
-    if (const char* r = getenv("SCALE_SMALLEST_RATES")) {
-      smallest.emplace();
-      std::istringstream(r) >> smallest->create_rate >> smallest->one_by_one_rate >> smallest->fanout_rate;
-    }
-    run_size(yard_bin, std::atoi(one), actors, batched, groups, smallest ? &*smallest : nullptr);
+    Figures smallest;
+    std::istringstream in(getenv("SCALE_SMALLEST") ? getenv("SCALE_SMALLEST") : "");
+    std::string name;
+    double value;
+    while (in >> name >> value) smallest[name] = value;
+    run_size(yard_bin, std::atoi(one), actors, batched, groups, smallest);
     return 0;
   }
   std::vector<int> sizes;
   for (int i = 2; i < argc; ++i) sizes.push_back(std::atoi(argv[i]));
   if (sizes.empty()) sizes = {100, 1000};
-  std::string rate = "0", one_by_one = "0", fanout = "0";  // the smallest size's
-  bool smallest = true;
+  std::string smallest;  // its cases, "name value ...", once the smallest size has run
   for (int n : sizes) {
-    std::string cmd = "SCALE_ONE_SIZE=" + std::to_string(n) +
-                      (smallest ? "" : " SCALE_SMALLEST_RATES='" + rate + " " + one_by_one + " " + fanout + "'") + " '" +
+    std::string tag = "_" + std::to_string(n) + "n", cases;
+    std::string cmd = "SCALE_ONE_SIZE=" + std::to_string(n) + " SCALE_SMALLEST='" + smallest + "' '" +
                       yard::sys::self_exe() + "' '" + yard_bin + "'";
     FILE* p = popen(cmd.c_str(), "r");
     if (!p) return 1;
@@ -585,14 +590,13 @@ int main(int argc, char** argv) {
       std::fputs(line, stdout);
       std::fflush(stdout);
       auto j = json::parse(line, nullptr, false);
-      if (!smallest || !j.is_object()) continue;
+      if (!j.is_object()) continue;
       auto name = j.value("case", "");
-      if (name.rfind("actor_create_per_s", 0) == 0) rate = std::to_string(j["value"].get<double>());
-      if (name.rfind("actor_create_one_by_one_per_s", 0) == 0) one_by_one = std::to_string(j["value"].get<double>());
-      if (name.rfind("zmq_fanout_per_s", 0) == 0) fanout = std::to_string(j["value"].get<double>());
+      if (name.size() > tag.size() && name.compare(name.size() - tag.size(), tag.size(), tag) == 0)
+        cases += name.substr(0, name.size() - tag.size()) + " " + std::to_string(j["value"].get<double>()) + " ";
     }
     if (pclose(p) != 0) return 1;
-    smallest = false;
+    if (smallest.empty()) smallest = cases;
   }
   return 0;
 }

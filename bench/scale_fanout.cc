@@ -13,11 +13,14 @@
 
 #include <zmq.hpp>
 
+#include "proc_stats.h"
 #include "yard/process.h"
 
 namespace yard::bench::fanout {
 
 namespace {
+
+using yard::bench::cpu_seconds;
 
 constexpr int kPerProcess = 500;  // as the scale bench's simulator processes
 
@@ -134,9 +137,9 @@ int serve_echo(int nodes, int ready_fd) {
   while (true) pause();  // until SIGTERM
 }
 
-double round_trips_per_s(int nodes, int total, int batch) {
+Figures round_trips(int nodes, int total, int batch) {
   auto [pids, ports] = start_echoes(nodes);
-  double rate = 0;
+  Figures f;
   try {
     zmq::context_t ctx(1);
     zmq::socket_t s(ctx, zmq::socket_type::router);
@@ -150,6 +153,12 @@ double round_trips_per_s(int nodes, int total, int batch) {
     one_batch(s, n, 0, n);  // every connection made and used once
     size_t first = 0;
     std::vector<double> rates;
+    auto echo_cpu = [&pids = pids] {
+      double s = 0;
+      for (auto p : pids) s += cpu_seconds(p);
+      return s;
+    };
+    double self0 = cpu_seconds(getpid()), echo0 = echo_cpu();
     for (int run = 0; run < 3; ++run) {
       auto t0 = std::chrono::steady_clock::now();
       for (int done = 0; done < total; done += batch) {
@@ -158,14 +167,17 @@ double round_trips_per_s(int nodes, int total, int batch) {
       }
       rates.push_back(total / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
+    double trips = 3.0 * total;
+    f.sender_cpu_us = (cpu_seconds(getpid()) - self0) / trips * 1e6;
+    f.echo_cpu_us = (echo_cpu() - echo0) / trips * 1e6;
     std::sort(rates.begin(), rates.end());
-    rate = rates[1];
+    f.per_s = rates[1];
   } catch (...) {
     stop_echoes(pids);
     throw;
   }
   stop_echoes(pids);
-  return rate;
+  return f;
 }
 
 }  // namespace yard::bench::fanout

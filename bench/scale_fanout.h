@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace yard::bench::fanout {
 
@@ -21,7 +22,11 @@ int serve_echo(int nodes, int ready_fd);
 
 // Round trips per second to `nodes` echo nodes (started here, stopped before it returns):
 // `total` 64-byte requests in batches of `batch`, spread round robin over the nodes, each batch
-// sent at once and all its replies awaited before the next; the median of three such runs.
-double round_trips_per_s(int nodes, int total, int batch);
+// sent at once and all its replies awaited before the next; the median of three such runs. And
+// the CPU a round trip cost the sender and the echo processes (µs, over the three runs).
+struct Figures {
+  double per_s = 0, sender_cpu_us = 0, echo_cpu_us = 0;
+};
+Figures round_trips(int nodes, int total, int batch);
 
 }  // namespace yard::bench::fanout
