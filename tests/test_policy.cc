@@ -363,3 +363,55 @@ TEST_CASE("an indexed view (flat rows, as the head keeps it) decides as its maps
   r.local_node = "n8";
   CHECK(place_actor(flat, r).node == place_actor(v, r).node);
 }
+
+TEST_CASE("an indexed view walks its nodes in order and picks what a pass over all of them picks, as the view changes") {
+  // 300 nodes of mixed shapes; placements, refreshed amounts and recounted actors in turn, the
+  // indexed view (ordered walk) and a plain one (a pass over every node) kept alike.
+  ClusterView v;
+  for (int i = 0; i < 300; ++i) {
+    auto n = node("n" + std::to_string(i), i % 7 == 0 ? 8 : 4, (i * 3) % 5, i % 4, i % 9 == 0 ? Res{{"disk", 2}} : Res{});
+    n.total["memory"] = 8e9;
+    n.avail["memory"] = (i % 6) * 1e9;
+    v.nodes.push_back(n);
+  }
+  ClusterView flat = v;
+  flat.index();
+  REQUIRE(flat.by_busy.size() == 300);
+  std::vector<Res> needs{{{"CPU", 1}}, {{"CPU", 0.25}}, {{"CPU", 2}, {"disk", 1}}, {{"CPU", 4}}, {{"memory", 3e9}}, {}};
+  std::vector<std::string> locals{"n0", "n5", "n42", "elsewhere"};
+  int placed = 0, waited = 0;
+  for (int step = 0; step < 600; ++step) {
+    ActorRequest r;
+    r.resources = needs[step % needs.size()];
+    r.strategy = step % 3 == 0 ? ActorStrategy::kSpread : ActorStrategy::kDefault;
+    r.local_node = locals[(step / 2) % locals.size()];
+    auto a = place_actor(v, r), b = place_actor(flat, r);
+    INFO("step " << step << ": " << res_text(r.resources) << " from " << r.local_node);
+    REQUIRE(a.outcome == b.outcome);
+    REQUIRE(a.node == b.node);
+    if (a.outcome == Outcome::kPlaced) {
+      ++placed;
+      v.place(a.node, r.resources);
+      flat.place(b.node, r.resources);
+    } else {
+      ++waited;
+    }
+    size_t k = static_cast<size_t>(step * 37) % 300;
+    if (step % 5 == 0) {  // a refresh: some of the node's resources came back
+      Res back = v.nodes[k].avail;
+      back["CPU"] = std::min(v.nodes[k].total["CPU"], back["CPU"] + 1.5);
+      v.nodes[k].avail = back;
+      flat.set_avail(k, back);
+    }
+    if (step % 11 == 0) {  // a recount
+      v.nodes[k].actors = step % 4;
+      flat.set_actors(k, step % 4);
+    }
+  }
+  CHECK(placed > 300);
+  CHECK(waited > 0);  // the cluster filled up at times: waiting went through the same path
+  CHECK(flat.by_busy.size() == 300);
+  CHECK(flat.by_actors.size() == 300);
+  CHECK(flat.find("n42") == &flat.nodes[42]);
+  CHECK(flat.find("nowhere") == nullptr);
+}

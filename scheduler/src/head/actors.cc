@@ -485,9 +485,9 @@ void ActorManager::count_actors(policy::ClusterView& view) const {
   count.reserve(view.nodes.size());
   for (auto& [id, x] : actors_)
     if (x.state != store::ActorState::kDead && !x.node.empty()) ++count[x.node];
-  for (auto& n : view.nodes) {
-    auto c = count.find(n.id);
-    n.actors = c == count.end() ? 0 : c->second;
+  for (size_t i = 0; i < view.nodes.size(); ++i) {
+    auto c = count.find(view.nodes[i].id);
+    view.set_actors(i, c == count.end() ? 0 : c->second);
   }
 }
 

@@ -115,7 +115,7 @@ bool ClusterNodes::reread(const std::string& node) {
 }
 
 void ClusterNodes::count_placed(const std::string& node) {
-  if (auto v = in_view_.find(node); v != in_view_.end()) ++view_.nodes[v->second].actors;
+  if (auto v = in_view_.find(node); v != in_view_.end()) view_.set_actors(v->second, view_.nodes[v->second].actors + 1);
 }
 
 const ClusterNodes::Node* ClusterNodes::find(const std::string& id) const {

@@ -9,19 +9,23 @@
 namespace yard::sched::policy {
 
 const NodeState* ClusterView::find(const std::string& id) const {
+  if (!at.empty()) {
+    auto it = at.find(id);
+    return it == at.end() ? nullptr : &nodes[it->second];
+  }
   for (auto& n : nodes)
     if (n.id == id) return &n;
   return nullptr;
 }
 
 void ClusterView::place(const std::string& id, const Res& r) {
-  for (size_t i = 0; i < nodes.size(); ++i)
-    if (nodes[i].id == id) {
-      Res a = nodes[i].avail;
-      sub(a, r);
-      set_avail(i, std::move(a));
-      ++nodes[i].actors;
-    }
+  const NodeState* n = find(id);
+  if (!n) return;
+  auto i = static_cast<size_t>(n - nodes.data());
+  Res a = nodes[i].avail;
+  sub(a, r);
+  set_avail(i, std::move(a));
+  set_actors(i, nodes[i].actors + 1);
 }
 
 void ClusterView::index() {
@@ -35,9 +39,20 @@ void ClusterView::index() {
   }
   total.assign(nodes.size() * keys.size(), 0);
   avail.assign(nodes.size() * keys.size(), 0);
-  for (size_t i = 0; i < nodes.size(); ++i)
+  busy.assign(nodes.size(), 0);
+  by_busy.clear();
+  by_actors.clear();
+  at.clear();
+  for (size_t i = 0; i < nodes.size(); ++i) {
     for (auto& [k, v] : nodes[i].total) total[i * keys.size() + col[k]] = v;
-  for (size_t i = 0; i < nodes.size(); ++i) set_avail(i, nodes[i].avail);
+    at.emplace(nodes[i].id, i);
+  }
+  if (keys.empty()) return;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    by_busy.emplace(0, i);
+    by_actors.emplace(nodes[i].actors, 0, i);
+    set_avail(i, nodes[i].avail);
+  }
 }
 
 void ClusterView::set_avail(size_t i, Res a) {
@@ -48,6 +63,20 @@ void ClusterView::set_avail(size_t i, Res a) {
     auto it = nodes[i].avail.find(keys[c]);
     row[c] = it == nodes[i].avail.end() ? 0 : it->second;
   }
+  double u = Rows(*this).utilisation(i);
+  by_busy.erase({busy[i], i});
+  by_actors.erase({nodes[i].actors, busy[i], i});
+  busy[i] = u;
+  by_busy.emplace(u, i);
+  by_actors.emplace(nodes[i].actors, u, i);
+}
+
+void ClusterView::set_actors(size_t i, int n) {
+  if (!keys.empty() && nodes[i].actors != n) {
+    by_actors.erase({nodes[i].actors, busy[i], i});
+    by_actors.emplace(n, busy[i], i);
+  }
+  nodes[i].actors = n;
 }
 
 std::optional<ActorStrategy> parse_actor_strategy(std::string_view s) {
@@ -90,15 +119,44 @@ std::optional<Decision> by_affinity(const ClusterView& view, const ActorRequest&
   return fits(req.resources, n->avail) ? Decision::placed(n->id) : Decision::wait();
 }
 
+constexpr double kSpillAt = 0.5;  // default: local first while the local node is under half busy
+
+// An indexed view's nodes walked in the strategy's order, to the first with room now: the node a
+// pass over all of them would pick. nullopt when none has room (the pass then tells waiting from
+// infeasible).
+std::optional<Decision> in_order(const ClusterView& view, const ActorRequest& req) {
+  Rows rows(view);
+  FlatNeed need(view, req.resources);
+  if (need.impossible) return std::nullopt;
+  auto room = [&](size_t i) { return need.fits(rows.total(i)) && need.fits(rows.avail(i)); };
+  auto placed = [&](size_t i) { return Decision::placed(view.nodes[i].id); };
+  if (req.strategy == ActorStrategy::kSpread) {  // fewest actors, then the least busy
+    for (auto& [actors, u, i] : view.by_actors)
+      if (room(i)) return placed(i);
+    return std::nullopt;
+  }
+  auto local = view.at.find(req.local_node);
+  bool local_room = local != view.at.end() && room(local->second);
+  if (local_room && view.busy[local->second] < kSpillAt) return placed(local->second);
+  for (auto& [u, i] : view.by_busy) {  // the least busy, the local node on a tie
+    if (!room(i)) continue;
+    if (local_room && std::abs(view.busy[local->second] - u) <= 1e-9) return placed(local->second);
+    return placed(i);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
-// One pass over the nodes: each node's utilisation is worked out once, and nothing is copied.
+// Walks an indexed view's order (in_order) when it can; else one pass over the nodes, each
+// node's utilisation worked out once, nothing copied.
 Decision place_actor(const ClusterView& view, const ActorRequest& req) {
   if (auto d = by_affinity(view, req)) return *d;
+  if (!view.by_busy.empty())
+    if (auto d = in_order(view, req)) return *d;
   Rows rows(view);
   std::optional<FlatNeed> flat;
   if (rows.on()) flat.emplace(view, req.resources);
-  constexpr double kSpillAt = 0.5;  // default: local first while the local node is under half busy
   bool spread = req.strategy == ActorStrategy::kSpread;
   bool feasible = false;
   const NodeState* best = nullptr;

@@ -9,8 +9,11 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "policy/res.h"
@@ -27,6 +30,7 @@ struct NodeState {
 struct ClusterView {
   std::vector<NodeState> nodes;
 
+  // The node named `id` (a lookup once indexed, else a pass), nullptr when not in the view.
   const NodeState* find(const std::string& id) const;
   // An actor placed on a node: `r` taken from its free resources, one more actor counted there,
   // so a pass that places several in a row sees its own earlier placements. Unknown ids are
@@ -37,11 +41,22 @@ struct ClusterView {
   // thousands of nodes: a pass over them then reads contiguous numbers instead of a map per
   // node. Built by index(); set_avail() keeps a node's row and its map alike. A view without it
   // is read from the maps, with the same answers.
+  //
+  // index() also orders the nodes, by busyness (then position) and by actors (then busyness,
+  // then position): actor placement walks an order from its front and stops at the first node
+  // with room, instead of passing over every node (10,000 nodes: about 130 µs a placement here).
+  // A view's amounts and actor counts change through set_avail and set_actors, which keep the
+  // rows and the orders; a view changed otherwise is indexed again.
   void index();
   bool indexed() const { return !keys.empty() || nodes.empty(); }
   void set_avail(size_t node, Res avail);
+  void set_actors(size_t node, int actors);
   std::vector<std::string> keys;     // the columns
   std::vector<double> total, avail;  // nodes.size() rows of keys.size()
+  std::vector<double> busy;          // each node's utilisation (its busiest resource, memory aside)
+  std::set<std::pair<double, size_t>> by_busy;            // (busy, position)
+  std::set<std::tuple<int, double, size_t>> by_actors;    // (actors, busy, position)
+  std::unordered_map<std::string, size_t> at;             // id -> position
 };
 
 enum class Outcome { kPlaced, kWait, kInfeasible };
