@@ -38,7 +38,8 @@
 //                               pg_remove_per_s_Nn_G their removal
 //   status_ms_Nn_A_actors       the summary with the A actors alive
 //   actor_kill_per_s_Nn         all of them killed, one request each, until none is alive
-// SCALE_FANOUT_ONLY=1 measures zmq_fanout_per_s only. SCALE_SOAK_S=S runs, instead of the above, a soak of S seconds at each size (see run_soak).
+// SCALE_FANOUT_ONLY=1 measures zmq_fanout_per_s only. SCALE_SOAK_S=S runs, instead of the above,
+// a soak of S seconds at each size (see run_soak).
 // SCALE_LAT_FILE=F writes each creation's start (s) and latency (ms) to F.N for N nodes, to see
 // when the slow ones come.
 // SCALE_ACTORS sets the number of actors made one by one (default 1000), SCALE_BATCHED those made in
@@ -56,7 +57,6 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
-#include <map>
 #include <fstream>
 #include <mutex>
 #include <optional>
@@ -68,6 +68,7 @@
 #include "bench_util.h"
 #include "proc_stats.h"
 #include "scale_fanout.h"
+#include "scale_report.h"
 #include "yard/process.h"
 #include "yard/redis.h"
 #include "yard/simulated.h"
@@ -83,22 +84,14 @@ namespace {
 using yard::bench::cpu_seconds;
 using yard::bench::rss_mb;
 using yard::bench::start_daemon;
+using yard::bench::scale::emit;
+using yard::bench::scale::emit_against_smallest;
+using yard::bench::scale::Figures;
 
 constexpr double kHeartbeatTimeout = 4;  // the default
 constexpr int kPerSimProcess = 500;      // simulated nodes per simulator process
 
 double secs_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-void emit(const std::string& name, double value, const char* unit, const std::string& peer = {}, double peer_value = 0) {
-  if (!peer.empty())
-    std::printf("{\"suite\":\"scale\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"%s\",\"peer\":\"%s\","
-                "\"peer_value\":%.4g,\"ratio\":%.4g,\"settings\":\"the peer is the same case at the smallest size (a "
-                "creation rate's: the same head, Redis and simulator processes), or the heartbeat timeout + 1 s\"}\n",
-                name.c_str(), value, unit, peer.c_str(), peer_value, value / peer_value);
-  else
-    std::printf("{\"suite\":\"scale\",\"case\":\"%s\",\"value\":%.4g,\"unit\":\"%s\"}\n", name.c_str(), value, unit);
-  std::fflush(stdout);
-}
 
 int quiet_port() {
   for (int p = 20000 + getpid() % 5000;; ++p) {
@@ -234,9 +227,6 @@ double redis_used_mb(yard::sys::Redis& r) {
   return at == std::string::npos ? 0 : std::stod(info.substr(at + 12)) / (1024.0 * 1024.0);
 }
 
-// The smallest size's figures by case name, less the size (SCALE_SMALLEST: "name value ..."):
-// the peers of a larger size's ratios. Empty at the smallest size.
-using Figures = std::map<std::string, double>;
 
 // `count` actors in batches of 1,000: each batch asked for at once, then one call to each, the
 // next batch when all have answered. Actors per second.
@@ -373,20 +363,13 @@ void measure_actors(Cluster& c, yard::sys::Redis& redis, const std::string& tag,
   auto [one_by_one_rate, p99] = create_actors(actors, made);
   auto cpu2 = c.cpu();
   emit_cpu("actor_create_one_by_one_cpu_ms", tag, cpu1, cpu2, actors);
-  // A rate, with the smallest size's as its peer when this is not the smallest.
-  auto emit_rate = [&](const std::string& name, double value) {
-    if (!smallest.empty())
-      emit(name + tag, value, "actors/s", name + "_smallest_size", smallest.at(name));
-    else
-      emit(name + tag, value, "actors/s");
-  };
-  emit_rate("actor_create_one_by_one_per_s", one_by_one_rate);
+  emit_against_smallest("actor_create_one_by_one_per_s", tag, one_by_one_rate, "actors/s", smallest);
   emit("placement_p99_ms" + tag, p99, "ms");
 
   double rate = create_batched(batched, made);
   auto cpu3 = c.cpu();
   emit_cpu("actor_create_cpu_ms", tag, cpu2, cpu3, batched);
-  emit_rate("actor_create_per_s", rate);
+  emit_against_smallest("actor_create_per_s", tag, rate, "actors/s", smallest);
   if (!smallest.empty()) {
     // The most creation could reach here if nothing grew but what the transport's two fan-out
     // round trips (head -> node, driver -> node) cost: in wall time, and in CPU at the smallest
@@ -517,12 +500,8 @@ void run_soak(Cluster& c, yard::sys::Redis& redis, const std::string& tag, doubl
 void run_size(const std::string& yard_bin, int n, int actors, int batched, int groups, const Figures& smallest) {
   std::string tag = "_" + std::to_string(n) + "n";
   // The transport alone, before the cluster starts (scale_fanout.h).
-  auto trips = yard::bench::fanout::round_trips(n, 20000, 1000);
-  if (!smallest.empty())
-    emit("zmq_fanout_per_s" + tag, trips.per_s, "round trips/s", "zmq_fanout_per_s_smallest_size",
-         smallest.at("zmq_fanout_per_s"));
-  else
-    emit("zmq_fanout_per_s" + tag, trips.per_s, "round trips/s");
+  auto trips = yard::bench::fanout::round_trips(n, kPerSimProcess, 20000, 1000);
+  emit_against_smallest("zmq_fanout_per_s", tag, trips.per_s, "round trips/s", smallest);
   emit("zmq_fanout_cpu_us_sender" + tag, trips.sender_cpu_us, "us");
   emit("zmq_fanout_cpu_us_echo" + tag, trips.echo_cpu_us, "us");
   if (getenv("SCALE_FANOUT_ONLY")) return;
@@ -567,12 +546,8 @@ int main(int argc, char** argv) {
   int groups = getenv("SCALE_GROUPS") ? std::atoi(getenv("SCALE_GROUPS")) : 1000;
   int batched = getenv("SCALE_BATCHED") ? std::atoi(getenv("SCALE_BATCHED")) : 5000;
   if (const char* one = getenv("SCALE_ONE_SIZE")) {
-    Figures smallest;
-    std::istringstream in(getenv("SCALE_SMALLEST") ? getenv("SCALE_SMALLEST") : "");
-    std::string name;
-    double value;
-    while (in >> name >> value) smallest[name] = value;
-    run_size(yard_bin, std::atoi(one), actors, batched, groups, smallest);
+    run_size(yard_bin, std::atoi(one), actors, batched, groups,
+             yard::bench::scale::smallest_figures(getenv("SCALE_SMALLEST")));
     return 0;
   }
   std::vector<int> sizes;
@@ -589,11 +564,7 @@ int main(int argc, char** argv) {
     while (fgets(line, sizeof line, p)) {
       std::fputs(line, stdout);
       std::fflush(stdout);
-      auto j = json::parse(line, nullptr, false);
-      if (!j.is_object()) continue;
-      auto name = j.value("case", "");
-      if (name.size() > tag.size() && name.compare(name.size() - tag.size(), tag.size(), tag) == 0)
-        cases += name.substr(0, name.size() - tag.size()) + " " + std::to_string(j["value"].get<double>()) + " ";
+      yard::bench::scale::add_case(cases, line, tag);
     }
     if (pclose(p) != 0) return 1;
     if (smallest.empty()) smallest = cases;

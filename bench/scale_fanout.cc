@@ -22,8 +22,6 @@ namespace {
 
 using yard::bench::cpu_seconds;
 
-constexpr int kPerProcess = 500;  // as the scale bench's simulator processes
-
 void quiet(zmq::socket_t& s) {
   s.set(zmq::sockopt::linger, 0);
   s.set(zmq::sockopt::sndhwm, 0);
@@ -35,15 +33,15 @@ int bound_port(zmq::socket_t& s) {
   return std::stoi(ep.substr(ep.rfind(':') + 1));
 }
 
-// The echo processes for `nodes` nodes: their pids and every node's port.
-std::pair<std::vector<pid_t>, std::vector<int>> start_echoes(int nodes) {
+// The echo processes for `nodes` nodes, `per_process` in each: their pids and every node's port.
+std::pair<std::vector<pid_t>, std::vector<int>> start_echoes(int nodes, int per_process) {
   std::vector<pid_t> pids;
   std::vector<int> ports;
-  for (int left = nodes; left > 0; left -= kPerProcess) {
+  for (int left = nodes; left > 0; left -= per_process) {
     yard::sys::SpawnOptions so;
     so.death_signal = SIGTERM;
     auto [pid, line] = yard::sys::spawn_ready(
-        {yard::sys::self_exe(), "--echo-nodes", std::to_string(std::min(left, kPerProcess))}, so,
+        {yard::sys::self_exe(), "--echo-nodes", std::to_string(std::min(left, per_process))}, so,
         std::chrono::seconds(60));
     pids.push_back(pid);
     if (line.empty()) throw std::runtime_error("an echo process did not start");
@@ -88,6 +86,35 @@ void one_batch(zmq::socket_t& s, size_t nodes, size_t first, size_t count) {
   }
 }
 
+// Echoes what reaches `s`, for ever (one node, its own thread).
+[[noreturn]] void echo(zmq::socket_t& s) {
+  while (true) {
+    zmq::message_t id, m;
+    if (!s.recv(id)) continue;
+    (void)s.recv(m);
+    s.send(id, zmq::send_flags::sndmore);
+    s.send(m, zmq::send_flags::none);
+  }
+}
+
+// The same for all of `sockets` from one thread.
+[[noreturn]] void echo_all(std::vector<std::unique_ptr<zmq::socket_t>>& sockets) {
+  std::vector<zmq::pollitem_t> items;
+  for (auto& s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
+  while (true) {
+    zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (!(items[i].revents & ZMQ_POLLIN)) continue;
+      zmq::message_t id, m;
+      while (sockets[i]->recv(id, zmq::recv_flags::dontwait)) {
+        (void)sockets[i]->recv(m);
+        sockets[i]->send(id, zmq::send_flags::sndmore);
+        sockets[i]->send(m, zmq::send_flags::none);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int serve_echo(int nodes, int ready_fd) {
@@ -102,43 +129,18 @@ int serve_echo(int nodes, int ready_fd) {
     sockets.push_back(std::move(s));
   }
   std::vector<std::thread> threads;
-  if (getenv("SCALE_ECHO_ONE_THREAD")) {  // one thread serves all the process's nodes
-    threads.emplace_back([&] {
-      std::vector<zmq::pollitem_t> items;
-      for (auto& s : sockets) items.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
-      while (true) {
-        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(-1));
-        for (size_t i = 0; i < items.size(); ++i) {
-          if (!(items[i].revents & ZMQ_POLLIN)) continue;
-          auto& s = *sockets[i];
-          zmq::message_t id, m;
-          while (s.recv(id, zmq::recv_flags::dontwait)) {
-            (void)s.recv(m);
-            s.send(id, zmq::send_flags::sndmore);
-            s.send(m, zmq::send_flags::none);
-          }
-        }
-      }
-    });
-  } else
-  for (auto& s : sockets)
-    threads.emplace_back([&s = *s] {
-      while (true) {
-        zmq::message_t id, m;
-        if (!s.recv(id)) continue;
-        (void)s.recv(m);
-        s.send(id, zmq::send_flags::sndmore);
-        s.send(m, zmq::send_flags::none);
-      }
-    });
+  if (getenv("SCALE_ECHO_ONE_THREAD"))  // one thread serves all the process's nodes
+    threads.emplace_back([&] { echo_all(sockets); });
+  else
+    for (auto& s : sockets) threads.emplace_back([&s = *s] { echo(s); });
   ports += "\n";
   (void)!write(ready_fd, ports.data(), ports.size());
   close(ready_fd);
   while (true) pause();  // until SIGTERM
 }
 
-Figures round_trips(int nodes, int total, int batch) {
-  auto [pids, ports] = start_echoes(nodes);
+Figures round_trips(int nodes, int per_process, int total, int batch) {
+  auto [pids, ports] = start_echoes(nodes, per_process);
   Figures f;
   try {
     zmq::context_t ctx(1);
