@@ -44,8 +44,8 @@ void IoLoop::tune(zmq::socket_t& s) {
 
 std::shared_ptr<zmq::context_t> IoLoop::make_context(int io_threads) {
   auto ctx = std::make_shared<zmq::context_t>(io_threads);
-  // ZeroMQ's default of 1,024 sockets per context would cap a head at about 500 peers (a
-  // DEALER and its monitor each): allow as many as the process may open descriptors.
+  // ZeroMQ's default of 1,024 sockets per context would cap a process of many loops (simulated
+  // nodes, several sockets each) at a few hundred: allow as many as it may open descriptors.
   rlimit fds{};
   if (getrlimit(RLIMIT_NOFILE, &fds) == 0 && fds.rlim_cur > 1024)
     ctx->set(zmq::ctxopt::max_sockets, static_cast<int>(std::min<rlim_t>(fds.rlim_cur, 1 << 20)));
@@ -162,41 +162,6 @@ std::unique_ptr<InMessage> IoLoop::call(const std::string& peer_addr, OutMessage
   return std::move(res.first);
 }
 
-IoLoop::Peer& IoLoop::peer(const std::string& addr) {
-  auto it = peers_.find(addr);
-  if (it != peers_.end()) return it->second;
-  if (peers_.size() >= max_links_.load(std::memory_order_relaxed)) close_least_used();
-  Peer p;
-  p.dealer = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::dealer);
-  tune(*p.dealer);
-  std::string target = addr.substr(0, addr.find('/'));  // "host:port/lane": a connection of its own
-  if (auto sealed = sealed_links_.find(addr); sealed != sealed_links_.end()) {
-    // A data link (sealed_peer): plain ZeroMQ, every message sealed. It answers only requests for
-    // parts, so ZMTP heartbeats notice a vanished peer here instead of probe_silent's PINGs (a
-    // data link is made only for large transfers: a few per process).
-    p.dealer->set(zmq::sockopt::heartbeat_ivl, 1000);
-    p.dealer->set(zmq::sockopt::heartbeat_timeout, 4000);
-    p.seal = std::make_unique<LinkSeal>(sealed->second.key);
-    target = sealed->second.address;
-  } else if (curve_for_host(host_of(target))) {
-    p.curve = true;
-    p.dealer->set(zmq::sockopt::curve_serverkey, keys().public_z85);
-    p.dealer->set(zmq::sockopt::curve_publickey, keys().public_z85);
-    p.dealer->set(zmq::sockopt::curve_secretkey, keys().secret_z85);
-  }
-  std::string mon = inproc_ + "-monitor-" + std::to_string(++monitor_seq_);
-  if (zmq_socket_monitor(p.dealer->handle(), mon.c_str(),
-                         ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_CONNECT_RETRIED |
-                             ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
-                             ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) != 0)
-    throw zmq::error_t();
-  p.monitor = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::pair);
-  p.monitor->set(zmq::sockopt::linger, 0);
-  p.monitor->connect(mon);
-  p.dealer->connect("tcp://" + target);
-  return peers_.emplace(addr, std::move(p)).first->second;
-}
-
 void IoLoop::drain_posted() {
   std::vector<std::function<void()>> work;
   std::vector<std::pair<std::string, Frames>> replies;
@@ -233,10 +198,19 @@ void IoLoop::run() {
     items.push_back({router_->handle(), 0, ZMQ_POLLIN, 0});
     for (auto& addr : active_) {
       auto& p = peers_.at(addr);
+      if (!p.dealer) continue;  // a shared link: its ROUTER is polled below
       addrs.push_back(addr);
       items.push_back({p.dealer->handle(), 0, ZMQ_POLLIN, 0});
       items.push_back({p.monitor->handle(), 0, ZMQ_POLLIN, 0});
     }
+    size_t shared_at = items.size();
+    bool shared_polled[2] = {false, false};  // a shared ROUTER made during the turn waits for the next
+    for (int k = 0; k < 2; ++k)
+      if (shared_[k].router) {
+        shared_polled[k] = true;
+        items.push_back({shared_[k].router->handle(), 0, ZMQ_POLLIN, 0});
+        items.push_back({shared_[k].monitor->handle(), 0, ZMQ_POLLIN, 0});
+      }
     size_t monitor_at = items.size();
     items.push_back({router_monitor_->handle(), 0, ZMQ_POLLIN, 0});
     if (zap_) items.push_back({zap_->handle(), 0, ZMQ_POLLIN, 0});
@@ -276,6 +250,12 @@ void IoLoop::run() {
     if (data_router_) {
       if (items[data_at + 1].revents & ZMQ_POLLIN) on_router_monitor_readable(*data_monitor_);
       if (items[data_at].revents & ZMQ_POLLIN) on_data_readable();
+    }
+    for (size_t i = shared_at, k = 0; k < 2; ++k) {
+      if (!shared_polled[k]) continue;
+      if (items[i].revents & ZMQ_POLLIN) on_shared_readable(shared_[k]);
+      if ((items[i + 1].revents & ZMQ_POLLIN) || !held_events_.empty()) on_shared_monitor(shared_[k]);
+      i += 2;
     }
     for (size_t i = 0; i < addrs.size(); ++i) {
       auto it = peers_.find(addrs[i]);

@@ -1,12 +1,17 @@
 // IoLoop: the one thread of a process that owns its ZeroMQ sockets.
 //
-// It binds a ROUTER for requests from others and keeps one DEALER (with a connection monitor)
-// per peer it sends requests to. Other threads hand it work through post(), which queues a
-// closure and wakes the loop through an eventfd; replies complete callbacks on the loop thread.
-// Messages are queued and leave at the end of the loop's turn, several to one peer as one batch
-// (wire.h), in the order they were made. A request fails locally (never hangs) when its deadline passes or when the connection to its
-// peer is lost or refused: that is how a crashed worker or a wrong address is noticed. A refused
-// connection (nothing delivered) fails with UNAVAILABLE, a lost one with WORKER_CRASHED.
+// It binds a ROUTER for requests from others. Its requests to others leave through one ROUTER
+// that connects to every peer (one for plain links, one for encrypted ones), each connection
+// under a routing id of its own and all watched by one monitor: a link costs one descriptor and
+// no ZeroMQ socket, so a head or a driver linked to thousands of nodes makes and drops links
+// without opening and closing sockets. Lanes ("host:port/N") and sealed data links, a few per
+// process, keep a DEALER and a monitor each. Other threads hand it work through post(), which
+// queues a closure and wakes the loop through an eventfd; replies complete callbacks on the loop
+// thread. Messages are queued and leave at the end of the loop's turn, several to one peer as one
+// batch (wire.h), in the order they were made. A request fails locally (never hangs) when its
+// deadline passes or when the connection to its peer is lost or refused: that is how a crashed
+// worker or a wrong address is noticed. A refused connection (nothing delivered) fails with
+// UNAVAILABLE, a lost one with WORKER_CRASHED.
 #pragma once
 
 #include <algorithm>
@@ -144,8 +149,11 @@ class IoLoop {
   void fail(ReplyCallback& cb, LocalError e);
   static constexpr char kDataRouting = 'd';  // marks the routing ids of data-link requests
   struct Peer {
-    std::unique_ptr<zmq::socket_t> dealer;
+    std::unique_ptr<zmq::socket_t> dealer;   // a link of its own (a lane, a data link); else null
     std::unique_ptr<zmq::socket_t> monitor;
+    std::string rid;       // a shared link's routing id on its ROUTER (SharedLinks), unique per link
+    std::string endpoint;  // a shared link's "tcp://host:port", as its monitor's events name it
+    int fd = -1;           // a shared link's connection once made (its later events name only that)
     bool connected = false;
     bool curve = false;       // an encrypted link (link_security.h)
     bool handshaken = false;  // its handshake succeeded
@@ -187,6 +195,20 @@ class IoLoop {
     bool once = false;
   };
 
+  // The ROUTER that a kind of link (plain or encrypted) shares, its monitor, and the maps from
+  // what its messages and events name back to the peer.
+  struct SharedLinks {
+    std::unique_ptr<zmq::socket_t> router, monitor;
+    std::unordered_map<std::string, std::string> by_rid;       // routing id -> peer
+    std::unordered_map<std::string, std::string> by_endpoint;  // endpoint -> peer
+    std::unordered_map<int, std::string> by_fd;                // connection -> peer
+  };
+  struct LinkEvent {
+    uint16_t event;
+    uint32_t value;
+    std::string endpoint;
+  };
+
   static void tune(zmq::socket_t& s);  // limits and buffers of every socket
   void run();
   // Loop thread only: a request queued for its peer's next batch, and a reply for the requester's.
@@ -197,6 +219,19 @@ class IoLoop {
   void drain_posted();
   void wake_loop();  // writes the wake fd: the loop's poll returns
   Peer& peer(const std::string& addr);
+  // The links (io_loop_links.cc): one of its own, or one on the shared ROUTER of its kind.
+  void link_own(const std::string& addr, Peer& p, std::string target);
+  void link_shared(const std::string& addr, Peer& p, const std::string& target);
+  SharedLinks& shared_for(const Peer& p) { return shared_[p.curve ? 1 : 0]; }
+  void on_shared_readable(SharedLinks& s);
+  // What a shared monitor said: applied to its links (`idle_only`: only to links with nothing in
+  // flight, whose failing calls no callback; the rest wait for the turn's own reading).
+  void on_shared_monitor(SharedLinks& s, bool idle_only = false);
+  void apply_link_event(SharedLinks& s, const LinkEvent& e);
+  // The link an event of a shared monitor is about (peers_.end() for a closed link's): a
+  // connection being made is named by its endpoint, one made by its descriptor.
+  std::map<std::string, Peer>::iterator link_of(SharedLinks& s, const LinkEvent& e);
+  void unlink(const std::string& addr, Peer& p);  // a link's connection closed (its Peer stays)
   // One message waiting at a ROUTER: its routing id and frames (false when none waits).
   static bool receive_routed(zmq::socket_t& router, zmq::message_t& rid, Frames& frames);
   void on_router_readable();
@@ -246,6 +281,9 @@ class IoLoop {
   std::atomic<bool> closing_{false};
   std::atomic<uint64_t> malformed_{0};
   uint64_t monitor_seq_ = 0;
+  uint64_t link_seq_ = 0;                          // numbers the shared links' routing ids
+  SharedLinks shared_[2];                         // plain and encrypted links, made on first use
+  std::vector<std::pair<int, LinkEvent>> held_events_;  // shared monitors' events for busy links
   std::optional<CurveKeys> keys_;                 // made when the first encrypted link needs them
   std::unique_ptr<zmq::socket_t> zap_;            // the ZAP handler of an encrypted listener
   std::unique_ptr<zmq::socket_t> router_monitor_; // its connections and refused handshakes

@@ -21,7 +21,12 @@ void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames f
   // A link with nothing in flight is not polled: what its monitor said meanwhile (it was lost,
   // say) is heard now, before it carries a request (a lost one is made again).
   auto known = peers_.find(peer_addr);
-  if (known != peers_.end() && known->second.inflight == 0) on_monitor_readable(peer_addr, known->second);
+  if (known != peers_.end() && known->second.inflight == 0) {
+    if (known->second.dealer)
+      on_monitor_readable(peer_addr, known->second);
+    else
+      on_shared_monitor(shared_for(known->second), true);
+  }
   Peer* p;
   try {
     p = &peer(peer_addr);
@@ -115,7 +120,12 @@ void IoLoop::send_batched(zmq::socket_t& s, const std::string* routing, std::vec
 void IoLoop::flush() {
   for (auto& addr : dirty_peers_) {
     auto it = peers_.find(addr);
-    if (it != peers_.end()) send_batched(*it->second.dealer, nullptr, it->second.outbox, it->second.seal.get());
+    if (it == peers_.end()) continue;
+    auto& p = it->second;
+    if (p.dealer)
+      send_batched(*p.dealer, nullptr, p.outbox, p.seal.get());
+    else
+      send_batched(*shared_for(p).router, &p.rid, p.outbox);
   }
   dirty_peers_.clear();
   if (router_out_.empty()) return;

@@ -1,5 +1,5 @@
-// The I/O loop's links to its peers once made (io_loop.h): what their monitors say, what a lost
-// or refused link fails, and links closed when idle; and the connections its listeners accept.
+// The I/O loop's links to its peers once made (io_loop.h): what a lost or refused link fails,
+// links closed when idle, silent peers probed; and the connections its listeners accept.
 #include "io_loop.h"
 
 #include <sys/socket.h>
@@ -9,34 +9,6 @@
 #include <future>
 
 namespace yard::detail {
-
-void IoLoop::on_monitor_readable(const std::string& addr, Peer& p) {
-  for (;;) {
-    zmq::message_t ev, ep;
-    if (!p.monitor->recv(ev, zmq::recv_flags::dontwait)) return;
-    if (ev.more()) (void)p.monitor->recv(ep, zmq::recv_flags::none);
-    uint16_t event = 0;
-    if (ev.size() >= 2) std::memcpy(&event, ev.data(), 2);
-    if (event == ZMQ_EVENT_CONNECTED) {
-      p.connected = true;
-    } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-      p.handshaken = true;
-    } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
-               event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || (event == ZMQ_EVENT_DISCONNECTED && p.curve && !p.handshaken)) {
-      fail_peer(addr,
-                "the encrypted link to " + addr + " was refused: its key is not this process's (is the cluster "
-                "token right?)",
-                wire::ErrorCode::UNAUTHENTICATED);
-      return;
-    } else if (event == ZMQ_EVENT_DISCONNECTED) {
-      fail_peer(addr, "connection to " + addr + " was lost");
-      return;
-    } else if (event == ZMQ_EVENT_CONNECT_RETRIED && !p.connected) {
-      fail_peer(addr, "cannot connect to " + addr + ": connection refused", wire::ErrorCode::UNAVAILABLE);
-      return;
-    }
-  }
-}
 
 void IoLoop::fail_peer(const std::string& addr, const std::string& why, wire::ErrorCode code) {
   std::vector<ReplyCallback> cbs;
@@ -50,7 +22,7 @@ void IoLoop::fail_peer(const std::string& addr, const std::string& why, wire::Er
   }
   auto it = peers_.find(addr);
   if (it != peers_.end()) {
-    zmq_socket_monitor(it->second.dealer->handle(), nullptr, 0);
+    unlink(addr, it->second);
     peers_.erase(it);
   }
   sealed_links_.erase(addr);
@@ -94,7 +66,7 @@ size_t IoLoop::link_count() {
 }
 
 IoLoop::PeerMap::iterator IoLoop::close_link(PeerMap::iterator it) {
-  zmq_socket_monitor(it->second.dealer->handle(), nullptr, 0);
+  unlink(it->first, it->second);
   sealed_links_.erase(it->first);
   return peers_.erase(it);
 }

@@ -33,7 +33,7 @@ const LinkLimits& link_limits() {
     rlimit rl{};
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
       l.max_connections = static_cast<size_t>(rl.rlim_cur) * 3 / 4;
-      l.max_links = std::max<size_t>(64, static_cast<size_t>(rl.rlim_cur) / 8);
+      l.max_links = std::max<size_t>(64, static_cast<size_t>(rl.rlim_cur) * 3 / 8);
     }
     l.max_links = static_cast<size_t>(std::max<int64_t>(1, env_number("YARD_MAX_LINKS", int64_t(l.max_links))));
     return l;
@@ -44,9 +44,9 @@ const LinkLimits& link_limits() {
 void raise_descriptor_limit() {
   rlimit rl{};
   if (getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
-  // A link costs about four descriptors (its connection, and the ZeroMQ sockets of the link and
-  // of its monitor): a head or a driver linked to 10,000 nodes needs some 40,000. A process that
-  // may raise its hard limit (root, CAP_SYS_RESOURCE) takes 262,144; any other the hard limit.
+  // A link costs a descriptor (its connection), and each of its peers' links to it another: a
+  // head linked to 10,000 nodes needs some 20,000. A process that may raise its hard limit (root,
+  // CAP_SYS_RESOURCE) takes 262,144; any other the hard limit.
   constexpr rlim_t kMost = 262144;
   if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < kMost) {
     rlimit more{kMost, kMost};
