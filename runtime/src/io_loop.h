@@ -87,8 +87,9 @@ class IoLoop {
   // Before any request: how long a peer owing replies may stay silent (default: the process's
   // link_limits().silence_ms).
   void set_silence_limit(std::chrono::milliseconds limit) { silence_ms_ = limit.count(); }
-  // How many links this loop keeps at most (default link_limits().max_links), and how many it
-  // has now (thread-safe: asked of the loop thread).
+  // How many connections this loop keeps at most, its links and those its listeners accepted
+  // together (default link_limits().max_links), and how many links it has now (thread-safe:
+  // asked of the loop thread).
   void set_max_links(size_t n) { max_links_ = n; }
   // How long a link may go unused before it is closed (default link_limits().idle_link_s).
   void set_idle_link(std::chrono::milliseconds idle) { idle_link_ms_ = idle.count(); }

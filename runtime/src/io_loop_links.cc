@@ -37,7 +37,9 @@ std::string refused_key(const std::string& addr) {
 IoLoop::Peer& IoLoop::peer(const std::string& addr) {
   auto it = peers_.find(addr);
   if (it != peers_.end()) return it->second;
-  if (peers_.size() >= max_links_.load(std::memory_order_relaxed)) close_least_used();
+  // Links and accepted connections share the descriptors: a loop many peers connect to keeps
+  // fewer links of its own.
+  if (peers_.size() + connections_.total() >= max_links_.load(std::memory_order_relaxed)) close_least_used();
   Peer p;
   std::string target = addr.substr(0, addr.find('/'));  // "host:port/lane": a connection of its own
   if (sealed_links_.count(addr) || target.size() != addr.size()) {

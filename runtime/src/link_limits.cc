@@ -33,7 +33,7 @@ const LinkLimits& link_limits() {
     rlimit rl{};
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
       l.max_connections = static_cast<size_t>(rl.rlim_cur) * 3 / 4;
-      l.max_links = std::max<size_t>(64, static_cast<size_t>(rl.rlim_cur) * 3 / 8);
+      l.max_links = std::max<size_t>(64, static_cast<size_t>(rl.rlim_cur) * 3 / 4);
     }
     l.max_links = static_cast<size_t>(std::max<int64_t>(1, env_number("YARD_MAX_LINKS", int64_t(l.max_links))));
     return l;

@@ -11,8 +11,9 @@
 //   YARD_MAX_CONNECTIONS_PER_PEER     open connections one address may hold, default 1024
 //   YARD_LINK_SILENCE_MS              how long a peer that owes replies may stay silent, PINGs
 //                                     unanswered, before its requests fail (default 15,000)
-//   YARD_MAX_LINKS                    outgoing links one loop keeps (default: three eighths of
-//                                     the descriptor limit)
+//   YARD_MAX_LINKS                    connections one loop keeps, its outgoing links and those
+//                                     its listeners accepted together (default: three quarters
+//                                     of the descriptor limit)
 //   YARD_IDLE_LINK_S                  how long an outgoing link may go unused before it is closed
 //                                     (made again on the next request), default 60
 #pragma once
@@ -31,10 +32,10 @@ struct LinkLimits {
   size_t max_connections = 16384;  // all peers together (a share of the descriptor limit)
   int64_t silence_ms = 15000;      // IoLoop::probe_silent
   int64_t idle_link_s = 60;        // IoLoop::close_idle
-  // Links (outgoing connections) one loop keeps at most: past it, the least recently used idle
-  // ones are closed before a new one is made. A link holds one descriptor, and its peer's links
-  // back another: three eighths of the descriptor limit.
-  size_t max_links = 6144;
+  // Connections one loop keeps at most, its links (outgoing) and those its listeners accepted
+  // together, each a descriptor: past it, the least recently used idle links are closed before a
+  // new one is made. Three quarters of the descriptor limit.
+  size_t max_links = 12288;
 };
 
 // The limits of this process: the environment's, the total from its descriptor limit.
