@@ -385,15 +385,19 @@ void IoLoop::on_dealer_readable(const std::string& addr, Peer& p) {
       frames.push_back(std::move(n));
     }
     if (p.seal && !open_replies(addr, p, frames)) return;  // the link was failed
-    std::vector<Frames> msgs;
-    try {
-      msgs = messages_of(std::move(frames));
-    } catch (const DecodeError& e) {
-      fault(addr, std::string("dropped a malformed batch of replies: ") + e.what());
-      continue;
-    }
-    for (auto& r : msgs) take_reply(addr, std::move(r));
+    take_replies(addr, std::move(frames));
   }
+}
+
+void IoLoop::take_replies(const std::string& addr, Frames frames) {
+  std::vector<Frames> msgs;
+  try {
+    msgs = messages_of(std::move(frames));
+  } catch (const DecodeError& e) {
+    fault(addr, std::string("dropped a malformed batch of replies: ") + e.what());
+    return;
+  }
+  for (auto& r : msgs) take_reply(addr, std::move(r));
 }
 
 void IoLoop::take_reply(const std::string& addr, Frames frames) {

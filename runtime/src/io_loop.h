@@ -238,6 +238,7 @@ class IoLoop {
   void on_router_readable();
   void take_request(const std::string& routing, const std::string& from, Frames frames);
   void on_dealer_readable(const std::string& addr, Peer& p);
+  void take_replies(const std::string& addr, Frames frames);  // a message of replies (one, or a batch)
   void take_reply(const std::string& addr, Frames frames);
   // Sends what this turn queued: each peer's requests, then the replies, batched per peer.
   void flush();

@@ -124,14 +124,7 @@ void IoLoop::on_shared_readable(SharedLinks& s) {
     if (link == s.by_rid.end()) continue;  // a closed link's late message
     std::string addr = link->second;
     peers_.at(addr).heard = Clock::now();
-    std::vector<Frames> msgs;
-    try {
-      msgs = messages_of(std::move(frames));
-    } catch (const DecodeError& e) {
-      fault(addr, std::string("dropped a malformed batch of replies: ") + e.what());
-      continue;
-    }
-    for (auto& r : msgs) take_reply(addr, std::move(r));
+    take_replies(addr, std::move(frames));
   }
 }
 
