@@ -2,12 +2,14 @@
 
 #include <sys/resource.h>
 
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <future>
+#include <limits>
 
 #include <spdlog/spdlog.h>
 
@@ -230,12 +232,7 @@ void IoLoop::run() {
       wait = std::min(wait, std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(t.next - now)));
     if (hold_until_ != Clock::time_point::max())
       wait = std::min(wait, std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(hold_until_ - now)));
-    try {
-      zmq::poll(items.data(), items.size(), wait);
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
-      throw;
-    }
+    if (!wait_for_events(items, wait)) continue;
     if (items[0].revents & ZMQ_POLLIN) {
       uint64_t v;
       (void)!read(wake_fd_, &v, sizeof v);
@@ -286,6 +283,51 @@ void IoLoop::run() {
   pending_.clear();
   closing_ = true;
   for (auto& [id, p] : pending) fail(p.cb, LocalError{wire::ErrorCode::UNAVAILABLE, "runtime is shutting down"});
+}
+
+// What zmq_poll does, with fewer system calls: a ZeroMQ socket's descriptor (ZMQ_FD) becomes
+// readable when commands reach the socket, and asking ZMQ_EVENTS takes them, so events already
+// there are found by asking each socket first, and only when none has any does the loop block on
+// the descriptors; then only the sockets whose descriptor woke are asked again (zmq_poll polls
+// once more without waiting first, and asks every socket after each poll: each ask is a poll and
+// a getpid of its own inside libzmq). A plain descriptor (the wake fd) found ready while a socket
+// already was is taken on the next turn (posted work is drained every turn regardless).
+bool IoLoop::wait_for_events(std::vector<zmq::pollitem_t>& items, std::chrono::milliseconds timeout) {
+  auto ready = [](zmq::pollitem_t& it) {
+    uint32_t events = 0;
+    size_t size = sizeof events;
+    if (zmq_getsockopt(it.socket, ZMQ_EVENTS, &events, &size) != 0) throw zmq::error_t();
+    it.revents = static_cast<short>(events & static_cast<uint32_t>(it.events));
+    return it.revents != 0;
+  };
+  bool any = false;
+  for (auto& it : items) {
+    it.revents = 0;
+    if (it.socket) any = ready(it) || any;
+  }
+  if (any) return true;
+  pollfds_.resize(items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    pollfds_[i] = {items[i].fd, POLLIN, 0};
+    if (items[i].socket) {
+      size_t size = sizeof pollfds_[i].fd;
+      if (zmq_getsockopt(items[i].socket, ZMQ_FD, &pollfds_[i].fd, &size) != 0) throw zmq::error_t();
+    }
+  }
+  int rc = ::poll(pollfds_.data(), pollfds_.size(), timeout.count() > std::numeric_limits<int>::max()
+                                                        ? -1 : static_cast<int>(timeout.count()));
+  if (rc < 0) {
+    if (errno == EINTR) return false;
+    throw zmq::error_t();
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (!(pollfds_[i].revents & (POLLIN | POLLERR | POLLHUP))) continue;
+    if (items[i].socket)
+      ready(items[i]);
+    else
+      items[i].revents = ZMQ_POLLIN;
+  }
+  return true;
 }
 
 bool IoLoop::receive_routed(zmq::socket_t& router, zmq::message_t& rid, Frames& frames) {

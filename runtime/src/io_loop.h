@@ -29,6 +29,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <poll.h>
+
 #include <zmq.hpp>
 
 #include "link_limits.h"
@@ -212,6 +214,10 @@ class IoLoop {
 
   static void tune(zmq::socket_t& s);  // limits and buffers of every socket
   void run();
+  // Waits for any of `items` (sockets or descriptors, POLLIN) at most `timeout`: their revents
+  // set, false when a signal interrupted the wait.
+  bool wait_for_events(std::vector<zmq::pollitem_t>& items, std::chrono::milliseconds timeout);
+  std::vector<struct pollfd> pollfds_;  // wait_for_events's, kept between turns
   // Loop thread only: a request queued for its peer's next batch, and a reply for the requester's.
   void enqueue_request(const std::string& peer, uint64_t id, Frames frames, ReplyCallback cb,
                        std::chrono::milliseconds timeout, Landing landing);
