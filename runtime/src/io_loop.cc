@@ -221,18 +221,7 @@ void IoLoop::run() {
       items.push_back({data_router_->handle(), 0, ZMQ_POLLIN, 0});
       items.push_back({data_monitor_->handle(), 0, ZMQ_POLLIN, 0});
     }
-    auto now = Clock::now();
-    // Rounded up: a timer due in under a millisecond is waited for, not spun on with zero timeouts.
-    // An idle loop (nothing in flight to expire) sleeps until woken or a timer is due; one with
-    // links wakes every idle_sweep() to close those idle too long. Thousands of idle loops in one
-    // process (simulated nodes, which only answer) cost nothing.
-    auto wait = pending_.empty() ? (peers_.empty() ? std::chrono::milliseconds(std::chrono::hours(1)) : idle_sweep())
-                                 : std::chrono::milliseconds(100);
-    for (auto& t : timers_)
-      wait = std::min(wait, std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(t.next - now)));
-    if (hold_until_ != Clock::time_point::max())
-      wait = std::min(wait, std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(hold_until_ - now)));
-    if (!wait_for_events(items, wait)) continue;
+    if (!wait_for_events(items, turn_wait(Clock::now()))) continue;
     if (items[0].revents & ZMQ_POLLIN) {
       uint64_t v;
       (void)!read(wake_fd_, &v, sizeof v);
@@ -248,34 +237,9 @@ void IoLoop::run() {
       if (items[data_at + 1].revents & ZMQ_POLLIN) on_router_monitor_readable(*data_monitor_);
       if (items[data_at].revents & ZMQ_POLLIN) on_data_readable();
     }
-    for (size_t i = shared_at, k = 0; k < 2; ++k) {
-      if (!shared_polled[k]) continue;
-      if (items[i].revents & ZMQ_POLLIN) on_shared_readable(shared_[k]);
-      if ((items[i + 1].revents & ZMQ_POLLIN) || !held_events_.empty()) on_shared_monitor(shared_[k]);
-      i += 2;
-    }
-    for (size_t i = 0; i < addrs.size(); ++i) {
-      auto it = peers_.find(addrs[i]);
-      if (it == peers_.end()) continue;
-      if (items[2 + 2 * i].revents & ZMQ_POLLIN) on_dealer_readable(addrs[i], it->second);
-      it = peers_.find(addrs[i]);
-      if (it == peers_.end()) continue;
-      if (items[3 + 2 * i].revents & ZMQ_POLLIN) on_monitor_readable(addrs[i], it->second);
-    }
-    now = Clock::now();
-    for (size_t i = 0; i < timers_.size();) {
-      if (timers_[i].next <= now) {
-        timers_[i].next = now + timers_[i].period;
-        auto fn = timers_[i].fn;  // the timer may add timers
-        if (timers_[i].once) {
-          timers_.erase(timers_.begin() + static_cast<long>(i));
-          fn();
-          continue;
-        }
-        fn();
-      }
-      ++i;
-    }
+    on_links_ready(items, shared_at, shared_polled, addrs);
+    auto now = Clock::now();
+    run_due_timers(now);
     expire(now);
   }
   // Fail whatever is still waiting so no caller hangs on a stopped loop.
@@ -283,6 +247,55 @@ void IoLoop::run() {
   pending_.clear();
   closing_ = true;
   for (auto& [id, p] : pending) fail(p.cb, LocalError{wire::ErrorCode::UNAVAILABLE, "runtime is shutting down"});
+}
+
+std::chrono::milliseconds IoLoop::turn_wait(Clock::time_point now) const {
+  // Rounded up: a timer due in under a millisecond is waited for, not spun on with zero timeouts.
+  // An idle loop (nothing in flight to expire) sleeps until woken or a timer is due; one with
+  // links wakes every idle_sweep() to close those idle too long. Thousands of idle loops in one
+  // process (simulated nodes, which only answer) cost nothing.
+  auto wait = pending_.empty() ? (peers_.empty() ? std::chrono::milliseconds(std::chrono::hours(1)) : idle_sweep())
+                               : std::chrono::milliseconds(100);
+  auto until = [&](Clock::time_point t) {
+    return std::max(std::chrono::milliseconds(0), std::chrono::ceil<std::chrono::milliseconds>(t - now));
+  };
+  for (auto& t : timers_) wait = std::min(wait, until(t.next));
+  if (hold_until_ != Clock::time_point::max()) wait = std::min(wait, until(hold_until_));
+  return wait;
+}
+
+void IoLoop::on_links_ready(const std::vector<zmq::pollitem_t>& items, size_t shared_at, const bool shared_polled[2],
+                            const std::vector<std::string>& addrs) {
+  for (size_t i = shared_at, k = 0; k < 2; ++k) {
+    if (!shared_polled[k]) continue;
+    if (items[i].revents & ZMQ_POLLIN) on_shared_readable(shared_[k]);
+    if ((items[i + 1].revents & ZMQ_POLLIN) || !held_events_.empty()) on_shared_monitor(shared_[k]);
+    i += 2;
+  }
+  for (size_t i = 0; i < addrs.size(); ++i) {  // links of their own: items 2 + 2i (DEALER), 3 + 2i (monitor)
+    auto it = peers_.find(addrs[i]);
+    if (it == peers_.end()) continue;
+    if (items[2 + 2 * i].revents & ZMQ_POLLIN) on_dealer_readable(addrs[i], it->second);
+    it = peers_.find(addrs[i]);
+    if (it == peers_.end()) continue;
+    if (items[3 + 2 * i].revents & ZMQ_POLLIN) on_monitor_readable(addrs[i], it->second);
+  }
+}
+
+void IoLoop::run_due_timers(Clock::time_point now) {
+  for (size_t i = 0; i < timers_.size();) {
+    if (timers_[i].next <= now) {
+      timers_[i].next = now + timers_[i].period;
+      auto fn = timers_[i].fn;  // the timer may add timers
+      if (timers_[i].once) {
+        timers_.erase(timers_.begin() + static_cast<long>(i));
+        fn();
+        continue;
+      }
+      fn();
+    }
+    ++i;
+  }
 }
 
 // What zmq_poll does, with fewer system calls: a ZeroMQ socket's descriptor (ZMQ_FD) becomes

@@ -218,6 +218,13 @@ class IoLoop {
   // set, false when a signal interrupted the wait.
   bool wait_for_events(std::vector<zmq::pollitem_t>& items, std::chrono::milliseconds timeout);
   std::vector<struct pollfd> pollfds_;  // wait_for_events's, kept between turns
+  // How long a turn may wait: until the next timer, the end of a reply hold, or a sweep.
+  std::chrono::milliseconds turn_wait(Clock::time_point now) const;
+  // The links' sockets found ready by the turn's wait: the shared ROUTERs polled (from
+  // `shared_at`), then the links of their own (`addrs`).
+  void on_links_ready(const std::vector<zmq::pollitem_t>& items, size_t shared_at, const bool shared_polled[2],
+                      const std::vector<std::string>& addrs);
+  void run_due_timers(Clock::time_point now);
   // Loop thread only: a request queued for its peer's next batch, and a reply for the requester's.
   void enqueue_request(const std::string& peer, uint64_t id, Frames frames, ReplyCallback cb,
                        std::chrono::milliseconds timeout, Landing landing);
