@@ -242,6 +242,9 @@ class IoLoop {
   // flight, whose failing calls no callback; the rest wait for the turn's own reading).
   void on_shared_monitor(SharedLinks& s, bool idle_only = false);
   void apply_link_event(SharedLinks& s, const LinkEvent& e);
+  // One monitor event for a link, either kind: marks it connected or handshaken, or fails it
+  // (true: the Peer is gone). `refusal`: the event that means its connection was refused.
+  bool on_link_event(const std::string& addr, Peer& p, uint16_t event, uint16_t refusal);
   // The link an event of a shared monitor is about (peers_.end() for a closed link's): a
   // connection being made is named by its endpoint, one made by its descriptor.
   std::map<std::string, Peer>::iterator link_of(SharedLinks& s, const LinkEvent& e);
@@ -298,7 +301,7 @@ class IoLoop {
   uint64_t monitor_seq_ = 0;
   uint64_t link_seq_ = 0;                          // numbers the shared links' routing ids
   SharedLinks shared_[2];                         // plain and encrypted links, made on first use
-  std::vector<std::pair<int, LinkEvent>> held_events_;  // shared monitors' events for busy links
+  std::vector<std::pair<SharedLinks*, LinkEvent>> held_events_;  // shared monitors' events for busy links
   std::optional<CurveKeys> keys_;                 // made when the first encrypted link needs them
   std::unique_ptr<zmq::socket_t> zap_;            // the ZAP handler of an encrypted listener
   std::unique_ptr<zmq::socket_t> router_monitor_; // its connections and refused handshakes

@@ -129,15 +129,14 @@ void IoLoop::on_shared_readable(SharedLinks& s) {
 }
 
 void IoLoop::on_shared_monitor(SharedLinks& s, bool idle_only) {
-  int which = &s == &shared_[1] ? 1 : 0;
   if (!idle_only) {  // what an earlier reading held back comes first, in order
     auto held = std::move(held_events_);
     held_events_.clear();
-    for (auto& [w, e] : held) {
-      if (w == which)
+    for (auto& [from, e] : held) {
+      if (from == &s)
         apply_link_event(s, e);
       else
-        held_events_.emplace_back(w, std::move(e));
+        held_events_.emplace_back(from, std::move(e));
     }
   }
   for (;;) {
@@ -154,7 +153,7 @@ void IoLoop::on_shared_monitor(SharedLinks& s, bool idle_only) {
       // the request being made.
       auto known = link_of(s, e);
       if (known != peers_.end() && known->second.inflight > 0) {
-        held_events_.emplace_back(which, std::move(e));
+        held_events_.emplace_back(&s, std::move(e));
         continue;
       }
     }
@@ -175,21 +174,31 @@ void IoLoop::apply_link_event(SharedLinks& s, const LinkEvent& e) {
   auto pit = link_of(s, e);
   if (pit == peers_.end()) return;  // a closed link's
   auto& p = pit->second;
-  std::string name = pit->first;
-  if (e.event == ZMQ_EVENT_CONNECTED) {
+  if (e.event == ZMQ_EVENT_CONNECTED) {  // its later events name it by this descriptor
     if (p.fd >= 0) s.by_fd.erase(p.fd);
-    p.connected = true;
     p.fd = static_cast<int>(e.value);
-    s.by_fd[p.fd] = name;
-  } else if (e.event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-    p.handshaken = true;
-  } else if (handshake_failed(e.event) || (e.event == ZMQ_EVENT_DISCONNECTED && p.curve && !p.handshaken)) {
-    fail_peer(name, refused_key(name), wire::ErrorCode::UNAUTHENTICATED);
-  } else if (e.event == ZMQ_EVENT_DISCONNECTED) {
-    fail_peer(name, "connection to " + name + " was lost");
-  } else if (e.event == ZMQ_EVENT_CLOSED && !p.connected) {
-    fail_peer(name, "cannot connect to " + name + ": connection refused", wire::ErrorCode::UNAVAILABLE);
+    s.by_fd[p.fd] = pit->first;
   }
+  std::string name = pit->first;  // fail_peer erases the peer
+  on_link_event(name, p, e.event, ZMQ_EVENT_CLOSED);
+}
+
+bool IoLoop::on_link_event(const std::string& addr, Peer& p, uint16_t event, uint16_t refusal) {
+  if (event == ZMQ_EVENT_CONNECTED) {
+    p.connected = true;
+  } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+    p.handshaken = true;
+  } else if (handshake_failed(event) || (event == ZMQ_EVENT_DISCONNECTED && p.curve && !p.handshaken)) {
+    fail_peer(addr, refused_key(addr), wire::ErrorCode::UNAUTHENTICATED);
+    return true;
+  } else if (event == ZMQ_EVENT_DISCONNECTED) {
+    fail_peer(addr, "connection to " + addr + " was lost");
+    return true;
+  } else if (event == refusal && !p.connected) {
+    fail_peer(addr, "cannot connect to " + addr + ": connection refused", wire::ErrorCode::UNAVAILABLE);
+    return true;
+  }
+  return false;
 }
 
 void IoLoop::on_monitor_readable(const std::string& addr, Peer& p) {
@@ -199,20 +208,7 @@ void IoLoop::on_monitor_readable(const std::string& addr, Peer& p) {
     if (ev.more()) (void)p.monitor->recv(ep, zmq::recv_flags::none);
     uint16_t event = 0;
     if (ev.size() >= 2) std::memcpy(&event, ev.data(), 2);
-    if (event == ZMQ_EVENT_CONNECTED) {
-      p.connected = true;
-    } else if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
-      p.handshaken = true;
-    } else if (handshake_failed(event) || (event == ZMQ_EVENT_DISCONNECTED && p.curve && !p.handshaken)) {
-      fail_peer(addr, refused_key(addr), wire::ErrorCode::UNAUTHENTICATED);
-      return;
-    } else if (event == ZMQ_EVENT_DISCONNECTED) {
-      fail_peer(addr, "connection to " + addr + " was lost");
-      return;
-    } else if (event == ZMQ_EVENT_CONNECT_RETRIED && !p.connected) {
-      fail_peer(addr, "cannot connect to " + addr + ": connection refused", wire::ErrorCode::UNAVAILABLE);
-      return;
-    }
+    if (on_link_event(addr, p, event, ZMQ_EVENT_CONNECT_RETRIED)) return;  // with reconnection, a refusal retries
   }
 }
 
