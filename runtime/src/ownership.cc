@@ -133,21 +133,21 @@ void Ownership::fetch(const std::string& id, const std::string& owner, const std
                   "the owner of object " + id + " (" + owner + ") is gone: " + r.lost->message);
       return;
     }
+    // On the timeline before the object is ready: a driver that ends as soon as it has the object
+    // sends its last spans then, and this one with them.
     if (r.error) {
+      record_transfer(id, from, t0, false, 0);
       store_.set_error(id, std::move(*r.error));
-      record_transfer(id, from, t0, false);
       return;
     }
+    record_transfer(id, from, t0, true, r.value ? r.value->size() : 0);
     fetched(id, owner, from, r);
-    record_transfer(id, from, t0, true);
   });
 }
 
 // The fetch on the process's timeline: the object, where from, how long, how many bytes.
-void Ownership::record_transfer(const std::string& id, const std::string& from, int64_t t0, bool ok) {
+void Ownership::record_transfer(const std::string& id, const std::string& from, int64_t t0, bool ok, uint64_t bytes) {
   if (!metrics::detail::Registry::instance().enabled()) return;
-  auto snap = store_.peek(id);
-  uint64_t bytes = snap.present && snap.value ? snap.value->size() : 0;
   TaskEvents::instance().record("object " + id + " from " + from, "transfer", t0, TaskEvents::now_us() - t0, ok, bytes);
 }
 

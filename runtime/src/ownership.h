@@ -69,7 +69,7 @@ class Ownership {
   // Asks `from` (a process of this host that holds it, or the owner) for the object.
   void fetch(const std::string& id, const std::string& owner, const std::string& from);
   void fetched(const std::string& id, const std::string& owner, const std::string& from, const FetchResult& r);
-  void record_transfer(const std::string& id, const std::string& from, int64_t t0, bool ok);
+  void record_transfer(const std::string& id, const std::string& from, int64_t t0, bool ok, uint64_t bytes);
   void send_release(const std::string& id, const std::string& holder);
   std::mutex mu_;
   // Objects that left this process, kept for their borrowers (id -> holder, count of exports).
