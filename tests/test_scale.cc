@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <set>
 
@@ -229,6 +230,25 @@ TEST_CASE("200 simulated nodes: actors spread over all answer; a lost node is de
   auto verbose = sh(yard_bin() + " status --verbose --address " + c.head_addr + " --token " + c.token);
   CHECK(verbose.code == 0);
   CHECK_THAT(verbose.out, Catch::Contains(victim) && Catch::Contains("DEAD") && Catch::Contains("SimulatedCounter"));
+  // Full statuses asked for together (dashboards polling) are built away from the head's loop and
+  // each answered whole, while an actor is placed and answers meanwhile.
+  std::vector<std::future<yard::test::ShellResult>> fulls;
+  for (int i = 0; i < 4; ++i)
+    fulls.push_back(std::async(std::launch::async, [&] {
+      return sh(yard_bin() + " status --json --address " + c.head_addr + " --token " + c.token);
+    }));
+  auto during = yard::actor<SimulatedCounter>(int64_t{9}).resources({{"sim", 1}}).remote();
+  CHECK(*during.call(&SimulatedCounter::add).remote(int64_t{1}).get(60s) == 10);
+  for (auto& f : fulls) {
+    auto r = f.get();
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    auto doc = json::parse(r.out);
+    CHECK(doc["nodes"].size() == kNodes + 1);
+    CHECK(doc["actors"].size() >= kNodes + 1);
+    CHECK(doc["cluster"].contains("redis"));
+  }
+  during.kill();
   for (auto& a : actors) a.kill();
   fresh.kill();
   yard::shutdown();

@@ -30,6 +30,7 @@
 #include "head/groups.h"
 #include "head/dashboard.h"
 #include "head/head_metrics.h"
+#include "head/status_builder.h"
 #include "head/job_table.h"
 #include "policy/placement.h"
 #include "resources.h"
@@ -75,8 +76,6 @@ class HeadService {
   void on_status(Incoming& in);
   void on_status_summary(Incoming& in);
   nlohmann::json cluster_json();
-  nlohmann::json node_rows(std::map<std::string, nlohmann::json>& per_node);
-  nlohmann::json job_rows(size_t newest);
   void on_timeline(Incoming& in);
   void on_job_curves(Incoming& in);
   void publish(const std::string& event_json) const;
@@ -158,6 +157,7 @@ class HeadService {
   std::optional<AutoscaleConfig> autoscale_config_;
   std::unique_ptr<Autoscaler> autoscaler_;  // with --autoscaler
   std::unique_ptr<HeadMetrics> metrics_;  // with --metrics-port
+  std::unique_ptr<StatusBuilder> status_builder_;  // made by the first full status; after io_: goes first
   std::unique_ptr<Dashboard> dashboard_;  // unless --dashboard-port -1
   void update_metrics();
 };

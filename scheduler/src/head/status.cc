@@ -3,6 +3,7 @@
 // the head's own state, with rows only for a small cluster, so that it answers at once whatever
 // the cluster's size.
 #include "head/head_service.h"
+#include "head/status_builder.h"
 #include "head/timeline.h"
 
 #include <unistd.h>
@@ -10,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "resources.h"
+#include "yard/process.h"
 
 using json = nlohmann::json;
 
@@ -56,54 +58,22 @@ json HeadService::cluster_json() {
   return c;
 }
 
-// Every node with its record, resources, liveness and actors: three pipelined round trips.
-json HeadService::node_rows(std::map<std::string, json>& per_node) {
-  auto ids = tables_->node_ids();
-  auto records = tables_->node_records(ids);
-  auto beats = tables_->last_heartbeats(ids);
-  std::map<std::string, store::NodeResources> res;
-  for (auto& r : tables_->nodes_with_resources()) res[r.id] = std::move(r);
-  json nodes = json::array();
-  for (size_t i = 0; i < ids.size(); ++i) {
-    json n;
-    n["node_id"] = ids[i];
-    for (auto& [k, v] : records[i])
-      if (k.rfind("resources_", 0) != 0) n[k] = v;
-    auto r = res.find(ids[i]);
-    n["resources_total"] = r == res.end() ? Res{} : r->second.total;
-    n["resources_available"] = r == res.end() ? Res{} : r->second.avail;
-    if (beats[i]) n["heartbeat"] = std::to_string(*beats[i]);  // what the dashboard shows
-    n["alive"] = beats[i].has_value() && !nodes_->dead(ids[i]);
-    n["actors"] = per_node.count(ids[i]) ? per_node[ids[i]] : json::array();
-    nodes.push_back(n);
-  }
-  return nodes;
-}
-
-json HeadService::job_rows(size_t newest) {
-  auto ids = tables_->job_ids();
-  json jobs = json::array();
-  for (size_t i = ids.size() > newest ? ids.size() - newest : 0; i < ids.size(); ++i) {
-    json jj;
-    jj["job_id"] = ids[i];
-    for (auto& [k, v] : tables_->job_fields(ids[i])) jj[k] = v;
-    jobs.push_back(jj);
-  }
-  return jobs;
-}
-
+// Every row: the head's own part copied here, the rest read and assembled by the status builder
+// while this loop goes on (status_builder.h).
 void HeadService::on_status(Incoming& in) {
-  json j;
-  j["cluster"] = cluster_json();
-  std::map<std::string, json> per_node;
-  json actors = actors_->status(per_node, true);
-  j["nodes"] = node_rows(per_node);
-  j["actors"] = actors;
-  j["placement_groups"] = groups_->status();
-  j["jobs"] = job_rows(static_cast<size_t>(-1));
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  m.env().getBody().setStatusReply(j.dump());
-  io_->reply(in.routing_id, m.finish());
+  if (!status_builder_)
+    status_builder_ = std::make_unique<StatusBuilder>(io_, token_, [this] {
+      auto [host, port] = sys::split_address(o_.redis_address);
+      return std::make_unique<Redis>(host, port, redis_password_, std::chrono::seconds(3));
+    });
+  status_builder_->request(in.routing_id, in.msg->env().getRequestId(), [this] {
+    StatusBuilder::Snapshot s;
+    s.cluster = cluster_json();
+    s.actors = actors_->status(s.per_node, true);
+    s.groups = groups_->status();
+    s.dead = nodes_->dead_ids();
+    return s;
+  });
 }
 
 // Counts from the head's own state: nodes by state, their resources summed, actors and groups by
@@ -131,11 +101,11 @@ void HeadService::on_status_summary(Incoming& in) {
   if (nodes_->all().size() <= kSummaryRows || n_actors <= kSummaryRows) {
     std::map<std::string, json> per_node;
     json actors = actors_->status(per_node, n_actors <= kSummaryRows);
-    if (nodes_->all().size() <= kSummaryRows) j["nodes"] = node_rows(per_node);
+    if (nodes_->all().size() <= kSummaryRows) j["nodes"] = node_rows(*tables_, per_node, nodes_->dead_ids());
     if (n_actors <= kSummaryRows) j["actors"] = actors;
   }
   if (n_groups <= kSummaryRows) j["placement_groups"] = groups_->status();
-  j["jobs"] = job_rows(kSummaryRows);
+  j["jobs"] = job_rows(*tables_, kSummaryRows);
   j["jobs_total"] = tables_->job_ids().size();
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   m.env().getBody().setStatusReply(j.dump());
