@@ -37,6 +37,10 @@
 //                               redis_mb_per_1k_groups_Nn, status_ms_Nn_G_groups with them alive,
 //                               pg_remove_per_s_Nn_G their removal
 //   status_ms_Nn_A_actors       the summary with the A actors alive
+//   placement_p99_ms_status_polled_Nn
+//                               placement_p99_ms_Nn's creations (at most 400) while `yard status
+//                               --json` runs back to back (a dashboard); peer: placement_p99_ms_Nn;
+//                               status_json_ms_polled_Nn: the median full status meanwhile
 //   actor_kill_per_s_Nn         all of them killed, one request each, until none is alive
 // SCALE_FANOUT_ONLY=1 measures zmq_fanout_per_s only. SCALE_SOAK_S=S runs, instead of the above,
 // a soak of S seconds at each size (see run_soak).
@@ -314,6 +318,36 @@ void create_remove_group() {
   g.remove();
 }
 
+// Placement while the full status is asked for back to back, as a dashboard open on the cluster
+// does (every row: the nodes, the actors made so far): p99 of a creation, against the same without
+// it (`p99`); and the median time a full status took meanwhile.
+void measure_placement_polled(Cluster& c, const std::string& tag, int count, double p99, std::vector<Counter>& made) {
+  std::atomic<bool> polling{true};
+  std::vector<double> full_ms;
+  std::thread poller([&] {
+    while (polling.load()) {
+      double ms = 0;
+      c.run_status("--json", &ms);
+      full_ms.push_back(ms);
+    }
+  });
+  std::vector<Counter> more;
+  double p99_polled = 0;
+  try {
+    p99_polled = create_actors(count, more).second;
+  } catch (...) {
+    polling = false;
+    poller.join();
+    throw;
+  }
+  polling = false;
+  poller.join();
+  std::sort(full_ms.begin(), full_ms.end());
+  emit("placement_p99_ms_status_polled" + tag, p99_polled, "ms", "placement_p99_ms", p99);
+  emit("status_json_ms_polled" + tag, full_ms[full_ms.size() / 2], "ms");
+  for (auto& a : more) made.push_back(std::move(a));
+}
+
 // Single-bundle groups created, waited for and removed one at a time by one client, for 3 s; then
 // `groups` of them alive at once: created (all asked for, then each waited for), what they cost the
 // head and Redis, the status summary with them, and their removal.
@@ -344,6 +378,7 @@ void measure_groups(Cluster& c, yard::sys::Redis& redis, const std::string& tag,
   }
   emit("pg_remove_per_s" + tag + "_" + n, groups / secs_since(t0), "groups/s");
 }
+
 // The actors, in three phases (the file's head says what each case measures): one on every node
 // (first contacts), `actors` one by one, `batched` in batches; what a creation costs all
 // processes in each phase, a later call over open links, what the actors cost the head and Redis,
@@ -393,6 +428,7 @@ void measure_actors(Cluster& c, yard::sys::Redis& redis, const std::string& tag,
   c.run_status("", &ms);
   c.run_status("", &ms);
   emit("status_ms" + tag + "_" + std::to_string(made.size()) + "_actors", ms, "ms");
+  measure_placement_polled(c, tag, std::min(actors, 400), p99, made);
 }
 
 // One more simulated node, killed: seconds until the head marks it DEAD.

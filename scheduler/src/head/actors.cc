@@ -568,16 +568,29 @@ std::map<std::pair<std::string, std::string>, int> ActorManager::counts() const 
   return n;
 }
 
+nlohmann::json actor_row(const store::ActorRecord& a, std::map<std::string, nlohmann::json>& per_node) {
+  if (a.state == store::ActorState::kAlive) per_node[a.node].push_back(a.id);
+  return {{"actor_id", a.id}, {"class", a.class_name}, {"name", a.name}, {"state", store::name(a.state)},
+          {"job", a.job}, {"node", a.node}, {"address", a.address}, {"death_cause", a.cause},
+          {"restarts", a.num_restarts}, {"max_restarts", a.max_restarts}, {"resources", a.resources},
+          {"placement_group", a.pg}, {"detached", a.detached}};
+}
+
 nlohmann::json ActorManager::status(std::map<std::string, nlohmann::json>& per_node, bool rows) const {
   auto out = nlohmann::json::array();
   for (auto& [id, a] : actors_) {
     if (rows)
-      out.push_back({{"actor_id", id}, {"class", a.class_name}, {"name", a.name}, {"state", store::name(a.state)},
-                     {"job", a.job}, {"node", a.node}, {"address", a.address}, {"death_cause", a.cause},
-                     {"restarts", a.num_restarts}, {"max_restarts", a.max_restarts}, {"resources", a.resources},
-                     {"placement_group", a.pg}, {"detached", a.detached}});
-    if (a.state == store::ActorState::kAlive) per_node[a.node].push_back(id);
+      out.push_back(actor_row(a, per_node));
+    else if (a.state == store::ActorState::kAlive)
+      per_node[a.node].push_back(id);
   }
+  return out;
+}
+
+std::vector<store::ActorRecord> ActorManager::records() const {
+  std::vector<store::ActorRecord> out;
+  out.reserve(actors_.size());
+  for (auto& [id, a] : actors_) out.push_back(a);
   return out;
 }
 

@@ -26,6 +26,9 @@
 
 namespace yard::sched {
 
+// An actor's row in `yard status`; `per_node` gets its id under its node when it is alive.
+nlohmann::json actor_row(const store::ActorRecord& a, std::map<std::string, nlohmann::json>& per_node);
+
 class ActorManager {
  public:
   struct Context {
@@ -79,6 +82,8 @@ class ActorManager {
   std::map<std::pair<std::string, std::string>, int> counts() const;
   // Every actor for `yard status` (with rows = false, none); `per_node` gets the live ones by node.
   nlohmann::json status(std::map<std::string, nlohmann::json>& per_node, bool rows) const;
+  // A copy of every actor's record (the full status builds its rows from it, off the loop).
+  std::vector<store::ActorRecord> records() const;
 
  private:
   struct Actor : store::ActorRecord {

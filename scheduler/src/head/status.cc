@@ -69,7 +69,7 @@ void HeadService::on_status(Incoming& in) {
   status_builder_->request(in.routing_id, in.msg->env().getRequestId(), [this] {
     StatusBuilder::Snapshot s;
     s.cluster = cluster_json();
-    s.actors = actors_->status(s.per_node, true);
+    s.actors = actors_->records();
     s.groups = groups_->status();
     s.dead = nodes_->dead_ids();
     return s;

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "head/actors.h"
 #include "io_loop.h"
 #include "resources.h"
 #include "wire.h"
@@ -102,8 +103,11 @@ std::string StatusBuilder::build(Snapshot s) {
   store::Tables tables(*redis_);
   json j;
   j["cluster"] = std::move(s.cluster);
-  j["nodes"] = node_rows(tables, s.per_node, s.dead);
-  j["actors"] = std::move(s.actors);
+  std::map<std::string, json> per_node;
+  json actors = json::array();
+  for (auto& a : s.actors) actors.push_back(actor_row(a, per_node));
+  j["nodes"] = node_rows(tables, per_node, s.dead);
+  j["actors"] = std::move(actors);
   j["placement_groups"] = std::move(s.groups);
   j["jobs"] = job_rows(tables, static_cast<size_t>(-1));
   return j.dump();

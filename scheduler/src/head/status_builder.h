@@ -41,9 +41,9 @@ nlohmann::json job_rows(store::Tables& tables, size_t newest);
 class StatusBuilder {
  public:
   struct Snapshot {
-    nlohmann::json cluster, actors, groups;
-    std::map<std::string, nlohmann::json> per_node;  // the alive actors' ids, by node
-    std::set<std::string> dead;                      // the nodes the head declared dead
+    nlohmann::json cluster, groups;
+    std::vector<store::ActorRecord> actors;
+    std::set<std::string> dead;  // the nodes the head declared dead
   };
   using Connect = std::function<std::unique_ptr<detail::Redis>()>;
   StatusBuilder(std::unique_ptr<detail::IoLoop>& io, const std::string& token, Connect connect)
