@@ -53,7 +53,19 @@ std::optional<HeadService::Takeover> HeadService::find_takeover() {
       t.redis_tls_cert.assign(std::istreambuf_iterator<char>(cert), std::istreambuf_iterator<char>());
       sys::trust_redis_tls(addr, t.redis_tls_cert);
     }
-    Redis probe(rh, rp, t.redis_password, std::chrono::milliseconds(500));
+    // A Redis whose process still runs is waited for (a large cluster's can be busy for a while,
+    // rewriting its log): starting a new cluster beside it would lose the old one's state.
+    auto deadline = Clock::now() + std::chrono::seconds(30);
+    for (;;) {
+      try {
+        Redis probe(rh, rp, t.redis_password, std::chrono::seconds(2));
+        break;
+      } catch (const std::exception& e) {
+        if (!pid_alive(t.redis_pid) || Clock::now() > deadline) throw;
+        spdlog::warn("the killed head's Redis at {} (pid {}) does not answer yet: {}; waiting for it", addr,
+                     t.redis_pid, e.what());
+      }
+    }
   } catch (const std::exception&) {
     return std::nullopt;  // its Redis is gone too: a new cluster
   }
