@@ -61,10 +61,13 @@ StatusBuilder::~StatusBuilder() {
 void StatusBuilder::request(const std::string& routing, uint64_t req, const std::function<Snapshot()>& snapshot) {
   {
     std::lock_guard<std::mutex> l(mu_);
+    if (building_) {  // answered with the build in progress
+      waiting_.emplace_back(routing, req);
+      return;
+    }
+    next_ = snapshot();  // what it throws is the request's answer; nothing waits on it
     waiting_.emplace_back(routing, req);
-    if (building_) return;  // answered with the build in progress
     building_ = true;
-    next_ = snapshot();
     if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
   }
   cv_.notify_all();
