@@ -54,8 +54,10 @@ struct Cluster {
   ~Cluster() {
     if (pid > 0 && kill(pid, 0) == 0) {
       sh(yard_bin() + " stop --address " + addr);
-      if (!eventually([&] { return kill(pid, 0) != 0; }, 10s)) kill(pid, SIGKILL);
+      eventually([&] { return kill(pid, 0) != 0; }, 10s);
     }
+    // Whatever `yard stop` did not end (the head's node manager and Redis outlive a killed head).
+    yard::test::kill_processes_of(home);
     std::error_code ec;
     std::filesystem::remove_all(home, ec);
   }

@@ -3,6 +3,7 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 
@@ -44,6 +45,37 @@ inline bool eventually(F f, std::chrono::milliseconds deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   return f();
+}
+
+// SIGKILLs every process (but this one) whose command line names `dir` or whose environment sets
+// YARD_HOME to it: what a test's cluster left (a head, its node manager, Redis, workers) when it
+// could not be stopped. The number killed.
+inline int kill_processes_of(const std::string& dir) {
+  if (dir.empty()) return 0;
+  auto read_all = [](const std::filesystem::path& f) {
+    std::string s;
+    if (FILE* fp = std::fopen(f.c_str(), "rb")) {
+      char buf[4096];
+      size_t n;
+      while ((n = std::fread(buf, 1, sizeof buf, fp)) > 0) s.append(buf, n);
+      std::fclose(fp);
+    }
+    return s;
+  };
+  std::string home_var = "YARD_HOME=" + dir;
+  home_var.push_back('\0');
+  int killed = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    pid_t pid = std::atoi(it->path().filename().c_str());
+    if (pid <= 0 || pid == getpid()) continue;
+    if (read_all(it->path() / "cmdline").find(dir) == std::string::npos &&
+        (read_all(it->path() / "environ") + '\0').find(home_var) == std::string::npos)
+      continue;
+    killed += kill(pid, SIGKILL) == 0;
+  }
+  return killed;
 }
 
 // Runs a shell command line, capturing stdout and stderr together.

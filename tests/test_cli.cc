@@ -101,6 +101,36 @@ struct Child {
 
 }  // namespace
 
+// A test's cluster that `yard stop` could not end is killed at the test's end by what names its
+// directory: its command line, or YARD_HOME in its environment (cli_support.h's Cluster).
+TEST_CASE("what a test's cluster left is killed by its directory", "[cli]") {
+  char tmpl[] = "/tmp/yard-cli-left-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::ofstream(dir + "/log") << "x\n";
+  yard::sys::SpawnOptions with_home;
+  with_home.env["YARD_HOME"] = dir;
+  pid_t by_env = yard::sys::spawn({"/bin/sleep", "60"}, with_home);
+  pid_t by_arg = yard::sys::spawn({"/usr/bin/tail", "-f", dir + "/log"}, {});
+  pid_t other = yard::sys::spawn({"/bin/sleep", "61"}, {});
+  std::vector<int> started{by_env, by_arg, other};
+  KillAtEnd cleanup{started};  // also when a check below fails
+  // Both have exec'd once /proc shows their new command lines.
+  auto execd = [](pid_t p, const std::string& prog) {
+    std::ifstream f("/proc/" + std::to_string(p) + "/cmdline");
+    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    return cmd.find(prog) != std::string::npos;
+  };
+  REQUIRE(eventually([&] { return execd(by_env, "sleep") && execd(by_arg, "tail") && execd(other, "sleep"); }, 10s));
+  CHECK(yard::test::kill_processes_of(dir) == 2);
+  int st = 0;
+  CHECK(waitpid(by_env, &st, 0) == by_env);
+  CHECK((WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL));
+  CHECK(waitpid(by_arg, &st, 0) == by_arg);
+  CHECK((WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL));
+  CHECK(kill(other, 0) == 0);  // not this directory's
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("--help works on every command", "[cli]") {
   for (std::string c : {"", "start", "stop", "status", "submit", "jobs", "logs", "stop-job"}) {
     auto r = sh(yard_bin() + " " + c + " --help");
