@@ -3,7 +3,9 @@
 # the checkpoints, its disk with it (kill -9 of its node manager; the replica's directory removed):
 # the replica restarts elsewhere and the job goes on. Then the node under a trainer: its trainer
 # dies with it, the job restarts the group from the latest checkpoint once the node's bundle is
-# placed elsewhere, and finishes every epoch.
+# placed elsewhere, and finishes every epoch. (The replica's loss shows at the next checkpoint
+# write, an epoch's end, and an epoch takes about 2 s here, as long as the heartbeat timeout: the
+# fourth epoch leaves the trainer's loss time to be noticed before the job would end anyway.)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 YARD=$(readlink -f "$1")
@@ -16,7 +18,7 @@ export YARD_ADDRESS=127.0.0.1:$PORT
 export YARD_TOKEN=$(cat "$YARD_HOME"/session-*/token)
 for i in 1 2 3; do "$YARD" start --address "$YARD_ADDRESS" --num-cpus 1 --heartbeat-timeout 2 > /dev/null; done
 cd "$YARD_HOME"
-"$TRAIN" --epochs 3 --workers 2 --logs 1 --length-km 8 --batch 16 --balance 1 --placement STRICT_SPREAD > out.txt 2>&1 &
+"$TRAIN" --epochs 4 --workers 2 --logs 1 --length-km 8 --batch 16 --balance 1 --placement STRICT_SPREAD > out.txt 2>&1 &
 pid=$!
 node_pid() {  # the node manager's pid of a node id
   local addr
@@ -51,7 +53,7 @@ kill -9 "$victim_pid"
 await_job "$pid"
 pid=""
 grep -q "restarting the group from the latest checkpoint" out.txt
-grep -q "epoch 3/3" out.txt
+grep -q "epoch 4/4" out.txt
 # The log was aligned on the node that recorded it.
 log_node=$(cat railway-data/log-0/NODE)
 grep -q "aligning .*/log-0 on $log_node in aligner pid" out.txt
