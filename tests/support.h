@@ -47,31 +47,39 @@ inline bool eventually(F f, std::chrono::milliseconds deadline) {
   return f();
 }
 
+// /proc/PID/NAME ("cmdline", "environ": NUL-separated), "" once the process is gone.
+inline std::string proc_file(pid_t pid, const char* name) {
+  std::string s;
+  if (FILE* fp = std::fopen(("/proc/" + std::to_string(pid) + "/" + name).c_str(), "rb")) {
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, fp)) > 0) s.append(buf, n);
+    std::fclose(fp);
+  }
+  return s;
+}
+
+// Every process's pid but this one's.
+inline std::vector<pid_t> other_pids() {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    if (pid_t pid = std::atoi(it->path().filename().c_str()); pid > 0 && pid != getpid()) out.push_back(pid);
+  return out;
+}
+
 // SIGKILLs every process (but this one) whose command line names `dir` or whose environment sets
 // YARD_HOME to it: what a test's cluster left (a head, its node manager, Redis, workers) when it
 // could not be stopped. The number killed.
 inline int kill_processes_of(const std::string& dir) {
   if (dir.empty()) return 0;
-  auto read_all = [](const std::filesystem::path& f) {
-    std::string s;
-    if (FILE* fp = std::fopen(f.c_str(), "rb")) {
-      char buf[4096];
-      size_t n;
-      while ((n = std::fread(buf, 1, sizeof buf, fp)) > 0) s.append(buf, n);
-      std::fclose(fp);
-    }
-    return s;
-  };
   std::string home_var = "YARD_HOME=" + dir;
   home_var.push_back('\0');
   int killed = 0;
-  std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc", ec); !ec && it != std::filesystem::directory_iterator();
-       it.increment(ec)) {
-    pid_t pid = std::atoi(it->path().filename().c_str());
-    if (pid <= 0 || pid == getpid()) continue;
-    if (read_all(it->path() / "cmdline").find(dir) == std::string::npos &&
-        (read_all(it->path() / "environ") + '\0').find(home_var) == std::string::npos)
+  for (pid_t pid : other_pids()) {
+    if (proc_file(pid, "cmdline").find(dir) == std::string::npos &&
+        (proc_file(pid, "environ") + '\0').find(home_var) == std::string::npos)
       continue;
     killed += kill(pid, SIGKILL) == 0;
   }

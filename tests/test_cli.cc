@@ -116,9 +116,7 @@ TEST_CASE("what a test's cluster left is killed by its directory", "[cli]") {
   KillAtEnd cleanup{started};  // also when a check below fails
   // Both have exec'd once /proc shows their new command lines.
   auto execd = [](pid_t p, const std::string& prog) {
-    std::ifstream f("/proc/" + std::to_string(p) + "/cmdline");
-    std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    return cmd.find(prog) != std::string::npos;
+    return yard::test::proc_file(p, "cmdline").find(prog) != std::string::npos;
   };
   REQUIRE(eventually([&] { return execd(by_env, "sleep") && execd(by_arg, "tail") && execd(other, "sleep"); }, 10s));
   CHECK(yard::test::kill_processes_of(dir) == 2);

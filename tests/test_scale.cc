@@ -76,13 +76,14 @@ struct SimCluster {
     REQUIRE(r.code == 0);
     return json::parse(r.out);
   }
+  pid_t redis_pid() const {
+    pid_t pid = 0;
+    std::string addr;
+    std::ifstream(home + "/head/redis.address") >> addr >> pid;
+    return pid;
+  }
   ~SimCluster() {
-    pid_t redis_pid = 0;
-    {
-      std::ifstream f(home + "/head/redis.address");
-      std::string a;
-      f >> a >> redis_pid;
-    }
+    pid_t redis_pid = this->redis_pid();
     for (pid_t p : {victim_pid, sims_pid, head_pid})
       if (p > 0) yard::detail::terminate(p, SIGTERM, 10s);
     // The head's node manager and Redis outlive a killed head.
@@ -202,23 +203,15 @@ TEST_CASE("200 simulated nodes: actors spread over all answer; a lost node is de
   // rewriting its log): the new head waits for it and takes over, rather than starting a new
   // cluster beside it. Held for 2 s after the new head's process appears (a fault's length, not a
   // synchronisation: the takeover must happen whenever it answers).
-  pid_t redis_pid = 0;
-  {
-    std::ifstream f(c.home + "/head/redis.address");
-    std::string a;
-    f >> a >> redis_pid;
-  }
+  pid_t redis_pid = c.redis_pid();
   REQUIRE(redis_pid > 0);
   REQUIRE(kill(redis_pid, SIGSTOP) == 0);
   pid_t old_head = c.head_pid;
   std::thread resume([&] {
     auto new_head_started = [&] {
-      std::error_code ec;
-      for (auto it = fs::directory_iterator("/proc", ec); !ec && it != fs::directory_iterator(); it.increment(ec)) {
-        pid_t p = std::atoi(it->path().filename().c_str());
-        if (p <= 0 || p == old_head) continue;
-        std::ifstream f(it->path() / "cmdline");
-        std::string cmd((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+      for (pid_t p : yard::test::other_pids()) {
+        if (p == old_head) continue;
+        auto cmd = yard::test::proc_file(p, "cmdline");
         // "--head" as an argument of its own (the head's node manager has "--head-node")
         if (cmd.find(std::string("--head\0", 7)) != std::string::npos && cmd.find(c.home + "/head") != std::string::npos)
           return true;
