@@ -227,7 +227,7 @@ void ActorSubmitter::send_call(const ActorPtr& a, const std::shared_ptr<TaskSpec
                    connection_lost(a, spec, address, err->message, err->code != wire::ErrorCode::UNAVAILABLE);
                    return;
                  }
-                 if (r->same_host()) a->same_host_address = address;
+                 if (a->same_host_address != address && r->same_host()) a->same_host_address = address;
                  args_.ownership().complete(spec->id, *r);
                },
                std::chrono::milliseconds::max());

@@ -21,7 +21,7 @@ namespace yard::detail {
 CoreWorker::CoreWorker(std::string token, std::string lease_address, std::string head_address, std::string node_id,
                        std::string job_id)
     : token_(std::move(token)), lease_address_(std::move(lease_address)), head_address_(std::move(head_address)),
-      node_id_(std::move(node_id)), job_id_(std::move(job_id)), id_prefix_(random_hex(6)) {}
+      node_id_(std::move(node_id)), job_id_(std::move(job_id)), id_prefix_(id_prefix()) {}
 
 void CoreWorker::disconnect() {
   if (!io_) return;
@@ -29,8 +29,31 @@ void CoreWorker::disconnect() {
   io_.reset();
 }
 
+// Ids are short enough to live inside a std::string (15 characters at most): making, copying,
+// hashing and comparing one allocates nothing. A process's ids are its prefix of 8 random
+// characters (47 bits), then its count in base 62 (up to 7 characters: 3.5 trillion ids).
+namespace {
+constexpr char kDigits62[] = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+}  // namespace
+
+std::string CoreWorker::id_prefix() {
+  std::string hex = random_hex(8), s;
+  uint64_t bits = std::stoull(hex, nullptr, 16);
+  for (int i = 0; i < 8; ++i, bits /= 62) s.push_back(kDigits62[bits % 62]);
+  return s;
+}
+
 std::string CoreWorker::new_id() {
-  return id_prefix_ + std::to_string(id_seq_.fetch_add(1, std::memory_order_relaxed));
+  uint64_t n = id_seq_.fetch_add(1, std::memory_order_relaxed);
+  char digits[16];
+  int k = 0;
+  do {
+    digits[k++] = kDigits62[n % 62];
+    n /= 62;
+  } while (n > 0);
+  std::string id = id_prefix_;
+  while (k > 0) id.push_back(digits[--k]);
+  return id;
 }
 
 // ---- objects ----------------------------------------------------------------------------------

@@ -72,6 +72,7 @@ class CoreWorker {
   CoreWorker(std::string token, std::string lease_address, std::string head_address, std::string node_id,
              std::string job_id);
   std::string new_id();
+  static std::string id_prefix();
   std::shared_ptr<TaskSpec> make_spec(std::string fn, std::vector<Arg> args);
 
   std::string token_;

@@ -394,12 +394,12 @@ void IoLoop::take_request(const std::string& routing, const std::string& from, F
     router_out_.emplace_back(routing, out.finish());
     return;
   }
-  if (msg->env().getToken() != token_) {
+  if (msg->token() != token_) {
     fault(from, "refused a request on " + address_ + " with a " +
-                    (msg->env().getToken().size() == 0 ? "missing" : "wrong") + " cluster token");
+                    (msg->token().size() == 0 ? "missing" : "wrong") + " cluster token");
     OutMessage out("", msg->env().getRequestId(), true);
     set_error(out.env(), wire::ErrorCode::UNAUTHENTICATED,
-              msg->env().getToken().size() == 0 ? "missing cluster token" : "wrong cluster token");
+              msg->token().size() == 0 ? "missing cluster token" : "wrong cluster token");
     router_out_.emplace_back(routing, out.finish());
     return;
   }
@@ -465,9 +465,9 @@ void IoLoop::take_reply(const std::string& addr, Frames frames) {
   }
   // A reply is authenticated as a request is. One without the token is taken only as the
   // peer's refusal of ours (it cannot deliver a value); any other is dropped.
-  if (msg->env().getToken() != token_) {
+  if (msg->token() != token_) {
     auto body = msg->env().getBody();
-    bool refusal = msg->env().getToken().size() == 0 && body.isError() &&
+    bool refusal = msg->token().size() == 0 && body.isError() &&
                    (body.getError().getCode() == wire::ErrorCode::UNAUTHENTICATED ||
                     body.getError().getCode() == wire::ErrorCode::BAD_REQUEST);
     if (!refusal) {
@@ -478,7 +478,7 @@ void IoLoop::take_reply(const std::string& addr, Frames frames) {
   auto it = pending_.find(msg->env().getRequestId());
   if (it == pending_.end()) return;  // late reply after a deadline
   auto cb = std::move(it->second.cb);
-  settle(it->second.peer);
+  settle(it->second);
   pending_.erase(it);
   deliver(cb, std::move(msg), std::nullopt);
 }
@@ -516,7 +516,7 @@ void IoLoop::expire(Clock::time_point now) {
   std::vector<std::pair<ReplyCallback, std::string>> expired;
   for (auto it = pending_.begin(); it != pending_.end();) {
     if (it->second.deadline <= now) {
-      settle(it->second.peer);
+      settle(it->second);
       expired.emplace_back(std::move(it->second.cb), it->second.peer);
       it = pending_.erase(it);
     } else {

@@ -187,6 +187,8 @@ class IoLoop {
   static constexpr std::chrono::milliseconds kIdleSweep{5000};  // how often idle links are looked for
   struct Pending {
     std::string peer;
+    // Its link: a link with requests in flight is never closed (fail_peer drops them first).
+    Peer* link;
     ReplyCallback cb;
     Clock::time_point deadline;
     Landing landing;
@@ -285,7 +287,7 @@ class IoLoop {
   // Loop thread: PINGs the silent peers that owe replies, and fails those silent too long.
   void probe_silent(Clock::time_point now);
   // One request to `addr` answered or given up: a link with none left is no longer polled.
-  void settle(const std::string& addr);
+  void settle(const Pending& p);
 
   std::shared_ptr<zmq::context_t> ctx_;  // declared first: the sockets go before it
   std::string inproc_;                     // this loop's prefix for its monitors' endpoints

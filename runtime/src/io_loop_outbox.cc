@@ -20,16 +20,18 @@ void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames f
                              std::chrono::milliseconds timeout, Landing landing) {
   // A link with nothing in flight is not polled: what its monitor said meanwhile (it was lost,
   // say) is heard now, before it carries a request (a lost one is made again).
+  Peer* p = nullptr;
   auto known = peers_.find(peer_addr);
   if (known != peers_.end() && known->second.inflight == 0) {
     if (known->second.dealer)
       on_monitor_readable(peer_addr, known->second);
     else
       on_shared_monitor(shared_for(known->second), true);
+  } else if (known != peers_.end()) {
+    p = &known->second;
   }
-  Peer* p;
   try {
-    p = &peer(peer_addr);
+    if (!p) p = &peer(peer_addr);  // found again: what the monitor said may have closed it
   } catch (const zmq::error_t& e) {
     fail(cb, LocalError{wire::ErrorCode::UNAVAILABLE, "cannot connect to " + peer_addr + ": " + e.what()});
     return;
@@ -40,7 +42,7 @@ void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames f
     fail(cb, LocalError{wire::ErrorCode::BAD_REQUEST, *too_big});
     return;
   }
-  pending_.emplace(id, Pending{peer_addr, std::move(cb), deadline, std::move(landing)});
+  pending_.emplace(id, Pending{peer_addr, p, std::move(cb), deadline, std::move(landing)});
   p->last_used = Clock::now();
   if (p->inflight++ == 0) {
     active_.insert(peer_addr);

@@ -30,9 +30,8 @@ void IoLoop::fail_peer(const std::string& addr, const std::string& why, wire::Er
   for (auto& cb : cbs) fail(cb, LocalError{code, why});
 }
 
-void IoLoop::settle(const std::string& addr) {
-  auto it = peers_.find(addr);
-  if (it != peers_.end() && it->second.inflight > 0 && --it->second.inflight == 0) active_.erase(addr);
+void IoLoop::settle(const Pending& p) {
+  if (p.link->inflight > 0 && --p.link->inflight == 0) active_.erase(p.peer);
 }
 
 void IoLoop::close_idle(Clock::time_point now) {

@@ -8,14 +8,20 @@
 
 namespace yard::detail {
 
+namespace {
+void set_result(MemoryStore& store, const std::string& id, const InMessage& r, wire::Value::Reader result) {
+  try {
+    store.set_value(id, r.value(result));
+  } catch (const DecodeError& e) {
+    fail_object(store, id, wire::ErrorCode::BAD_REQUEST, e.what());
+  }
+}
+}  // namespace
+
 void complete_from_reply(MemoryStore& store, const std::string& id, const InMessage& r) {
   auto body = r.env().getBody();
   if (body.isTaskReply()) {
-    try {
-      store.set_value(id, r.value(body.getTaskReply().getResult()));
-    } catch (const DecodeError& e) {
-      fail_object(store, id, wire::ErrorCode::BAD_REQUEST, e.what());
-    }
+    set_result(store, id, r, body.getTaskReply().getResult());
   } else if (body.isError()) {
     fail_from_reply(store, id, body.getError());
   } else {
@@ -164,8 +170,10 @@ void Ownership::fetched(const std::string& id, const std::string& owner, const s
 
 void Ownership::complete(const std::string& id, const InMessage& r) {
   auto body = r.env().getBody();
-  if (!body.isTaskReply() || !body.getTaskReply().getResult().isHeld()) return complete_from_reply(store_, id, r);
-  auto held = body.getTaskReply().getResult().getHeld();
+  if (!body.isTaskReply()) return complete_from_reply(store_, id, r);
+  auto result = body.getTaskReply().getResult();
+  if (!result.isHeld()) return set_result(store_, id, r, result);
+  auto held = result.getHeld();
   std::string holder = held.getHolder(), kept = held.getId();
   uint64_t size = held.getSize();
   fetch_object(*io_, token_, kept, holder, [this, id, holder, kept, size](FetchResult f) {

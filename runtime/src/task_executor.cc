@@ -13,6 +13,7 @@
 
 #include "core_worker.h"
 #include "memory_store.h"
+#include "shm_store.h"
 #include "yard/process.h"
 
 namespace yard::detail {
@@ -317,10 +318,12 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
   record.ok = true;
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   auto value = m.env().getBody().initTaskReply().initResult();
-  if (in.msg->same_host()) {
+  // Where the caller runs matters only to a result too large to travel inline.
+  bool small = result->size() < std::min<uint64_t>(kShmMinBytes, kHoldResultBytes);
+  if (!small && in.msg->same_host()) {
     m.allow_shared_memory();
     m.set_value(value, result);
-  } else if (result->size() >= kHoldResultBytes) {
+  } else if (!small && result->size() >= kHoldResultBytes) {
     // For another host, a large result is kept here and fetched in parts (object_fetch.h): the
     // parts' encryption and decryption overlap, and the caller's other calls to this worker do
     // not wait behind one large frame.

@@ -142,7 +142,7 @@ void InMessage::open() {
       throw DecodeError("protocol version " + std::to_string(env_.getVersion()) + ", expected " +
                         std::to_string(wire::PROTOCOL_VERSION));
     env_.getBody().which();  // touches the union tag
-    (void)env_.getToken();
+    token_ = env_.getToken();
   } catch (const kj::Exception& e) {
     throw DecodeError(std::string("malformed envelope: ") + e.getDescription().cStr());
   }

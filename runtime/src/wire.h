@@ -80,6 +80,8 @@ class InMessage {
   // Takes the frames of one message (without routing frames). Throws DecodeError.
   explicit InMessage(Frames frames);
   wire::Envelope::Reader env() const { return env_; }
+  // The envelope's token, as read once when the message was opened.
+  kj::StringPtr token() const { return token_; }
   // True when the sender runs on this host (large replies to it may use shared memory).
   bool same_host() const;
   // The bytes of a value; large values are not copied. Throws DecodeError on a bad frame index.
@@ -98,6 +100,7 @@ class InMessage {
   size_t nwords_ = 0;
   std::optional<capnp::FlatArrayMessageReader> reader_;  // in place: one allocation less per message
   wire::Envelope::Reader env_;
+  kj::StringPtr token_;
 };
 
 // Several one-frame messages bound for one peer travel as one frame, a batch, so that a burst of
