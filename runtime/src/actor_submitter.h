@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +45,8 @@ class ActorSubmitter {
 
  private:
   void send_creation(const std::shared_ptr<TaskSpec>& spec);
+  // Loop thread: the calls made since the last time, queued on their actors and sent.
+  void take_submitted();
   void flush(const ActorPtr& a);
   void send_call(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec);
   void dead(const ActorPtr& a, const std::string& cause);
@@ -61,6 +64,13 @@ class ActorSubmitter {
   const std::string& head_;
   const std::string& job_id_;
   const std::string& node_id_;
+
+  struct Submitted {
+    std::shared_ptr<TaskSpec> spec;  // its actor is spec->actor
+    bool ready;                      // no ObjectRef arguments to wait for
+  };
+  std::mutex submit_mu_;
+  std::vector<Submitted> submitted_;  // guarded by submit_mu_: made, not yet taken by the loop
 };
 
 }  // namespace yard::detail

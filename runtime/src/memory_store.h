@@ -77,10 +77,18 @@ class MemoryStore {
     uint64_t counted = 0;              // bytes counted toward the node's memory
     uint64_t last_use = 0;             // for choosing what to spill
     std::string spill_path;            // set: the value is on disk, not in memory
-    std::vector<std::shared_ptr<Waiter>> waiters;
+    // Those waiting for it: most entries have none or one, kept without an allocation.
+    std::shared_ptr<Waiter> waiter;
+    std::vector<std::shared_ptr<Waiter>> more_waiters;
+    void add_waiter(std::shared_ptr<Waiter> w) {
+      if (!waiter) waiter = std::move(w);
+      else more_waiters.push_back(std::move(w));
+    }
+    void remove_waiter(const std::shared_ptr<Waiter>& w);
     std::vector<std::function<void()>> callbacks;
   };
   void complete(const std::string& id, Bytes value, std::optional<ErrorInfo> error);
+  void count_used(int64_t delta);  // under mu_
   void drop_waiter(const std::string& id, const std::shared_ptr<Waiter>& w);
   // Under mu_: the entry's value, read back from disk when spilled.
   Bytes use(const std::string& id, Entry& e);
@@ -90,6 +98,7 @@ class MemoryStore {
   std::mutex mu_;
   std::unordered_map<std::string, Entry> entries_;  // guarded by mu_
   uint64_t tick_ = 0;                               // guarded by mu_
+  int64_t unpublished_ = 0;                         // guarded by mu_: bytes not yet given to node_
   std::unique_ptr<NodeMemory> node_;
   std::condition_variable spill_cv_;
   bool stop_ = false;  // guarded by mu_

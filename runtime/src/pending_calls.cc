@@ -12,13 +12,16 @@ PendingCalls& PendingCalls::instance() {
   return *p;
 }
 
+// One atomic operation when under the bound. Over it, the count is given back and the caller
+// waits in enter(), trying again under the lock, so no free place stays unused.
 bool PendingCalls::try_enter() {
-  size_t lim = limit_.load();
-  size_t c = count_.load();
-  do {
-    if (lim != 0 && c >= lim) return false;
-  } while (!count_.compare_exchange_weak(c, c + 1));
-  size_t p = peak_.load();
+  size_t lim = limit_.load(std::memory_order_relaxed);
+  size_t c = count_.fetch_add(1);
+  if (lim != 0 && c >= lim) {
+    count_.fetch_sub(1);
+    return false;
+  }
+  size_t p = peak_.load(std::memory_order_relaxed);
   while (c + 1 > p && !peak_.compare_exchange_weak(p, c + 1)) {
   }
   return true;
