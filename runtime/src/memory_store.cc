@@ -251,14 +251,21 @@ std::vector<Bytes> MemoryStore::get_all(const std::vector<std::string>& ids, Dur
                                              : std::chrono::steady_clock::now() + timeout;
   auto w = std::make_shared<Waiter>();
   w->stop_on_error = true;
+  // The entries found in the first pass, for the second: the caller holds their refs, so none is
+  // released in between (an entry's node stays put in the map until it is).
+  std::vector<Entry*> found(ids.size(), nullptr);
+  size_t looked = 0;
   {
     std::lock_guard<std::mutex> l(mu_);
     size_t pending = 0;
-    for (auto& id : ids) {
-      auto it = entries_.find(id);
-      if (it == entries_.end() || it->second.ready) {
-        if (it != entries_.end() && it->second.error) {
+    for (; looked < ids.size(); ++looked) {
+      auto it = entries_.find(ids[looked]);
+      if (it == entries_.end()) continue;
+      found[looked] = &it->second;
+      if (it->second.ready) {
+        if (it->second.error) {
           pending = 0;
+          ++looked;
           break;
         }
         continue;
@@ -268,6 +275,11 @@ std::vector<Bytes> MemoryStore::get_all(const std::vector<std::string>& ids, Dur
     }
     w->remaining = pending;
   }
+  auto entry = [&](size_t k) -> Entry* {
+    if (k < looked) return found[k];
+    auto it = entries_.find(ids[k]);
+    return it == entries_.end() ? nullptr : &it->second;
+  };
   if (w->remaining > 0) w->wait(timeout);
   // In order, as one get after another would: the first failure in order is thrown, and one not
   // ready yet (another failed first, or time ran out) is waited for on its own.
@@ -277,15 +289,14 @@ std::vector<Bytes> MemoryStore::get_all(const std::vector<std::string>& ids, Dur
   {
     std::lock_guard<std::mutex> l(mu_);
     for (; i < ids.size(); ++i) {
-      auto it = entries_.find(ids[i]);
-      if (it == entries_.end() || !it->second.ready) break;
-      if (it->second.error) throw_error(*it->second.error);
-      out.push_back(use(ids[i], it->second));
+      Entry* e = entry(i);
+      if (!e || !e->ready) break;
+      if (e->error) throw_error(*e->error);
+      out.push_back(use(ids[i], *e));
     }
     for (size_t j = i; j < ids.size(); ++j) {
-      auto it = entries_.find(ids[j]);
-      if (it == entries_.end() || it->second.ready) continue;
-      it->second.remove_waiter(w);
+      Entry* e = entry(j);
+      if (e && !e->ready) e->remove_waiter(w);
     }
   }
   for (; i < ids.size(); ++i) {

@@ -62,7 +62,7 @@ class MemoryStore {
   // Indices of the ready entries once `num` are ready (or gone) or the timeout passed.
   std::vector<size_t> wait(const std::vector<std::string>& ids, size_t num, Duration timeout);
   // Every value, in order, as get() of each in turn would give them (the first error in order is
-  // thrown), waiting once for all of them rather than once each.
+  // thrown), waiting once for all of them rather than once each. The caller holds the ids' refs.
   std::vector<Bytes> get_all(const std::vector<std::string>& ids, Duration timeout);
   size_t size();
   // The calling thread runs calls on fibers (an executor's): its waits suspend only the fiber.

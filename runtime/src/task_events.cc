@@ -26,10 +26,24 @@ int64_t TaskEvents::now_us() {
   return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
+int64_t TaskEvents::epoch_us(std::chrono::steady_clock::time_point t) {
+  thread_local std::chrono::steady_clock::time_point read_at{};
+  thread_local int64_t offset_us = 0;
+  if (read_at == std::chrono::steady_clock::time_point{} || t - read_at > std::chrono::seconds(1) || t < read_at) {
+    read_at = t;
+    offset_us = now_us() - std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  }
+  return offset_us + std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
 void TaskEvents::record(const std::string& name, const char* kind, int64_t start_us, int64_t dur_us, bool ok,
                         uint64_t count) {
+  record(name, kind, start_us, dur_us, ok, count, std::chrono::steady_clock::now());
+}
+
+void TaskEvents::record(const std::string& name, const char* kind, int64_t start_us, int64_t dur_us, bool ok,
+                        uint64_t count, std::chrono::steady_clock::time_point now) {
   std::lock_guard lk(mu_);
-  auto now = std::chrono::steady_clock::now();
   budget_ = std::min(kBurst, budget_ + kSpansPerSecond * std::chrono::duration<double>(now - refilled_).count());
   refilled_ = now;
   if (budget_ < 1) {

@@ -242,7 +242,6 @@ struct TaskRecord {
   metrics::detail::Registry& r = metrics::detail::Registry::instance();
   metrics::detail::Registry::TaskSeries* series = nullptr;
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
-  int64_t start_us = TaskEvents::now_us();
   bool ok = false;
   // `s` is null when metrics are off: nothing is recorded.
   TaskRecord(const std::string& l, metrics::detail::Registry::TaskSeries* s, bool actor)
@@ -251,10 +250,11 @@ struct TaskRecord {
   }
   ~TaskRecord() {
     if (!series) return;
-    auto dur = std::chrono::steady_clock::now() - t0;
+    auto end = std::chrono::steady_clock::now();
+    auto dur = end - t0;
     r.task_ended(series, ok, std::chrono::duration<double>(dur).count());
-    TaskEvents::instance().record(label, kind, start_us,
-                                  std::chrono::duration_cast<std::chrono::microseconds>(dur).count(), ok);
+    TaskEvents::instance().record(label, kind, TaskEvents::epoch_us(t0),
+                                  std::chrono::duration_cast<std::chrono::microseconds>(dur).count(), ok, 0, end);
   }
 };
 }  // namespace
@@ -283,8 +283,9 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
   Bytes result;
   try {
     std::vector<Bytes> args;
-    args.reserve(pt.getArgs().size());
-    for (auto v : pt.getArgs()) args.push_back(in.msg->value(v));
+    auto in_args = pt.getArgs();
+    args.reserve(in_args.size());
+    for (auto v : in_args) args.push_back(in.msg->value(v));
     if (is_actor) {
       if (!s_->actor) {
         reply_error(in, wire::ErrorCode::ACTOR_DIED, "this worker hosts no actor", {}, where());
