@@ -181,7 +181,9 @@ Holder ActorSubmitter::call(const ActorPtr& a, const std::string& method, std::v
   {
     std::lock_guard<std::mutex> l(submit_mu_);
     first = submitted_.empty();
-    submitted_.push_back({spec, ready});
+    // A call's records cross to the loop's thread once: each copy of a shared pointer made on one
+    // core and dropped on the other moves its count's cache line between them.
+    submitted_.push_back({ready ? std::move(spec) : spec, ready});
   }
   if (first) io_->post([this] { take_submitted(); });
   if (!ready) args_.resolve_then(spec, [this, a] { flush(a); });
@@ -215,13 +217,13 @@ void ActorSubmitter::take_submitted() {
 
 void ActorSubmitter::flush(const ActorPtr& a) {
   while (a->state == ActorState::State::kAlive && !a->queue.empty() && a->queue.front()->resolved) {
-    auto spec = a->queue.front();
+    auto spec = std::move(a->queue.front());
     a->queue.pop_front();
-    send_call(a, spec);
+    send_call(a, std::move(spec));
   }
 }
 
-void ActorSubmitter::send_call(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec) {
+void ActorSubmitter::send_call(const ActorPtr& a, std::shared_ptr<TaskSpec> spec) {
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   auto pt = m.env().getBody().initPushTask();
@@ -230,9 +232,12 @@ void ActorSubmitter::send_call(const ActorPtr& a, const std::shared_ptr<TaskSpec
   pt.setActorId(a->id);
   if (a->same_host_address == a->address) m.allow_shared_memory();
   if (!args_.fill_task(pt, m, *spec)) return;
-  std::string address = a->address;
-  io_->request(address, rid, m.finish(),
-               [this, a, spec, address](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+  spec->sent_to = a->address;
+  const std::string& to = spec->sent_to;
+  // The reply's callback holds the call alone (its actor and address are the call's).
+  io_->request(to, rid, m.finish(),
+               [this, spec = std::move(spec)](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 const auto& a = spec->actor;
                  if (err && err->shutdown) {
                    fail_object(store_, spec->id, wire::ErrorCode::UNAVAILABLE,
                                "call " + spec->function + " had not finished when this process's runtime shut down");
@@ -243,10 +248,11 @@ void ActorSubmitter::send_call(const ActorPtr& a, const std::shared_ptr<TaskSpec
                    return;
                  }
                  if (err) {
+                   std::string address = spec->sent_to;  // a call sent again is sent to another
                    connection_lost(a, spec, address, err->message, err->code != wire::ErrorCode::UNAVAILABLE);
                    return;
                  }
-                 if (a->same_host_address != address && r->same_host()) a->same_host_address = address;
+                 if (a->same_host_address != spec->sent_to && r->same_host()) a->same_host_address = spec->sent_to;
                  args_.ownership().complete(spec->id, *r);
                },
                std::chrono::milliseconds::max());

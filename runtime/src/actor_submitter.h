@@ -48,7 +48,7 @@ class ActorSubmitter {
   // Loop thread: the calls made since the last time, queued on their actors and sent.
   void take_submitted();
   void flush(const ActorPtr& a);
-  void send_call(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec);
+  void send_call(const ActorPtr& a, std::shared_ptr<TaskSpec> spec);
   void dead(const ActorPtr& a, const std::string& cause);
   void connection_lost(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec, const std::string& address,
                        const std::string& why, bool delivered);

@@ -57,6 +57,7 @@ struct TaskSpec {
   std::unique_ptr<ActorOptions> actor_options;  // creation only (a queued call stays small)
   std::atomic<int> unresolved{0};
   bool resolved = false;  // I/O thread
+  std::string sent_to;    // I/O thread: an actor call's worker when it was sent
 };
 
 struct WorkerConfig {
