@@ -129,6 +129,21 @@ TEST_CASE("a batch carries several envelopes in order; a malformed batch raises 
   auto out = unpack_batch(batch);
   REQUIRE(out.size() == 3);
   for (size_t i = 0; i < out.size(); ++i) CHECK(InMessage(std::move(out[i])).env().getRequestId() == i + 2);
+  // Read in place: the same envelopes, each read once into its own message.
+  Frames received;
+  received.push_back(pack_batch(msgs, 1, 4));
+  auto in_place = received_of(received);
+  REQUIRE(in_place.size() == 3);
+  for (size_t i = 0; i < in_place.size(); ++i) {
+    CHECK(in_place[i].frames.empty());
+    auto m = std::move(in_place[i]).open();
+    CHECK(m->env().getRequestId() == i + 2);
+    CHECK(m->token() == "tok");
+  }
+  Frames alone = std::move(msgs[4]);  // a message that came alone is taken whole
+  auto one = received_of(alone);
+  REQUIRE(one.size() == 1);
+  CHECK(std::move(one[0]).open()->env().getRequestId() == 5);
 
   std::string whole(static_cast<const char*>(batch.data()), batch.size());
   auto frame = [](const std::string& s) { return zmq::message_t(s.data(), s.size()); };
@@ -144,6 +159,13 @@ TEST_CASE("a batch carries several envelopes in order; a malformed batch raises 
   CHECK_THROWS_AS(unpack_batch(frame(with_length(13))), DecodeError);           // not whole words
   CHECK_THROWS_AS(unpack_batch(frame(with_length(uint64_t(1) << 62))), DecodeError);
   CHECK_THROWS_AS(unpack_batch(frame(with_length(~uint64_t(0) - 7))), DecodeError);
+  for (auto bad : {whole.substr(0, 8), whole.substr(0, 12), with_length(13)}) {
+    Frames f;
+    f.push_back(frame(bad));
+    CHECK_THROWS_AS(received_of(f), DecodeError);
+  }
+  // A batched message whose length is not whole words cannot be opened either.
+  CHECK_THROWS_AS(InMessage(whole.data() + 16, 12), DecodeError);
   // Random bytes after the magic never crash: they decode to messages or raise DecodeError.
   std::mt19937 rng(3);
   for (int i = 0; i < 2000; ++i) {

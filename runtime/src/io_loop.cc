@@ -368,9 +368,9 @@ void IoLoop::on_router_readable() {
       fault(from, "dropped a message on " + address_ + " from a peer that chose its own routing id");
       continue;
     }
-    std::vector<Frames> msgs;
+    std::vector<Received> msgs;
     try {
-      msgs = messages_of(std::move(frames));
+      msgs = received_of(frames);
     } catch (const DecodeError& e) {
       fault(from, std::string("dropped a malformed batch on ") + address_ + ": " + e.what());
       OutMessage out("", 0, true);
@@ -382,11 +382,11 @@ void IoLoop::on_router_readable() {
   }
 }
 
-void IoLoop::take_request(const std::string& routing, const std::string& from, Frames frames) {
+void IoLoop::take_request(const std::string& routing, const std::string& from, Received received) {
   std::unique_ptr<InMessage> msg;
   // Answers to peers that did not show the token carry no token either.
   try {
-    msg = std::make_unique<InMessage>(std::move(frames));
+    msg = std::move(received).open();
   } catch (const DecodeError& e) {
     fault(from, std::string("dropped a malformed message on ") + address_ + ": " + e.what());
     OutMessage out("", 0, true);
@@ -445,9 +445,9 @@ void IoLoop::on_dealer_readable(const std::string& addr, Peer& p) {
 }
 
 void IoLoop::take_replies(const std::string& addr, Frames frames) {
-  std::vector<Frames> msgs;
+  std::vector<Received> msgs;
   try {
-    msgs = messages_of(std::move(frames));
+    msgs = received_of(frames);
   } catch (const DecodeError& e) {
     fault(addr, std::string("dropped a malformed batch of replies: ") + e.what());
     return;
@@ -455,10 +455,10 @@ void IoLoop::take_replies(const std::string& addr, Frames frames) {
   for (auto& r : msgs) take_reply(addr, std::move(r));
 }
 
-void IoLoop::take_reply(const std::string& addr, Frames frames) {
+void IoLoop::take_reply(const std::string& addr, Received received) {
   std::unique_ptr<InMessage> msg;
   try {
-    msg = std::make_unique<InMessage>(std::move(frames));
+    msg = std::move(received).open();
   } catch (const DecodeError& e) {
     fault(addr, std::string("dropped a malformed reply: ") + e.what());
     return;

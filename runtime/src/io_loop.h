@@ -254,10 +254,10 @@ class IoLoop {
   // One message waiting at a ROUTER: its routing id and frames (false when none waits).
   static bool receive_routed(zmq::socket_t& router, zmq::message_t& rid, Frames& frames);
   void on_router_readable();
-  void take_request(const std::string& routing, const std::string& from, Frames frames);
+  void take_request(const std::string& routing, const std::string& from, Received received);
   void on_dealer_readable(const std::string& addr, Peer& p);
   void take_replies(const std::string& addr, Frames frames);  // a message of replies (one, or a batch)
-  void take_reply(const std::string& addr, Frames frames);
+  void take_reply(const std::string& addr, Received received);
   // Sends what this turn queued: each peer's requests, then the replies, batched per peer.
   void flush();
   void send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs, LinkSeal* seal = nullptr,

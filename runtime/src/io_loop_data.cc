@@ -50,9 +50,9 @@ void IoLoop::on_data_readable() {
       continue;
     }
     std::string routing = kDataRouting + std::string(static_cast<const char*>(rid.data()), rid.size());
-    std::vector<Frames> msgs;
+    std::vector<Received> msgs;
     try {
-      msgs = messages_of(std::move(frames));
+      msgs = received_of(frames);
     } catch (const DecodeError& e) {
       fault(from, std::string("dropped a malformed batch on the data link ") + data_link_->address + ": " + e.what());
       continue;

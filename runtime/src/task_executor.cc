@@ -274,7 +274,7 @@ const TaskExecutor::Label& TaskExecutor::label_of(const std::string& fn, bool is
 void TaskExecutor::execute(IoLoop::Incoming& in) {
   auto pt = in.msg->env().getBody().getPushTask();
   std::string fn = pt.getFunction();
-  bool is_actor = pt.getActorId().size() > 0;
+  bool is_actor = pt.hasActorId();  // set only by actor calls (task_submitter.cc sends none)
   // Where a failure happened, for its error (made only then).
   auto where = [&] { return (is_actor && s_->cls ? s_->cls->name + "::" : std::string()) + fn + s_->location_suffix; };
   const auto& label = label_of(fn, is_actor);

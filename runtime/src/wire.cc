@@ -130,6 +130,16 @@ InMessage::InMessage(Frames frames) : frames_(std::move(frames)) {
   open();
 }
 
+InMessage::InMessage(const char* data, size_t size) {
+  if (size == 0 || size % sizeof(capnp::word) != 0)
+    throw DecodeError("envelope of " + std::to_string(size) + " bytes is not a whole number of words");
+  aligned_ = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
+  std::memcpy(aligned_.begin(), data, size);
+  words_ = aligned_.begin();
+  nwords_ = size / sizeof(capnp::word);
+  open();
+}
+
 void InMessage::open() {
   capnp::ReaderOptions opts;
   opts.traversalLimitInWords = nwords_ * 4 + 64;
@@ -211,10 +221,14 @@ zmq::message_t pack_batch(const std::vector<Frames>& msgs, size_t from, size_t t
   return out;
 }
 
-std::vector<Frames> unpack_batch(const zmq::message_t& frame) {
-  std::vector<Frames> out;
+namespace {
+// Calls fn(data, size) for each message of a batch. Throws DecodeError when the lengths do not
+// add up.
+template <class F>
+void split_batch(const zmq::message_t& frame, F fn) {
   const auto* p = static_cast<const char*>(frame.data()) + sizeof kBatchMagic;
   size_t left = frame.size() - sizeof kBatchMagic;
+  if (left == 0) throw DecodeError("an empty batch");
   while (left > 0) {
     uint64_t n = 0;
     if (left < 8) throw DecodeError("a batch ends inside a message's length");
@@ -222,14 +236,36 @@ std::vector<Frames> unpack_batch(const zmq::message_t& frame) {
     if (n == 0 || n % 8 != 0 || n > left - 8)
       throw DecodeError("a batch holds a message of " + std::to_string(n) + " bytes with " +
                         std::to_string(left - 8) + " left");
-    Frames f;
-    f.emplace_back(p + 8, n);
-    out.push_back(std::move(f));
+    fn(p + 8, static_cast<size_t>(n));
     p += 8 + n;
     left -= 8 + n;
   }
-  if (out.empty()) throw DecodeError("an empty batch");
+}
+}  // namespace
+
+std::vector<Frames> unpack_batch(const zmq::message_t& frame) {
+  std::vector<Frames> out;
+  split_batch(frame, [&](const char* data, size_t size) {
+    Frames f;
+    f.emplace_back(data, size);
+    out.push_back(std::move(f));
+  });
   return out;
+}
+
+std::vector<Received> received_of(Frames& frames) {
+  std::vector<Received> out;
+  if (frames.size() == 1 && is_batch(frames[0])) {
+    split_batch(frames[0], [&](const char* data, size_t size) { out.push_back(Received{{}, data, size}); });
+    return out;
+  }
+  out.push_back(Received{std::move(frames), nullptr, 0});
+  return out;
+}
+
+std::unique_ptr<InMessage> Received::open() && {
+  if (data) return std::make_unique<InMessage>(data, size);
+  return std::make_unique<InMessage>(std::move(frames));
 }
 
 std::vector<Frames> messages_of(Frames frames) {

@@ -79,6 +79,8 @@ class InMessage {
  public:
   // Takes the frames of one message (without routing frames). Throws DecodeError.
   explicit InMessage(Frames frames);
+  // One message of a batch: its bytes, copied into the message's own words. Throws DecodeError.
+  InMessage(const char* data, size_t size);
   wire::Envelope::Reader env() const { return env_; }
   // The envelope's token, as read once when the message was opened.
   kj::StringPtr token() const { return token_; }
@@ -116,6 +118,15 @@ zmq::message_t pack_batch(const std::vector<Frames>& msgs, size_t from, size_t t
 std::vector<Frames> unpack_batch(const zmq::message_t& frame);
 // The messages a received message carries: itself, or a batch's. Throws DecodeError as above.
 std::vector<Frames> messages_of(Frames frames);
+// The same without a frame of its own for each message of a batch: a batched message is its
+// bytes inside `frames` (which must outlive them), read once into its InMessage.
+struct Received {
+  Frames frames;                // a message that came alone
+  const char* data = nullptr;   // or a batched one's bytes
+  size_t size = 0;
+  std::unique_ptr<InMessage> open() &&;  // throws DecodeError
+};
+std::vector<Received> received_of(Frames& frames);
 
 // One-line description of an error body, "<code>: message".
 std::string describe(wire::Error::Reader e);
