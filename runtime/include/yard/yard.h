@@ -438,12 +438,20 @@ class ActorHandle {
   // Calls go straight to the actor's worker, in the order they are made.
   template <class M>
   MethodCaller<T, M> call(M method) const {
-    const auto* cls = Registry::global().actor_class(typeid(T));
-    if (!cls) throw NotFoundError("actor class is not registered with YARD_ACTOR");
-    auto it = cls->method_by_key.find(detail::key_bytes(method));
-    if (it == cls->method_by_key.end())
-      throw NotFoundError("method is not registered for actor class " + cls->name);
-    return MethodCaller<T, M>(a_, it->second);
+    // The registered name of the method this thread called last (the registry's entries stay put):
+    // a loop of calls to one method looks it up once.
+    thread_local M last_method{};
+    thread_local const std::string* last_name = nullptr;
+    if (!last_name || !(last_method == method)) {
+      const auto* cls = Registry::global().actor_class(typeid(T));
+      if (!cls) throw NotFoundError("actor class is not registered with YARD_ACTOR");
+      auto it = cls->method_by_key.find(detail::key_bytes(method));
+      if (it == cls->method_by_key.end())
+        throw NotFoundError("method is not registered for actor class " + cls->name);
+      last_method = method;
+      last_name = &it->second;
+    }
+    return MethodCaller<T, M>(a_, *last_name);
   }
   std::string id() const { return detail::actor_id(a_); }
   std::string class_name() const { return detail::actor_class(a_); }
