@@ -210,15 +210,16 @@ void actor_round(yard::ActorHandle<Echo>& a) {
 // BENCH_ROUNDS=N instead runs exactly N rounds after the warm-up (for counting instructions per
 // call, under callgrind: two counts N apart, divided by 1000 N).
 double async_rate(bool actor) {
-  const char* rounds = getenv("BENCH_ROUNDS");
+  const char* fixed = getenv("BENCH_ROUNDS");
   auto a = actor ? yard::actor<Echo>().remote() : yard::ActorHandle<Echo>();
   if (actor) a.call(&Echo::echo).remote(0).get();
   auto round = [&] { actor ? actor_round(a) : task_round(); };
-  if (!rounds) return rate(round, 1000, 3.0);
+  if (!fixed) return rate(round, 1000, 3.0);
+  int rounds = std::atoi(fixed);
   round();
   auto t0 = Clock::now();
-  for (int i = 0; i < std::atoi(rounds); ++i) round();
-  return std::atoi(rounds) * 1000 / seconds_since(t0);
+  for (int i = 0; i < rounds; ++i) round();
+  return rounds * 1000 / seconds_since(t0);
 }
 
 // The same case in a child of this binary with its own embedded cluster and YARD_METRICS=0 (the

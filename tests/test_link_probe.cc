@@ -39,10 +39,10 @@ struct FakePeer {
           if (!router.recv(body)) continue;
           Frames frames;
           frames.push_back(std::move(body));
-          for (auto& f : messages_of(std::move(frames))) {
-            InMessage in(std::move(f));
-            uint64_t id = in.env().getRequestId();
-            if (in.env().getBody().isPing()) {
+          for (auto& r : received_of(frames)) {
+            auto in = std::move(r).open();
+            uint64_t id = in->env().getRequestId();
+            if (in->env().getBody().isPing()) {
               ++pings;
               if (answer_pings) answer(rid.to_string(), id);
             } else {

@@ -114,28 +114,22 @@ Frames OutMessage::finish() {
 InMessage::InMessage(Frames frames) : frames_(std::move(frames)) {
   if (frames_.empty()) throw DecodeError("empty message");
   auto& f = frames_[0];
-  size_t size = f.size();
-  if (size == 0 || size % sizeof(capnp::word) != 0)
-    throw DecodeError("envelope of " + std::to_string(size) + " bytes is not a whole number of words");
-  const capnp::word* words;
-  if (reinterpret_cast<uintptr_t>(f.data()) % alignof(capnp::word) == 0) {
-    words = static_cast<const capnp::word*>(f.data());
-  } else {
-    aligned_ = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
-    std::memcpy(aligned_.begin(), f.data(), size);
-    words = aligned_.begin();
-  }
-  words_ = words;
-  nwords_ = size / sizeof(capnp::word);
-  open();
+  read_envelope(static_cast<const char*>(f.data()), f.size(), true);
 }
 
-InMessage::InMessage(const char* data, size_t size) {
+InMessage::InMessage(const char* data, size_t size) { read_envelope(data, size, false); }
+
+// The envelope's words: read where they are when `in_place` and aligned, else copied once.
+void InMessage::read_envelope(const char* data, size_t size, bool in_place) {
   if (size == 0 || size % sizeof(capnp::word) != 0)
     throw DecodeError("envelope of " + std::to_string(size) + " bytes is not a whole number of words");
-  aligned_ = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
-  std::memcpy(aligned_.begin(), data, size);
-  words_ = aligned_.begin();
+  if (in_place && reinterpret_cast<uintptr_t>(data) % alignof(capnp::word) == 0) {
+    words_ = reinterpret_cast<const capnp::word*>(data);
+  } else {
+    aligned_ = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
+    std::memcpy(aligned_.begin(), data, size);
+    words_ = aligned_.begin();
+  }
   nwords_ = size / sizeof(capnp::word);
   open();
 }
@@ -268,12 +262,6 @@ std::unique_ptr<InMessage> Received::open() && {
   return std::make_unique<InMessage>(std::move(frames));
 }
 
-std::vector<Frames> messages_of(Frames frames) {
-  if (frames.size() == 1 && is_batch(frames[0])) return unpack_batch(frames[0]);
-  std::vector<Frames> one;
-  one.push_back(std::move(frames));
-  return one;
-}
 
 const char* code_name(wire::ErrorCode c) {
   switch (c) {

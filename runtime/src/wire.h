@@ -95,6 +95,7 @@ class InMessage {
   void rewind();
 
  private:
+  void read_envelope(const char* data, size_t size, bool in_place);
   void open();
   Frames frames_;
   kj::Array<capnp::word> aligned_;
@@ -116,10 +117,9 @@ bool is_batch(const zmq::message_t& frame);
 zmq::message_t pack_batch(const std::vector<Frames>& msgs, size_t from, size_t to);
 // The messages of a batch. Throws DecodeError when the lengths do not add up.
 std::vector<Frames> unpack_batch(const zmq::message_t& frame);
-// The messages a received message carries: itself, or a batch's. Throws DecodeError as above.
-std::vector<Frames> messages_of(Frames frames);
-// The same without a frame of its own for each message of a batch: a batched message is its
-// bytes inside `frames` (which must outlive them), read once into its InMessage.
+// The messages a received message carries: itself, or a batch's, each a batched message's bytes
+// inside `frames` (which must outlive them), read once into its InMessage. Throws DecodeError as
+// above.
 struct Received {
   Frames frames;                // a message that came alone
   const char* data = nullptr;   // or a batched one's bytes
