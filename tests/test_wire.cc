@@ -183,3 +183,26 @@ TEST_CASE("a batch carries several envelopes in order; a malformed batch raises 
     }
   }
 }
+
+TEST_CASE("a batched message is read from its own copy, small or large, after the batch is gone", "[wire][batch]") {
+  std::vector<Frames> msgs;
+  for (size_t size : {8, 3000}) {  // one that fits the message's own room, one that does not
+    OutMessage m("tok", size, false);
+    auto args = m.env().getBody().initPushTask().initArgs(1);
+    m.set_value(args[0], std::make_shared<StringBuffer>(std::string(size, 'x')));
+    msgs.push_back(m.finish());
+  }
+  std::vector<std::unique_ptr<InMessage>> opened;
+  {
+    Frames received;
+    received.push_back(pack_batch(msgs, 0, 2));
+    for (auto& r : received_of(received)) opened.push_back(std::move(r).open());
+  }  // the batch's frame is freed here
+  REQUIRE(opened.size() == 2);
+  size_t sizes[] = {8, 3000};
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(opened[i]->env().getRequestId() == sizes[i]);
+    auto b = opened[i]->value(opened[i]->env().getBody().getPushTask().getArgs()[0]);
+    CHECK(std::string(b->data(), b->size()) == std::string(sizes[i], 'x'));
+  }
+}

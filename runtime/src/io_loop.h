@@ -35,16 +35,11 @@
 
 #include "link_limits.h"
 #include "link_security.h"
+#include "reply_callback.h"
 #include "sealed_link.h"
 #include "wire.h"
 
 namespace yard::detail {
-
-struct LocalError {
-  wire::ErrorCode code;
-  std::string message;
-  bool shutdown = false;  // this process is ending (IoLoop::closing): nothing is retried
-};
 
 // Room where the value frame of a reply may be written as it is opened, when the peer is a
 // sealed one (IoLoop::sealed_peer): the reply's frame then points into it, with no copy. `keep`
@@ -68,8 +63,7 @@ class IoLoop {
   // Runs on the loop thread for every decoded request arriving at the ROUTER.
   using RequestHandler = std::function<void(Incoming)>;
   // Runs on the loop thread with the reply, or with the local error (lost peer, deadline).
-  using ReplyCallback =
-      std::function<void(std::unique_ptr<InMessage> reply, std::optional<LocalError> error)>;
+  using ReplyCallback = detail::ReplyCallback;
 
   // Binds tcp://host:port (port 0: an ephemeral port). Throws ConnectionError when it cannot.
   // Loops of one process may share a ZeroMQ context (`shared`, from make_context), and with it

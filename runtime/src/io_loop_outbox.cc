@@ -10,9 +10,14 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, R
                      std::chrono::milliseconds timeout, Landing landing) {
   // On the loop thread the request is queued now, so requests leave in the order they are made.
   if (in_loop()) return enqueue_request(peer_addr, id, std::move(frames), std::move(cb), timeout, std::move(landing));
-  auto shared = std::make_shared<Frames>(std::move(frames));
-  post([this, peer_addr, id, shared, cb = std::move(cb), timeout, landing = std::move(landing)]() mutable {
-    enqueue_request(peer_addr, id, std::move(*shared), std::move(cb), timeout, std::move(landing));
+  // A posted closure is copyable: what it carries that is not goes in one shared record.
+  struct Moved {
+    Frames frames;
+    ReplyCallback cb;
+  };
+  auto moved = std::make_shared<Moved>(Moved{std::move(frames), std::move(cb)});
+  post([this, peer_addr, id, moved, timeout, landing = std::move(landing)]() mutable {
+    enqueue_request(peer_addr, id, std::move(moved->frames), std::move(moved->cb), timeout, std::move(landing));
   });
 }
 
@@ -134,10 +139,15 @@ void IoLoop::flush() {
   // Replies grouped by requester, each group in the order made.
   std::vector<std::pair<std::string, std::vector<Frames>>> groups;
   std::unordered_map<std::string, size_t> at;
+  size_t last = 0;
   for (auto& [rid, fr] : router_out_) {
-    auto [it, fresh] = at.emplace(rid, groups.size());
-    if (fresh) groups.emplace_back(rid, std::vector<Frames>{});
-    groups[it->second].second.push_back(std::move(fr));
+    // Most replies of a turn go to the requester of the one before.
+    if (groups.empty() || groups[last].first != rid) {
+      auto [it, fresh] = at.emplace(rid, groups.size());
+      if (fresh) groups.emplace_back(rid, std::vector<Frames>{});
+      last = it->second;
+    }
+    groups[last].second.push_back(std::move(fr));
   }
   router_out_.clear();
   for (auto& [rid, msgs] : groups) {

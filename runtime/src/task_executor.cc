@@ -271,13 +271,37 @@ const TaskExecutor::Label& TaskExecutor::label_of(const std::string& fn, bool is
   return cache.emplace(fn, std::move(l)).first->second;
 }
 
+const TaskExecutor::Callee& TaskExecutor::callee_of(kj::StringPtr fn, bool is_actor) {
+  auto& c = last_callee_;
+  const void* cls = is_actor ? s_->cls : nullptr;
+  // A name not found is looked up again each time (it may be registered later).
+  if (c.label && (c.method || c.function) && c.is_actor == is_actor && c.cls == cls &&
+      std::string_view(c.fn) == std::string_view(fn.begin(), fn.size()))
+    return c;
+  c.fn.assign(fn.begin(), fn.size());
+  c.is_actor = is_actor;
+  c.cls = cls;
+  c.label = &label_of(c.fn, is_actor);
+  c.method = nullptr;
+  c.function = is_actor ? nullptr : Registry::global().function(c.fn);
+  if (is_actor && s_->cls)
+    if (auto it = s_->cls->methods.find(c.fn); it != s_->cls->methods.end()) c.method = &it->second;
+  return c;
+}
+
 void TaskExecutor::execute(IoLoop::Incoming& in) {
   auto pt = in.msg->env().getBody().getPushTask();
-  std::string fn = pt.getFunction();
+  kj::StringPtr fn = pt.getFunction();
   bool is_actor = pt.hasActorId();  // set only by actor calls (task_submitter.cc sends none)
   // Where a failure happened, for its error (made only then).
-  auto where = [&] { return (is_actor && s_->cls ? s_->cls->name + "::" : std::string()) + fn + s_->location_suffix; };
-  const auto& label = label_of(fn, is_actor);
+  auto where = [&] {
+    return (is_actor && s_->cls ? s_->cls->name + "::" : std::string()) + fn.cStr() + s_->location_suffix;
+  };
+  // Copied out: a concurrent call on another fiber may find another callee meanwhile.
+  const Callee& callee = callee_of(fn, is_actor);
+  const Label& label = *callee.label;
+  const MethodInvoker* method = callee.method;
+  const Invoker* function = callee.function;
   TaskRecord record(label.label, label.series, is_actor);
   if (auto d = testing_delay(record.label); d.count() > 0) boost::this_fiber::sleep_for(d);
   Bytes result;
@@ -291,19 +315,19 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
         reply_error(in, wire::ErrorCode::ACTOR_DIED, "this worker hosts no actor", {}, where());
         return;
       }
-      auto it = s_->cls->methods.find(fn);
-      if (it == s_->cls->methods.end()) {
-        reply_error(in, wire::ErrorCode::NOT_FOUND, "actor class " + s_->cls->name + " has no method " + fn, {}, where());
+      if (!method) {
+        reply_error(in, wire::ErrorCode::NOT_FOUND, "actor class " + s_->cls->name + " has no method " + fn.cStr(), {},
+                    where());
         return;
       }
-      result = it->second(s_->actor.get(), args);
+      result = (*method)(s_->actor.get(), args);
     } else {
-      const auto* inv = Registry::global().function(fn);
-      if (!inv) {
-        reply_error(in, wire::ErrorCode::NOT_FOUND, "function " + fn + " is not registered in " + self_exe(), {}, where());
+      if (!function) {
+        reply_error(in, wire::ErrorCode::NOT_FOUND, "function " + std::string(fn.cStr()) + " is not registered in " + self_exe(), {},
+                    where());
         return;
       }
-      result = (*inv)(args);
+      result = (*function)(args);
     }
   } catch (const RemoteError& e) {
     // A nested remote failure keeps its original type and place.

@@ -47,6 +47,16 @@ class TaskExecutor {
     metrics::detail::Registry::TaskSeries* series = nullptr;  // null when metrics are off
   };
   const Label& label_of(const std::string& fn, bool is_actor);  // executor thread only
+  // What a call names, found once for a run of calls to the same function or method.
+  struct Callee {
+    std::string fn;
+    bool is_actor = false;
+    const void* cls = nullptr;  // the hosted class it was found in
+    const Label* label = nullptr;
+    const MethodInvoker* method = nullptr;  // an actor's method; null when it has none of that name
+    const Invoker* function = nullptr;      // a task's function; null when none is registered
+  };
+  const Callee& callee_of(kj::StringPtr fn, bool is_actor);  // executor thread only
 
   std::unique_ptr<IoLoop>& io_;
   Ownership& ownership_;
@@ -57,6 +67,7 @@ class TaskExecutor {
   std::atomic<bool> stopping_{false};
   bool more_queued_ = false;  // executor thread: another call is queued behind the running one
   std::unordered_map<std::string, Label> function_labels_, method_labels_;  // executor thread only
+  Callee last_callee_;  // executor thread only
 };
 
 }  // namespace yard::detail

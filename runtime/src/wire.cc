@@ -125,6 +125,9 @@ void InMessage::read_envelope(const char* data, size_t size, bool in_place) {
     throw DecodeError("envelope of " + std::to_string(size) + " bytes is not a whole number of words");
   if (in_place && reinterpret_cast<uintptr_t>(data) % alignof(capnp::word) == 0) {
     words_ = reinterpret_cast<const capnp::word*>(data);
+  } else if (size <= sizeof inline_) {
+    std::memcpy(inline_, data, size);
+    words_ = inline_;
   } else {
     aligned_ = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
     std::memcpy(aligned_.begin(), data, size);

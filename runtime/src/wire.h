@@ -81,6 +81,8 @@ class InMessage {
   explicit InMessage(Frames frames);
   // One message of a batch: its bytes, copied into the message's own words. Throws DecodeError.
   InMessage(const char* data, size_t size);
+  InMessage(const InMessage&) = delete;  // its readers point into it
+  InMessage& operator=(const InMessage&) = delete;
   wire::Envelope::Reader env() const { return env_; }
   // The envelope's token, as read once when the message was opened.
   kj::StringPtr token() const { return token_; }
@@ -98,6 +100,9 @@ class InMessage {
   void read_envelope(const char* data, size_t size, bool in_place);
   void open();
   Frames frames_;
+  // A copied envelope's words: in the message itself when it is small (most are), else on the heap.
+  static constexpr size_t kInlineWords = 48;
+  capnp::word inline_[kInlineWords];
   kj::Array<capnp::word> aligned_;
   const capnp::word* words_ = nullptr;
   size_t nwords_ = 0;
