@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <thread>
 
 #include "allocator.h"
@@ -51,9 +52,11 @@ std::string CoreWorker::new_id() {
     digits[k++] = kDigits62[n % 62];
     n /= 62;
   } while (n > 0);
-  std::string id = id_prefix_;
-  while (k > 0) id.push_back(digits[--k]);
-  return id;
+  char id[24];
+  size_t len = id_prefix_.size();
+  std::memcpy(id, id_prefix_.data(), len);
+  while (k > 0) id[len++] = digits[--k];
+  return std::string(id, len);
 }
 
 // ---- objects ----------------------------------------------------------------------------------

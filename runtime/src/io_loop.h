@@ -157,7 +157,7 @@ class IoLoop {
     std::unique_ptr<LinkSeal> seal;  // a sealed data link: every message sealed and opened
     std::vector<Frames> outbox;  // requests made this turn, sent by flush()
     size_t inflight = 0;         // requests awaiting a reply: the link is polled while > 0
-    Clock::time_point last_used;  // its last request: a link idle for idle_link_ms_ is closed
+    Clock::time_point last_used;  // when it last went idle: a link idle for idle_link_ms_ is closed
     Clock::time_point heard;      // its last message, or the request that ended its idleness
     bool probing = false;         // a PING is out to it (probe_silent)
   };
@@ -317,6 +317,9 @@ class IoLoop {
 
   // Loop thread only.
   PeerMap peers_;
+  // The peer of the last request (a key and value of peers_), forgotten when a peer is removed.
+  const std::string* last_peer_addr_ = nullptr;
+  Peer* last_peer_ = nullptr;
   // The links with requests in flight, the only ones polled: a process that has talked to
   // thousands of peers (a head, a driver of many actors) pays per turn only for the busy ones.
   std::set<std::string> active_;

@@ -25,21 +25,27 @@ void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames f
                              std::chrono::milliseconds timeout, Landing landing) {
   // A link with nothing in flight is not polled: what its monitor said meanwhile (it was lost,
   // say) is heard now, before it carries a request (a lost one is made again).
-  Peer* p = nullptr;
-  auto known = peers_.find(peer_addr);
-  if (known != peers_.end() && known->second.inflight == 0) {
-    if (known->second.dealer)
-      on_monitor_readable(peer_addr, known->second);
-    else
-      on_shared_monitor(shared_for(known->second), true);
-  } else if (known != peers_.end()) {
-    p = &known->second;
-  }
-  try {
-    if (!p) p = &peer(peer_addr);  // found again: what the monitor said may have closed it
-  } catch (const zmq::error_t& e) {
-    fail(cb, LocalError{wire::ErrorCode::UNAVAILABLE, "cannot connect to " + peer_addr + ": " + e.what()});
-    return;
+  // A run of requests to one busy peer finds it without a lookup.
+  Peer* p = last_peer_ && last_peer_->inflight > 0 && *last_peer_addr_ == peer_addr ? last_peer_ : nullptr;
+  if (!p) {
+    auto known = peers_.find(peer_addr);
+    if (known != peers_.end() && known->second.inflight == 0) {
+      if (known->second.dealer)
+        on_monitor_readable(peer_addr, known->second);
+      else
+        on_shared_monitor(shared_for(known->second), true);
+    } else if (known != peers_.end()) {
+      p = &known->second;
+    }
+    try {
+      if (!p) p = &peer(peer_addr);  // found again: what the monitor said may have closed it
+    } catch (const zmq::error_t& e) {
+      fail(cb, LocalError{wire::ErrorCode::UNAVAILABLE, "cannot connect to " + peer_addr + ": " + e.what()});
+      return;
+    }
+    auto it = peers_.find(peer_addr);
+    last_peer_addr_ = &it->first;
+    last_peer_ = &it->second;
   }
   auto deadline = timeout.count() <= 0 || timeout == std::chrono::milliseconds::max() ? Clock::time_point::max()
                                                                                       : Clock::now() + timeout;
@@ -48,9 +54,9 @@ void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames f
     return;
   }
   pending_.emplace(id, Pending{peer_addr, p, std::move(cb), deadline, std::move(landing)});
-  p->last_used = Clock::now();
   if (p->inflight++ == 0) {
     active_.insert(peer_addr);
+    p->last_used = Clock::now();
     p->heard = p->last_used;  // an idle link owed nothing: its silence counts from now
   }
   if (p->outbox.empty()) dirty_peers_.push_back(peer_addr);

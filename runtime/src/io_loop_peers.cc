@@ -23,6 +23,7 @@ void IoLoop::fail_peer(const std::string& addr, const std::string& why, wire::Er
   auto it = peers_.find(addr);
   if (it != peers_.end()) {
     unlink(addr, it->second);
+    if (last_peer_ == &it->second) last_peer_ = nullptr;
     peers_.erase(it);
   }
   sealed_links_.erase(addr);
@@ -31,7 +32,10 @@ void IoLoop::fail_peer(const std::string& addr, const std::string& why, wire::Er
 }
 
 void IoLoop::settle(const Pending& p) {
-  if (p.link->inflight > 0 && --p.link->inflight == 0) active_.erase(p.peer);
+  if (p.link->inflight > 0 && --p.link->inflight == 0) {
+    active_.erase(p.peer);
+    p.link->last_used = Clock::now();  // idle from now
+  }
 }
 
 void IoLoop::close_idle(Clock::time_point now) {
@@ -67,6 +71,7 @@ size_t IoLoop::link_count() {
 IoLoop::PeerMap::iterator IoLoop::close_link(PeerMap::iterator it) {
   unlink(it->first, it->second);
   sealed_links_.erase(it->first);
+  if (last_peer_ == &it->second) last_peer_ = nullptr;
   return peers_.erase(it);
 }
 
