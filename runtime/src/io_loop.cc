@@ -477,9 +477,13 @@ void IoLoop::take_reply(const std::string& addr, Received received) {
   }
   auto it = pending_.find(msg->env().getRequestId());
   if (it == pending_.end()) return;  // late reply after a deadline
-  auto cb = std::move(it->second.cb);
-  settle(it->second);
-  pending_.erase(it);
+  auto node = pending_.extract(it);
+  auto cb = std::move(node.mapped().cb);
+  settle(node.mapped());
+  if (spare_pending_.size() < kSparePending) {
+    node.mapped().landing = {};
+    spare_pending_.push_back(std::move(node));
+  }
   deliver(cb, std::move(msg), std::nullopt);
 }
 

@@ -326,6 +326,9 @@ class IoLoop {
   std::vector<std::string> dirty_peers_;                     // peers with a non-empty outbox
   std::vector<std::pair<std::string, Frames>> router_out_;  // replies made this turn
   std::unordered_map<uint64_t, Pending> pending_;
+  // Answered requests' map nodes, reused by the next requests (a request allocates no node).
+  static constexpr size_t kSparePending = 4096;
+  std::vector<std::unordered_map<uint64_t, Pending>::node_type> spare_pending_;
   std::vector<Timer> timers_;
   std::function<void()> before_sending_;
   Clock::time_point next_expiry_scan_{};

@@ -53,7 +53,20 @@ void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames f
     fail(cb, LocalError{wire::ErrorCode::BAD_REQUEST, *too_big});
     return;
   }
-  pending_.emplace(id, Pending{peer_addr, p, std::move(cb), deadline, std::move(landing)});
+  if (spare_pending_.empty()) {
+    pending_.emplace(id, Pending{peer_addr, p, std::move(cb), deadline, std::move(landing)});
+  } else {
+    auto node = std::move(spare_pending_.back());
+    spare_pending_.pop_back();
+    node.key() = id;
+    auto& pd = node.mapped();
+    pd.peer = peer_addr;
+    pd.link = p;
+    pd.cb = std::move(cb);
+    pd.deadline = deadline;
+    pd.landing = std::move(landing);
+    pending_.insert(std::move(node));
+  }
   if (p->inflight++ == 0) {
     active_.insert(peer_addr);
     p->last_used = Clock::now();
