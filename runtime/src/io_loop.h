@@ -317,8 +317,8 @@ class IoLoop {
 
   // Loop thread only.
   PeerMap peers_;
-  // The peer of the last request (a key and value of peers_), forgotten when a peer is removed.
-  const std::string* last_peer_addr_ = nullptr;
+  // The peer of the last request (a value of peers_), forgotten when a peer is removed.
+  std::string last_peer_addr_;
   Peer* last_peer_ = nullptr;
   // The links with requests in flight, the only ones polled: a process that has talked to
   // thousands of peers (a head, a driver of many actors) pays per turn only for the busy ones.

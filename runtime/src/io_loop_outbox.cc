@@ -26,7 +26,7 @@ void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames f
   // A link with nothing in flight is not polled: what its monitor said meanwhile (it was lost,
   // say) is heard now, before it carries a request (a lost one is made again).
   // A run of requests to one busy peer finds it without a lookup.
-  Peer* p = last_peer_ && last_peer_->inflight > 0 && *last_peer_addr_ == peer_addr ? last_peer_ : nullptr;
+  Peer* p = last_peer_ && last_peer_->inflight > 0 && last_peer_addr_ == peer_addr ? last_peer_ : nullptr;
   if (!p) {
     auto known = peers_.find(peer_addr);
     if (known != peers_.end() && known->second.inflight == 0) {
@@ -43,9 +43,8 @@ void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames f
       fail(cb, LocalError{wire::ErrorCode::UNAVAILABLE, "cannot connect to " + peer_addr + ": " + e.what()});
       return;
     }
-    auto it = peers_.find(peer_addr);
-    last_peer_addr_ = &it->first;
-    last_peer_ = &it->second;
+    last_peer_addr_ = peer_addr;
+    last_peer_ = p;
   }
   auto deadline = timeout.count() <= 0 || timeout == std::chrono::milliseconds::max() ? Clock::time_point::max()
                                                                                       : Clock::now() + timeout;

@@ -273,7 +273,7 @@ const TaskExecutor::Label& TaskExecutor::label_of(const std::string& fn, bool is
 
 const TaskExecutor::Callee& TaskExecutor::callee_of(kj::StringPtr fn, bool is_actor) {
   auto& c = last_callee_;
-  const void* cls = is_actor ? s_->cls : nullptr;
+  const ActorClass* cls = is_actor ? s_->cls : nullptr;
   // A name not found is looked up again each time (it may be registered later).
   if (c.label && (c.method || c.function) && c.is_actor == is_actor && c.cls == cls &&
       std::string_view(c.fn) == std::string_view(fn.begin(), fn.size()))
@@ -323,8 +323,8 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
       result = (*method)(s_->actor.get(), args);
     } else {
       if (!function) {
-        reply_error(in, wire::ErrorCode::NOT_FOUND, "function " + std::string(fn.cStr()) + " is not registered in " + self_exe(), {},
-                    where());
+        reply_error(in, wire::ErrorCode::NOT_FOUND,
+                    std::string("function ") + fn.cStr() + " is not registered in " + self_exe(), {}, where());
         return;
       }
       result = (*function)(args);

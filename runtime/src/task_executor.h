@@ -51,7 +51,7 @@ class TaskExecutor {
   struct Callee {
     std::string fn;
     bool is_actor = false;
-    const void* cls = nullptr;  // the hosted class it was found in
+    const ActorClass* cls = nullptr;  // the hosted class it was found in (null for a task)
     const Label* label = nullptr;
     const MethodInvoker* method = nullptr;  // an actor's method; null when it has none of that name
     const Invoker* function = nullptr;      // a task's function; null when none is registered

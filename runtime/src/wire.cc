@@ -265,7 +265,6 @@ std::unique_ptr<InMessage> Received::open() && {
   return std::make_unique<InMessage>(std::move(frames));
 }
 
-
 const char* code_name(wire::ErrorCode c) {
   switch (c) {
     case wire::ErrorCode::OK: return "ok";
