@@ -149,3 +149,50 @@ TEST_CASE("a node whose cluster is gone stops itself after --head-timeout, loggi
   CHECK(lines >= 1);
   CHECK(lines <= 2);
 }
+
+TEST_CASE("a cluster paused as a whole (a frozen machine) declares no node dead when it resumes", "[cli][nodes]") {
+  Cluster c;  // heartbeat timeout as default (4 s), on the head and the node
+  auto rec = *yard::detail::latest_record();
+  auto [addr, node_pid] = join_node(c, "--num-cpus 1");
+  std::vector<int> node_pids{node_pid};
+  KillAtEnd reaper{node_pids};
+  long head_node = 0, redis = 0;
+  std::string redis_addr;
+  std::ifstream(rec.session_dir + "/head-node.pid") >> head_node;
+  std::ifstream(rec.session_dir + "/redis.address") >> redis_addr >> redis;
+  REQUIRE(head_node > 0);
+  REQUIRE(redis > 0);
+  std::vector<pid_t> all{static_cast<pid_t>(redis), static_cast<pid_t>(c.pid), static_cast<pid_t>(head_node), node_pid};
+  auto nodes = [&] { return json::parse(sh(c.yard("status --json")).out)["nodes"]; };
+  REQUIRE(eventually([&] { return nodes().size() == 2; }, 10s));
+
+  // Every process stops longer than the timeout, as when the machine is paused: each heartbeat
+  // key has expired in Redis by the time they run again.
+  struct Resume {
+    std::vector<pid_t> pids;
+    ~Resume() {
+      for (pid_t p : pids) kill(p, SIGCONT);
+    }
+  } resume{all};
+  for (pid_t p : all) REQUIRE(kill(p, SIGSTOP) == 0);
+  std::this_thread::sleep_for(5s);  // the pause under test, not a wait for anything
+  for (pid_t p : all) kill(p, SIGCONT);
+  double resumed = yard::detail::unix_time();
+
+  // The head sees its own stall and gives the nodes a timeout to heartbeat again; they do.
+  auto head_log = [&] { return sh("cat " + rec.log_dir + "/head.log").out; };
+  CHECK(eventually([&] { return head_log().find("the failure detector ran") != std::string::npos; }, 10s));
+  auto fresh = [&] {
+    auto ns = nodes();
+    if (ns.size() != 2) return false;
+    for (auto& n : ns)
+      if (!n["alive"].get<bool>() || std::stod(n.value("heartbeat", "0")) < resumed) return false;
+    return true;
+  };
+  CHECK(eventually(fresh, 15s));
+  auto log = head_log();
+  INFO(log);
+  CHECK(log.find("marked dead") == std::string::npos);
+  for (auto& n : nodes()) CHECK(n.value("state", "") != "DEAD");
+  CHECK(kill(node_pid, 0) == 0);
+}

@@ -226,7 +226,8 @@ void HeadService::begin_serving() {
   io_->post([this] {
     nodes_->refresh();
     io_->every(std::chrono::milliseconds(50), [this] { periodic(); });
-    io_->every(std::chrono::milliseconds(250), [this] { check_nodes(); });
+    liveness_.begin(Clock::now());
+    io_->every(kCheckPeriod, [this] { check_nodes(); });
     if (metrics_) io_->every(std::chrono::seconds(1), [this] { update_metrics(); });
     if (autoscaler_) io_->every(std::chrono::seconds(1), [this] { autoscaler_->tick(); });
   });

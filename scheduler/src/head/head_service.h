@@ -32,6 +32,7 @@
 #include "head/head_metrics.h"
 #include "head/status_builder.h"
 #include "head/job_table.h"
+#include "policy/liveness.h"
 #include "policy/placement.h"
 #include "resources.h"
 #include "store/tables.h"
@@ -41,7 +42,9 @@ namespace yard::sched {
 
 class HeadService {
  public:
-  explicit HeadService(DaemonOptions o) : o_(std::move(o)) {}
+  explicit HeadService(DaemonOptions o)
+      : o_(std::move(o)),
+        liveness_(std::chrono::milliseconds(static_cast<long>(o_.heartbeat_timeout_s * 1000)), kCheckPeriod) {}
   int run();
 
  private:
@@ -141,9 +144,10 @@ class HeadService {
 
   std::unique_ptr<JobTable> jobs_;  // over tables_
   std::unique_ptr<ClusterNodes> nodes_;  // over tables_
+  static constexpr std::chrono::milliseconds kCheckPeriod{250};  // the failure detector's
   uint64_t seen_reconnects_ = 0;
+  policy::Liveness liveness_;  // whether silent nodes may be judged now
   Clock::time_point last_refresh_{};  // the nodes' resources last read in full
-  Clock::time_point grace_until_{};
   Clock::time_point records_retry_at_{};  // after a failed write_records, its next try
   std::unique_ptr<ActorManager> actors_;  // over nodes_, groups_ and jobs_
   std::unique_ptr<GroupManager> groups_;  // over nodes_ and jobs_

@@ -16,19 +16,28 @@ using namespace detail;
 
 // The failure detector: a node whose heartbeat key expired is dead. It is marked in its record,
 // announced on "yard:events", its resources are withdrawn, its actors restart elsewhere (as far as
-// their max_restarts allow) and its placement-group bundles are placed again.
+// their max_restarts allow) and its placement-group bundles are placed again. After the control
+// store was away or this process (or the store) stalled, nodes get one full timeout to heartbeat
+// again before anyone is declared dead (policy::Liveness).
 void HeadService::check_nodes() {
   try {
-    // After the control store was away (restarted, unreachable), nodes get one full timeout to
-    // heartbeat again before anyone is declared dead.
-    if (redis_->reconnects() != seen_reconnects_) {
-      seen_reconnects_ = redis_->reconnects();
-      grace_until_ = Clock::now() + std::chrono::milliseconds(static_cast<long>(o_.heartbeat_timeout_s * 1000));
-      spdlog::warn("reconnected to Redis: no node is declared dead for {} s", o_.heartbeat_timeout_s);
-    }
-    bool grace = Clock::now() < grace_until_;
     // The members without a heartbeat, found by one script in Redis: the head reads only those.
     auto silent_ids = tables_->silent_nodes();
+    auto now = Clock::now();
+    bool reconnected = redis_->reconnects() != seen_reconnects_;
+    seen_reconnects_ = redis_->reconnects();
+    switch (liveness_.observe(now, reconnected)) {
+      case policy::Liveness::Pause::kReconnected:
+        spdlog::warn("reconnected to Redis: no node is declared dead for {} s", o_.heartbeat_timeout_s);
+        break;
+      case policy::Liveness::Pause::kStalled:
+        spdlog::warn("the failure detector ran {:.1f} s after its last check (this process or Redis stalled): no "
+                     "node is declared dead for {} s",
+                     std::chrono::duration<double>(liveness_.last_gap()).count(), o_.heartbeat_timeout_s);
+        break;
+      case policy::Liveness::Pause::kNone:
+        break;
+    }
     std::set<std::string> silent(silent_ids.begin(), silent_ids.end());
     auto dead = nodes_->dead_ids();  // a copy: marking one alive changes the set
     for (auto& id : dead) {
@@ -39,7 +48,7 @@ void HeadService::check_nodes() {
       publish(json{{"type", "node_alive"}, {"node_id", id}, {"time", unix_time()}}.dump());
       spdlog::warn("node {} is heartbeating again", id);
     }
-    if (!grace)
+    if (liveness_.may_judge(now))
       for (auto& id : silent_ids)
         if (!nodes_->dead(id)) node_died(id);
     size_t members = nodes_->all().size();
@@ -47,7 +56,6 @@ void HeadService::check_nodes() {
     // cluster (a quarter of a millisecond per node): joins and leaves are seen at once (they
     // read everything), and a placement that finds a node fuller than its view says reads it
     // again.
-    auto now = Clock::now();
     auto every = std::max(std::chrono::microseconds(250'000), std::chrono::microseconds(250 * members));
     if (now - last_refresh_ >= every) {
       nodes_->refresh_free();

@@ -178,7 +178,21 @@ int NodeManager::run() {
   }
 }
 
+// A heartbeat that runs later than half the timeout past its period says this process (its loop)
+// or the machine stalled: said in the log, since the head may have declared the node dead.
+void NodeManager::note_late_beat() {
+  auto now = Clock::now();
+  auto timeout = std::chrono::duration<double>(o_.heartbeat_timeout_s);
+  auto period = std::max(std::chrono::duration<double>(0.1), timeout / 4);
+  if (last_beat_ != Clock::time_point{} && now - last_beat_ > period + timeout / 2)
+    spdlog::warn("this node's heartbeat ran {:.1f} s after the last one (every {:.2f} s): the node manager or this "
+                 "machine stalled, and past {} s the head declares the node dead",
+                 std::chrono::duration<double>(now - last_beat_).count(), period.count(), o_.heartbeat_timeout_s);
+  last_beat_ = now;
+}
+
 void NodeManager::save_node() {
+  note_late_beat();
   try {
     if (redis_->cmd({"EXISTS", avail_key(node_id_)}).integer() == 0 && !res_->fenced()) {
       // The head declared this node dead (it was cut off too long) and moved its actors away:

@@ -55,6 +55,7 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
   void join();
   void begin_serving();
   void save_node();
+  void note_late_beat();
   void shutdown_all();
   void handle(Incoming in);
   void periodic();
@@ -128,6 +129,7 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
   std::unique_ptr<ActorHosting> hosting_;
   Clock::time_point next_job_check_{};
   Clock::time_point last_contact_{};  // the control store last took the node's record
+  Clock::time_point last_beat_{};  // the last heartbeat's start, to see one that ran late
   RepeatedLog record_errors_;
   bool gave_up_ = false;  // stopping: the control store was out of reach past --head-timeout
   BlobCache blobs_{io_, token_, o_.join_address, o_.session_dir, log_dir_};
