@@ -262,8 +262,9 @@ Commands define_start(CLI::App& app, Args& a, Commands c) {
   s->add_flag("--head", a.head, "start the head: Redis, the head service and this node's node manager");
   s->add_option("--address", a.join, "join the cluster whose head is at host:port (token: --token, YARD_TOKEN, or the local head's file)");
   s->add_option("--token", a.token, "cluster token when joining");
-  s->add_option("--heartbeat-timeout", a.dopts.heartbeat_timeout_s, "seconds without a heartbeat after which a node is dead")
-      ->default_val(4)->check(CLI::Range(0.5, 600.0));
+  s->add_option("--heartbeat-timeout", a.dopts.heartbeat_timeout_s,
+                "seconds without a heartbeat after which a node is dead (or YARD_HEARTBEAT_TIMEOUT)")
+      ->default_val(4)->envname("YARD_HEARTBEAT_TIMEOUT")->check(CLI::Range(0.5, 600.0));
   s->add_option("--head-timeout", a.dopts.head_timeout_s,
                 "a node that cannot reach the cluster's control store this many seconds stops itself and its workers "
                 "(0: never)")
