@@ -18,6 +18,7 @@
 #include <zmq.hpp>
 
 #include "bench_util.h"
+#include "handoff_peer.h"
 #include "yard/process.h"
 #include "yard/yard.h"
 
@@ -264,6 +265,10 @@ int main(int argc, char** argv) {
     zmq_router_echo(std::atoi(p));
     return 0;
   }
+  if (const char* p = getenv("BENCH_HANDOFF_ROUTER")) {
+    bench::handoff_server(std::atoi(p));
+    return 0;
+  }
   yard::init(argc, argv);
   if (const char* c = getenv("BENCH_RATE")) {
     std::printf("%f\n", async_rate(std::string(c) == "actor"));
@@ -306,6 +311,18 @@ int main(int argc, char** argv) {
     auto [value, peer] =
         bracketed([] { return zmq_pipelined(1000); }, [&] { return rate([&] { actor_round(a); }, 1000, 3.0); });
     emit("actor_calls_async", value, "ops/s", "zmq_dealer_router_1000_in_flight", peer);
+  }
+
+  // The async cases' structure (threads and hand-offs, handoff_peer.h) with no work in it, against
+  // the same raw peer: how much of the transport the structure alone leaves.
+  if (want("handoff_structure_async")) {
+    auto [value, peer] = bracketed([] { return zmq_pipelined(1000); }, [] {
+      auto [pid, port] = start_peer_server("BENCH_HANDOFF_ROUTER");
+      double r = bench::handoff_pipelined(port, 1000, 3.0);
+      yard::sys::terminate(pid, SIGKILL, 1s);
+      return r;
+    });
+    emit("handoff_structure_async", value, "ops/s", "zmq_dealer_router_1000_in_flight", peer);
   }
 
   if (want("actor_calls_concurrent")) {
