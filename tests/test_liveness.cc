@@ -7,10 +7,13 @@
 using yard::sched::policy::Liveness;
 using namespace std::chrono_literals;
 
+namespace {
+const Liveness::Clock::time_point kStart = Liveness::Clock::time_point{} + std::chrono::hours(1);
+}  // namespace
+
 TEST_CASE("checks on time judge silent nodes", "[policy][liveness]") {
   Liveness l(4000ms, 250ms);
-  Liveness::Clock::time_point t{};
-  t += 1h;
+  auto t = kStart;
   for (int i = 0; i < 20; ++i, t += 250ms) {
     CHECK(l.observe(t, false) == Liveness::Pause::kNone);
     CHECK(l.may_judge(t));
@@ -23,8 +26,7 @@ TEST_CASE("checks on time judge silent nodes", "[policy][liveness]") {
 
 TEST_CASE("after the detector stalled, nodes get a full timeout before any is judged", "[policy][liveness]") {
   Liveness l(4000ms, 250ms);
-  Liveness::Clock::time_point t{};
-  t += 1h;
+  auto t = kStart;
   l.observe(t, false);
   t += 250ms + 2001ms;  // a pause longer than the period and half the timeout
   CHECK(l.observe(t, false) == Liveness::Pause::kStalled);
@@ -40,8 +42,7 @@ TEST_CASE("after the detector stalled, nodes get a full timeout before any is ju
 
 TEST_CASE("a reconnect to the control store pauses judgement for a timeout", "[policy][liveness]") {
   Liveness l(2000ms, 250ms);
-  Liveness::Clock::time_point t{};
-  t += 1h;
+  auto t = kStart;
   l.observe(t, false);
   t += 250ms;
   CHECK(l.observe(t, true) == Liveness::Pause::kReconnected);
@@ -51,8 +52,7 @@ TEST_CASE("a reconnect to the control store pauses judgement for a timeout", "[p
 
 TEST_CASE("the first check's gap is measured from the detector's start", "[policy][liveness]") {
   Liveness l(500ms, 250ms);
-  Liveness::Clock::time_point t{};
-  t += 1h;
+  auto t = kStart;
   l.begin(t);
   t += 250ms;
   CHECK(l.observe(t, false) == Liveness::Pause::kNone);
