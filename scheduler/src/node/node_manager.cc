@@ -134,8 +134,7 @@ void NodeManager::begin_serving() {
   tables_->add_node(node_id_, o_.head_node ? "head" : "node");
   if (o_.head_node) tables_->set_head_node(node_id_);
   io_->post([this] { io_->every(std::chrono::milliseconds(50), [this] { periodic(); }); });
-  auto beat = std::chrono::milliseconds(std::max<long>(100, static_cast<long>(o_.heartbeat_timeout_s * 250)));
-  io_->post([this, beat] { io_->every(beat, [this] { save_node(); }); });
+  io_->post([this] { io_->every(beat_period(), [this] { save_node(); }); });
 }
 
 int NodeManager::run() {
@@ -182,8 +181,7 @@ int NodeManager::run() {
 // or the machine stalled: said in the log, since the head may have declared the node dead.
 void NodeManager::note_late_beat() {
   auto now = Clock::now();
-  auto timeout = std::chrono::duration<double>(o_.heartbeat_timeout_s);
-  auto period = std::max(std::chrono::duration<double>(0.1), timeout / 4);
+  std::chrono::duration<double> period = beat_period(), timeout(o_.heartbeat_timeout_s);
   if (last_beat_ != Clock::time_point{} && now - last_beat_ > period + timeout / 2)
     spdlog::warn("this node's heartbeat ran {:.1f} s after the last one (every {:.2f} s): the node manager or this "
                  "machine stalled, and past {} s the head declares the node dead",

@@ -11,6 +11,8 @@
 // Everything runs on its one I/O thread.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,6 +58,10 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
   void begin_serving();
   void save_node();
   void note_late_beat();
+  // Heartbeats go every quarter of the timeout, at most ten a second.
+  std::chrono::milliseconds beat_period() const {
+    return std::chrono::milliseconds(std::max<long>(100, static_cast<long>(o_.heartbeat_timeout_s * 250)));
+  }
   void shutdown_all();
   void handle(Incoming in);
   void periodic();
