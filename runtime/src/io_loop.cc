@@ -104,6 +104,29 @@ IoLoop::IoLoop(const std::string& host, int port, std::string token, RequestHand
   thread_ = std::thread([this] { run(); });
 }
 
+std::unique_ptr<zmq::socket_t> IoLoop::listener_beside(const std::string& host, std::string* address) {
+  auto s = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::router);
+  tune(*s);
+  s->set(zmq::sockopt::router_mandatory, 0);
+  if (zap_) {
+    s->set(zmq::sockopt::curve_server, 1);
+    s->set(zmq::sockopt::curve_secretkey, keys().secret_z85);
+    s->set(zmq::sockopt::zap_domain, "yard");
+  }
+  try {
+    s->bind("tcp://" + host + ":*");
+  } catch (const zmq::error_t& e) {
+    throw ConnectionError("cannot listen on " + host + ": " + e.what());
+  }
+  std::string last = s->get(zmq::sockopt::last_endpoint);
+  *address = host + ":" + last.substr(last.rfind(':') + 1);
+  return s;
+}
+
+void IoLoop::note_fault(const std::string& peer, const std::string& what) {
+  post([this, peer, what] { fault(peer, what); });
+}
+
 IoLoop::~IoLoop() {
   stop();
   if (wake_fd_ >= 0) close(wake_fd_);

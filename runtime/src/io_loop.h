@@ -59,6 +59,7 @@ class IoLoop {
   struct Incoming {
     std::string routing_id;
     std::unique_ptr<InMessage> msg;
+    bool direct = false;  // came in on a call port (call_port.h), answered there
   };
   // Runs on the loop thread for every decoded request arriving at the ROUTER.
   using RequestHandler = std::function<void(Incoming)>;
@@ -127,6 +128,19 @@ class IoLoop {
 
   // Counters for tests and status: malformed or unauthenticated messages, refused handshakes.
   uint64_t malformed_count() const { return malformed_.load(); }
+  // Thread-safe. Counts and logs (rate-limited) a bad message from `peer` that another listener
+  // of this process refused.
+  void note_fault(const std::string& peer, const std::string& what);
+  // Thread-safe. A ROUTER listening on `host` at a port of its own, with this loop's limits and
+  // security (an encrypted listener's handshakes are judged by this loop's ZAP handler), for
+  // another thread to own; *address is its "host:port". Throws ConnectionError.
+  std::unique_ptr<zmq::socket_t> listener_beside(const std::string& host, std::string* address);
+  // Sends `msgs` on `s` (to `routing` on a ROUTER), those that fit together as batches (wire.h),
+  // sealed first when `seal` is given; empties msgs.
+  static void send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs,
+                           LinkSeal* seal = nullptr, SealedAs as = SealedAs::request);
+  // One message waiting at a ROUTER: its routing id and frames (false when none waits).
+  static bool receive_routed(zmq::socket_t& router, zmq::message_t& rid, Frames& frames);
 
   // An encrypted listener's data link (sealed_link.h): a second, plain listener where every
   // message is sealed with `key`, for the parts of large values; nullopt on loopback.
@@ -245,8 +259,6 @@ class IoLoop {
   // connection being made is named by its endpoint, one made by its descriptor.
   std::map<std::string, Peer>::iterator link_of(SharedLinks& s, const LinkEvent& e);
   void unlink(const std::string& addr, Peer& p);  // a link's connection closed (its Peer stays)
-  // One message waiting at a ROUTER: its routing id and frames (false when none waits).
-  static bool receive_routed(zmq::socket_t& router, zmq::message_t& rid, Frames& frames);
   void on_router_readable();
   void take_request(const std::string& routing, const std::string& from, Received received);
   void on_dealer_readable(const std::string& addr, Peer& p);
@@ -254,8 +266,6 @@ class IoLoop {
   void take_reply(const std::string& addr, Received received);
   // Sends what this turn queued: each peer's requests, then the replies, batched per peer.
   void flush();
-  void send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs, LinkSeal* seal = nullptr,
-                    SealedAs as = SealedAs::request);
   void on_monitor_readable(const std::string& addr, Peer& p);
   // A listener's monitor (the router's or the data link's): counts and limits connections.
   void on_router_monitor_readable(zmq::socket_t& monitor);

@@ -119,6 +119,9 @@ void TaskExecutor::handle(IoLoop::Incoming in) {
     case wire::Envelope::Body::INSTANTIATE_ACTOR:
     case wire::Envelope::Body::SHUTDOWN:
       s_->channel.push(std::move(in));
+      // An executor asleep on its call port looks at the channel when woken.
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      if (auto* p = port_.load()) p->wake();
       return;
     default:
       reply_error(in, wire::ErrorCode::BAD_REQUEST, "a worker does not serve this request");
@@ -126,6 +129,10 @@ void TaskExecutor::handle(IoLoop::Incoming in) {
 }
 
 void TaskExecutor::answer(IoLoop::Incoming& in, Frames frames) {
+  if (in.direct) {
+    port_.load()->reply(std::move(in.routing_id), std::move(frames), more_queued_);
+    return;
+  }
   // With more calls queued behind this one, its reply may join theirs (IoLoop::reply_soon).
   if (more_queued_ && !io_->in_loop())
     io_->reply_soon(std::move(in.routing_id), std::move(frames));
@@ -172,9 +179,9 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
   for (;;) {
     if (have_next)
       item = std::move(next);
-    else if (s_->channel.pop(item) != boost::fibers::channel_op_status::success)
+    else if (!next_request(item, true))
       break;
-    have_next = s_->channel.try_pop(next) == boost::fibers::channel_op_status::success;
+    have_next = next_request(next, false);
     bool concurrent = s_->actor && s_->max_concurrency > 1;
     more_queued_ = have_next && !concurrent;
     auto which = item.msg->env().getBody().which();
@@ -201,6 +208,11 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
         --s_->running;
         s_->cv.notify_all();
       }).detach();
+    } else if (item.direct) {
+      auto* port = port_.load();
+      port->call_begins();  // meanwhile the port answers probes (a long call is not a frozen worker)
+      execute(item);
+      port->call_ends();
     } else {
       execute(item);
     }
@@ -208,6 +220,32 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
   }
   io_->stop();  // flushes nothing more; replies already handed to the loop were sent
   _exit(0);
+}
+
+bool TaskExecutor::next_request(IoLoop::Incoming& out, bool wait) {
+  auto* port = port_.load();
+  if (!port) {
+    if (!wait) return s_->channel.try_pop(out) == boost::fibers::channel_op_status::success;
+    return s_->channel.pop(out) == boost::fibers::channel_op_status::success;
+  }
+  // The channel first: it carries what the I/O thread took (a shutdown, a stray call).
+  for (;;) {
+    if (s_->channel.try_pop(out) == boost::fibers::channel_op_status::success) return true;
+    if (!wait) return port->more_waiting() && port->next(out);
+    if (port->next(out)) return true;
+  }
+}
+
+std::string TaskExecutor::open_call_port() {
+  if (s_->max_concurrency > 1) return {};  // its calls run on fibers, fed by the channel
+  try {
+    port_owner_ = std::make_unique<CallPort>(*io_, bind_host_);
+  } catch (const std::exception& e) {
+    spdlog::warn("worker {}: no call port ({}): the actor's calls come through its I/O thread", worker_id_, e.what());
+    return {};
+  }
+  port_.store(port_owner_.get());
+  return port_owner_->address();
 }
 
 void TaskExecutor::instantiate(IoLoop::Incoming& in) {
@@ -230,7 +268,15 @@ void TaskExecutor::instantiate(IoLoop::Incoming& in) {
                 demangle(typeid(e).name()), cls_name + "::" + cls_name + s_->location_suffix);
     return;
   }
-  reply_ok(in);
+  // The actor's address is its call port's when it has one.
+  std::string port = open_call_port();
+  if (port.empty()) {
+    reply_ok(in);
+    return;
+  }
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.env().getBody().initActorInfo().setAddress(port);
+  answer(in, m.finish());
 }
 
 namespace {

@@ -12,6 +12,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "call_port.h"
 #include "io_loop.h"
 #include "metrics_registry.h"
 #include "ownership.h"
@@ -31,10 +32,19 @@ class TaskExecutor {
   [[noreturn]] void run(std::function<void()> housekeeping);
   // The process is being stopped: requests are no longer answered (its objects, calls), as if it
   // had exited, while it sends its last report.
-  void stop_serving() { stopping_.store(true); }
+  void stop_serving() {
+    stopping_.store(true);
+    if (auto* p = port_.load()) p->stop_serving();
+  }
 
  private:
   void handle(IoLoop::Incoming in);  // I/O thread
+  // Executor thread: the next request to run, from the I/O thread or the call port; with `wait`,
+  // waits for one (false when the channel is closed).
+  bool next_request(IoLoop::Incoming& out, bool wait);
+  // Executor thread: a non-concurrent actor's calls come to a port of their own (call_port.h).
+  // Its address, or empty when it has none.
+  std::string open_call_port();
   void instantiate(IoLoop::Incoming& in);
   void execute(IoLoop::Incoming& in);
   void answer(IoLoop::Incoming& in, Frames frames);
@@ -65,6 +75,8 @@ class TaskExecutor {
   struct State;  // the channel, the hosted actor and the fibers' bookkeeping
   std::unique_ptr<State> s_;
   std::atomic<bool> stopping_{false};
+  std::unique_ptr<CallPort> port_owner_;   // executor thread
+  std::atomic<CallPort*> port_{nullptr};  // read by the I/O thread
   bool more_queued_ = false;  // executor thread: another call is queued behind the running one
   std::unordered_map<std::string, Label> function_labels_, method_labels_;  // executor thread only
   Callee last_callee_;  // executor thread only

@@ -114,7 +114,9 @@ void ActorHosting::constructed(const std::string& aid, const std::string& wid, c
   OutMessage m(token_, h.req, true);
   auto info = m.env().getBody().initActorInfo();
   info.setActorId(aid);
-  info.setAddress(w->address);
+  // A worker that listens for the actor's calls on a port of their own says where.
+  bool own_port = body.isActorInfo() && body.getActorInfo().getAddress().size() > 0;
+  info.setAddress(own_port ? std::string(body.getActorInfo().getAddress()) : w->address);
   info.setWorkerId(wid);
   info.setNodeId(node_id_);
   info.setState(store::name(store::ActorState::kAlive));

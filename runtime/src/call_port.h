@@ -1,0 +1,80 @@
+// A non-concurrent actor's own listener. Its calls arrive on a socket that the worker's executor
+// thread owns, and their replies leave from it: a call is not handed from the I/O thread (IoLoop)
+// to the executor and its reply back, two thread hand-offs that cost more than the call itself
+// for a small method. The port is the actor's address; its worker's IoLoop stays the address of
+// everything else (objects, tasks, the node manager's requests).
+//
+// While the executor runs a call it lets go of the socket, and a watcher thread takes it every
+// kWatchTick until the call ends: it answers liveness probes (PING: a caller waiting on a long
+// call must not take the worker for frozen) and keeps the calls that arrive meanwhile, in order.
+// The socket changes threads only under a mutex, the full memory barrier that ZeroMQ asks of a
+// socket used by more than one thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "io_loop.h"
+
+namespace yard::detail {
+
+class CallPort {
+ public:
+  static constexpr auto kWatchTick = std::chrono::milliseconds(100);
+  // Listens beside `io` (same host, same security, a port of its own). Throws ConnectionError.
+  CallPort(IoLoop& io, const std::string& host);
+  ~CallPort();
+  CallPort(const CallPort&) = delete;
+  CallPort& operator=(const CallPort&) = delete;
+
+  const std::string& address() const { return address_; }
+  // Executor thread: the next call, in arrival order, marked `direct` (its reply goes back by
+  // reply()). Waits until one comes or until wake() was called (false then).
+  bool next(IoLoop::Incoming& out);
+  // Any thread: next() returns (with false if it has no call).
+  void wake();
+  // Executor thread: whether a call is waiting already (one arrived behind the one taken).
+  bool more_waiting();
+  // Executor thread: the reply to a call that next() gave. With `more` (another call is waiting
+  // already), it may wait for the next replies to leave with them, as one batch (wire.h).
+  void reply(std::string routing_id, Frames frames, bool more);
+  // Executor thread, around running a call: the watcher may take the socket meanwhile.
+  void call_begins();
+  void call_ends();
+  // Requests refused from now on: the process is stopping.
+  void stop_serving() { stopping_.store(true); }
+
+ private:
+  // Holder of the socket only: takes what waits on it, answering probes and refusals there.
+  // True when it took anything.
+  bool take_waiting();
+  void refuse(const std::string& routing, uint64_t request_id, wire::ErrorCode code, const std::string& why,
+              bool with_token);
+  void send(const std::string& routing, Frames& frames);
+  void send_held();  // the replies held by reply()
+  void watch();
+
+  IoLoop& io_;
+  std::string address_;
+  std::unique_ptr<zmq::socket_t> socket_;
+  int wake_fd_ = -1;
+  std::mutex mu_;  // held by whoever uses the socket; guards calls_
+  std::deque<IoLoop::Incoming> calls_;
+  std::string held_to_;            // executor thread: the requester of the replies held
+  std::vector<Frames> held_;
+  size_t held_bytes_ = 0;
+  std::atomic<bool> in_call_{false};
+  std::atomic<bool> stopping_{false};
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  bool closing_ = false;  // guarded by watch_mu_
+  std::thread watcher_;
+};
+
+}  // namespace yard::detail
