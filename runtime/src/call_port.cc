@@ -62,14 +62,15 @@ bool CallPort::more_waiting() {
 }
 
 void CallPort::reply(std::string routing_id, Frames frames, bool more) {
-  if (!held_.empty() && routing_id != held_to_) send_held();
+  if (!held_.empty() && routing_id != held_to_) flush();
   held_to_ = std::move(routing_id);
   for (auto& f : frames) held_bytes_ += f.size();
   held_.push_back(std::move(frames));
-  if (!more || held_bytes_ >= kBatchMaxBytes / 2) send_held();
+  if (!more || held_bytes_ >= kBatchMaxBytes / 2) flush();
 }
 
-void CallPort::send_held() {
+void CallPort::flush() {
+  if (held_.empty()) return;
   std::lock_guard<std::mutex> l(mu_);
   IoLoop::send_batched(*socket_, &held_to_, held_);
   held_bytes_ = 0;

@@ -44,6 +44,9 @@ class CallPort {
   // Executor thread: the reply to a call that next() gave. With `more` (another call is waiting
   // already), it may wait for the next replies to leave with them, as one batch (wire.h).
   void reply(std::string routing_id, Frames frames, bool more);
+  // Executor thread: sends the replies that reply() holds (before the executor turns to anything
+  // else: its process may end there).
+  void flush();
   // Executor thread, around running a call: the watcher may take the socket meanwhile.
   void call_begins();
   void call_ends();
@@ -57,7 +60,6 @@ class CallPort {
   void refuse(const std::string& routing, uint64_t request_id, wire::ErrorCode code, const std::string& why,
               bool with_token);
   void send(const std::string& routing, Frames& frames);
-  void send_held();  // the replies held by reply()
   void watch();
 
   IoLoop& io_;

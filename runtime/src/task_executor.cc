@@ -182,6 +182,7 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
     else if (!next_request(item, true))
       break;
     have_next = next_request(next, false);
+    if (auto* port = port_.load(); port && !item.direct) port->flush();  // a call's reply held for this one
     bool concurrent = s_->actor && s_->max_concurrency > 1;
     more_queued_ = have_next && !concurrent;
     auto which = item.msg->env().getBody().which();
