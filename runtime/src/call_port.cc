@@ -33,7 +33,7 @@ void CallPort::wake() {
   (void)!write(wake_fd_, &one, sizeof one);
 }
 
-bool CallPort::next(IoLoop::Incoming& out) {
+bool CallPort::next(IoLoop::Incoming& out, bool wait) {
   std::unique_lock<std::mutex> l(mu_);
   for (;;) {
     if (!calls_.empty()) {
@@ -42,6 +42,7 @@ bool CallPort::next(IoLoop::Incoming& out) {
       return true;
     }
     if (take_waiting()) continue;
+    if (!wait) return false;
     // Nothing waits: sleep on the socket's descriptor and the wake descriptor.
     int fd = socket_->get(zmq::sockopt::fd);
     pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};

@@ -35,8 +35,8 @@ class CallPort {
 
   const std::string& address() const { return address_; }
   // Executor thread: the next call, in arrival order, marked `direct` (its reply goes back by
-  // reply()). Waits until one comes or until wake() was called (false then).
-  bool next(IoLoop::Incoming& out);
+  // reply()). With `wait`, waits until one comes or until wake() was called (false then).
+  bool next(IoLoop::Incoming& out, bool wait = true);
   // Any thread: next() returns (with false if it has no call).
   void wake();
   // Executor thread: whether a call is waiting already (one arrived behind the one taken).

@@ -119,8 +119,8 @@ void TaskExecutor::handle(IoLoop::Incoming in) {
     case wire::Envelope::Body::INSTANTIATE_ACTOR:
     case wire::Envelope::Body::SHUTDOWN:
       s_->channel.push(std::move(in));
+      channel_items_.fetch_add(1);  // seq_cst: ordered before the look at port_ below
       // An executor asleep on its call port looks at the channel when woken.
-      std::atomic_thread_fence(std::memory_order_seq_cst);
       if (auto* p = port_.load()) p->wake();
       return;
     default:
@@ -224,16 +224,18 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
 }
 
 bool TaskExecutor::next_request(IoLoop::Incoming& out, bool wait) {
+  auto popped = [&](boost::fibers::channel_op_status s) {
+    if (s != boost::fibers::channel_op_status::success) return false;
+    channel_items_.fetch_sub(1, std::memory_order_relaxed);
+    return true;
+  };
   auto* port = port_.load();
-  if (!port) {
-    if (!wait) return s_->channel.try_pop(out) == boost::fibers::channel_op_status::success;
-    return s_->channel.pop(out) == boost::fibers::channel_op_status::success;
-  }
+  if (!port) return popped(wait ? s_->channel.pop(out) : s_->channel.try_pop(out));
   // The channel first: it carries what the I/O thread took (a shutdown, a stray call).
   for (;;) {
-    if (s_->channel.try_pop(out) == boost::fibers::channel_op_status::success) return true;
-    if (!wait) return port->more_waiting() && port->next(out);
-    if (port->next(out)) return true;
+    if (channel_items_.load() > 0 && popped(s_->channel.try_pop(out))) return true;
+    if (port->next(out, wait)) return true;
+    if (!wait) return false;
   }
 }
 

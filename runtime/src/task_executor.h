@@ -77,6 +77,7 @@ class TaskExecutor {
   std::atomic<bool> stopping_{false};
   std::unique_ptr<CallPort> port_owner_;   // executor thread
   std::atomic<CallPort*> port_{nullptr};  // read by the I/O thread
+  std::atomic<int> channel_items_{0};     // what the I/O thread put in the channel, not yet taken
   bool more_queued_ = false;  // executor thread: another call is queued behind the running one
   std::unordered_map<std::string, Label> function_labels_, method_labels_;  // executor thread only
   Callee last_callee_;  // executor thread only
