@@ -65,6 +65,7 @@ bool CallPort::more_waiting() {
 void CallPort::reply(std::string routing_id, Frames frames, bool more) {
   if (!held_.empty() && routing_id != held_to_) flush();
   held_to_ = std::move(routing_id);
+  frames = IoLoop::within_limit(std::move(frames), io_.token());
   for (auto& f : frames) held_bytes_ += f.size();
   held_.push_back(std::move(frames));
   if (!more || held_bytes_ >= kBatchMaxBytes / 2) flush();

@@ -510,7 +510,7 @@ void IoLoop::take_reply(const std::string& addr, Received received) {
   deliver(cb, std::move(msg), std::nullopt);
 }
 
-std::optional<std::string> IoLoop::oversized(const Frames& frames, const std::string& to) const {
+std::optional<std::string> IoLoop::oversized(const Frames& frames, const std::string& to) {
   auto limit = static_cast<size_t>(link_limits().max_message_bytes);
   for (auto& f : frames)
     if (f.size() > limit)

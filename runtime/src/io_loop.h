@@ -139,6 +139,9 @@ class IoLoop {
   // sealed first when `seal` is given; empties msgs.
   static void send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs,
                            LinkSeal* seal = nullptr, SealedAs as = SealedAs::request);
+  // A reply as it may leave: one over the message limit (link_limits.h) becomes an error reply
+  // that says why, so the requester hears it instead of losing its connection to the limit.
+  static Frames within_limit(Frames reply, const std::string& token);
   // One message waiting at a ROUTER: its routing id and frames (false when none waits).
   static bool receive_routed(zmq::socket_t& router, zmq::message_t& rid, Frames& frames);
 
@@ -274,7 +277,7 @@ class IoLoop {
   void on_data_readable();
   bool open_replies(const std::string& addr, Peer& p, Frames& frames);
   // The first frame over the message limit, as an error to report; nullopt when all are within.
-  std::optional<std::string> oversized(const Frames& frames, const std::string& to) const;
+  static std::optional<std::string> oversized(const Frames& frames, const std::string& to);
   // Logs a fault of a peer at a bounded rate, and counts it.
   void fault(const std::string& peer, const std::string& what);
   const CurveKeys& keys();

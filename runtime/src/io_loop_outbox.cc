@@ -99,22 +99,24 @@ void IoLoop::hand_over_reply(std::string routing_id, Frames frames, bool soon) {
   if (wake) wake_loop();
 }
 
-void IoLoop::queue_reply(std::string routing_id, Frames frames) {
-  if (auto too_big = oversized(frames, "a requester")) {
-    // The requester hears why instead of losing its connection to the limit.
-    spdlog::error("{}", *too_big);
-    uint64_t request_id = 0;
-    try {
-      Frames head;
-      head.emplace_back(frames.front().data(), frames.front().size());
-      request_id = InMessage(std::move(head)).env().getRequestId();
-    } catch (const std::exception&) {
-    }
-    OutMessage out(token_, request_id, true);
-    set_error(out.env(), wire::ErrorCode::BAD_REQUEST, *too_big);
-    frames = out.finish();
+Frames IoLoop::within_limit(Frames frames, const std::string& token) {
+  auto too_big = oversized(frames, "a requester");
+  if (!too_big) return frames;
+  spdlog::error("{}", *too_big);
+  uint64_t request_id = 0;
+  try {
+    Frames head;
+    head.emplace_back(frames.front().data(), frames.front().size());
+    request_id = InMessage(std::move(head)).env().getRequestId();
+  } catch (const std::exception&) {
   }
-  router_out_.emplace_back(std::move(routing_id), std::move(frames));
+  OutMessage out(token, request_id, true);
+  set_error(out.env(), wire::ErrorCode::BAD_REQUEST, *too_big);
+  return out.finish();
+}
+
+void IoLoop::queue_reply(std::string routing_id, Frames frames) {
+  router_out_.emplace_back(std::move(routing_id), within_limit(std::move(frames), token_));
 }
 
 void IoLoop::send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs, LinkSeal* seal,
