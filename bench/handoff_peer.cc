@@ -82,11 +82,18 @@ void tune(zmq::socket_t& s) {
 
 }  // namespace
 
-void handoff_server(int port) {
+void handoff_server(int port, bool direct) {
   zmq::context_t ctx(1);
   zmq::socket_t router(ctx, zmq::socket_type::router);
   tune(router);
   router.bind("tcp://127.0.0.1:" + std::to_string(port));
+  while (direct) {
+    zmq::message_t id, payload;
+    if (!router.recv(id)) continue;
+    (void)router.recv(payload);
+    router.send(id, zmq::send_flags::sndmore);
+    router.send(payload, zmq::send_flags::none);
+  }
   Posted replies;
   std::mutex mu;
   std::condition_variable cv;

@@ -9,8 +9,10 @@
 
 namespace bench {
 
-// The worker side, in a process of its own: serves on 127.0.0.1:port until killed.
-void handoff_server(int port);
+// The worker side, in a process of its own: serves on 127.0.0.1:port until killed. `direct`: the
+// thread that owns the ROUTER answers each request itself, as an actor's call port does
+// (call_port.h), instead of handing it to an executor thread.
+void handoff_server(int port, bool direct = false);
 // `in_flight` requests handed over, then all replies awaited, in rounds for `seconds`; requests/s.
 double handoff_pipelined(int port, int in_flight, double seconds);
 

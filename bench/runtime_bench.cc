@@ -269,6 +269,10 @@ int main(int argc, char** argv) {
     bench::handoff_server(std::atoi(p));
     return 0;
   }
+  if (const char* p = getenv("BENCH_PORT_ROUTER")) {
+    bench::handoff_server(std::atoi(p), true);
+    return 0;
+  }
   yard::init(argc, argv);
   if (const char* c = getenv("BENCH_RATE")) {
     std::printf("%f\n", async_rate(std::string(c) == "actor"));
@@ -323,6 +327,17 @@ int main(int argc, char** argv) {
       return r;
     });
     emit("handoff_structure_async", value, "ops/s", "zmq_dealer_router_1000_in_flight", peer);
+  }
+  // The same for an actor's calls since the call port: the driver's hand-off to its loop, and the
+  // worker answering on the thread that owns its socket.
+  if (want("port_structure_async")) {
+    auto [value, peer] = bracketed([] { return zmq_pipelined(1000); }, [] {
+      auto [pid, port] = start_peer_server("BENCH_PORT_ROUTER");
+      double r = bench::handoff_pipelined(port, 1000, 3.0);
+      yard::sys::terminate(pid, SIGKILL, 1s);
+      return r;
+    });
+    emit("port_structure_async", value, "ops/s", "zmq_dealer_router_1000_in_flight", peer);
   }
 
   if (want("actor_calls_concurrent")) {
