@@ -318,26 +318,19 @@ int main(int argc, char** argv) {
   }
 
   // The async cases' structure (threads and hand-offs, handoff_peer.h) with no work in it, against
-  // the same raw peer: how much of the transport the structure alone leaves.
-  if (want("handoff_structure_async")) {
-    auto [value, peer] = bracketed([] { return zmq_pipelined(1000); }, [] {
-      auto [pid, port] = start_peer_server("BENCH_HANDOFF_ROUTER");
+  // the same raw peer: how much of the transport the structure alone leaves. handoff: a task's
+  // path (the worker's loop hands each call to its executor); port: an actor's since the call
+  // port (the worker answers on the thread that owns its socket).
+  for (auto [name, role] : {std::pair{"handoff_structure_async", "BENCH_HANDOFF_ROUTER"},
+                            std::pair{"port_structure_async", "BENCH_PORT_ROUTER"}}) {
+    if (!want(name)) continue;
+    auto [value, peer] = bracketed([] { return zmq_pipelined(1000); }, [role = role] {
+      auto [pid, port] = start_peer_server(role);
       double r = bench::handoff_pipelined(port, 1000, 3.0);
       yard::sys::terminate(pid, SIGKILL, 1s);
       return r;
     });
-    emit("handoff_structure_async", value, "ops/s", "zmq_dealer_router_1000_in_flight", peer);
-  }
-  // The same for an actor's calls since the call port: the driver's hand-off to its loop, and the
-  // worker answering on the thread that owns its socket.
-  if (want("port_structure_async")) {
-    auto [value, peer] = bracketed([] { return zmq_pipelined(1000); }, [] {
-      auto [pid, port] = start_peer_server("BENCH_PORT_ROUTER");
-      double r = bench::handoff_pipelined(port, 1000, 3.0);
-      yard::sys::terminate(pid, SIGKILL, 1s);
-      return r;
-    });
-    emit("port_structure_async", value, "ops/s", "zmq_dealer_router_1000_in_flight", peer);
+    emit(name, value, "ops/s", "zmq_dealer_router_1000_in_flight", peer);
   }
 
   if (want("actor_calls_concurrent")) {
