@@ -14,6 +14,7 @@ bool readable(zmq::socket_t& s) { return (s.get(zmq::sockopt::events) & ZMQ_POLL
 
 CallPort::CallPort(IoLoop& io, const std::string& host) : io_(io) {
   socket_ = io.listener_beside(host, &address_);
+  socket_fd_ = socket_->get(zmq::sockopt::fd);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   watcher_ = std::thread([this] { watch(); });
 }
@@ -44,8 +45,7 @@ bool CallPort::next(IoLoop::Incoming& out, bool wait) {
     if (take_waiting()) continue;
     if (!wait) return false;
     // Nothing waits: sleep on the socket's descriptor and the wake descriptor.
-    int fd = socket_->get(zmq::sockopt::fd);
-    pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    pollfd fds[2] = {{socket_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
     if (readable(*socket_)) continue;
     int rc = ::poll(fds, 2, -1);
     if (rc < 0 && errno != EINTR) throw zmq::error_t();
@@ -55,11 +55,6 @@ bool CallPort::next(IoLoop::Incoming& out, bool wait) {
       if (calls_.empty() && !readable(*socket_)) return false;
     }
   }
-}
-
-bool CallPort::more_waiting() {
-  std::lock_guard<std::mutex> l(mu_);
-  return !calls_.empty() || (readable(*socket_) && take_waiting() && !calls_.empty());
 }
 
 void CallPort::reply(std::string routing_id, Frames frames, bool more) {

@@ -39,8 +39,6 @@ class CallPort {
   bool next(IoLoop::Incoming& out, bool wait = true);
   // Any thread: next() returns (with false if it has no call).
   void wake();
-  // Executor thread: whether a call is waiting already (one arrived behind the one taken).
-  bool more_waiting();
   // Executor thread: the reply to a call that next() gave. With `more` (another call is waiting
   // already), it may wait for the next replies to leave with them, as one batch (wire.h).
   void reply(std::string routing_id, Frames frames, bool more);
@@ -65,6 +63,7 @@ class CallPort {
   IoLoop& io_;
   std::string address_;
   std::unique_ptr<zmq::socket_t> socket_;
+  int socket_fd_ = -1;  // readable when the socket has news (ZMQ_FD)
   int wake_fd_ = -1;
   std::mutex mu_;  // held by whoever uses the socket; guards calls_
   std::deque<IoLoop::Incoming> calls_;

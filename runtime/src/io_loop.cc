@@ -65,19 +65,14 @@ IoLoop::IoLoop(const std::string& host, int port, std::string token, RequestHand
   char self[32];
   std::snprintf(self, sizeof self, "%p", static_cast<void*>(this));
   inproc_ = std::string("inproc://yard-") + self;  // unique within a shared context
-  router_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::router);
-  tune(*router_);
-  router_->set(zmq::sockopt::router_mandatory, 0);
   if (curve_for_host(host)) {
     // Listening beyond loopback: CURVE, admitting only holders of the cluster's key. The ZAP
     // handler is bound before any handshake can happen.
     zap_ = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::rep);
     zap_->set(zmq::sockopt::linger, 0);
     zap_->bind("inproc://zeromq.zap.01");
-    router_->set(zmq::sockopt::curve_server, 1);
-    router_->set(zmq::sockopt::curve_secretkey, keys().secret_z85);
-    router_->set(zmq::sockopt::zap_domain, "yard");
   }
+  router_ = unbound_listener();
   // Connections are counted per peer as they are accepted (link_limits.h); refused handshakes of
   // an encrypted listener are reported.
   if (zmq_socket_monitor(router_->handle(), (inproc_ + "-router-monitor").c_str(),
@@ -96,15 +91,13 @@ IoLoop::IoLoop(const std::string& host, int port, std::string token, RequestHand
                             ": the port is already in use");
     throw ConnectionError("cannot listen on " + host + ":" + std::to_string(port) + ": " + e.what());
   }
-  std::string last = router_->get(zmq::sockopt::last_endpoint);  // tcp://127.0.0.1:12345
-  auto colon = last.rfind(':');
-  address_ = host + ":" + last.substr(colon + 1);
+  address_ = bound_address(*router_, host);
   if (curve_for_host(host)) listen_for_data(host);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   thread_ = std::thread([this] { run(); });
 }
 
-std::unique_ptr<zmq::socket_t> IoLoop::listener_beside(const std::string& host, std::string* address) {
+std::unique_ptr<zmq::socket_t> IoLoop::unbound_listener() {
   auto s = std::make_unique<zmq::socket_t>(*ctx_, zmq::socket_type::router);
   tune(*s);
   s->set(zmq::sockopt::router_mandatory, 0);
@@ -113,13 +106,22 @@ std::unique_ptr<zmq::socket_t> IoLoop::listener_beside(const std::string& host, 
     s->set(zmq::sockopt::curve_secretkey, keys().secret_z85);
     s->set(zmq::sockopt::zap_domain, "yard");
   }
+  return s;
+}
+
+std::string IoLoop::bound_address(zmq::socket_t& s, const std::string& host) {
+  std::string last = s.get(zmq::sockopt::last_endpoint);  // tcp://127.0.0.1:12345
+  return host + ":" + last.substr(last.rfind(':') + 1);
+}
+
+std::unique_ptr<zmq::socket_t> IoLoop::listener_beside(const std::string& host, std::string* address) {
+  auto s = unbound_listener();
   try {
     s->bind("tcp://" + host + ":*");
   } catch (const zmq::error_t& e) {
     throw ConnectionError("cannot listen on " + host + ": " + e.what());
   }
-  std::string last = s->get(zmq::sockopt::last_endpoint);
-  *address = host + ":" + last.substr(last.rfind(':') + 1);
+  *address = bound_address(*s, host);
   return s;
 }
 

@@ -226,6 +226,9 @@ class IoLoop {
   };
 
   static void tune(zmq::socket_t& s);  // limits and buffers of every socket
+  // A ROUTER to listen with: tuned, and a CURVE server judged by zap_ when the loop has one.
+  std::unique_ptr<zmq::socket_t> unbound_listener();
+  static std::string bound_address(zmq::socket_t& s, const std::string& host);  // its "host:port"
   void run();
   // Waits for any of `items` (sockets or descriptors, POLLIN) at most `timeout`: their revents
   // set, false when a signal interrupted the wait.
