@@ -69,7 +69,7 @@ void serve(CallPort& port, int n, const std::function<void()>& run = [] {}) {
     port.call_ends();
     OutMessage m(kToken, in.msg->env().getRequestId(), true);
     m.env().getBody().initActorInfo().setActorId(std::string(in.msg->env().getBody().getPushTask().getTaskId()));
-    port.reply(in.routing_id, m.finish(), have_next);
+    port.reply(in.routing_id, m, have_next);
     ++i;
   }
 }

@@ -212,3 +212,60 @@ TEST_CASE("replies held for company (reply_soon) still leave within the hold", "
   REQUIRE(got.size() == 2);
   CHECK(std::chrono::steady_clock::now() - t0 < 500ms);
 }
+
+TEST_CASE("requests written straight into their batch keep their order among those made as frames, and a "
+          "full batch is followed by the next",
+          "[io][batch]") {
+  zmq::context_t ctx;
+  zmq::socket_t fake(ctx, zmq::socket_type::router);
+  fake.set(zmq::sockopt::linger, 0);
+  fake.bind("tcp://127.0.0.1:*");
+  std::string addr = fake.get(zmq::sockopt::last_endpoint).substr(6);
+  IoLoop io("127.0.0.1", 0, "the-token", [](IoLoop::Incoming) {});
+
+  // 4 KiB requests enough for more than two batches, every 7th made as frames, and one larger
+  // than a batch holds: all leave in the order they were made.
+  const size_t cap = IoLoop::batch_cap();
+  const int calls = static_cast<int>(2 * cap / 4096) + 40;
+  const int big = calls / 2;
+  std::string bytes(cap + 1000, 'x');
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < calls; ++i) ids.push_back(io.next_request_id());
+  auto none = [](std::unique_ptr<InMessage>, std::optional<LocalError>) {};
+  io.post([&] {
+    for (int i = 0; i < calls; ++i) {
+      if (i % 7 == 3) {
+        io.request(addr, ids[i], request("the-token", ids[i]), none, 5000ms);
+        continue;
+      }
+      OutMessage m("the-token", ids[i], false);
+      auto args = m.env().getBody().initPushTask().initArgs(1);
+      args[0].setInline(kj::arrayPtr(reinterpret_cast<const kj::byte*>(bytes.data()), i == big ? cap + 1000 : 4096));
+      io.request(addr, ids[i], m, none, 5000ms);
+    }
+  });
+  fake.set(zmq::sockopt::rcvtimeo, 5000);
+  std::vector<uint64_t> got;
+  int batches = 0;
+  bool big_alone = false;
+  while (got.size() < ids.size()) {
+    zmq::message_t rid, m;
+    REQUIRE(fake.recv(rid));
+    REQUIRE(fake.recv(m));
+    CHECK_FALSE(m.more());
+    if (!is_batch(m)) {
+      Frames f;
+      f.push_back(std::move(m));
+      InMessage in(std::move(f));
+      got.push_back(in.env().getRequestId());
+      big_alone = big_alone || got.back() == ids[big];
+      continue;
+    }
+    ++batches;
+    CHECK(m.size() <= cap);
+    for (auto& f : unpack_batch(m)) got.push_back(InMessage(std::move(f)).env().getRequestId());
+  }
+  CHECK(got == ids);
+  CHECK(big_alone);
+  CHECK(batches >= 3);
+}

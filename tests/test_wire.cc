@@ -206,3 +206,56 @@ TEST_CASE("a batched message is read from its own copy, small or large, after th
     CHECK(std::string(b->data(), b->size()) == std::string(sizes[i], 'x'));
   }
 }
+
+TEST_CASE("a BatchWriter writes messages straight into one batch, up to its cap, a lone one as itself",
+          "[wire][batch]") {
+  auto ping = [](uint64_t id) {
+    auto m = std::make_unique<OutMessage>("tok", id, false);
+    m->env().getBody().setPing();
+    return m;
+  };
+  size_t one = ping(0)->flat_bytes();
+  BatchWriter w(8 + 3 * (8 + one));  // room for three
+  CHECK(w.empty());
+  for (uint64_t i = 1; i <= 3; ++i) REQUIRE(w.add(*ping(i)));
+  CHECK(w.count() == 3);
+  CHECK_FALSE(w.add(*ping(4)));  // over the cap: nothing written
+  CHECK(w.count() == 3);
+  Frames got;
+  got.push_back(w.take());
+  CHECK(w.empty());
+  REQUIRE(is_batch(got[0]));
+  CHECK(got[0].size() == 8 + 3 * (8 + one));
+  auto msgs = received_of(got);
+  REQUIRE(msgs.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    auto m = std::move(msgs[i]).open();
+    CHECK(m->env().getRequestId() == i + 1);
+    CHECK(m->token() == "tok");
+    CHECK(m->env().getBody().isPing());
+  }
+  // The same bytes as finish() and pack_batch give.
+  std::vector<Frames> finished;
+  for (uint64_t i = 1; i <= 3; ++i) finished.push_back(ping(i)->finish());
+  auto packed = pack_batch(finished, 0, 3);
+  for (uint64_t i = 1; i <= 3; ++i) REQUIRE(w.add(*ping(i)));
+  auto again = w.take();
+  CHECK(std::string(static_cast<const char*>(again.data()), again.size()) ==
+        std::string(static_cast<const char*>(packed.data()), packed.size()));
+  // A lone message leaves as itself, not as a batch of one; the writer goes on after it.
+  REQUIRE(w.add(*ping(9)));
+  Frames lone;
+  lone.push_back(w.take());
+  CHECK_FALSE(is_batch(lone[0]));
+  CHECK(InMessage(std::move(lone)).env().getRequestId() == 9);
+  REQUIRE(w.add(*ping(10)));
+  REQUIRE(w.add(*ping(11)));
+  CHECK(w.count() == 2);
+  // A message larger than the cap never fits.
+  OutMessage big("tok", 12, false);
+  auto args = big.env().getBody().initPushTask().initArgs(1);
+  big.set_value(args[0], std::make_shared<StringBuffer>(std::string(4096, 'x')));
+  BatchWriter small(1024);
+  CHECK_FALSE(small.add(big));
+  CHECK(small.empty());
+}

@@ -235,7 +235,7 @@ void ActorSubmitter::send_call(const ActorPtr& a, std::shared_ptr<TaskSpec> spec
   spec->sent_to = a->address;
   const std::string& to = spec->sent_to;
   // The reply's callback holds the call alone (its actor and address are the call's).
-  io_->request(to, rid, m.finish(),
+  io_->request(to, rid, m,
                [this, spec = std::move(spec)](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  const auto& a = spec->actor;
                  if (err && err->shutdown) {

@@ -57,20 +57,34 @@ bool CallPort::next(IoLoop::Incoming& out, bool wait) {
   }
 }
 
-void CallPort::reply(std::string routing_id, Frames frames, bool more) {
+void CallPort::reply(std::string routing_id, OutMessage& m, bool more) {
   if (!held_.empty() && routing_id != held_to_) flush();
   held_to_ = std::move(routing_id);
-  frames = IoLoop::within_limit(std::move(frames), io_.token());
-  for (auto& f : frames) held_bytes_ += f.size();
-  held_.push_back(std::move(frames));
-  if (!more || held_bytes_ >= kBatchMaxBytes / 2) flush();
+  if (m.one_frame()) {
+    bool added = held_.add(m);
+    if (!added) {
+      flush();  // full: the reply starts the next batch
+      added = held_.add(m);
+    }
+    if (added) {
+      if (!more || held_.bytes() >= IoLoop::batch_cap() / 2) flush();
+      return;
+    }
+  }
+  // With values beside it, or larger than a batch holds: alone (over the message limit, as the
+  // error reply that says so).
+  flush();
+  auto frames = IoLoop::within_limit(m.finish(), io_.token());
+  std::lock_guard<std::mutex> l(mu_);
+  send(held_to_, frames);
 }
 
 void CallPort::flush() {
   if (held_.empty()) return;
+  zmq::message_t batch = held_.take();
   std::lock_guard<std::mutex> l(mu_);
-  IoLoop::send_batched(*socket_, &held_to_, held_);
-  held_bytes_ = 0;
+  socket_->send(zmq::buffer(held_to_), zmq::send_flags::sndmore);
+  socket_->send(batch, zmq::send_flags::none);
 }
 
 void CallPort::call_begins() { in_call_.store(true, std::memory_order_relaxed); }

@@ -39,9 +39,10 @@ class CallPort {
   bool next(IoLoop::Incoming& out, bool wait = true);
   // Any thread: next() returns (with false if it has no call).
   void wake();
-  // Executor thread: the reply to a call that next() gave. With `more` (another call is waiting
-  // already), it may wait for the next replies to leave with them, as one batch (wire.h).
-  void reply(std::string routing_id, Frames frames, bool more);
+  // Executor thread: the reply to a call that next() gave, written into the batch of replies held
+  // for its requester (wire.h's BatchWriter). With `more` (another call is waiting already), it
+  // may wait for the next replies to leave with them.
+  void reply(std::string routing_id, OutMessage& m, bool more);
   // Executor thread: sends the replies that reply() holds (before the executor turns to anything
   // else: its process may end there).
   void flush();
@@ -68,8 +69,7 @@ class CallPort {
   std::mutex mu_;  // held by whoever uses the socket; guards calls_
   std::deque<IoLoop::Incoming> calls_;
   std::string held_to_;            // executor thread: the requester of the replies held
-  std::vector<Frames> held_;
-  size_t held_bytes_ = 0;
+  BatchWriter held_{IoLoop::batch_cap()};
   std::atomic<bool> in_call_{false};
   std::atomic<bool> stopping_{false};
   std::mutex watch_mu_;

@@ -513,12 +513,16 @@ void IoLoop::take_reply(const std::string& addr, Received received) {
 }
 
 std::optional<std::string> IoLoop::oversized(const Frames& frames, const std::string& to) {
+  size_t largest = 0;
+  for (auto& f : frames) largest = std::max(largest, f.size());
+  return oversized(largest, to);
+}
+
+std::optional<std::string> IoLoop::oversized(size_t frame_bytes, const std::string& to) {
   auto limit = static_cast<size_t>(link_limits().max_message_bytes);
-  for (auto& f : frames)
-    if (f.size() > limit)
-      return "a message of " + std::to_string(f.size()) + " bytes to " + to + " is over the limit of " +
-             std::to_string(limit) + " bytes (YARD_MAX_MESSAGE_BYTES); pass a value that large with yard::put";
-  return std::nullopt;
+  if (frame_bytes <= limit) return std::nullopt;
+  return "a message of " + std::to_string(frame_bytes) + " bytes to " + to + " is over the limit of " +
+         std::to_string(limit) + " bytes (YARD_MAX_MESSAGE_BYTES); pass a value that large with yard::put";
 }
 
 void IoLoop::fault(const std::string& peer, const std::string& what) {

@@ -98,6 +98,12 @@ class IoLoop {
   using Landing = ReplyLanding;
   void request(const std::string& peer, uint64_t id, Frames frames, ReplyCallback cb,
                std::chrono::milliseconds timeout, Landing landing = {});
+  // The same with the request's message: made on the loop thread, it is written straight into
+  // its peer's next batch (wire.h's BatchWriter), with no frame of its own.
+  void request(const std::string& peer, uint64_t id, OutMessage& m, ReplyCallback cb,
+               std::chrono::milliseconds timeout, Landing landing = {});
+  // The most a batch holds: kBatchMaxBytes, or the message limit when lower.
+  static size_t batch_cap();
   // Thread-safe. Sends a reply to the ROUTER peer `routing_id`.
   void reply(std::string routing_id, Frames frames);
   // Thread-safe. The same, for a sender with more replies coming at once (an executor with calls
@@ -173,6 +179,8 @@ class IoLoop {
     bool handshaken = false;  // its handshake succeeded
     std::unique_ptr<LinkSeal> seal;  // a sealed data link: every message sealed and opened
     std::vector<Frames> outbox;  // requests made this turn, sent by flush()
+    BatchWriter batch{batch_cap()};  // and after them, those written straight into a batch
+    bool queued() const { return !outbox.empty() || !batch.empty(); }
     size_t inflight = 0;         // requests awaiting a reply: the link is polled while > 0
     Clock::time_point last_used;  // when it last went idle: a link idle for idle_link_ms_ is closed
     Clock::time_point heard;      // its last message, or the request that ended its idleness
@@ -244,6 +252,11 @@ class IoLoop {
   // Loop thread only: a request queued for its peer's next batch, and a reply for the requester's.
   void enqueue_request(const std::string& peer, uint64_t id, Frames frames, ReplyCallback cb,
                        std::chrono::milliseconds timeout, Landing landing);
+  // The request's peer, with the request awaited from it (null, its callback failed, when it
+  // cannot be reached or `bytes` is over the message limit); the peer is marked for flush().
+  Peer* enlist(const std::string& peer, uint64_t id, size_t bytes, ReplyCallback& cb,
+               std::chrono::milliseconds timeout, Landing& landing);
+  static void close_batch(Peer& p);  // the batch written so far joins the outbox, in order
   void queue_reply(std::string routing_id, Frames frames);
   void hand_over_reply(std::string routing_id, Frames frames, bool soon);
   void drain_posted();
@@ -281,6 +294,7 @@ class IoLoop {
   bool open_replies(const std::string& addr, Peer& p, Frames& frames);
   // The first frame over the message limit, as an error to report; nullopt when all are within.
   static std::optional<std::string> oversized(const Frames& frames, const std::string& to);
+  static std::optional<std::string> oversized(size_t frame_bytes, const std::string& to);  // its largest frame's
   // Logs a fault of a peer at a bounded rate, and counts it.
   void fault(const std::string& peer, const std::string& what);
   const CurveKeys& keys();

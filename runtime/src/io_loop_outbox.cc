@@ -1,5 +1,7 @@
 // What leaves an IoLoop: requests and replies queued from any thread, sent at the end of the
 // loop's turn, several to one peer as one batch.
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "io_loop.h"
@@ -21,8 +23,46 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, Frames frames, R
   });
 }
 
+void IoLoop::request(const std::string& peer_addr, uint64_t id, OutMessage& m, ReplyCallback cb,
+                     std::chrono::milliseconds timeout, Landing landing) {
+  if (!in_loop() || !m.one_frame())
+    return request(peer_addr, id, m.finish(), std::move(cb), timeout, std::move(landing));
+  size_t bytes = m.flat_bytes();
+  Peer* p = enlist(peer_addr, id, bytes, cb, timeout, landing);
+  if (!p) return;
+  if (p->batch.add(m)) return;
+  close_batch(*p);  // full: the message starts the next one
+  if (p->batch.add(m)) return;
+  Frames alone;  // larger than a batch holds
+  alone.push_back(zmq::message_t(bytes));
+  m.write_flat(static_cast<char*>(alone.back().data()));
+  p->outbox.push_back(std::move(alone));
+}
+
+size_t IoLoop::batch_cap() {
+  static const size_t cap = std::min(kBatchMaxBytes, static_cast<size_t>(link_limits().max_message_bytes));
+  return cap;
+}
+
+void IoLoop::close_batch(Peer& p) {
+  if (p.batch.empty()) return;
+  Frames f;
+  f.push_back(p.batch.take());
+  p.outbox.push_back(std::move(f));
+}
+
 void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames frames, ReplyCallback cb,
                              std::chrono::milliseconds timeout, Landing landing) {
+  size_t bytes = 0;
+  for (auto& f : frames) bytes = std::max(bytes, f.size());
+  Peer* p = enlist(peer_addr, id, bytes, cb, timeout, landing);
+  if (!p) return;
+  close_batch(*p);
+  p->outbox.push_back(std::move(frames));
+}
+
+IoLoop::Peer* IoLoop::enlist(const std::string& peer_addr, uint64_t id, size_t bytes, ReplyCallback& cb,
+                             std::chrono::milliseconds timeout, Landing& landing) {
   // A link with nothing in flight is not polled: what its monitor said meanwhile (it was lost,
   // say) is heard now, before it carries a request (a lost one is made again).
   // A run of requests to one busy peer finds it without a lookup.
@@ -41,16 +81,16 @@ void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames f
       if (!p) p = &peer(peer_addr);  // found again: what the monitor said may have closed it
     } catch (const zmq::error_t& e) {
       fail(cb, LocalError{wire::ErrorCode::UNAVAILABLE, "cannot connect to " + peer_addr + ": " + e.what()});
-      return;
+      return nullptr;
     }
     last_peer_addr_ = peer_addr;
     last_peer_ = p;
   }
   auto deadline = timeout.count() <= 0 || timeout == std::chrono::milliseconds::max() ? Clock::time_point::max()
                                                                                       : Clock::now() + timeout;
-  if (auto too_big = oversized(frames, peer_addr)) {
+  if (auto too_big = oversized(bytes, peer_addr)) {
     fail(cb, LocalError{wire::ErrorCode::BAD_REQUEST, *too_big});
-    return;
+    return nullptr;
   }
   if (spare_pending_.empty()) {
     pending_.emplace(id, Pending{peer_addr, p, std::move(cb), deadline, std::move(landing)});
@@ -71,8 +111,8 @@ void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames f
     p->last_used = Clock::now();
     p->heard = p->last_used;  // an idle link owed nothing: its silence counts from now
   }
-  if (p->outbox.empty()) dirty_peers_.push_back(peer_addr);
-  p->outbox.push_back(std::move(frames));
+  if (!p->queued()) dirty_peers_.push_back(peer_addr);
+  return p;
 }
 
 void IoLoop::reply(std::string routing_id, Frames frames) {
@@ -121,8 +161,11 @@ void IoLoop::queue_reply(std::string routing_id, Frames frames) {
 
 void IoLoop::send_batched(zmq::socket_t& s, const std::string* routing, std::vector<Frames>& msgs, LinkSeal* seal,
                           SealedAs as) {
-  size_t cap = std::min(kBatchMaxBytes, static_cast<size_t>(link_limits().max_message_bytes));
-  auto batchable = [&](const Frames& f) { return f.size() == 1 && f[0].size() % 8 == 0 && f[0].size() + 16 <= cap; };
+  size_t cap = batch_cap();
+  // (A batch written by a BatchWriter goes as it is.)
+  auto batchable = [&](const Frames& f) {
+    return f.size() == 1 && f[0].size() % 8 == 0 && f[0].size() + 16 <= cap && !is_batch(f[0]);
+  };
   auto send = [&](Frames& fr) {
     if (seal) seal->seal(fr, as);
     if (routing) s.send(zmq::buffer(*routing), zmq::send_flags::sndmore);
@@ -149,6 +192,7 @@ void IoLoop::flush() {
     auto it = peers_.find(addr);
     if (it == peers_.end()) continue;
     auto& p = it->second;
+    close_batch(p);
     if (p.dealer)
       send_batched(*p.dealer, nullptr, p.outbox, p.seal.get());
     else

@@ -43,7 +43,7 @@ void IoLoop::close_idle(Clock::time_point now) {
   next_idle_sweep_ = now + idle_sweep();
   for (auto it = peers_.begin(); it != peers_.end();) {
     auto& p = it->second;
-    if (p.inflight == 0 && p.outbox.empty() && now - p.last_used > std::chrono::milliseconds(idle_link_ms_.load())) {
+    if (p.inflight == 0 && !p.queued() && now - p.last_used > std::chrono::milliseconds(idle_link_ms_.load())) {
       it = close_link(it);
     } else {
       ++it;
@@ -54,7 +54,7 @@ void IoLoop::close_idle(Clock::time_point now) {
 void IoLoop::close_least_used() {
   std::vector<std::pair<Clock::time_point, std::string>> idle;
   for (auto& [addr, p] : peers_)
-    if (p.inflight == 0 && p.outbox.empty()) idle.emplace_back(p.last_used, addr);
+    if (p.inflight == 0 && !p.queued()) idle.emplace_back(p.last_used, addr);
   size_t n = std::min(idle.size(), std::max<size_t>(1, peers_.size() / 4));
   std::nth_element(idle.begin(), idle.begin() + static_cast<long>(n), idle.end());
   for (size_t i = 0; i < n; ++i) close_link(peers_.find(idle[i].second));

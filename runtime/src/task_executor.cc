@@ -128,11 +128,15 @@ void TaskExecutor::handle(IoLoop::Incoming in) {
   }
 }
 
-void TaskExecutor::answer(IoLoop::Incoming& in, Frames frames) {
+void TaskExecutor::answer(IoLoop::Incoming& in, OutMessage& m) {
   if (in.direct) {
-    port_.load()->reply(std::move(in.routing_id), std::move(frames), more_queued_);
+    port_.load()->reply(std::move(in.routing_id), m, more_queued_);
     return;
   }
+  answer(in, m.finish());
+}
+
+void TaskExecutor::answer(IoLoop::Incoming& in, Frames frames) {
   // With more calls queued behind this one, its reply may join theirs (IoLoop::reply_soon).
   if (more_queued_ && !io_->in_loop())
     io_->reply_soon(std::move(in.routing_id), std::move(frames));
@@ -143,14 +147,14 @@ void TaskExecutor::answer(IoLoop::Incoming& in, Frames frames) {
 void TaskExecutor::reply_ok(IoLoop::Incoming& in) {
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   m.env().getBody().setOk();
-  answer(in, m.finish());
+  answer(in, m);
 }
 
 void TaskExecutor::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg,
                                const std::string& type, const std::string& location) {
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   set_error(m.env(), code, msg, type, location);
-  answer(in, m.finish());
+  answer(in, m);
 }
 
 void TaskExecutor::run(std::function<void()> housekeeping) {
@@ -279,7 +283,7 @@ void TaskExecutor::instantiate(IoLoop::Incoming& in) {
   }
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   m.env().getBody().initActorInfo().setAddress(port);
-  answer(in, m.finish());
+  answer(in, m);
 }
 
 namespace {
@@ -405,7 +409,7 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
   } else {
     m.set_value(value, result);
   }
-  answer(in, m.finish());
+  answer(in, m);
 }
 
 }  // namespace yard::detail

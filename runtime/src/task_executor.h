@@ -48,6 +48,7 @@ class TaskExecutor {
   void instantiate(IoLoop::Incoming& in);
   void execute(IoLoop::Incoming& in);
   void answer(IoLoop::Incoming& in, Frames frames);
+  void answer(IoLoop::Incoming& in, OutMessage& m);  // a call port's reply is written into its batch
   void reply_ok(IoLoop::Incoming& in);
   void reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg, const std::string& type = {},
                    const std::string& location = {});

@@ -90,7 +90,7 @@ void TaskSubmitter::send(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
   w.last_used = std::chrono::steady_clock::now();
   if (w.inflight++ == 0) w.last_event = w.last_used;
   std::string wid = w.worker_id, addr = w.address;
-  io_->request(addr, rid, m.finish(),
+  io_->request(addr, rid, m,
                [this, spec, wid, addr](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  on_reply(spec, wid, addr, std::move(r), std::move(err));
                },

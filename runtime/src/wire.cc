@@ -1,7 +1,9 @@
 #include "wire.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include <kj/exception.h>
 
@@ -83,17 +85,18 @@ void OutMessage::set_value(wire::Value::Builder v, const Bytes& b) {
   }
 }
 
-Frames OutMessage::finish() {
-  Frames out;
-  out.reserve(1 + blobs_.size());
-  // The standard framing (segment count - 1, each segment's size in words, padded to a word, then
-  // the segments), written straight into the frame.
+size_t OutMessage::flat_bytes() {
+  auto segments = builder_.getSegmentsForOutput();
+  size_t total = (segments.size() / 2 + 1) * sizeof(capnp::word);
+  for (auto& s : segments) total += s.size() * sizeof(capnp::word);
+  return total;
+}
+
+// The standard framing (segment count - 1, each segment's size in words, padded to a word, then
+// the segments).
+void OutMessage::write_flat(char* p) {
   auto segments = builder_.getSegmentsForOutput();
   size_t table = (segments.size() / 2 + 1) * sizeof(capnp::word);
-  size_t total = table;
-  for (auto& s : segments) total += s.size() * sizeof(capnp::word);
-  zmq::message_t flat(total);
-  auto* p = static_cast<char*>(flat.data());
   std::memset(p, 0, table);
   uint32_t n = static_cast<uint32_t>(segments.size() - 1);
   std::memcpy(p, &n, 4);
@@ -106,6 +109,13 @@ Frames OutMessage::finish() {
     std::memcpy(p, s.begin(), s.size() * sizeof(capnp::word));
     p += s.size() * sizeof(capnp::word);
   }
+}
+
+Frames OutMessage::finish() {
+  Frames out;
+  out.reserve(1 + blobs_.size());
+  zmq::message_t flat(flat_bytes());
+  write_flat(static_cast<char*>(flat.data()));
   out.push_back(std::move(flat));
   for (auto& b : blobs_) out.push_back(frame_of(b));
   return out;
@@ -257,6 +267,51 @@ std::vector<Received> received_of(Frames& frames) {
     return out;
   }
   out.push_back(Received{std::move(frames), nullptr, 0});
+  return out;
+}
+
+BatchWriter::BatchWriter(BatchWriter&& o) noexcept
+    : cap_(o.cap_), buf_(std::exchange(o.buf_, nullptr)), size_(std::exchange(o.size_, 0)),
+      capacity_(std::exchange(o.capacity_, 0)), count_(std::exchange(o.count_, 0)), first_(o.first_),
+      last_(o.last_) {}
+
+void BatchWriter::reserve(size_t n) {
+  if (n <= capacity_) return;
+  // Room for as much as the last batch held, at once: most batches are alike.
+  size_t c = std::max<size_t>({n, capacity_ * 2, last_, 4096});
+  auto* b = static_cast<char*>(std::realloc(buf_, c));
+  if (!b) throw std::bad_alloc();
+  buf_ = b;
+  capacity_ = c;
+}
+
+bool BatchWriter::add(OutMessage& m) {
+  size_t n = m.flat_bytes();
+  size_t start = count_ == 0 ? sizeof kBatchMagic : size_;
+  if (start + 8 + n > cap_) return false;
+  reserve(start + 8 + n);
+  if (count_ == 0) std::memcpy(buf_, kBatchMagic, sizeof kBatchMagic);
+  uint64_t len = n;
+  std::memcpy(buf_ + start, &len, 8);
+  m.write_flat(buf_ + start + 8);
+  size_ = start + 8 + n;
+  if (count_++ == 0) first_ = n;
+  return true;
+}
+
+zmq::message_t BatchWriter::take() {
+  zmq::message_t out;
+  if (count_ == 1) {
+    out = zmq::message_t(buf_ + sizeof kBatchMagic + 8, first_);  // a lone message goes as itself
+  } else {
+    // The frame takes the bytes over: ZeroMQ frees them once sent.
+    out = zmq::message_t(buf_, size_, [](void* data, void*) { std::free(data); }, nullptr);
+    last_ = std::min(size_, cap_);
+    buf_ = nullptr;
+    capacity_ = 0;
+  }
+  size_ = 0;
+  count_ = 0;
   return out;
 }
 

@@ -1,8 +1,9 @@
 // Building and reading Envelopes (runtime/proto/wire.capnp) as ZeroMQ multipart messages.
 #pragma once
 
-#include <memory>
+#include <cstdlib>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -60,6 +61,12 @@ class OutMessage {
   void allow_shared_memory() { shm_ = true; }
   bool shared_memory_allowed() const { return shm_; }
   Frames finish();
+  // Whether it travels as one frame (no value rides beside it): only such a message joins a batch.
+  bool one_frame() const { return blobs_.empty(); }
+  // Its first frame's size, and those bytes written at p (the standard framing: the segment
+  // table, then the segments). Building goes on no further once they are taken.
+  size_t flat_bytes();
+  void write_flat(char* p);
 
  private:
   ScratchSegment scratch_;  // before builder_: outlives it
@@ -132,6 +139,34 @@ struct Received {
   std::unique_ptr<InMessage> open() &&;  // throws DecodeError
 };
 std::vector<Received> received_of(Frames& frames);
+
+// A batch written as its messages are finished: each message's bytes are copied once, straight
+// into the batch, with no frame of its own. Holds messages up to `cap` bytes in all.
+class BatchWriter {
+ public:
+  explicit BatchWriter(size_t cap) : cap_(cap) {}
+  ~BatchWriter() { std::free(buf_); }
+  BatchWriter(const BatchWriter&) = delete;
+  BatchWriter& operator=(const BatchWriter&) = delete;
+  BatchWriter(BatchWriter&& o) noexcept;
+  BatchWriter& operator=(BatchWriter&&) = delete;
+  // Appends m, which must be one_frame(); false (nothing written) when it would take the batch
+  // over its cap: take() first, then add it again (a message alone over the cap never fits).
+  bool add(OutMessage& m);
+  bool empty() const { return count_ == 0; }
+  size_t count() const { return count_; }
+  size_t bytes() const { return size_; }
+  // The batch as one frame (a lone message as itself), and an empty writer.
+  zmq::message_t take();
+
+ private:
+  void reserve(size_t n);
+  size_t cap_;
+  char* buf_ = nullptr;
+  size_t size_ = 0, capacity_ = 0, count_ = 0;
+  size_t first_ = 0;  // the first message's size, for a batch of one
+  size_t last_ = 0;   // the last batch's size, taken at once for the next
+};
 
 // One-line description of an error body, "<code>: message".
 std::string describe(wire::Error::Reader e);
