@@ -24,6 +24,16 @@ struct Answer {
   std::string task;  // an ok reply's task id (echoed in its error's message slot by the executor)
 };
 
+// A reply's callback that gives its answer to `done`.
+ReplyCallback answer_to(std::shared_ptr<std::promise<Answer>> done) {
+  return [done](std::unique_ptr<InMessage> r, std::optional<LocalError> e) {
+    if (e) return done->set_value({"local: " + e->message, ""});
+    auto body = r->env().getBody();
+    if (body.isError()) return done->set_value({"error " + describe(body.getError()), ""});
+    done->set_value({"ok", body.isActorInfo() ? std::string(body.getActorInfo().getActorId()) : ""});
+  };
+}
+
 // Sends a request built by `fill` to `addr`; its answer arrives in the future.
 std::future<Answer> send(IoLoop& io, const std::string& addr, const std::function<void(wire::Envelope::Builder)>& fill,
                          const std::string& token = kToken) {
@@ -32,13 +42,30 @@ std::future<Answer> send(IoLoop& io, const std::string& addr, const std::functio
   uint64_t id = io.next_request_id();
   OutMessage m(token, id, false);
   fill(m.env());
-  io.request(addr, id, m.finish(), [done](std::unique_ptr<InMessage> r, std::optional<LocalError> e) {
-    if (e) return done->set_value({"local: " + e->message, ""});
-    auto body = r->env().getBody();
-    if (body.isError()) return done->set_value({"error " + describe(body.getError()), ""});
-    done->set_value({"ok", body.isActorInfo() ? std::string(body.getActorInfo().getActorId()) : ""});
-  }, 60000ms);
+  io.request(addr, id, m.finish(), answer_to(done), 60000ms);
   return fut;
+}
+
+// `n` calls sent together as one message (pushTasks), each a request of its own; the call at
+// `no_actor` names no actor.
+std::vector<std::future<Answer>> send_together(IoLoop& io, const std::string& addr, int n, int no_actor = -1) {
+  OutMessage m(kToken, 0, false);
+  auto list = m.env().getBody().initPushTasks(static_cast<unsigned>(n));
+  std::vector<std::pair<uint64_t, ReplyCallback>> calls;
+  std::vector<std::future<Answer>> answers;
+  for (int i = 0; i < n; ++i) {
+    auto pt = list[static_cast<unsigned>(i)];
+    uint64_t id = io.next_request_id();
+    pt.setRequestId(id);
+    pt.setTaskId("g" + std::to_string(i));
+    pt.setFunction("Counter.incr");
+    if (i != no_actor) pt.setActorId("actor-1");
+    auto done = std::make_shared<std::promise<Answer>>();
+    answers.push_back(done->get_future());
+    calls.emplace_back(id, answer_to(done));
+  }
+  io.request_group(addr, m, std::move(calls), 60000ms);
+  return answers;
 }
 
 auto call(const std::string& task) {
@@ -67,8 +94,8 @@ void serve(CallPort& port, int n, const std::function<void()>& run = [] {}) {
     port.call_begins();
     run();
     port.call_ends();
-    OutMessage m(kToken, in.msg->env().getRequestId(), true);
-    m.env().getBody().initActorInfo().setActorId(std::string(in.msg->env().getBody().getPushTask().getTaskId()));
+    OutMessage m(kToken, in.request_id(), true);
+    m.env().getBody().initActorInfo().setActorId(std::string(in.push_task().getTaskId()));
     port.reply(in.routing_id, m, have_next);
     ++i;
   }
@@ -168,4 +195,59 @@ TEST_CASE("a call port's wake lets its executor look elsewhere", "[quick][call_p
   port.wake();
   executor.join();
   CHECK(result == 0);
+}
+
+TEST_CASE("calls sent together (pushTasks) are taken in order and answered each alone; a bad one is refused alone",
+          "[quick][call_port]") {
+  IoLoop worker("127.0.0.1", 0, kToken, [](IoLoop::Incoming) {});
+  CallPort port(worker, "127.0.0.1");
+  IoLoop caller("127.0.0.1", 0, kToken, [](IoLoop::Incoming) {});
+  const int n = 300;
+  auto answers = send_together(caller, port.address(), n, 7);
+  std::thread executor([&] { serve(port, n - 1); });
+  executor.join();
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(answers[i].wait_for(30s) == std::future_status::ready);
+    auto a = answers[i].get();
+    if (i == 7) {
+      CHECK_THAT(a.what, Catch::Contains("a call port answers only actor calls"));
+    } else {
+      REQUIRE(a.what == "ok");
+      CHECK(a.task == "g" + std::to_string(i));
+    }
+  }
+  // A message with no calls is refused as a whole, by its own request id.
+  auto empty = send(caller, port.address(), [](wire::Envelope::Builder env) { env.getBody().initPushTasks(0); });
+  REQUIRE(eventually([&] {  // the executor's look at its port takes and refuses it
+    IoLoop::Incoming in;
+    CHECK_FALSE(port.next(in, false));
+    return empty.wait_for(0s) == std::future_status::ready;
+  }));
+  CHECK_THAT(empty.get().what, Catch::Contains("a call port answers only actor calls"));
+  CHECK(worker.malformed_count() == 2);
+}
+
+TEST_CASE("an I/O loop hands each call of a pushTasks to its handler as a request of its own", "[quick][call_port]") {
+  std::mutex mu;
+  std::vector<std::string> seen;  // "task id/request id", in the order handled
+  IoLoop* self = nullptr;
+  IoLoop worker("127.0.0.1", 0, kToken, [&](IoLoop::Incoming in) {
+    {
+      std::lock_guard<std::mutex> l(mu);
+      seen.push_back(std::string(in.push_task().getTaskId()) + "/" + std::to_string(in.request_id()));
+    }
+    OutMessage m(kToken, in.request_id(), true);
+    m.env().getBody().initActorInfo().setActorId(std::string(in.push_task().getTaskId()));
+    self->reply(in.routing_id, m.finish());
+  });
+  self = &worker;
+  IoLoop caller("127.0.0.1", 0, kToken, [](IoLoop::Incoming) {});
+  auto answers = send_together(caller, worker.address(), 50);
+  for (int i = 0; i < 50; ++i) {
+    REQUIRE(answers[i].wait_for(30s) == std::future_status::ready);
+    CHECK(answers[i].get().task == "g" + std::to_string(i));
+  }
+  std::lock_guard<std::mutex> l(mu);
+  REQUIRE(seen.size() == 50);
+  for (int i = 0; i < 50; ++i) CHECK(seen[i].rfind("g" + std::to_string(i) + "/", 0) == 0);
 }

@@ -6,13 +6,14 @@
 # received size and reject anything that does not decode, with an Error reply.
 #
 # Several one-frame Envelopes to the same peer may travel as one frame, a batch (runtime/src/
-# wire.h: 8 bytes of magic, then each Envelope's length and bytes); version 4 added batches.
+# wire.h: 8 bytes of magic, then each Envelope's length and bytes); version 4 added batches,
+# version 5 calls to one actor that travel together (pushTasks).
 @0xe2b14835e4bbeaf3;
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("yard::wire");
 
-const protocolVersion :UInt16 = 4;
+const protocolVersion :UInt16 = 5;
 
 enum ErrorCode {
   ok @0;
@@ -243,6 +244,7 @@ struct PushTask {
   function @1 :Text;         # registered function name, or method name for actor calls
   actorId @2 :Text;          # empty for a normal task
   args @3 :List(Value);
+  requestId @4 :UInt64;      # in pushTasks: the request this call is (its reply's requestId)
 }
 
 struct TaskReply {
@@ -392,6 +394,8 @@ struct Envelope {
                                # asker is on the same host
     objectPart @55 :ObjectPart;
     statusSummary @56 :Void;   # to the head: counts, and rows only for a small cluster (statusReply)
+    pushTasks @57 :List(PushTask);  # calls to one actor made together, run in order: each a
+                               # request of its own (PushTask.requestId), answered alone
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
 }

@@ -215,12 +215,65 @@ void ActorSubmitter::take_submitted() {
   for (auto& a : to_flush) flush(a);  // each actor's calls leave in the order they were made
 }
 
+namespace {
+// The words a call takes in a pushTasks (its record, ids and values), when all its arguments are
+// values (none an ObjectRef); else nullopt.
+std::optional<size_t> call_words(const TaskSpec& spec, const std::string& actor_id) {
+  size_t w = 8 + (spec.id.size() + spec.function.size() + actor_id.size()) / 8 + 3;
+  for (auto& a : spec.args) {
+    if (a.ref || !a.value) return std::nullopt;
+    w += 3 + a.value->size() / 8 + 1;
+  }
+  return w;
+}
+}  // namespace
+
+// The calls that can leave, in order. A run of calls whose arguments are small values travels as
+// one message (pushTasks): the envelope is built, sent and read once for all of them.
 void ActorSubmitter::flush(const ActorPtr& a) {
+  std::vector<std::shared_ptr<TaskSpec>> group;
+  size_t group_words = 0;
+  auto send_group = [&] {
+    if (group.size() == 1) send_call(a, std::move(group[0]));
+    else if (!group.empty()) send_calls(a, group, group_words);
+    group.clear();
+    group_words = 0;
+  };
   while (a->state == ActorState::State::kAlive && !a->queue.empty() && a->queue.front()->resolved) {
     auto spec = std::move(a->queue.front());
     a->queue.pop_front();
-    send_call(a, std::move(spec));
+    auto words = call_words(*spec, a->id);
+    if (!words || *words > kGroupWords / 8) {
+      send_group();
+      send_call(a, std::move(spec));
+      continue;
+    }
+    if (group.size() == kGroupCalls || group_words + *words > kGroupWords) send_group();
+    group_words += *words;
+    group.push_back(std::move(spec));
   }
+  send_group();
+}
+
+void ActorSubmitter::send_calls(const ActorPtr& a, std::vector<std::shared_ptr<TaskSpec>>& specs, size_t words) {
+  std::vector<std::pair<uint64_t, ReplyCallback>> calls;
+  calls.reserve(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) calls.emplace_back(io_->next_request_id(), nullptr);
+  OutMessage m(token_, calls[0].first, false, 64 + words);  // with the envelope: one segment
+  auto list = m.env().getBody().initPushTasks(static_cast<unsigned>(specs.size()));
+  if (a->same_host_address == a->address) m.allow_shared_memory();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto pt = list[static_cast<unsigned>(i)];
+    pt.setRequestId(calls[i].first);
+    pt.setTaskId(kj::StringPtr(specs[i]->id.c_str(), specs[i]->id.size()));
+    pt.setFunction(kj::StringPtr(specs[i]->function.c_str(), specs[i]->function.size()));
+    pt.setActorId(kj::StringPtr(a->id.c_str(), a->id.size()));
+    (void)args_.fill_task(pt, m, *specs[i]);  // values only: nothing to look up, nothing fails
+    specs[i]->sent_to = a->address;
+    calls[i].second = on_reply(std::move(specs[i]));
+  }
+  std::string to = a->address;  // a call that fails at once may change the actor's
+  io_->request_group(to, m, std::move(calls), std::chrono::milliseconds::max());
 }
 
 void ActorSubmitter::send_call(const ActorPtr& a, std::shared_ptr<TaskSpec> spec) {
@@ -234,28 +287,30 @@ void ActorSubmitter::send_call(const ActorPtr& a, std::shared_ptr<TaskSpec> spec
   if (!args_.fill_task(pt, m, *spec)) return;
   spec->sent_to = a->address;
   const std::string& to = spec->sent_to;
-  // The reply's callback holds the call alone (its actor and address are the call's).
-  io_->request(to, rid, m,
-               [this, spec = std::move(spec)](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
-                 const auto& a = spec->actor;
-                 if (err && err->shutdown) {
-                   fail_object(store_, spec->id, wire::ErrorCode::UNAVAILABLE,
-                               "call " + spec->function + " had not finished when this process's runtime shut down");
-                   return;
-                 }
-                 if (err && err->code == wire::ErrorCode::BAD_REQUEST) {  // refused before it left
-                   fail_object(store_, spec->id, err->code, "call " + spec->function + ": " + err->message);
-                   return;
-                 }
-                 if (err) {
-                   std::string address = spec->sent_to;  // a call sent again is sent to another
-                   connection_lost(a, spec, address, err->message, err->code != wire::ErrorCode::UNAVAILABLE);
-                   return;
-                 }
-                 if (a->same_host_address != spec->sent_to && r->same_host()) a->same_host_address = spec->sent_to;
-                 args_.ownership().complete(spec->id, *r);
-               },
-               std::chrono::milliseconds::max());
+  io_->request(to, rid, m, on_reply(std::move(spec)), std::chrono::milliseconds::max());
+}
+
+// The reply's callback holds the call alone (its actor and address are the call's).
+ReplyCallback ActorSubmitter::on_reply(std::shared_ptr<TaskSpec> spec) {
+  return [this, spec = std::move(spec)](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+    const auto& a = spec->actor;
+    if (err && err->shutdown) {
+      fail_object(store_, spec->id, wire::ErrorCode::UNAVAILABLE,
+                  "call " + spec->function + " had not finished when this process's runtime shut down");
+      return;
+    }
+    if (err && err->code == wire::ErrorCode::BAD_REQUEST) {  // refused before it left
+      fail_object(store_, spec->id, err->code, "call " + spec->function + ": " + err->message);
+      return;
+    }
+    if (err) {
+      std::string address = spec->sent_to;  // a call sent again is sent to another
+      connection_lost(a, spec, address, err->message, err->code != wire::ErrorCode::UNAVAILABLE);
+      return;
+    }
+    if (a->same_host_address != spec->sent_to && r->same_host()) a->same_host_address = spec->sent_to;
+    args_.ownership().complete(spec->id, *r);
+  };
 }
 
 // The connection to the actor's worker broke under a call: the head knows whether the actor is

@@ -4,6 +4,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <kj/exception.h>
+
 namespace yard::detail {
 
 namespace {
@@ -149,15 +151,38 @@ bool CallPort::take_waiting() {
         send(routing, f);
         continue;
       }
-      if (!body.isPushTask() || !body.getPushTask().hasActorId()) {
-        io_.note_fault(from, "refused a request on the call port " + address_ + " that is not an actor call");
-        refuse(routing, id, wire::ErrorCode::BAD_REQUEST, "a call port answers only actor calls", true);
-        continue;
-      }
-      calls_.push_back(IoLoop::Incoming{routing, std::move(msg), true});
+      queue_calls(routing, from, std::move(msg));
     }
   }
   return took;
+}
+
+void CallPort::queue_calls(const std::string& routing, const std::string& from, std::unique_ptr<InMessage> msg) {
+  uint64_t id = msg->env().getRequestId();
+  std::shared_ptr<InMessage> shared = std::move(msg);
+  auto refuse_call = [&](uint64_t request_id) {
+    io_.note_fault(from, "refused a request on the call port " + address_ + " that is not an actor call");
+    refuse(routing, request_id, wire::ErrorCode::BAD_REQUEST, "a call port answers only actor calls", true);
+  };
+  try {
+    auto body = shared->env().getBody();
+    if (body.isPushTask()) {
+      if (!body.getPushTask().hasActorId()) return refuse_call(id);
+      calls_.push_back(IoLoop::Incoming{routing, shared, true});
+      return;
+    }
+    if (!body.isPushTasks() || body.getPushTasks().size() == 0) return refuse_call(id);
+    auto list = body.getPushTasks();
+    for (unsigned i = 0; i < list.size(); ++i) {
+      if (list[i].hasActorId())
+        calls_.push_back(IoLoop::Incoming{routing, shared, true, static_cast<int32_t>(i), list[i]});
+      else
+        refuse_call(list[i].getRequestId());
+    }
+  } catch (const kj::Exception& e) {
+    io_.note_fault(from, "dropped a malformed message on " + address_ + ": " + e.getDescription().cStr());
+    refuse(routing, id, wire::ErrorCode::BAD_REQUEST, "malformed calls", true);
+  }
 }
 
 void CallPort::watch() {

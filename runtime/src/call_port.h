@@ -56,6 +56,8 @@ class CallPort {
   // Holder of the socket only: takes what waits on it, answering probes and refusals there.
   // True when it took anything.
   bool take_waiting();
+  // A request that is one call, or several (pushTasks), queued in order; anything else refused.
+  void queue_calls(const std::string& routing, const std::string& from, std::unique_ptr<InMessage> msg);
   void refuse(const std::string& routing, uint64_t request_id, wire::ErrorCode code, const std::string& why,
               bool with_token);
   void send(const std::string& routing, Frames& frames);

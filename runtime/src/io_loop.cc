@@ -441,14 +441,45 @@ void IoLoop::take_request(const std::string& routing, const std::string& from, R
     router_out_.emplace_back(routing, out.finish());
     return;
   }
+  std::shared_ptr<InMessage> shared = std::move(msg);
+  int32_t calls = -1;  // a pushTasks: each of its calls is handled as a request of its own
+  capnp::List<wire::PushTask>::Reader list;
   try {
-    handler_(Incoming{routing, std::move(msg)});
-  } catch (const std::exception& e) {
-    spdlog::error("request handler failed: {}", e.what());
+    auto body = shared->env().getBody();
+    if (body.isPushTasks()) {
+      list = body.getPushTasks();
+      calls = static_cast<int32_t>(list.size());
+    }
   } catch (const kj::Exception& e) {
-    spdlog::error("request handler failed: {}", e.getDescription().cStr());
+    fault(from, "dropped a malformed message on " + address_ + ": " + e.getDescription().cStr());
+    OutMessage out(token_, shared->env().getRequestId(), true);
+    set_error(out.env(), wire::ErrorCode::BAD_REQUEST, "malformed calls");
+    router_out_.emplace_back(routing, out.finish());
+    return;
   }
+  auto handle = [&](int32_t call) {
+    try {
+      handler_(Incoming{routing, shared, false, call, call < 0 ? wire::PushTask::Reader() : list[unsigned(call)]});
+    } catch (const std::exception& e) {
+      spdlog::error("request handler failed: {}", e.what());
+    } catch (const kj::Exception& e) {
+      spdlog::error("request handler failed: {}", e.getDescription().cStr());
+    }
+  };
+  if (calls < 0) return handle(-1);
+  if (calls == 0) {
+    OutMessage out(token_, shared->env().getRequestId(), true);
+    set_error(out.env(), wire::ErrorCode::BAD_REQUEST, "an empty list of calls");
+    router_out_.emplace_back(routing, out.finish());
+  }
+  for (int32_t i = 0; i < calls; ++i) handle(i);
 }
+
+wire::PushTask::Reader IoLoop::Incoming::push_task() const {
+  return call < 0 ? msg->env().getBody().getPushTask() : call_reader;
+}
+
+uint64_t IoLoop::Incoming::request_id() const { return call < 0 ? msg->env().getRequestId() : push_task().getRequestId(); }
 
 void IoLoop::on_dealer_readable(const std::string& addr, Peer& p) {
   for (int budget = 0; budget < 4096; ++budget) {

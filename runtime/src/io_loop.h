@@ -58,8 +58,15 @@ class IoLoop {
   using Clock = std::chrono::steady_clock;
   struct Incoming {
     std::string routing_id;
-    std::unique_ptr<InMessage> msg;
+    std::shared_ptr<InMessage> msg;  // shared by the calls of one pushTasks
     bool direct = false;  // came in on a call port (call_port.h), answered there
+    int32_t call = -1;    // a pushTasks' call: its index (the message is one request otherwise)
+    // That call, read once where the list was (each reading of a list counts all of it toward
+    // the message's traversal limit).
+    wire::PushTask::Reader call_reader;
+    // The request's PushTask and id: the message's own, or its call's.
+    wire::PushTask::Reader push_task() const;
+    uint64_t request_id() const;
   };
   // Runs on the loop thread for every decoded request arriving at the ROUTER.
   using RequestHandler = std::function<void(Incoming)>;
@@ -102,6 +109,10 @@ class IoLoop {
   // its peer's next batch (wire.h's BatchWriter), with no frame of its own.
   void request(const std::string& peer, uint64_t id, OutMessage& m, ReplyCallback cb,
                std::chrono::milliseconds timeout, Landing landing = {});
+  // Several requests in one message (an actor's calls made together, pushTasks): the reply to
+  // each id goes to its callback.
+  void request_group(const std::string& peer, OutMessage& m, std::vector<std::pair<uint64_t, ReplyCallback>> calls,
+                     std::chrono::milliseconds timeout);
   // The most a batch holds: kBatchMaxBytes, or the message limit when lower.
   static size_t batch_cap();
   // Thread-safe. Sends a reply to the ROUTER peer `routing_id`.
@@ -253,10 +264,15 @@ class IoLoop {
   void enqueue_request(const std::string& peer, uint64_t id, Frames frames, ReplyCallback cb,
                        std::chrono::milliseconds timeout, Landing landing);
   // The request's peer, with the request awaited from it (null, its callback failed, when it
-  // cannot be reached or `bytes` is over the message limit); the peer is marked for flush().
+  // cannot be reached or `bytes` is over the message limit).
   Peer* enlist(const std::string& peer, uint64_t id, size_t bytes, ReplyCallback& cb,
                std::chrono::milliseconds timeout, Landing& landing);
   static void close_batch(Peer& p);  // the batch written so far joins the outbox, in order
+  void mark_dirty(Peer& p, const std::string& peer);  // before queueing: flush() sends it
+  // enlist() for each request of a group: the peer, or null when none could be sent.
+  Peer* enlist_group(const std::string& peer, size_t bytes, std::vector<std::pair<uint64_t, ReplyCallback>>& calls,
+                     std::chrono::milliseconds timeout);
+  static void queue_message(Peer& p, OutMessage& m, size_t bytes);  // into the peer's batch, or alone
   void queue_reply(std::string routing_id, Frames frames);
   void hand_over_reply(std::string routing_id, Frames frames, bool soon);
   void drain_posted();

@@ -30,13 +30,57 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, OutMessage& m, R
   size_t bytes = m.flat_bytes();
   Peer* p = enlist(peer_addr, id, bytes, cb, timeout, landing);
   if (!p) return;
-  if (p->batch.add(m)) return;
-  close_batch(*p);  // full: the message starts the next one
-  if (p->batch.add(m)) return;
+  mark_dirty(*p, peer_addr);
+  queue_message(*p, m, bytes);
+}
+
+void IoLoop::request_group(const std::string& peer_addr, OutMessage& m,
+                           std::vector<std::pair<uint64_t, ReplyCallback>> calls, std::chrono::milliseconds timeout) {
+  if (!in_loop()) {
+    struct Moved {
+      Frames frames;
+      std::vector<std::pair<uint64_t, ReplyCallback>> calls;
+    };
+    auto moved = std::make_shared<Moved>(Moved{m.finish(), std::move(calls)});
+    post([this, peer_addr, moved, timeout] {
+      Peer* p = enlist_group(peer_addr, moved->frames[0].size(), moved->calls, timeout);
+      if (!p) return;
+      mark_dirty(*p, peer_addr);
+      close_batch(*p);
+      p->outbox.push_back(std::move(moved->frames));
+    });
+    return;
+  }
+  bool alone = !m.one_frame();
+  Frames frames = alone ? m.finish() : Frames{};
+  size_t bytes = alone ? frames[0].size() : m.flat_bytes();
+  Peer* p = enlist_group(peer_addr, bytes, calls, timeout);
+  if (!p) return;
+  mark_dirty(*p, peer_addr);
+  if (!alone) return queue_message(*p, m, bytes);
+  close_batch(*p);
+  p->outbox.push_back(std::move(frames));
+}
+
+IoLoop::Peer* IoLoop::enlist_group(const std::string& peer_addr, size_t bytes,
+                                   std::vector<std::pair<uint64_t, ReplyCallback>>& calls,
+                                   std::chrono::milliseconds timeout) {
+  Peer* p = nullptr;
+  for (auto& [id, cb] : calls) {
+    Landing none;
+    if (Peer* got = enlist(peer_addr, id, bytes, cb, timeout, none)) p = got;  // each fails alone
+  }
+  return p;
+}
+
+void IoLoop::queue_message(Peer& p, OutMessage& m, size_t bytes) {
+  if (p.batch.add(m)) return;
+  close_batch(p);  // full: the message starts the next one
+  if (p.batch.add(m)) return;
   Frames alone;  // larger than a batch holds
   alone.push_back(zmq::message_t(bytes));
   m.write_flat(static_cast<char*>(alone.back().data()));
-  p->outbox.push_back(std::move(alone));
+  p.outbox.push_back(std::move(alone));
 }
 
 size_t IoLoop::batch_cap() {
@@ -57,6 +101,7 @@ void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames f
   for (auto& f : frames) bytes = std::max(bytes, f.size());
   Peer* p = enlist(peer_addr, id, bytes, cb, timeout, landing);
   if (!p) return;
+  mark_dirty(*p, peer_addr);
   close_batch(*p);
   p->outbox.push_back(std::move(frames));
 }
@@ -111,8 +156,11 @@ IoLoop::Peer* IoLoop::enlist(const std::string& peer_addr, uint64_t id, size_t b
     p->last_used = Clock::now();
     p->heard = p->last_used;  // an idle link owed nothing: its silence counts from now
   }
-  if (!p->queued()) dirty_peers_.push_back(peer_addr);
   return p;
+}
+
+void IoLoop::mark_dirty(Peer& p, const std::string& peer_addr) {
+  if (!p.queued()) dirty_peers_.push_back(peer_addr);
 }
 
 void IoLoop::reply(std::string routing_id, Frames frames) {

@@ -116,6 +116,7 @@ void TaskExecutor::handle(IoLoop::Incoming in) {
   if (ownership_.serve(in)) return;
   switch (in.msg->env().getBody().which()) {
     case wire::Envelope::Body::PUSH_TASK:
+    case wire::Envelope::Body::PUSH_TASKS:
     case wire::Envelope::Body::INSTANTIATE_ACTOR:
     case wire::Envelope::Body::SHUTDOWN:
       s_->channel.push(std::move(in));
@@ -145,14 +146,14 @@ void TaskExecutor::answer(IoLoop::Incoming& in, Frames frames) {
 }
 
 void TaskExecutor::reply_ok(IoLoop::Incoming& in) {
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  OutMessage m(token_, in.request_id(), true);
   m.env().getBody().setOk();
   answer(in, m);
 }
 
 void TaskExecutor::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg,
                                const std::string& type, const std::string& location) {
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  OutMessage m(token_, in.request_id(), true);
   set_error(m.env(), code, msg, type, location);
   answer(in, m);
 }
@@ -281,7 +282,7 @@ void TaskExecutor::instantiate(IoLoop::Incoming& in) {
     reply_ok(in);
     return;
   }
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  OutMessage m(token_, in.request_id(), true);
   m.env().getBody().initActorInfo().setAddress(port);
   answer(in, m);
 }
@@ -343,7 +344,7 @@ const TaskExecutor::Callee& TaskExecutor::callee_of(kj::StringPtr fn, bool is_ac
 }
 
 void TaskExecutor::execute(IoLoop::Incoming& in) {
-  auto pt = in.msg->env().getBody().getPushTask();
+  auto pt = in.push_task();
   kj::StringPtr fn = pt.getFunction();
   bool is_actor = pt.hasActorId();  // set only by actor calls (task_submitter.cc sends none)
   // Where a failure happened, for its error (made only then).
@@ -394,7 +395,7 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
     return;
   }
   record.ok = true;
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  OutMessage m(token_, in.request_id(), true);
   auto value = m.env().getBody().initTaskReply().initResult();
   // Where the caller runs matters only to a result too large to travel inline.
   bool small = result->size() < std::min<uint64_t>(kShmMinBytes, kHoldResultBytes);

@@ -19,42 +19,52 @@ zmq::message_t frame_of(const Bytes& b) {
 }
 
 namespace {
-// Per thread: trivially destructible, so still usable while the thread's other objects are
-// destroyed at its exit; the reaper frees what is kept then and closes the pool.
-constexpr size_t kScratchKept = 64;
+// Per thread and size: trivially destructible, so still usable while the thread's other objects
+// are destroyed at its exit; the reaper frees what is kept then and closes the pools.
+constexpr size_t kScratchKept[2] = {64, 4};
 constexpr size_t kScratchClosed = ~size_t(0);
-thread_local capnp::word* scratch_free[kScratchKept];
-thread_local size_t scratch_count = 0;
+thread_local capnp::word* scratch_free[2][64];
+thread_local size_t scratch_count[2] = {0, 0};
 struct ScratchReaper {
   ~ScratchReaper() {
-    for (size_t i = 0; i < scratch_count; ++i) std::free(scratch_free[i]);
-    scratch_count = kScratchClosed;
+    for (int k = 0; k < 2; ++k) {
+      for (size_t i = 0; i < scratch_count[k]; ++i) std::free(scratch_free[k][i]);
+      scratch_count[k] = kScratchClosed;
+    }
   }
 };
 thread_local ScratchReaper scratch_reaper;
 }  // namespace
 
-ScratchSegment::ScratchSegment() {
-  if (scratch_count != kScratchClosed && scratch_count > 0) {
-    words_ = scratch_free[--scratch_count];
+ScratchSegment::ScratchSegment(bool large) : large_(large) {
+  auto& n = scratch_count[large_];
+  if (n != kScratchClosed && n > 0) {
+    words_ = scratch_free[large_][--n];
     return;
   }
-  words_ = static_cast<capnp::word*>(std::calloc(kWords, sizeof(capnp::word)));
+  words_ = static_cast<capnp::word*>(std::calloc(size(), sizeof(capnp::word)));
   if (!words_) throw std::bad_alloc();
 }
 
 // The builder that used it has zeroed what it wrote, so the segment is ready for the next one.
 ScratchSegment::~ScratchSegment() {
-  if (scratch_count < kScratchKept) {
+  auto& n = scratch_count[large_];
+  if (n < kScratchKept[large_]) {
     (void)&scratch_reaper;  // registers the reaper for this thread
-    scratch_free[scratch_count++] = words_;
+    scratch_free[large_][n++] = words_;
   } else {
     std::free(words_);
   }
 }
 
-OutMessage::OutMessage(const std::string& token, uint64_t request_id, bool is_reply)
-    : builder_(scratch_.words()), env_(builder_.initRoot<wire::Envelope>()) {
+OutMessage::OutMessage(const std::string& token, uint64_t request_id, bool is_reply, size_t words) {
+  if (words > ScratchSegment::kLargeWords) {
+    builder_.emplace(static_cast<capnp::uint>(words));
+  } else {
+    scratch_.emplace(words > ScratchSegment::kWords);
+    builder_.emplace(scratch_->words());
+  }
+  env_ = builder_->initRoot<wire::Envelope>();
   env_.setVersion(wire::PROTOCOL_VERSION);
   env_.setToken(token);
   env_.setRequestId(request_id);
@@ -86,7 +96,7 @@ void OutMessage::set_value(wire::Value::Builder v, const Bytes& b) {
 }
 
 size_t OutMessage::flat_bytes() {
-  auto segments = builder_.getSegmentsForOutput();
+  auto segments = builder_->getSegmentsForOutput();
   size_t total = (segments.size() / 2 + 1) * sizeof(capnp::word);
   for (auto& s : segments) total += s.size() * sizeof(capnp::word);
   return total;
@@ -95,7 +105,7 @@ size_t OutMessage::flat_bytes() {
 // The standard framing (segment count - 1, each segment's size in words, padded to a word, then
 // the segments).
 void OutMessage::write_flat(char* p) {
-  auto segments = builder_.getSegmentsForOutput();
+  auto segments = builder_->getSegmentsForOutput();
   size_t table = (segments.size() / 2 + 1) * sizeof(capnp::word);
   std::memset(p, 0, table);
   uint32_t n = static_cast<uint32_t>(segments.size() - 1);

@@ -37,23 +37,29 @@ class FrameBuffer final : public Buffer {
 zmq::message_t frame_of(const Bytes& b);
 
 // A zeroed first segment for a message builder, reused by the thread that frees it: most
-// envelopes fit in it, so building one allocates nothing.
+// envelopes fit in it, so building one allocates nothing. A large one holds an actor's calls
+// made together (pushTasks): kept too, since a fresh one of that size costs its pages' faults.
 class ScratchSegment {
  public:
   static constexpr size_t kWords = 256;
-  ScratchSegment();
+  static constexpr size_t kLargeWords = 8192;
+  explicit ScratchSegment(bool large = false);
   ~ScratchSegment();
   ScratchSegment(const ScratchSegment&) = delete;
   ScratchSegment& operator=(const ScratchSegment&) = delete;
-  kj::ArrayPtr<capnp::word> words() { return kj::arrayPtr(words_, kWords); }
+  size_t size() const { return large_ ? kLargeWords : kWords; }
+  kj::ArrayPtr<capnp::word> words() { return kj::arrayPtr(words_, size()); }
 
  private:
+  bool large_;
   capnp::word* words_;
 };
 
 class OutMessage {
  public:
-  OutMessage(const std::string& token, uint64_t request_id, bool is_reply);
+  // `words`: room to build in at once, for a message larger than most (several calls at once):
+  // built in one segment, it is read without a segment table's lookups.
+  OutMessage(const std::string& token, uint64_t request_id, bool is_reply, size_t words = 0);
   wire::Envelope::Builder env() { return env_; }
   // Stores a value inline when small, as an out-of-band frame when large, in shared memory when
   // large and allow_shared_memory() was called (the receiver is on this host).
@@ -69,9 +75,9 @@ class OutMessage {
   void write_flat(char* p);
 
  private:
-  ScratchSegment scratch_;  // before builder_: outlives it
-  capnp::MallocMessageBuilder builder_;
-  wire::Envelope::Builder env_;
+  std::optional<ScratchSegment> scratch_;  // before builder_: outlives it
+  std::optional<capnp::MallocMessageBuilder> builder_;
+  wire::Envelope::Builder env_{nullptr};
   std::vector<Bytes> blobs_;
   bool shm_ = false;
 };
