@@ -30,6 +30,13 @@ Frames request(const std::string& token, uint64_t id) {
   return m.finish();
 }
 
+// A raw ROUTER standing in for a peer, on a loopback port of its own: its "host:port".
+std::string bind_fake(zmq::socket_t& fake) {
+  fake.set(zmq::sockopt::linger, 0);
+  fake.bind("tcp://127.0.0.1:*");
+  return fake.get(zmq::sockopt::last_endpoint).substr(6);
+}
+
 // Every envelope that arrives on a raw socket within `deadline`, batches opened, until `want`.
 std::vector<std::unique_ptr<InMessage>> receive(zmq::socket_t& s, size_t want, bool routed,
                                                 std::string* routing = nullptr) {
@@ -60,9 +67,7 @@ TEST_CASE("requests made in one turn leave as one batch, in order, and batched r
           "[io][batch]") {
   zmq::context_t ctx;
   zmq::socket_t fake(ctx, zmq::socket_type::router);
-  fake.set(zmq::sockopt::linger, 0);
-  fake.bind("tcp://127.0.0.1:*");
-  std::string addr = fake.get(zmq::sockopt::last_endpoint).substr(6);
+  std::string addr = bind_fake(fake);
   IoLoop io("127.0.0.1", 0, "the-token", [](IoLoop::Incoming) {});
 
   constexpr int kCalls = 50;
@@ -218,9 +223,7 @@ TEST_CASE("requests written straight into their batch keep their order among tho
           "[io][batch]") {
   zmq::context_t ctx;
   zmq::socket_t fake(ctx, zmq::socket_type::router);
-  fake.set(zmq::sockopt::linger, 0);
-  fake.bind("tcp://127.0.0.1:*");
-  std::string addr = fake.get(zmq::sockopt::last_endpoint).substr(6);
+  std::string addr = bind_fake(fake);
   IoLoop io("127.0.0.1", 0, "the-token", [](IoLoop::Incoming) {});
 
   // 4 KiB requests enough for more than two batches, every 7th made as frames, and one larger
