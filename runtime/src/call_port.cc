@@ -168,7 +168,7 @@ void CallPort::queue_calls(const std::string& routing, const std::string& from, 
     auto body = shared->env().getBody();
     if (body.isPushTask()) {
       if (!body.getPushTask().hasActorId()) return refuse_call(id);
-      calls_.push_back(IoLoop::Incoming{routing, shared, true});
+      calls_.push_back(IoLoop::Incoming{routing, shared, true, -1, {}});
       return;
     }
     if (!body.isPushTasks() || body.getPushTasks().size() == 0) return refuse_call(id);

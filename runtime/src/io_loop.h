@@ -272,7 +272,7 @@ class IoLoop {
   // enlist() for each request of a group: the peer, or null when none could be sent.
   Peer* enlist_group(const std::string& peer, size_t bytes, std::vector<std::pair<uint64_t, ReplyCallback>>& calls,
                      std::chrono::milliseconds timeout);
-  static void queue_message(Peer& p, OutMessage& m, size_t bytes);  // into the peer's batch, or alone
+  static void queue_message(Peer& p, OutMessage& m);  // into the peer's batch, or alone
   void queue_reply(std::string routing_id, Frames frames);
   void hand_over_reply(std::string routing_id, Frames frames, bool soon);
   void drain_posted();

@@ -31,7 +31,7 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, OutMessage& m, R
   Peer* p = enlist(peer_addr, id, bytes, cb, timeout, landing);
   if (!p) return;
   mark_dirty(*p, peer_addr);
-  queue_message(*p, m, bytes);
+  queue_message(*p, m);
 }
 
 void IoLoop::request_group(const std::string& peer_addr, OutMessage& m,
@@ -57,7 +57,7 @@ void IoLoop::request_group(const std::string& peer_addr, OutMessage& m,
   Peer* p = enlist_group(peer_addr, bytes, calls, timeout);
   if (!p) return;
   mark_dirty(*p, peer_addr);
-  if (!alone) return queue_message(*p, m, bytes);
+  if (!alone) return queue_message(*p, m);
   close_batch(*p);
   p->outbox.push_back(std::move(frames));
 }
@@ -73,14 +73,10 @@ IoLoop::Peer* IoLoop::enlist_group(const std::string& peer_addr, size_t bytes,
   return p;
 }
 
-void IoLoop::queue_message(Peer& p, OutMessage& m, size_t bytes) {
+void IoLoop::queue_message(Peer& p, OutMessage& m) {
   if (p.batch.add(m)) return;
   close_batch(p);  // full: the message starts the next one
-  if (p.batch.add(m)) return;
-  Frames alone;  // larger than a batch holds
-  alone.push_back(zmq::message_t(bytes));
-  m.write_flat(static_cast<char*>(alone.back().data()));
-  p.outbox.push_back(std::move(alone));
+  if (!p.batch.add(m)) p.outbox.push_back(m.finish());  // larger than a batch holds: alone
 }
 
 size_t IoLoop::batch_cap() {

@@ -282,8 +282,7 @@ std::vector<Received> received_of(Frames& frames) {
 
 BatchWriter::BatchWriter(BatchWriter&& o) noexcept
     : cap_(o.cap_), buf_(std::exchange(o.buf_, nullptr)), size_(std::exchange(o.size_, 0)),
-      capacity_(std::exchange(o.capacity_, 0)), count_(std::exchange(o.count_, 0)), first_(o.first_),
-      last_(o.last_) {}
+      capacity_(std::exchange(o.capacity_, 0)), count_(std::exchange(o.count_, 0)), last_(o.last_) {}
 
 void BatchWriter::reserve(size_t n) {
   if (n <= capacity_) return;
@@ -305,14 +304,14 @@ bool BatchWriter::add(OutMessage& m) {
   std::memcpy(buf_ + start, &len, 8);
   m.write_flat(buf_ + start + 8);
   size_ = start + 8 + n;
-  if (count_++ == 0) first_ = n;
+  ++count_;
   return true;
 }
 
 zmq::message_t BatchWriter::take() {
   zmq::message_t out;
   if (count_ == 1) {
-    out = zmq::message_t(buf_ + sizeof kBatchMagic + 8, first_);  // a lone message goes as itself
+    out = zmq::message_t(buf_ + sizeof kBatchMagic + 8, size_ - sizeof kBatchMagic - 8);  // alone: as itself
   } else {
     // The frame takes the bytes over: ZeroMQ frees them once sent.
     out = zmq::message_t(buf_, size_, [](void* data, void*) { std::free(data); }, nullptr);

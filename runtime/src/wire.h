@@ -170,7 +170,6 @@ class BatchWriter {
   size_t cap_;
   char* buf_ = nullptr;
   size_t size_ = 0, capacity_ = 0, count_ = 0;
-  size_t first_ = 0;  // the first message's size, for a batch of one
   size_t last_ = 0;   // the last batch's size, taken at once for the next
 };
 
