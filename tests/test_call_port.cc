@@ -1,6 +1,6 @@
 // A non-concurrent actor's calls come to a port of their own, owned by the executor thread
-// (call_port.h): calls are taken in the order they came and answered from the port, as batches
-// when several are answered at once; a long call does not make the worker look frozen (the port
+// (call_port.h): calls are taken in the order they came and answered from the port, as one
+// message (a group of replies) when several are answered at once; a long call does not make the worker look frozen (the port
 // still answers probes); what is not an actor call, or lacks the token, is refused there.
 #include <catch2/catch.hpp>
 
@@ -78,7 +78,8 @@ auto call(const std::string& task) {
 }
 
 // The executor's side: takes `n` calls, answering each with its task id (in an ActorInfo's
-// actor id), each run by `run` between call_begins and call_ends.
+// actor id), each run by `run` between call_begins and call_ends; most replies join the group
+// held for their requester, every fifth travels alone.
 // With one call of look-ahead, as the executor: a reply waits for the next ones while a call is
 // already there behind it.
 void serve(CallPort& port, int n, const std::function<void()>& run = [] {}) {
@@ -94,9 +95,15 @@ void serve(CallPort& port, int n, const std::function<void()>& run = [] {}) {
     port.call_begins();
     run();
     port.call_ends();
-    OutMessage m(kToken, in.request_id(), true);
-    m.env().getBody().initActorInfo().setActorId(std::string(in.push_task().getTaskId()));
-    port.reply(in.routing_id, m, have_next);
+    std::string task = in.push_task().getTaskId();
+    if (i % 5 == 4) {  // a reply that travels alone, after the group held
+      OutMessage m(kToken, in.request_id(), true);
+      m.env().getBody().initActorInfo().setActorId(task);
+      port.reply(in.routing_id, m);
+    } else {
+      port.group_reply(in.routing_id, in.request_id()).getBody().initActorInfo().setActorId(task);
+      port.replied(have_next);
+    }
     ++i;
   }
 }

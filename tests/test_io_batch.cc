@@ -272,3 +272,63 @@ TEST_CASE("requests written straight into their batch keep their order among tho
   CHECK(big_alone);
   CHECK(batches >= 3);
 }
+
+TEST_CASE("a group of replies reaches each caller; a reply to another peer's request, one that is not a reply, and a "
+          "group without the token are dropped and counted",
+          "[io][batch]") {
+  zmq::context_t ctx;
+  zmq::socket_t fake(ctx, zmq::socket_type::router), other(ctx, zmq::socket_type::router);
+  std::string addr = bind_fake(fake), other_addr = bind_fake(other);
+  IoLoop io("127.0.0.1", 0, "the-token", [](IoLoop::Incoming) {});
+
+  constexpr int kCalls = 6;  // the last goes to the other peer
+  std::vector<uint64_t> ids;
+  for (int i = 0; i < kCalls; ++i) ids.push_back(io.next_request_id());
+  auto answered = std::make_shared<std::vector<std::promise<std::string>>>(kCalls);
+  io.post([&, answered] {
+    for (int i = 0; i < kCalls; ++i)
+      io.request(i + 1 < kCalls ? addr : other_addr, ids[i], request("the-token", ids[i]),
+                 [answered, i](std::unique_ptr<InMessage> r, std::optional<LocalError> e) {
+                   if (e) return (*answered)[i].set_value("local: " + e->message);
+                   auto body = r->env().getBody();
+                   (*answered)[i].set_value(body.isStatusReply() ? std::string(body.getStatusReply()) : "other");
+                 },
+                 i == 0 ? 1500ms : 10000ms);
+  });
+  std::string rid, other_rid;
+  REQUIRE(receive(fake, kCalls - 1, true, &rid).size() == kCalls - 1);
+  REQUIRE(receive(other, 1, true, &other_rid).size() == 1);
+  auto send_group = [&](zmq::socket_t& s, const std::string& to, ReplyGroup& g) {
+    s.send(zmq::buffer(to), zmq::send_flags::sndmore);
+    s.send(g.take(), zmq::send_flags::none);
+  };
+  uint64_t faults = io.malformed_count();
+  // Without the token: nothing of it is taken.
+  ReplyGroup guessed("guessed");
+  guessed.add(ids[1]).getBody().setStatusReply("guessed");
+  send_group(fake, rid, guessed);
+  // The peer's replies in reverse order, with one to the other peer's request and, for call 0,
+  // an envelope not marked a reply.
+  ReplyGroup g("the-token");
+  for (int i = kCalls - 2; i >= 1; --i) g.add(ids[i]).getBody().setStatusReply("r" + std::to_string(i));
+  g.add(ids[kCalls - 1]).getBody().setStatusReply("stolen");
+  auto not_reply = g.add(ids[0]);
+  not_reply.setIsReply(false);
+  not_reply.getBody().setStatusReply("r0");
+  send_group(fake, rid, g);
+  for (int i = 1; i + 1 < kCalls; ++i) {
+    auto fut = (*answered)[i].get_future();
+    REQUIRE(fut.wait_for(5s) == std::future_status::ready);
+    CHECK(fut.get() == "r" + std::to_string(i));
+  }
+  auto first = (*answered)[0].get_future();
+  CHECK_THAT(first.get(), Catch::StartsWith("local: no reply"));  // its reply was dropped
+  // The other peer's request still waits for its own answer.
+  ReplyGroup own("the-token");
+  own.add(ids[kCalls - 1]).getBody().setStatusReply("own");
+  send_group(other, other_rid, own);
+  auto last = (*answered)[kCalls - 1].get_future();
+  REQUIRE(last.wait_for(5s) == std::future_status::ready);
+  CHECK(last.get() == "own");
+  CHECK(io.malformed_count() == faults + 3);
+}

@@ -259,3 +259,46 @@ TEST_CASE("a BatchWriter writes messages straight into one batch, up to its cap,
   CHECK_FALSE(small.add(big));
   CHECK(small.empty());
 }
+
+TEST_CASE("a group of replies travels as one message and each reply is read as if it came alone, after the group is "
+          "dropped",
+          "[wire][batch]") {
+  ReplyGroup g("tok");
+  CHECK(g.empty());
+  std::string value(300, 'v');
+  g.add(11).getBody().initTaskReply().initResult().setInline(
+      kj::arrayPtr(reinterpret_cast<const kj::byte*>(value.data()), value.size()));
+  set_error(g.add(12), yard::wire::ErrorCode::TASK_ERROR, "it threw", "std::runtime_error", "A::f");
+  g.add(13).getBody().setOk();
+  CHECK(g.count() == 3);
+  CHECK(g.bytes() > value.size());
+  Frames frames;
+  frames.push_back(g.take());
+  CHECK(g.empty());
+  std::vector<std::unique_ptr<InMessage>> replies;
+  {
+    auto group = std::make_shared<InMessage>(std::move(frames));
+    CHECK(group->token() == "tok");
+    CHECK(group->env().getIsReply());
+    auto list = group->env().getBody().getTaskReplies();
+    REQUIRE(list.size() == 3);
+    for (auto r : list) replies.push_back(std::make_unique<InMessage>(group, r.getEnvelope()));
+  }
+  // Each keeps the group's bytes, and reads the group's token and host.
+  CHECK(replies[0]->env().getRequestId() == 11);
+  CHECK(replies[0]->token() == "tok");
+  CHECK(replies[0]->same_host());
+  auto v = replies[0]->value(replies[0]->env().getBody().getTaskReply().getResult());
+  CHECK(std::string(v->data(), v->size()) == value);
+  CHECK(replies[1]->env().getRequestId() == 12);
+  CHECK(describe(replies[1]->env().getBody().getError()) == "task error: it threw");
+  CHECK(replies[2]->env().getBody().isOk());
+  // A value said to ride in a frame beside it is refused: a group has none.
+  ReplyGroup g2("tok");
+  g2.add(5).getBody().initTaskReply().initResult().setFrame(1);
+  Frames f2;
+  f2.push_back(g2.take());
+  auto group2 = std::make_shared<InMessage>(std::move(f2));
+  InMessage r(group2, group2->env().getBody().getTaskReplies()[0].getEnvelope());
+  CHECK_THROWS_AS(r.value(r.env().getBody().getTaskReply().getResult()), DecodeError);
+}

@@ -7,13 +7,14 @@
 #
 # Several one-frame Envelopes to the same peer may travel as one frame, a batch (runtime/src/
 # wire.h: 8 bytes of magic, then each Envelope's length and bytes); version 4 added batches,
-# version 5 calls to one actor that travel together (pushTasks).
+# version 5 calls to one actor that travel together (pushTasks), version 6 their replies
+# (taskReplies).
 @0xe2b14835e4bbeaf3;
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("yard::wire");
 
-const protocolVersion :UInt16 = 5;
+const protocolVersion :UInt16 = 6;
 
 enum ErrorCode {
   ok @0;
@@ -251,6 +252,12 @@ struct TaskReply {
   result @0 :Value;
 }
 
+# One reply of a group (Envelope.taskReplies): an envelope of its own, whose token, version and
+# host are its group's (left unset here).
+struct GroupedReply {
+  envelope @0 :Envelope;
+}
+
 struct SubmitJob {
   entrypoint @0 :List(Text);
   cwd @1 :Text;
@@ -395,7 +402,9 @@ struct Envelope {
     objectPart @55 :ObjectPart;
     statusSummary @56 :Void;   # to the head: counts, and rows only for a small cluster (statusReply)
     pushTasks @57 :List(PushTask);  # calls to one actor made together, run in order: each a
-                               # request of its own (PushTask.requestId), answered alone
+                               # request of its own (PushTask.requestId), answered on its own
+    taskReplies @58 :List(GroupedReply);  # replies to one requester's calls made together, each
+                               # read as if it came alone (the group's requestId is 0)
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
 }

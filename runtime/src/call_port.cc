@@ -14,7 +14,7 @@ namespace {
 bool readable(zmq::socket_t& s) { return (s.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0; }
 }  // namespace
 
-CallPort::CallPort(IoLoop& io, const std::string& host) : io_(io) {
+CallPort::CallPort(IoLoop& io, const std::string& host) : io_(io), held_(io.token()) {
   socket_ = io.listener_beside(host, &address_);
   socket_fd_ = socket_->get(zmq::sockopt::fd);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -59,34 +59,29 @@ bool CallPort::next(IoLoop::Incoming& out, bool wait) {
   }
 }
 
-void CallPort::reply(std::string routing_id, OutMessage& m, bool more) {
-  if (!held_.empty() && routing_id != held_to_) flush();
-  held_to_ = std::move(routing_id);
-  if (m.one_frame()) {
-    bool added = held_.add(m);
-    if (!added) {
-      flush();  // full: the reply starts the next batch
-      added = held_.add(m);
-    }
-    if (added) {
-      if (!more || held_.bytes() >= IoLoop::batch_cap() / 2) flush();
-      return;
-    }
-  }
-  // With values beside it, or larger than a batch holds: alone (over the message limit, as the
-  // error reply that says so).
+wire::Envelope::Builder CallPort::group_reply(const std::string& routing_id, uint64_t request_id) {
+  if (!held_.empty() && (routing_id != held_to_ || held_.count() >= ReplyGroup::kMaxReplies)) flush();
+  if (held_.empty()) held_to_ = routing_id;
+  return held_.add(request_id);
+}
+
+void CallPort::replied(bool more) {
+  if (!more || held_.count() >= ReplyGroup::kMaxReplies || held_.bytes() >= IoLoop::batch_cap() / 2) flush();
+}
+
+void CallPort::reply(const std::string& routing_id, OutMessage& m) {
   flush();
   auto frames = IoLoop::within_limit(m.finish(), io_.token());
   std::lock_guard<std::mutex> l(mu_);
-  send(held_to_, frames);
+  send(routing_id, frames);
 }
 
 void CallPort::flush() {
   if (held_.empty()) return;
-  zmq::message_t batch = held_.take();
+  zmq::message_t group = held_.take();
   std::lock_guard<std::mutex> l(mu_);
   socket_->send(zmq::buffer(held_to_), zmq::send_flags::sndmore);
-  socket_->send(batch, zmq::send_flags::none);
+  socket_->send(group, zmq::send_flags::none);
 }
 
 void CallPort::call_begins() { in_call_.store(true, std::memory_order_relaxed); }

@@ -39,11 +39,16 @@ class CallPort {
   bool next(IoLoop::Incoming& out, bool wait = true);
   // Any thread: next() returns (with false if it has no call).
   void wake();
-  // Executor thread: the reply to a call that next() gave, written into the batch of replies held
-  // for its requester (wire.h's BatchWriter). With `more` (another call is waiting already), it
-  // may wait for the next replies to leave with them.
-  void reply(std::string routing_id, OutMessage& m, bool more);
-  // Executor thread: sends the replies that reply() holds (before the executor turns to anything
+  // Executor thread: the envelope of the reply to a call that next() gave, in the group of
+  // replies held for its requester (wire.h's ReplyGroup): the caller sets its body (a small one),
+  // then calls replied().
+  wire::Envelope::Builder group_reply(const std::string& routing_id, uint64_t request_id);
+  // With `more` (another call is waiting already), the group may wait for the next replies.
+  void replied(bool more);
+  // Executor thread: a reply that travels alone (a large one, or one with values beside it),
+  // after the replies held.
+  void reply(const std::string& routing_id, OutMessage& m);
+  // Executor thread: sends the replies held (before the executor turns to anything
   // else: its process may end there).
   void flush();
   // Executor thread, around running a call: the watcher may take the socket meanwhile.
@@ -71,7 +76,7 @@ class CallPort {
   std::mutex mu_;  // held by whoever uses the socket; guards calls_
   std::deque<IoLoop::Incoming> calls_;
   std::string held_to_;            // executor thread: the requester of the replies held
-  BatchWriter held_{IoLoop::batch_cap()};
+  ReplyGroup held_;
   std::atomic<bool> in_call_{false};
   std::atomic<bool> stopping_{false};
   std::mutex watch_mu_;

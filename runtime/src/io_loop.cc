@@ -17,21 +17,6 @@
 
 namespace yard::detail {
 
-namespace {
-
-// Runs a reply callback. One that throws (a reply it cannot read, say) is logged: the loop, and
-// the daemon or worker around it, keeps running.
-void deliver(IoLoop::ReplyCallback& cb, std::unique_ptr<InMessage> msg, std::optional<LocalError> err) {
-  try {
-    cb(std::move(msg), std::move(err));
-  } catch (const std::exception& e) {
-    spdlog::error("a reply handler failed: {}", e.what());
-  } catch (const kj::Exception& e) {
-    spdlog::error("a reply handler failed: {}", e.getDescription().cStr());
-  }
-}
-}  // namespace
-
 std::string frame_peer_address(zmq::message_t& m) {
   const char* a = zmq_msg_gets(m.handle(), "Peer-Address");
   return a ? a : "unknown";
@@ -498,49 +483,6 @@ void IoLoop::on_dealer_readable(const std::string& addr, Peer& p) {
     if (p.seal && !open_replies(addr, p, frames)) return;  // the link was failed
     take_replies(addr, std::move(frames));
   }
-}
-
-void IoLoop::take_replies(const std::string& addr, Frames frames) {
-  std::vector<Received> msgs;
-  try {
-    msgs = received_of(frames);
-  } catch (const DecodeError& e) {
-    fault(addr, std::string("dropped a malformed batch of replies: ") + e.what());
-    return;
-  }
-  for (auto& r : msgs) take_reply(addr, std::move(r));
-}
-
-void IoLoop::take_reply(const std::string& addr, Received received) {
-  std::unique_ptr<InMessage> msg;
-  try {
-    msg = std::move(received).open();
-  } catch (const DecodeError& e) {
-    fault(addr, std::string("dropped a malformed reply: ") + e.what());
-    return;
-  }
-  // A reply is authenticated as a request is. One without the token is taken only as the
-  // peer's refusal of ours (it cannot deliver a value); any other is dropped.
-  if (msg->token() != token_) {
-    auto body = msg->env().getBody();
-    bool refusal = msg->token().size() == 0 && body.isError() &&
-                   (body.getError().getCode() == wire::ErrorCode::UNAUTHENTICATED ||
-                    body.getError().getCode() == wire::ErrorCode::BAD_REQUEST);
-    if (!refusal) {
-      fault(addr, "dropped a reply without the cluster token");
-      return;
-    }
-  }
-  auto it = pending_.find(msg->env().getRequestId());
-  if (it == pending_.end()) return;  // late reply after a deadline
-  auto node = pending_.extract(it);
-  auto cb = std::move(node.mapped().cb);
-  settle(node.mapped());
-  if (spare_pending_.size() < kSparePending) {
-    node.mapped().landing = {};
-    spare_pending_.push_back(std::move(node));
-  }
-  deliver(cb, std::move(msg), std::nullopt);
 }
 
 std::optional<std::string> IoLoop::oversized(const Frames& frames, const std::string& to) {

@@ -299,6 +299,9 @@ class IoLoop {
   void on_dealer_readable(const std::string& addr, Peer& p);
   void take_replies(const std::string& addr, Frames frames);  // a message of replies (one, or a batch)
   void take_reply(const std::string& addr, Received received);
+  void take_group(const std::string& addr, std::unique_ptr<InMessage> group);  // taskReplies
+  // Runs a reply callback; one that throws is logged (the loop and its process keep running).
+  static void deliver(ReplyCallback& cb, std::unique_ptr<InMessage> msg, std::optional<LocalError> err);
   // Sends what this turn queued: each peer's requests, then the replies, batched per peer.
   void flush();
   void on_monitor_readable(const std::string& addr, Peer& p);
@@ -328,6 +331,8 @@ class IoLoop {
   void probe_silent(Clock::time_point now);
   // One request to `addr` answered or given up: a link with none left is no longer polled.
   void settle(const Pending& p);
+  // A request answered: out of pending_ and settled; its callback, to run.
+  ReplyCallback answered(std::unordered_map<uint64_t, Pending>::iterator it);
 
   std::shared_ptr<zmq::context_t> ctx_;  // declared first: the sockets go before it
   std::string inproc_;                     // this loop's prefix for its monitors' endpoints

@@ -3,6 +3,7 @@
 #include "metrics_registry.h"
 #include "task_events.h"
 
+#include <algorithm>
 #include <cxxabi.h>
 #include <cstdlib>
 #include <map>
@@ -79,6 +80,13 @@ std::chrono::milliseconds testing_delay(const std::string& label) {
   return it == delays.end() ? std::chrono::milliseconds(0) : it->second;
 }
 
+// The largest result or error text that joins a group of replies (call_port.h); a larger one
+// travels alone. A group is sent once half a batch, so it stays under a batch's size.
+size_t grouped_bytes() {
+  static const size_t n = std::min<size_t>(16 * 1024, IoLoop::batch_cap() / 4);
+  return n;
+}
+
 std::string demangle(const char* name) {
   int status = 0;
   char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
@@ -131,11 +139,17 @@ void TaskExecutor::handle(IoLoop::Incoming in) {
 
 void TaskExecutor::answer(IoLoop::Incoming& in, OutMessage& m) {
   if (in.direct) {
-    port_.load()->reply(std::move(in.routing_id), m, more_queued_);
+    port_.load()->reply(in.routing_id, m);
     return;
   }
   answer(in, m.finish());
 }
+
+wire::Envelope::Builder TaskExecutor::group_reply(IoLoop::Incoming& in) {
+  return port_.load()->group_reply(in.routing_id, in.request_id());
+}
+
+void TaskExecutor::grouped() { port_.load()->replied(more_queued_); }
 
 void TaskExecutor::answer(IoLoop::Incoming& in, Frames frames) {
   // With more calls queued behind this one, its reply may join theirs (IoLoop::reply_soon).
@@ -153,6 +167,11 @@ void TaskExecutor::reply_ok(IoLoop::Incoming& in) {
 
 void TaskExecutor::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg,
                                const std::string& type, const std::string& location) {
+  if (in.direct && msg.size() + type.size() + location.size() <= grouped_bytes()) {
+    set_error(group_reply(in), code, msg, type, location);
+    grouped();
+    return;
+  }
   OutMessage m(token_, in.request_id(), true);
   set_error(m.env(), code, msg, type, location);
   answer(in, m);
@@ -395,6 +414,12 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
     return;
   }
   record.ok = true;
+  if (in.direct && result->size() <= grouped_bytes()) {  // most results: in the group of replies
+    auto v = group_reply(in).getBody().initTaskReply().initResult();
+    v.setInline(kj::arrayPtr(reinterpret_cast<const kj::byte*>(result->data()), result->size()));
+    grouped();
+    return;
+  }
   OutMessage m(token_, in.request_id(), true);
   auto value = m.env().getBody().initTaskReply().initResult();
   // Where the caller runs matters only to a result too large to travel inline.

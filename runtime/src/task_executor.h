@@ -48,7 +48,11 @@ class TaskExecutor {
   void instantiate(IoLoop::Incoming& in);
   void execute(IoLoop::Incoming& in);
   void answer(IoLoop::Incoming& in, Frames frames);
-  void answer(IoLoop::Incoming& in, OutMessage& m);  // a call port's reply is written into its batch
+  void answer(IoLoop::Incoming& in, OutMessage& m);
+  // A call port's call: the envelope of its reply in the group held for its requester (the caller
+  // sets a small body, then calls grouped()).
+  wire::Envelope::Builder group_reply(IoLoop::Incoming& in);
+  void grouped();
   void reply_ok(IoLoop::Incoming& in);
   void reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg, const std::string& type = {},
                    const std::string& location = {});

@@ -95,8 +95,8 @@ void OutMessage::set_value(wire::Value::Builder v, const Bytes& b) {
   }
 }
 
-size_t OutMessage::flat_bytes() {
-  auto segments = builder_->getSegmentsForOutput();
+size_t flat_size(capnp::MessageBuilder& b) {
+  auto segments = b.getSegmentsForOutput();
   size_t total = (segments.size() / 2 + 1) * sizeof(capnp::word);
   for (auto& s : segments) total += s.size() * sizeof(capnp::word);
   return total;
@@ -104,8 +104,8 @@ size_t OutMessage::flat_bytes() {
 
 // The standard framing (segment count - 1, each segment's size in words, padded to a word, then
 // the segments).
-void OutMessage::write_flat(char* p) {
-  auto segments = builder_->getSegmentsForOutput();
+void write_flat(capnp::MessageBuilder& b, char* p) {
+  auto segments = b.getSegmentsForOutput();
   size_t table = (segments.size() / 2 + 1) * sizeof(capnp::word);
   std::memset(p, 0, table);
   uint32_t n = static_cast<uint32_t>(segments.size() - 1);
@@ -119,6 +119,39 @@ void OutMessage::write_flat(char* p) {
     std::memcpy(p, s.begin(), s.size() * sizeof(capnp::word));
     p += s.size() * sizeof(capnp::word);
   }
+}
+
+size_t OutMessage::flat_bytes() { return flat_size(*builder_); }
+
+void OutMessage::write_flat(char* p) { yard::detail::write_flat(*builder_, p); }
+
+wire::Envelope::Builder ReplyGroup::add(uint64_t request_id) {
+  if (!builder_) {
+    scratch_.emplace(true);
+    builder_.emplace(scratch_->words());
+    replies_.reserve(kMaxReplies);
+  }
+  replies_.push_back(builder_->getOrphanage().newOrphan<wire::Envelope>());
+  auto env = replies_.back().get();
+  env.setRequestId(request_id);
+  env.setIsReply(true);
+  return env;
+}
+
+zmq::message_t ReplyGroup::take() {
+  auto env = builder_->initRoot<wire::Envelope>();
+  env.setVersion(wire::PROTOCOL_VERSION);
+  env.setToken(token_);
+  env.setIsReply(true);
+  env.setSenderHost(host_id());
+  auto list = env.getBody().initTaskReplies(static_cast<unsigned>(replies_.size()));
+  for (unsigned i = 0; i < replies_.size(); ++i) list[i].adoptEnvelope(kj::mv(replies_[i]));
+  zmq::message_t out(flat_size(*builder_));
+  write_flat(*builder_, static_cast<char*>(out.data()));
+  replies_.clear();
+  builder_.reset();
+  scratch_.reset();
+  return out;
 }
 
 Frames OutMessage::finish() {
@@ -138,6 +171,9 @@ InMessage::InMessage(Frames frames) : frames_(std::move(frames)) {
 }
 
 InMessage::InMessage(const char* data, size_t size) { read_envelope(data, size, false); }
+
+InMessage::InMessage(std::shared_ptr<const InMessage> group, wire::Envelope::Reader reply)
+    : env_(reply), token_(group->token_), group_(std::move(group)) {}
 
 // The envelope's words: read where they are when `in_place` and aligned, else copied once.
 void InMessage::read_envelope(const char* data, size_t size, bool in_place) {
@@ -175,9 +211,12 @@ void InMessage::open() {
   }
 }
 
-void InMessage::rewind() { open(); }
+void InMessage::rewind() {
+  if (!group_) open();
+}
 
 bool InMessage::same_host() const {
+  if (group_) return group_->same_host();
   try {
     return env_.getSenderHost() == host_id();
   } catch (const kj::Exception&) {

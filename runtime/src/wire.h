@@ -82,6 +82,36 @@ class OutMessage {
   bool shm_ = false;
 };
 
+// A message's first frame as the standard framing writes it (the segment table, then the
+// segments): its size, and its bytes written at p.
+size_t flat_size(capnp::MessageBuilder& b);
+void write_flat(capnp::MessageBuilder& b, char* p);
+
+// Replies to one requester made into one message (Envelope.taskReplies): each reply an envelope
+// of its own, built in the group's segment as it is made, without the token, version and host
+// that the group carries once. The receiver hands each on as if it came alone (InMessage's
+// group constructor), so its envelope is built, sent, read and checked once for all of them.
+class ReplyGroup {
+ public:
+  static constexpr size_t kMaxReplies = 256;
+  explicit ReplyGroup(std::string token) : token_(std::move(token)) {}
+  // The envelope of the reply to request_id, marked a reply: the caller sets its body (a small
+  // one: nothing beside it, no value beyond a few KiB).
+  wire::Envelope::Builder add(uint64_t request_id);
+  bool empty() const { return replies_.empty(); }
+  size_t count() const { return replies_.size(); }
+  // The group's size so far (its replies, without the list that joins them).
+  size_t bytes() { return builder_ ? builder_->sizeInWords() * sizeof(capnp::word) : 0; }
+  // The group as one frame, and an empty group.
+  zmq::message_t take();
+
+ private:
+  std::string token_;
+  std::optional<ScratchSegment> scratch_;  // before builder_: outlives it
+  std::optional<capnp::MallocMessageBuilder> builder_;
+  std::vector<capnp::Orphan<wire::Envelope>> replies_;
+};
+
 // Thrown by InMessage when the bytes are not a valid Envelope.
 class DecodeError : public std::runtime_error {
  public:
@@ -94,6 +124,9 @@ class InMessage {
   explicit InMessage(Frames frames);
   // One message of a batch: its bytes, copied into the message's own words. Throws DecodeError.
   InMessage(const char* data, size_t size);
+  // One reply of a group (taskReplies): its envelope, read inside the group, which it keeps; the
+  // token and host are the group's.
+  InMessage(std::shared_ptr<const InMessage> group, wire::Envelope::Reader reply);
   InMessage(const InMessage&) = delete;  // its readers point into it
   InMessage& operator=(const InMessage&) = delete;
   wire::Envelope::Reader env() const { return env_; }
@@ -103,7 +136,7 @@ class InMessage {
   bool same_host() const;
   // The bytes of a value; large values are not copied. Throws DecodeError on a bad frame index.
   Bytes value(wire::Value::Reader v) const;
-  // Renews the reading budget. A message is read with a traversal limit of a few times its size
+  // Renews the reading budget (not of a group's reply: it is read once). A message is read with a traversal limit of a few times its size
   // (a guard against amplification); one kept and read again many times — an actor's creation
   // request, placed again after each failure — renews it before each reading. Invalidates
   // readers taken from env() before.
@@ -122,6 +155,7 @@ class InMessage {
   std::optional<capnp::FlatArrayMessageReader> reader_;  // in place: one allocation less per message
   wire::Envelope::Reader env_;
   kj::StringPtr token_;
+  std::shared_ptr<const InMessage> group_;  // a group's reply: the message it is read in
 };
 
 // Several one-frame messages bound for one peer travel as one frame, a batch, so that a burst of
