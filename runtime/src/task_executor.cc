@@ -145,15 +145,41 @@ void TaskExecutor::answer(IoLoop::Incoming& in, OutMessage& m) {
   answer(in, m.finish());
 }
 
-wire::Envelope::Builder TaskExecutor::group_reply(IoLoop::Incoming& in) {
-  return port_.load()->group_reply(in.routing_id, in.request_id());
+bool TaskExecutor::groupable(const IoLoop::Incoming& in) const {
+  return in.direct || (!(s_->actor && s_->max_concurrency > 1) && !io_->in_loop());
 }
 
-void TaskExecutor::grouped() { port_.load()->replied(more_queued_); }
+wire::Envelope::Builder TaskExecutor::group_reply(IoLoop::Incoming& in) {
+  if (in.direct) return port_.load()->group_reply(in.routing_id, in.request_id());
+  if (!group_.empty() && (in.routing_id != group_to_ || group_.count() >= ReplyGroup::kMaxReplies))
+    flush_group(true);
+  if (group_.empty()) group_to_ = in.routing_id;
+  return group_.add(in.request_id());
+}
+
+void TaskExecutor::grouped(IoLoop::Incoming& in) {
+  if (in.direct) return port_.load()->replied(more_queued_);
+  if (!more_queued_ || group_.count() >= ReplyGroup::kMaxReplies || group_.bytes() >= IoLoop::batch_cap() / 2)
+    flush_group(more_queued_);
+}
+
+void TaskExecutor::flush_group(bool soon) {
+  if (group_.empty()) return;
+  Frames frames;
+  frames.push_back(group_.take());
+  // With more calls queued, the group may still leave with other replies (IoLoop::reply_soon).
+  if (soon)
+    io_->reply_soon(std::move(group_to_), std::move(frames));
+  else
+    io_->reply(std::move(group_to_), std::move(frames));
+  group_to_.clear();
+}
 
 void TaskExecutor::answer(IoLoop::Incoming& in, Frames frames) {
+  bool executor = !io_->in_loop();
+  if (executor) flush_group(more_queued_);  // the replies held go first
   // With more calls queued behind this one, its reply may join theirs (IoLoop::reply_soon).
-  if (more_queued_ && !io_->in_loop())
+  if (more_queued_ && executor)
     io_->reply_soon(std::move(in.routing_id), std::move(frames));
   else
     io_->reply(std::move(in.routing_id), std::move(frames));
@@ -167,9 +193,9 @@ void TaskExecutor::reply_ok(IoLoop::Incoming& in) {
 
 void TaskExecutor::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg,
                                const std::string& type, const std::string& location) {
-  if (in.direct && msg.size() + type.size() + location.size() <= grouped_bytes()) {
+  if (groupable(in) && msg.size() + type.size() + location.size() <= grouped_bytes()) {
     set_error(group_reply(in), code, msg, type, location);
-    grouped();
+    grouped(in);
     return;
   }
   OutMessage m(token_, in.request_id(), true);
@@ -206,7 +232,9 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
     else if (!next_request(item, true))
       break;
     have_next = next_request(next, false);
-    if (auto* port = port_.load(); port && !item.direct) port->flush();  // a call's reply held for this one
+    // Replies held for a requester leave before the executor turns to another source of calls.
+    if (auto* port = port_.load(); port && !item.direct) port->flush();
+    if (item.direct) flush_group();
     bool concurrent = s_->actor && s_->max_concurrency > 1;
     more_queued_ = have_next && !concurrent;
     auto which = item.msg->env().getBody().which();
@@ -243,6 +271,7 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
     }
     item = {};
   }
+  flush_group();
   io_->stop();  // flushes nothing more; replies already handed to the loop were sent
   _exit(0);
 }
@@ -414,10 +443,10 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
     return;
   }
   record.ok = true;
-  if (in.direct && result->size() <= grouped_bytes()) {  // most results: in the group of replies
+  if (groupable(in) && result->size() <= grouped_bytes()) {  // most results: in a group of replies
     auto v = group_reply(in).getBody().initTaskReply().initResult();
     v.setInline(kj::arrayPtr(reinterpret_cast<const kj::byte*>(result->data()), result->size()));
-    grouped();
+    grouped(in);
     return;
   }
   OutMessage m(token_, in.request_id(), true);

@@ -49,10 +49,15 @@ class TaskExecutor {
   void execute(IoLoop::Incoming& in);
   void answer(IoLoop::Incoming& in, Frames frames);
   void answer(IoLoop::Incoming& in, OutMessage& m);
-  // A call port's call: the envelope of its reply in the group held for its requester (the caller
-  // sets a small body, then calls grouped()).
+  // Executor thread, a call that runs alone (not on a fiber): the envelope of its reply in the
+  // group held for its requester (wire.h's ReplyGroup: the call port's for a call that came there,
+  // else the executor's own, handed to the I/O loop), for the caller to set a small body; then
+  // grouped(in).
+  bool groupable(const IoLoop::Incoming& in) const;
   wire::Envelope::Builder group_reply(IoLoop::Incoming& in);
-  void grouped();
+  void grouped(IoLoop::Incoming& in);
+  // Executor thread: hands the loop the replies held for it (`soon`: they may wait for company).
+  void flush_group(bool soon = false);
   void reply_ok(IoLoop::Incoming& in);
   void reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg, const std::string& type = {},
                    const std::string& location = {});
@@ -84,6 +89,8 @@ class TaskExecutor {
   std::atomic<CallPort*> port_{nullptr};  // read by the I/O thread
   std::atomic<int> channel_items_{0};     // what the I/O thread put in the channel, not yet taken
   bool more_queued_ = false;  // executor thread: another call is queued behind the running one
+  ReplyGroup group_{token_};  // executor thread: replies held for the loop's requester group_to_
+  std::string group_to_;
   std::unordered_map<std::string, Label> function_labels_, method_labels_;  // executor thread only
   Callee last_callee_;  // executor thread only
 };
