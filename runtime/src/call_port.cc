@@ -14,7 +14,7 @@ namespace {
 bool readable(zmq::socket_t& s) { return (s.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0; }
 }  // namespace
 
-CallPort::CallPort(IoLoop& io, const std::string& host) : io_(io), held_(io.token()) {
+CallPort::CallPort(IoLoop& io, const std::string& host) : io_(io), held_(io.token(), IoLoop::batch_cap()) {
   socket_ = io.listener_beside(host, &address_);
   socket_fd_ = socket_->get(zmq::sockopt::fd);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -60,13 +60,12 @@ bool CallPort::next(IoLoop::Incoming& out, bool wait) {
 }
 
 wire::Envelope::Builder CallPort::group_reply(const std::string& routing_id, uint64_t request_id) {
-  if (!held_.empty() && (routing_id != held_to_ || held_.count() >= ReplyGroup::kMaxReplies)) flush();
-  if (held_.empty()) held_to_ = routing_id;
-  return held_.add(request_id);
+  if (held_.must_leave_for(routing_id)) flush();
+  return held_.add(routing_id, request_id);
 }
 
 void CallPort::replied(bool more) {
-  if (!more || held_.count() >= ReplyGroup::kMaxReplies || held_.bytes() >= IoLoop::batch_cap() / 2) flush();
+  if (held_.must_leave_after(more)) flush();
 }
 
 void CallPort::reply(const std::string& routing_id, OutMessage& m) {
@@ -78,9 +77,9 @@ void CallPort::reply(const std::string& routing_id, OutMessage& m) {
 
 void CallPort::flush() {
   if (held_.empty()) return;
-  zmq::message_t group = held_.take();
+  auto [to, group] = held_.take();
   std::lock_guard<std::mutex> l(mu_);
-  socket_->send(zmq::buffer(held_to_), zmq::send_flags::sndmore);
+  socket_->send(zmq::buffer(to), zmq::send_flags::sndmore);
   socket_->send(group, zmq::send_flags::none);
 }
 

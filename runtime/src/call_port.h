@@ -75,8 +75,7 @@ class CallPort {
   int wake_fd_ = -1;
   std::mutex mu_;  // held by whoever uses the socket; guards calls_
   std::deque<IoLoop::Incoming> calls_;
-  std::string held_to_;            // executor thread: the requester of the replies held
-  ReplyGroup held_;
+  HeldReplies held_;  // executor thread
   std::atomic<bool> in_call_{false};
   std::atomic<bool> stopping_{false};
   std::mutex watch_mu_;

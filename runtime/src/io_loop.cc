@@ -393,38 +393,34 @@ void IoLoop::on_router_readable() {
 }
 
 void IoLoop::take_request(const std::string& routing, const std::string& from, Received received) {
+  // An error answered here. Answers to peers that did not show the token carry no token either.
+  auto refuse = [&](const std::string& token, uint64_t id, wire::ErrorCode code, const std::string& why) {
+    OutMessage out(token, id, true);
+    set_error(out.env(), code, why);
+    router_out_.emplace_back(routing, out.finish());
+  };
   std::unique_ptr<InMessage> msg;
-  // Answers to peers that did not show the token carry no token either.
   try {
     msg = std::move(received).open();
   } catch (const DecodeError& e) {
     fault(from, std::string("dropped a malformed message on ") + address_ + ": " + e.what());
-    OutMessage out("", 0, true);
-    set_error(out.env(), wire::ErrorCode::BAD_REQUEST, e.what());
-    router_out_.emplace_back(routing, out.finish());
-    return;
+    return refuse("", 0, wire::ErrorCode::BAD_REQUEST, e.what());
   }
+  uint64_t id = msg->env().getRequestId();
   if (msg->token() != token_) {
-    fault(from, "refused a request on " + address_ + " with a " +
-                    (msg->token().size() == 0 ? "missing" : "wrong") + " cluster token");
-    OutMessage out("", msg->env().getRequestId(), true);
-    set_error(out.env(), wire::ErrorCode::UNAUTHENTICATED,
-              msg->token().size() == 0 ? "missing cluster token" : "wrong cluster token");
-    router_out_.emplace_back(routing, out.finish());
-    return;
+    bool missing = msg->token().size() == 0;
+    fault(from, "refused a request on " + address_ + " with a " + (missing ? "missing" : "wrong") + " cluster token");
+    return refuse("", id, wire::ErrorCode::UNAUTHENTICATED, missing ? "missing cluster token" : "wrong cluster token");
   }
   if (msg->env().getBody().isPing() && !via_data_link(routing)) {  // a liveness probe: answered here
-    OutMessage out(token_, msg->env().getRequestId(), true);
+    OutMessage out(token_, id, true);
     out.env().getBody().setOk();
     router_out_.emplace_back(routing, out.finish());
     return;
   }
   if (via_data_link(routing) && !msg->env().getBody().isGetObjectPart()) {
     fault(from, "refused a request on the data link of " + address_ + " that is not for an object's part");
-    OutMessage out(token_, msg->env().getRequestId(), true);
-    set_error(out.env(), wire::ErrorCode::BAD_REQUEST, "a data link answers only requests for parts of objects");
-    router_out_.emplace_back(routing, out.finish());
-    return;
+    return refuse(token_, id, wire::ErrorCode::BAD_REQUEST, "a data link answers only requests for parts of objects");
   }
   std::shared_ptr<InMessage> shared = std::move(msg);
   int32_t calls = -1;  // a pushTasks: each of its calls is handled as a request of its own
@@ -437,10 +433,7 @@ void IoLoop::take_request(const std::string& routing, const std::string& from, R
     }
   } catch (const kj::Exception& e) {
     fault(from, "dropped a malformed message on " + address_ + ": " + e.getDescription().cStr());
-    OutMessage out(token_, shared->env().getRequestId(), true);
-    set_error(out.env(), wire::ErrorCode::BAD_REQUEST, "malformed calls");
-    router_out_.emplace_back(routing, out.finish());
-    return;
+    return refuse(token_, id, wire::ErrorCode::BAD_REQUEST, "malformed calls");
   }
   auto handle = [&](int32_t call) {
     try {
@@ -452,11 +445,7 @@ void IoLoop::take_request(const std::string& routing, const std::string& from, R
     }
   };
   if (calls < 0) return handle(-1);
-  if (calls == 0) {
-    OutMessage out(token_, shared->env().getRequestId(), true);
-    set_error(out.env(), wire::ErrorCode::BAD_REQUEST, "an empty list of calls");
-    router_out_.emplace_back(routing, out.finish());
-  }
+  if (calls == 0) refuse(token_, id, wire::ErrorCode::BAD_REQUEST, "an empty list of calls");
   for (int32_t i = 0; i < calls; ++i) handle(i);
 }
 
@@ -486,9 +475,7 @@ void IoLoop::on_dealer_readable(const std::string& addr, Peer& p) {
 }
 
 std::optional<std::string> IoLoop::oversized(const Frames& frames, const std::string& to) {
-  size_t largest = 0;
-  for (auto& f : frames) largest = std::max(largest, f.size());
-  return oversized(largest, to);
+  return oversized(largest_frame(frames), to);
 }
 
 std::optional<std::string> IoLoop::oversized(size_t frame_bytes, const std::string& to) {

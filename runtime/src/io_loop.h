@@ -273,6 +273,8 @@ class IoLoop {
   Peer* enlist_group(const std::string& peer, size_t bytes, std::vector<std::pair<uint64_t, ReplyCallback>>& calls,
                      std::chrono::milliseconds timeout);
   static void queue_message(Peer& p, OutMessage& m);  // into the peer's batch, or alone
+  void queue_frames(Peer& p, const std::string& peer, Frames frames);  // after the batch written so far
+  static size_t largest_frame(const Frames& frames);
   void queue_reply(std::string routing_id, Frames frames);
   void hand_over_reply(std::string routing_id, Frames frames, bool soon);
   void drain_posted();

@@ -36,30 +36,24 @@ void IoLoop::request(const std::string& peer_addr, uint64_t id, OutMessage& m, R
 
 void IoLoop::request_group(const std::string& peer_addr, OutMessage& m,
                            std::vector<std::pair<uint64_t, ReplyCallback>> calls, std::chrono::milliseconds timeout) {
-  if (!in_loop()) {
-    struct Moved {
-      Frames frames;
-      std::vector<std::pair<uint64_t, ReplyCallback>> calls;
-    };
-    auto moved = std::make_shared<Moved>(Moved{m.finish(), std::move(calls)});
-    post([this, peer_addr, moved, timeout] {
-      Peer* p = enlist_group(peer_addr, moved->frames[0].size(), moved->calls, timeout);
-      if (!p) return;
-      mark_dirty(*p, peer_addr);
-      close_batch(*p);
-      p->outbox.push_back(std::move(moved->frames));
-    });
-    return;
+  if (in_loop() && m.one_frame()) {
+    Peer* p = enlist_group(peer_addr, m.flat_bytes(), calls, timeout);
+    if (!p) return;
+    mark_dirty(*p, peer_addr);
+    return queue_message(*p, m);
   }
-  bool alone = !m.one_frame();
-  Frames frames = alone ? m.finish() : Frames{};
-  size_t bytes = alone ? frames[0].size() : m.flat_bytes();
-  Peer* p = enlist_group(peer_addr, bytes, calls, timeout);
-  if (!p) return;
-  mark_dirty(*p, peer_addr);
-  if (!alone) return queue_message(*p, m);
-  close_batch(*p);
-  p->outbox.push_back(std::move(frames));
+  // A posted closure is copyable: what it carries that is not goes in one shared record.
+  struct Moved {
+    Frames frames;
+    std::vector<std::pair<uint64_t, ReplyCallback>> calls;
+  };
+  auto moved = std::make_shared<Moved>(Moved{m.finish(), std::move(calls)});
+  auto send = [this, peer_addr, moved, timeout] {
+    Peer* p = enlist_group(peer_addr, largest_frame(moved->frames), moved->calls, timeout);
+    if (p) queue_frames(*p, peer_addr, std::move(moved->frames));
+  };
+  if (in_loop()) send();
+  else post(send);
 }
 
 IoLoop::Peer* IoLoop::enlist_group(const std::string& peer_addr, size_t bytes,
@@ -71,6 +65,12 @@ IoLoop::Peer* IoLoop::enlist_group(const std::string& peer_addr, size_t bytes,
     if (Peer* got = enlist(peer_addr, id, bytes, cb, timeout, none)) p = got;  // each fails alone
   }
   return p;
+}
+
+void IoLoop::queue_frames(Peer& p, const std::string& peer_addr, Frames frames) {
+  mark_dirty(p, peer_addr);
+  close_batch(p);  // what was written into the batch goes first
+  p.outbox.push_back(std::move(frames));
 }
 
 void IoLoop::queue_message(Peer& p, OutMessage& m) {
@@ -93,13 +93,14 @@ void IoLoop::close_batch(Peer& p) {
 
 void IoLoop::enqueue_request(const std::string& peer_addr, uint64_t id, Frames frames, ReplyCallback cb,
                              std::chrono::milliseconds timeout, Landing landing) {
-  size_t bytes = 0;
-  for (auto& f : frames) bytes = std::max(bytes, f.size());
-  Peer* p = enlist(peer_addr, id, bytes, cb, timeout, landing);
-  if (!p) return;
-  mark_dirty(*p, peer_addr);
-  close_batch(*p);
-  p->outbox.push_back(std::move(frames));
+  Peer* p = enlist(peer_addr, id, largest_frame(frames), cb, timeout, landing);
+  if (p) queue_frames(*p, peer_addr, std::move(frames));
+}
+
+size_t IoLoop::largest_frame(const Frames& frames) {
+  size_t largest = 0;
+  for (auto& f : frames) largest = std::max(largest, f.size());
+  return largest;
 }
 
 IoLoop::Peer* IoLoop::enlist(const std::string& peer_addr, uint64_t id, size_t bytes, ReplyCallback& cb,

@@ -151,28 +151,25 @@ bool TaskExecutor::groupable(const IoLoop::Incoming& in) const {
 
 wire::Envelope::Builder TaskExecutor::group_reply(IoLoop::Incoming& in) {
   if (in.direct) return port_.load()->group_reply(in.routing_id, in.request_id());
-  if (!group_.empty() && (in.routing_id != group_to_ || group_.count() >= ReplyGroup::kMaxReplies))
-    flush_group(true);
-  if (group_.empty()) group_to_ = in.routing_id;
-  return group_.add(in.request_id());
+  if (held_.must_leave_for(in.routing_id)) flush_group(true);
+  return held_.add(in.routing_id, in.request_id());
 }
 
 void TaskExecutor::grouped(IoLoop::Incoming& in) {
   if (in.direct) return port_.load()->replied(more_queued_);
-  if (!more_queued_ || group_.count() >= ReplyGroup::kMaxReplies || group_.bytes() >= IoLoop::batch_cap() / 2)
-    flush_group(more_queued_);
+  if (held_.must_leave_after(more_queued_)) flush_group(more_queued_);
 }
 
 void TaskExecutor::flush_group(bool soon) {
-  if (group_.empty()) return;
+  if (held_.empty()) return;
+  auto [to, group] = held_.take();
   Frames frames;
-  frames.push_back(group_.take());
+  frames.push_back(std::move(group));
   // With more calls queued, the group may still leave with other replies (IoLoop::reply_soon).
   if (soon)
-    io_->reply_soon(std::move(group_to_), std::move(frames));
+    io_->reply_soon(std::move(to), std::move(frames));
   else
-    io_->reply(std::move(group_to_), std::move(frames));
-  group_to_.clear();
+    io_->reply(std::move(to), std::move(frames));
 }
 
 void TaskExecutor::answer(IoLoop::Incoming& in, Frames frames) {

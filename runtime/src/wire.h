@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <capnp/message.h>
@@ -110,6 +111,35 @@ class ReplyGroup {
   std::optional<ScratchSegment> scratch_;  // before builder_: outlives it
   std::optional<capnp::MallocMessageBuilder> builder_;
   std::vector<capnp::Orphan<wire::Envelope>> replies_;
+};
+
+// Replies held for one requester at a time (a call port's, an executor's), as a ReplyGroup: they
+// leave before a reply to another requester joins, when the group is full (kMaxReplies, or half of
+// `cap` bytes), or when no other call waits whose reply could join them.
+class HeldReplies {
+ public:
+  HeldReplies(std::string token, size_t cap) : group_(std::move(token)), cap_(cap) {}
+  bool empty() const { return group_.empty(); }
+  // Whether the replies held must leave before one to `to` joins them.
+  bool must_leave_for(const std::string& to) const {
+    return !empty() && (to != to_ || group_.count() >= ReplyGroup::kMaxReplies);
+  }
+  // The envelope of the reply to request_id, held for `to` (see ReplyGroup::add).
+  wire::Envelope::Builder add(const std::string& to, uint64_t request_id) {
+    if (empty()) to_ = to;
+    return group_.add(request_id);
+  }
+  // After a reply: whether the replies held must leave now (`more`: another call waits already).
+  bool must_leave_after(bool more) {
+    return !more || group_.count() >= ReplyGroup::kMaxReplies || group_.bytes() >= cap_ / 2;
+  }
+  // The requester and the group as one frame; nothing is held after.
+  std::pair<std::string, zmq::message_t> take() { return {std::move(to_), group_.take()}; }
+
+ private:
+  ReplyGroup group_;
+  size_t cap_;
+  std::string to_;
 };
 
 // Thrown by InMessage when the bytes are not a valid Envelope.
