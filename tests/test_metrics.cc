@@ -4,6 +4,10 @@
 
 #include <capnp/message.h>
 
+#include <map>
+#include <thread>
+#include <vector>
+
 #include "metrics_registry.h"
 #include "yard/errors.h"
 #include "yard/metrics.h"
@@ -62,4 +66,60 @@ TEST_CASE("metrics: a report holds every series with its tags, cumulative") {
   capnp::MallocMessageBuilder again;
   CHECK_FALSE(r.write_report(again.initRoot<yard::wire::MetricsReport>(), false));  // nothing changed
   CHECK(r.write_report(again.initRoot<yard::wire::MetricsReport>(), true));
+}
+
+TEST_CASE("metrics: task events counted from several threads at once all reach the report") {
+  auto& r = detail::Registry::instance();
+  auto* t = r.task_series("test_threads.call");
+  constexpr int kThreads = 4, kEach = 5000;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < kEach; ++k) {
+        r.task_submitted(t);
+        r.task_started(t);
+        r.task_ended(t, k % 10 != 0, i == 0 ? 0.00005 : 0.5);  // every tenth fails
+      }
+    });
+  r.task_started(t);  // one still running
+  // Reports written while the threads count: each is consistent (never more ended than started).
+  int reports = 0;
+  auto read = [&](std::map<std::string, double>& values, std::vector<uint64_t>& buckets) {
+    capnp::MallocMessageBuilder mb;
+    auto report = mb.initRoot<yard::wire::MetricsReport>();
+    if (!r.write_report(report, true)) return;
+    ++reports;
+    for (auto s : report.getSeries()) {
+      bool ours = false;
+      for (auto tag : s.getTags()) ours |= std::string(tag.getValue().cStr()) == "test_threads.call";
+      if (!ours) continue;
+      values[s.getName().cStr()] = s.getValue();
+      if (std::string(s.getName().cStr()) == "yard_task_duration_seconds") {
+        buckets.clear();
+        for (auto b : s.getBuckets()) buckets.push_back(b);
+        values["count"] = double(s.getCount());
+        values["sum"] = s.getSum();
+      }
+    }
+  };
+  std::map<std::string, double> values;
+  std::vector<uint64_t> buckets;
+  for (int i = 0; i < 20; ++i) {
+    read(values, buckets);
+    CHECK(values["yard_tasks_running"] >= 1);
+  }
+  for (auto& th : threads) th.join();
+  read(values, buckets);
+  CHECK(reports == 21);
+  const double n = double(kThreads) * kEach;
+  CHECK(values["yard_tasks_submitted_total"] == n);
+  CHECK(values["yard_tasks_failed_total"] == n / 10);
+  CHECK(values["yard_tasks_finished_total"] == n - n / 10);
+  CHECK(values["yard_tasks_running"] == 1);
+  CHECK(values["count"] == n);
+  REQUIRE(buckets.size() == 8);
+  CHECK(buckets[0] == kEach);                    // 50 µs: under the first bound (100 µs)
+  CHECK(buckets[4] == uint64_t(kEach) * (kThreads - 1));  // 0.5 s: under 1 s
+  CHECK(values["sum"] == Approx(kEach * 0.00005 + (kThreads - 1) * kEach * 0.5));
+  r.task_ended(t, true, 0.5);
 }

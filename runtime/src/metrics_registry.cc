@@ -92,7 +92,7 @@ void Registry::add(Family* f, const Tags& tags, double v) {
   auto key = values(*f, tags);
   std::lock_guard lk(mu_);
   f->series[key].value += v;
-  dirty_ = true;
+  mark_dirty();
 }
 
 void Registry::set(Family* f, const Tags& tags, double v) {
@@ -100,7 +100,7 @@ void Registry::set(Family* f, const Tags& tags, double v) {
   auto key = values(*f, tags);
   std::lock_guard lk(mu_);
   f->series[key].value = v;
-  dirty_ = true;
+  mark_dirty();
 }
 
 void Registry::observe(const Family& f, Series& s, double v) {
@@ -116,7 +116,7 @@ void Registry::observe(Family* f, const Tags& tags, double v) {
   auto key = values(*f, tags);
   std::lock_guard lk(mu_);
   observe(*f, f->series[key], v);
-  dirty_ = true;
+  mark_dirty();
 }
 
 Registry::TaskSeries* Registry::task_series(const std::string& function) {
@@ -125,38 +125,61 @@ Registry::TaskSeries* Registry::task_series(const std::string& function) {
   auto& t = tasks_[function];
   if (!t) {
     std::vector<std::string> key{function};
-    t = std::make_unique<TaskSeries>(TaskSeries{&b.submitted->series[key], &b.running->series[key],
-                                                &b.finished->series[key], &b.failed->series[key],
-                                                &b.duration->series[key]});
-    t->duration->buckets.assign(b.duration->bounds.size() + 1, 0);  // a valid histogram before any run
+    t = std::make_unique<TaskSeries>();
+    t->submitted = &b.submitted->series[key];
+    t->running = &b.running->series[key];
+    t->finished = &b.finished->series[key];
+    t->failed = &b.failed->series[key];
+    t->duration = &b.duration->series[key];
+    t->duration->buckets.assign(kDurationBuckets, 0);  // a valid histogram before any run
   }
   return t.get();
 }
 
 void Registry::task_submitted(TaskSeries* t) {
-  std::lock_guard lk(mu_);
-  t->submitted->value += 1;
-  dirty_ = true;
+  t->n_submitted.fetch_add(1, std::memory_order_relaxed);
+  mark_dirty();
 }
 
 void Registry::task_started(TaskSeries* t) {
-  std::lock_guard lk(mu_);
-  t->running->value += 1;
-  dirty_ = true;
+  t->n_started.fetch_add(1, std::memory_order_relaxed);
+  mark_dirty();
 }
 
 void Registry::task_ended(TaskSeries* t, bool ok, double seconds) {
-  std::lock_guard lk(mu_);
-  t->running->value -= 1;
-  (ok ? t->finished : t->failed)->value += 1;
-  observe(*Builtin::get().duration, *t->duration, seconds);
-  dirty_ = true;
+  (ok ? t->n_finished : t->n_failed).fetch_add(1, std::memory_order_release);  // after its start
+  const auto& bounds = Builtin::get().duration->bounds;
+  size_t i = std::lower_bound(bounds.begin(), bounds.end(), seconds) - bounds.begin();
+  t->n_buckets[i].fetch_add(1, std::memory_order_relaxed);
+  t->sum_ns.fetch_add(static_cast<uint64_t>(std::max(0.0, seconds) * 1e9), std::memory_order_relaxed);
+  mark_dirty();
+}
+
+// A call's end is counted after its start, so a report that reads the ends first never shows
+// more ended than started (a negative number running).
+void Registry::fold_tasks() {
+  for (auto& [name, t] : tasks_) {
+    uint64_t finished = t->n_finished.load(std::memory_order_acquire);
+    uint64_t failed = t->n_failed.load(std::memory_order_acquire);
+    uint64_t count = 0;
+    for (size_t i = 0; i < kDurationBuckets; ++i) {
+      t->duration->buckets[i] = t->n_buckets[i].load(std::memory_order_relaxed);
+      count += t->duration->buckets[i];
+    }
+    t->duration->sum = double(t->sum_ns.load(std::memory_order_relaxed)) / 1e9;
+    t->duration->count = count;
+    uint64_t started = t->n_started.load(std::memory_order_relaxed);
+    t->submitted->value = double(t->n_submitted.load(std::memory_order_relaxed));
+    t->finished->value = double(finished);
+    t->failed->value = double(failed);
+    t->running->value = double(started >= finished + failed ? started - finished - failed : 0);
+  }
 }
 
 bool Registry::write_report(wire::MetricsReport::Builder out, bool force) {
   std::lock_guard lk(mu_);
-  if (!dirty_ && !force) return false;
-  dirty_ = false;
+  if (!dirty_.exchange(false, std::memory_order_acq_rel) && !force) return false;
+  fold_tasks();
   size_t n = 0;
   for (auto& [name, f] : families_) n += f->series.size();
   auto list = out.initSeries(static_cast<unsigned>(n));
@@ -195,6 +218,7 @@ Builtin& Builtin::get() {
     x->failed = r.define("yard_tasks_failed_total", "tasks and actor calls that threw", Kind::kCounter, {"function"});
     x->duration = r.define("yard_task_duration_seconds", "how long tasks and actor calls ran", Kind::kHistogram,
                            {"function"}, {0.0001, 0.001, 0.01, 0.1, 1, 10, 100});
+    static_assert(Registry::kDurationBuckets == 8, "one bucket per bound above, then +Inf");
     x->shm_bytes = r.define("yard_shm_pool_bytes", "shared memory held by processes' object pools", Kind::kGauge, {});
     return x;
   }();

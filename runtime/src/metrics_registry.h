@@ -5,6 +5,8 @@
 // environment turns recording off.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -46,9 +48,15 @@ class Registry {
   void add(Family* f, const Tags& tags, double v);
   void set(Family* f, const Tags& tags, double v);
   void observe(Family* f, const Tags& tags, double v);
-  // A task's or call's series, found once per function and then by pointer: one lock per event.
+  // A task's or call's series, found once per function and then by pointer. Its events are
+  // counted here without the registry's lock (every submitting and executing thread would meet
+  // on it once per call) and folded into its series when a report is written.
+  static constexpr size_t kDurationBuckets = 8;  // Builtin's duration bounds, then +Inf
   struct TaskSeries {
-    Series *submitted, *running, *finished, *failed, *duration;
+    Series *submitted = nullptr, *running = nullptr, *finished = nullptr, *failed = nullptr, *duration = nullptr;
+    std::atomic<uint64_t> n_submitted{0}, n_started{0}, n_finished{0}, n_failed{0};
+    std::array<std::atomic<uint64_t>, kDurationBuckets> n_buckets{};
+    std::atomic<uint64_t> sum_ns{0};
   };
   TaskSeries* task_series(const std::string& function);
   void task_submitted(TaskSeries* t);
@@ -62,10 +70,12 @@ class Registry {
   Registry();
   std::vector<std::string> values(const Family& f, const Tags& tags) const;
   static void observe(const Family& f, Series& s, double v);
+  void fold_tasks();  // under mu_
+  void mark_dirty() { dirty_.store(true, std::memory_order_release); }
   mutable std::mutex mu_;
   std::map<std::string, std::unique_ptr<Family>> families_;
   std::unordered_map<std::string, std::unique_ptr<TaskSeries>> tasks_;
-  bool dirty_ = false;
+  std::atomic<bool> dirty_{false};  // set after a change is made, taken before one is read
   bool enabled_ = true;
 };
 
