@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "metrics_registry.h"
+#include "task_events.h"
 #include "yard/errors.h"
 #include "yard/metrics.h"
 
@@ -122,4 +123,35 @@ TEST_CASE("metrics: task events counted from several threads at once all reach t
   CHECK(buckets[4] == uint64_t(kEach) * (kThreads - 1));  // 0.5 s: under 1 s
   CHECK(values["sum"] == Approx(kEach * 0.00005 + (kThreads - 1) * kEach * 0.5));
   r.task_ended(t, true, 0.5);
+}
+
+TEST_CASE("timeline: spans past the budget are dropped and counted, and a span is kept again once the budget refills") {
+  auto& ev = yard::detail::TaskEvents::instance();
+  // Spans and drops in the reports written until nothing is left.
+  auto drain = [&] {
+    std::pair<size_t, uint64_t> kept_dropped{0, 0};
+    for (;;) {
+      capnp::MallocMessageBuilder mb;
+      auto report = mb.initRoot<yard::wire::MetricsReport>();
+      if (!ev.write(report)) return kept_dropped;
+      for (auto e : report.getEvents()) kept_dropped.first += std::string(e.getName().cStr()) == "test_span";
+      kept_dropped.second += report.getEventsDropped();
+    }
+  };
+  drain();
+  auto t = std::chrono::steady_clock::now();
+  for (int i = 0; i < 10000; ++i) ev.record("test_span", "task", 0, 1, true, 0, t);
+  auto [kept, dropped] = drain();
+  CHECK(kept <= 5000);  // the burst
+  CHECK(kept + dropped == 10000);
+  // 1 ms later two more spans' worth of budget has come: the next one is kept.
+  ev.record("test_span", "task", 0, 1, true, 0, t + std::chrono::milliseconds(1));
+  auto after = drain();
+  CHECK(after.first == 1);
+  CHECK(after.second == 0);
+  // At that same moment: one more is kept, then the budget is spent again.
+  for (int i = 0; i < 3; ++i) ev.record("test_span", "task", 0, 1, true, 0, t + std::chrono::milliseconds(1));
+  auto last = drain();
+  CHECK(last.first == 1);
+  CHECK(last.second == 2);
 }

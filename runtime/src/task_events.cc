@@ -43,11 +43,18 @@ void TaskEvents::record(const std::string& name, const char* kind, int64_t start
 
 void TaskEvents::record(const std::string& name, const char* kind, int64_t start_us, int64_t dur_us, bool ok,
                         uint64_t count, std::chrono::steady_clock::time_point now) {
+  int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  if (now_ns < empty_until_ns_.load(std::memory_order_relaxed)) {
+    dropped_unlocked_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   std::lock_guard lk(mu_);
   budget_ = std::min(kBurst, budget_ + kSpansPerSecond * std::chrono::duration<double>(now - refilled_).count());
   refilled_ = now;
   if (budget_ < 1) {
     ++dropped_;
+    empty_until_ns_.store(now_ns + static_cast<int64_t>((1 - budget_) / kSpansPerSecond * 1e9),
+                          std::memory_order_relaxed);
     return;
   }
   budget_ -= 1;
@@ -60,6 +67,7 @@ void TaskEvents::record(const std::string& name, const char* kind, int64_t start
 
 bool TaskEvents::write(wire::MetricsReport::Builder out) {
   std::lock_guard lk(mu_);
+  dropped_ += dropped_unlocked_.exchange(0, std::memory_order_relaxed);
   if (pending_.empty() && dropped_ == 0) return false;
   size_t n = std::min(pending_.size(), kPerReport);
   auto list = out.initEvents(static_cast<unsigned>(n));

@@ -6,6 +6,7 @@
 // the rest are dropped and counted.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -52,6 +53,11 @@ class TaskEvents {
   // The span budget (a token bucket: kSpansPerSecond, bursts of kBurst).
   double budget_;
   std::chrono::steady_clock::time_point refilled_;
+  // Once the budget is spent, it stays under one span until this moment (the steady clock, in ns):
+  // a span ending before it is dropped and counted without the lock, as most are at thousands of
+  // calls a second.
+  std::atomic<int64_t> empty_until_ns_{0};
+  std::atomic<uint64_t> dropped_unlocked_{0};
 };
 
 }  // namespace yard::detail
