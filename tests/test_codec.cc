@@ -241,3 +241,23 @@ TEST_CASE("split_names strips class prefixes and ampersands", "[registry]") {
   CHECK(n[1] == "g");
   CHECK(n[2] == "h");
 }
+
+TEST_CASE("numbers encode on the stack to msgpack's own bytes, and short values keep them inline", "[codec]") {
+  auto bytes = [](const yard::detail::Bytes& b) { return std::string(b->data(), b->size()); };
+  for (int64_t v : {int64_t{0}, int64_t{127}, int64_t{128}, int64_t{-33}, int64_t{65536}, INT64_MIN, INT64_MAX})
+    CHECK(bytes(yard::encode(v)) == packed(v));
+  CHECK(bytes(yard::encode(uint64_t{UINT64_MAX})) == packed(UINT64_MAX));
+  CHECK(bytes(yard::encode(-2.25)) == packed(-2.25));
+  CHECK(bytes(yard::encode(1.5f)) == packed(1.5f));
+  CHECK(bytes(yard::encode(true)) == packed(true));
+  CHECK(bytes(yard::encode('a')) == packed('a'));
+  // A short packed value fits the inline record; a longer one does not, and both keep their bytes.
+  std::map<std::string, int> few{{"a", 1}}, many;
+  for (int i = 0; i < 10; ++i) many["key" + std::to_string(i)] = i;
+  auto small = yard::encode(few);
+  CHECK(dynamic_cast<const yard::detail::SmallBuffer*>(small.get()) != nullptr);
+  CHECK(bytes(small) == packed(few));
+  auto larger = yard::encode(many);
+  CHECK(dynamic_cast<const yard::detail::SmallBuffer*>(larger.get()) == nullptr);
+  CHECK(yard::decode<std::map<std::string, int>>(larger) == many);
+}

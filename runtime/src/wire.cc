@@ -247,7 +247,9 @@ Bytes InMessage::value(wire::Value::Reader v) const {
       return std::make_shared<FrameBuffer>(std::move(ref));
     }
     auto d = v.getInline();
-    return std::make_shared<StringBuffer>(std::string(reinterpret_cast<const char*>(d.begin()), d.size()));
+    auto* bytes = reinterpret_cast<const char*>(d.begin());
+    if (d.size() <= SmallBuffer::kMax) return std::make_shared<SmallBuffer>(bytes, d.size());
+    return std::make_shared<StringBuffer>(std::string(bytes, d.size()));
   } catch (const kj::Exception& e) {
     throw DecodeError(std::string("malformed value: ") + e.getDescription().cStr());
   }

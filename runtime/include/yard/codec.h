@@ -50,6 +50,19 @@ class StringBuffer final : public Buffer {
   std::string s_;
 };
 
+// A small encoded value (a number, a short string) inside its own record: one allocation.
+class SmallBuffer final : public Buffer {
+ public:
+  static constexpr size_t kMax = 16;
+  SmallBuffer(const char* data, size_t size) : size_(size) { std::memcpy(data_, data, size); }  // size <= kMax
+  const char* data() const override { return data_; }
+  size_t size() const override { return size_; }
+
+ private:
+  char data_[kMax];
+  size_t size_;
+};
+
 // Room for an encoded value of `size` bytes: in this process's shared-memory pool when large (a
 // process on the same host then reads it without a copy), on the heap otherwise.
 struct WritableBytes {
@@ -79,15 +92,32 @@ class SBuffer final : public Buffer {
 namespace detail {
 // Packs into a buffer this thread reuses, then keeps exactly the bytes packed: a small value costs
 // its size, not a fresh packing buffer (8 KiB), and a large one lands in shared memory directly.
+// msgpack's stream for a number: at most 9 bytes, packed on the stack.
+struct ScalarStream {
+  char data[SmallBuffer::kMax];
+  size_t size = 0;
+  void write(const char* p, size_t n) {
+    std::memcpy(data + size, p, n);
+    size += n;
+  }
+};
+
 template <class T>
 Bytes pack_exact(const T& v) {
-  thread_local msgpack::sbuffer buf(256);
-  buf.clear();
-  msgpack::pack(buf, v);
-  Bytes out = buf.size() < 64 ? std::make_shared<StringBuffer>(std::string(buf.data(), buf.size()))
-                              : copy_bytes(buf.data(), buf.size());
-  if (buf.size() > (1u << 20)) buf = msgpack::sbuffer(256);  // a large value's room is not kept
-  return out;
+  if constexpr (std::is_arithmetic_v<T>) {
+    ScalarStream s;
+    msgpack::pack(s, v);
+    return std::make_shared<SmallBuffer>(s.data, s.size);
+  } else {
+    thread_local msgpack::sbuffer buf(256);
+    buf.clear();
+    msgpack::pack(buf, v);
+    Bytes out = buf.size() <= SmallBuffer::kMax ? std::make_shared<SmallBuffer>(buf.data(), buf.size())
+                : buf.size() < 64                ? std::make_shared<StringBuffer>(std::string(buf.data(), buf.size()))
+                                                 : copy_bytes(buf.data(), buf.size());
+    if (buf.size() > (1u << 20)) buf = msgpack::sbuffer(256);  // a large value's room is not kept
+    return out;
+  }
 }
 }  // namespace detail
 
