@@ -53,7 +53,7 @@ class StringBuffer final : public Buffer {
 // A small encoded value (a number, a short string) inside its own record: one allocation.
 class SmallBuffer final : public Buffer {
  public:
-  static constexpr size_t kMax = 16;
+  static constexpr size_t kMax = 32;  // with its count and the shared pointer's, one cache line
   SmallBuffer(const char* data, size_t size) : size_(size) { std::memcpy(data_, data, size); }  // size <= kMax
   const char* data() const override { return data_; }
   size_t size() const override { return size_; }
