@@ -223,12 +223,12 @@ double async_rate(bool actor) {
   return rounds * 1000 / seconds_since(t0);
 }
 
-// The same case in a child of this binary with its own embedded cluster and YARD_METRICS=0 (the
-// cluster's workers inherit it): the rate with metrics recording off.
-double async_rate_metrics_off(bool actor) {
+// The same case in a child of this binary with its own embedded cluster, metrics recording on
+// or off (YARD_METRICS, which the cluster's workers inherit).
+double child_rate(bool actor, bool metrics) {
   auto out = std::filesystem::temp_directory_path() / ("yard-bench-rate-" + std::to_string(getpid()));
   yard::sys::SpawnOptions so;
-  so.env = {{"BENCH_RATE", actor ? "actor" : "task"}, {"YARD_METRICS", "0"}, {"YARD_ADDRESS", ""}};
+  so.env = {{"BENCH_RATE", actor ? "actor" : "task"}, {"YARD_METRICS", metrics ? "1" : "0"}, {"YARD_ADDRESS", ""}};
   so.stdout_path = out.string();
   pid_t pid = yard::sys::spawn({yard::sys::self_exe()}, so);
   int status = 0;
@@ -236,18 +236,18 @@ double async_rate_metrics_off(bool actor) {
   double r = 0;
   std::ifstream(out) >> r;
   std::filesystem::remove(out);
-  if (r <= 0) std::fprintf(stderr, "the metrics-off run failed\n");
+  if (r <= 0) std::fprintf(stderr, "the metrics-%s run failed\n", metrics ? "on" : "off");
   return r;
 }
 
-// Metrics on (this process) against off (a child), alternating seven times; the medians. (The
-// machine's noise between runs, ±10%, is larger than the cost measured: seven pairs bring the
-// medians' noise under it.)
+// Metrics on against off, each in a child with a cluster of its own (the same start, the same one
+// actor), alternating seven times; the medians. (The machine's noise between runs, ±10%, is
+// larger than the cost measured: seven pairs bring the medians' noise under it.)
 void metrics_cost(const char* name, bool actor, const char* base) {
   std::vector<double> on, off;
   for (int i = 0; i < 7; ++i) {
-    off.push_back(async_rate_metrics_off(actor));
-    on.push_back(async_rate(actor));
+    off.push_back(child_rate(actor, false));
+    on.push_back(child_rate(actor, true));
   }
   std::sort(on.begin(), on.end());
   std::sort(off.begin(), off.end());
