@@ -103,10 +103,13 @@ void Registry::set(Family* f, const Tags& tags, double v) {
   mark_dirty();
 }
 
+size_t Registry::bucket_of(const std::vector<double>& bounds, double v) {
+  return std::lower_bound(bounds.begin(), bounds.end(), v) - bounds.begin();
+}
+
 void Registry::observe(const Family& f, Series& s, double v) {
   if (s.buckets.empty()) s.buckets.assign(f.bounds.size() + 1, 0);
-  size_t i = std::lower_bound(f.bounds.begin(), f.bounds.end(), v) - f.bounds.begin();
-  ++s.buckets[i];
+  ++s.buckets[bucket_of(f.bounds, v)];
   s.sum += v;
   ++s.count;
 }
@@ -148,9 +151,7 @@ void Registry::task_started(TaskSeries* t) {
 
 void Registry::task_ended(TaskSeries* t, bool ok, double seconds) {
   (ok ? t->n_finished : t->n_failed).fetch_add(1, std::memory_order_release);  // after its start
-  const auto& bounds = Builtin::get().duration->bounds;
-  size_t i = std::lower_bound(bounds.begin(), bounds.end(), seconds) - bounds.begin();
-  t->n_buckets[i].fetch_add(1, std::memory_order_relaxed);
+  t->n_buckets[bucket_of(Builtin::get().duration->bounds, seconds)].fetch_add(1, std::memory_order_relaxed);
   t->sum_ns.fetch_add(static_cast<uint64_t>(std::max(0.0, seconds) * 1e9), std::memory_order_relaxed);
   mark_dirty();
 }
@@ -217,8 +218,7 @@ Builtin& Builtin::get() {
     x->finished = r.define("yard_tasks_finished_total", "tasks and actor calls that returned", Kind::kCounter, {"function"});
     x->failed = r.define("yard_tasks_failed_total", "tasks and actor calls that threw", Kind::kCounter, {"function"});
     x->duration = r.define("yard_task_duration_seconds", "how long tasks and actor calls ran", Kind::kHistogram,
-                           {"function"}, {0.0001, 0.001, 0.01, 0.1, 1, 10, 100});
-    static_assert(Registry::kDurationBuckets == 8, "one bucket per bound above, then +Inf");
+                           {"function"}, {Registry::kDurationBounds.begin(), Registry::kDurationBounds.end()});
     x->shm_bytes = r.define("yard_shm_pool_bytes", "shared memory held by processes' object pools", Kind::kGauge, {});
     return x;
   }();

@@ -51,7 +51,8 @@ class Registry {
   // A task's or call's series, found once per function and then by pointer. Its events are
   // counted here without the registry's lock (every submitting and executing thread would meet
   // on it once per call) and folded into its series when a report is written.
-  static constexpr size_t kDurationBuckets = 8;  // Builtin's duration bounds, then +Inf
+  static constexpr std::array<double, 7> kDurationBounds{0.0001, 0.001, 0.01, 0.1, 1, 10, 100};  // seconds
+  static constexpr size_t kDurationBuckets = kDurationBounds.size() + 1;                          // then +Inf
   struct TaskSeries {
     Series *submitted = nullptr, *running = nullptr, *finished = nullptr, *failed = nullptr, *duration = nullptr;
     std::atomic<uint64_t> n_submitted{0}, n_started{0}, n_finished{0}, n_failed{0};
@@ -69,6 +70,7 @@ class Registry {
  private:
   Registry();
   std::vector<std::string> values(const Family& f, const Tags& tags) const;
+  static size_t bucket_of(const std::vector<double>& bounds, double v);  // the first bound >= v, else +Inf
   static void observe(const Family& f, Series& s, double v);
   void fold_tasks();  // under mu_
   void mark_dirty() { dirty_.store(true, std::memory_order_release); }

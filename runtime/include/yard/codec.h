@@ -50,7 +50,7 @@ class StringBuffer final : public Buffer {
   std::string s_;
 };
 
-// A small encoded value (a number, a short string) inside its own record: one allocation.
+// A small encoded value (a number, a short packed value) inside its own record: one allocation.
 class SmallBuffer final : public Buffer {
  public:
   static constexpr size_t kMax = 32;  // with its count and the shared pointer's, one cache line
@@ -90,8 +90,6 @@ class SBuffer final : public Buffer {
 }  // namespace detail
 
 namespace detail {
-// Packs into a buffer this thread reuses, then keeps exactly the bytes packed: a small value costs
-// its size, not a fresh packing buffer (8 KiB), and a large one lands in shared memory directly.
 // msgpack's stream for a number: at most 9 bytes, packed on the stack.
 struct ScalarStream {
   char data[SmallBuffer::kMax];
@@ -102,6 +100,9 @@ struct ScalarStream {
   }
 };
 
+// Packs a number on the stack; anything else into a buffer this thread reuses. Either way it keeps
+// exactly the bytes packed: a small value in a record of its own, a larger one as copy_bytes
+// places it (in shared memory directly when large), never a fresh packing buffer (8 KiB).
 template <class T>
 Bytes pack_exact(const T& v) {
   if constexpr (std::is_arithmetic_v<T>) {
@@ -113,8 +114,7 @@ Bytes pack_exact(const T& v) {
     buf.clear();
     msgpack::pack(buf, v);
     Bytes out = buf.size() <= SmallBuffer::kMax ? std::make_shared<SmallBuffer>(buf.data(), buf.size())
-                : buf.size() < 64                ? std::make_shared<StringBuffer>(std::string(buf.data(), buf.size()))
-                                                 : copy_bytes(buf.data(), buf.size());
+                                                : copy_bytes(buf.data(), buf.size());
     if (buf.size() > (1u << 20)) buf = msgpack::sbuffer(256);  // a large value's room is not kept
     return out;
   }
