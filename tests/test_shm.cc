@@ -32,8 +32,7 @@ TEST_CASE("a shared slot opens as the same bytes and pins its segment until rele
   b.reset();  // the owner lets go: the message in flight still holds it
   auto other = filled(2 << 20, 'b');
   CHECK(other->segment_name() != seg);
-  std::string why;
-  auto got = open_shm_slot(slot, &why);
+  auto got = open_shm_slot(slot).bytes;
   REQUIRE(got);
   CHECK(got->size() == (2u << 20));
   CHECK(got->data()[0] == 'a');
@@ -54,14 +53,35 @@ TEST_CASE("a slot whose segment was reused is refused, not read", "[shm]") {
   auto b = filled(3 << 20, 'x');
   std::string seg = b->segment_name();
   auto slot = ShmPool::instance().share(*b);
-  std::string why;
-  REQUIRE(open_shm_slot(slot, &why));  // opened and released at once
+  REQUIRE(open_shm_slot(slot).bytes);  // opened and released at once
   b.reset();
   auto reused = filled(3 << 20, 'y');
   REQUIRE(reused->segment_name() == seg);
-  auto stale = open_shm_slot(slot, &why);
-  CHECK_FALSE(stale);
-  CHECK_THAT(why, Catch::Contains("reused"));
+  auto stale = open_shm_slot(slot);
+  CHECK_FALSE(stale.bytes);
+  CHECK(stale.error == SlotError::kReused);
+  CHECK_THAT(stale.what, Catch::Contains("reused") && Catch::Contains(seg));
+}
+
+TEST_CASE("a slot outside its segment, or in no segment, is refused with the reason", "[shm]") {
+  ShmPool::instance().trim(0ms);
+  auto b = filled(1 << 20, 'o');
+  auto slot = ShmPool::instance().share(*b);
+  auto past = slot;
+  past.offset += 64ull << 20;
+  auto outside = open_shm_slot(past);
+  CHECK_FALSE(outside.bytes);
+  CHECK(outside.error == SlotError::kOutsideSegment);
+  CHECK_THAT(outside.what, Catch::Contains(slot.name));
+  auto gone = slot;
+  gone.name = "/yard-obj-no-such-segment";
+  auto missing = open_shm_slot(gone);
+  CHECK_FALSE(missing.bytes);
+  CHECK(missing.error == SlotError::kCannotOpen);
+  CHECK_THAT(missing.what, Catch::Contains("cannot open") && Catch::Contains(gone.name));
+  auto ok = open_shm_slot(slot);
+  REQUIRE(ok.error == SlotError::kNone);
+  CHECK(ok.bytes->data()[0] == 'o');
 }
 
 TEST_CASE("a receiver that died holding a segment does not pin it", "[shm]") {
@@ -71,8 +91,7 @@ TEST_CASE("a receiver that died holding a segment does not pin it", "[shm]") {
   auto slot = ShmPool::instance().share(*b);
   pid_t child = fork();
   if (child == 0) {
-    std::string why;
-    auto held = open_shm_slot(slot, &why);
+    auto held = open_shm_slot(slot).bytes;
     _exit(held && held->data()[0] == 'p' ? 0 : 1);  // exits holding it
   }
   int status = 0;

@@ -488,7 +488,7 @@ std::optional<std::string> IoLoop::oversized(size_t frame_bytes, const std::stri
 void IoLoop::fault(const std::string& peer, const std::string& what) {
   malformed_.fetch_add(1);
   auto line = faults_.note(peer, what, Clock::now());
-  if (!line.empty()) spdlog::warn("{}", line);
+  if (line) spdlog::warn("{}", *line);
 }
 
 const CurveKeys& IoLoop::keys() {

@@ -88,7 +88,7 @@ void answer_zap(zmq::socket_t& zap, const std::string& allowed,
   }
 }
 
-std::string PeerFaults::note(const std::string& peer, const std::string& what, Clock::time_point now) {
+std::optional<std::string> PeerFaults::note(const std::string& peer, const std::string& what, Clock::time_point now) {
   ++total_;
   auto it = peers_.find(peer);
   if (it == peers_.end()) it = peers_.size() < kMaxPeers ? peers_.emplace(peer, Entry{}).first : peers_.emplace("others", Entry{}).first;
@@ -96,7 +96,7 @@ std::string PeerFaults::note(const std::string& peer, const std::string& what, C
   ++e.count;
   if (e.count > 1 && now - e.logged < every_) {
     ++e.left_out;
-    return "";
+    return std::nullopt;
   }
   std::string line = what + " (from " + it->first + (e.count > 1 ? ", " + std::to_string(e.count) + " so far" : "") +
                      (e.left_out ? ", " + std::to_string(e.left_out) + " not logged since the last line" : "") + ")";

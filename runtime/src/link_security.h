@@ -60,8 +60,8 @@ class PeerFaults {
   using Clock = std::chrono::steady_clock;
   static constexpr size_t kMaxPeers = 1024;
   explicit PeerFaults(std::chrono::seconds every = std::chrono::seconds(30)) : every_(every) {}
-  // The line to log for this fault now ("" when it is left out).
-  std::string note(const std::string& peer, const std::string& what, Clock::time_point now);
+  // The line to log for this fault now; none when it is left out.
+  std::optional<std::string> note(const std::string& peer, const std::string& what, Clock::time_point now);
   uint64_t total() const { return total_; }
 
  private:

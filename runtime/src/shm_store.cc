@@ -263,12 +263,13 @@ std::mutex g_recv_mu;
 std::unordered_map<std::string, std::shared_ptr<Mapping>> g_maps;  // guarded by g_recv_mu
 std::unordered_map<std::string, std::weak_ptr<Hold>> g_holds;      // guarded by g_recv_mu
 
-std::shared_ptr<Mapping> map_segment(const std::string& name, std::string* why) {
+// The segment's mapping, opened once per process; null (and *err) when it cannot be.
+std::shared_ptr<Mapping> map_segment(const std::string& name, OpenedSlot* err) {
   auto it = g_maps.find(name);
   if (it != g_maps.end()) return it->second;
   int fd = shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0) {
-    *why = "cannot open shared-memory segment " + name + ": " + std::strerror(errno);
+    *err = {nullptr, SlotError::kCannotOpen, "cannot open shared-memory segment " + name + ": " + std::strerror(errno)};
     return nullptr;
   }
   struct stat st;
@@ -276,7 +277,7 @@ std::shared_ptr<Mapping> map_segment(const std::string& name, std::string* why) 
   if (fstat(fd, &st) == 0 && size_t(st.st_size) >= kHeader) p = map_fd(fd, static_cast<size_t>(st.st_size));
   close(fd);
   if (!p) {
-    *why = "cannot map shared-memory segment " + name;
+    *err = {nullptr, SlotError::kCannotMap, "cannot map shared-memory segment " + name};
     return nullptr;
   }
   auto m = std::make_shared<Mapping>();
@@ -305,26 +306,23 @@ std::shared_ptr<Hold> take_hold(const std::string& name, const std::shared_ptr<M
 
 }  // namespace
 
-Bytes open_shm_slot(const ShmSlot& slot, std::string* why) {
+OpenedSlot open_shm_slot(const ShmSlot& slot) {
   std::lock_guard<std::mutex> l(g_recv_mu);
-  auto m = map_segment(slot.name, why);
-  if (!m) return nullptr;
+  OpenedSlot out;
+  auto m = map_segment(slot.name, &out);
+  if (!m) return out;
   m->last_used = std::chrono::steady_clock::now();
-  if (slot.offset < kHeader || slot.offset + slot.size > m->size) {
-    *why = "slot outside shared-memory segment " + slot.name;
-    return nullptr;
-  }
+  if (slot.offset < kHeader || slot.offset + slot.size > m->size)
+    return {nullptr, SlotError::kOutsideSegment, "slot outside shared-memory segment " + slot.name};
   Header* hd = header(m->base);
   auto hold = take_hold(slot.name, m);  // before the generation is checked: see ShmPool::allocate
-  if (hd->generation.load() != slot.generation) {
-    *why = "shared-memory segment " + slot.name + " was reused before the value was read";
-    return nullptr;
-  }
-  Bytes out;
+  if (hd->generation.load() != slot.generation)
+    return {nullptr, SlotError::kReused,
+            "shared-memory segment " + slot.name + " was reused before the value was read"};
   if (hold) {
-    out = std::make_shared<SlotBuffer>(hold, slot.offset, slot.size);
+    out.bytes = std::make_shared<SlotBuffer>(hold, slot.offset, slot.size);
   } else {  // every holder entry is taken: read a copy
-    out = std::make_shared<StringBuffer>(std::string(m->base + slot.offset, slot.size));
+    out.bytes = std::make_shared<StringBuffer>(std::string(m->base + slot.offset, slot.size));
   }
   hd->inflight.fetch_sub(1);
   return out;

@@ -94,7 +94,14 @@ class ShmPool {
   size_t budget_ = 0;
 };
 
-// Opens a received slot as a buffer; nullptr (and *why) when it cannot be read.
-Bytes open_shm_slot(const ShmSlot& slot, std::string* why);
+// A received slot, opened: its bytes, or why it cannot be read.
+enum class SlotError { kNone, kCannotOpen, kCannotMap, kOutsideSegment, kReused };
+struct OpenedSlot {
+  Bytes bytes;  // null unless error is kNone
+  SlotError error = SlotError::kNone;
+  std::string what;  // the error, said with the segment's name
+};
+
+OpenedSlot open_shm_slot(const ShmSlot& slot);
 
 }  // namespace yard::detail

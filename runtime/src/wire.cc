@@ -231,10 +231,9 @@ Bytes InMessage::value(wire::Value::Reader v) const {
       std::string name = r.getName();
       if (name.rfind("/yard-obj-", 0) != 0 || name.find('/', 1) != std::string::npos)
         throw DecodeError("value refers to a shared-memory segment with a bad name");
-      std::string why;
-      auto b = open_shm_slot({name, r.getGeneration(), r.getOffset(), r.getSize()}, &why);
-      if (!b) throw DecodeError(why);
-      return b;
+      auto slot = open_shm_slot({name, r.getGeneration(), r.getOffset(), r.getSize()});
+      if (slot.error != SlotError::kNone) throw DecodeError(slot.what);
+      return std::move(slot.bytes);
     }
     if (v.isFrame()) {
       uint32_t i = v.getFrame();

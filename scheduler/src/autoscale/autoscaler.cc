@@ -16,10 +16,10 @@ constexpr auto kStopGrace = std::chrono::minutes(12);  // a drain's own timeout 
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 }  // namespace
 
-std::string autoscaled_type(const std::string& node_id) {
-  if (node_id.rfind("auto-", 0) != 0) return "";
+std::optional<std::string> autoscaled_type(const std::string& node_id) {
+  if (node_id.rfind("auto-", 0) != 0) return std::nullopt;
   auto dash = node_id.rfind('-');
-  if (dash <= 5) return "";
+  if (dash <= 5) return std::nullopt;
   return node_id.substr(5, dash - 5);
 }
 
@@ -57,10 +57,10 @@ bool Autoscaler::wait_for_nodes(const policy::GroupRequest& g) {
 void Autoscaler::adopt_running() {
   adopted_ = true;
   for (auto& [id, n] : c_.nodes.all()) {
-    std::string t = autoscaled_type(id);
-    if (t.empty() || !type(t) || c_.nodes.dead(id) || launched_.count(id)) continue;
-    launched_[id] = {t, Phase::kUp, Clock::now(), "started before this head took over"};
-    spdlog::info("autoscaler: node {} ({}) was started by an earlier head: it is managed here", id, t);
+    auto t = autoscaled_type(id);
+    if (!t || !type(*t) || c_.nodes.dead(id) || launched_.count(id)) continue;
+    launched_[id] = {*t, Phase::kUp, Clock::now(), "started before this head took over"};
+    spdlog::info("autoscaler: node {} ({}) was started by an earlier head: it is managed here", id, *t);
   }
 }
 

@@ -90,7 +90,7 @@ class Autoscaler {
   bool poked_ = false;
 };
 
-// The node type of an autoscaled node's id ("auto-TYPE-HEX"), or "".
-std::string autoscaled_type(const std::string& node_id);
+// The node type of an autoscaled node's id ("auto-TYPE-HEX"); none for another node.
+std::optional<std::string> autoscaled_type(const std::string& node_id);
 
 }  // namespace yard::sched
