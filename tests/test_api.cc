@@ -242,6 +242,34 @@ TEST_CASE("kill -9 of a worker mid-task gives WorkerCrashed", "[api][crash]") {
   CHECK(*yard::task(add).remote(2, 2).get(60s) == 4);
 }
 
+// Tasks made one after another leave together, to each worker as one request: each is still
+// answered alone (its value, its error), a task with an ObjectRef argument travels on its own
+// among them, and a worker lost under a group fails only the task that killed it (the others
+// are retried).
+TEST_CASE("tasks made together are each answered alone", "[api][tasks]") {
+  auto base = yard::put(1000);
+  std::vector<yard::ObjectRef<int>> refs;
+  for (int i = 0; i < 600; ++i) {
+    if (i % 50 == 7) refs.push_back(yard::task(fail_with).remote("task " + std::to_string(i)));
+    else if (i % 10 == 3) refs.push_back(yard::task(add).remote(base, i));
+    else refs.push_back(yard::task(add).remote(i, 1));
+  }
+  for (int i = 0; i < 600; ++i) {
+    if (i % 50 == 7) {
+      CHECK_THROWS_WITH(refs[i].get(60s), Catch::Contains("task " + std::to_string(i)));
+    } else {
+      CHECK(*refs[i].get(60s) == (i % 10 == 3 ? 1000 + i : i + 1));
+    }
+  }
+
+  refs.clear();
+  for (int i = 0; i < 200; ++i) refs.push_back(yard::task(add).remote(i, 2));
+  auto crash = yard::task(crash_segv).max_retries(0).remote(1);
+  for (int i = 200; i < 400; ++i) refs.push_back(yard::task(add).remote(i, 2));
+  CHECK_THROWS_AS(crash.get(60s), yard::WorkerCrashed);
+  for (int i = 0; i < 400; ++i) CHECK(*refs[i].get(60s) == i + 2);
+}
+
 TEST_CASE("actors keep state and run calls in order", "[api][actors]") {
   auto c = yard::actor<Counter>(10).remote();
   std::vector<yard::ObjectRef<int>> refs;

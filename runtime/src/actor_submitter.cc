@@ -215,65 +215,27 @@ void ActorSubmitter::take_submitted() {
   for (auto& a : to_flush) flush(a);  // each actor's calls leave in the order they were made
 }
 
-namespace {
-// The words a call takes in a pushTasks (its record, ids and values), when all its arguments are
-// values (none an ObjectRef); else nullopt.
-std::optional<size_t> call_words(const TaskSpec& spec, const std::string& actor_id) {
-  size_t w = 8 + (spec.id.size() + spec.function.size() + actor_id.size()) / 8 + 3;
-  for (auto& a : spec.args) {
-    if (a.ref || !a.value) return std::nullopt;
-    w += 3 + a.value->size() / 8 + 1;
-  }
-  return w;
-}
-}  // namespace
-
 // The calls that can leave, in order. A run of calls whose arguments are small values travels as
-// one message (pushTasks): the envelope is built, sent and read once for all of them.
+// one message (CallGroup).
 void ActorSubmitter::flush(const ActorPtr& a) {
-  std::vector<std::shared_ptr<TaskSpec>> group;
-  size_t group_words = 0;
+  CallGroup group;
   auto send_group = [&] {
-    if (group.size() == 1) send_call(a, std::move(group[0]));
-    else if (!group.empty()) send_calls(a, group, group_words);
-    group.clear();
-    group_words = 0;
+    group.send(*io_, args_, token_, a->address, a->id, a->same_host_address == a->address,
+               [this](std::shared_ptr<TaskSpec>&& spec) { return on_reply(std::move(spec)); });
   };
   while (a->state == ActorState::State::kAlive && !a->queue.empty() && a->queue.front()->resolved) {
     auto spec = std::move(a->queue.front());
     a->queue.pop_front();
-    auto words = call_words(*spec, a->id);
-    if (!words || *words > kGroupWords / 8) {
+    auto words = CallGroup::words(*spec, a->id);
+    if (!words) {
       send_group();
       send_call(a, std::move(spec));
       continue;
     }
-    if (group.size() == kGroupCalls || group_words + *words > kGroupWords) send_group();
-    group_words += *words;
-    group.push_back(std::move(spec));
+    if (!group.fits(*words)) send_group();
+    group.add(std::move(spec), *words);
   }
   send_group();
-}
-
-void ActorSubmitter::send_calls(const ActorPtr& a, std::vector<std::shared_ptr<TaskSpec>>& specs, size_t words) {
-  std::vector<std::pair<uint64_t, ReplyCallback>> calls;
-  calls.reserve(specs.size());
-  for (size_t i = 0; i < specs.size(); ++i) calls.emplace_back(io_->next_request_id(), nullptr);
-  OutMessage m(token_, calls[0].first, false, 64 + words);  // with the envelope: one segment
-  auto list = m.env().getBody().initPushTasks(static_cast<unsigned>(specs.size()));
-  if (a->same_host_address == a->address) m.allow_shared_memory();
-  for (size_t i = 0; i < specs.size(); ++i) {
-    auto pt = list[static_cast<unsigned>(i)];
-    pt.setRequestId(calls[i].first);
-    pt.setTaskId(kj::StringPtr(specs[i]->id.c_str(), specs[i]->id.size()));
-    pt.setFunction(kj::StringPtr(specs[i]->function.c_str(), specs[i]->function.size()));
-    pt.setActorId(kj::StringPtr(a->id.c_str(), a->id.size()));
-    (void)args_.fill_task(pt, m, *specs[i]);  // values only: nothing to look up, nothing fails
-    specs[i]->sent_to = a->address;
-    calls[i].second = on_reply(std::move(specs[i]));
-  }
-  std::string to = a->address;  // a call that fails at once may change the actor's
-  io_->request_group(to, m, std::move(calls), std::chrono::milliseconds::max());
 }
 
 void ActorSubmitter::send_call(const ActorPtr& a, std::shared_ptr<TaskSpec> spec) {

@@ -49,13 +49,7 @@ class ActorSubmitter {
   void take_submitted();
   void flush(const ActorPtr& a);
   void send_call(const ActorPtr& a, std::shared_ptr<TaskSpec> spec);
-  // Calls whose arguments are values, as one message (pushTasks) of about `words`.
-  void send_calls(const ActorPtr& a, std::vector<std::shared_ptr<TaskSpec>>& specs, size_t words);
   ReplyCallback on_reply(std::shared_ptr<TaskSpec> spec);
-  // A group holds at most this many calls, in a message that fits a large scratch segment (a
-  // call over an eighth of it goes alone).
-  static constexpr size_t kGroupCalls = 256;
-  static constexpr size_t kGroupWords = ScratchSegment::kLargeWords - 128;
   void dead(const ActorPtr& a, const std::string& cause);
   void connection_lost(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec, const std::string& address,
                        const std::string& why, bool delivered);

@@ -12,11 +12,10 @@
 #include "io_loop.h"
 #include "memory_store.h"
 #include "ownership.h"
+#include "task_spec.h"
 #include "wire.h"
 
 namespace yard::detail {
-
-struct TaskSpec;
 
 // Why an argument could not be written: it holds an error (passed on to the dependent call), or
 // it is gone from this process.
@@ -50,5 +49,74 @@ class ArgumentResolver {
   const std::unique_ptr<IoLoop>& io_;
   Ownership& ownership_;
 };
+
+// Calls whose arguments are all values, to one worker, travel together as one request
+// (pushTasks): its envelope is built, sent and read once for all of them, while each call stays a
+// request of its own (its id, its reply, its failure). Loop thread only.
+class CallGroup {
+ public:
+  // A group holds at most this many calls, in a message that fits a large scratch segment.
+  static constexpr size_t kMaxCalls = 256;
+  static constexpr size_t kMaxWords = ScratchSegment::kLargeWords - 128;
+
+  // The words a call takes in a group (its record, ids and values; `actor_id`: its actor's id,
+  // or empty for a task); nullopt when it travels alone (an ObjectRef argument, or over an eighth
+  // of a group).
+  static std::optional<size_t> words(const TaskSpec& spec, const std::string& actor_id) {
+    size_t w = 8 + (spec.id.size() + spec.function.size() + actor_id.size()) / 8 + 3;
+    for (auto& a : spec.args) {
+      if (a.ref || !a.value) return std::nullopt;
+      w += 3 + a.value->size() / 8 + 1;
+    }
+    if (w > kMaxWords / 8) return std::nullopt;
+    return w;
+  }
+  bool fits(size_t words) const { return specs_.size() < kMaxCalls && words_ + words <= kMaxWords; }
+  void add(std::shared_ptr<TaskSpec> spec, size_t words) {
+    specs_.push_back(std::move(spec));
+    words_ += words;
+  }
+  bool empty() const { return specs_.empty(); }
+  // Sends the calls to `to` (a lone call as a request of its own), each answered through the
+  // callback reply_for(spec) makes for it, and empties the group. `shared_memory`: `to` is on
+  // this host.
+  template <class ReplyFor>
+  void send(IoLoop& io, ArgumentResolver& args, const std::string& token, std::string to, const std::string& actor_id,
+            bool shared_memory, const ReplyFor& reply_for);
+
+ private:
+  static void write_call(wire::PushTask::Builder pt, OutMessage& m, TaskSpec& spec, ArgumentResolver& args,
+                         const std::string& to, const std::string& actor_id);
+  std::vector<std::shared_ptr<TaskSpec>> specs_;
+  size_t words_ = 0;
+};
+
+template <class ReplyFor>
+void CallGroup::send(IoLoop& io, ArgumentResolver& args, const std::string& token, std::string to,
+                     const std::string& actor_id, bool shared_memory, const ReplyFor& reply_for) {
+  if (specs_.size() == 1) {
+    uint64_t rid = io.next_request_id();
+    OutMessage m(token, rid, false);
+    if (shared_memory) m.allow_shared_memory();
+    write_call(m.env().getBody().initPushTask(), m, *specs_[0], args, to, actor_id);
+    io.request(to, rid, m, reply_for(std::move(specs_[0])), std::chrono::milliseconds::max());
+  } else if (!specs_.empty()) {
+    std::vector<std::pair<uint64_t, ReplyCallback>> calls;
+    calls.reserve(specs_.size());
+    for (size_t i = 0; i < specs_.size(); ++i) calls.emplace_back(io.next_request_id(), nullptr);
+    OutMessage m(token, calls[0].first, false, 64 + words_);  // with the envelope: one segment
+    if (shared_memory) m.allow_shared_memory();
+    auto list = m.env().getBody().initPushTasks(static_cast<unsigned>(specs_.size()));
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      auto pt = list[static_cast<unsigned>(i)];
+      pt.setRequestId(calls[i].first);
+      write_call(pt, m, *specs_[i], args, to, actor_id);
+      calls[i].second = reply_for(std::move(specs_[i]));
+    }
+    io.request_group(to, m, std::move(calls), std::chrono::milliseconds::max());
+  }
+  specs_.clear();
+  words_ = 0;
+}
 
 }  // namespace yard::detail

@@ -202,6 +202,11 @@ void IoLoop::run() {
   std::vector<zmq::pollitem_t> items;
   std::vector<std::string> addrs;
   while (running_.load(std::memory_order_relaxed)) {
+    while (!turn_end_.empty()) {  // (one may queue another)
+      auto due = std::move(turn_end_);
+      turn_end_.clear();
+      for (auto& fn : due) fn();
+    }
     if (before_sending_) before_sending_();
     flush();
     items.clear();

@@ -132,6 +132,9 @@ class IoLoop {
   // Loop thread only: runs fn at the end of every turn, before what the turn queued is sent (a
   // daemon writes the turn's records there, in one round trip, before any answer leaves).
   void before_sending(std::function<void()> fn) { before_sending_ = std::move(fn); }
+  // Loop thread only: runs fn once, at the end of this turn (before before_sending): what a
+  // turn's replies free, for one, is used once for all of them.
+  void at_turn_end(std::function<void()> fn) { turn_end_.push_back(std::move(fn)); }
   bool in_loop() const { return std::this_thread::get_id() == thread_.get_id(); }
   void stop();
   // The process is ending: requests that fail from now on (its peers may go first) are reported
@@ -384,6 +387,7 @@ class IoLoop {
   std::vector<std::unordered_map<uint64_t, Pending>::node_type> spare_pending_;
   std::vector<Timer> timers_;
   std::function<void()> before_sending_;
+  std::vector<std::function<void()>> turn_end_;  // loop thread only
   Clock::time_point next_expiry_scan_{};
   Clock::time_point next_idle_sweep_{};
   Clock::time_point next_probe_scan_{};

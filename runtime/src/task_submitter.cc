@@ -37,19 +37,45 @@ void TaskSubmitter::submit(const std::shared_ptr<TaskSpec>& spec, const TaskOpti
   spec->retries_left = o.max_retries;
   auto shape = shape_of(o);
   spec->shape = shape->key;
-  args_.resolve_then(spec, [this, spec, shape] {
-    auto& sh = shapes_[shape->key];
-    if (sh.need.empty()) {
-      sh.need = shape->need;
-      sh.node_id = shape->options.node_id;
-      sh.soft = shape->options.soft;
-      sh.spread = shape->options.spread;
-      sh.placement_group = shape->options.placement_group;
-      sh.bundle_index = shape->options.bundle_index;
+  if (ArgumentResolver::ready_now(*spec)) {
+    // Tasks gather here until the loop takes them, all at once: a burst of tasks costs the loop
+    // one turn, and those bound for one worker leave together.
+    bool first;
+    {
+      std::lock_guard<std::mutex> l(submit_mu_);
+      first = submitted_.empty();
+      submitted_.push_back({spec, std::move(shape)});
     }
-    sh.queue.push_back(spec);
+    if (first) io_->post([this] { take_submitted(); });
+    return;
+  }
+  args_.resolve_then(spec, [this, spec, shape] {
+    enqueue(spec, *shape);
     pump();
   });
+}
+
+void TaskSubmitter::take_submitted() {
+  std::vector<Submitted> tasks;
+  {
+    std::lock_guard<std::mutex> l(submit_mu_);
+    tasks.swap(submitted_);
+  }
+  for (auto& t : tasks) enqueue(t.spec, *t.shape);
+  pump();
+}
+
+void TaskSubmitter::enqueue(const std::shared_ptr<TaskSpec>& spec, const ShapeSpec& shape) {
+  auto& sh = shapes_[shape.key];
+  if (sh.need.empty()) {
+    sh.need = shape.need;
+    sh.node_id = shape.options.node_id;
+    sh.soft = shape.options.soft;
+    sh.spread = shape.options.spread;
+    sh.placement_group = shape.options.placement_group;
+    sh.bundle_index = shape.options.bundle_index;
+  }
+  sh.queue.push_back(spec);
 }
 
 // Tasks go to leased workers of their resource shape. They queue deep behind busy workers only
@@ -64,6 +90,17 @@ int pipeline_depth(bool saturated, bool spilling, double service_us) {
 
 void TaskSubmitter::pump() {
   auto now = std::chrono::steady_clock::now();
+  // Per worker, the tasks this turn gives it that can travel together (CallGroup).
+  struct Outgoing {
+    std::string wid, addr;
+    bool same_host;
+    CallGroup group;
+  };
+  std::vector<Outgoing> out;
+  auto send_group = [this](Outgoing& o) {
+    o.group.send(*io_, args_, token_, o.addr, {}, o.same_host,
+                 [&](std::shared_ptr<TaskSpec>&& spec) { return reply_to(spec, o.wid, o.addr); });
+  };
   for (auto& [key, sh] : shapes_) {
     int depth = pipeline_depth(now < sh.saturated_until, sh.spill_in_flight, sh.service_us);
     while (!sh.queue.empty()) {
@@ -71,12 +108,27 @@ void TaskSubmitter::pump() {
       for (auto& l : leases_)
         if (l.shape == key && l.inflight < depth && (!best || l.inflight < best->inflight)) best = &l;
       if (!best) break;
-      auto spec = sh.queue.front();
+      auto spec = std::move(sh.queue.front());
       sh.queue.pop_front();
-      send(spec, *best);
+      auto words = CallGroup::words(*spec, {});
+      if (!words) {
+        send(spec, *best);  // may fail a task at once: `best` is not used after it
+        continue;
+      }
+      taken(*best, now);
+      auto o = std::find_if(out.begin(), out.end(), [&](const Outgoing& g) { return g.wid == best->worker_id; });
+      if (o == out.end()) o = out.insert(out.end(), Outgoing{best->worker_id, best->address, best->same_host, {}});
+      if (!o->group.fits(*words)) send_group(*o);
+      o->group.add(std::move(spec), *words);
     }
     if (!sh.queue.empty() && !sh.spill_in_flight) request_lease(key);
   }
+  for (auto& o : out) send_group(o);
+}
+
+void TaskSubmitter::taken(Lease& w, std::chrono::steady_clock::time_point now) {
+  w.last_used = now;
+  if (w.inflight++ == 0) w.last_event = w.last_used;
 }
 
 void TaskSubmitter::send(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
@@ -87,14 +139,16 @@ void TaskSubmitter::send(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
   pt.setFunction(spec->function);
   if (w.same_host) m.allow_shared_memory();
   if (!args_.fill_task(pt, m, *spec)) return;
-  w.last_used = std::chrono::steady_clock::now();
-  if (w.inflight++ == 0) w.last_event = w.last_used;
-  std::string wid = w.worker_id, addr = w.address;
-  io_->request(addr, rid, m,
-               [this, spec, wid, addr](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
-                 on_reply(spec, wid, addr, std::move(r), std::move(err));
-               },
-               std::chrono::milliseconds::max());
+  taken(w, std::chrono::steady_clock::now());
+  std::string wid = w.worker_id, addr = w.address;  // a request that fails at once may drop the lease
+  io_->request(addr, rid, m, reply_to(spec, wid, addr), std::chrono::milliseconds::max());
+}
+
+ReplyCallback TaskSubmitter::reply_to(const std::shared_ptr<TaskSpec>& spec, const std::string& wid,
+                                      const std::string& addr) {
+  return [this, spec, wid, addr](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+    on_reply(spec, wid, addr, std::move(r), std::move(err));
+  };
 }
 
 // A lost worker's task runs again elsewhere while it has retries left.
@@ -134,7 +188,16 @@ void TaskSubmitter::on_reply(const std::shared_ptr<TaskSpec>& spec, const std::s
     }
     args_.ownership().complete(spec->id, *r);
   }
-  pump();
+  pump_soon();
+}
+
+void TaskSubmitter::pump_soon() {
+  if (pump_due_) return;
+  pump_due_ = true;
+  io_->at_turn_end([this] {
+    pump_due_ = false;
+    pump();
+  });
 }
 
 // Leases come from this process's node manager first; one that has no room sends us on to a node

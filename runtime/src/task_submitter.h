@@ -3,13 +3,16 @@
 // short tasks stream and long ones still spread), retried on a lost worker, and idle leases go
 // back after 2 s. Leases come from the node manager at `lease_address` (for a
 // driver the one the head named, for a worker its own), which may send the request on to a node
-// with room (spillback). Its state lives on the I/O thread only.
+// with room (spillback). Tasks with only values as arguments, made one after another, leave
+// together: those a turn of the I/O thread sends to one worker travel as one request (CallGroup).
+// Its state lives on the I/O thread, but for the tasks made and not yet taken there.
 #pragma once
 
 #include <chrono>
 #include <deque>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -66,8 +69,17 @@ class TaskSubmitter {
     double service_us = 0;  // a task's time on a worker (moving average of reply spacing)
   };
 
+  // Loop thread: the tasks made since the last time, queued on their shapes and sent.
+  void take_submitted();
+  void enqueue(const std::shared_ptr<TaskSpec>& spec, const ShapeSpec& shape);
   void pump();
+  // pump() once at the end of the loop's turn: the tasks a group of replies makes room for leave
+  // together.
+  void pump_soon();
+  // A task with an ObjectRef argument (or a large one): a request of its own.
   void send(const std::shared_ptr<TaskSpec>& spec, Lease& w);
+  ReplyCallback reply_to(const std::shared_ptr<TaskSpec>& spec, const std::string& wid, const std::string& addr);
+  void taken(Lease& w, std::chrono::steady_clock::time_point now);
   void on_reply(const std::shared_ptr<TaskSpec>& spec, const std::string& wid, const std::string& addr,
                 std::unique_ptr<InMessage> r, std::optional<LocalError> err);
   void request_lease(const std::string& shape, const std::string& node = {}, bool spilled = false);
@@ -83,6 +95,14 @@ class TaskSubmitter {
   const std::string& job_id_;
   std::map<std::string, Shape> shapes_;
   std::vector<Lease> leases_;
+  bool pump_due_ = false;
+
+  struct Submitted {
+    std::shared_ptr<TaskSpec> spec;
+    std::shared_ptr<const ShapeSpec> shape;
+  };
+  std::mutex submit_mu_;
+  std::vector<Submitted> submitted_;  // guarded by submit_mu_: made, not yet taken by the loop
 };
 
 }  // namespace yard::detail

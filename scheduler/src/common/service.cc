@@ -29,7 +29,7 @@ std::atomic<bool> g_stop{false};
 }  // namespace
 
 void Replies::ok(const Incoming& in) const {
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  OutMessage m(token_, in.request_id(), true);
   m.env().getBody().setOk();
   io_->reply(in.routing_id, m.finish());
 }

@@ -44,7 +44,7 @@ class Replies {
   void ok(const Incoming& in) const;
   void error(const std::string& routing, uint64_t req, wire::ErrorCode code, const std::string& msg) const;
   void error(const Incoming& in, wire::ErrorCode code, const std::string& msg) const {
-    error(in.routing_id, in.msg->env().getRequestId(), code, msg);
+    error(in.routing_id, in.request_id(), code, msg);  // a call of a pushTasks: its own id
   }
   // Runs a request's handler; what it throws becomes the answer: a malformed request, the control
   // store out of reach (retry), anything else (internal).

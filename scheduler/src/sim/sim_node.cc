@@ -23,7 +23,9 @@ void SimNode::handle(Incoming in) {
   reply_.guarded(in, [&] {
     switch (in.msg->env().getBody().which()) {
       case B::HOST_ACTOR: return host(in);
-      case B::PUSH_TASK: return in.msg->env().getBody().getPushTask().getActorId().size() ? call(in) : run_task(in);
+      case B::PUSH_TASK:
+      case B::PUSH_TASKS:  // each call of it comes as a request of its own (in.push_task())
+        return in.push_task().getActorId().size() ? call(in) : run_task(in);
       case B::REQUEST_LEASE: return lease(in);
       case B::RETURN_LEASE: return return_lease(in);
       case B::KILL_HOSTED: return kill_hosted(in);
@@ -76,7 +78,7 @@ void SimNode::host(Incoming& in) {
 }
 
 void SimNode::call(Incoming& in) {
-  auto pt = in.msg->env().getBody().getPushTask();
+  auto pt = in.push_task();
   std::string fn = pt.getFunction();
   auto it = actors_.find(pt.getActorId());
   if (it == actors_.end())
@@ -92,12 +94,12 @@ void SimNode::answer(Incoming& in, const std::string& what, const Invoker& run) 
   Bytes result;
   try {
     std::vector<Bytes> args;
-    for (auto v : in.msg->env().getBody().getPushTask().getArgs()) args.push_back(in.msg->value(v));
+    for (auto v : in.push_task().getArgs()) args.push_back(in.msg->value(v));
     result = run(args);
   } catch (const std::exception& e) {
     return reply_.error(in, wire::ErrorCode::TASK_ERROR, what + " threw: " + e.what());
   }
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  OutMessage m(token_, in.request_id(), true);
   m.set_value(m.env().getBody().initTaskReply().initResult(), result);
   io_->reply(in.routing_id, m.finish());
 }
@@ -132,7 +134,7 @@ void SimNode::lease(Incoming& in) {
 }
 
 void SimNode::run_task(Incoming& in) {
-  std::string name = in.msg->env().getBody().getPushTask().getFunction();
+  std::string name = in.push_task().getFunction();
   const auto* fn = Registry::global().function(name);
   if (!fn)
     return reply_.error(in, wire::ErrorCode::NOT_FOUND, "function " + name + " is not registered in " + self_exe() +
