@@ -154,4 +154,21 @@ TEST_CASE("timeline: spans past the budget are dropped and counted, and a span i
   auto last = drain();
   CHECK(last.first == 1);
   CHECK(last.second == 2);
+  // A task's span, from moments of the steady clock: dropped while the budget is spent; kept once
+  // it has come back, with its start on the epoch clock and its duration.
+  ev.span("test_span", "task", t, t + std::chrono::milliseconds(1), true);
+  auto spent = drain();
+  CHECK(spent.first == 0);
+  CHECK(spent.second == 1);
+  int64_t before_us = yard::detail::TaskEvents::now_us();
+  auto now = std::chrono::steady_clock::now();
+  ev.span("test_span", "task", now - std::chrono::microseconds(250), now, false);
+  capnp::MallocMessageBuilder mb;
+  auto report = mb.initRoot<yard::wire::MetricsReport>();
+  REQUIRE(ev.write(report));
+  REQUIRE(report.getEvents().size() == 1);
+  auto e = report.getEvents()[0];
+  CHECK(e.getDurUs() == 250);
+  CHECK_FALSE(e.getOk());
+  CHECK(std::llabs(e.getStartUs() - (before_us - 250)) < 100000);  // the epoch clock, not the steady one
 }

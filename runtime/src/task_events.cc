@@ -65,6 +65,17 @@ void TaskEvents::record(const std::string& name, const char* kind, int64_t start
   pending_.push_back({name, kind, start_us, dur_us, ok, count});
 }
 
+void TaskEvents::span(const std::string& name, const char* kind, std::chrono::steady_clock::time_point start,
+                      std::chrono::steady_clock::time_point end, bool ok) {
+  int64_t end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(end.time_since_epoch()).count();
+  if (end_ns < empty_until_ns_.load(std::memory_order_relaxed)) {
+    dropped_unlocked_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  record(name, kind, epoch_us(start), std::chrono::duration_cast<std::chrono::microseconds>(end - start).count(), ok,
+         0, end);
+}
+
 bool TaskEvents::write(wire::MetricsReport::Builder out) {
   std::lock_guard lk(mu_);
   dropped_ += dropped_unlocked_.exchange(0, std::memory_order_relaxed);

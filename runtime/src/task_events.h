@@ -27,6 +27,10 @@ class TaskEvents {
   // The same, with the steady clock's time now already read by the caller.
   void record(const std::string& name, const char* kind, int64_t start_us, int64_t dur_us, bool ok,
               uint64_t count, std::chrono::steady_clock::time_point now);
+  // A task's span between two moments of the steady clock: its times since the epoch are worked
+  // out only for a span that is kept (most are dropped, past the budget).
+  void span(const std::string& name, const char* kind, std::chrono::steady_clock::time_point start,
+            std::chrono::steady_clock::time_point end, bool ok);
   static int64_t now_us();
   // now_us() for a moment of the steady clock, through an offset between the two clocks that each
   // thread reads again every second: one clock read per span's end instead of two.

@@ -352,8 +352,7 @@ struct TaskRecord {
     auto end = std::chrono::steady_clock::now();
     auto dur = end - t0;
     r.task_ended(series, ok, std::chrono::duration<double>(dur).count());
-    TaskEvents::instance().record(label, kind, TaskEvents::epoch_us(t0),
-                                  std::chrono::duration_cast<std::chrono::microseconds>(dur).count(), ok, 0, end);
+    TaskEvents::instance().span(label, kind, t0, end, ok);
   }
 };
 }  // namespace
