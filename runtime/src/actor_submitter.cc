@@ -239,17 +239,8 @@ void ActorSubmitter::flush(const ActorPtr& a) {
 }
 
 void ActorSubmitter::send_call(const ActorPtr& a, std::shared_ptr<TaskSpec> spec) {
-  uint64_t rid = io_->next_request_id();
-  OutMessage m(token_, rid, false);
-  auto pt = m.env().getBody().initPushTask();
-  pt.setTaskId(spec->id);
-  pt.setFunction(spec->function);
-  pt.setActorId(a->id);
-  if (a->same_host_address == a->address) m.allow_shared_memory();
-  if (!args_.fill_task(pt, m, *spec)) return;
-  spec->sent_to = a->address;
-  const std::string& to = spec->sent_to;
-  io_->request(to, rid, m, on_reply(std::move(spec)), std::chrono::milliseconds::max());
+  CallGroup::send_one(*io_, args_, token_, a->address, a->id, a->same_host_address == a->address, std::move(spec),
+                      [this](std::shared_ptr<TaskSpec>&& s) { return on_reply(std::move(s)); });
 }
 
 // The reply's callback holds the call alone (its actor and address are the call's).

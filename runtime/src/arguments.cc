@@ -71,14 +71,15 @@ bool ArgumentResolver::fill_task(wire::PushTask::Builder b, OutMessage& m, TaskS
   return false;
 }
 
-void CallGroup::write_call(wire::PushTask::Builder pt, OutMessage& m, TaskSpec& spec, ArgumentResolver& args,
+bool CallGroup::write_call(wire::PushTask::Builder pt, OutMessage& m, TaskSpec& spec, ArgumentResolver& args,
                            const std::string& to, const std::string& actor_id) {
   pt.setTaskId(kj::StringPtr(spec.id.c_str(), spec.id.size()));
   pt.setFunction(kj::StringPtr(spec.function.c_str(), spec.function.size()));
-  (void)args.fill_task(pt, m, spec);  // values only: nothing to look up, nothing fails
-  if (actor_id.empty()) return;
+  if (!args.fill_task(pt, m, spec)) return false;
+  if (actor_id.empty()) return true;
   pt.setActorId(kj::StringPtr(actor_id.c_str(), actor_id.size()));
   spec.sent_to = to;
+  return true;
 }
 
 }  // namespace yard::detail

@@ -76,16 +76,22 @@ class CallGroup {
     specs_.push_back(std::move(spec));
     words_ += words;
   }
-  bool empty() const { return specs_.empty(); }
   // Sends the calls to `to` (a lone call as a request of its own), each answered through the
   // callback reply_for(spec) makes for it, and empties the group. `shared_memory`: `to` is on
   // this host.
   template <class ReplyFor>
   void send(IoLoop& io, ArgumentResolver& args, const std::string& token, std::string to, const std::string& actor_id,
             bool shared_memory, const ReplyFor& reply_for);
+  // One call as a request of its own (any arguments: an ObjectRef's value is looked up now);
+  // false, with nothing sent, when an argument is an error or gone (the call's result says so).
+  template <class ReplyFor>
+  static bool send_one(IoLoop& io, ArgumentResolver& args, const std::string& token, std::string to,
+                       const std::string& actor_id, bool shared_memory, std::shared_ptr<TaskSpec> spec,
+                       const ReplyFor& reply_for);
 
  private:
-  static void write_call(wire::PushTask::Builder pt, OutMessage& m, TaskSpec& spec, ArgumentResolver& args,
+  // False when an argument could not be written (fill_task).
+  static bool write_call(wire::PushTask::Builder pt, OutMessage& m, TaskSpec& spec, ArgumentResolver& args,
                          const std::string& to, const std::string& actor_id);
   std::vector<std::shared_ptr<TaskSpec>> specs_;
   size_t words_ = 0;
@@ -95,11 +101,7 @@ template <class ReplyFor>
 void CallGroup::send(IoLoop& io, ArgumentResolver& args, const std::string& token, std::string to,
                      const std::string& actor_id, bool shared_memory, const ReplyFor& reply_for) {
   if (specs_.size() == 1) {
-    uint64_t rid = io.next_request_id();
-    OutMessage m(token, rid, false);
-    if (shared_memory) m.allow_shared_memory();
-    write_call(m.env().getBody().initPushTask(), m, *specs_[0], args, to, actor_id);
-    io.request(to, rid, m, reply_for(std::move(specs_[0])), std::chrono::milliseconds::max());
+    send_one(io, args, token, std::move(to), actor_id, shared_memory, std::move(specs_[0]), reply_for);
   } else if (!specs_.empty()) {
     std::vector<std::pair<uint64_t, ReplyCallback>> calls;
     calls.reserve(specs_.size());
@@ -110,13 +112,25 @@ void CallGroup::send(IoLoop& io, ArgumentResolver& args, const std::string& toke
     for (size_t i = 0; i < specs_.size(); ++i) {
       auto pt = list[static_cast<unsigned>(i)];
       pt.setRequestId(calls[i].first);
-      write_call(pt, m, *specs_[i], args, to, actor_id);
+      (void)write_call(pt, m, *specs_[i], args, to, actor_id);  // values only: nothing fails
       calls[i].second = reply_for(std::move(specs_[i]));
     }
     io.request_group(to, m, std::move(calls), std::chrono::milliseconds::max());
   }
   specs_.clear();
   words_ = 0;
+}
+
+template <class ReplyFor>
+bool CallGroup::send_one(IoLoop& io, ArgumentResolver& args, const std::string& token, std::string to,
+                         const std::string& actor_id, bool shared_memory, std::shared_ptr<TaskSpec> spec,
+                         const ReplyFor& reply_for) {
+  uint64_t rid = io.next_request_id();
+  OutMessage m(token, rid, false);
+  if (shared_memory) m.allow_shared_memory();
+  if (!write_call(m.env().getBody().initPushTask(), m, *spec, args, to, actor_id)) return false;
+  io.request(to, rid, m, reply_for(std::move(spec)), std::chrono::milliseconds::max());
+  return true;
 }
 
 }  // namespace yard::detail

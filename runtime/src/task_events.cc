@@ -13,6 +13,10 @@ constexpr size_t kPerReport = 5000;
 // their speed. Spans past the budget are counted as dropped (the trace says how many).
 constexpr double kSpansPerSecond = 2000;
 constexpr double kBurst = 5000;
+
+int64_t ns_of(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 }  // namespace
 
 TaskEvents::TaskEvents() : budget_(kBurst), refilled_(std::chrono::steady_clock::now()) {}
@@ -41,19 +45,21 @@ void TaskEvents::record(const std::string& name, const char* kind, int64_t start
   record(name, kind, start_us, dur_us, ok, count, std::chrono::steady_clock::now());
 }
 
+bool TaskEvents::dropped_early(std::chrono::steady_clock::time_point now) {
+  if (ns_of(now) >= empty_until_ns_.load(std::memory_order_relaxed)) return false;
+  dropped_unlocked_.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 void TaskEvents::record(const std::string& name, const char* kind, int64_t start_us, int64_t dur_us, bool ok,
                         uint64_t count, std::chrono::steady_clock::time_point now) {
-  int64_t now_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
-  if (now_ns < empty_until_ns_.load(std::memory_order_relaxed)) {
-    dropped_unlocked_.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
+  if (dropped_early(now)) return;
   std::lock_guard lk(mu_);
   budget_ = std::min(kBurst, budget_ + kSpansPerSecond * std::chrono::duration<double>(now - refilled_).count());
   refilled_ = now;
   if (budget_ < 1) {
     ++dropped_;
-    empty_until_ns_.store(now_ns + static_cast<int64_t>((1 - budget_) / kSpansPerSecond * 1e9),
+    empty_until_ns_.store(ns_of(now) + static_cast<int64_t>((1 - budget_) / kSpansPerSecond * 1e9),
                           std::memory_order_relaxed);
     return;
   }
@@ -67,11 +73,7 @@ void TaskEvents::record(const std::string& name, const char* kind, int64_t start
 
 void TaskEvents::span(const std::string& name, const char* kind, std::chrono::steady_clock::time_point start,
                       std::chrono::steady_clock::time_point end, bool ok) {
-  int64_t end_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(end.time_since_epoch()).count();
-  if (end_ns < empty_until_ns_.load(std::memory_order_relaxed)) {
-    dropped_unlocked_.fetch_add(1, std::memory_order_relaxed);
-    return;
-  }
+  if (dropped_early(end)) return;
   record(name, kind, epoch_us(start), std::chrono::duration_cast<std::chrono::microseconds>(end - start).count(), ok,
          0, end);
 }

@@ -62,6 +62,8 @@ class TaskEvents {
   // calls a second.
   std::atomic<int64_t> empty_until_ns_{0};
   std::atomic<uint64_t> dropped_unlocked_{0};
+  // True, with the span counted, when the budget is still spent at `now` (no lock taken).
+  bool dropped_early(std::chrono::steady_clock::time_point now);
 };
 
 }  // namespace yard::detail

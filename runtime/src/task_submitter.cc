@@ -132,16 +132,11 @@ void TaskSubmitter::taken(Lease& w, std::chrono::steady_clock::time_point now) {
 }
 
 void TaskSubmitter::send(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
-  uint64_t rid = io_->next_request_id();
-  OutMessage m(token_, rid, false);
-  auto pt = m.env().getBody().initPushTask();
-  pt.setTaskId(spec->id);
-  pt.setFunction(spec->function);
-  if (w.same_host) m.allow_shared_memory();
-  if (!args_.fill_task(pt, m, *spec)) return;
-  taken(w, std::chrono::steady_clock::now());
   std::string wid = w.worker_id, addr = w.address;  // a request that fails at once may drop the lease
-  io_->request(addr, rid, m, reply_to(spec, wid, addr), std::chrono::milliseconds::max());
+  CallGroup::send_one(*io_, args_, token_, addr, {}, w.same_host, spec, [&](std::shared_ptr<TaskSpec>&& s) {
+    taken(w, std::chrono::steady_clock::now());  // its arguments were written: it leaves now
+    return reply_to(s, wid, addr);
+  });
 }
 
 ReplyCallback TaskSubmitter::reply_to(const std::shared_ptr<TaskSpec>& spec, const std::string& wid,
