@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "yard/redis.h"
+#include "yard/job_store.h"
 #include "bench_util.h"
 #include "yard/process.h"
 #include "yard/collective.h"
@@ -34,7 +34,7 @@ int rank_main(int rank, int world, const std::string& redis, const std::string& 
   s.name = "bench";
   s.world_size = world;
   s.rank = rank;
-  s.redis_address = redis;
+  s.rendezvous = yard::rendezvous_at(redis);
   s.generation = std::to_string(getppid()) + (getenv("BENCH_LINK_KEY") ? "-sealed" : "");
   if (const char* k = getenv("BENCH_LINK_KEY")) s.link_key = k;
   if (getenv("BENCH_TCP")) s.shared_memory = false;
@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
     return rank_main(atoi(r), atoi(getenv("BENCH_WORLD")), getenv("BENCH_REDIS"), getenv("BENCH_OUT"));
   std::string only = argc > 1 ? argv[1] : "";
   std::string peer_script = std::string(argc > 2 ? argv[2] : "bench/torch_gloo_peer.py");
-  yard::sys::RedisServer redis;
+  yard::RendezvousServer redis;
   double mem = yard::bench::memcpy_gbps(64 << 20);
   std::printf("{\"suite\":\"collective\",\"case\":\"memcpy_64MiB\",\"value\":%.4g,\"unit\":\"GB/s\"}\n", mem);
   for (int world : {2, 4}) {

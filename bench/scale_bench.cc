@@ -75,7 +75,9 @@
 #include "scale_cluster.h"
 #include "scale_report.h"
 #include "yard/process.h"
-#include "yard/redis.h"
+#include "yard/internal/control_client.h"
+#include "yard/internal/keys.h"
+#include "yard/node_state.h"
 #include "yard/simulated.h"
 #include "yard/yard.h"
 
@@ -138,7 +140,20 @@ std::pair<double, double> create_actors(int count, std::vector<Counter>& out) {
   return {rate, lat.empty() ? 0 : lat[lat.size() * 99 / 100].second};
 }
 
-double redis_used_mb(yard::sys::Redis& r) {
+// The cluster's control store, through the runtime's own client: this bench measures what Redis
+// holds and does.
+class Store {
+ public:
+  Store() : c_(yard::detail::cluster_control()) {}
+  yard::detail::RedisReply cmd(const std::vector<std::string>& args) {
+    return c_->run([&](yard::detail::Redis& r) { return r.cmd(args); });
+  }
+
+ private:
+  std::shared_ptr<yard::detail::ControlClient> c_;
+};
+
+double redis_used_mb(Store& r) {
   auto info = r.cmd({"INFO", "memory"}).str();
   auto at = info.find("used_memory:");
   return at == std::string::npos ? 0 : std::stod(info.substr(at + 12)) / (1024.0 * 1024.0);
@@ -261,7 +276,7 @@ void measure_placement_polled(Cluster& c, const std::string& tag, int count, dou
 // Single-bundle groups created, waited for and removed one at a time by one client, for 3 s; then
 // `groups` of them alive at once: created (all asked for, then each waited for), what they cost the
 // head and Redis, the status summary with them, and their removal.
-void measure_groups(Cluster& c, yard::sys::Redis& redis, const std::string& tag, int groups) {
+void measure_groups(Cluster& c, Store& redis, const std::string& tag, int groups) {
   int k = 0;
   auto t0 = Clock::now();
   for (; secs_since(t0) < 3.0; ++k) create_remove_group();
@@ -293,7 +308,7 @@ void measure_groups(Cluster& c, yard::sys::Redis& redis, const std::string& tag,
 // (first contacts), `actors` one by one, `batched` in batches; what a creation costs all
 // processes in each phase, a later call over open links, what the actors cost the head and Redis,
 // and the status summary with them all alive. `trips`: the transport's fan-out at this size.
-void measure_actors(Cluster& c, yard::sys::Redis& redis, const std::string& tag, int actors, int batched,
+void measure_actors(Cluster& c, Store& redis, const std::string& tag, int actors, int batched,
                     const yard::bench::fanout::Figures& trips, const Figures& smallest, std::vector<Counter>& made) {
   double head_rss0 = rss_mb(c.head_pid), redis0 = redis_used_mb(redis);
   int first = std::min(c.nodes, actors);
@@ -342,19 +357,19 @@ void measure_actors(Cluster& c, yard::sys::Redis& redis, const std::string& tag,
 }
 
 // One more simulated node, killed: seconds until the head marks it DEAD.
-void measure_dead_node(Cluster& c, yard::sys::Redis& redis, const std::string& tag) {
+void measure_dead_node(Cluster& c, Store& redis, const std::string& tag) {
   auto [pid, addr] = c.simulate(1, "victim");
   std::string id;
   for (int tries = 0; id.empty() && tries < 500; ++tries) {
-    for (auto& x : redis.cmd({"SMEMBERS", "yard:nodes"}).strings())
-      if (redis.cmd({"HGET", "yard:node:" + x, "address"}).str() == addr) id = x;
+    for (auto& n : yard::nodes())
+      if (n.address == addr) id = n.id;
     if (id.empty()) std::this_thread::sleep_for(10ms);
   }
   auto t0 = Clock::now();
   kill(pid, SIGKILL);
   double secs = -1;
   while (secs_since(t0) < 60) {
-    if (redis.cmd({"HGET", "yard:node:" + id, "state"}).str() == "DEAD") {
+    if (yard::node_state(id) == yard::NodeState::kDead) {
       secs = secs_since(t0);
       break;
     }
@@ -386,7 +401,7 @@ struct Sample {
   double t, head_mb, head_fds, redis_mb, redis_keys, driver_mb, driver_heap_mb, sims_mb;
 };
 
-Sample take_sample(Cluster& c, yard::sys::Redis& redis, double t) {
+Sample take_sample(Cluster& c, Store& redis, double t) {
   auto fds = [](pid_t pid) {
     std::error_code ec;
     double n = 0;
@@ -405,7 +420,7 @@ Sample take_sample(Cluster& c, yard::sys::Redis& redis, double t) {
 // killed and 100 new ones created in turn, and 100 groups created and removed, without pause.
 // Sampled every minute (stderr); reported: each figure when a third of the time has passed (the
 // dead actors the head remembers have reached their cap by then) and its growth over the rest.
-void run_soak(Cluster& c, yard::sys::Redis& redis, const std::string& tag, double seconds) {
+void run_soak(Cluster& c, Store& redis, const std::string& tag, double seconds) {
   std::deque<Counter> alive;
   long created = 0;
   auto t0 = Clock::now();
@@ -453,9 +468,7 @@ void run_size(const std::string& yard_bin, int n, int actors, int batched, int g
   if (getenv("SCALE_FANOUT_ONLY")) return;
   Cluster c(yard_bin, n);
   yard::init();
-  auto cs = yard::control_store();
-  auto [rh, rp] = yard::sys::split_address(cs.address);
-  yard::sys::Redis redis(rh, rp, cs.password, 5s);
+  Store redis;
   if (const char* soak = getenv("SCALE_SOAK_S")) {
     run_soak(c, redis, tag, std::atof(soak));
     yard::shutdown();

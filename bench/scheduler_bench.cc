@@ -23,7 +23,7 @@
 #include <thread>
 
 #include "yard/process.h"
-#include "yard/redis.h"
+#include "yard/node_state.h"
 #include "yard/yard.h"
 
 namespace fs = std::filesystem;
@@ -196,20 +196,17 @@ int main(int argc, char** argv) {
 
   // Dead node detection at the default heartbeat timeout.
   {
-    auto cs = yard::control_store();
-    auto [rh, rp] = yard::sys::split_address(cs.address);
-    yard::sys::Redis redis(rh, rp, cs.password, 2s);
     double worst = 0;
     for (int trial = 0; trial < 3; ++trial) {
       auto [pid, addr] = add_node("d" + std::to_string(trial), "4");
       std::string id;
-      for (auto& x : redis.cmd({"SMEMBERS", "yard:nodes"}).strings())
-        if (redis.cmd({"HGET", "yard:node:" + x, "address"}).str() == addr) id = x;
+      for (auto& n : yard::nodes())
+        if (n.address == addr) id = n.id;
       auto t0 = Clock::now();
       kill(pid, SIGKILL);
       double secs = -1;
       while (secs_since(t0) < 30) {
-        if (redis.cmd({"HGET", "yard:node:" + id, "state"}).str() == "DEAD") {
+        if (yard::node_state(id) == yard::NodeState::kDead) {
           secs = secs_since(t0);
           break;
         }

@@ -28,7 +28,7 @@
 
 #include "yard/railway/model.h"
 #include "yard/railway/shards.h"
-#include "yard/redis.h"
+#include "yard/job_store.h"
 #include "yard/process.h"
 #include "yard/actors/checkpoint.h"
 #include "yard/actors/ddp.h"
@@ -93,7 +93,7 @@ struct Replica {
       s.name = "train-bench";
       s.world_size = world;
       s.rank = rank;
-      s.redis_address = redis;
+      s.rendezvous = yard::rendezvous_at(redis);
       s.generation = std::to_string(getppid()) + "-" + std::to_string(d);
       comm = yard::collective::create_group(s);
       if (mode == Mode::kDdp) {
@@ -314,7 +314,7 @@ int main(int argc, char** argv) {
                      atoll(getenv("TB_BATCH")), atoi(getenv("TB_STEPS")), static_cast<Mode>(atoi(getenv("TB_MODE"))),
                      getenv("TB_OUT"), atoi(getenv("TB_CKPT_EVERY")));
   std::string script = argc > 1 ? argv[1] : "bench/torch_ddp_peer.py";
-  yard::sys::RedisServer redis;
+  yard::RendezvousServer redis;
   // TB_ONLY=<case> runs one case (for experiments); bench/run runs them all.
   std::string only = getenv("TB_ONLY") ? getenv("TB_ONLY") : "";
   auto want = [&](const char* c) { return only.empty() || only == c; };

@@ -7,7 +7,7 @@
 
 #include "fuzz_support.h"
 #include "yard/errors.h"
-#include "yard/redis.h"
+#include "yard/internal/redis.h"
 
 static void make_seeds(const std::string& dir) {
   fuzz::write_seed(dir, "ok", "+OK\r\n");

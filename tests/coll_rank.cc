@@ -21,7 +21,7 @@ int main() {
   s.name = getenv("NAME");
   s.world_size = world;
   s.rank = rank;
-  s.redis_address = getenv("REDIS");
+  s.rendezvous = yard::rendezvous_at(getenv("REDIS"));
   s.shared_memory = std::string(getenv("SHM")) == "1";
   s.timeout = std::chrono::seconds(20);
   if (const char* k = getenv("LINK_KEY")) s.link_key = k;

@@ -18,8 +18,9 @@
 
 #include <zmq.hpp>
 
+#include "yard/job_store.h"
 #include "yard/process.h"
-#include "yard/redis.h"
+#include "yard/internal/redis.h"
 #include "wire.h"
 
 namespace yard::test {
@@ -119,6 +120,13 @@ inline std::pair<pid_t, std::string> spawn_daemon(const std::vector<std::string>
 inline RedisServer& shared_redis() {
   static RedisServer r;
   return r;
+}
+
+// One rendezvous store in this process's memory for a whole test binary: ranks that are threads
+// meet there (group names keep the tests apart).
+inline std::shared_ptr<Rendezvous> shared_rendezvous() {
+  static auto s = local_rendezvous();
+  return s;
 }
 
 }  // namespace yard::test

@@ -1,12 +1,15 @@
 // The Checkpointer actor on a real embedded cluster: snapshots handed over by calls are written
-// atomically, the latest pointer moves in the control store, restore skips a corrupt newest file.
+// atomically, the latest pointer moves in the job's checkpoint records, restore skips a corrupt
+// newest file. And the job's rendezvous store, shared by the job's driver and workers.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <fstream>
 
+#include "yard/internal/control_client.h"
+#include "yard/internal/keys.h"
 #include "yard/process.h"
-#include "yard/redis.h"
+#include "yard/job_store.h"
 #include "yard/actors/checkpointer.h"
 #include "yard/yard.h"
 
@@ -19,6 +22,17 @@ void yard_test_worker_hook(int argc, char** argv) {
   o.num_cpus = 2;
   yard::init(o, argc, argv);
 }
+
+namespace {
+// A task reads what the driver left in the job's rendezvous store, and leaves an answer.
+std::string answer_through_rendezvous(std::string key) {
+  auto s = yard::job_rendezvous("test");
+  auto v = s->get(key);
+  s->set(key + ":answer", v ? "saw " + *v : "saw nothing");
+  return v.value_or("");
+}
+}  // namespace
+YARD_REMOTE(answer_through_rendezvous);
 
 namespace {
 CheckpointData make(uint64_t step) {
@@ -44,10 +58,12 @@ TEST_CASE("the checkpointer actor writes, points to and restores checkpoints", "
   CHECK(fs::exists(*paths[2].get(60s)));
   // The control store's pointer.
   CHECK(*ck.call(&Checkpointer::latest_step).remote().get(60s) == 30);
-  auto cs = yard::control_store();
-  auto [host, port] = yard::detail::split_address(cs.address);
-  yard::detail::Redis r(host, port, cs.password, 5s);
-  CHECK(r.cmd({"HGET", "yard:ckpt:job-a:latest", "path"}).str() == *paths[2].get(60s));
+  // The job's checkpoint record, read by the driver: the actor works for the same job.
+  auto rec = yard::latest_checkpoint("job-a");
+  REQUIRE(rec.has_value());
+  CHECK(rec->step == 30);
+  CHECK(rec->path == *paths[2].get(60s));
+  CHECK_FALSE(yard::latest_checkpoint("job-b").has_value());
   auto got = *ck.call(&Checkpointer::restore).remote().get(60s);
   REQUIRE(got.has_value());
   CHECK(got->step == 30);
@@ -103,4 +119,25 @@ TEST_CASE("a checkpointer whose directory cannot be made fails at once, naming i
   auto ck = yard::actor<Checkpointer>((blocker / "sub").string(), int64_t(2), std::string("job-c")).remote();
   CHECK_THROWS_WITH(ck.call(&Checkpointer::latest_step).remote().get(60s), Catch::Contains((blocker / "sub").string()));
   fs::remove(blocker);
+}
+
+TEST_CASE("a job's rendezvous store is shared by its driver and workers, under the job's keys", "[job_store]") {
+  auto s = yard::job_rendezvous("test");
+  s->set("greeting", "hello");
+  CHECK(*yard::task(answer_through_rendezvous).remote(std::string("greeting")).get(60s) == "hello");
+  CHECK(s->get("greeting:answer") == "saw hello");
+  CHECK_THAT(s->where(), Catch::Contains(yard::job_id()));
+  // The records are the job's, in the space named: found under its keys, not under another
+  // space's, and gone with erase_prefix.
+  auto prefix = yard::keys::rendezvous_prefix(yard::job_id(), "test");
+  auto raw = yard::detail::cluster_control();
+  auto exists = [&](const std::string& key) {
+    return raw->run([&](yard::detail::Redis& r) { return r.cmd({"EXISTS", key}).integer(); });
+  };
+  CHECK(exists(prefix + "greeting") == 1);
+  CHECK_FALSE(yard::job_rendezvous("other")->get("greeting").has_value());
+  s->erase_prefix("greeting");
+  CHECK(exists(prefix + "greeting") == 0);
+  CHECK(exists(prefix + "greeting:answer") == 0);
+  CHECK_THROWS_AS(yard::job_rendezvous(""), yard::Error);
 }

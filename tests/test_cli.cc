@@ -25,7 +25,7 @@
 
 #include "yard/process.h"
 #include "support.h"
-#include "yard/redis.h"
+#include "yard/internal/redis.h"
 #include "session.h"
 #include "wire.h"
 #include "cli_support.h"

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.h"
-#include "yard/redis.h"
+#include "yard/internal/redis.h"
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;

@@ -23,13 +23,18 @@ using namespace std::chrono_literals;
 namespace {
 
 yard::test::RedisServer& redis() { return yard::test::shared_redis(); }
+// The threads of a test meet through one store on the shared redis-server.
+std::shared_ptr<yard::Rendezvous> store() {
+  static auto s = yard::rendezvous_at(redis().address());
+  return s;
+}
 
 GroupSpec spec_for(const std::string& name, int world, int rank) {
   GroupSpec s;
   s.name = name;
   s.world_size = world;
   s.rank = rank;
-  s.redis_address = redis().address();
+  s.rendezvous = store();
   s.timeout = 20s;
   return s;
 }
@@ -339,7 +344,7 @@ TEST_CASE("the same group name is destroyed and re-created 100 times without sta
     REQUIRE(bad == 0);
   }
   yard::detail::Redis r("127.0.0.1", redis().port(), "", 2s);
-  auto left = r.cmd({"KEYS", "yard:coll:again*"});
+  auto left = r.cmd({"KEYS", "again:*"});
   CHECK(left.size() == 0);
 }
 

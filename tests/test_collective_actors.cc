@@ -1,8 +1,10 @@
 // A collective group over actors on a real embedded cluster: the driver hands out ranks, the
-// actors meet through the cluster's control store and all-reduce.
+// actors meet through their job's rendezvous store in the control store and all-reduce, and
+// leave nothing behind there.
 #include <catch2/catch.hpp>
 
 #include "yard/collective.h"
+#include "yard/job_store.h"
 #include "yard/yard.h"
 
 using namespace yard::collective;
@@ -31,8 +33,8 @@ void yard_test_worker_hook(int argc, char** argv) {
 }
 
 TEST_CASE("actors form a group through the cluster and all-reduce", "[collective][actors]") {
-  auto cs = yard::control_store();
-  CHECK_FALSE(cs.address.empty());
+  // The store the members meet in: the job's, in the space cluster_group names.
+  auto meet = yard::job_rendezvous("collective");
   for (int round = 0; round < 2; ++round) {  // the same name twice: no stale rendezvous
     const int world = 3;
     std::vector<yard::ActorHandle<Member>> members;
@@ -46,5 +48,8 @@ TEST_CASE("actors form a group through the cluster and all-reduce", "[collective
       CHECK(v->back() == 6.0);
     }
     for (auto& m : members) yard::kill(m);
+    // destroy() removed the group's keys: the members' addresses and the leaving count.
+    auto gen = "grads:g" + std::to_string(round) + ":";
+    CHECK(meet->absent({gen + "left", gen + "host_0", gen + "host_1", gen + "host_2"}).size() == 4);
   }
 }

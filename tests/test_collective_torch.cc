@@ -13,12 +13,7 @@
 using namespace yard::collective;
 using namespace std::chrono_literals;
 
-namespace {
-yard::test::RedisServer& redis() { return yard::test::shared_redis(); }
-}  // namespace
-
 CATCH_TEST_CASE("tensors: allreduce, coalesced, broadcast, allgather, reduce_scatter, async", "[collective][torch]") {
-  redis();
   const int world = 3;
   std::vector<std::thread> ts;
   std::vector<std::string> errors(world);
@@ -29,7 +24,7 @@ CATCH_TEST_CASE("tensors: allreduce, coalesced, broadcast, allgather, reduce_sca
         s.name = "torch";
         s.world_size = world;
         s.rank = r;
-        s.redis_address = redis().address();
+        s.rendezvous = yard::test::shared_rendezvous();
         auto example = at::zeros({1});
         auto c = create_group_for(s, example);
         auto check = [&](bool ok, const char* what) {

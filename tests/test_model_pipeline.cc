@@ -1,4 +1,4 @@
-// Pipeline stages as threads of one process, meeting through a real redis-server: the gradients of
+// Pipeline stages as threads of one process, meeting through a rendezvous store in memory: the gradients of
 // a step run by P = 2 and P = 4 stages under 1F1B are those of single-process training on the same
 // micro-batches, evaluation gives the same outputs, and a stage whose neighbour is gone fails
 // naming itself and the neighbour.
@@ -63,7 +63,7 @@ std::map<std::string, torch::Tensor> grads_of(Net& n) {
 yard::collective::GroupSpec base(const std::string& name) {
   yard::collective::GroupSpec s;
   s.name = name;
-  s.redis_address = yard::test::shared_redis().address();
+  s.rendezvous = yard::test::shared_rendezvous();
   return s;
 }
 
@@ -79,7 +79,6 @@ StageWork work_of(Net& net, const Data& d, StageSpan span) {
 }  // namespace
 
 CATCH_TEST_CASE("P = 2 and P = 4 stages under 1F1B give single-process gradients and outputs", "[pipeline][stages]") {
-  yard::test::shared_redis();  // started by this thread: it lives as long as its starter
   torch::set_num_threads(1);
   torch::manual_seed(3);
   Data d;
@@ -143,7 +142,6 @@ CATCH_TEST_CASE("P = 2 and P = 4 stages under 1F1B give single-process gradients
 }
 
 CATCH_TEST_CASE("a stage whose neighbour is gone fails naming itself and the neighbour", "[pipeline][stages]") {
-  yard::test::shared_redis();
   torch::set_num_threads(1);
   torch::manual_seed(4);
   Data d;

@@ -20,7 +20,8 @@
 #include <nlohmann/json.hpp>
 
 #include "yard/process.h"
-#include "yard/redis.h"
+#include "yard/internal/control_client.h"
+#include "yard/internal/redis.h"
 #include "resources.h"
 #include "session.h"
 #include "support.h"
@@ -104,7 +105,7 @@ struct MultiNode {
     setenv("YARD_TOKEN", token.c_str(), 1);
     yard::init();
     ids["head"] = yard::node_id();
-    auto cs = yard::control_store();
+    auto cs = yard::detail::cluster_control_access();
     auto [rh, rp] = yard::detail::split_address(cs.address);
     redis = std::make_unique<yard::detail::Redis>(rh, rp, cs.password, 5s);
     for (auto& [name, addr] : node_addrs)
@@ -455,7 +456,7 @@ TEST_CASE("tasks and actors share a placement-group bundle's resources", "[nodes
 TEST_CASE("concurrent clients never over-commit a node", "[nodes][pg]") {
   auto& c = cluster();
   // Four clients of the control store race for one node's CPUs through the reservation script.
-  auto cs = yard::control_store();
+  auto cs = yard::detail::cluster_control_access();
   auto [rh, rp] = yard::detail::split_address(cs.address);
   const std::string node = c.ids["n1"];
   std::atomic<int> granted{0};

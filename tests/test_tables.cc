@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "store/tables.h"
-#include "yard/redis.h"
+#include "yard/internal/redis.h"
 
 using namespace yard::sched;
 using namespace std::chrono_literals;

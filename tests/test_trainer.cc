@@ -58,7 +58,6 @@ std::vector<torch::Tensor> reference(int steps) {
 using RankFn = std::function<std::shared_ptr<torch::nn::Module>(int rank, collective::Communicator& comm)>;
 std::vector<std::vector<torch::Tensor>> two_ranks(const std::string& group, const RankFn& train) {
   torch::set_num_threads(1);
-  auto& redis = test::shared_redis();
   std::vector<std::vector<torch::Tensor>> result(2);
   std::vector<std::string> errors(2);
   std::vector<std::thread> ts;
@@ -69,7 +68,7 @@ std::vector<std::vector<torch::Tensor>> two_ranks(const std::string& group, cons
         s.name = group;
         s.world_size = 2;
         s.rank = r;
-        s.redis_address = redis.address();
+        s.rendezvous = test::shared_rendezvous();
         auto comm = collective::create_group(s);
         auto m = train(r, *comm);
         for (auto& p : m->parameters()) result[r].push_back(p.detach().clone());
@@ -170,7 +169,7 @@ CATCH_TEST_CASE("periodic averaging every step with SGD is DDP; every H steps th
   CATCH_CHECK(max_diff(mom[0], mom[1]) == 0);
   collective::GroupSpec one_rank;
   one_rank.name = "local-sgd-alone";
-  one_rank.redis_address = test::shared_redis().address();
+  one_rank.rendezvous = test::shared_rendezvous();
   auto alone = collective::create_group(one_rank);
   CATCH_CHECK_THROWS_AS(PeriodicAveraging(make_model(1), *alone, 0), std::invalid_argument);
   alone->destroy();

@@ -4,38 +4,26 @@
 
 #include <spdlog/spdlog.h>
 
+#include "yard/job_store.h"
 #include "yard/process.h"
-#include "yard/redis.h"
 
 namespace yard::actors {
 
 struct Checkpointer::Impl {
   std::string name;
-  std::unique_ptr<sys::Redis> redis;  // null outside a cluster
+  bool in_cluster = false;  // records its checkpoints in the job's checkpoint records
   std::unique_ptr<CheckpointStore> store;
-  std::string key() const { return "yard:ckpt:" + name + ":latest"; }
 };
-
-namespace {
-std::unique_ptr<sys::Redis> connect_control_store() {
-  if (!yard::is_initialized()) return nullptr;
-  auto cs = yard::control_store();
-  auto [host, port] = sys::split_address(cs.address);
-  return std::make_unique<sys::Redis>(host, port, cs.password, std::chrono::seconds(5));
-}
-}  // namespace
 
 Checkpointer::Checkpointer(std::string dir, int64_t keep, std::string name) : impl_(std::make_unique<Impl>()) {
   if (name.empty()) throw std::invalid_argument("Checkpointer: a name is needed (it keys the latest pointer)");
   make_background_thread();  // the actor's writes take the trainers' leftover time, not their cores
   impl_->name = std::move(name);
-  impl_->redis = connect_control_store();
+  impl_->in_cluster = yard::is_initialized();
   auto* self = impl_.get();
   impl_->store = std::make_unique<CheckpointStore>(std::move(dir), static_cast<size_t>(std::max<int64_t>(1, keep)),
                                                    [self](uint64_t step, const std::string& path) {
-                                                     if (self->redis)
-                                                       self->redis->cmd({"HSET", self->key(), "step", std::to_string(step),
-                                                                         "path", path});
+                                                     if (self->in_cluster) yard::record_checkpoint(self->name, {step, path});
                                                    });
 }
 
@@ -74,9 +62,9 @@ std::optional<CheckpointData> Checkpointer::part(std::string blob) {
 std::vector<std::string> Checkpointer::skipped() { return impl_->store->skipped(); }
 
 int64_t Checkpointer::latest_step() {
-  if (!impl_->redis) return -1;
-  auto r = impl_->redis->cmd({"HGET", impl_->key(), "step"});
-  return r.is_nil() ? -1 : std::stoll(r.str());
+  if (!impl_->in_cluster) return -1;
+  auto r = yard::latest_checkpoint(impl_->name);
+  return r ? static_cast<int64_t>(r->step) : -1;
 }
 
 int Checkpointer::pid() { return getpid(); }

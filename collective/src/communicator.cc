@@ -69,13 +69,11 @@ std::unique_ptr<Communicator> create_nccl(const GroupSpec& spec) {
 }  // namespace
 
 GroupSpec cluster_group(const std::string& name, int world_size, int rank, const std::string& generation) {
-  auto cs = yard::control_store();
   GroupSpec s;
   s.name = name;
   s.world_size = world_size;
   s.rank = rank;
-  s.redis_address = cs.address;
-  s.redis_password = cs.password;
+  s.rendezvous = yard::job_rendezvous("collective");
   s.generation = generation;
   auto link = yard::link_settings("collective");
   s.host = link.host;
@@ -88,8 +86,8 @@ std::unique_ptr<Communicator> metered(std::unique_ptr<Communicator> c);
 
 std::unique_ptr<Communicator> create_group(const GroupSpec& spec) {
   if (spec.name.empty()) throw CollectiveError("a group needs a name");
-  if (spec.redis_address.empty())
-    throw CollectiveError("group '" + spec.name + "': no rendezvous store address");
+  if (!spec.rendezvous)
+    throw CollectiveError("group '" + spec.name + "': no rendezvous store (GroupSpec::rendezvous)");
   Backend b = spec.backend;
   if (b == Backend::kAuto) b = spec.on_gpu ? Backend::kNccl : Backend::kGloo;
   return metered(b == Backend::kNccl ? create_nccl(spec) : create_gloo(spec));

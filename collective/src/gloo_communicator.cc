@@ -19,7 +19,7 @@
 
 #include "bf16.h"
 #include "yard/process.h"
-#include "redis_store.h"
+#include "rendezvous_store.h"
 #include "sealed_ring.h"
 #include "shm_channel.h"
 
@@ -64,9 +64,7 @@ class GlooCommunicator final : public Communicator {
     if (spec.world_size < 1 || spec.rank < 0 || spec.rank >= spec.world_size)
       throw CollectiveError("group '" + spec.name + "': rank " + std::to_string(spec.rank) +
                             " is outside world size " + std::to_string(spec.world_size));
-    store_ = std::make_unique<RedisStore>(spec.redis_address, spec.redis_password,
-                                          "yard:coll:" + spec.name + ":" + spec.generation + ":", spec.name,
-                                          spec.timeout);
+    store_ = std::make_unique<GroupStore>(spec.rendezvous, spec.name, spec.generation, spec.timeout);
     gloo::transport::tcp::attr attr;
     attr.hostname = spec.host;
     try {
@@ -373,7 +371,7 @@ class GlooCommunicator final : public Communicator {
   }
 
   GroupSpec spec_;
-  std::unique_ptr<RedisStore> store_;
+  std::unique_ptr<GroupStore> store_;
   std::shared_ptr<gloo::transport::Device> device_;
   std::shared_ptr<gloo::rendezvous::Context> context_;
   std::unique_ptr<ShmChannel> shm_;

@@ -1,4 +1,4 @@
-// The Gloo backend: CPU buffers over TCP, rendezvous through RedisStore.
+// The Gloo backend: CPU buffers over TCP, rendezvous through GroupStore.
 #pragma once
 
 #include <memory>

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <thread>
 
-#include "redis_store.h"
+#include "rendezvous_store.h"
 #include "yard/collective.h"
 
 namespace yard::collective {
@@ -51,9 +51,7 @@ class NcclCommunicator final : public Communicator {
     if (n == 0) throw CollectiveError("group '" + spec.name + "': no CUDA device");
     device_ = spec.rank % n;
     check_cuda(cudaSetDevice(device_), "cudaSetDevice");
-    store_ = std::make_unique<RedisStore>(spec.redis_address, spec.redis_password,
-                                          "yard:coll:" + spec.name + ":" + spec.generation + ":", spec.name,
-                                          spec.timeout);
+    store_ = std::make_unique<GroupStore>(spec.rendezvous, spec.name, spec.generation, spec.timeout);
     try {
       rendezvous(spec);
     } catch (...) {
@@ -189,7 +187,7 @@ class NcclCommunicator final : public Communicator {
 
   GroupSpec spec_;
   int device_ = 0;
-  std::unique_ptr<RedisStore> store_;
+  std::unique_ptr<GroupStore> store_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
 };

@@ -11,7 +11,7 @@
 #include <gloo/context.h>
 #include <gloo/transport/unbound_buffer.h>
 
-#include "redis_store.h"
+#include "rendezvous_store.h"
 #include "yard/process.h"
 
 namespace yard::collective {
@@ -99,7 +99,7 @@ size_t segments(size_t bytes) { return (bytes + SealedRing::kSegmentBytes - 1) /
 
 }  // namespace
 
-SealedRing::SealedRing(std::shared_ptr<gloo::Context> context, RedisStore& store, const GroupSpec& spec)
+SealedRing::SealedRing(std::shared_ptr<gloo::Context> context, GroupStore& store, const GroupSpec& spec)
     : context_(std::move(context)), rank_(spec.rank), world_(spec.world_size) {
   uint8_t raw[16];
   if (RAND_bytes(raw, sizeof raw) != 1) throw CollectiveError("group '" + spec.name + "': no randomness for its salt");

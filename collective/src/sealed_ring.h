@@ -28,7 +28,7 @@ class Context;
 
 namespace yard::collective {
 
-class RedisStore;
+class GroupStore;
 class LinkCipher;
 
 class SealedRing {
@@ -40,7 +40,7 @@ class SealedRing {
   using Clock = std::chrono::steady_clock;
 
   // Publishes this rank's salt and reads every other rank's from the store.
-  SealedRing(std::shared_ptr<gloo::Context> context, RedisStore& store, const GroupSpec& spec);
+  SealedRing(std::shared_ptr<gloo::Context> context, GroupStore& store, const GroupSpec& spec);
   ~SealedRing();
   SealedRing(const SealedRing&) = delete;
   SealedRing& operator=(const SealedRing&) = delete;

@@ -15,7 +15,7 @@
 
 #include "yard/process.h"
 #include "bf16.h"
-#include "redis_store.h"
+#include "rendezvous_store.h"
 
 namespace yard::collective {
 
@@ -90,7 +90,7 @@ void reduce_dispatch(DType t, char* out, const char* const* srcs, int n, size_t 
 
 }  // namespace
 
-ShmChannel::ShmChannel(RedisStore& store, const GroupSpec& spec, size_t chunk_bytes)
+ShmChannel::ShmChannel(GroupStore& store, const GroupSpec& spec, size_t chunk_bytes)
     : group_(spec.name), rank_(spec.rank), world_(spec.world_size) {
   // A chunk holds whole elements of every dtype (8 bytes) for each of the world's sub-ranges.
   chunk_ = std::max<size_t>(8 * world_, chunk_bytes / (8 * world_) * (8 * world_));

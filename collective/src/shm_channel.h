@@ -27,13 +27,13 @@
 
 namespace yard::collective {
 
-class RedisStore;
+class GroupStore;
 
 class ShmChannel {
  public:
   // Collective over the group: rank 0 creates the segment and publishes its name in the store;
   // the others attach. The segment's name is unlinked once everyone has attached.
-  ShmChannel(RedisStore& store, const GroupSpec& spec, size_t chunk_bytes);
+  ShmChannel(GroupStore& store, const GroupSpec& spec, size_t chunk_bytes);
   ~ShmChannel();
   ShmChannel(const ShmChannel&) = delete;
   ShmChannel& operator=(const ShmChannel&) = delete;

@@ -17,6 +17,7 @@
 #include "pending_calls.h"
 #include "yard/process.h"
 #include "session.h"
+#include "yard/internal/control_client.h"
 #include "yard/yard.h"
 
 namespace yard {
@@ -29,6 +30,10 @@ std::atomic<CoreWorker*> g_current{nullptr};
 pid_t g_embedded_pid = 0;
 std::string g_embedded_dir;
 std::string g_address;
+// cluster_control()'s, guarded by g_control_mu (not g_mu: a worker's init() holds that while it
+// serves calls, and the calls use this).
+std::mutex g_control_mu;
+std::shared_ptr<ControlClient> g_control;
 
 CoreWorker& rt() {
   auto* w = g_current.load();
@@ -191,12 +196,26 @@ void shutdown() {
     std::filesystem::remove_all(g_embedded_dir, ec);
   }
   g_address.clear();
+  std::lock_guard<std::mutex> lc(g_control_mu);
+  g_control.reset();
 }
 
-ControlStore control_store() {
-  auto [address, password] = detail::rt().head().control_store();
-  return ControlStore{address, password};
+namespace detail {
+ControlStoreAccess cluster_control_access() {
+  auto [address, password] = rt().head().control_store();
+  return ControlStoreAccess{address, password};
 }
+
+std::shared_ptr<ControlClient> cluster_control() {
+  std::lock_guard<std::mutex> l(g_control_mu);
+  if (!g_current.load()) throw Error("not connected to a cluster: call yard::init() first");
+  if (!g_control)
+    // Asked of the process's cluster when a connection is made, so that a client kept past
+    // shutdown() fails with that error instead of reaching a cluster that is gone.
+    g_control = std::make_shared<ControlClient>(cluster_control_access);
+  return g_control;
+}
+}  // namespace detail
 
 LinkSettings link_settings(const std::string& purpose) {
   auto& rt = detail::rt();

@@ -1,6 +1,6 @@
 #include "head_client.h"
 
-#include "yard/redis.h"
+#include "yard/internal/redis.h"
 
 #include <unistd.h>
 

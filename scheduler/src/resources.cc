@@ -6,7 +6,8 @@
 #include <cstdio>
 #include <mutex>
 
-#include "yard/redis.h"
+#include "yard/internal/keys.h"
+#include "yard/internal/redis.h"
 #include "yard/errors.h"
 
 namespace yard::sched {
@@ -117,8 +118,8 @@ std::string num(double v) {
 
 }  // namespace
 
-std::string total_key(const std::string& node) { return "yard:res:" + node + ":total"; }
-std::string avail_key(const std::string& node) { return "yard:res:" + node + ":avail"; }
+std::string total_key(const std::string& node) { return keys::resources_total(node); }
+std::string avail_key(const std::string& node) { return keys::resources_free(node); }
 
 void register_resources(detail::Redis& r, const std::string& node, const Res& total) {
   std::vector<std::string> t{"HSET", total_key(node)}, a{"HSET", avail_key(node)};
@@ -195,8 +196,11 @@ Problem reserve_result(const detail::RedisReply& rep) {
   auto s = rep.strings();
   if (!s.empty() && s[0] == "1") return std::nullopt;
   std::string key = s.size() > 1 ? s[1] : "?";
-  // "yard:res:<node>:avail" -> "<node>"
-  if (key.rfind("yard:res:", 0) == 0) key = key.substr(9, key.size() - 9 - 6);
+  // keys::resources_free(node) -> node
+  constexpr auto kPrefix = keys::kResourcePrefix;
+  constexpr std::string_view kSuffix = ":avail";
+  if (key.rfind(kPrefix, 0) == 0 && key.size() >= kPrefix.size() + kSuffix.size())
+    key = key.substr(kPrefix.size(), key.size() - kPrefix.size() - kSuffix.size());
   return key + ": " + (s.size() > 2 ? s[2] : "?");
 }
 
@@ -273,7 +277,7 @@ void release_all(detail::Redis& r, const std::vector<std::pair<std::string, Res>
 
 void release(detail::Redis& r, const std::string& node, const Res& res) { release_all(r, {{node, res}}); }
 
-std::string bundle_key(const std::string& group, int index) { return "yard:pgb:" + group + ":" + std::to_string(index); }
+std::string bundle_key(const std::string& group, int index) { return keys::bundle(group, index); }
 
 bool reserve_bundle(detail::Redis& r, const std::string& key, const Res& bundle_total, const Res& need) {
   std::vector<std::string> args{"1", key, std::to_string(bundle_total.size())};

@@ -96,7 +96,7 @@ GroupSpec spec(const std::string& name, int world, int rank) {
   s.world_size = world;
   s.rank = rank;
   s.backend = Backend::kNccl;
-  s.redis_address = getenv("REDIS") ? getenv("REDIS") : "127.0.0.1:6379";
+  s.rendezvous = yard::rendezvous_at(getenv("REDIS") ? getenv("REDIS") : "127.0.0.1:6379");
   return s;
 }
 

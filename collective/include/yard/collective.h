@@ -1,9 +1,9 @@
 // yard::collective — allreduce and friends over a group of ranks (actors, processes or threads).
 //
-// A group is a name, a world size and a rank per member. Members meet through Redis (the
-// cluster's control store): each publishes its transport address under keys namespaced by group
-// name and generation, and the keys are removed when the group is destroyed, so a re-created
-// group never meets stale keys.
+// A group is a name, a world size and a rank per member. Members meet through a rendezvous store
+// (yard/job_store.h: in a cluster, their job's store in the control store): each publishes its
+// transport address under keys namespaced by group name and generation, and the keys are removed
+// when the group is destroyed, so a re-created group never meets stale keys.
 //
 // Every operation takes Options with a timeout and a tag; a rank that dies or never arrives makes
 // the operation fail on the others with CollectiveError (group, operation, reason), never a hang.
@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "yard/errors.h"
+#include "yard/job_store.h"
 
 namespace yard::collective {
 
@@ -47,8 +48,10 @@ struct GroupSpec {
   int rank = 0;
   Backend backend = Backend::kAuto;
   bool on_gpu = false;               // the tensors' device: kAuto picks NCCL for GPU, Gloo for CPU
-  std::string redis_address;         // host:port of the control store
-  std::string redis_password;
+  // Where the members meet: every member's spec names the same store (in a cluster,
+  // cluster_group's job_rendezvous("collective"); ranks that are threads of one program may share
+  // a local_rendezvous(); processes outside a cluster, rendezvous_at a RendezvousServer).
+  std::shared_ptr<Rendezvous> rendezvous;
   std::string generation = "0";      // distinguishes incarnations of a group name
   std::string host = "127.0.0.1";    // interface this rank's transport listens on
   // When set (key material, e.g. yard::link_settings' key), traffic between ranks on different
@@ -131,8 +134,8 @@ class Communicator {
   std::shared_ptr<impl::AsyncRunner> runner_;
 };
 
-// A GroupSpec that meets through the control store of the cluster this process belongs to (after
-// yard::init): what actors and tasks use. Its ranks listen on their node's interface, and when
+// A GroupSpec that meets through its job's rendezvous store in the cluster this process belongs
+// to (after yard::init; groups of two jobs never meet): what actors and tasks use. Its ranks listen on their node's interface, and when
 // the cluster's links are encrypted (a cluster beyond loopback), so is the group's traffic
 // between hosts. The driver picks the name, ranks and a generation and
 // hands them to the members, e.g. as method arguments.

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace yard {
 
@@ -17,5 +18,16 @@ enum class NodeState {
 // Throws yard::Error when the control store cannot be reached.
 NodeState node_state(const std::string& node_id);
 const char* node_state_name(NodeState s);
+
+// A node as the cluster knows it.
+struct NodeInfo {
+  std::string id;
+  std::string address;   // its node manager's "host:port"
+  std::string hostname;
+  NodeState state = NodeState::kUnknown;
+};
+// Every node the cluster has recorded, dead ones too, ordered by id. Needs yard::init.
+// Thread-safe. Throws yard::Error when the control store cannot be reached.
+std::vector<NodeInfo> nodes();
 
 }  // namespace yard

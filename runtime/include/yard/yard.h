@@ -59,13 +59,6 @@ bool is_initialized();
 // The address (host:port) of the cluster this process is connected to.
 std::string cluster_address();
 
-// The cluster's control store (Redis), for libraries that rendezvous through it (collectives).
-struct ControlStore {
-  std::string address;
-  std::string password;
-};
-ControlStore control_store();
-
 // For libraries that carry their own traffic between hosts (collective groups): the interface
 // this process listens on for other nodes (its node's `--host`; loopback on a one-machine
 // cluster), and key material for `purpose` derived from the cluster token (64 hex digits), or ""

@@ -2,7 +2,7 @@
 
 #include "yard/errors.h"
 #include "yard/process.h"
-#include "yard/redis.h"
+#include "yard/internal/redis.h"
 
 namespace yard::sched {
 

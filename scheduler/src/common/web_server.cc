@@ -6,7 +6,7 @@
 
 #include <httplib.h>
 
-#include "redis_conn.h"
+#include "yard/internal/tls_identity.h"
 #include "session.h"
 #include "yard/errors.h"
 

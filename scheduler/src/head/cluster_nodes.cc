@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "resources.h"
-#include "yard/redis.h"
+#include "yard/internal/redis.h"
 
 namespace yard::sched {
 

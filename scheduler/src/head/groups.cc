@@ -4,7 +4,7 @@
 
 #include "resources.h"
 #include "yard/process.h"
-#include "yard/redis.h"
+#include "yard/internal/redis.h"
 
 namespace yard::sched {
 

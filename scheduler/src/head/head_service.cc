@@ -20,7 +20,7 @@
 #include "allocator.h"
 #include "link_limits.h"
 #include "link_security.h"
-#include "redis_conn.h"
+#include "yard/internal/tls_identity.h"
 #include "session.h"
 #include "yard/errors.h"
 

@@ -36,7 +36,7 @@
 #include "policy/placement.h"
 #include "resources.h"
 #include "store/tables.h"
-#include "yard/redis.h"
+#include "yard/internal/redis.h"
 
 namespace yard::sched {
 

@@ -23,7 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/tables.h"
-#include "yard/redis.h"
+#include "yard/internal/redis.h"
 
 namespace yard::detail {
 class IoLoop;

@@ -35,7 +35,7 @@
 #include "node/worker_pool.h"
 #include "policy/gpus.h"
 #include "policy/placement.h"
-#include "yard/redis.h"
+#include "yard/internal/redis.h"
 #include "resources.h"
 #include "store/tables.h"
 

@@ -22,7 +22,7 @@
 #include "common/service.h"
 #include "node/local_resources.h"
 #include "store/tables.h"
-#include "yard/redis.h"
+#include "yard/internal/redis.h"
 #include "yard/registry.h"
 
 namespace yard::sched::sim {

@@ -5,7 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "yard/redis.h"
+#include "yard/internal/keys.h"
+#include "yard/internal/redis.h"
 #include "resources.h"
 #include "yard/errors.h"
 
@@ -15,20 +16,22 @@ namespace yard::sched::store {
 
 namespace {
 
-const char* kCluster = "yard:cluster";
-const char* kNodes = "yard:nodes";
-const char* kJobs = "yard:jobs";
-const char* kJobCounter = "yard:counter:job";
-const char* kActors = "yard:actors";
-const char* kNodesVersion = "yard:nodes:version";
-const char* kActorNames = "yard:actor_names";
-const char* kEvents = "yard:events";
-const char* kEventLog = "yard:events:log";
-std::string node_key(const std::string& id) { return "yard:node:" + id; }
-std::string heartbeat_key(const std::string& id) { return "yard:node:" + id + ":heartbeat"; }
-std::string job_key(const std::string& id) { return "yard:job:" + id; }
-std::string actor_key(const std::string& id) { return "yard:actor:" + id; }
-std::string spec_key(const std::string& id) { return "yard:actor:" + id + ":spec"; }
+// The key schema is yard/internal/keys.h's; these are its names here.
+const std::string kCluster = keys::cluster();
+const std::string kNodes = keys::nodes();
+const std::string kJobs = keys::jobs();
+const std::string kJobCounter = keys::job_counter();
+const std::string kActors = keys::actors();
+const std::string kNodesVersion = keys::nodes_version();
+const std::string kActorNames = keys::actor_names();
+const std::string kEvents = keys::events();
+const std::string kEventLog = keys::event_log();
+const std::string kDemand = keys::demand();
+std::string node_key(const std::string& id) { return keys::node(id); }
+std::string heartbeat_key(const std::string& id) { return keys::heartbeat(id); }
+std::string job_key(const std::string& id) { return keys::job(id); }
+std::string actor_key(const std::string& id) { return keys::actor(id); }
+std::string spec_key(const std::string& id) { return keys::actor_spec(id); }
 
 template <class E, size_t N>
 std::optional<E> parse_name(std::string_view s, const std::pair<E, const char*> (&names)[N]) {
@@ -117,11 +120,11 @@ std::string Tables::autoscale_types() {
 }
 
 void Tables::set_lease_demand(const std::string& node, const std::string& json) {
-  if (json.empty()) cmd({"HDEL", "yard:demand", node});
-  else cmd({"HSET", "yard:demand", node, json});
+  if (json.empty()) cmd({"HDEL", kDemand, node});
+  else cmd({"HSET", kDemand, node, json});
 }
 
-std::map<std::string, std::string> Tables::lease_demand() { return hgetall("yard:demand"); }
+std::map<std::string, std::string> Tables::lease_demand() { return hgetall(kDemand); }
 
 // ---- nodes ----------------------------------------------------------------------------------
 
@@ -507,7 +510,7 @@ void Tables::forget_actors(const std::vector<std::pair<std::string, std::string>
 
 // ---- placement groups -----------------------------------------------------------------------
 
-std::string Tables::group_key(const std::string& id) { return "yard:pg:" + id; }
+std::string Tables::group_key(const std::string& id) { return keys::placement_group(id); }
 
 std::vector<std::string> Tables::group_fields(const GroupRecord& g) {
   return {group_key(g.id), "name", g.name, "job", g.job, "strategy", policy::name(g.strategy), "state", name(g.state),
@@ -555,8 +558,8 @@ std::optional<GroupRecord> Tables::group(const std::string& id) {
 // ---- events ---------------------------------------------------------------------------------
 
 namespace {
-std::string timeline_key(const std::string& job) { return "yard:timeline:" + job; }
-std::string curves_key(const std::string& job) { return "yard:curves:" + job; }
+std::string timeline_key(const std::string& job) { return keys::timeline(job); }
+std::string curves_key(const std::string& job) { return keys::curves(job); }
 }  // namespace
 
 // Appends to a list that keeps its newest `keep` items for a week.

@@ -3,7 +3,7 @@
 // A checkpoint is a step number and named blobs (model, optimizer, LR schedule, data-loader
 // position...). write() serialises them to "<dir>/ckpt-<step>.bin.tmp", fsyncs it, renames it to
 // "ckpt-<step>.bin", fsyncs the directory, then moves the "latest" pointer (a LATEST file written
-// the same way, and, when a Redis client is given, the key "yard:ckpt:<name>:latest"), then
+// the same way, and then `on_latest`: a Checkpointer records it in the job's checkpoint records), then
 // deletes checkpoints beyond the newest K. A crash at any point leaves the previous checkpoint
 // whole.
 //
@@ -41,8 +41,8 @@ void make_background_thread();
 
 class CheckpointStore {
  public:
-  // `on_latest` (optional) is called with (step, path) after each successful write: where a Redis
-  // "latest" pointer is set.
+  // `on_latest` (optional) is called with (step, path) after each successful write: where a
+  // "latest" record is kept elsewhere (yard::record_checkpoint).
   CheckpointStore(std::string dir, size_t keep = 3,
                   std::function<void(uint64_t, const std::string&)> on_latest = {});
   ~CheckpointStore();

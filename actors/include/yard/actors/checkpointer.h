@@ -3,7 +3,7 @@
 // Trainers hand it a snapshot (model, optimizer, schedule, data-loader position, step: named
 // blobs) with save() and go on training; the actor writes it atomically with a CheckpointStore
 // (temporary file, fsync, rename, fsync of the directory), moves the "latest" pointer — the file
-// LATEST and, in the cluster's control store, the hash yard:ckpt:<name>:latest (step, path) — and
+// LATEST and, in a cluster, the job's checkpoint record of <name> (yard::latest_checkpoint) — and
 // keeps the newest `keep`. restore() gives the newest checkpoint that verifies, passing over
 // corrupt or partial files (each named, with the reason, by skipped()). Because it is its own
 // process, a write handed over completes even when the trainer that sent it dies next.

@@ -1,5 +1,7 @@
-// A small synchronous Redis client over hiredis: the control store's only door. And a
-// redis-server of a program's own (a rendezvous store for collective groups outside a cluster).
+// A small synchronous Redis client over hiredis, and a redis-server of a program's own (what a
+// RendezvousServer runs). Part of the internal header set (yard/internal/): programs reach the
+// control store through the runtime's ControlClient (control_client.h), libraries through
+// yard/job_store.h.
 //
 // A Redis reached across hosts speaks TLS: once the process knows the certificate of the Redis
 // at an address (trust_redis_tls; the cluster's processes learn it with the control store's

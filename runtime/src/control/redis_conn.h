@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "yard/internal/tls_identity.h"
+
 struct redisReply;
 
 namespace yard::sys {
@@ -33,12 +35,5 @@ std::unique_ptr<RedisConn> plain_conn(const std::string& host, int port, std::ch
 // or the verification fails.
 std::unique_ptr<RedisConn> tls_conn(const std::string& host, int port, const std::string& cert_pem,
                                     std::chrono::milliseconds timeout);
-
-// A self-signed certificate and its key (EC P-256): for the Redis server, or with a DNS name
-// (a subjectAltName) for the cluster's web endpoints. The key file is 0600. Returns the
-// certificate (PEM).
-std::string make_tls_identity(const std::string& key_path, const std::string& cert_path,
-                              const std::string& common_name = "switchyard control store",
-                              const std::string& dns_name = "");
 
 }  // namespace yard::sys

@@ -1,4 +1,4 @@
-#include "yard/redis.h"
+#include "yard/internal/redis.h"
 
 #include <signal.h>
 #include <stdlib.h>

@@ -1,0 +1,67 @@
+// ControlClient: a connection to a control store (Redis) that finds its address and password
+// itself, on first use, and keeps them: the runtime's libraries and tools beside it run commands
+// through it and never hold the password.
+//
+// Part of the internal header set (yard/internal/); not installed.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "yard/errors.h"
+#include "yard/internal/redis.h"
+
+namespace yard::detail {
+
+struct ControlStoreAccess {
+  std::string address;   // "host:port"
+  std::string password;  // "" when the store asks for none
+};
+
+class ControlClient {
+ public:
+  // `find` says where the store is; it is asked on first use and again after a lost connection
+  // could not be made again (a store that moved). It may throw; its error reaches the caller.
+  using Find = std::function<ControlStoreAccess()>;
+  explicit ControlClient(Find find, std::chrono::milliseconds timeout = std::chrono::seconds(5));
+  ControlClient(const ControlClient&) = delete;
+  ControlClient& operator=(const ControlClient&) = delete;
+
+  // Runs fn(Redis&) with the connection held (one caller at a time) and returns what it returns.
+  // When the connection was lost (a ConnectionError), fn runs once more on a new connection, so fn
+  // must be idempotent. Other errors reach the caller as they are.
+  template <class F>
+  auto run(F&& fn) -> decltype(fn(std::declval<Redis&>())) {
+    std::lock_guard<std::mutex> l(mu_);
+    try {
+      return fn(connection());
+    } catch (const ConnectionError&) {
+      redis_.reset();
+      return fn(connection());
+    }
+  }
+  // Where the store is, once known ("" before the first command).
+  std::string address() const;
+
+ private:
+  Redis& connection();  // with mu_ held
+  Find find_;
+  std::chrono::milliseconds timeout_;
+  mutable std::mutex mu_;
+  std::unique_ptr<Redis> redis_;  // guarded by mu_
+  std::string address_;           // guarded by mu_
+};
+
+// This process's client to the control store of the cluster it joined (yard::init): one for the
+// whole process, made on first use. Throws yard::Error when the process is not connected.
+std::shared_ptr<ControlClient> cluster_control();
+// Where that control store is, with its password: for the daemons' and white-box tests' own
+// connections (several at once, or Redis scripts run as a node would). Internal: no library gets
+// this. Throws as cluster_control does.
+ControlStoreAccess cluster_control_access();
+
+}  // namespace yard::detail

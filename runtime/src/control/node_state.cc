@@ -1,0 +1,57 @@
+#include "yard/node_state.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "yard/internal/control_client.h"
+#include "yard/internal/keys.h"
+
+namespace yard {
+
+namespace {
+NodeState parse_state(const std::string& s) {
+  if (s == "ALIVE") return NodeState::kAlive;
+  if (s == "DRAINING") return NodeState::kDraining;
+  if (s == "DEAD") return NodeState::kDead;
+  return NodeState::kUnknown;
+}
+}  // namespace
+
+NodeState node_state(const std::string& node_id) {
+  // The head's node record (field "state").
+  auto s = detail::cluster_control()->run([&](detail::Redis& r) -> std::optional<std::string> {
+    auto reply = r.cmd({"HGET", keys::node(node_id), "state"});
+    if (reply.is_nil()) return std::nullopt;
+    return reply.str();
+  });
+  return s ? parse_state(*s) : NodeState::kUnknown;
+}
+
+std::vector<NodeInfo> nodes() {
+  return detail::cluster_control()->run([](detail::Redis& r) {
+    auto ids = r.cmd({"SMEMBERS", keys::nodes()}).strings();
+    std::sort(ids.begin(), ids.end());
+    std::vector<std::vector<std::string>> cmds;
+    for (auto& id : ids) cmds.push_back({"HMGET", keys::node(id), "address", "hostname", "state"});
+    auto replies = r.pipeline(cmds);
+    std::vector<NodeInfo> out;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      auto f = replies[i].strings();  // absent fields read as ""
+      if (f.size() != 3 || (f[0].empty() && f[2].empty())) continue;  // removed meanwhile
+      out.push_back({ids[i], f[0], f[1], parse_state(f[2])});
+    }
+    return out;
+  });
+}
+
+const char* node_state_name(NodeState s) {
+  switch (s) {
+    case NodeState::kAlive: return "ALIVE";
+    case NodeState::kDraining: return "DRAINING";
+    case NodeState::kDead: return "DEAD";
+    case NodeState::kUnknown: break;
+  }
+  return "UNKNOWN";
+}
+
+}  // namespace yard
