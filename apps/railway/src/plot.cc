@@ -1,63 +1,118 @@
 #include "yard/railway/plot.h"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 namespace yard::railway {
 
-void write_svg_plot(const std::string& path, const std::string& title, const std::string& xlabel,
-                    const std::string& ylabel, const std::vector<PlotSeries>& series) {
-  const double W = 900, H = 420, L = 70, R = 20, T = 40, B = 50;
-  double x0 = 1e300, x1 = -1e300, y0 = 1e300, y1 = -1e300;
-  for (auto& s : series)
-    for (size_t i = 0; i < s.x.size(); ++i)
-      if (std::isfinite(s.x[i]) && std::isfinite(s.y[i])) {
-        x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]);
-        y0 = std::min(y0, s.y[i]), y1 = std::max(y1, s.y[i]);
-      }
-  if (x0 > x1) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
-  if (x1 == x0) x1 = x0 + 1;
-  if (y1 == y0) y1 = y0 + 1;
-  y0 = std::min(y0, 0.0);
-  auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
-  auto py = [&](double y) { return H - B - (y - y0) / (y1 - y0) * (H - T - B); };
-  std::string svg = fmt::format(
-      "<svg xmlns='http://www.w3.org/2000/svg' width='{}' height='{}' font-family='sans-serif' font-size='12'>\n"
-      "<rect width='100%' height='100%' fill='white'/>\n"
-      "<text x='{}' y='22' font-size='15' text-anchor='middle'>{}</text>\n"
-      "<line x1='{}' y1='{}' x2='{}' y2='{}' stroke='black'/><line x1='{}' y1='{}' x2='{}' y2='{}' stroke='black'/>\n"
-      "<text x='{}' y='{}' text-anchor='middle'>{}</text>\n"
-      "<text x='16' y='{}' transform='rotate(-90 16 {})' text-anchor='middle'>{}</text>\n",
-      W, H, W / 2, title, L, H - B, W - R, H - B, L, T, L, H - B, (L + W - R) / 2, H - 12, xlabel, (T + H - B) / 2,
-      (T + H - B) / 2, ylabel);
-  for (int i = 0; i <= 5; ++i) {
-    double xv = x0 + (x1 - x0) * i / 5, yv = y0 + (y1 - y0) * i / 5;
-    svg += fmt::format("<text x='{:.1f}' y='{}' text-anchor='middle'>{:.4g}</text>\n", px(xv), H - B + 16, xv);
-    svg += fmt::format("<text x='{}' y='{:.1f}' text-anchor='end'>{:.4g}</text>\n", L - 6, py(yv) + 4, yv);
-    svg += fmt::format("<line x1='{}' y1='{:.1f}' x2='{}' y2='{:.1f}' stroke='#ddd'/>\n", L, py(yv), W - R, py(yv));
+namespace {
+
+// A string as a gnuplot string literal (single quotes: no escapes but a doubled quote).
+std::string quoted(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "''";
+    else if (c != '\n') out.push_back(c);
   }
+  return out + "'";
+}
+
+// The series' points as a data block, thinned to about kMaxPoints.
+constexpr size_t kMaxPoints = 4000;
+std::string data_block(const PlotSeries& s, size_t index) {
+  std::string out = fmt::format("$s{} << EOD\n", index);
+  size_t n = std::min(s.x.size(), s.y.size()), bucket = std::max<size_t>(1, (n + kMaxPoints - 1) / kMaxPoints);
+  for (size_t i = 0; i < n; i += bucket) {
+    size_t best = i;
+    for (size_t j = i; j < std::min(n, i + bucket); ++j)
+      if (std::isfinite(s.y[j]) && (!std::isfinite(s.y[best]) || std::abs(s.y[j]) > std::abs(s.y[best]))) best = j;
+    if (std::isfinite(s.x[best]) && std::isfinite(s.y[best])) out += fmt::format("{:.9g} {:.9g}\n", s.x[best], s.y[best]);
+  }
+  return out + "EOD\n";
+}
+
+std::string range(const char* axis, const std::optional<std::pair<double, double>>& r) {
+  return r ? fmt::format("set {}range [{:.9g}:{:.9g}]\n", axis, r->first, r->second) : std::string();
+}
+
+std::string script(const std::string& path, const PlotSpec& spec) {
+  std::string gp =
+      "set terminal svg size 900,480 dynamic enhanced font 'sans,12' background rgb 'white'\n"
+      "set output " + quoted(path) + "\n"
+      "set encoding utf8\nset border 3\nset tics nomirror out\nset grid lc rgb '#dddddd'\n"
+      "set key outside below center horizontal noenhanced\nset format y '%g'\nset format x '%g'\n";
+  gp += "set title " + quoted(spec.title) + " noenhanced\n";
+  gp += "set xlabel " + quoted(spec.xlabel) + " noenhanced\nset ylabel " + quoted(spec.ylabel) + " noenhanced\n";
+  bool right = false;
+  for (auto& s : spec.series) right = right || s.right_axis;
+  if (right) gp += "set y2label " + quoted(spec.y2label) + " noenhanced\nset y2tics out\nset format y2 '%g'\nset border 11\n";
+  gp += range("x", spec.xrange) + range("y", spec.yrange) + range("y2", spec.y2range);
+  for (size_t i = 0; i < spec.series.size(); ++i) gp += data_block(spec.series[i], i);
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"};
-  for (size_t k = 0; k < series.size(); ++k) {
-    auto& s = series[k];
-    size_t n = s.x.size(), bucket = std::max<size_t>(1, n / 2000);
-    std::string pts;
-    for (size_t i = 0; i < n; i += bucket) {
-      size_t best = i;
-      for (size_t j = i; j < std::min(n, i + bucket); ++j)
-        if (std::abs(s.y[j]) > std::abs(s.y[best])) best = j;
-      if (std::isfinite(s.x[best]) && std::isfinite(s.y[best])) pts += fmt::format("{:.1f},{:.1f} ", px(s.x[best]), py(s.y[best]));
-    }
-    svg += fmt::format("<polyline fill='none' stroke='{}' stroke-width='1' points='{}'/>\n", colors[k % 6], pts);
-    svg += fmt::format("<text x='{}' y='{}' fill='{}'>{}</text>\n", W - R - 160, T + 14 * (k + 1), colors[k % 6], s.name);
+  std::string plot;
+  for (size_t i = 0; i < spec.series.size(); ++i) {
+    auto& s = spec.series[i];
+    const char* with = s.style == PlotStyle::kLine ? "lines lw 1.2" : s.style == PlotStyle::kPoints ? "points pt 7 ps 0.8"
+                                                                                                   : "linespoints lw 1.5 pt 7 ps 0.8";
+    plot += fmt::format("{}$s{} using 1:2 axes x1y{} with {} lc rgb '{}' title {}", plot.empty() ? "plot " : ", \\\n     ",
+                        i, s.right_axis ? 2 : 1, with, s.color.empty() ? colors[i % 6] : s.color, quoted(s.name));
   }
-  svg += "</svg>\n";
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error("cannot write " + path);
-  out << svg;
+  if (plot.empty()) plot = "set key off\nplot 1/0 notitle";  // no series: the axes alone
+  return gp + plot + "\n";
+}
+
+// Runs gnuplot on `script_path`: "" on success, else what went wrong.
+std::string run_gnuplot(const std::string& script_path) {
+  std::string log = script_path + ".log";
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  std::vector<std::string> args = {"gnuplot", script_path};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, "gnuplot", &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) {
+    std::remove(log.c_str());
+    return "gnuplot could not be started (" + std::string(std::strerror(rc)) + "): install Debian's gnuplot-nox";
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::ifstream in(log);
+  std::string said((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(log.c_str());
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return "";
+  return "gnuplot failed" + (said.empty() ? std::string() : ": " + said.substr(0, 2000));
+}
+
+}  // namespace
+
+void write_plot(const std::string& path, const PlotSpec& spec) {
+  std::string gp_path = path + ".gp";
+  {
+    std::ofstream gp(gp_path, std::ios::trunc);
+    if (!gp) throw PlotError("cannot write " + gp_path);
+    gp << script(path, spec);
+    if (!gp.flush()) throw PlotError("cannot write " + gp_path);
+  }
+  if (auto err = run_gnuplot(gp_path); !err.empty()) throw PlotError("plot " + path + ": " + err);
 }
 
 void write_svg_confusion(const std::string& path, const std::string& title, const std::vector<std::string>& classes,

@@ -74,15 +74,19 @@ int main(int argc, char** argv) {
         j["position"]["slip_detect_precision"] = pr.slip_precision;
         std::string pd = plots.empty() ? in : plots;
         std::filesystem::create_directories(pd);
-        yard::railway::write_svg_plot(pd + "/position_error_over_time.svg", "Along-track position error", "GNSS time (s)",
-                                      "estimate - truth (m)", {{"chainage error", pr.t, pr.error_m}});
-        yard::railway::write_svg_plot(pd + "/position_error_over_chainage.svg", "Along-track position error",
-                                      "chainage (m)", "estimate - truth (m)", {{"chainage error", pr.chainage, pr.error_m}});
-        std::vector<yard::railway::PlotSeries> clock_series;
+        yard::railway::write_plot(pd + "/position_error_over_time.svg",
+                                  {.title = "Along-track position error", .xlabel = "GNSS time (s)",
+                                   .ylabel = "estimate - truth (m)",
+                                   .series = {{.name = "chainage error", .x = pr.t, .y = pr.error_m}}});
+        yard::railway::write_plot(pd + "/position_error_over_chainage.svg",
+                                  {.title = "Along-track position error", .xlabel = "chainage (m)",
+                                   .ylabel = "estimate - truth (m)",
+                                   .series = {{.name = "chainage error", .x = pr.chainage, .y = pr.error_m}}});
+        yard::railway::PlotSpec clocks{.title = "Clock alignment error per sensor", .xlabel = "GNSS time (s)",
+                                       .ylabel = "mapped - true time (us)"};
         for (auto& [name, rep] : r)
-          if (!rep.error_t.empty()) clock_series.push_back({name, rep.error_t, rep.error_us});
-        yard::railway::write_svg_plot(pd + "/time_error_over_time.svg", "Clock alignment error per sensor",
-                                      "GNSS time (s)", "mapped - true time (us)", clock_series);
+          if (!rep.error_t.empty()) clocks.series.push_back({.name = name, .x = rep.error_t, .y = rep.error_us});
+        yard::railway::write_plot(pd + "/time_error_over_time.svg", clocks);
         std::printf("plots: %s/{time_error_over_time,position_error_over_time,position_error_over_chainage}.svg\n", pd.c_str());
       }
     }

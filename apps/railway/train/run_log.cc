@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
+#include <map>
 #include <sstream>
 #include <vector>
 
@@ -29,6 +30,16 @@ std::vector<nlohmann::json> read_lines(const std::string& path) {
   return out;
 }
 
+// A plot that cannot be drawn is said and passed over: the numbers are in the JSON-lines files,
+// and training goes on.
+void draw(const std::string& path, const yard::railway::PlotSpec& spec) {
+  try {
+    yard::railway::write_plot(path, spec);
+  } catch (const yard::railway::PlotError& e) {
+    std::fprintf(stderr, "railway-train: %s\n", e.what());
+  }
+}
+
 }  // namespace
 
 RunLog::RunLog(std::string out, bool continuing) : out_(std::move(out)) {
@@ -44,9 +55,6 @@ RunLog::RunLog(std::string out, bool continuing) : out_(std::move(out)) {
       if (j.value("event", "") != "epoch") continue;
       auto e = j.value("epoch", uint64_t(0));
       reported_ = std::max(reported_, e);
-      train_loss_.x.push_back(double(e)), train_loss_.y.push_back(j.value("train_loss", 0.0));
-      val_loss_.x.push_back(double(e)), val_loss_.y.push_back(j.value("val_loss", 0.0));
-      f1_.x.push_back(double(e)), f1_.y.push_back(j.value("val_macro_f1", 0.0));
     }
     auto ss = read_lines(steps);
     std::ofstream s(steps, std::ios::trunc);
@@ -109,9 +117,6 @@ void RunLog::epoch(const EpochRecord& e) {
   metrics_ << j.dump() << "\n";
   metrics_.flush();
   reported_ = std::max(reported_, e.epoch);
-  train_loss_.x.push_back(double(e.epoch)), train_loss_.y.push_back(e.train_loss);
-  val_loss_.x.push_back(double(e.epoch)), val_loss_.y.push_back(e.val.loss);
-  f1_.x.push_back(double(e.epoch)), f1_.y.push_back(e.val.macro_f1);
 }
 
 void RunLog::evaluation_images(const EvalStats& ev, uint64_t epoch) const {
@@ -121,15 +126,17 @@ void RunLog::evaluation_images(const EvalStats& ev, uint64_t epoch) const {
   yard::railway::write_svg_confusion(out_ + "/confusion.svg",
                                      "Held-out windows after epoch " + std::to_string(epoch) + " (rows: true class)", names,
                                      ev.confusion);
-  std::vector<yard::railway::PlotSeries> curves;
+  yard::railway::PlotSpec pr;
+  pr.title = "Precision against recall per class, held-out windows, epoch " + std::to_string(epoch);
+  pr.xlabel = "recall";
+  pr.ylabel = "precision";
+  pr.xrange = pr.yrange = std::pair{0.0, 1.0};  // both are shares: the whole square, always
   for (size_t c = 0; c < ev.pr_curve.size(); ++c) {
-    yard::railway::PlotSeries s{names[c + 1], {}, {}};
+    yard::railway::PlotSeries s{.name = names[c + 1]};
     for (size_t k = 0; k + 1 < ev.pr_curve[c].size(); k += 2) s.x.push_back(ev.pr_curve[c][k]), s.y.push_back(ev.pr_curve[c][k + 1]);
-    curves.push_back(std::move(s));
+    pr.series.push_back(std::move(s));
   }
-  yard::railway::write_svg_plot(out_ + "/precision_recall.svg",
-                                "Precision against recall per class, held-out windows, epoch " + std::to_string(epoch),
-                                "recall", "precision", curves);
+  draw(out_ + "/precision_recall.svg", pr);
 }
 
 void RunLog::recovery(const Recovery& r) {
@@ -155,9 +162,47 @@ void RunLog::resize(const yard::actors::ElasticResize& r, double lr, double paus
   metrics_.flush();
 }
 
+// Per step from steps.jsonl: the training loss, and its mean over a window of about 2 % of the
+// steps; per epoch from metrics.jsonl, where the epoch's last step is: the validation loss, and
+// the validation macro-F1 against the right-hand axis (0 to 1).
 void RunLog::write_curves() const {
-  yard::railway::write_svg_plot(out_ + "/curves.svg", "Railway model training", "epoch", "loss / F1",
-                                {train_loss_, val_loss_, f1_});
+  yard::railway::PlotSpec p;
+  p.title = "Railway model training";
+  p.xlabel = "step";
+  p.ylabel = "loss";
+  p.y2label = "validation macro-F1";
+  p.y2range = std::pair{0.0, 1.0};
+  yard::railway::PlotSeries loss{.name = "train loss per step", .color = "#aec7e8"};
+  yard::railway::PlotSeries mean{.color = "#1f77b4"};
+  std::map<uint64_t, int64_t> epoch_end;  // an epoch's last step
+  for (auto& j : read_lines(out_ + "/steps.jsonl")) {
+    auto step = j.value("step", int64_t(0));
+    loss.x.push_back(double(step)), loss.y.push_back(j.value("loss", std::nan("")));
+    auto& end = epoch_end[j.value("epoch", uint64_t(0))];
+    end = std::max(end, step);
+  }
+  size_t window = std::max<size_t>(1, loss.y.size() / 50);
+  mean.name = "train loss, mean of " + std::to_string(window) + " steps";
+  double sum = 0;
+  size_t counted = 0;
+  for (size_t i = 0; i < loss.y.size(); ++i) {
+    if (std::isfinite(loss.y[i])) sum += loss.y[i], ++counted;
+    if (i >= window && std::isfinite(loss.y[i - window])) sum -= loss.y[i - window], --counted;
+    if (i + 1 >= window && counted > 0) mean.x.push_back(loss.x[i]), mean.y.push_back(sum / double(counted));
+  }
+  yard::railway::PlotSeries val{.name = "validation loss (per epoch)", .style = yard::railway::PlotStyle::kLinePoints};
+  yard::railway::PlotSeries f1{.name = "validation macro-F1 (per epoch, right axis)",
+                               .style = yard::railway::PlotStyle::kLinePoints, .right_axis = true};
+  for (auto& j : read_lines(out_ + "/metrics.jsonl")) {
+    if (j.value("event", "") != "epoch") continue;
+    auto e = j.value("epoch", uint64_t(0));
+    auto it = epoch_end.find(e);
+    if (it == epoch_end.end()) continue;  // its steps were not logged (a run resumed elsewhere)
+    val.x.push_back(double(it->second)), val.y.push_back(j.value("val_loss", std::nan("")));
+    f1.x.push_back(double(it->second)), f1.y.push_back(j.value("val_macro_f1", std::nan("")));
+  }
+  p.series = {loss, mean, val, f1};
+  draw(out_ + "/curves.svg", p);
 }
 
 }  // namespace railway_train

@@ -63,8 +63,6 @@ class RunLog {
   int recoveries_ = 0;
   int64_t last_step_ = 0;
   int64_t logged_ = 0;
-  yard::railway::PlotSeries train_loss_{"train loss", {}, {}}, val_loss_{"validation loss", {}, {}},
-      f1_{"validation macro F1", {}, {}};
 };
 
 }  // namespace railway_train
