@@ -108,20 +108,27 @@ function draw(points) {
   for (const [name, lines] of Object.entries(series)) {
     if (!charts[name]) {
       const div = document.createElement("div");
-      div.className = "curve"; div.dataset.name = name;
+      div.className = "curve"; div.dataset.name = name; div.dataset.points = "0"; div.dataset.marked = "0";
       const canvas = document.createElement("canvas");
       div.appendChild(canvas);
       document.getElementById("charts").appendChild(div);
-      charts[name] = {chart: typeof Chart === "undefined" ? {destroy() {}, update() {}, data: {datasets: []}} :
+      charts[name] = {div, chart: typeof Chart === "undefined" ? {destroy() {}, update() {}, data: {datasets: []}} :
         new Chart(canvas, {type: "line", data: {datasets: []}, options: {animation: false, parsing: false,
           maintainAspectRatio: false, plugins: {title: {display: true, text: name}},
           scales: {x: {type: "linear", ticks: {callback: v => new Date(v * 1000).toLocaleTimeString()}}}}})};
     }
     const c = charts[name].chart;
     const colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
-    c.data.datasets = Object.entries(lines).map(([tags, data], i) => ({label: tags || name, data, pointRadius: 0,
-      borderWidth: 1.5, borderColor: colors[i % colors.length], backgroundColor: colors[i % colors.length]}));
+    // A gauge is recorded when it changes: a step from each value to the next. A series of few
+    // points (one per epoch) shows each as a mark: one point alone draws no line.
+    const count = Object.values(lines).reduce((n, d) => n + d.length, 0);
+    const marked = Object.values(lines).some(d => d.length < 60);
+    c.data.datasets = Object.entries(lines).map(([tags, data], i) => ({label: tags || name, data, stepped: "after",
+      pointRadius: data.length < 60 ? 3 : 0, borderWidth: 1.5, borderColor: colors[i % colors.length],
+      backgroundColor: colors[i % colors.length]}));
     c.update();
+    charts[name].div.dataset.points = String(count);
+    charts[name].div.dataset.marked = marked ? "1" : "0";
   }
 }
 refresh();
