@@ -7,7 +7,10 @@ Cases:
   ps_async_samples_per_s_w2  parameter servers, async, with one rank slowed by 30 %
                              (RAILWAY_TRAIN_SLOW_RANK=1:0.3); peer: DDP slowed the same way, and
                              ps_sync as a second record. Target ratio >= 1.0: waiting is what async saves.
-  ps_sync_samples_per_s_w2   parameter servers, sync, no rank slowed; peer: DDP.
+  ps_sync_job_samples_per_s_w2
+                             the railway job on parameter servers, sync, no rank slowed; peer: DDP.
+                             (ps_sync_samples_per_s_w2, printed by ps_bench before this script,
+                             is the servers alone against PyTorch's RPC parameter server.)
   strategy_val_loss_rel_*    final validation loss after the same samples (2 epochs) for ps-sync,
                              ps-async, local-sgd (H = 4) and pipeline (2 stages, 8 micro-batches,
                              batch 64: DDP's global batch), relative to DDP's: (loss - ddp) / ddp.
@@ -64,7 +67,7 @@ try:
     emit("ps_async_samples_per_s_w2", async_slow, "samples/s", "ddp_slowed_rank", ddp_slow, slowed="rank 1 by 30 %")
     emit("ps_async_samples_per_s_w2_vs_sync", async_slow, "samples/s", "ps_sync_slowed_rank", sync_slow,
          slowed="rank 1 by 30 %")
-    emit("ps_sync_samples_per_s_w2", sync_rate, "samples/s", "ddp", ddp_rate)
+    emit("ps_sync_job_samples_per_s_w2", sync_rate, "samples/s", "ddp", ddp_rate)
     emit("pipeline_samples_per_s_w2", pipe_rate, "samples/s", "ddp", ddp_rate, pipeline="2 stages, 8 micro-batches, batch 64")
     for name, loss in [("ps_sync", sync_loss), ("ps_async", async_loss), ("local_sgd_h4", lsgd_loss),
                        ("pipeline", pipe_loss)]:
