@@ -302,3 +302,29 @@ TEST_CASE("a group of replies travels as one message and each reply is read as i
   InMessage r(group2, group2->env().getBody().getTaskReplies()[0].getEnvelope());
   CHECK_THROWS_AS(r.value(r.env().getBody().getTaskReply().getResult()), DecodeError);
 }
+
+TEST_CASE("states travel as enums: each of the C++ enum's values and back, and a newer peer's as none", "[wire]") {
+  using namespace yard;
+  for (auto s : {states::ActorState::kPending, states::ActorState::kAlive, states::ActorState::kRestarting,
+                 states::ActorState::kDead}) {
+    CHECK(detail::from_wire(detail::to_wire(s)) == s);
+    CHECK(states::parse_actor_state(states::name(s)) == s);
+  }
+  for (auto s : {states::GroupState::kPending, states::GroupState::kCreated, states::GroupState::kRescheduling,
+                 states::GroupState::kRemoved}) {
+    CHECK(detail::from_wire(detail::to_wire(s)) == s);
+    CHECK(states::parse_group_state(states::name(s)) == s);
+  }
+  CHECK(detail::to_wire(states::ActorState::kDead) == wire::ActorState::DEAD);
+  CHECK(detail::to_wire(states::GroupState::kCreated) == wire::GroupState::CREATED);
+  CHECK_FALSE(detail::from_wire(static_cast<wire::ActorState>(9)).has_value());
+  CHECK_FALSE(detail::from_wire(static_cast<wire::GroupState>(9)).has_value());
+  // Through a message: a reply's actor state is read as it was written.
+  detail::OutMessage m("tok", 7, true);
+  auto info = m.env().getBody().initActorInfo();
+  info.setState(detail::to_wire(states::ActorState::kRestarting));
+  auto frames = m.finish();
+  detail::InMessage in(std::move(frames));
+  CHECK(detail::from_wire(in.env().getBody().getActorInfo().getState()) == states::ActorState::kRestarting);
+  CHECK_FALSE(states::parse_node_state("alive").has_value());  // names are exact
+}

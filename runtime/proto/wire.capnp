@@ -8,13 +8,37 @@
 # Several one-frame Envelopes to the same peer may travel as one frame, a batch (runtime/src/
 # wire.h: 8 bytes of magic, then each Envelope's length and bytes); version 4 added batches,
 # version 5 calls to one actor that travel together (pushTasks), version 6 their replies
-# (taskReplies).
+# (taskReplies), version 7 states and placement strategies as enums (they were text).
 @0xe2b14835e4bbeaf3;
 
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("yard::wire");
 
-const protocolVersion :UInt16 = 6;
+const protocolVersion :UInt16 = 7;
+
+# An actor's state, as the head records it (yard/internal/states.h: states::ActorState).
+enum ActorState {
+  pending @0;
+  alive @1;
+  restarting @2;
+  dead @3;
+}
+
+# A placement group's state (states::GroupState).
+enum GroupState {
+  pending @0;
+  created @1;
+  rescheduling @2;
+  removed @3;
+}
+
+# How a placement group's bundles are spread (yard::PlacementStrategy).
+enum PlacementStrategy {
+  pack @0;
+  spread @1;
+  strictPack @2;
+  strictSpread @3;
+}
 
 enum ErrorCode {
   ok @0;
@@ -202,7 +226,7 @@ struct Bundle {
 struct CreatePlacementGroup {
   groupId @0 :Text;
   jobId @1 :Text;
-  strategy @2 :Text;         # PACK | SPREAD | STRICT_PACK | STRICT_SPREAD
+  strategy @2 :PlacementStrategy;
   bundles @3 :List(Bundle);
   name @4 :Text;
 }
@@ -214,7 +238,7 @@ struct WaitPlacementGroup {
 
 struct PlacementGroupInfo {
   groupId @0 :Text;
-  state @1 :Text;            # PENDING | CREATED | REMOVED
+  state @1 :GroupState;
   bundleNodes @2 :List(Text);
 }
 
@@ -222,7 +246,7 @@ struct ActorInfo {
   actorId @0 :Text;
   className @1 :Text;
   address @2 :Text;
-  state @3 :Text;            # PENDING | ALIVE | RESTARTING | DEAD
+  state @3 :ActorState;
   name @4 :Text;
   workerId @5 :Text;
   deathCause @6 :Text;

@@ -103,13 +103,13 @@ ActorPtr ActorSubmitter::lookup(const std::string& name, const std::string& cls)
   auto info = body.getActorInfo();
   if (std::string(info.getClassName()) != cls)
     throw NotFoundError("actor '" + name + "' is a " + std::string(info.getClassName()) + ", not a " + cls);
-  if (std::string(info.getState()) == "DEAD")
+  if (info.getState() == wire::ActorState::DEAD)
     throw ActorDied("actor '" + name + "' is dead: " + std::string(info.getDeathCause()));
   auto a = std::make_shared<ActorState>();
   a->id = info.getActorId();
   a->class_name = cls;
   a->name = name;
-  if (std::string(info.getState()) == "ALIVE") {
+  if (info.getState() == wire::ActorState::ALIVE) {
     a->address = info.getAddress();
     a->state = ActorState::State::kAlive;
   } else {
@@ -149,7 +149,7 @@ void ActorSubmitter::lookup_address(const ActorPtr& a) {
                    return;
                  }
                  auto info = body.getActorInfo();
-                 if (std::string(info.getState()) != "ALIVE") {
+                 if (info.getState() != wire::ActorState::ALIVE) {
                    dead(a, info.getDeathCause());
                    return;
                  }

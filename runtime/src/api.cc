@@ -233,19 +233,22 @@ int restart_count() {
   return r && getenv("YARD_WORKER") ? atoi(r) : 0;
 }
 
+static_assert(static_cast<int>(wire::PlacementStrategy::STRICT_SPREAD) == static_cast<int>(PlacementStrategy::kStrictSpread) &&
+              static_cast<int>(wire::PlacementStrategy::STRICT_PACK) == static_cast<int>(PlacementStrategy::kStrictPack) &&
+              static_cast<int>(wire::PlacementStrategy::SPREAD) == static_cast<int>(PlacementStrategy::kSpread));
+
 PlacementGroup placement_group(std::vector<Bundle> bundles, PlacementStrategy strategy, const std::string& name) {
-  static const char* names[] = {"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"};
   PlacementGroup g;
   g.id_ = "pg-" + detail::random_hex(8);
   g.bundles_ = std::move(bundles);
   g.created_ = std::make_shared<std::atomic<bool>>(
-      detail::rt().head().create_placement_group(g.id_, names[static_cast<int>(strategy)], g.bundles_, name));
+      detail::rt().head().create_placement_group(g.id_, static_cast<wire::PlacementStrategy>(strategy), g.bundles_, name));
   return g;
 }
 
 bool PlacementGroup::wait(std::chrono::milliseconds timeout) const {
   if (created_ && created_->load()) return true;
-  bool ok = detail::rt().head().wait_placement_group(id_, timeout).first == "CREATED";
+  bool ok = detail::rt().head().wait_placement_group(id_, timeout).first == states::GroupState::kCreated;
   if (ok && created_) created_->store(true);
   return ok;
 }

@@ -88,7 +88,7 @@ void HeadClient::finish_job() {
   }
 }
 
-bool HeadClient::create_placement_group(const std::string& id, const std::string& strategy,
+bool HeadClient::create_placement_group(const std::string& id, wire::PlacementStrategy strategy,
                                         const std::vector<std::map<std::string, double>>& bundles,
                                         const std::string& name) {
   uint64_t rid = io_->next_request_id();
@@ -104,10 +104,10 @@ bool HeadClient::create_placement_group(const std::string& id, const std::string
   auto r = io_->call(head_, m, rid, kControlTimeout);
   auto body = r->env().getBody();
   if (body.isError()) throw_reply_error(body.getError());
-  return body.isPlacementGroupInfo() && std::string(body.getPlacementGroupInfo().getState()) == "CREATED";
+  return body.isPlacementGroupInfo() && body.getPlacementGroupInfo().getState() == wire::GroupState::CREATED;
 }
 
-std::pair<std::string, std::vector<std::string>> HeadClient::wait_placement_group(const std::string& id,
+std::pair<states::GroupState, std::vector<std::string>> HeadClient::wait_placement_group(const std::string& id,
                                                                                   std::chrono::milliseconds timeout) {
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
@@ -121,7 +121,9 @@ std::pair<std::string, std::vector<std::string>> HeadClient::wait_placement_grou
   auto info = body.getPlacementGroupInfo();
   std::vector<std::string> nodes;
   for (auto n : info.getBundleNodes()) nodes.push_back(n);
-  return {info.getState(), nodes};
+  auto state = from_wire(info.getState());
+  if (!state) throw Error("the head answered placement group " + id + " with a state this program does not know");
+  return {*state, nodes};
 }
 
 void HeadClient::remove_placement_group(const std::string& id) {

@@ -30,10 +30,10 @@ class HeadClient {
   void finish_job();
 
   // True when it was created at once.
-  bool create_placement_group(const std::string& id, const std::string& strategy,
+  bool create_placement_group(const std::string& id, wire::PlacementStrategy strategy,
                               const std::vector<std::map<std::string, double>>& bundles, const std::string& name);
   // State and bundle nodes once created (or the timeout passed: state PENDING).
-  std::pair<std::string, std::vector<std::string>> wait_placement_group(const std::string& id,
+  std::pair<states::GroupState, std::vector<std::string>> wait_placement_group(const std::string& id,
                                                                         std::chrono::milliseconds timeout);
   void remove_placement_group(const std::string& id);
   // The control store's address and password.

@@ -15,6 +15,7 @@
 
 #include "wire.capnp.h"
 #include "yard/codec.h"
+#include "yard/internal/states.h"
 
 namespace yard::detail {
 
@@ -247,5 +248,22 @@ void set_resources(capnp::List<wire::Resource>::Builder list, const std::map<std
 
 void set_error(wire::Envelope::Builder env, wire::ErrorCode code, const std::string& message,
                const std::string& type = {}, const std::string& location = {});
+
+// States between their C++ enums and the wire's, which list the same values in the same order.
+// A value from the wire that this build does not know (a newer peer's) reads as nullopt.
+inline wire::ActorState to_wire(states::ActorState s) { return static_cast<wire::ActorState>(s); }
+inline wire::GroupState to_wire(states::GroupState s) { return static_cast<wire::GroupState>(s); }
+inline std::optional<states::ActorState> from_wire(wire::ActorState s) {
+  if (static_cast<uint16_t>(s) > static_cast<uint16_t>(wire::ActorState::DEAD)) return std::nullopt;
+  return static_cast<states::ActorState>(s);
+}
+inline std::optional<states::GroupState> from_wire(wire::GroupState s) {
+  if (static_cast<uint16_t>(s) > static_cast<uint16_t>(wire::GroupState::REMOVED)) return std::nullopt;
+  return static_cast<states::GroupState>(s);
+}
+static_assert(static_cast<int>(wire::ActorState::DEAD) == static_cast<int>(states::ActorState::kDead));
+static_assert(static_cast<int>(wire::ActorState::RESTARTING) == static_cast<int>(states::ActorState::kRestarting));
+static_assert(static_cast<int>(wire::GroupState::REMOVED) == static_cast<int>(states::GroupState::kRemoved));
+static_assert(static_cast<int>(wire::GroupState::RESCHEDULING) == static_cast<int>(states::GroupState::kRescheduling));
 
 }  // namespace yard::detail

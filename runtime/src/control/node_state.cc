@@ -5,14 +5,20 @@
 
 #include "yard/internal/control_client.h"
 #include "yard/internal/keys.h"
+#include "yard/internal/states.h"
 
 namespace yard {
 
 namespace {
+// A node record's state (states.h names them) as the public enum.
 NodeState parse_state(const std::string& s) {
-  if (s == "ALIVE") return NodeState::kAlive;
-  if (s == "DRAINING") return NodeState::kDraining;
-  if (s == "DEAD") return NodeState::kDead;
+  auto st = states::parse_node_state(s);
+  if (!st) return NodeState::kUnknown;
+  switch (*st) {
+    case states::NodeState::kAlive: return NodeState::kAlive;
+    case states::NodeState::kDraining: return NodeState::kDraining;
+    case states::NodeState::kDead: return NodeState::kDead;
+  }
   return NodeState::kUnknown;
 }
 }  // namespace

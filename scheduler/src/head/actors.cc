@@ -409,7 +409,7 @@ void ActorManager::fill_actor_info(wire::ActorInfo::Builder b, const Actor& a) {
   b.setActorId(a.id);
   b.setClassName(a.class_name);
   b.setAddress(a.address);
-  b.setState(store::name(a.state));
+  b.setState(detail::to_wire(a.state));
   b.setName(a.name);
   b.setWorkerId(a.worker);
   b.setDeathCause(a.cause);

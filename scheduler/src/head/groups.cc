@@ -56,7 +56,7 @@ void GroupManager::reply_info(const std::string& routing, uint64_t req, const Gr
   OutMessage m(token_, req, true);
   auto info = m.env().getBody().initPlacementGroupInfo();
   info.setGroupId(g.id);
-  info.setState(store::name(g.state));
+  info.setState(detail::to_wire(g.state));
   auto ns = info.initBundleNodes(static_cast<unsigned>(g.nodes.size()));
   for (unsigned i = 0; i < g.nodes.size(); ++i) ns.set(i, g.nodes[i]);
   io_->reply(routing, m.finish());
@@ -75,17 +75,30 @@ void GroupManager::answer_waiters(Group& g) {
   }
 }
 
+namespace {
+// A strategy from the wire; nullopt for one this build does not know.
+std::optional<policy::BundleStrategy> bundle_strategy(wire::PlacementStrategy s) {
+  switch (s) {
+    case wire::PlacementStrategy::PACK: return policy::BundleStrategy::kPack;
+    case wire::PlacementStrategy::SPREAD: return policy::BundleStrategy::kSpread;
+    case wire::PlacementStrategy::STRICT_PACK: return policy::BundleStrategy::kStrictPack;
+    case wire::PlacementStrategy::STRICT_SPREAD: return policy::BundleStrategy::kStrictSpread;
+  }
+  return std::nullopt;
+}
+}  // namespace
+
 void GroupManager::on_create(Incoming& in) {
   auto c = in.msg->env().getBody().getCreatePlacementGroup();
   Group g;
   g.id = c.getGroupId();
   g.job = c.getJobId();
   g.name = c.getName();
-  std::string strategy = c.getStrategy();
-  auto parsed = policy::parse_bundle_strategy(strategy.empty() ? "PACK" : strategy);
+  auto parsed = bundle_strategy(c.getStrategy());
   if (!parsed)
     return reply_.error(in, wire::ErrorCode::BAD_REQUEST,
-                        "unknown placement strategy '" + strategy + "' (PACK, SPREAD, STRICT_PACK or STRICT_SPREAD)");
+                        "unknown placement strategy " + std::to_string(static_cast<int>(c.getStrategy())) +
+                            " (PACK, SPREAD, STRICT_PACK or STRICT_SPREAD)");
   g.strategy = *parsed;
   if (g.id.empty() || groups_.count(g.id))
     return reply_.error(in, wire::ErrorCode::BAD_REQUEST, "placement group id missing or already used");

@@ -119,7 +119,7 @@ void ActorHosting::constructed(const std::string& aid, const std::string& wid, c
   info.setAddress(own_port ? std::string(body.getActorInfo().getAddress()) : w->address);
   info.setWorkerId(wid);
   info.setNodeId(node_id_);
-  info.setState(store::name(store::ActorState::kAlive));
+  info.setState(detail::to_wire(store::ActorState::kAlive));
   io_->reply(h.routing, m.finish());
 }
 

@@ -73,7 +73,7 @@ void SimNode::host(Incoming& in) {
   info.setAddress(io_->address());
   info.setWorkerId("sim-" + aid);
   info.setNodeId(id_);
-  info.setState(store::name(store::ActorState::kAlive));
+  info.setState(detail::to_wire(store::ActorState::kAlive));
   io_->reply(in.routing_id, m.finish());
 }
 

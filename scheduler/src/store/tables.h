@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "policy/placement.h"
+#include "yard/internal/states.h"
 
 namespace yard::sys {
 class Redis;
@@ -43,20 +44,16 @@ using sys::Redis;
 
 namespace yard::sched::store {
 
-enum class NodeState { kAlive, kDraining, kDead };
-enum class JobStatus { kRunning, kSucceeded, kFailed, kStopped };
-enum class ActorState { kPending, kAlive, kRestarting, kDead };
-enum class GroupState { kPending, kCreated, kRescheduling, kRemoved };
-
-// The names the wire, `yard status` and the records use ("ALIVE", "RUNNING", ...).
-const char* name(NodeState s);
-const char* name(JobStatus s);
-const char* name(ActorState s);
-const char* name(GroupState s);
-std::optional<NodeState> parse_node_state(std::string_view s);
-std::optional<JobStatus> parse_job_status(std::string_view s);
-std::optional<ActorState> parse_actor_state(std::string_view s);
-std::optional<GroupState> parse_group_state(std::string_view s);
+// The records' states (yard/internal/states.h), with their names ("ALIVE", "RUNNING", ...).
+using states::ActorState;
+using states::GroupState;
+using states::JobStatus;
+using states::NodeState;
+using states::name;
+using states::parse_actor_state;
+using states::parse_group_state;
+using states::parse_job_status;
+using states::parse_node_state;
 
 struct JobRecord {
   std::string id, entrypoint, log_path, node, binary, digest, workdir, cwd;
