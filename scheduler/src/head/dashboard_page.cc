@@ -3,12 +3,19 @@
 // /api/jobs/<id>/curves with Chart.js.
 #include "head/dashboard.h"
 
+#include <string>
+
 namespace yard::sched {
 
-const char* dashboard_page() {
-  return R"HTML(<!doctype html>
+namespace {
+
+// The document's head up to its styles.
+constexpr const char* kHead = R"HTML(<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Switchyard</title>
-<style>
+)HTML";
+
+// States are coloured by their names (ALIVE, DEAD, ...), as /api/status gives them.
+constexpr const char* kStyle = R"HTML(<style>
 body { font: 14px system-ui, sans-serif; margin: 1.5em; color: #222; }
 h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 1.6em; }
 table { border-collapse: collapse; width: 100%; }
@@ -20,7 +27,10 @@ tr.job { cursor: pointer; } tr.job:hover { background: #f3f3f3; }
 #charts { display: flex; flex-wrap: wrap; gap: 12px; } #charts div { width: 420px; height: 220px; }
 #error { color: #b00020; }
 </style>
-<script src="/static/chart.js"></script>
+)HTML";
+
+// The tables and the selected job's charts and log, filled by the script.
+constexpr const char* kMarkup = R"HTML(<script src="/static/chart.js"></script>
 </head><body>
 <h1>Switchyard cluster <span id="address"></span></h1>
 <div id="error"></div>
@@ -31,7 +41,10 @@ tr.job { cursor: pointer; } tr.job:hover { background: #f3f3f3; }
 <h2>Job <span id="job-title">(none selected)</span></h2>
 <div id="charts"></div>
 <div id="log"></div>
-<script>
+)HTML";
+
+// Draws /api/status into the tables every 2 s; follows the selected job's log and curves.
+constexpr const char* kScript = R"HTML(<script>
 "use strict";
 let selected = null, logOffset = 0, charts = {};
 const esc = s => String(s ?? "").replace(/[&<>"]/g, c => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"}[c]));
@@ -137,6 +150,12 @@ setInterval(follow, 2000);
 </script>
 </body></html>
 )HTML";
+
+}  // namespace
+
+const char* dashboard_page() {
+  static const std::string page = std::string(kHead) + kStyle + kMarkup + kScript;
+  return page.c_str();
 }
 
 }  // namespace yard::sched
