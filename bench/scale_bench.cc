@@ -357,7 +357,7 @@ void measure_actors(Cluster& c, Store& redis, const std::string& tag, int actors
 }
 
 // One more simulated node, killed: seconds until the head marks it DEAD.
-void measure_dead_node(Cluster& c, Store& redis, const std::string& tag) {
+void measure_dead_node(Cluster& c, const std::string& tag) {
   auto [pid, addr] = c.simulate(1, "victim");
   std::string id;
   for (int tries = 0; id.empty() && tries < 500; ++tries) {
@@ -479,7 +479,7 @@ void run_size(const std::string& yard_bin, int n, int actors, int batched, int g
   measure_groups(c, redis, tag, groups);
   std::vector<Counter> made;
   measure_actors(c, redis, tag, actors, batched, trips, smallest, made);
-  measure_dead_node(c, redis, tag);
+  measure_dead_node(c, tag);
   measure_takeover(c, tag, int(made.size()));
   // Every actor killed (by the new head): until the summary counts none alive.
   auto t0 = Clock::now();

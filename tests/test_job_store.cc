@@ -124,6 +124,17 @@ TEST_CASE("a control client asks where its store is once, and again only after l
                     }),
                     Catch::Contains("NOSUCHCOMMAND"));
   CHECK(runs == 1);
+  // A command that must not run twice: after a lost connection it fails once, and the client
+  // connects again for the next.
+  admin.cmd({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+  runs = 0;
+  CHECK_THROWS_AS(c.run_once([&](yard::detail::Redis& r) {
+                    ++runs;
+                    return r.cmd({"INCR", "cc:n"}).integer();
+                  }),
+                  yard::ConnectionError);
+  CHECK(runs == 1);
+  CHECK(c.run_once([](yard::detail::Redis& r) { return r.cmd({"INCR", "cc:n"}).integer(); }) >= 1);
 }
 
 TEST_CASE("the key schema builds every table's keys and escapes globs", "[job_store]") {

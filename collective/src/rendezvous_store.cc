@@ -6,9 +6,7 @@ namespace yard::collective {
 
 GroupStore::GroupStore(std::shared_ptr<Rendezvous> store, const std::string& group, const std::string& generation,
                        std::chrono::milliseconds timeout)
-    : store_(std::move(store)), prefix_(group + ":" + generation + ":"), group_(group), timeout_(timeout) {
-  if (!store_) throw CollectiveError("group '" + group_ + "': no rendezvous store (GroupSpec::rendezvous)");
-}
+    : store_(std::move(store)), prefix_(group + ":" + generation + ":"), group_(group), timeout_(timeout) {}
 
 template <class F>
 auto GroupStore::guarded(F&& fn) -> decltype(fn()) {

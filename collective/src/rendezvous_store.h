@@ -16,7 +16,7 @@ namespace yard::collective {
 
 class GroupStore : public gloo::rendezvous::Store {
  public:
-  // Throws CollectiveError naming the group when `store` is null.
+  // `store` is not null (create_group refuses a spec without one).
   GroupStore(std::shared_ptr<Rendezvous> store, const std::string& group, const std::string& generation,
              std::chrono::milliseconds timeout);
   void set(const std::string& key, const std::vector<char>& data) override;

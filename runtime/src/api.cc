@@ -201,10 +201,7 @@ void shutdown() {
 }
 
 namespace detail {
-ControlStoreAccess cluster_control_access() {
-  auto [address, password] = rt().head().control_store();
-  return ControlStoreAccess{address, password};
-}
+ControlStoreAccess cluster_control_access() { return rt().head().control_store(); }
 
 std::shared_ptr<ControlClient> cluster_control() {
   std::lock_guard<std::mutex> l(g_control_mu);

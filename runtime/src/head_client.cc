@@ -141,7 +141,7 @@ void HeadClient::remove_placement_group(const std::string& id) {
                kControlTimeout);
 }
 
-std::pair<std::string, std::string> HeadClient::control_store() {
+ControlStoreAccess HeadClient::control_store() {
   uint64_t rid = io_->next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setGetControlStore();
@@ -150,7 +150,7 @@ std::pair<std::string, std::string> HeadClient::control_store() {
   if (!body.isControlStore()) throw Error("the head did not say where its control store is");
   auto cs = body.getControlStore();
   if (cs.getTlsCert().size() > 0) sys::trust_redis_tls(cs.getAddress(), cs.getTlsCert());
-  return {cs.getAddress(), cs.getPassword()};
+  return ControlStoreAccess{cs.getAddress(), cs.getPassword()};
 }
 
 }  // namespace yard::detail

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "io_loop.h"
+#include "yard/internal/control_client.h"
 
 namespace yard::detail {
 
@@ -37,7 +38,7 @@ class HeadClient {
                                                                         std::chrono::milliseconds timeout);
   void remove_placement_group(const std::string& id);
   // The control store's address and password.
-  std::pair<std::string, std::string> control_store();
+  ControlStoreAccess control_store();
 
  private:
   // The program's digest once the head has its bytes ("" when it could not take them: nodes then

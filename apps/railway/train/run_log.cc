@@ -201,7 +201,7 @@ void RunLog::write_curves() const {
     val.x.push_back(double(it->second)), val.y.push_back(j.value("val_loss", std::nan("")));
     f1.x.push_back(double(it->second)), f1.y.push_back(j.value("val_macro_f1", std::nan("")));
   }
-  p.series = {loss, mean, val, f1};
+  p.series = {std::move(loss), std::move(mean), std::move(val), std::move(f1)};
   draw(out_ + "/curves.svg", p);
 }
 

@@ -8,7 +8,7 @@ ControlClient::ControlClient(Find find, std::chrono::milliseconds timeout) : fin
 
 std::string ControlClient::address() const {
   std::lock_guard<std::mutex> l(mu_);
-  return address_;
+  return redis_ ? redis_->address() : std::string();
 }
 
 Redis& ControlClient::connection() {
@@ -16,7 +16,6 @@ Redis& ControlClient::connection() {
     auto access = find_();
     auto [host, port] = split_address(access.address);
     redis_ = std::make_unique<Redis>(host, port, access.password, timeout_);
-    address_ = access.address;
   }
   return *redis_;
 }

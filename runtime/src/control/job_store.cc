@@ -53,12 +53,12 @@ class RedisRendezvous final : public Rendezvous {
   }
   int64_t add(const std::string& key, int64_t by) override {
     // Not idempotent: a command whose connection was lost is not run again.
-    return run("add to " + key, [&, tried = false](detail::Redis& r) mutable -> int64_t {
-      if (tried) throw ConnectionError("the connection was lost while adding to " + key + "; not retried");
-      tried = true;
-      auto replies = r.pipeline({{"INCRBY", prefix_ + key, std::to_string(by)}, {"EXPIRE", prefix_ + key, kKeepSeconds}});
-      if (!replies[0].error().empty()) throw Error("INCRBY " + key + ": " + replies[0].error());
-      return replies[0].integer();
+    return described("add to " + key, [&] {
+      return client_->run_once([&](detail::Redis& r) -> int64_t {
+        auto replies = r.pipeline({{"INCRBY", prefix_ + key, std::to_string(by)}, {"EXPIRE", prefix_ + key, kKeepSeconds}});
+        if (!replies[0].error().empty()) throw Error("INCRBY " + key + ": " + replies[0].error());
+        return replies[0].integer();
+      });
     });
   }
   void erase(const std::string& key) override {
@@ -84,11 +84,17 @@ class RedisRendezvous final : public Rendezvous {
   std::string where() const override { return where_; }
 
  private:
-  // Runs fn through the client; an error says what was being done and where.
+  // Runs fn through the client (again on a new connection when it lost its own); an error says
+  // what was being done and where.
   template <class F>
   auto run(const std::string& what, F&& fn) -> decltype(fn(std::declval<detail::Redis&>())) {
+    return described(what, [&] { return client_->run(fn); });
+  }
+  // Runs call(); its error says what was being done and where.
+  template <class F>
+  auto described(const std::string& what, F&& call) -> decltype(call()) {
     try {
-      return client_->run(std::forward<F>(fn));
+      return call();
     } catch (const ConnectionError& e) {
       throw ConnectionError(where_ + ": cannot " + what + ": " + e.what());
     } catch (const Error& e) {

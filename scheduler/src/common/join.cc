@@ -21,7 +21,7 @@ ControlStoreAccess ask_control_store(IoLoop& io, const std::string& head, const 
   auto body = r->env().getBody();
   if (body.isError()) throw AuthError("the head at " + head + " refused this node: " + describe(body.getError()));
   auto cs = body.getControlStore();
-  ControlStoreAccess a{std::string(cs.getAddress()), std::string(cs.getPassword()), std::string(cs.getWebTlsKey()),
+  ControlStoreAccess a{{std::string(cs.getAddress()), std::string(cs.getPassword())}, std::string(cs.getWebTlsKey()),
                        std::string(cs.getWebTlsCert())};
   auto [jh, jp] = split_address(head);
   auto [sh, sp] = split_address(a.address);

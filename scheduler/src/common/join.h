@@ -4,12 +4,14 @@
 #include <string>
 
 #include "io_loop.h"
+#include "yard/internal/control_client.h"
 
 namespace yard::sched {
 
-struct ControlStoreAccess {
-  std::string address, password;       // Redis as this host reaches it
-  std::string web_tls_key, web_tls_cert;  // the cluster's web identity (beyond loopback)
+// Redis as this host reaches it (address, password), and the cluster's web identity (beyond
+// loopback).
+struct ControlStoreAccess : detail::ControlStoreAccess {
+  std::string web_tls_key, web_tls_cert;
 };
 
 // Asks the head at `head`; a head that listens everywhere names its Redis by loopback, which is

@@ -134,10 +134,11 @@ function draw(points) {
     const colors = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"];
     // A gauge is recorded when it changes: a step from each value to the next. A series of few
     // points (one per epoch) shows each as a mark: one point alone draws no line.
+    const few = d => d.length < 60;
     const count = Object.values(lines).reduce((n, d) => n + d.length, 0);
-    const marked = Object.values(lines).some(d => d.length < 60);
+    const marked = Object.values(lines).some(few);
     c.data.datasets = Object.entries(lines).map(([tags, data], i) => ({label: tags || name, data, stepped: "after",
-      pointRadius: data.length < 60 ? 3 : 0, borderWidth: 1.5, borderColor: colors[i % colors.length],
+      pointRadius: few(data) ? 3 : 0, borderWidth: 1.5, borderColor: colors[i % colors.length],
       backgroundColor: colors[i % colors.length]}));
     c.update();
     charts[name].div.dataset.points = String(count);

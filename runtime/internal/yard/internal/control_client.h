@@ -44,7 +44,26 @@ class ControlClient {
       return fn(connection());
     }
   }
-  // Where the store is, once known ("" before the first command).
+  // The same for a command that must not run twice (an increment): a connection that could not
+  // be made is made again, but fn runs at most once; its lost connection reaches the caller.
+  template <class F>
+  auto run_once(F&& fn) -> decltype(fn(std::declval<Redis&>())) {
+    std::lock_guard<std::mutex> l(mu_);
+    Redis* r = nullptr;
+    try {
+      r = &connection();
+    } catch (const ConnectionError&) {
+      redis_.reset();
+      r = &connection();
+    }
+    try {
+      return fn(*r);
+    } catch (const ConnectionError&) {
+      redis_.reset();
+      throw;
+    }
+  }
+  // Where the store is, once connected ("" before the first command).
   std::string address() const;
 
  private:
@@ -53,7 +72,6 @@ class ControlClient {
   std::chrono::milliseconds timeout_;
   mutable std::mutex mu_;
   std::unique_ptr<Redis> redis_;  // guarded by mu_
-  std::string address_;           // guarded by mu_
 };
 
 // This process's client to the control store of the cluster it joined (yard::init): one for the

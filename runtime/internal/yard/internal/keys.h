@@ -38,7 +38,7 @@ inline constexpr Table kHeartbeatTable{"heartbeats", Durability::kRebuilt};
 inline std::string nodes() { return "yard:nodes"; }
 inline std::string nodes_version() { return "yard:nodes:version"; }
 inline std::string node(std::string_view id) { return "yard:node:" + std::string(id); }
-inline std::string heartbeat(std::string_view node_id) { return "yard:node:" + std::string(node_id) + ":heartbeat"; }
+inline std::string heartbeat(std::string_view node_id) { return node(node_id) + ":heartbeat"; }
 
 // ---- resources: a node's totals and what is free (rebuilt from the actors and leases) ----------
 inline constexpr Table kResourceTable{"resources", Durability::kRebuilt};
@@ -64,7 +64,7 @@ inline constexpr Table kActorTable{"actors", Durability::kDurable};
 inline std::string actors() { return "yard:actors"; }
 inline std::string actor_names() { return "yard:actor_names"; }
 inline std::string actor(std::string_view id) { return "yard:actor:" + std::string(id); }
-inline std::string actor_spec(std::string_view id) { return "yard:actor:" + std::string(id) + ":spec"; }
+inline std::string actor_spec(std::string_view id) { return actor(id) + ":spec"; }
 
 // ---- placement groups and their bundles --------------------------------------------------------
 inline constexpr Table kGroupTable{"placement groups", Durability::kDurable};

@@ -14,19 +14,20 @@ namespace yard::railway {
 
 enum class PlotStyle { kLine, kPoints, kLinePoints };
 
+// Every member has its default, so that a designated initializer may name only some.
 struct PlotSeries {
-  std::string name;
-  std::vector<double> x, y;
+  std::string name{};
+  std::vector<double> x{}, y{};
   PlotStyle style = PlotStyle::kLine;
   bool right_axis = false;  // against the right-hand y axis (PlotSpec::y2label)
-  std::string color;        // "#rrggbb"; "": the next of the palette's
+  std::string color{};      // "#rrggbb"; "": the next of the palette's
 };
 
 struct PlotSpec {
-  std::string title, xlabel, ylabel;
-  std::string y2label;  // the right-hand axis, for series with right_axis set
-  std::optional<std::pair<double, double>> xrange, yrange, y2range;  // fixed ranges; else gnuplot's
-  std::vector<PlotSeries> series;
+  std::string title{}, xlabel{}, ylabel{};
+  std::string y2label{};  // the right-hand axis, for series with right_axis set
+  std::optional<std::pair<double, double>> xrange{}, yrange{}, y2range{};  // fixed ranges; else gnuplot's
+  std::vector<PlotSeries> series{};
 };
 
 class PlotError : public std::runtime_error {
