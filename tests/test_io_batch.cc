@@ -228,7 +228,7 @@ TEST_CASE("requests written straight into their batch keep their order among tho
 
   // 4 KiB requests enough for more than two batches, every 7th made as frames, and one larger
   // than a batch holds: all leave in the order they were made.
-  const size_t cap = IoLoop::batch_cap();
+  const size_t cap = batch_cap();
   const int calls = static_cast<int>(2 * cap / 4096) + 40;
   const int big = calls / 2;
   std::string bytes(cap + 1000, 'x');

@@ -127,7 +127,7 @@ TEST_CASE("a data link answers sealed object-part requests only; junk and other 
   IoLoop holder(host, 0, "tok", [&](IoLoop::Incoming in) {
     OutMessage m("tok", in.msg->env().getRequestId(), true);
     auto part = m.env().getBody().initObjectPart();
-    part.setTotal(IoLoop::via_data_link(in.routing_id) ? 1 : 0);  // says which link it came in on
+    part.setTotal(via_data_link(in.routing_id) ? 1 : 0);  // says which link it came in on
     holder_ptr->reply(in.routing_id, m.finish());
   });
   holder_ptr = &holder;
@@ -190,7 +190,7 @@ TEST_CASE("a value in parts comes over the holder's data link, or over the encry
   std::optional<IoLoop::DataLink> offer;  // what the holder names as its data link
   IoLoop* holder_ptr = nullptr;
   IoLoop holder(host, 0, "tok", [&](IoLoop::Incoming in) {
-    bool data = IoLoop::via_data_link(in.routing_id);
+    bool data = via_data_link(in.routing_id);
     ++(data ? by_data : by_link);
     OutMessage m("tok", in.msg->env().getRequestId(), true);
     answer_object_part(m, in.msg->env().getBody().getGetObjectPart(), value, data || !offer ? nullptr : &*offer);

@@ -240,7 +240,7 @@ bool Ownership::serve(IoLoop::Incoming& in) {
                 snap.error->location);
     } else {
       // A requester on another host that asked over the encrypted link hears of the data link.
-      bool offer = !same_host && !IoLoop::via_data_link(routing) && io_->data_link();
+      bool offer = !same_host && !via_data_link(routing) && io_->data_link();
       answer_object_part(m, msg->env().getBody().getGetObjectPart(), snap.value, offer ? &*io_->data_link() : nullptr);
     }
     io_->reply(routing, m.finish());

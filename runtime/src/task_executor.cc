@@ -83,7 +83,7 @@ std::chrono::milliseconds testing_delay(const std::string& label) {
 // The largest result or error text that joins a group of replies (call_port.h); a larger one
 // travels alone. A group is sent once half a batch, so it stays under a batch's size.
 size_t grouped_bytes() {
-  static const size_t n = std::min<size_t>(16 * 1024, IoLoop::batch_cap() / 4);
+  static const size_t n = std::min<size_t>(16 * 1024, batch_cap() / 4);
   return n;
 }
 

@@ -89,7 +89,7 @@ class TaskExecutor {
   std::atomic<CallPort*> port_{nullptr};  // read by the I/O thread
   std::atomic<int> channel_items_{0};     // what the I/O thread put in the channel, not yet taken
   bool more_queued_ = false;  // executor thread: another call is queued behind the running one
-  HeldReplies held_{token_, IoLoop::batch_cap()};  // executor thread: replies held for the loop
+  HeldReplies held_{token_, batch_cap()};  // executor thread: replies held for the loop
   std::unordered_map<std::string, Label> function_labels_, method_labels_;  // executor thread only
   Callee last_callee_;  // executor thread only
 };

@@ -58,7 +58,7 @@ void SimulatedNodes::join() {
 // Resources and the heartbeat first, then the membership, as a real node joins.
 void SimulatedNodes::add_nodes() {
   std::set<std::string> ids;
-  auto ctx = IoLoop::make_context(2);  // the nodes' loops share its I/O threads
+  auto ctx = make_io_context(2);  // the nodes' loops share its I/O threads
   for (int i = 0; i < o_.simulate; ++i) {
     std::string id;
     do id = "node-" + random_hex(4);

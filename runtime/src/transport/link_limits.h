@@ -30,8 +30,8 @@ struct LinkLimits {
   int64_t max_message_bytes = int64_t(1) << 30;
   size_t max_connections_per_peer = 1024;
   size_t max_connections = 16384;  // all peers together (a share of the descriptor limit)
-  int64_t silence_ms = 15000;      // IoLoop::probe_silent
-  int64_t idle_link_s = 60;        // IoLoop::close_idle
+  int64_t silence_ms = 15000;      // Links::silent
+  int64_t idle_link_s = 60;        // Links::close_idle
   // Connections one loop keeps at most, its links (outgoing) and those its listeners accepted
   // together, each a descriptor: past it, the least recently used idle links are closed before a
   // new one is made. Three quarters of the descriptor limit.

@@ -10,11 +10,11 @@ namespace yard::detail {
 
 namespace {
 // What ZMQ_EVENTS says of a socket: whether a message waits (asking also takes the commands that
-// made its descriptor readable: see IoLoop::wait_for_events).
+// made its descriptor readable: see Poller::wait in framing.cc).
 bool readable(zmq::socket_t& s) { return (s.get(zmq::sockopt::events) & ZMQ_POLLIN) != 0; }
 }  // namespace
 
-CallPort::CallPort(IoLoop& io, const std::string& host) : io_(io), held_(io.token(), IoLoop::batch_cap()) {
+CallPort::CallPort(IoLoop& io, const std::string& host) : io_(io), held_(io.token(), batch_cap()) {
   socket_ = io.listener_beside(host, &address_);
   socket_fd_ = socket_->get(zmq::sockopt::fd);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -70,7 +70,7 @@ void CallPort::replied(bool more) {
 
 void CallPort::reply(const std::string& routing_id, OutMessage& m) {
   flush();
-  auto frames = IoLoop::within_limit(m.finish(), io_.token());
+  auto frames = within_limit(m.finish(), io_.token());
   std::lock_guard<std::mutex> l(mu_);
   send(routing_id, frames);
 }
@@ -107,7 +107,7 @@ bool CallPort::take_waiting() {
   for (int budget = 0; budget < 4096; ++budget) {
     zmq::message_t rid;
     Frames frames;
-    if (!IoLoop::receive_routed(*socket_, rid, frames)) break;
+    if (!receive_routed(*socket_, rid, frames)) break;
     took = true;
     std::string routing(static_cast<const char*>(rid.data()), rid.size());
     std::string from = frames.empty() ? std::string("unknown") : frame_peer_address(frames[0]);

@@ -29,6 +29,20 @@ struct CurveKeys {
 
 // The cluster's key pair for this token.
 CurveKeys curve_keys_for(const std::string& token);
+// The cluster's key pair for a process's token, made when first needed (most loops of a
+// process, such as simulated nodes', never encrypt).
+class CurveIdentity {
+ public:
+  explicit CurveIdentity(std::string token) : token_(std::move(token)) {}
+  const CurveKeys& keys() {
+    if (!keys_) keys_ = curve_keys_for(token_);
+    return *keys_;
+  }
+
+ private:
+  std::string token_;
+  std::optional<CurveKeys> keys_;
+};
 // The key that opens the cluster's web endpoints (Prometheus metrics, the dashboard): derived
 // from the token (32 hex digits), so the token itself never travels over HTTP, and a key seen
 // there opens only those read-only pages. The head writes it to <session>/web_key (0600).
