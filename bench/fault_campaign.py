@@ -9,7 +9,12 @@ the job's node manager) is drawn and killed with SIGKILL. Reported:
   fault_completion_rate   runs that finished with status 0 (target 1.0)
   fault_val_loss_rel_max  largest |final val loss - undisturbed| / undisturbed (target <= 1e-3)
   fault_time_lost_s_median  wall time added per fault, against one checkpoint interval + 5 s
-Usage: fault_campaign.py RAILWAY_TRAIN [KILLS] [SEED]
+Then, EARLY times, the same with the moment drawn over the job's first 10 s (while its aligners
+and trainers are being constructed and start):
+  early_kill_completion   runs that finished with status 0 (target 1.0)
+Every run has its own YARD_HOME; a run that fails keeps its output, its metrics and the logs of
+its embedded cluster (every worker's) under the directory the last line names.
+Usage: fault_campaign.py RAILWAY_TRAIN [KILLS] [SEED] [EARLY]
 """
 import json, os, random, re, shutil, signal, statistics, subprocess, sys, tempfile, time
 
@@ -64,8 +69,9 @@ def run(binary, work, name, kill_at=None, rng=None):
     log_path = os.path.join(work, name + ".log")
     log = open(log_path, "w")
     t0 = time.monotonic()
+    env = dict(os.environ, YARD_HOME=os.path.join(work, "home-" + name))
     p = subprocess.Popen([binary] + JOB + ["--data", data, "--out", out], stdout=log, stderr=subprocess.STDOUT,
-                         cwd=work)
+                         cwd=work, env=env)
     victim, role = None, None
     if kill_at is not None:
         while p.poll() is None and time.monotonic() - t0 < kill_at:
@@ -92,7 +98,43 @@ def run(binary, work, name, kill_at=None, rng=None):
     wall = time.monotonic() - t0
     shutil.rmtree(data, ignore_errors=True)
     ep, rec = final(out) if rc == 0 else (None, [])
+    if rc == 0 and ep:
+        shutil.rmtree(os.path.join(work, "home-" + name), ignore_errors=True)
+        shutil.rmtree(out, ignore_errors=True)
     return rc, wall, ep, rec, (victim, role)
+
+
+def keep_failed(work, name, kept):
+    """Moves a failed run's job output, metrics and its cluster's logs under `kept`/`name`."""
+    dest = os.path.join(kept, name)
+    os.makedirs(dest, exist_ok=True)
+    for part, to in ((name + ".log", "job.log"), ("out-" + name, "out"), (os.path.join("home-" + name, "logs"), "logs")):
+        src = os.path.join(work, part)
+        if os.path.exists(src):
+            shutil.move(src, os.path.join(dest, to))
+    return dest
+
+
+def campaign(binary, work, kept, prefix, runs, window_s, rng, t_clean, loss):
+    """`runs` runs, each with one kill at a moment drawn uniformly over [0, window_s)."""
+    done, rel, lost, phases, roles, failed = 0, [], [], {}, {}, []
+    for i in range(runs):
+        at = rng.uniform(0, window_s)
+        name = "%s%d" % (prefix, i)
+        rc, wall, ep, rec, victim = run(binary, work, name, at, rng)
+        phase = rec[0]["phase"] if rec else "none reported"
+        phases[phase] = phases.get(phase, 0) + 1
+        roles[victim[1]] = roles.get(victim[1], 0) + 1
+        print("# %s kill %d at %.1f s (%s, pid %s): status %d, %.1f s, %s" % (prefix, i + 1, at, victim[1], victim[0],
+                                                                             rc, wall, phase), file=sys.stderr, flush=True)
+        if rc == 0 and ep:
+            done += 1
+            rel.append(abs(ep["val_loss"] - loss) / loss)
+            lost.append(wall - t_clean)
+        else:
+            failed.append(keep_failed(work, name, kept))
+            print("#   kept: " + failed[-1], file=sys.stderr, flush=True)
+    return done, rel, lost, phases, roles, failed
 
 
 def emit(case, value, unit, peer=None, peer_value=None, **extra):
@@ -108,34 +150,36 @@ def main():
     binary = os.path.abspath(sys.argv[1])
     kills = int(sys.argv[2]) if len(sys.argv) > 2 else 20
     seed = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+    early = int(sys.argv[4]) if len(sys.argv) > 4 else 50
     rng = random.Random(seed)
     work = tempfile.mkdtemp(prefix="yard-faults-")
+    kept = tempfile.mkdtemp(prefix="yard-faults-failed-")
     try:
         clean = [run(binary, work, "clean%d" % i) for i in range(2)]
         if any(c[0] != 0 for c in clean):
-            sys.exit("the undisturbed job failed: see " + work)
+            sys.exit("the undisturbed job failed: see " + keep_failed(work, "clean0", kept))
         t_clean = statistics.median(c[1] for c in clean)
         loss = clean[0][2]["val_loss"]
         interval_s = clean[0][2]["step_ms"] * 20 / 1000
-        done, rel, lost, phases, roles = 0, [], [], {}, {}
-        for i in range(kills):
-            at = rng.uniform(0, t_clean)
-            rc, wall, ep, rec, victim = run(binary, work, "fault%d" % i, at, rng)
-            phase = rec[0]["phase"] if rec else "none reported"
-            phases[phase] = phases.get(phase, 0) + 1
-            roles[victim[1]] = roles.get(victim[1], 0) + 1
-            print("# kill %d at %.1f s (%s, pid %s): status %d, %.1f s, %s" % (i + 1, at, victim[1], victim[0], rc,
-                                                                              wall, phase), file=sys.stderr, flush=True)
-            if rc == 0 and ep:
-                done += 1
-                rel.append(abs(ep["val_loss"] - loss) / loss)
-                lost.append(wall - t_clean)
-        emit("fault_completion_rate", done / kills, "fraction", kills=kills, seed=seed, victims=roles, phases=phases)
-        emit("fault_val_loss_rel_max", max(rel) if rel else float("nan"), "fraction")
-        emit("fault_time_lost_s_median", statistics.median(lost) if lost else float("nan"), "s",
-             "checkpoint_interval_plus_5s", interval_s + 5, undisturbed_s=round(t_clean, 2))
+        failed = []
+        if kills:
+            done, rel, lost, phases, roles, f = campaign(binary, work, kept, "fault", kills, t_clean, rng, t_clean, loss)
+            failed += f
+            emit("fault_completion_rate", done / kills, "fraction", kills=kills, seed=seed, victims=roles, phases=phases)
+            emit("fault_val_loss_rel_max", max(rel) if rel else float("nan"), "fraction")
+            emit("fault_time_lost_s_median", statistics.median(lost) if lost else float("nan"), "s",
+                 "checkpoint_interval_plus_5s", interval_s + 5, undisturbed_s=round(t_clean, 2))
+        if early:
+            done, rel, lost, phases, roles, f = campaign(binary, work, kept, "early", early, min(10.0, t_clean), rng,
+                                                         t_clean, loss)
+            failed += f
+            emit("early_kill_completion", done / early, "fraction", runs=early, seed=seed, victims=roles, phases=phases,
+                 val_loss_rel_max=max(rel) if rel else None, failed_runs_kept=f)
+        print("# failed runs kept in %s (%d)" % (kept, len(failed)) if failed else "# no run failed", file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if not os.listdir(kept):
+            os.rmdir(kept)
 
 
 if __name__ == "__main__":

@@ -117,6 +117,17 @@ class Picky {
 };
 YARD_ACTOR(Picky, yard::ctor<int>, &Picky::ok);
 
+// Its process is killed (SIGKILL, as by `kill -9`) while constructing, in each of its first
+// `lives_lost` lives.
+class Fragile {
+ public:
+  explicit Fragile(int lives_lost) {
+    if (yard::restart_count() < lives_lost) raise(SIGKILL);
+  }
+  int restarts() { return yard::restart_count(); }
+};
+YARD_ACTOR(Fragile, yard::ctor<int>, &Fragile::restarts);
+
 // Calls wait for each other: they only all return if they run at the same time.
 class Rendezvous {
  public:
@@ -330,6 +341,19 @@ TEST_CASE("a constructor that throws gives ActorDied with its message", "[api][a
   CHECK_THROWS_WITH(p.call(&Picky::ok).remote().get(30s), Catch::Contains("negative start"));
   auto q = yard::actor<Picky>(1).remote();
   CHECK(*q.call(&Picky::ok).remote().get(30s) == 1);
+}
+
+// A worker lost while constructing is a crash, restarted within the budget like one lost later;
+// a constructor that throws is the actor's own answer, and is not.
+TEST_CASE("an actor whose worker is killed while constructing restarts within its budget", "[api][actors][crash]") {
+  auto once = yard::actor<Fragile>(1).max_restarts(2).remote();
+  CHECK(*once.call(&Fragile::restarts).remote().get(60s) == 1);
+  auto mortal = yard::actor<Fragile>(1).remote();
+  CHECK_THROWS_WITH(mortal.call(&Fragile::restarts).remote().get(60s), Catch::Contains("while constructing"));
+  auto doomed = yard::actor<Fragile>(5).max_restarts(2).remote();
+  CHECK_THROWS_WITH(doomed.call(&Fragile::restarts).remote().get(60s), Catch::Contains("no restarts left of 2"));
+  auto picky = yard::actor<Picky>(-1).max_restarts(2).remote();
+  CHECK_THROWS_WITH(picky.call(&Picky::ok).remote().get(30s), Catch::Contains("negative start"));
 }
 
 TEST_CASE("an infeasible actor fails at once naming the resource", "[api][actors][errors]") {

@@ -516,6 +516,25 @@ TEST_CASE("an embedded cluster goes away with its program: exit, kill -9, Ctrl-C
   }
 }
 
+TEST_CASE("an embedded cluster's logs outlive it; the rest of its session goes", "[cli][embedded]") {
+  Cluster c(false);
+  Child p({probe_bin(), "actor"});
+  REQUIRE(p.line() == "ready\n");
+  REQUIRE(write(p.in_fd, "\n", 1) == 1);
+  CHECK(p.wait_exit() == 0);
+  namespace fs = std::filesystem;
+  fs::path latest = fs::path(c.home) / "logs" / "latest";
+  REQUIRE(fs::is_directory(latest));
+  uintmax_t bytes = 0;
+  size_t files = 0;
+  for (auto& e : fs::recursive_directory_iterator(latest))
+    if (e.is_regular_file()) ++files, bytes += e.file_size();
+  CHECK(files >= 2);  // the head's and at least the actor's worker
+  CHECK(bytes > 0);
+  for (auto& e : fs::directory_iterator(c.home))
+    CHECK(e.path().filename().string().rfind("embedded-", 0) == std::string::npos);
+}
+
 TEST_CASE("malformed bytes to a worker's socket leave the actor serving", "[cli][robustness]") {
   Cluster c;
   setenv("YARD_ADDRESS", c.addr.c_str(), 1);

@@ -192,6 +192,9 @@ void shutdown() {
   if (g_embedded_pid) {
     terminate(g_embedded_pid, SIGTERM, std::chrono::seconds(10));
     g_embedded_pid = 0;
+    // Its logs are kept (the newest sessions' under $YARD_HOME/logs/), so that a failed run can
+    // be looked into afterwards; its sockets, spilled objects and blobs go.
+    keep_session_logs(g_embedded_dir);
     std::error_code ec;
     std::filesystem::remove_all(g_embedded_dir, ec);
   }

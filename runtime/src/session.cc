@@ -4,9 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -38,6 +40,27 @@ void write_record(const ClusterRecord& r, bool latest) {
   };
   write(record_path(r.address));
   if (latest) write(yard_home() + "/latest.json");
+}
+
+std::optional<std::string> keep_session_logs(const std::string& session_dir, size_t keep) {
+  std::error_code ec;
+  fs::path from = fs::path(session_dir) / "logs";
+  if (!fs::is_directory(from, ec) || fs::is_empty(from, ec)) return std::nullopt;
+  fs::path kept = fs::path(yard_home()) / "logs";
+  fs::create_directories(kept, ec);
+  fs::path to = kept / fs::path(session_dir).filename();
+  fs::rename(from, to, ec);
+  if (ec) return std::nullopt;
+  fs::last_write_time(to, fs::file_time_type::clock::now(), ec);  // the order of keeping, for pruning
+  fs::path link = kept / "latest", tmp = kept / (".latest." + std::to_string(getpid()));
+  fs::create_directory_symlink(to.filename(), tmp, ec);
+  if (!ec) fs::rename(tmp, link, ec);
+  std::vector<std::pair<fs::file_time_type, fs::path>> sessions;
+  for (auto& e : fs::directory_iterator(kept, ec))
+    if (e.is_directory() && !e.is_symlink()) sessions.emplace_back(e.last_write_time(ec), e.path());
+  std::sort(sessions.begin(), sessions.end(), [](auto& a, auto& b) { return a.first > b.first; });
+  for (size_t i = keep; i < sessions.size(); ++i) fs::remove_all(sessions[i].second, ec);
+  return to.string();
 }
 
 void remove_record(const ClusterRecord& r) {

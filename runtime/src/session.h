@@ -26,6 +26,12 @@ std::optional<ClusterRecord> read_record_file(const std::string& path);
 std::optional<ClusterRecord> latest_record();
 std::optional<ClusterRecord> record_for(const std::string& address);
 
+// Keeps the logs of a session that has ended (an embedded cluster's: its workers', node
+// manager's and head's output) as $YARD_HOME/logs/<session name>/, points $YARD_HOME/logs/latest
+// at them, and removes the oldest kept sessions past `keep`. Returns where the logs are now, or
+// nullopt when the session wrote none or they could not be moved (they stay where they were).
+std::optional<std::string> keep_session_logs(const std::string& session_dir, size_t keep = 20);
+
 // Writes `text` to a file only its owner can read or write (mode 0600, also when it existed).
 void write_private_file(const std::string& path, const std::string& text);
 // Writes a fresh token with mode 0600 and returns it.

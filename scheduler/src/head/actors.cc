@@ -255,6 +255,10 @@ void ActorManager::on_placed(const std::string& aid, const std::string& node, ui
       actor_lost(a, "node " + node + ": " + std::string(e.getMessage()), false);
       return;
     }
+    if (e.getCode() == wire::ErrorCode::WORKER_CRASHED) {
+      actor_lost(a, std::string(e.getMessage()), true);
+      return;
+    }
     actor_failed(a, e.getCode() == wire::ErrorCode::TASK_ERROR ? wire::ErrorCode::ACTOR_DIED : e.getCode(),
                  e.getMessage());
     return;

@@ -137,8 +137,10 @@ void ActorHosting::kill(Incoming& in) {
 void ActorHosting::worker_gone(const WorkerPool::Worker& w, const std::string& cause) {
   auto h = hosted_.find(w.actor_id);
   if (h == hosted_.end() || h->second.worker != w.id) return;
+  // A worker lost while constructing is a crash, not a failed constructor: the head restarts
+  // the actor within its restart budget, as it does for a worker lost later.
   if (!h->second.replied)
-    reply_.error(h->second.routing, h->second.req, wire::ErrorCode::ACTOR_DIED,
+    reply_.error(h->second.routing, h->second.req, wire::ErrorCode::WORKER_CRASHED,
                  "its worker died while constructing it: " + cause);
   else
     node_.actor_lost(w.actor_id, cause);
