@@ -1,13 +1,16 @@
 // The I/O loop's parts on their own, without a loop thread: its timers and turn hooks, the post
 // box other threads hand it work through, a link's outbox, and the table of requests it awaits
-// (deadlines, lost links, late and misdirected replies).
+// (deadlines, lost links, late and misdirected replies); and the channel through which a process's
+// parts reach its loop.
 #include <catch2/catch.hpp>
 
 #include <poll.h>
 
+#include <future>
 #include <thread>
 
 #include "links.h"
+#include "messenger.h"
 #include "post_box.h"
 #include "requests.h"
 #include "timers.h"
@@ -203,4 +206,26 @@ TEST_CASE("a request over the message limit fails at once and is not awaited", "
   REQUIRE(*got);
   CHECK((*got)->code == yard::wire::ErrorCode::BAD_REQUEST);
   CHECK(t.requests.empty());
+}
+
+TEST_CASE("a channel refuses use before it is opened and after it is closed; open, it is the loop", "[io][channel]") {
+  Channel ch;
+  Messenger& parts = ch;  // what a submitter or the executor is handed
+  CHECK_FALSE(parts.is_open());
+  CHECK_FALSE(parts.in_loop());
+  CHECK_THROWS_WITH(parts.post([] {}), Catch::Contains("not open"));
+  CHECK_THROWS_WITH(parts.next_request_id(), Catch::Contains("not open"));
+  auto& loop = ch.open(std::make_unique<IoLoop>("127.0.0.1", 0, "t0k3n", [](Incoming) {}));
+  CHECK(parts.is_open());
+  CHECK(parts.address() == loop.address());
+  CHECK_THROWS_WITH(ch.open(std::make_unique<IoLoop>("127.0.0.1", 0, "t0k3n", [](Incoming) {})),
+                    Catch::Contains("already open"));
+  std::promise<bool> ran;
+  parts.post([&] { ran.set_value(parts.in_loop()); });
+  auto f = ran.get_future();
+  REQUIRE(f.wait_for(10s) == std::future_status::ready);
+  CHECK(f.get());  // posted work runs on the loop's thread
+  ch.close();
+  CHECK_FALSE(parts.is_open());
+  CHECK_THROWS_WITH(parts.post([] {}), Catch::Contains("not open"));
 }

@@ -16,6 +16,7 @@
 
 #include "io_loop.h"
 #include "object_fetch.h"
+#include "messenger.h"
 #include "sealed_link.h"
 
 using namespace yard::detail;
@@ -197,7 +198,8 @@ TEST_CASE("a value in parts comes over the holder's data link, or over the encry
     holder_ptr->reply(in.routing_id, m.finish());
   });
   holder_ptr = &holder;
-  IoLoop asker("127.0.0.1", 0, "tok", [](IoLoop::Incoming) {});
+  Channel asker;
+  asker.open(std::make_unique<IoLoop>("127.0.0.1", 0, "tok", [](IoLoop::Incoming) {}));
   auto fetch = [&] {
     std::promise<FetchResult> done;
     asker.post([&] { fetch_object(asker, "tok", "o", holder.address(), [&](FetchResult r) { done.set_value(std::move(r)); }); });

@@ -33,7 +33,7 @@ TEST_CASE("a heartbeat writes the changed fields of a node's record, and all of 
   store::Tables tables(redis);
   const std::string key = "yard:node:n1";
 
-  tables.report("n1", report(2000, 0), 4s);
+  tables.nodes.report("n1", report(2000, 0), 4s);
   auto f = admin.hgetall(key);
   CHECK(f["address"] == "127.0.0.1:7000");
   CHECK(f["workers"] == "0");
@@ -43,14 +43,14 @@ TEST_CASE("a heartbeat writes the changed fields of a node's record, and all of 
 
   // A field that did not change is not written again; one that did is.
   admin.cmd({"HDEL", key, "hostname"});
-  tables.report("n1", report(2001, 3), 4s);
+  tables.nodes.report("n1", report(2001, 3), 4s);
   f = admin.hgetall(key);
   CHECK(f.count("hostname") == 0);
   CHECK(f["workers"] == "3");
   CHECK(admin.cmd({"GET", "yard:node:n1:heartbeat"}).str() == std::to_string(2001.0));
 
   // At least every kFullReportEvery the whole record is written again.
-  tables.report("n1", report(2001 + store::kFullReportEvery, 3), 4s);
+  tables.nodes.report("n1", report(2001 + store::kFullReportEvery, 3), 4s);
   CHECK(admin.hgetall(key)["hostname"] == "here");
 
   // After a reconnection (a Redis that restarted may have lost everything), the whole record.
@@ -58,7 +58,7 @@ TEST_CASE("a heartbeat writes the changed fields of a node's record, and all of 
   drop_connections(admin);
   for (int i = 0; i < 3; ++i) {
     try {
-      tables.report("n1", report(2040, 3), 4s);
+      tables.nodes.report("n1", report(2040, 3), 4s);
       break;
     } catch (const std::exception&) {
       // the dropped connection fails one round trip; the next one reconnects
@@ -71,7 +71,7 @@ TEST_CASE("a heartbeat writes the changed fields of a node's record, and all of 
   // Many nodes in one round trip: the same rule, and whether each one's key existed before.
   admin.cmd({"HSET", "yard:res:n1:avail", "CPU", "1"});
   admin.cmd({"HDEL", key, "hostname"});
-  auto present = tables.report_all({{"n1", report(2041, 4)}, {"n2", report(2041, 0)}}, 4s,
+  auto present = tables.nodes.report_all({{"n1", report(2041, 4)}, {"n2", report(2041, 0)}}, 4s,
                                    [](const std::string& id) { return "yard:res:" + id + ":avail"; });
   REQUIRE(present.size() == 2);
   CHECK(present[0]);
@@ -82,7 +82,7 @@ TEST_CASE("a heartbeat writes the changed fields of a node's record, and all of 
   CHECK_FALSE(admin.cmd({"GET", "yard:node:n2:heartbeat"}).is_nil());
 
   // Each node's last heartbeat, as status and the dashboard show it; none once it expired.
-  auto beats = tables.last_heartbeats({"n1", "n2", "never"});
+  auto beats = tables.nodes.last_heartbeats({"n1", "n2", "never"});
   REQUIRE(beats.size() == 3);
   CHECK(beats[0].value_or(0) == Approx(2041));
   CHECK(beats[1].value_or(0) == Approx(2041));
@@ -94,21 +94,21 @@ TEST_CASE("gathered actor writes reach Redis in one round trip, before anything 
   yard::sys::RedisServer server;
   yard::sys::Redis redis("127.0.0.1", server.port(), "", 5s), admin("127.0.0.1", server.port(), "", 5s);
   store::Tables tables(redis);
-  tables.gather_actor_writes();
+  tables.link.gather_writes();
   store::ActorRecord a;
   a.id = "actor-1";
   a.class_name = "Counter";
   a.job = "job-1";
-  tables.add_actor(a, "spec");
+  tables.actors.add(a, "spec");
   a.state = store::ActorState::kAlive;
   a.address = "127.0.0.1:7001";
-  tables.save_actor(a);
+  tables.actors.save(a);
   // Gathered: nothing in Redis yet.
   CHECK(admin.cmd({"EXISTS", "yard:actor:actor-1"}).integer() == 0);
   CHECK(admin.cmd({"SISMEMBER", "yard:actors", "actor-1"}).integer() == 0);
 
   // Any other use of the tables sends them first: a read sees them.
-  auto read = tables.actor("actor-1");
+  auto read = tables.actors.get("actor-1");
   REQUIRE(read);
   CHECK(read->state == store::ActorState::kAlive);
   CHECK(read->address == "127.0.0.1:7001");
@@ -118,13 +118,13 @@ TEST_CASE("gathered actor writes reach Redis in one round trip, before anything 
   // write_gathered sends them; a round trip that fails keeps them for the next.
   a.state = store::ActorState::kDead;
   a.cause = "killed";
-  tables.save_actor(a);
+  tables.actors.save(a);
   drop_connections(admin);
   bool written = false;
   int failed = 0;
   for (int i = 0; i < 3 && !written; ++i) {
     try {
-      tables.write_gathered();
+      tables.link.write_gathered();
       written = true;
     } catch (const std::exception&) {
       ++failed;  // the dropped connection fails one round trip; the commands wait for the next

@@ -39,7 +39,7 @@ void ActorSubmitter::send_creation(const std::shared_ptr<TaskSpec>& spec) {
     return;
   }
   a->creation_sent = true;
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   auto ca = m.env().getBody().initCreateActor();
   ca.setActorId(a->id);
@@ -62,7 +62,7 @@ void ActorSubmitter::send_creation(const std::shared_ptr<TaskSpec>& spec) {
                       (problem->error ? ": " + problem->error->message : std::string()));
     return;
   }
-  io_->request(head_, rid, m.finish(),
+  io_.request(head_, rid, m.finish(),
                [this, a, spec](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  // The head may be restarting: send the creation again (the head knows the actor
                  // by its id, so a creation it already has is not repeated).
@@ -94,10 +94,10 @@ void ActorSubmitter::send_creation(const std::shared_ptr<TaskSpec>& spec) {
 }
 
 ActorPtr ActorSubmitter::lookup(const std::string& name, const std::string& cls) {
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().initGetActor().setName(name);
-  auto r = io_->call(head_, m, rid, kControlTimeout);
+  auto r = io_.call(head_, m, rid, kControlTimeout);
   auto body = r->env().getBody();
   if (body.isError()) throw_reply_error(body.getError());
   auto info = body.getActorInfo();
@@ -129,12 +129,12 @@ ActorPtr ActorSubmitter::from_id(const std::string& id, const std::string& cls) 
 void ActorSubmitter::lookup_address(const ActorPtr& a) {
   if (!a->needs_lookup || a->lookup_in_flight) return;
   a->lookup_in_flight = true;
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   auto ga = m.env().getBody().initGetActor();
   ga.setActorId(a->id);
   ga.setLostAddress(a->lost_address);
-  io_->request(head_, rid, m.finish(),
+  io_.request(head_, rid, m.finish(),
                [this, a](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  a->lookup_in_flight = false;
                  if (retry_through_head_outage(a, r.get(), err, [this, a] { lookup_address(a); })) return;
@@ -185,7 +185,7 @@ Holder ActorSubmitter::call(const ActorPtr& a, const std::string& method, std::v
     // core and dropped on the other moves its count's cache line between them.
     submitted_.push_back({ready ? std::move(spec) : spec, ready});
   }
-  if (first) io_->post([this] { take_submitted(); });
+  if (first) io_.post([this] { take_submitted(); });
   if (!ready) args_.resolve_then(spec, [this, a] { flush(a); });
   return holder;
 }
@@ -220,7 +220,7 @@ void ActorSubmitter::take_submitted() {
 void ActorSubmitter::flush(const ActorPtr& a) {
   CallGroup group;
   auto send_group = [&] {
-    group.send(*io_, args_, token_, a->address, a->id, a->same_host_address == a->address,
+    group.send(io_, args_, token_, a->address, a->id, a->same_host_address == a->address,
                [this](std::shared_ptr<TaskSpec>&& spec) { return on_reply(std::move(spec)); });
   };
   while (a->state == ActorState::State::kAlive && !a->queue.empty() && a->queue.front()->resolved) {
@@ -239,7 +239,7 @@ void ActorSubmitter::flush(const ActorPtr& a) {
 }
 
 void ActorSubmitter::send_call(const ActorPtr& a, std::shared_ptr<TaskSpec> spec) {
-  CallGroup::send_one(*io_, args_, token_, a->address, a->id, a->same_host_address == a->address, std::move(spec),
+  CallGroup::send_one(io_, args_, token_, a->address, a->id, a->same_host_address == a->address, std::move(spec),
                       [this](std::shared_ptr<TaskSpec>&& s) { return on_reply(std::move(s)); });
 }
 
@@ -321,17 +321,17 @@ void ActorSubmitter::kill(const ActorPtr& a) {
   // Sequenced on the I/O thread after the creation request, so a kill never overtakes it.
   auto done = std::make_shared<std::promise<std::optional<std::string>>>();
   auto fut = done->get_future();
-  io_->post([this, a, done] {
+  io_.post([this, a, done] {
     a->kill_requested = true;
     if (a->created_here && !a->creation_sent) {
       dead(a, "killed by yard::kill before it started");
       done->set_value(std::nullopt);
       return;
     }
-    uint64_t rid = io_->next_request_id();
+    uint64_t rid = io_.next_request_id();
     OutMessage m(token_, rid, false);
     m.env().getBody().initKillActor().setActorId(a->id);
-    io_->request(head_, rid, m.finish(),
+    io_.request(head_, rid, m.finish(),
                  [this, a, done](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                    dead(a, "killed by yard::kill");
                    if (err) return done->set_value(err->message);
@@ -359,7 +359,7 @@ bool ActorSubmitter::retry_through_head_outage(const ActorPtr& a, const InMessag
   if (away) {
     if (a->lookup_since == std::chrono::steady_clock::time_point{}) a->lookup_since = now;
     if (now - a->lookup_since < kHeadOutage) {
-      io_->after(std::chrono::milliseconds(200), std::move(again));
+      io_.after(std::chrono::milliseconds(200), std::move(again));
       return true;
     }
   }

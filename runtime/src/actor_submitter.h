@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "arguments.h"
-#include "io_loop.h"
+#include "messenger.h"
 #include "memory_store.h"
 #include "task_spec.h"
 
@@ -28,7 +28,7 @@ class ActorSubmitter {
   using MakeSpec = std::function<std::shared_ptr<TaskSpec>(std::string, std::vector<Arg>)>;
   // The strings are the process's own (token, the head's address, its job and node), read when
   // used: a driver learns its job and node after this is made.
-  ActorSubmitter(MemoryStore& store, const std::unique_ptr<IoLoop>& io, ArgumentResolver& args, MakeSpec make_spec,
+  ActorSubmitter(MemoryStore& store, Messenger& io, ArgumentResolver& args, MakeSpec make_spec,
                  const std::string& token, const std::string& head, const std::string& job_id,
                  const std::string& node_id)
       : store_(store), io_(io), args_(args), make_spec_(std::move(make_spec)), token_(token), head_(head),
@@ -58,7 +58,7 @@ class ActorSubmitter {
                                  std::function<void()> again);
 
   MemoryStore& store_;
-  const std::unique_ptr<IoLoop>& io_;
+  Messenger& io_;
   ArgumentResolver& args_;
   MakeSpec make_spec_;
   const std::string& token_;

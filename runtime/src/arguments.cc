@@ -7,7 +7,7 @@ namespace yard::detail {
 
 void ArgumentResolver::resolve_then(const std::shared_ptr<TaskSpec>& spec, std::function<void()> on_loop) {
   if (ready_now(*spec)) {
-    io_->post(std::move(on_loop));
+    io_.post(std::move(on_loop));
     return;
   }
   int refs = 0;
@@ -16,7 +16,7 @@ void ArgumentResolver::resolve_then(const std::shared_ptr<TaskSpec>& spec, std::
   auto shared = std::make_shared<std::function<void()>>(std::move(on_loop));
   auto done = [this, spec, shared] {
     if (spec->unresolved.fetch_sub(1) == 1) {
-      io_->post([spec, shared] {
+      io_.post([spec, shared] {
         spec->resolved = true;
         (*shared)();
       });

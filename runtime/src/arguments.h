@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "io_loop.h"
+#include "messenger.h"
 #include "memory_store.h"
 #include "ownership.h"
 #include "task_spec.h"
@@ -27,7 +27,7 @@ struct ArgumentProblem {
 
 class ArgumentResolver {
  public:
-  ArgumentResolver(MemoryStore& store, const std::unique_ptr<IoLoop>& io, Ownership& ownership)
+  ArgumentResolver(MemoryStore& store, Messenger& io, Ownership& ownership)
       : store_(store), io_(io), ownership_(ownership) {}
   // Where the submitters complete results (a large one from another host is fetched first).
   Ownership& ownership() { return ownership_; }
@@ -46,7 +46,7 @@ class ArgumentResolver {
 
  private:
   MemoryStore& store_;
-  const std::unique_ptr<IoLoop>& io_;
+  Messenger& io_;
   Ownership& ownership_;
 };
 
@@ -80,12 +80,12 @@ class CallGroup {
   // callback reply_for(spec) makes for it, and empties the group. `shared_memory`: `to` is on
   // this host.
   template <class ReplyFor>
-  void send(IoLoop& io, ArgumentResolver& args, const std::string& token, std::string to, const std::string& actor_id,
+  void send(Messenger& io, ArgumentResolver& args, const std::string& token, std::string to, const std::string& actor_id,
             bool shared_memory, const ReplyFor& reply_for);
   // One call as a request of its own (any arguments: an ObjectRef's value is looked up now);
   // false, with nothing sent, when an argument is an error or gone (the call's result says so).
   template <class ReplyFor>
-  static bool send_one(IoLoop& io, ArgumentResolver& args, const std::string& token, std::string to,
+  static bool send_one(Messenger& io, ArgumentResolver& args, const std::string& token, std::string to,
                        const std::string& actor_id, bool shared_memory, std::shared_ptr<TaskSpec> spec,
                        const ReplyFor& reply_for);
 
@@ -98,7 +98,7 @@ class CallGroup {
 };
 
 template <class ReplyFor>
-void CallGroup::send(IoLoop& io, ArgumentResolver& args, const std::string& token, std::string to,
+void CallGroup::send(Messenger& io, ArgumentResolver& args, const std::string& token, std::string to,
                      const std::string& actor_id, bool shared_memory, const ReplyFor& reply_for) {
   if (specs_.size() == 1) {
     send_one(io, args, token, std::move(to), actor_id, shared_memory, std::move(specs_[0]), reply_for);
@@ -122,7 +122,7 @@ void CallGroup::send(IoLoop& io, ArgumentResolver& args, const std::string& toke
 }
 
 template <class ReplyFor>
-bool CallGroup::send_one(IoLoop& io, ArgumentResolver& args, const std::string& token, std::string to,
+bool CallGroup::send_one(Messenger& io, ArgumentResolver& args, const std::string& token, std::string to,
                          const std::string& actor_id, bool shared_memory, std::shared_ptr<TaskSpec> spec,
                          const ReplyFor& reply_for) {
   uint64_t rid = io.next_request_id();

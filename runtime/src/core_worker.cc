@@ -26,8 +26,7 @@ CoreWorker::CoreWorker(std::string token, std::string lease_address, std::string
 
 void CoreWorker::disconnect() {
   if (!io_) return;
-  io_->stop();
-  io_.reset();
+  io_.close();
 }
 
 // Ids are short enough to live inside a std::string (15 characters at most): making, copying,
@@ -220,12 +219,12 @@ Driver::Driver(const std::string& address, const std::string& token, std::chrono
   // (YARD_HOST overrides).
   const char* host_env = getenv("YARD_HOST");
   std::string bind_host = host_env && *host_env ? host_env : local_ip_toward(split_address(address).first);
-  io_ = std::make_unique<IoLoop>(bind_host, 0, token_, [this](IoLoop::Incoming in) {
+  io_.open(std::make_unique<IoLoop>(bind_host, 0, token_, [this](IoLoop::Incoming in) {
     if (ownership_.serve(in)) return;
     OutMessage m(token_, in.msg->env().getRequestId(), true);
     set_error(m.env(), wire::ErrorCode::NOT_FOUND, "a driver serves only its objects");
-    io_->reply(in.routing_id, m.finish());
-  });
+    io_.reply(in.routing_id, m.finish());
+  }));
   auto reg = head_client_.register_driver(timeout);
   job_id_ = reg.job_id;
   node_id_ = reg.node_id;

@@ -1,7 +1,8 @@
 // CoreWorker: what every Switchyard process that runs user code has, a driver or a worker. Two
 // implementations: Driver (a user program: registers a job with the head, which names the node
 // manager that leases it workers) and Worker (a process a node manager started: registers with
-// it and runs what is pushed to it). Both own the process's IoLoop and MemoryStore and hold:
+// it and runs what is pushed to it). Both own the process's Channel (its I/O loop, which the parts
+// reach as a Messenger) and MemoryStore and hold:
 //  * the task submitter (task_submitter.h);
 //  * the actor submitter (actor_submitter.h);
 //  * ownership and borrowing of objects (ownership.h) and the argument resolver both
@@ -18,7 +19,7 @@
 #include "actor_submitter.h"
 #include "arguments.h"
 #include "head_client.h"
-#include "io_loop.h"
+#include "messenger.h"
 #include "memory_store.h"
 #include "ownership.h"
 #include "task_executor.h"
@@ -83,7 +84,7 @@ class CoreWorker {
   std::string id_prefix_;
   std::atomic<uint64_t> id_seq_{0};
   MemoryStore store_;
-  std::unique_ptr<IoLoop> io_;
+  Channel io_;  // opened by Driver (its constructor) or Worker (its executor's run())
   Ownership ownership_{store_, io_, token_};
   ArgumentResolver args_{store_, io_, ownership_};
   TaskSubmitter tasks_{store_, io_, args_, token_, lease_address_, job_id_};

@@ -23,21 +23,21 @@ std::string HeadClient::upload_binary(std::chrono::milliseconds timeout) {
   std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   if (bytes.empty()) return {};
   std::string digest = sha256_hex(bytes.data(), bytes.size());
-  uint64_t hid = io_->next_request_id();
+  uint64_t hid = io_.next_request_id();
   OutMessage hm(token_, hid, false);
   hm.env().getBody().setHasBlob(digest);
-  auto has = io_->call(head_, hm, hid, timeout);  // the reply outlives the readers taken from it
+  auto has = io_.call(head_, hm, hid, timeout);  // the reply outlives the readers taken from it
   auto hb = has->env().getBody();
   if (hb.isOk()) return digest;
   if (hb.getError().getCode() == wire::ErrorCode::UNAUTHENTICATED)
     throw AuthError("the head at " + head_ + " rejected this program: " + hb.getError().getMessage().cStr());
   if (hb.getError().getCode() != wire::ErrorCode::NOT_FOUND) return {};
-  uint64_t pid = io_->next_request_id();
+  uint64_t pid = io_.next_request_id();
   OutMessage pm(token_, pid, false);
   auto pb = pm.env().getBody().initPutBlob();
   pb.setDigest(digest);
   pm.set_value(pb.initData(), std::make_shared<StringBuffer>(std::move(bytes)));
-  auto pr = io_->call(head_, pm, pid, std::chrono::seconds(120));
+  auto pr = io_.call(head_, pm, pid, std::chrono::seconds(120));
   if (!pr->env().getBody().isError()) return digest;
   spdlog::warn("uploading {} to the cluster failed: {}", self_exe(), describe(pr->env().getBody().getError()));
   return {};
@@ -49,7 +49,7 @@ HeadClient::Registration HeadClient::register_driver(std::chrono::milliseconds t
     // The binary goes to the cluster once, content-addressed: nodes without a shared file system
     // fetch it from the head.
     std::string digest = upload_binary(timeout);
-    uint64_t rid = io_->next_request_id();
+    uint64_t rid = io_.next_request_id();
     OutMessage m(token_, rid, false);
     auto rj = m.env().getBody().initRegisterJob();
     rj.setBinary(self_exe());
@@ -58,7 +58,7 @@ HeadClient::Registration HeadClient::register_driver(std::chrono::milliseconds t
     if (const char* s = getenv("YARD_SUBMISSION_ID")) rj.setSubmissionId(s);
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd)) rj.setCwd(cwd);
-    r = io_->call(head_, m, rid, timeout);
+    r = io_.call(head_, m, rid, timeout);
   } catch (const TimeoutError&) {
     throw ConnectionError("no answer from a Switchyard head at " + head_ + " within " +
                           std::to_string(timeout.count()) + " ms (is the address right?)");
@@ -79,10 +79,10 @@ HeadClient::Registration HeadClient::register_driver(std::chrono::milliseconds t
 
 void HeadClient::finish_job() {
   try {
-    uint64_t rid = io_->next_request_id();
+    uint64_t rid = io_.next_request_id();
     OutMessage m(token_, rid, false);
     m.env().getBody().setFinishJob(job_id_);
-    io_->call(head_, m, rid, std::chrono::seconds(5));
+    io_.call(head_, m, rid, std::chrono::seconds(5));
   } catch (const std::exception& e) {
     spdlog::debug("finishing job {}: {}", job_id_, e.what());
   }
@@ -91,7 +91,7 @@ void HeadClient::finish_job() {
 bool HeadClient::create_placement_group(const std::string& id, wire::PlacementStrategy strategy,
                                         const std::vector<std::map<std::string, double>>& bundles,
                                         const std::string& name) {
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   auto c = m.env().getBody().initCreatePlacementGroup();
   c.setGroupId(id);
@@ -101,7 +101,7 @@ bool HeadClient::create_placement_group(const std::string& id, wire::PlacementSt
   auto bs = c.initBundles(static_cast<unsigned>(bundles.size()));
   for (unsigned i = 0; i < bundles.size(); ++i)
     set_resources(bs[i].initResources(static_cast<unsigned>(bundles[i].size())), bundles[i]);
-  auto r = io_->call(head_, m, rid, kControlTimeout);
+  auto r = io_.call(head_, m, rid, kControlTimeout);
   auto body = r->env().getBody();
   if (body.isError()) throw_reply_error(body.getError());
   return body.isPlacementGroupInfo() && body.getPlacementGroupInfo().getState() == wire::GroupState::CREATED;
@@ -109,13 +109,13 @@ bool HeadClient::create_placement_group(const std::string& id, wire::PlacementSt
 
 std::pair<states::GroupState, std::vector<std::string>> HeadClient::wait_placement_group(const std::string& id,
                                                                                   std::chrono::milliseconds timeout) {
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   auto w = m.env().getBody().initWaitPlacementGroup();
   w.setGroupId(id);
   auto ms = std::min<int64_t>(timeout.count(), 24LL * 3600 * 1000);
   w.setTimeoutMs(static_cast<uint32_t>(std::max<int64_t>(0, ms)));
-  auto r = io_->call(head_, m, rid, std::chrono::milliseconds(ms) + kControlTimeout);
+  auto r = io_.call(head_, m, rid, std::chrono::milliseconds(ms) + kControlTimeout);
   auto body = r->env().getBody();
   if (body.isError()) throw_reply_error(body.getError());
   auto info = body.getPlacementGroupInfo();
@@ -127,12 +127,12 @@ std::pair<states::GroupState, std::vector<std::string>> HeadClient::wait_placeme
 }
 
 void HeadClient::remove_placement_group(const std::string& id) {
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setRemovePlacementGroup(id);
   // Like Ray's remove_placement_group, this does not wait: requests this process sends later reach
   // the head after it, so they see the resources freed.
-  io_->request(head_, rid, m.finish(),
+  io_.request(head_, rid, m.finish(),
                [id](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  if (err) spdlog::warn("removing placement group {}: {}", id, err->message);
                  else if (r->env().getBody().isError())
@@ -142,10 +142,10 @@ void HeadClient::remove_placement_group(const std::string& id) {
 }
 
 ControlStoreAccess HeadClient::control_store() {
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setGetControlStore();
-  auto r = io_->call(head_, m, rid, kControlTimeout);
+  auto r = io_.call(head_, m, rid, kControlTimeout);
   auto body = r->env().getBody();
   if (!body.isControlStore()) throw Error("the head did not say where its control store is");
   auto cs = body.getControlStore();

@@ -10,14 +10,14 @@
 #include <utility>
 #include <vector>
 
-#include "io_loop.h"
+#include "messenger.h"
 #include "yard/internal/control_client.h"
 
 namespace yard::detail {
 
 class HeadClient {
  public:
-  HeadClient(const std::unique_ptr<IoLoop>& io, const std::string& token, const std::string& head,
+  HeadClient(Messenger& io, const std::string& token, const std::string& head,
              const std::string& job_id)
       : io_(io), token_(token), head_(head), job_id_(job_id) {}
 
@@ -44,7 +44,7 @@ class HeadClient {
   // The program's digest once the head has its bytes ("" when it could not take them: nodes then
   // use the path).
   std::string upload_binary(std::chrono::milliseconds timeout);
-  const std::unique_ptr<IoLoop>& io_;
+  Messenger& io_;
   const std::string& token_;
   const std::string& head_;
   const std::string& job_id_;

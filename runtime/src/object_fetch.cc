@@ -35,7 +35,7 @@ ErrorInfo local_error(wire::ErrorCode code, std::string message) {
 // One object coming in parts; every method runs on the I/O loop's thread.
 class Transfer : public std::enable_shared_from_this<Transfer> {
  public:
-  Transfer(IoLoop& io, std::string token, std::string id, std::string from, std::function<void(FetchResult)> done)
+  Transfer(Messenger& io, std::string token, std::string id, std::string from, std::function<void(FetchResult)> done)
       : io_(io), token_(std::move(token)), id_(std::move(id)), from_(std::move(from)), done_(std::move(done)),
         lanes_(curve_for_host(host_of(from_)) ? kEncryptedLanes : 1) {}
 
@@ -53,7 +53,7 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
     int lane = static_cast<int>(offset / kObjectPartBytes % static_cast<uint64_t>(lanes_));
     std::string to = sealed ? via_ : lane == 0 ? from_ : from_ + "/" + std::to_string(lane);
     // Over the data link a part is opened straight into its place in the whole value.
-    IoLoop::Landing landing;
+    Messenger::Landing landing;
     if (sealed && room_.bytes) landing = {room_.data + offset, std::min<uint64_t>(length, total_ - offset), room_.bytes};
     io_.request(to, rid, m.finish(),
                 [self = shared_from_this(), offset, length, sealed](std::unique_ptr<InMessage> reply,
@@ -147,7 +147,7 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
     done_(std::move(r));
   }
 
-  IoLoop& io_;
+  Messenger& io_;
   const std::string token_, id_, from_;
   std::function<void(FetchResult)> done_;
   WritableBytes room_{};
@@ -160,13 +160,13 @@ class Transfer : public std::enable_shared_from_this<Transfer> {
 
 }  // namespace
 
-void fetch_object(IoLoop& io, const std::string& token, const std::string& id, const std::string& from,
+void fetch_object(Messenger& io, const std::string& token, const std::string& id, const std::string& from,
                   std::function<void(FetchResult)> done) {
   std::make_shared<Transfer>(io, token, id, from, std::move(done))->ask(0, kObjectPartBytes);
 }
 
 void answer_object_part(OutMessage& m, wire::ObjectPartRequest::Reader req, const Bytes& value,
-                        const IoLoop::DataLink* offer) {
+                        const DataLink* offer) {
   if (m.shared_memory_allowed()) {  // the asker is on this host: all of it, through shared memory
     m.set_value(m.env().getBody().initTaskReply().initResult(), value);
     return;

@@ -16,7 +16,7 @@
 #include <optional>
 #include <string>
 
-#include "io_loop.h"
+#include "messenger.h"
 #include "memory_store.h"
 
 namespace yard::detail {
@@ -38,13 +38,13 @@ struct FetchResult {
 };
 
 // Asks `from` for object `id`; `done` runs once, on the I/O loop's thread.
-void fetch_object(IoLoop& io, const std::string& token, const std::string& id, const std::string& from,
+void fetch_object(Messenger& io, const std::string& token, const std::string& id, const std::string& from,
                   std::function<void(FetchResult)> done);
 
 // The reply to a getObjectPart request, given the value (the caller answers for a missing or
 // failed object itself). Sets the reply's body. `offer`: the holder's data link, named in the
 // first part of a value that comes in several (give it only to a request over an encrypted link).
 void answer_object_part(OutMessage& m, wire::ObjectPartRequest::Reader req, const Bytes& value,
-                        const IoLoop::DataLink* offer = nullptr);
+                        const DataLink* offer = nullptr);
 
 }  // namespace yard::detail

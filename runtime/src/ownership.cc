@@ -61,11 +61,11 @@ std::pair<std::string, std::string> Ownership::export_ref(const Holder& h) {
   auto& e = exported_[h->id()];
   e.first = h;
   ++e.second;
-  return {h->id(), io_->address()};
+  return {h->id(), io_.address()};
 }
 
 Holder Ownership::import_ref(const std::string& id, const std::string& owner) {
-  if (owner == io_->address()) {
+  if (owner == io_.address()) {
     // One of ours came back: use the pinned holder and consume the export.
     std::lock_guard<std::mutex> l(mu_);
     auto it = exported_.find(id);
@@ -102,15 +102,15 @@ void Ownership::release(const std::string& id, const std::string& owner) {
   }
   if (announced) local_copies::withdraw(id);
   if (last) store_.release(id);
-  if (io_) send_release(id, owner);
+  if (io_.is_open()) send_release(id, owner);
 }
 
 // Tells `holder` that this process no longer needs `id` from it (no answer is waited for).
 void Ownership::send_release(const std::string& id, const std::string& holder) {
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setReleaseObject(id);
-  io_->request(holder, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+  io_.request(holder, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
                std::chrono::seconds(10));
 }
 
@@ -124,12 +124,12 @@ void Ownership::ensure_fetched(const std::string& id) {
     owner = it->second.owner;
   }
   auto local = local_copies::find(id);
-  fetch(id, owner, local && *local != io_->address() ? *local : owner);
+  fetch(id, owner, local && *local != io_.address() ? *local : owner);
 }
 
 void Ownership::fetch(const std::string& id, const std::string& owner, const std::string& from) {
   int64_t t0 = TaskEvents::now_us();
-  fetch_object(*io_, token_, id, from, [this, id, owner, from, t0](FetchResult r) {
+  fetch_object(io_, token_, id, from, [this, id, owner, from, t0](FetchResult r) {
     if ((r.lost || r.error) && from != owner) {  // the local copy went: the owner has it
       fetch(id, owner, owner);
       return;
@@ -164,7 +164,7 @@ void Ownership::fetched(const std::string& id, const std::string& owner, const s
   if (from != owner || r.same_host || size < kShmMinBytes) return;
   std::lock_guard<std::mutex> l(mu_);
   auto it = borrowed_.find(id);
-  if (it != borrowed_.end() && !it->second.announced && local_copies::announce(id, io_->address()))
+  if (it != borrowed_.end() && !it->second.announced && local_copies::announce(id, io_.address()))
     it->second.announced = true;
 }
 
@@ -176,7 +176,7 @@ void Ownership::complete(const std::string& id, const InMessage& r) {
   auto held = result.getHeld();
   std::string holder = held.getHolder(), kept = held.getId();
   uint64_t size = held.getSize();
-  fetch_object(*io_, token_, kept, holder, [this, id, holder, kept, size](FetchResult f) {
+  fetch_object(io_, token_, kept, holder, [this, id, holder, kept, size](FetchResult f) {
     if (f.lost) {
       fail_object(store_, id, wire::ErrorCode::WORKER_CRASHED,
                   "the result of " + id + " (" + std::to_string(size) + " bytes, kept by its worker at " + holder +
@@ -197,12 +197,12 @@ void Ownership::hold(const std::string& id, const Bytes& value, wire::Value::Bui
     exported_[id] = {std::make_shared<ObjectHolder>(id), 1};
   }
   auto h = v.initHeld();
-  h.setHolder(io_->address());
+  h.setHolder(io_.address());
   h.setId(id);
   h.setSize(value->size());
 }
 
-bool Ownership::serve(IoLoop::Incoming& in) {
+bool Ownership::serve(Incoming& in) {
   auto body = in.msg->env().getBody();
   if (body.isReleaseObject()) {
     {
@@ -212,7 +212,7 @@ bool Ownership::serve(IoLoop::Incoming& in) {
     }
     OutMessage m(token_, in.msg->env().getRequestId(), true);
     m.env().getBody().setOk();
-    io_->reply(in.routing_id, m.finish());
+    io_.reply(in.routing_id, m.finish());
     return true;
   }
   if (!body.isGetObjectPart()) return false;
@@ -222,8 +222,8 @@ bool Ownership::serve(IoLoop::Incoming& in) {
   uint64_t rid = in.msg->env().getRequestId();
   if (!store_.contains(id)) {
     OutMessage m(token_, rid, true);
-    set_error(m.env(), wire::ErrorCode::NOT_FOUND, "object " + id + " was freed by its owner " + io_->address());
-    io_->reply(routing, m.finish());
+    set_error(m.env(), wire::ErrorCode::NOT_FOUND, "object " + id + " was freed by its owner " + io_.address());
+    io_.reply(routing, m.finish());
     return true;
   }
   bool same_host = in.msg->same_host();
@@ -240,10 +240,10 @@ bool Ownership::serve(IoLoop::Incoming& in) {
                 snap.error->location);
     } else {
       // A requester on another host that asked over the encrypted link hears of the data link.
-      bool offer = !same_host && !via_data_link(routing) && io_->data_link();
-      answer_object_part(m, msg->env().getBody().getGetObjectPart(), snap.value, offer ? &*io_->data_link() : nullptr);
+      bool offer = !same_host && !via_data_link(routing) && io_.data_link();
+      answer_object_part(m, msg->env().getBody().getGetObjectPart(), snap.value, offer ? &*io_.data_link() : nullptr);
     }
-    io_->reply(routing, m.finish());
+    io_.reply(routing, m.finish());
   });
   return true;
 }

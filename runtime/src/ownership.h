@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "io_loop.h"
+#include "messenger.h"
 #include "memory_store.h"
 #include "object_fetch.h"
 #include "yard/yard.h"
@@ -35,7 +35,7 @@ ErrorInfo error_info(wire::Error::Reader e);
 
 class Ownership {
  public:
-  Ownership(MemoryStore& store, const std::unique_ptr<IoLoop>& io, std::string token)
+  Ownership(MemoryStore& store, Messenger& io, std::string token)
       : store_(store), io_(io), token_(std::move(token)) {}
 
   // A ref leaving this process: (id, owner address). An owned object is pinned for the borrower.
@@ -53,11 +53,11 @@ class Ownership {
   // fetched and released it. Sets `v` to refer to it.
   void hold(const std::string& id, const Bytes& value, wire::Value::Builder v);
   // Answers a borrower's getObjectPart or releaseObject; false when `in` is neither.
-  bool serve(IoLoop::Incoming& in);
+  bool serve(Incoming& in);
 
  private:
   MemoryStore& store_;
-  const std::unique_ptr<IoLoop>& io_;
+  Messenger& io_;
   const std::string token_;
 
   struct Borrow {

@@ -109,7 +109,7 @@ struct TaskExecutor::State {
   std::string location_suffix;  // " on worker W (pid P, host H)", in every error's location
 };
 
-TaskExecutor::TaskExecutor(std::unique_ptr<IoLoop>& io, Ownership& ownership, std::string token,
+TaskExecutor::TaskExecutor(Channel& io, Ownership& ownership, std::string token,
                            const WorkerConfig& cfg)
     : io_(io), ownership_(ownership), token_(std::move(token)), worker_id_(cfg.worker_id),
       node_address_(cfg.node_address), bind_host_(cfg.bind_host.empty() ? "127.0.0.1" : cfg.bind_host),
@@ -202,7 +202,7 @@ void TaskExecutor::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const
 
 void TaskExecutor::run(std::function<void()> housekeeping) {
   MemoryStore::mark_fiber_thread();  // concurrent calls run on fibers of this thread
-  io_ = std::make_unique<IoLoop>(bind_host_, 0, token_, [this](IoLoop::Incoming in) { handle(std::move(in)); });
+  io_.open(std::make_unique<IoLoop>(bind_host_, 0, token_, [this](IoLoop::Incoming in) { handle(std::move(in)); }));
   io_->post([this, housekeeping] { io_->every(std::chrono::milliseconds(50), housekeeping); });
   uint64_t rid = io_->next_request_id();
   OutMessage reg(token_, rid, false);
@@ -292,7 +292,7 @@ bool TaskExecutor::next_request(IoLoop::Incoming& out, bool wait) {
 std::string TaskExecutor::open_call_port() {
   if (s_->max_concurrency > 1) return {};  // its calls run on fibers, fed by the channel
   try {
-    port_owner_ = std::make_unique<CallPort>(*io_, bind_host_);
+    port_owner_ = std::make_unique<CallPort>(io_.loop(), bind_host_);
   } catch (const std::exception& e) {
     spdlog::warn("worker {}: no call port ({}): the actor's calls come through its I/O thread", worker_id_, e.what());
     return {};

@@ -13,7 +13,7 @@
 #include <unordered_map>
 
 #include "call_port.h"
-#include "io_loop.h"
+#include "messenger.h"
 #include "metrics_registry.h"
 #include "ownership.h"
 
@@ -23,8 +23,8 @@ struct WorkerConfig;
 
 class TaskExecutor {
  public:
-  // `io` is created by run() (its request handler is this executor) and shared with the process.
-  TaskExecutor(std::unique_ptr<IoLoop>& io, Ownership& ownership, std::string token, const WorkerConfig& cfg);
+  // The process's channel: run() opens it (its request handler is this executor).
+  TaskExecutor(Channel& io, Ownership& ownership, std::string token, const WorkerConfig& cfg);
   ~TaskExecutor();
   // Binds, registers with the node manager and serves until told to shut down; then exits the
   // process. Exits with status 3 when the node manager cannot be reached or refuses it.
@@ -78,7 +78,7 @@ class TaskExecutor {
   };
   const Callee& callee_of(kj::StringPtr fn, bool is_actor);  // executor thread only
 
-  std::unique_ptr<IoLoop>& io_;
+  Channel& io_;
   Ownership& ownership_;
   const std::string token_;
   const std::string worker_id_, node_address_, bind_host_;

@@ -46,7 +46,7 @@ void TaskSubmitter::submit(const std::shared_ptr<TaskSpec>& spec, const TaskOpti
       first = submitted_.empty();
       submitted_.push_back({spec, std::move(shape)});
     }
-    if (first) io_->post([this] { take_submitted(); });
+    if (first) io_.post([this] { take_submitted(); });
     return;
   }
   args_.resolve_then(spec, [this, spec, shape] {
@@ -98,7 +98,7 @@ void TaskSubmitter::pump() {
   };
   std::vector<Outgoing> out;
   auto send_group = [this](Outgoing& o) {
-    o.group.send(*io_, args_, token_, o.addr, {}, o.same_host,
+    o.group.send(io_, args_, token_, o.addr, {}, o.same_host,
                  [&](std::shared_ptr<TaskSpec>&& spec) { return reply_to(spec, o.wid, o.addr); });
   };
   for (auto& [key, sh] : shapes_) {
@@ -133,7 +133,7 @@ void TaskSubmitter::taken(Lease& w, std::chrono::steady_clock::time_point now) {
 
 void TaskSubmitter::send(const std::shared_ptr<TaskSpec>& spec, Lease& w) {
   std::string wid = w.worker_id, addr = w.address;  // a request that fails at once may drop the lease
-  CallGroup::send_one(*io_, args_, token_, addr, {}, w.same_host, spec, [&](std::shared_ptr<TaskSpec>&& s) {
+  CallGroup::send_one(io_, args_, token_, addr, {}, w.same_host, spec, [&](std::shared_ptr<TaskSpec>&& s) {
     taken(w, std::chrono::steady_clock::now());  // its arguments were written: it leaves now
     return reply_to(s, wid, addr);
   });
@@ -189,7 +189,7 @@ void TaskSubmitter::on_reply(const std::shared_ptr<TaskSpec>& spec, const std::s
 void TaskSubmitter::pump_soon() {
   if (pump_due_) return;
   pump_due_ = true;
-  io_->at_turn_end([this] {
+  io_.at_turn_end([this] {
     pump_due_ = false;
     pump();
   });
@@ -203,7 +203,7 @@ void TaskSubmitter::request_lease(const std::string& key, const std::string& nod
   sh.lease_in_flight = true;
   std::string node = node_in.empty() ? lease_address_ : node_in;
   bool have = std::any_of(leases_.begin(), leases_.end(), [&](const Lease& l) { return l.shape == key; });
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   auto rl = m.env().getBody().initRequestLease();
   rl.setJobId(job_id_);
@@ -219,7 +219,7 @@ void TaskSubmitter::request_lease(const std::string& key, const std::string& nod
   rl.setNoWait(!spilled && have);
   set_resources(rl.initResources(static_cast<unsigned>(sh.need.size())), sh.need);
   if (spilled) sh.spill_in_flight = true;
-  io_->request(node, rid, m.finish(),
+  io_.request(node, rid, m.finish(),
                [this, key, node, spilled](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  on_lease(key, node, spilled, std::move(r), std::move(err));
                },
@@ -276,13 +276,13 @@ void TaskSubmitter::return_idle_leases() {
     }
   }
   for (auto& [node, workers] : by_node) {
-    uint64_t rid = io_->next_request_id();
+    uint64_t rid = io_.next_request_id();
     OutMessage m(token_, rid, false);
     auto rl = m.env().getBody().initReturnLease();
     rl.setJobId(job_id_);
     auto ids = rl.initWorkerIds(static_cast<unsigned>(workers.size()));
     for (size_t i = 0; i < workers.size(); ++i) ids.set(static_cast<unsigned>(i), workers[i]);
-    io_->request(node, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
+    io_.request(node, rid, m.finish(), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
                  std::chrono::seconds(10));
   }
 }

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "arguments.h"
-#include "io_loop.h"
+#include "messenger.h"
 #include "memory_store.h"
 #include "task_spec.h"
 #include "yard/yard.h"
@@ -31,7 +31,7 @@ int pipeline_depth(bool saturated, bool spilling, double service_us);
 
 class TaskSubmitter {
  public:
-  TaskSubmitter(MemoryStore& store, const std::unique_ptr<IoLoop>& io, ArgumentResolver& args, const std::string& token,
+  TaskSubmitter(MemoryStore& store, Messenger& io, ArgumentResolver& args, const std::string& token,
                 const std::string& lease_address, const std::string& job_id)
       : store_(store), io_(io), args_(args), token_(token), lease_address_(lease_address), job_id_(job_id) {}
 
@@ -88,7 +88,7 @@ class TaskSubmitter {
   void fail_queue(Shape& sh, const std::function<void(const std::string&)>& fail);
 
   MemoryStore& store_;
-  const std::unique_ptr<IoLoop>& io_;
+  Messenger& io_;
   ArgumentResolver& args_;
   const std::string& token_;
   const std::string& lease_address_;

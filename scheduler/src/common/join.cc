@@ -8,7 +8,7 @@ namespace yard::sched {
 
 using namespace detail;
 
-ControlStoreAccess ask_control_store(IoLoop& io, const std::string& head, const std::string& token) {
+ControlStoreAccess ask_control_store(Messenger& io, const std::string& head, const std::string& token) {
   uint64_t rid = io.next_request_id();
   OutMessage m(token, rid, false);
   m.env().getBody().setGetControlStore();

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "io_loop.h"
+#include "messenger.h"
 #include "yard/internal/control_client.h"
 
 namespace yard::sched {
@@ -17,6 +17,6 @@ struct ControlStoreAccess : detail::ControlStoreAccess {
 // Asks the head at `head`; a head that listens everywhere names its Redis by loopback, which is
 // rewritten to the head's host, and Redis' TLS certificate (if any) is trusted for that address.
 // Throws ConnectionError when the head cannot be reached, AuthError when it refuses the token.
-ControlStoreAccess ask_control_store(detail::IoLoop& io, const std::string& head, const std::string& token);
+ControlStoreAccess ask_control_store(detail::Messenger& io, const std::string& head, const std::string& token);
 
 }  // namespace yard::sched

@@ -31,13 +31,13 @@ std::atomic<bool> g_stop{false};
 void Replies::ok(const Incoming& in) const {
   OutMessage m(token_, in.request_id(), true);
   m.env().getBody().setOk();
-  io_->reply(in.routing_id, m.finish());
+  io_.reply(in.routing_id, m.finish());
 }
 
 void Replies::error(const std::string& routing, uint64_t req, wire::ErrorCode code, const std::string& msg) const {
   OutMessage m(token_, req, true);
   set_error(m.env(), code, msg);
-  io_->reply(routing, m.finish());
+  io_.reply(routing, m.finish());
 }
 
 void Replies::guarded(const Incoming& in, const std::function<void()>& handler) const {
@@ -68,10 +68,10 @@ void Replies::relay(const std::string& routing, uint64_t req, const InMessage& a
   } else {
     set_error(m.env(), wire::ErrorCode::INTERNAL, "unexpected answer from the node manager");
   }
-  io_->reply(routing, m.finish());
+  io_.reply(routing, m.finish());
 }
 
-void notify(IoLoop& io, const std::string& address, Frames request, uint64_t rid) {
+void notify(Messenger& io, const std::string& address, Frames request, uint64_t rid) {
   io.request(address, rid, std::move(request), [](std::unique_ptr<InMessage>, std::optional<LocalError>) {},
              std::chrono::seconds(10));
 }

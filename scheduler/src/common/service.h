@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "io_loop.h"
+#include "messenger.h"
 #include "policy/res.h"
 #include "result.h"
 #include "wire.h"
@@ -35,12 +35,12 @@ struct PendingReply {
 };
 
 // Sends a daemon a request whose answer nobody waits for (10 s to deliver it).
-void notify(detail::IoLoop& io, const std::string& address, detail::Frames request, uint64_t rid);
+void notify(detail::Messenger& io, const std::string& address, detail::Frames request, uint64_t rid);
 
 // Answers on a daemon's ROUTER, with the cluster token.
 class Replies {
  public:
-  Replies(std::unique_ptr<detail::IoLoop>& io, const std::string& token) : io_(io), token_(token) {}
+  Replies(detail::Messenger& io, const std::string& token) : io_(io), token_(token) {}
   void ok(const Incoming& in) const;
   void error(const std::string& routing, uint64_t req, wire::ErrorCode code, const std::string& msg) const;
   void error(const Incoming& in, wire::ErrorCode code, const std::string& msg) const {
@@ -53,7 +53,7 @@ class Replies {
   void relay(const std::string& routing, uint64_t req, const detail::InMessage& answer) const;
 
  private:
-  std::unique_ptr<detail::IoLoop>& io_;
+  detail::Messenger& io_;
   const std::string& token_;
 };
 

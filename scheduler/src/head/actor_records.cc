@@ -60,13 +60,13 @@ std::string ActorManager::actor_spec(const Actor& a) {
 
 
 void ActorManager::rebuild() {
-  for (auto& id : tables_->actor_ids()) {
-    auto rec = tables_->actor(id);
+  for (auto& id : tables_->actors.ids()) {
+    auto rec = tables_->actors.get(id);
     if (!rec) continue;
     Actor a;
     static_cast<store::ActorRecord&>(a) = std::move(*rec);
     a.replied = true;
-    if (auto spec = tables_->actor_spec(id)) {
+    if (auto spec = tables_->actors.spec(id)) {
       try {
         a.create_msg = std::make_shared<InMessage>(unpack_frames(*spec));
       } catch (const std::exception& e) {

@@ -43,7 +43,7 @@ bool ActorManager::answer_repeated_creation(Incoming& in) {
       set_error(m.env(), wire::ErrorCode::ACTOR_DIED, a.cause);
     else
       fill_actor_info(m.env().getBody().initActorInfo(), a);
-    io_->reply(in.routing_id, m.finish());
+    io_.reply(in.routing_id, m.finish());
   } else {
     a.lookups.push_back({in.routing_id, in.msg->env().getRequestId(), Clock::now() + std::chrono::seconds(300)});
     with_lookups_.insert(a.id);
@@ -122,7 +122,7 @@ void ActorManager::on_create(Incoming& in) {
   }
   if (!a.name.empty()) {
     actor_names_[a.name] = a.id;
-    tables_->name_actor(a.name, a.id);
+    tables_->actors.name(a.name, a.id);
   }
   a.creator_routing = in.routing_id;
   a.creator_req = in.msg->env().getRequestId();
@@ -131,7 +131,7 @@ void ActorManager::on_create(Incoming& in) {
   a.bundle = -1;
   std::string id = a.id;
   auto& added = actors_.emplace(id, std::move(a)).first->second;
-  tables_->add_actor(added, added.max_restarts != 0 ? actor_spec(added) : std::string());
+  tables_->actors.add(added, added.max_restarts != 0 ? actor_spec(added) : std::string());
   pending_actors_.push_back(id);
   process();
 }
@@ -196,7 +196,7 @@ void ActorManager::place_actor(Actor& a, const std::string& node) {
   a.node = node;
   a.placing = true;
   uint64_t epoch = ++a.epoch;
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   auto ha = m.env().getBody().initHostActor();
   ha.setNumRestarts(a.num_restarts);
@@ -217,7 +217,7 @@ void ActorManager::place_actor(Actor& a, const std::string& node) {
   std::string aid = a.id;
   spdlog::info("actor {} ({}) placed on node {}{}", a.id, a.class_name, node,
                a.num_restarts ? " (restart " + std::to_string(a.num_restarts) + ")" : "");
-  io_->request(nodes_->address(node), rid, m.finish(),
+  io_.request(nodes_->address(node), rid, m.finish(),
                [this, aid, node, epoch](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  on_placed(aid, node, epoch, std::move(r), std::move(err));
                },
@@ -233,10 +233,10 @@ void ActorManager::on_placed(const std::string& aid, const std::string& node, ui
   if (a.epoch != epoch || !a.placing) {
     // Killed or moved meanwhile: a process that did come up there is not wanted.
     if (!err && !r->env().getBody().isError()) {
-      uint64_t k = io_->next_request_id();
+      uint64_t k = io_.next_request_id();
       OutMessage km(token_, k, false);
       km.env().getBody().setKillHosted(aid);
-      notify(*io_, nodes_->address(node), km.finish(), k);
+      notify(io_, nodes_->address(node), km.finish(), k);
     }
     return;
   }
@@ -283,7 +283,7 @@ void ActorManager::actor_up(Actor& a, const InMessage& r) {
     a.replied = true;
     OutMessage m(token_, a.creator_req, true);
     fill_actor_info(m.env().getBody().initActorInfo(), a);
-    io_->reply(a.creator_routing, m.finish());
+    io_.reply(a.creator_routing, m.finish());
   }
   answer_lookups(a);
 }
@@ -325,7 +325,7 @@ void ActorManager::actor_failed(Actor& a, wire::ErrorCode code, const std::strin
   spdlog::warn("actor {} ({}) is dead: {}", a.id, a.class_name, cause);
   try {
     save_actor(a);
-    tables_->drop_actor_spec(a.id);
+    tables_->actors.drop_spec(a.id);
   } catch (...) {
   }
   if (!a.replied) {
@@ -363,7 +363,7 @@ void ActorManager::prune_dead_actors() {
     actors_.erase(id);
   }
   try {
-    tables_->forget_actors(forget);
+    tables_->actors.forget(forget);
   } catch (const std::exception& e) {
     spdlog::error("forgetting old dead actors: {}", e.what());
   }
@@ -389,10 +389,10 @@ void ActorManager::kill_actor_process(Actor& a) {
   if (a.node.empty() || (a.state != store::ActorState::kAlive && !a.placing)) return;
   std::string address = nodes_->address(a.node);
   if (address.empty()) return;
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setKillHosted(a.id);
-  notify(*io_, address, m.finish(), rid);
+  notify(io_, address, m.finish(), rid);
 }
 
 void ActorManager::answer_lookups(Actor& a, bool expired_only) {
@@ -404,7 +404,7 @@ void ActorManager::answer_lookups(Actor& a, bool expired_only) {
     }
     OutMessage m(token_, it->req, true);
     fill_actor_info(m.env().getBody().initActorInfo(), a);
-    io_->reply(it->routing, m.finish());
+    io_.reply(it->routing, m.finish());
     it = a.lookups.erase(it);
   }
 }
@@ -421,7 +421,7 @@ void ActorManager::fill_actor_info(wire::ActorInfo::Builder b, const Actor& a) {
   b.setNumRestarts(a.num_restarts);
 }
 
-void ActorManager::save_actor(const Actor& a) { tables_->save_actor(a); }
+void ActorManager::save_actor(const Actor& a) { tables_->actors.save(a); }
 
 void ActorManager::on_get(Incoming& in) {
   auto ga = in.msg->env().getBody().getGetActor();
@@ -443,7 +443,7 @@ void ActorManager::on_get(Incoming& in) {
     }
     OutMessage m(token_, in.msg->env().getRequestId(), true);
     fill_actor_info(m.env().getBody().initActorInfo(), it->second);
-    io_->reply(in.routing_id, m.finish());
+    io_.reply(in.routing_id, m.finish());
     return;
   }
   std::string name = ga.getName();
@@ -457,7 +457,7 @@ void ActorManager::on_get(Incoming& in) {
   auto& a = actors_.at(n->second);
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   fill_actor_info(m.env().getBody().initActorInfo(), a);
-  io_->reply(in.routing_id, m.finish());
+  io_.reply(in.routing_id, m.finish());
 }
 
 void ActorManager::on_kill(Incoming& in) {

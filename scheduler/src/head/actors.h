@@ -32,7 +32,7 @@ nlohmann::json actor_row(const store::ActorRecord& a, std::map<std::string, nloh
 class ActorManager {
  public:
   struct Context {
-    std::unique_ptr<detail::IoLoop>& io;
+    detail::Messenger& io;
     const std::string& token;
     const Replies& reply;
     detail::Redis& redis;
@@ -128,7 +128,7 @@ class ActorManager {
   std::string actor_spec(const Actor& a);  // the creation message it restarts from (arguments too)
   void prune_dead_actors();
 
-  std::unique_ptr<detail::IoLoop>& io_;
+  detail::Messenger& io_;
   const std::string& token_;
   const Replies& reply_;
   detail::Redis* redis_;

@@ -12,7 +12,7 @@ namespace yard::sched {
 namespace {
 // The task leases node managers report waiting for room (yard:demand), as demand.
 void add_lease_demand(store::Tables& tables, const ClusterNodes& nodes, std::vector<policy::Demand>& out) {
-  for (auto& [node, text] : tables.lease_demand()) {
+  for (auto& [node, text] : tables.cluster.lease_demand()) {
     if (nodes.dead(node) || !nodes.find(node)) continue;
     auto j = nlohmann::json::parse(text, nullptr, false);
     if (!j.is_array()) continue;
@@ -33,7 +33,7 @@ void HeadService::start_autoscaler() {
   nlohmann::json types = nlohmann::json::array();
   if (autoscale_config_)
     for (auto& t : autoscale_config_->types) types.push_back(t.resources);
-  tables_->set_autoscale_types(autoscale_config_ ? types.dump() : "");
+  tables_->cluster.set_autoscale_types(autoscale_config_ ? types.dump() : "");
   if (!autoscale_config_) return;
   ProviderContext pc{io_->address(), token_, log_dir_, o_.heartbeat_timeout_s};
   auto provider = autoscale_config_->provider == "slurm" ? slurm_provider(pc, autoscale_config_->slurm)

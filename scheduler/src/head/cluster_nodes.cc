@@ -14,10 +14,10 @@ bool ClusterNodes::takes_work(const Node& n, bool offers) const {
 
 void ClusterNodes::refresh() {
   flush();
-  version_ = tables_.nodes_version();
+  version_ = tables_.nodes.version();
   version_read_ = std::chrono::steady_clock::now();
   std::set<std::string> seen;
-  for (auto& r : tables_.nodes_with_resources()) {
+  for (auto& r : tables_.nodes.with_resources()) {
     seen.insert(r.id);
     auto& n = nodes_[r.id];
     n.id = r.id;
@@ -33,13 +33,13 @@ void ClusterNodes::refresh() {
 
 void ClusterNodes::refresh_free() {
   flush();
-  auto version = tables_.nodes_version();
+  auto version = tables_.nodes.version();
   version_read_ = std::chrono::steady_clock::now();
   if (version != version_) return refresh();
   std::vector<std::string> ids;
   ids.reserve(nodes_.size());
   for (auto& [id, n] : nodes_) ids.push_back(id);
-  auto free = tables_.free_resources(ids);
+  auto free = tables_.nodes.free_resources(ids);
   bool liveness_changed = false;
   for (size_t i = 0; i < ids.size() && i < free.size(); ++i) {
     auto& n = nodes_[ids[i]];
@@ -61,7 +61,7 @@ bool ClusterNodes::refresh_if_joined(std::chrono::milliseconds fresh_enough) {
   if (fresh_enough.count() > 0 && now - version_read_ < fresh_enough) return false;
   try {
     version_read_ = now;
-    if (tables_.nodes_version() != version_) refresh();
+    if (tables_.nodes.version() != version_) refresh();
   } catch (const std::exception& e) {
     spdlog::warn("reading the cluster's membership: {} (placing on what was read before)", e.what());
   }
@@ -154,13 +154,13 @@ void ClusterNodes::start_drain(const std::string& id) {
 Problem ClusterNodes::reserve(const Items& items, const std::vector<std::string>& then_hset) {
   Problem why;
   // The records gathered so far ride in the same round trip, ahead of the reservation.
-  auto before = tables_.take_gathered();
+  auto before = tables_.link.take_gathered();
   try {
     why = sched::reserve(redis_, items, then_hset, pending_release_, pending_del_, before);
     pending_release_.clear();
     pending_del_.clear();
   } catch (const std::exception& e) {
-    tables_.put_back(std::move(before));
+    tables_.link.put_back(std::move(before));
     why = e.what();
   }
   for (auto& [node, res] : items) {

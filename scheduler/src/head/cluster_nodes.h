@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "io_loop.h"
+#include "messenger.h"
 #include "policy/placement.h"
 #include "result.h"
 #include "store/tables.h"
@@ -37,7 +37,7 @@ class ClusterNodes {
   };
   using Items = std::vector<std::pair<std::string, Res>>;  // (node, resources)
 
-  ClusterNodes(detail::Redis& redis, store::Tables& tables, detail::IoLoop& io)
+  ClusterNodes(detail::Redis& redis, store::Tables& tables, detail::Messenger& io)
       : redis_(redis), tables_(tables), io_(io) {}
 
   // Reads every node's record and resources (pending releases go first).
@@ -84,7 +84,7 @@ class ClusterNodes {
  private:
   detail::Redis& redis_;
   store::Tables& tables_;
-  detail::IoLoop& io_;
+  detail::Messenger& io_;
   // The view again from nodes_ (membership or liveness changed); one node's free resources.
   void rebuild_view();
   void update_view(const std::string& node);

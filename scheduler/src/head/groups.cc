@@ -40,7 +40,7 @@ policy::Decision GroupManager::try_place(Group& g, bool check_feasible) {
   store::GroupRecord created = g;
   created.state = store::GroupState::kCreated;
   created.nodes = plan.nodes;
-  if (nodes_.reserve(items, store::Tables::group_fields(created))) return policy::Decision::wait();
+  if (nodes_.reserve(items, store::Groups::fields_of(created))) return policy::Decision::wait();
   for (size_t i = 0; i < g.bundles.size(); ++i)
     if (g.nodes[i].empty()) {
       g.nodes[i] = plan.nodes[i];
@@ -59,7 +59,7 @@ void GroupManager::reply_info(const std::string& routing, uint64_t req, const Gr
   info.setState(detail::to_wire(g.state));
   auto ns = info.initBundleNodes(static_cast<unsigned>(g.nodes.size()));
   for (unsigned i = 0; i < g.nodes.size(); ++i) ns.set(i, g.nodes[i]);
-  io_->reply(routing, m.finish());
+  io_.reply(routing, m.finish());
 }
 
 void GroupManager::answer_waiters(Group& g) {
@@ -140,7 +140,7 @@ void GroupManager::remove(Group& g, const std::string& why) {
   ClusterNodes::Items items;
   for (size_t i = 0; i < g.nodes.size(); ++i)
     if (!g.nodes[i].empty()) items.emplace_back(g.nodes[i], g.bundles[i]);
-  std::vector<std::string> keys{store::Tables::group_key(g.id)};
+  std::vector<std::string> keys{store::Groups::key(g.id)};
   for (size_t i = 0; i < g.bundles.size(); ++i) keys.push_back(bundle_key(g.id, static_cast<int>(i)));
   // Removal costs no Redis round trip of its own: it rides on the next reservation.
   nodes_.release_later(items, keys);
@@ -270,8 +270,8 @@ void GroupManager::give_back(const std::string& group, int bundle, const Res& re
 
 // Groups are found by their keys (a set of ids would cost every creation and removal a round trip).
 void GroupManager::rebuild() {
-  for (auto& id : tables_.group_ids()) {
-    auto rec = tables_.group(id);
+  for (auto& id : tables_.groups.ids()) {
+    auto rec = tables_.groups.get(id);
     if (!rec) continue;
     Group g;
     static_cast<store::GroupRecord&>(g) = std::move(*rec);

@@ -26,7 +26,7 @@ namespace yard::sched {
 
 class GroupManager {
  public:
-  GroupManager(std::unique_ptr<detail::IoLoop>& io, const std::string& token, const Replies& reply,
+  GroupManager(detail::Messenger& io, const std::string& token, const Replies& reply,
                detail::Redis& redis, store::Tables& tables, ClusterNodes& nodes, JobTable& jobs)
       : io_(io), token_(token), reply_(reply), redis_(redis), tables_(tables), nodes_(nodes), jobs_(jobs) {}
 
@@ -75,10 +75,10 @@ class GroupManager {
   policy::Decision try_place(Group& g, bool check_feasible);
   void answer_waiters(Group& g);
   void remove(Group& g, const std::string& why);
-  void save(const Group& g) { tables_.save_group(g); }
+  void save(const Group& g) { tables_.groups.save(g); }
   void reply_info(const std::string& routing, uint64_t req, const Group& g);
 
-  std::unique_ptr<detail::IoLoop>& io_;
+  detail::Messenger& io_;
   const std::string& token_;
   const Replies& reply_;
   detail::Redis& redis_;

@@ -170,7 +170,7 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   }
   tables_ = std::make_unique<store::Tables>(*redis_);
   jobs_ = std::make_unique<JobTable>(*tables_);
-  nodes_ = std::make_unique<ClusterNodes>(*redis_, *tables_, *io_);
+  nodes_ = std::make_unique<ClusterNodes>(*redis_, *tables_, io_);
   groups_ = std::make_unique<GroupManager>(io_, token_, reply_, *redis_, *tables_, *nodes_, *jobs_);
   actors_ = std::make_unique<ActorManager>(ActorManager::Context{
       io_, token_, reply_, *redis_, *tables_, *nodes_, *groups_, *jobs_, head_node_,
@@ -179,14 +179,14 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   groups_->could_add_nodes = [this](const policy::GroupRequest& g) { return autoscaler_ && autoscaler_->wait_for_nodes(g); };
   groups_->on_removed = [this](const std::string& g, const std::string& why) { actors_->group_removed(g, why); };
   groups_->on_placed = [this] { actors_->process(); };
-  tables_->gather_actor_writes();
+  tables_->link.gather_writes();
   io_->post([this] { io_->before_sending([this] { write_records(); }); });
 }
 
 void HeadService::write_records() {
   if (Clock::now() < records_retry_at_) return;
   try {
-    tables_->write_gathered();
+    tables_->link.write_gathered();
   } catch (const std::exception& e) {
     records_retry_at_ = Clock::now() + std::chrono::seconds(1);
     spdlog::error("writing actors' records to Redis: {}; kept, and written again in a second", e.what());
@@ -206,14 +206,14 @@ void HeadService::begin_serving() {
       }
     });
   }
-  tables_->put_cluster(io_->address(), o_.session_dir, log_dir_, start_time_);
+  tables_->cluster.put(io_->address(), o_.session_dir, log_dir_, start_time_);
   // Beyond loopback the web endpoints speak HTTPS with the cluster's web identity (web_server.h).
   if (curve_for_host(o_.host)) {
     web_ = make_web_identity(o_.session_dir + "/web");
     web_pem_ = read_web_identity(web_);
   }
   if (o_.metrics_port >= 0) metrics_ = std::make_unique<HeadMetrics>(o_.host, o_.metrics_port, token_, web_);
-  tables_->set_head_metrics(metrics_ ? metrics_->address() : "");
+  tables_->cluster.set_head_metrics(metrics_ ? metrics_->address() : "");
   if (o_.dashboard_port >= 0) {
     try {
       dashboard_ = std::make_unique<Dashboard>(o_.host, o_.dashboard_port, io_->address(), token_, web_);
@@ -221,7 +221,7 @@ void HeadService::begin_serving() {
       spdlog::error("{}: the cluster runs without it", e.what());
     }
   }
-  tables_->set_dashboard(dashboard_ ? dashboard_->url() : "");
+  tables_->cluster.set_dashboard(dashboard_ ? dashboard_->url() : "");
   serving_.store(true);
   io_->post([this] {
     nodes_->refresh();
@@ -252,11 +252,11 @@ void HeadService::start_head_node() {
   if (recovered_) {
     bool kept = false;
     on_loop([&] {
-      auto cluster = tables_->cluster();
+      auto cluster = tables_->cluster.fields();
       auto it = cluster.find("head_node");
-      if (it == cluster.end() || it->second.empty() || !tables_->heartbeating(it->second)) return;
+      if (it == cluster.end() || it->second.empty() || !tables_->nodes.heartbeating(it->second)) return;
       head_node_ = it->second;
-      auto fields = tables_->node_fields(head_node_);
+      auto fields = tables_->nodes.fields(head_node_);
       head_node_pid_ = fields.count("pid") ? atoi(fields["pid"].c_str()) : 0;
       kept = true;
     });
@@ -295,7 +295,7 @@ void HeadService::start_head_node() {
   on_loop([&] {
     head_node_pid_ = pid;
     head_node_child_ = true;
-    head_node_ = tables_->cluster()["head_node"];
+    head_node_ = tables_->cluster.fields()["head_node"];
     nodes_->refresh();
   });
 }
@@ -382,7 +382,7 @@ int HeadService::run() {
     // while to exit): a head taking over waits a few seconds for the port.
     if (takeover && o_.port > 0) wait_for_port(o_.host, o_.port, std::chrono::seconds(5));
     // Listen first: a busy port is the most common start-up error and should fail fast.
-    io_ = std::make_unique<IoLoop>(o_.host, o_.port, token_, [this](Incoming in) { handle(std::move(in)); });
+    io_.open(std::make_unique<IoLoop>(o_.host, o_.port, token_, [this](Incoming in) { handle(std::move(in)); }));
     connect_control_store(takeover);
     recovered_ = takeover.has_value();
     start_autoscaler();
@@ -504,7 +504,7 @@ void HeadService::publish(const std::string& ev) const {
     if (type.is_object() && type.contains("type") && type["type"].is_string()) metrics_->event(type["type"]);
   }
   try {
-    tables_->publish(ev);
+    tables_->journals.publish(ev);
   } catch (const std::exception& e) {
     spdlog::error("publishing an event: {}", e.what());
   }

@@ -121,7 +121,7 @@ class HeadService {
 
   DaemonOptions o_;
   std::string token_, token_file_, log_dir_;
-  std::unique_ptr<detail::IoLoop> io_;
+  detail::Channel io_;  // opened by start()
   Replies reply_{io_, token_};
   std::unique_ptr<detail::Redis> redis_;
   std::unique_ptr<store::Tables> tables_;  // the records in redis_

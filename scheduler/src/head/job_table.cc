@@ -11,7 +11,7 @@ namespace yard::sched {
 JobTable::Job* JobTable::find(const std::string& id) {
   auto it = jobs_.find(id);
   if (it != jobs_.end()) return &it->second;
-  auto rec = tables_.job(id);
+  auto rec = tables_.jobs.get(id);
   if (!rec) return nullptr;
   Job j;
   static_cast<store::JobRecord&>(j) = std::move(*rec);
@@ -25,17 +25,17 @@ bool JobTable::running(const std::string& id) {
 }
 
 JobTable::Job& JobTable::create(const std::string& entrypoint, const std::string& node) {
-  std::string id = tables_.new_job_id();
+  std::string id = tables_.jobs.new_id();
   auto& j = jobs_[id];
   j.id = id;
   j.entrypoint = entrypoint;
   j.start = sys::unix_time();
   j.node = node;
-  tables_.add_job(id);
+  tables_.jobs.add(id);
   return j;
 }
 
-void JobTable::save(const Job& j) { tables_.save_job(j); }
+void JobTable::save(const Job& j) { tables_.jobs.save(j); }
 
 std::vector<JobTable::Job*> JobTable::orphaned() {
   std::vector<Job*> out;
@@ -46,8 +46,8 @@ std::vector<JobTable::Job*> JobTable::orphaned() {
 
 size_t JobTable::rebuild() {
   size_t live = 0;
-  for (auto& id : tables_.job_ids()) {
-    auto rec = tables_.job(id);
+  for (auto& id : tables_.jobs.ids()) {
+    auto rec = tables_.jobs.get(id);
     if (!rec || rec->status != store::JobStatus::kRunning) continue;
     Job j;
     static_cast<store::JobRecord&>(j) = std::move(*rec);

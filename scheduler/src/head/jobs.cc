@@ -48,7 +48,7 @@ void HeadService::on_register_job(Incoming& in) {
     auto wp = w.env().getBody().initWarmPool();
     wp.setJobId(j->id);
     wp.setCount(2);
-    notify(*io_, address, w.finish(), rid);
+    notify(io_, address, w.finish(), rid);
   }
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   auto jr = m.env().getBody().initJobRegistered();
@@ -66,7 +66,7 @@ void HeadService::on_finish_job(Incoming& in) {
     auto& j = *found;
     if (!j.submitted) {
       end_job(j, store::JobStatus::kSucceeded);
-    } else if (auto rec = tables_->job(j.id); rec && rec->end > 0) {
+    } else if (auto rec = tables_->jobs.get(j.id); rec && rec->end > 0) {
       static_cast<store::JobRecord&>(j) = std::move(*rec);
       end_job(j, j.status);
     } else {
@@ -111,7 +111,7 @@ void HeadService::end_job(Job& j, std::optional<store::JobStatus> status) {
     uint64_t rid = io_->next_request_id();
     OutMessage m(token_, rid, false);
     m.env().getBody().setJobEnded(j.id);
-    notify(*io_, n.address, m.finish(), rid);
+    notify(io_, n.address, m.finish(), rid);
   }
   spdlog::info("job {} ended{}", j.id, status ? std::string(": ") + store::name(j.status) : " (its driver is done)");
 }
@@ -178,8 +178,8 @@ void HeadService::forward(Incoming& in, const std::string& address, Frames reque
 void HeadService::on_list_jobs(Incoming& in) {
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   std::vector<store::JobRecord> jobs;
-  for (auto& id : tables_->job_ids())
-    if (auto j = tables_->job(id)) jobs.push_back(std::move(*j));
+  for (auto& id : tables_->jobs.ids())
+    if (auto j = tables_->jobs.get(id)) jobs.push_back(std::move(*j));
   auto list = m.env().getBody().initJobList(static_cast<unsigned>(jobs.size()));
   for (unsigned i = 0; i < jobs.size(); ++i) {
     list[i].setJobId(jobs[i].id);
@@ -196,7 +196,7 @@ void HeadService::on_list_jobs(Incoming& in) {
 void HeadService::on_job_logs(Incoming& in) {
   auto jl = in.msg->env().getBody().getJobLogs();
   std::string id = jl.getJobId();
-  auto rec = tables_->job(id);
+  auto rec = tables_->jobs.get(id);
   if (!rec) {
     reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + id);
     return;

@@ -22,7 +22,7 @@ using namespace detail;
 void HeadService::check_nodes() {
   try {
     // The members without a heartbeat, found by one script in Redis: the head reads only those.
-    auto silent_ids = tables_->silent_nodes();
+    auto silent_ids = tables_->nodes.silent();
     auto now = Clock::now();
     bool reconnected = redis_->reconnects() != seen_reconnects_;
     seen_reconnects_ = redis_->reconnects();
@@ -44,7 +44,7 @@ void HeadService::check_nodes() {
       if (silent.count(id) || !nodes_->find(id)) continue;
       // Back (a healed partition, a paused process): it fences itself and rejoins empty.
       nodes_->mark_alive(id);
-      tables_->set_node_state(id, store::NodeState::kAlive);
+      tables_->nodes.set_state(id, store::NodeState::kAlive);
       publish(json{{"type", "node_alive"}, {"node_id", id}, {"time", unix_time()}}.dump());
       spdlog::warn("node {} is heartbeating again", id);
     }
@@ -76,8 +76,8 @@ void HeadService::node_died(const std::string& id) {
   nodes_->mark_dead(id);
   double now = unix_time();
   unregister_resources(*redis_, id);
-  tables_->set_node_state(id, store::NodeState::kDead, now);
-  tables_->set_lease_demand(id, "");
+  tables_->nodes.set_state(id, store::NodeState::kDead, now);
+  tables_->cluster.set_lease_demand(id, "");
   publish(json{{"type", "node_dead"}, {"node_id", id}, {"time", now}}.dump());
   spdlog::warn("node {}: its heartbeat expired: marked dead", id);
   actors_->node_died(id);
@@ -106,7 +106,7 @@ void HeadService::on_drain(Incoming& in) {
 void HeadService::drain(const std::string& id, std::chrono::milliseconds timeout, bool force,
                         const std::string& routing, uint64_t req) {
   nodes_->start_drain(id);
-  tables_->set_node_state(id, store::NodeState::kDraining);
+  tables_->nodes.set_state(id, store::NodeState::kDraining);
   publish(json{{"type", "node_draining"}, {"node_id", id}, {"time", unix_time()}}.dump());
   spdlog::info("draining node {}", id);
   move_off(id);
@@ -128,7 +128,7 @@ void HeadService::check_drains() {
     std::vector<std::string> left = actors_->on_node(d.node);
     long leased = 0;
     try {
-      leased = tables_->leased_workers(d.node);
+      leased = tables_->nodes.leased_workers(d.node);
     } catch (...) {
     }
     bool gone = nodes_->dead(d.node) || !nodes_->find(d.node);

@@ -8,8 +8,8 @@
 namespace yard::sched {
 
 void HeadService::rebuild() {
-  for (auto& id : tables_->node_ids())
-    if (tables_->node_state(id) == store::NodeState::kDead) nodes_->mark_dead(id);
+  for (auto& id : tables_->nodes.ids())
+    if (tables_->nodes.state(id) == store::NodeState::kDead) nodes_->mark_dead(id);
   nodes_->refresh();
   size_t jobs = jobs_->rebuild();
   actors_->rebuild();

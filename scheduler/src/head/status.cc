@@ -24,22 +24,22 @@ using namespace detail;
 void HeadService::on_timeline(Incoming& in) {
   std::string job = in.msg->env().getBody().getTimeline();
   if (job.empty()) {
-    auto ids = tables_->job_ids();
+    auto ids = tables_->jobs.ids();
     if (ids.empty()) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no jobs yet");
     job = ids.back();
   }
-  if (!tables_->job(job)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + job);
+  if (!tables_->jobs.get(job)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + job);
   OutMessage m(token_, in.msg->env().getRequestId(), true);
-  m.env().getBody().setTimelineReply(chrome_trace(job, tables_->timeline(job)));
+  m.env().getBody().setTimelineReply(chrome_trace(job, tables_->journals.timeline(job)));
   io_->reply(in.routing_id, m.finish());
 }
 
 // The points of a job's own gauges, oldest first, as one JSON array.
 void HeadService::on_job_curves(Incoming& in) {
   std::string job = in.msg->env().getBody().getJobCurves();
-  if (!tables_->job(job)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + job);
+  if (!tables_->jobs.get(job)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + job);
   std::string out = "[";
-  for (auto& p : tables_->curves(job)) out += (out.size() > 1 ? "," : "") + p;
+  for (auto& p : tables_->journals.curves(job)) out += (out.size() > 1 ? "," : "") + p;
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   m.env().getBody().setStatusReply(out + "]");
   io_->reply(in.routing_id, m.finish());
@@ -51,7 +51,7 @@ constexpr size_t kSummaryRows = 20;  // a summary lists nodes and actors up to t
 
 json HeadService::cluster_json() {
   json c;
-  for (auto& [k, v] : tables_->cluster()) c[k] = v;
+  for (auto& [k, v] : tables_->cluster.fields()) c[k] = v;
   c["redis"] = o_.redis_address;
   c["head_pid"] = getpid();
   if (autoscaler_) c["autoscaler"] = autoscaler_->status();
@@ -106,7 +106,7 @@ void HeadService::on_status_summary(Incoming& in) {
   }
   if (n_groups <= kSummaryRows) j["placement_groups"] = groups_->status();
   j["jobs"] = job_rows(*tables_, kSummaryRows);
-  j["jobs_total"] = tables_->job_ids().size();
+  j["jobs_total"] = tables_->jobs.ids().size();
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   m.env().getBody().setStatusReply(j.dump());
   io_->reply(in.routing_id, m.finish());

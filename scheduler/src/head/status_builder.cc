@@ -3,7 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "head/actors.h"
-#include "io_loop.h"
+#include "messenger.h"
 #include "resources.h"
 #include "wire.h"
 
@@ -14,11 +14,11 @@ namespace yard::sched {
 using namespace detail;
 
 json node_rows(store::Tables& tables, std::map<std::string, json>& per_node, const std::set<std::string>& dead) {
-  auto ids = tables.node_ids();
-  auto records = tables.node_records(ids);
-  auto beats = tables.last_heartbeats(ids);
+  auto ids = tables.nodes.ids();
+  auto records = tables.nodes.records(ids);
+  auto beats = tables.nodes.last_heartbeats(ids);
   std::map<std::string, store::NodeResources> res;
-  for (auto& r : tables.nodes_with_resources()) res[r.id] = std::move(r);
+  for (auto& r : tables.nodes.with_resources()) res[r.id] = std::move(r);
   json nodes = json::array();
   for (size_t i = 0; i < ids.size(); ++i) {
     json n;
@@ -38,12 +38,12 @@ json node_rows(store::Tables& tables, std::map<std::string, json>& per_node, con
 }
 
 json job_rows(store::Tables& tables, size_t newest) {
-  auto ids = tables.job_ids();
+  auto ids = tables.jobs.ids();
   json jobs = json::array();
   for (size_t i = ids.size() > newest ? ids.size() - newest : 0; i < ids.size(); ++i) {
     json jj;
     jj["job_id"] = ids[i];
-    for (auto& [k, v] : tables.job_fields(ids[i])) jj[k] = v;
+    for (auto& [k, v] : tables.jobs.fields(ids[i])) jj[k] = v;
     jobs.push_back(std::move(jj));
   }
   return jobs;
@@ -124,7 +124,7 @@ void StatusBuilder::answer(const std::vector<std::pair<std::string, uint64_t>>& 
       m.env().getBody().setStatusReply(json);
     else
       set_error(m.env(), wire::ErrorCode::UNAVAILABLE, error);
-    io_->reply(routing, m.finish());
+    io_.reply(routing, m.finish());
   }
 }
 

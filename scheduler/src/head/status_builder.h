@@ -26,7 +26,7 @@
 #include "yard/internal/redis.h"
 
 namespace yard::detail {
-class IoLoop;
+class Messenger;
 }
 
 namespace yard::sched {
@@ -46,7 +46,7 @@ class StatusBuilder {
     std::set<std::string> dead;  // the nodes the head declared dead
   };
   using Connect = std::function<std::unique_ptr<detail::Redis>()>;
-  StatusBuilder(std::unique_ptr<detail::IoLoop>& io, const std::string& token, Connect connect)
+  StatusBuilder(detail::Messenger& io, const std::string& token, Connect connect)
       : io_(io), token_(token), connect_(std::move(connect)) {}
   ~StatusBuilder();  // waits for the build in progress
   StatusBuilder(const StatusBuilder&) = delete;
@@ -62,7 +62,7 @@ class StatusBuilder {
   void answer(const std::vector<std::pair<std::string, uint64_t>>& to, const std::string& json,
               const std::string& error);
 
-  std::unique_ptr<detail::IoLoop>& io_;
+  detail::Messenger& io_;
   const std::string& token_;
   Connect connect_;
   std::unique_ptr<detail::Redis> redis_;  // the builder thread's

@@ -75,7 +75,7 @@ void ActorHosting::registered(WorkerPool::Worker& w) {
     return;
   }
   auto& h = hit->second;
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   auto src = h.msg->env().getBody().getHostActor().getCreate();
   auto ia = m.env().getBody().initInstantiateActor();
@@ -86,7 +86,7 @@ void ActorHosting::registered(WorkerPool::Worker& w) {
   ia.setMaxConcurrency(src.getMaxConcurrency());
   auto args = ia.initArgs(src.getArgs().size());
   for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], h.msg->value(src.getArgs()[i]));
-  io_->request(w.address, rid, m.finish(),
+  io_.request(w.address, rid, m.finish(),
                [this, aid = w.actor_id, wid = w.id](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  if (!err) constructed(aid, wid, *r);  // else the worker's exit answers the head
                },
@@ -120,7 +120,7 @@ void ActorHosting::constructed(const std::string& aid, const std::string& wid, c
   info.setWorkerId(wid);
   info.setNodeId(node_id_);
   info.setState(detail::to_wire(store::ActorState::kAlive));
-  io_->reply(h.routing, m.finish());
+  io_.reply(h.routing, m.finish());
 }
 
 void ActorHosting::kill(Incoming& in) {

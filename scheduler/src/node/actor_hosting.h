@@ -30,7 +30,7 @@ class ActorHosting {
     virtual void actor_lost(const std::string& actor_id, const std::string& cause) = 0;
   };
 
-  ActorHosting(std::unique_ptr<detail::IoLoop>& io, const std::string& token, const std::string& node_id,
+  ActorHosting(detail::Messenger& io, const std::string& token, const std::string& node_id,
                WorkerPool& workers, LocalResources& res, Node& node)
       : io_(io), token_(token), node_id_(node_id), reply_(io, token), workers_(workers), res_(res), node_(node) {}
 
@@ -55,7 +55,7 @@ class ActorHosting {
   void start(const std::string& actor_id, const Res& release, Result<JobRunner::Job*> job);
   void constructed(const std::string& actor_id, const std::string& worker, const detail::InMessage& r);
 
-  std::unique_ptr<detail::IoLoop>& io_;
+  detail::Messenger& io_;
   const std::string& token_;
   const std::string& node_id_;
   Replies reply_;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "io_loop.h"
+#include "messenger.h"
 #include "result.h"
 
 namespace yard::sched {
@@ -18,7 +18,7 @@ namespace yard::sched {
 class BlobCache {
  public:
   // References to the node's I/O loop, token, the head's address and its session and log folders.
-  BlobCache(std::unique_ptr<detail::IoLoop>& io, const std::string& token, const std::string& head,
+  BlobCache(detail::Messenger& io, const std::string& token, const std::string& head,
             const std::string& session_dir, const std::string& log_dir)
       : io_(io), token_(token), head_(head), session_dir_(session_dir), log_dir_(log_dir) {}
 
@@ -29,7 +29,7 @@ class BlobCache {
   Result<std::string> unpack_workdir(const std::string& digest);
 
  private:
-  std::unique_ptr<detail::IoLoop>& io_;
+  detail::Messenger& io_;
   const std::string& token_;
   const std::string& head_;
   const std::string& session_dir_;

@@ -22,11 +22,11 @@ void BlobCache::fetch(const std::string& digest, std::function<void(const Proble
   auto& waiters = fetching_[digest];
   waiters.push_back(std::move(k));
   if (waiters.size() > 1) return;  // already on its way
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setGetBlob(digest);
   spdlog::info("fetching {} from the head", digest);
-  io_->request(head_, rid, m.finish(),
+  io_.request(head_, rid, m.finish(),
                [this, digest, path](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  Problem why;
                  if (err) why = err->message;

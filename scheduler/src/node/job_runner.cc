@@ -22,14 +22,14 @@ using namespace detail;
 // driver's binary and pid), with this node's status, exit code and end time.
 void JobRunner::save(const Job& j) {
   store::JobRecord r = j;
-  if (auto cur = tables_.job(j.id)) {
+  if (auto cur = tables_.jobs.get(j.id)) {
     r = *cur;
     r.status = j.status;
     r.exit_code = j.exit_code;
     r.end = j.end;
   }
   r.node = s_.node_id;
-  tables_.save_job(r);
+  tables_.jobs.save(r);
 }
 
 Result<const JobRunner::Job*> JobRunner::submit(Submission sub) {
@@ -46,7 +46,7 @@ Result<const JobRunner::Job*> JobRunner::submit(Submission sub) {
   }
   sub.argv[0] = which(sub.argv[0]);
   Job j;
-  j.id = tables_.new_job_id();
+  j.id = tables_.jobs.new_id();
   j.submitted = true;
   j.runs_here = true;
   j.entrypoint = ep;
@@ -59,7 +59,7 @@ Result<const JobRunner::Job*> JobRunner::submit(Submission sub) {
   j.retries_left = std::max(0, sub.max_retries);
   { std::ofstream(j.log_path, std::ios::app); }
   if (auto why = spawn_program(j)) return R::fail("cannot start the job: " + *why);
-  tables_.add_job(j.id);
+  tables_.jobs.add(j.id);
   save(j);
   spdlog::info("job {} submitted: {} (pid {})", j.id, ep, j.proc_pid);
   auto id = j.id;
@@ -167,7 +167,7 @@ void JobRunner::check_records() {
   for (auto& [id, j] : jobs_) {
     if (j.runs_here || j.ended) continue;
     try {
-      auto rec = tables_.job(id);
+      auto rec = tables_.jobs.get(id);
       if (rec && rec->status == store::JobStatus::kRunning) continue;
       if (!rec) spdlog::warn("job {}: its record is gone from the control store", id);
       j.status = rec ? rec->status : store::JobStatus::kFailed;
@@ -202,7 +202,7 @@ void JobRunner::with_job(const std::string& job_id, std::function<void(Result<Jo
     if (it->second.ended) return k(R::fail("job " + job_id + " has ended"));
     if (!it->second.binary.empty()) return k(R::ok(&it->second));
   }
-  auto rec = tables_.job(job_id);
+  auto rec = tables_.jobs.get(job_id);
   if (!rec) return k(R::fail("no job " + job_id + " in the control store"));
   if (rec->status != store::JobStatus::kRunning) return k(R::fail("job " + job_id + " is " + store::name(rec->status)));
   std::string digest = rec->digest;

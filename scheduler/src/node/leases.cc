@@ -68,7 +68,7 @@ void NodeManager::give_held(const Worker& w) {
 // The autoscaler's node types (a lease no running node holds waits when one of them could), and
 // the demand of this node's waiting leases for it to start nodes for; written when it changed.
 void NodeManager::exchange_lease_demand() {
-  auto types = tables_->autoscale_types();
+  auto types = tables_->cluster.autoscale_types();
   if (types != autoscale_json_) {
     autoscale_json_ = types;
     autoscale_types_.clear();
@@ -82,7 +82,7 @@ void NodeManager::exchange_lease_demand() {
   for (auto& [need, n] : leases_->waiting_demand()) d.push_back({{"need", need}, {"count", n}});
   std::string demand = d.empty() ? std::string() : d.dump();
   if (demand == demand_json_) return;
-  tables_->set_lease_demand(node_id_, demand);
+  tables_->cluster.set_lease_demand(node_id_, demand);
   demand_json_ = demand;
 }
 
@@ -96,7 +96,7 @@ const policy::ClusterView& NodeManager::peers(bool fresh) {
 std::optional<LeaseQueue::Group> NodeManager::group(const std::string& id) {
   std::optional<store::GroupRecord> g;
   try {
-    g = tables_->group(id);
+    g = tables_->groups.get(id);
   } catch (const std::exception& e) {
     spdlog::error("reading placement group {}: {}", id, e.what());
     throw;  // the lease waits

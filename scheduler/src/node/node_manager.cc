@@ -74,7 +74,7 @@ void NodeManager::measure_resources() {
 
 // The head says where the control store is; a wrong token is refused here, clearly.
 void NodeManager::join() {
-  auto access = ask_control_store(*io_, o_.join_address, token_);
+  auto access = ask_control_store(io_, o_.join_address, token_);
   o_.redis_address = access.address;
   redis_password_ = access.password;
   // Beyond loopback the cluster's web endpoints speak HTTPS, all with the head's web identity.
@@ -131,8 +131,8 @@ void NodeManager::begin_serving() {
   hosting_ = std::make_unique<ActorHosting>(io_, token_, node_id_, workers_, *res_, static_cast<ActorHosting::Node&>(*this));
   last_contact_ = Clock::now();
   save_node();
-  tables_->add_node(node_id_, o_.head_node ? "head" : "node");
-  if (o_.head_node) tables_->set_head_node(node_id_);
+  tables_->nodes.add(node_id_, o_.head_node ? "head" : "node");
+  if (o_.head_node) tables_->cluster.set_head_node(node_id_);
   io_->post([this] { io_->every(std::chrono::milliseconds(50), [this] { periodic(); }); });
   io_->post([this] { io_->every(beat_period(), [this] { save_node(); }); });
 }
@@ -143,7 +143,7 @@ int NodeManager::run() {
     open_session();
     measure_resources();
     // Listen first: a busy port is the most common start-up error and should fail fast.
-    io_ = std::make_unique<IoLoop>(o_.host, o_.port, token_, [this](Incoming in) { handle(std::move(in)); });
+    io_.open(std::make_unique<IoLoop>(o_.host, o_.port, token_, [this](Incoming in) { handle(std::move(in)); }));
     join();
     begin_serving();
     ClusterRecord rec{io_->address(), o_.session_dir, log_dir_, token_file_, getpid()};
@@ -224,7 +224,7 @@ void NodeManager::save_node() {
       r.metrics = metrics_->address();
       update_metrics(r);
     }
-    tables_->report(node_id_, r, std::chrono::milliseconds(static_cast<long>(o_.heartbeat_timeout_s * 1000)));
+    tables_->nodes.report(node_id_, r, std::chrono::milliseconds(static_cast<long>(o_.heartbeat_timeout_s * 1000)));
     last_contact_ = Clock::now();
     if (auto line = record_errors_.success(last_contact_)) spdlog::info("node record: {}", *line);
   } catch (const std::exception& e) {
@@ -265,7 +265,7 @@ void NodeManager::shutdown_all() {
   workers_.remove_segments();
   if (jobs_) jobs_->kill_all();
   try {
-    tables_->remove_node(node_id_);
+    tables_->nodes.remove(node_id_);
   } catch (...) {
   }
 }

@@ -116,7 +116,7 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
 
   DaemonOptions o_;
   std::string token_, token_file_, log_dir_, node_id_;
-  std::unique_ptr<detail::IoLoop> io_;
+  detail::Channel io_;  // opened by start()
   Replies reply_{io_, token_};
   std::unique_ptr<detail::Redis> redis_;
   std::unique_ptr<store::Tables> tables_;

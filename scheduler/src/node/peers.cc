@@ -10,7 +10,7 @@ void Peers::refresh() {
   at_ = std::chrono::steady_clock::now();
   view_.nodes.clear();
   addresses_.clear();
-  for (auto& n : tables_->nodes_with_resources())
+  for (auto& n : tables_->nodes.with_resources())
     if (n.state == store::NodeState::kAlive && !n.address.empty() && n.has_avail) {
       addresses_[n.id] = n.address;
       view_.nodes.push_back({n.id, std::move(n.total), std::move(n.avail), 0});

@@ -38,7 +38,7 @@ void NodeManager::record_curves(const std::string& job, wire::MetricsReport::Rea
     points.push_back(nlohmann::json{{"name", name}, {"tags", tags}, {"t", now_us() / 1e6}, {"v", s.getValue()}}.dump());
   }
   try {
-    tables_->append_curves(job, points);
+    tables_->journals.append_curves(job, points);
   } catch (const std::exception& e) {
     spdlog::warn("job {}: {} curve points lost: {}", job, points.size(), e.what());
   }
@@ -71,7 +71,7 @@ void NodeManager::on_report_metrics(Incoming& in) {
       b.setDropped(r.getEventsDropped());
     });
     try {
-      tables_->append_timeline(job, {batch});
+      tables_->journals.append_timeline(job, {batch});
     } catch (const std::exception& e) {
       spdlog::warn("job {}: {} timeline spans lost: {}", job, r.getEvents().size(), e.what());
     }
@@ -103,7 +103,7 @@ void NodeManager::flush_lease_spans() {
       }
     });
     try {
-      tables_->append_timeline(job, {batch});
+      tables_->journals.append_timeline(job, {batch});
     } catch (const std::exception& e) {
       spdlog::warn("job {}: {} lease spans lost: {}", job, spans.size(), e.what());
     }

@@ -12,7 +12,7 @@ using B = wire::Envelope::Body;
 SimNode::SimNode(SimStore& store, std::string id, const std::string& host, const std::string& token, Res total,
                  std::shared_ptr<zmq::context_t> ctx)
     : store_(store), id_(std::move(id)), token_(token), total_(std::move(total)) {
-  io_ = std::make_unique<IoLoop>(host, 0, token_, [this](Incoming in) { handle(std::move(in)); }, std::move(ctx));
+  io_.open(std::make_unique<IoLoop>(host, 0, token_, [this](Incoming in) { handle(std::move(in)); }, std::move(ctx)));
 }
 
 SimNode::~SimNode() { io_->stop(); }
@@ -180,7 +180,7 @@ void SimNode::leave(Incoming& in) {
   left_.store(true);
   std::lock_guard lock(store_.mu);
   try {
-    store_.tables->remove_node(id_);
+    store_.tables->nodes.remove(id_);
   } catch (const std::exception& e) {
     spdlog::error("node {} leaving: {}", id_, e.what());
   }

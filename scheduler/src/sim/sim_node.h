@@ -83,7 +83,7 @@ class SimNode {
   SimStore& store_;
   const std::string id_, token_;
   Res total_;
-  std::unique_ptr<detail::IoLoop> io_;
+  detail::Channel io_;
   Replies reply_{io_, token_};
   std::map<std::string, Hosted> actors_;  // I/O thread only
   std::map<std::string, Leased> leased_;  // by worker id; I/O thread only

@@ -47,7 +47,8 @@ void SimulatedNodes::open_session() {
 }
 
 void SimulatedNodes::join() {
-  IoLoop io(o_.host, 0, token_, [](IoLoop::Incoming) {});
+  Channel io;
+  io.open(std::make_unique<IoLoop>(o_.host, 0, token_, [](IoLoop::Incoming) {}));
   auto access = ask_control_store(io, o_.join_address, token_);
   auto [rh, rp] = split_address(access.address);
   store_.redis = std::make_unique<Redis>(rh, rp, access.password, std::chrono::seconds(5));
@@ -68,7 +69,7 @@ void SimulatedNodes::add_nodes() {
   std::lock_guard lock(store_.mu);
   for (auto& n : nodes_) store_.ledger->open(n->id(), n->total());
   beat_locked();
-  for (auto& n : nodes_) store_.tables->add_node(n->id(), "node");
+  for (auto& n : nodes_) store_.tables->nodes.add(n->id(), "node");
 }
 
 void SimulatedNodes::beat() {
@@ -94,7 +95,7 @@ void SimulatedNodes::beat_locked() {
     beating.push_back(n.get());
   }
   auto ttl = std::chrono::milliseconds(static_cast<long>(o_.heartbeat_timeout_s * 1000));
-  auto present = store_.tables->report_all(reports, ttl, [](const std::string& id) { return avail_key(id); });
+  auto present = store_.tables->nodes.report_all(reports, ttl, [](const std::string& id) { return avail_key(id); });
   for (size_t i = 0; i < present.size(); ++i)
     if (!present[i]) {
       spdlog::warn("node {} was declared dead while it was silent: it rejoins empty", beating[i]->id());
@@ -107,7 +108,7 @@ void SimulatedNodes::leave_all() {
   for (auto& n : nodes_) {
     if (n->left()) continue;
     try {
-      store_.tables->remove_node(n->id());
+      store_.tables->nodes.remove(n->id());
     } catch (const std::exception& e) {
       spdlog::error("node {} leaving: {}", n->id(), e.what());
     }

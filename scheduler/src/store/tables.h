@@ -1,5 +1,7 @@
 // The control store's tables: every record Switchyard keeps in Redis, typed, and the one place
-// that reads and writes each of them (resources and bundles: resources.h).
+// that reads and writes each of them (resources and bundles: resources.h). One class per table,
+// each naming its table of the key schema (yard/internal/keys.h), and with it its durability
+// class: whether its writes must survive a failover. Tables holds them all over one StoreLink.
 //
 //   yard:cluster                 hash    the head's address, session, log dir, start time, head node
 //   yard:nodes                   set     node ids
@@ -32,6 +34,7 @@
 #include <vector>
 
 #include "policy/placement.h"
+#include "yard/internal/keys.h"
 #include "yard/internal/states.h"
 
 namespace yard::sys {
@@ -102,20 +105,62 @@ struct NodeResources {
   bool has_avail = false;  // its free-resources hash exists (gone: withdrawn, nothing goes there)
 };
 
-class Tables {
+// The connection the tables share, and the writes they gather: from gather_writes() on, actor
+// writes only gather their commands, write_gathered() sends them all in one round trip (the head
+// does, at the end of each turn of its loop, before any answer that turn made leaves), and every
+// other command through the link sends them first, in its own round trip, so that what is read
+// or written next comes after them. Commands of a failed round trip are kept and sent again (each
+// sets what it sets: twice is harmless).
+class StoreLink {
  public:
-  explicit Tables(detail::Redis& r) : r_(r) {}
+  explicit StoreLink(detail::Redis& r) : r_(r) {}
+  void gather_writes() { gather_ = true; }
+  bool gathering() const { return gather_; }
+  void gather(std::vector<std::string> cmd) { gathered_.push_back(std::move(cmd)); }
+  void write_gathered();
+  // The gathered commands, for a caller that sends them ahead of its own in one round trip (the
+  // head's reservations); put_back when that round trip failed.
+  std::vector<std::vector<std::string>> take_gathered() { return std::exchange(gathered_, {}); }
+  void put_back(std::vector<std::vector<std::string>> cmds);
 
-  // ---- the cluster
-  void put_cluster(const std::string& address, const std::string& session_dir, const std::string& log_dir,
-                   double start_time);
+  // Redis's, after the gathered writes.
+  sys::RedisReply cmd(const std::vector<std::string>& args);
+  std::vector<sys::RedisReply> pipeline(const std::vector<std::vector<std::string>>& cmds);
+  std::map<std::string, std::string> hgetall(const std::string& key);
+  // The commands in one round trip, in order; throws on a command's error reply (cmd() would).
+  void run_all(const std::vector<std::vector<std::string>>& cmds);
+  // One `command key(id)` per id, in one pipelined round trip; the replies in order.
+  std::vector<sys::RedisReply> each(const std::vector<std::string>& ids, const char* command,
+                                    const std::function<std::string(const std::string&)>& key);
+  // Appends to a list that keeps its newest `keep` items for a week.
+  void append_capped(const std::string& key, const std::vector<std::string>& items, long keep);
+  // How many times the connection was made again (a Redis that restarted may have lost records).
+  uint64_t reconnects() const;
+  const std::string& address() const;
+
+ private:
+  // Logs the error replies among the first n.
+  void refused(const std::vector<std::vector<std::string>>& cmds, const std::vector<sys::RedisReply>& reps, size_t n);
+  detail::Redis& r_;
+  bool gather_ = false;
+  std::vector<std::vector<std::string>> gathered_;
+};
+
+// yard:cluster (the head's address, session, log dir, start time, head node, metrics, dashboard,
+// the autoscaler's node types) and yard:demand (each node's waiting leases). The head writes it
+// when it starts, nodes with their reports.
+class ClusterInfo {
+ public:
+  static constexpr const keys::Table& kTable = keys::kClusterTable;
+  explicit ClusterInfo(StoreLink& s) : s_(s) {}
+  void put(const std::string& address, const std::string& session_dir, const std::string& log_dir, double start_time);
   // The node whose manager runs beside the head service.
   void set_head_node(const std::string& id);
   // Where the head serves its Prometheus metrics ("" when it does not).
   void set_head_metrics(const std::string& address);
   // Where the head serves its dashboard ("http://host:port", or "").
   void set_dashboard(const std::string& url);
-  std::map<std::string, std::string> cluster();
+  std::map<std::string, std::string> fields();
   // The resources of the autoscaler's node types (JSON array of objects; "" : no autoscaler).
   void set_autoscale_types(const std::string& json);
   std::string autoscale_types();
@@ -124,15 +169,23 @@ class Tables {
   void set_lease_demand(const std::string& node, const std::string& json);
   std::map<std::string, std::string> lease_demand();
 
-  // ---- nodes
-  std::vector<std::string> node_ids();
+ private:
+  StoreLink& s_;
+};
+
+// yard:nodes, yard:node:<id>, its heartbeat, yard:nodes:version; each node reports its own.
+class Nodes {
+ public:
+  static constexpr const keys::Table& kTable = keys::kNodeTable;
+  explicit Nodes(StoreLink& s) : s_(s) {}
+  std::vector<std::string> ids();
   // A node joins: its role and state ALIVE, then its membership.
-  void add_node(const std::string& id, const std::string& role);
-  void remove_node(const std::string& id);
+  void add(const std::string& id, const std::string& role);
+  void remove(const std::string& id);
   // Goes up with every join and leave: a cached membership is stale when it changed.
-  long long nodes_version();
+  long long version();
   // The node's record and its heartbeat (which expires after `ttl`). A record's fields are written
-  // when they changed since this Tables last wrote them, all of them after a reconnection, a
+  // when they changed since this table last wrote them, all of them after a reconnection, a
   // failed write, and at least every kFullReportEvery; the heartbeat is written every time.
   void report(const std::string& id, const NodeReport& r, std::chrono::milliseconds ttl);
   // Many nodes' records and heartbeats in one pipelined round trip (simulated nodes); for each,
@@ -141,101 +194,125 @@ class Tables {
                                std::chrono::milliseconds ttl, const std::function<std::string(const std::string&)>& key);
   bool heartbeating(const std::string& id);
   // The members whose heartbeat has expired (one script run in Redis).
-  std::vector<std::string> silent_nodes();
+  std::vector<std::string> silent();
   // Each node's last heartbeat (unix time), none when its heartbeat expired: one round trip.
   std::vector<std::optional<double>> last_heartbeats(const std::vector<std::string>& ids);
-  void set_node_state(const std::string& id, NodeState s, double dead_at = 0);
-  std::optional<NodeState> node_state(const std::string& id);
-  std::map<std::string, std::string> node_fields(const std::string& id);
+  void set_state(const std::string& id, NodeState s, double dead_at = 0);
+  std::optional<NodeState> state(const std::string& id);
+  std::map<std::string, std::string> fields(const std::string& id);
   // Many nodes' records in one pipelined round trip, in the order of `ids`.
-  std::vector<std::map<std::string, std::string>> node_records(const std::vector<std::string>& ids);
+  std::vector<std::map<std::string, std::string>> records(const std::vector<std::string>& ids);
   // Task workers the node has leased out (0 when unknown).
   long leased_workers(const std::string& id);
   // Every node with its resources, in one pipelined round trip.
-  std::vector<NodeResources> nodes_with_resources();
+  std::vector<NodeResources> with_resources();
   // These nodes' free resources, none where the hash is gone (withdrawn): one round trip.
   std::vector<std::optional<Res>> free_resources(const std::vector<std::string>& ids);
 
-  // ---- jobs
-  std::string new_job_id();
-  void add_job(const std::string& id);
-  std::vector<std::string> job_ids();
-  void save_job(const JobRecord& j);
-  std::optional<JobRecord> job(const std::string& id);
-  std::map<std::string, std::string> job_fields(const std::string& id);
-
-  // ---- actors
-  // A new actor: its membership, its record and (unless empty) the creation message it restarts
-  // from, in one round trip.
-  void add_actor(const ActorRecord& a, const std::string& spec);
-  std::vector<std::string> actor_ids();
-  void save_actor(const ActorRecord& a);
-  std::optional<ActorRecord> actor(const std::string& id);
-  std::optional<std::string> actor_spec(const std::string& id);
-  void drop_actor_spec(const std::string& id);
-  void name_actor(const std::string& name, const std::string& id);
-  // Forgets actors for good (id, and the name to drop with it or ""), in one round trip.
-  void forget_actors(const std::vector<std::pair<std::string, std::string>>& ids_and_names);
-  // From now on add_actor and save_actor only gather their commands: write_gathered() sends them
-  // all in one round trip (the head does, at the end of each turn of its loop, before any answer
-  // that turn made leaves), and every other use of these tables sends them first, in its own
-  // round trip, so that what is read or written next comes after them. Commands of a failed
-  // round trip are kept and sent again (each sets what it sets: twice is harmless).
-  void gather_actor_writes() { gather_ = true; }
-  void write_gathered();
-  // The gathered commands, for a caller that sends them ahead of its own in one round trip (the
-  // head's reservations); put_back when that round trip failed.
-  std::vector<std::vector<std::string>> take_gathered() { return std::exchange(gathered_, {}); }
-  void put_back(std::vector<std::vector<std::string>> cmds);
-
-  // ---- placement groups
-  static std::string group_key(const std::string& id);
-  // The HSET arguments (key first) that write the record: for a reservation script that writes
-  // it in the same atomic step as it takes the resources.
-  static std::vector<std::string> group_fields(const GroupRecord& g);
-  void save_group(const GroupRecord& g);
-  std::vector<std::string> group_ids();
-  std::optional<GroupRecord> group(const std::string& id);
-
-  // ---- task timelines: yard:timeline:<job>, batches of spans (tasks, actor calls, leases; each a
-  // wire::TimelineBatch in Cap'n Proto bytes) in arrival order, the newest 2,000 kept for a week.
-  void append_timeline(const std::string& job, const std::vector<std::string>& spans);
-  std::vector<std::string> timeline(const std::string& job);
-  // ---- curves: yard:curves:<job>, the values a job's own gauges took over time (JSON points
-  // {"name", "tags", "t", "v"}), the newest 20,000 kept for a week: what the dashboard charts.
-  void append_curves(const std::string& job, const std::vector<std::string>& points);
-  std::vector<std::string> curves(const std::string& job);
-
-  // ---- events: published on yard:events, the last 10,000 kept in yard:events:log.
-  void publish(const std::string& event_json);
-
  private:
-  void append_capped(const std::string& key, const std::vector<std::string>& items, long keep);
   // The commands that report `n`: the changed fields of its record (all of them when it has no
   // record written here that is still trusted), then its heartbeat.
   std::vector<std::vector<std::string>> report_commands(const std::string& id, const NodeReport& n,
                                                         std::chrono::milliseconds ttl);
-  // One `command KEY` per node (key(id)), in one pipelined round trip; the replies in order.
-  std::vector<sys::RedisReply> each_node(const std::vector<std::string>& ids, const char* command,
-                                         std::string (*key)(const std::string&));
   struct Reported {
     std::vector<std::string> values;  // the record's fields as last written, in report order
     double full_at = 0;               // its `now` when every field was last written
   };
+  StoreLink& s_;
   std::map<std::string, Reported> reported_;  // what was written of each node's record
   uint64_t reported_on_ = 0;                  // the connection (its reconnect count) it was written on
+};
 
-  // The commands in one round trip, in order; throws on a command's error reply (cmd() would).
-  void run_all(const std::vector<std::vector<std::string>>& cmds);
-  // Redis's, after the gathered writes (write_gathered).
-  sys::RedisReply cmd(const std::vector<std::string>& args);
-  std::vector<sys::RedisReply> pipeline(const std::vector<std::vector<std::string>>& cmds);
-  std::map<std::string, std::string> hgetall(const std::string& key);
-  // Logs the error replies among the first n.
-  void refused(const std::vector<std::vector<std::string>>& cmds, const std::vector<sys::RedisReply>& reps, size_t n);
-  detail::Redis& r_;
-  bool gather_ = false;
-  std::vector<std::vector<std::string>> gathered_;
+// yard:counter:job, yard:jobs, yard:job:<id>.
+class Jobs {
+ public:
+  static constexpr const keys::Table& kTable = keys::kJobTable;
+  explicit Jobs(StoreLink& s) : s_(s) {}
+  std::string new_id();
+  void add(const std::string& id);
+  std::vector<std::string> ids();
+  void save(const JobRecord& j);
+  std::optional<JobRecord> get(const std::string& id);
+  std::map<std::string, std::string> fields(const std::string& id);
+
+ private:
+  StoreLink& s_;
+};
+
+// yard:actors, yard:actor:<id> and its creation message, yard:actor_names. Its writes are
+// gathered while the link gathers (StoreLink::gather_writes).
+class Actors {
+ public:
+  static constexpr const keys::Table& kTable = keys::kActorTable;
+  explicit Actors(StoreLink& s) : s_(s) {}
+  // A new actor: its membership, its record and (unless empty) the creation message it restarts
+  // from, in one round trip.
+  void add(const ActorRecord& a, const std::string& spec);
+  std::vector<std::string> ids();
+  void save(const ActorRecord& a);
+  std::optional<ActorRecord> get(const std::string& id);
+  std::optional<std::string> spec(const std::string& id);
+  void drop_spec(const std::string& id);
+  void name(const std::string& name, const std::string& id);
+  // Forgets actors for good (id, and the name to drop with it or ""), in one round trip.
+  void forget(const std::vector<std::pair<std::string, std::string>>& ids_and_names);
+
+ private:
+  StoreLink& s_;
+};
+
+// yard:pg:<id> (found by SCAN: no set to keep).
+class Groups {
+ public:
+  static constexpr const keys::Table& kTable = keys::kGroupTable;
+  explicit Groups(StoreLink& s) : s_(s) {}
+  static std::string key(const std::string& id);
+  // The HSET arguments (key first) that write the record: for a reservation script that writes
+  // it in the same atomic step as it takes the resources.
+  static std::vector<std::string> fields_of(const GroupRecord& g);
+  void save(const GroupRecord& g);
+  std::vector<std::string> ids();
+  std::optional<GroupRecord> get(const std::string& id);
+
+ private:
+  StoreLink& s_;
+};
+
+// What happened, kept for a while: task timelines, a job's curves, the cluster's events.
+class Journals {
+ public:
+  // kTimelineTable and kEventTable: both rebuilt, or gaps in a record of the past.
+  static constexpr const keys::Table& kTable = keys::kEventTable;
+  explicit Journals(StoreLink& s) : s_(s) {}
+  // yard:timeline:<job>, batches of spans (tasks, actor calls, leases; each a
+  // wire::TimelineBatch in Cap'n Proto bytes) in arrival order, the newest 2,000 kept for a week.
+  void append_timeline(const std::string& job, const std::vector<std::string>& spans);
+  std::vector<std::string> timeline(const std::string& job);
+  // yard:curves:<job>, the values a job's own gauges took over time (JSON points
+  // {"name", "tags", "t", "v"}), the newest 20,000 kept for a week: what the dashboard charts.
+  void append_curves(const std::string& job, const std::vector<std::string>& points);
+  std::vector<std::string> curves(const std::string& job);
+  // Published on yard:events, the last 10,000 kept in yard:events:log.
+  void publish(const std::string& event_json);
+
+ private:
+  StoreLink& s_;
+};
+
+// Every table, over one link.
+class Tables {
+ public:
+  explicit Tables(detail::Redis& r)
+      : link(r), cluster(link), nodes(link), jobs(link), actors(link), groups(link), journals(link) {}
+  Tables(const Tables&) = delete;
+  Tables& operator=(const Tables&) = delete;
+  StoreLink link;
+  ClusterInfo cluster;
+  Nodes nodes;
+  Jobs jobs;
+  Actors actors;
+  Groups groups;
+  Journals journals;
 };
 
 }  // namespace yard::sched::store
