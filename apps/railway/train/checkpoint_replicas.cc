@@ -16,23 +16,23 @@ CheckpointReplicas::CheckpointReplicas(const std::string& run_dir, const std::st
     // fewest actors, each placed knowing where the ones before it are.
     auto make = yard::actor<Checkpointer>(dir, keep, name).max_restarts(-1);
     handles_.push_back(i == 0 ? make.node_affinity(yard::node_id(), true).remote() : make.spread().remote());
-    pids_.push_back(*handles_.back().call(&Checkpointer::pid).remote().get(600s));
+    pids_.push_back(ask(handles_.back(), &Checkpointer::pid));
     dirs_.push_back(dir);
     std::printf("checkpoints in %s on %s, written by checkpointer pid %d\n", dir.c_str(),
-                handles_.back().call(&Checkpointer::node).remote().get(600s)->c_str(), pids_.back());
+                ask(handles_.back(), &Checkpointer::node).c_str(), pids_.back());
   }
   std::fflush(stdout);
 }
 
 void CheckpointReplicas::check(const RecoveryReport& report) {
   for (size_t i = 0; i < handles_.size(); ++i) {
-    int pid = *handles_[i].call(&Checkpointer::pid).remote().get(600s);
+    int pid = ask(handles_[i], &Checkpointer::pid);
     if (pid == pids_[i]) continue;
     Recovery r;
     r.phase = Phase::kCheckpoint;
     r.lost = "checkpointer replica " + std::to_string(i) + " (pid " + std::to_string(pids_[i]) + ")";
     r.error = "its process died";
-    r.redone = "restarted as pid " + std::to_string(pid) + " on " + *handles_[i].call(&Checkpointer::node).remote().get(600s) +
+    r.redone = "restarted as pid " + std::to_string(pid) + " on " + ask(handles_[i], &Checkpointer::node) +
                "; a write it had in hand is handed to it again";
     pids_[i] = pid;
     ++losses_seen_;
@@ -52,7 +52,7 @@ void CheckpointReplicas::handed_again(const std::vector<std::string>& notes, con
     r.lost = "a checkpointer replica";
     r.error = "its process died while it wrote";
     r.redone = n;
-    for (size_t i = 0; i < handles_.size(); ++i) pids_[i] = *handles_[i].call(&Checkpointer::pid).remote().get(600s);
+    for (size_t i = 0; i < handles_.size(); ++i) pids_[i] = ask(handles_[i], &Checkpointer::pid);
     report(r);
   }
 }

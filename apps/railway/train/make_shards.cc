@@ -153,7 +153,7 @@ void record_missing(std::vector<Todo>& todo, double length_km, const RecoveryRep
   std::vector<Call> calls;
   for (size_t i = 0; i < missing.size(); ++i) {
     Call c{missing[i], recorders[i % recorders.size()], 0, {}};
-    c.pid = *c.a.call(&Aligner::pid).remote().get(600s);
+    c.pid = ask(c.a, &Aligner::pid);
     std::printf("recording %s (simulated) in aligner pid %d\n", c.t->log.c_str(), c.pid);
     std::fflush(stdout);
     c.done = c.a.call(&Aligner::record).remote(c.t->log, log_seed(c.t->index), length_km);
@@ -161,7 +161,7 @@ void record_missing(std::vector<Todo>& todo, double length_km, const RecoveryRep
   }
   for (auto& c : calls) {
     auto again = [&c, length_km] {
-      int pid = *c.a.call(&Aligner::pid).remote().get(600s);
+      int pid = ask(c.a, &Aligner::pid);
       return std::pair{c.a.call(&Aligner::record).remote(c.t->log, log_seed(c.t->index), length_km), pid};
     };
     get_retrying(c.done, again, Phase::kRecording, c.t->log + " recorded", c.pid, report);
@@ -210,8 +210,8 @@ void align_missing(const std::vector<Todo>& todo, bool aligned, const RecoveryRe
     }
     for (size_t i = 0; i < ts.size(); ++i) {
       Call c{ts[i], aligners[first + i % n], 0, {}};
-      std::string at = *c.a.call(&Aligner::node).remote().get(600s);
-      c.pid = *c.a.call(&Aligner::pid).remote().get(600s);
+      std::string at = ask(c.a, &Aligner::node);
+      c.pid = ask(c.a, &Aligner::pid);
       std::printf("aligning %s on %s in aligner pid %d%s\n", c.t->log.c_str(), at.c_str(), c.pid,
                   node.empty() || at == node ? "" : (" (the log's node " + node + " is gone)").c_str());
       std::fflush(stdout);
@@ -221,7 +221,7 @@ void align_missing(const std::vector<Todo>& todo, bool aligned, const RecoveryRe
   }
   for (auto& c : calls) {
     auto again = [&c, aligned] {
-      int pid = *c.a.call(&Aligner::pid).remote().get(600s);
+      int pid = ask(c.a, &Aligner::pid);
       return std::pair{c.a.call(&Aligner::align).remote(c.t->log, c.t->shards, aligned), pid};
     };
     auto n = get_retrying(c.windows, again, Phase::kAligning, c.t->log + " aligned", c.pid, report);

@@ -3,6 +3,7 @@
 // keeps it in metrics.jsonl ({"event":"recovery",...}).
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 
@@ -48,6 +49,21 @@ inline bool is_process_loss(const std::exception& e) {
       if (r->remote_type().find(t) != std::string::npos) return true;
   }
   return false;
+}
+
+// An idempotent question to an actor (its pid, its node), asked again when the process answering
+// it was lost (ActorRestarting: the actor is being restarted, and the question goes to the new
+// process), up to `attempts` times; an actor out of restarts still fails with ActorDied.
+template <class A, class M>
+auto ask(const yard::ActorHandle<A>& actor, M method, int attempts = 4,
+         std::chrono::seconds timeout = std::chrono::seconds(600)) {
+  for (int attempt = 1;; ++attempt) {
+    try {
+      return *actor.call(method).remote().get(timeout);
+    } catch (const yard::ActorRestarting&) {
+      if (attempt >= attempts) throw;
+    }
+  }
 }
 
 }  // namespace railway_train
