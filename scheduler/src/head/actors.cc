@@ -251,14 +251,11 @@ void ActorManager::on_placed(const std::string& aid, const std::string& node, ui
   auto body = r->env().getBody();
   if (body.isError()) {
     auto e = body.getError();
-    if (e.getCode() == wire::ErrorCode::UNAVAILABLE) {
-      actor_lost(a, "node " + node + ": " + std::string(e.getMessage()), false);
-      return;
-    }
-    if (e.getCode() == wire::ErrorCode::WORKER_CRASHED) {
-      actor_lost(a, std::string(e.getMessage()), true);
-      return;
-    }
+    // The node had no room (placed again, no restart used) or its worker was lost while
+    // constructing (a restart, as a loss later would be).
+    bool crashed = e.getCode() == wire::ErrorCode::WORKER_CRASHED;
+    if (crashed || e.getCode() == wire::ErrorCode::UNAVAILABLE)
+      return actor_lost(a, crashed ? std::string(e.getMessage()) : "node " + node + ": " + std::string(e.getMessage()), crashed);
     actor_failed(a, e.getCode() == wire::ErrorCode::TASK_ERROR ? wire::ErrorCode::ACTOR_DIED : e.getCode(),
                  e.getMessage());
     return;

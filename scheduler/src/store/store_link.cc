@@ -7,6 +7,16 @@
 
 namespace yard::sched::store {
 
+void StoreLink::write(std::vector<std::vector<std::string>> cmds) {
+  if (gather_) {
+    for (auto& c : cmds) gathered_.push_back(std::move(c));
+  } else if (cmds.size() == 1) {
+    cmd(cmds[0]);
+  } else {
+    run_all(cmds);
+  }
+}
+
 void StoreLink::write_gathered() {
   if (!gathered_.empty()) pipeline({});
 }

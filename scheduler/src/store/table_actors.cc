@@ -25,19 +25,12 @@ std::vector<std::string> actor_hset(const ActorRecord& a) {
 void Actors::add(const ActorRecord& a, const std::string& spec) {
   std::vector<std::vector<std::string>> cmds{{"SADD", keys::actors(), a.id}, actor_hset(a)};
   if (!spec.empty()) cmds.push_back({"SET", keys::actor_spec(a.id), spec});
-  if (!s_.gathering()) return s_.run_all(cmds);
-  for (auto& c : cmds) s_.gather(std::move(c));
+  s_.write(std::move(cmds));
 }
 
 std::vector<std::string> Actors::ids() { return s_.cmd({"SMEMBERS", keys::actors()}).strings(); }
 
-void Actors::save(const ActorRecord& a) {
-  if (!s_.gathering()) {
-    s_.cmd(actor_hset(a));
-    return;
-  }
-  s_.gather(actor_hset(a));
-}
+void Actors::save(const ActorRecord& a) { s_.write({actor_hset(a)}); }
 
 std::optional<ActorRecord> Actors::get(const std::string& id) {
   auto f = s_.hgetall(keys::actor(id));

@@ -115,8 +115,8 @@ class StoreLink {
  public:
   explicit StoreLink(detail::Redis& r) : r_(r) {}
   void gather_writes() { gather_ = true; }
-  bool gathering() const { return gather_; }
-  void gather(std::vector<std::string> cmd) { gathered_.push_back(std::move(cmd)); }
+  // Runs a table's writes now, or, from gather_writes() on, adds them to the gathered ones.
+  void write(std::vector<std::vector<std::string>> cmds);
   void write_gathered();
   // The gathered commands, for a caller that sends them ahead of its own in one round trip (the
   // head's reservations); put_back when that round trip failed.
