@@ -44,9 +44,17 @@ until grep -q "^recovered: checkpointer replica 1" out.txt; do
   if ! kill -0 "$pid" 2>/dev/null || [ $SECONDS -gt $deadline ]; then cat out.txt; echo "the replica's loss was not reported"; exit 1; fi
   sleep 0.2
 done
-# 2. A node under a trainer (still alive, not the head's).
-victim_node=$(grep "trainer nodes:" out.txt | tail -1 | tr ' ' '\n' | grep '^node-' | grep -v "$head_node" | grep -v "$replica_node" | head -1)
-[ -n "$victim_node" ] || { cat out.txt; echo "no trainer on a live joined node"; exit 1; }
+# 2. A node under a trainer (still alive, not the head's). The trainers may have shared the
+# replica's node: then the group restarts without it, and a later "trainer nodes:" line names the
+# new members.
+live_trainer_node() {
+  grep "trainer nodes:" out.txt | tail -1 | tr ' ' '\n' | grep '^node-' | grep -v -e "$head_node" -e "$replica_node" | head -1 || true
+}
+deadline=$((SECONDS + 120))
+until victim_node=$(live_trainer_node) && [ -n "$victim_node" ]; do
+  if ! kill -0 "$pid" 2>/dev/null || [ $SECONDS -gt $deadline ]; then cat out.txt; echo "no trainer on a live joined node"; exit 1; fi
+  sleep 0.2
+done
 victim_pid=$(node_pid "$victim_node")
 echo "killing node $victim_node (node manager pid $victim_pid), which runs a trainer"
 kill -9 "$victim_pid"
