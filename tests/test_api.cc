@@ -11,7 +11,7 @@
 #include <catch2/catch.hpp>
 #include <zmq.hpp>
 
-#include "pending_calls.h"
+#include "submit/pending_calls.h"
 #include "yard/process.h"
 #include "support.h"
 

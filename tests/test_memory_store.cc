@@ -9,7 +9,7 @@
 
 #include <boost/fiber/all.hpp>
 
-#include "memory_store.h"
+#include "objects/memory_store.h"
 #include "yard/errors.h"
 
 using yard::detail::MemoryStore;

@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "metrics_registry.h"
-#include "task_events.h"
+#include "metrics/metrics_registry.h"
+#include "metrics/task_events.h"
 #include "yard/errors.h"
 #include "yard/metrics.h"
 

@@ -4,7 +4,7 @@
 
 #include <unistd.h>
 
-#include "node_memory.h"
+#include "objects/node_memory.h"
 
 using yard::detail::NodeMemory;
 

@@ -5,7 +5,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "pending_calls.h"
+#include "submit/pending_calls.h"
 
 using yard::detail::PendingCalls;
 using namespace std::chrono_literals;

@@ -1,7 +1,7 @@
 // The task submitter's pipelining policy, as a pure function.
 #include <catch2/catch.hpp>
 
-#include "task_submitter.h"
+#include "submit/task_submitter.h"
 
 using yard::detail::pipeline_depth;
 

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "io_loop.h"
-#include "object_fetch.h"
+#include "objects/object_fetch.h"
 #include "messenger.h"
 #include "sealed_link.h"
 

@@ -9,7 +9,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "shm_store.h"
+#include "objects/shm_store.h"
 
 using namespace yard::detail;
 using namespace std::chrono_literals;

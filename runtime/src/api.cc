@@ -14,7 +14,7 @@
 #include "core_worker.h"
 #include "link_limits.h"
 #include "link_security.h"
-#include "pending_calls.h"
+#include "submit/pending_calls.h"
 #include "yard/process.h"
 #include "session.h"
 #include "yard/internal/control_client.h"

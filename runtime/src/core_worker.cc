@@ -7,14 +7,14 @@
 #include <thread>
 
 #include "allocator.h"
-#include "metrics_registry.h"
-#include "task_events.h"
+#include "metrics/metrics_registry.h"
+#include "metrics/task_events.h"
 
 #include <spdlog/spdlog.h>
 
-#include "node_memory.h"
-#include "pending_calls.h"
-#include "shm_store.h"
+#include "objects/node_memory.h"
+#include "submit/pending_calls.h"
+#include "objects/shm_store.h"
 #include "yard/process.h"
 
 namespace yard::detail {

@@ -16,15 +16,15 @@
 #include <string>
 #include <vector>
 
-#include "actor_submitter.h"
-#include "arguments.h"
+#include "submit/actor_submitter.h"
+#include "submit/arguments.h"
 #include "head_client.h"
 #include "messenger.h"
-#include "memory_store.h"
-#include "ownership.h"
-#include "task_executor.h"
-#include "task_spec.h"
-#include "task_submitter.h"
+#include "objects/memory_store.h"
+#include "objects/ownership.h"
+#include "execute/task_executor.h"
+#include "submit/task_spec.h"
+#include "submit/task_submitter.h"
 #include "yard/yard.h"
 
 namespace yard::detail {

@@ -8,7 +8,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "ownership.h"
+#include "objects/ownership.h"
 #include "yard/process.h"
 #include "yard/errors.h"
 

@@ -7,7 +7,7 @@
 
 #include <kj/exception.h>
 
-#include "shm_store.h"
+#include "objects/shm_store.h"
 #include "yard/process.h"
 
 namespace yard::detail {

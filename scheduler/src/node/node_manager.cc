@@ -16,11 +16,11 @@
 #include "common/join.h"
 #include "allocator.h"
 #include "link_limits.h"
-#include "local_copies.h"
+#include "objects/local_copies.h"
 
 #include "yard/process.h"
 #include "session.h"
-#include "shm_store.h"
+#include "objects/shm_store.h"
 #include "yard/errors.h"
 
 namespace fs = std::filesystem;

@@ -30,7 +30,7 @@
 #include "policy/autoscale.h"
 #include "node/node_metrics.h"
 #include "node/local_resources.h"
-#include "node_memory.h"
+#include "objects/node_memory.h"
 #include "node/peers.h"
 #include "node/worker_pool.h"
 #include "policy/gpus.h"

@@ -7,7 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "shm_store.h"
+#include "objects/shm_store.h"
 #include "yard/process.h"
 
 namespace fs = std::filesystem;

@@ -1,10 +1,10 @@
-#include "ownership.h"
+#include "objects/ownership.h"
 
-#include "local_copies.h"
-#include "object_fetch.h"
-#include "metrics_registry.h"
-#include "task_events.h"
-#include "shm_store.h"
+#include "objects/local_copies.h"
+#include "objects/object_fetch.h"
+#include "metrics/metrics_registry.h"
+#include "metrics/task_events.h"
+#include "objects/shm_store.h"
 
 namespace yard::detail {
 

@@ -1,4 +1,4 @@
-#include "actor_submitter.h"
+#include "submit/actor_submitter.h"
 
 #include <algorithm>
 #include <future>

@@ -1,4 +1,4 @@
-#include "local_copies.h"
+#include "objects/local_copies.h"
 
 #include <fcntl.h>
 #include <signal.h>

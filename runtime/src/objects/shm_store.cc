@@ -1,4 +1,4 @@
-#include "shm_store.h"
+#include "objects/shm_store.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

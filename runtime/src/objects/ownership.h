@@ -17,8 +17,8 @@
 #include <utility>
 
 #include "messenger.h"
-#include "memory_store.h"
-#include "object_fetch.h"
+#include "objects/memory_store.h"
+#include "objects/object_fetch.h"
 #include "yard/yard.h"
 
 namespace yard::detail {

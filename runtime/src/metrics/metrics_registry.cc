@@ -1,4 +1,4 @@
-#include "metrics_registry.h"
+#include "metrics/metrics_registry.h"
 
 #include <unistd.h>
 

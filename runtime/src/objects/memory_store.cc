@@ -1,4 +1,4 @@
-#include "memory_store.h"
+#include "objects/memory_store.h"
 
 #include <algorithm>
 #include <atomic>
@@ -6,7 +6,7 @@
 #include <boost/fiber/condition_variable.hpp>
 #include <boost/fiber/mutex.hpp>
 
-#include "node_memory.h"
+#include "objects/node_memory.h"
 #include "wire.capnp.h"
 #include "yard/errors.h"
 

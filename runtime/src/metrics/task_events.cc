@@ -1,4 +1,4 @@
-#include "task_events.h"
+#include "metrics/task_events.h"
 
 #include <algorithm>
 #include <chrono>

@@ -14,8 +14,8 @@
 
 #include "call_port.h"
 #include "messenger.h"
-#include "metrics_registry.h"
-#include "ownership.h"
+#include "metrics/metrics_registry.h"
+#include "objects/ownership.h"
 
 namespace yard::detail {
 

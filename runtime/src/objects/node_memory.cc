@@ -1,4 +1,4 @@
-#include "node_memory.h"
+#include "objects/node_memory.h"
 
 #include <fcntl.h>
 #include <signal.h>

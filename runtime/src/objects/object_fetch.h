@@ -17,7 +17,7 @@
 #include <string>
 
 #include "messenger.h"
-#include "memory_store.h"
+#include "objects/memory_store.h"
 
 namespace yard::detail {
 

@@ -1,7 +1,7 @@
-#include "task_executor.h"
+#include "execute/task_executor.h"
 
-#include "metrics_registry.h"
-#include "task_events.h"
+#include "metrics/metrics_registry.h"
+#include "metrics/task_events.h"
 
 #include <algorithm>
 #include <cxxabi.h>
@@ -13,8 +13,8 @@
 #include <spdlog/spdlog.h>
 
 #include "core_worker.h"
-#include "memory_store.h"
-#include "shm_store.h"
+#include "objects/memory_store.h"
+#include "objects/shm_store.h"
 #include "yard/process.h"
 
 namespace yard::detail {

@@ -1,7 +1,7 @@
-#include "arguments.h"
+#include "submit/arguments.h"
 
 #include "core_worker.h"
-#include "shm_store.h"
+#include "objects/shm_store.h"
 
 namespace yard::detail {
 

@@ -1,4 +1,4 @@
-#include "object_fetch.h"
+#include "objects/object_fetch.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "link_security.h"
-#include "ownership.h"
+#include "objects/ownership.h"
 
 namespace yard::detail {
 

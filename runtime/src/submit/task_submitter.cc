@@ -1,4 +1,4 @@
-#include "task_submitter.h"
+#include "submit/task_submitter.h"
 
 #include <algorithm>
 

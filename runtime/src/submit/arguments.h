@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "messenger.h"
-#include "memory_store.h"
-#include "ownership.h"
-#include "task_spec.h"
+#include "objects/memory_store.h"
+#include "objects/ownership.h"
+#include "submit/task_spec.h"
 #include "wire.h"
 
 namespace yard::detail {

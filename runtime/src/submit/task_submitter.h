@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
-#include "arguments.h"
+#include "submit/arguments.h"
 #include "messenger.h"
-#include "memory_store.h"
-#include "task_spec.h"
+#include "objects/memory_store.h"
+#include "submit/task_spec.h"
 #include "yard/yard.h"
 
 namespace yard::detail {

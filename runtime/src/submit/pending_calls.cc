@@ -1,4 +1,4 @@
-#include "pending_calls.h"
+#include "submit/pending_calls.h"
 
 #include <cstdlib>
 #include <string>

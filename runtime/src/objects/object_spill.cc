@@ -8,8 +8,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "memory_store.h"
-#include "node_memory.h"
+#include "objects/memory_store.h"
+#include "objects/node_memory.h"
 #include "yard/errors.h"
 
 namespace yard::detail {
