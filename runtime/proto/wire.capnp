@@ -288,6 +288,33 @@ struct SubmitJob {
   env @2 :List(Text);        # extra KEY=VALUE pairs
   workingDir @3 :Text;       # digest of an uploaded tar.gz: the job and its workers run in it
   maxRetries @4 :Int32;      # runs again (up to this many times) when its process dies by a signal
+  # A job with a shape waits in the head's queue until its fixed parts and MIN replicas fit; one
+  # without (shape.maxReplicas 0) runs at once, best effort, as before.
+  team @5 :Text;
+  priority @6 :Int32;
+  shape @7 :JobShape;
+  jobId @8 :Text;            # head -> node: the queued job it admitted (its record exists)
+}
+
+struct JobShape {
+  fixed @0 :List(Bundle);    # the driver and the job's other fixed parts
+  replica @1 :List(Resource);  # one elastic replica
+  minReplicas @2 :Int32;
+  maxReplicas @3 :Int32;     # 0: no shape
+  strategy @4 :PlacementStrategy;  # how its replicas spread over nodes
+}
+
+enum JobAction {
+  cancel @0;                 # a queued job leaves the queue; a running one is stopped
+  hold @1;                   # a queued job is not admitted until released
+  release @2;
+  setPriority @3;
+}
+
+struct JobControl {
+  jobId @0 :Text;
+  action @1 :JobAction;
+  priority @2 :Int32;        # setPriority
 }
 
 struct JobInfo {
@@ -298,6 +325,16 @@ struct JobInfo {
   startTime @4 :Float64;
   endTime @5 :Float64;
   logPath @6 :Text;
+  # Jobs with a shape (`yard submit --replicas`): their place in the queue.
+  shaped @7 :Bool;
+  team @8 :Text;
+  priority @9 :Int32;
+  replicas @10 :Int32;       # admitted replicas (0 while queued)
+  minReplicas @11 :Int32;
+  maxReplicas @12 :Int32;
+  queuedAt @13 :Float64;
+  waitReason @14 :Text;      # while queued: the reason's name ("no_room", "held", ...)
+  waitDetail @15 :Text;      # and what and where
 }
 
 struct JobLogs {
@@ -429,6 +466,7 @@ struct Envelope {
                                # request of its own (PushTask.requestId), answered on its own
     taskReplies @58 :List(GroupedReply);  # replies to one requester's calls made together, each
                                # read as if it came alone (the group's requestId is 0)
+    jobControl @59 :JobControl;  # to the head: cancel, hold, release or reprioritise a job (ok)
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
 }

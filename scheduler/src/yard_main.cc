@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "control_client.h"
+#include "job_commands.h"
 #include "status_command.h"
 #include "stop_cluster.h"
 #include "common/web_server.h"
@@ -250,10 +251,12 @@ struct Args {
   bool drain_force = false;
   int max_retries = 0;
   std::string output;
+  sched::ShapeArgs shape;
+  sched::JobArgs job;
 };
 
 struct Commands {
-  CLI::App *start, *stop, *status, *submit, *jobs, *logs, *stop_job, *drain, *metrics_targets, *timeline, *dashboard;
+  CLI::App *start, *stop, *status, *submit, *jobs, *job, *logs, *stop_job, *drain, *metrics_targets, *timeline, *dashboard;
 };
 
 Commands define_start(CLI::App& app, Args& a, Commands c) {
@@ -336,8 +339,11 @@ Commands define_cli(CLI::App& app, Args& a) {
   c.submit->add_option("--working-dir", a.working_dir,
                        "upload this directory; the job and its workers on every node run in a copy of it")
       ->check(CLI::ExistingDirectory);
+  sched::add_shape_options(c.submit, a.shape);
   c.submit->add_option("entrypoint", a.entry, "program and arguments, after --")->required();
-  c.jobs = add_conn(app.add_subcommand("jobs", "list jobs"));
+  c.jobs = add_conn(app.add_subcommand("jobs", "list jobs, and why each queued job waits"));
+  c.jobs->add_flag("--json", a.as_json, "every job's fields as JSON");
+  c.job = add_conn(sched::define_job_command(app, a.job));
   c.logs = add_conn(app.add_subcommand("logs", "print a job's output"));
   c.logs->add_option("job", a.job_id, "job id")->required();
   c.logs->add_flag("-f,--follow", a.follow, "keep printing until the job ends");
@@ -414,11 +420,17 @@ int cmd_submit(const Args& a) {
     sj.setCwd(wd);
     sj.setWorkingDir(wd_digest);
     sj.setMaxRetries(a.max_retries);
+    sched::set_shape(sj, a.shape);
     auto e = sj.initEnv(static_cast<unsigned>(a.env_kv.size()));
     for (unsigned i = 0; i < a.env_kv.size(); ++i) e.set(i, a.env_kv[i]);
   });
-  std::string id = r->env().getBody().getJobInfo().getJobId();
-  std::cerr << "yard: submitted " << id << "\n";
+  auto info = r->env().getBody().getJobInfo();
+  std::string id = info.getJobId();
+  std::cerr << "yard: submitted " << id;
+  if (info.getStatus() == "QUEUED")
+    std::cerr << " (queued: " << info.getWaitReason().cStr()
+              << (info.getWaitDetail().size() ? std::string(": ") + info.getWaitDetail().cStr() : std::string()) << ")";
+  std::cerr << "\n";
   if (a.no_wait) {
     std::cout << id << "\n";
     return 0;
@@ -430,13 +442,7 @@ int cmd_submit(const Args& a) {
 
 int cmd_jobs(const Args& a) {
   auto c = connect(a.address, a.token);
-  auto r = c.call([](auto env) { env.getBody().setListJobs(); });
-  std::cout << fmt::format("{:<10} {:<10} {:>5}  {}\n", "JOB", "STATUS", "EXIT", "ENTRYPOINT");
-  for (auto j : r->env().getBody().getJobList())
-    std::cout << fmt::format("{:<10} {:<10} {:>5}  {}\n", j.getJobId().cStr(), j.getStatus().cStr(),
-                             j.getStatus() == "RUNNING" ? std::string("-") : std::to_string(j.getExitCode()),
-                             j.getEntrypoint().cStr());
-  return 0;
+  return sched::list_jobs(c, a.as_json);
 }
 
 int cmd_drain(const Args& a) {
@@ -478,6 +484,10 @@ int main(int argc, char** argv) {
     if (c.status->parsed()) return sched::status_command(a.address, a.token, a.as_json, a.verbose);
     if (c.submit->parsed()) return cmd_submit(a);
     if (c.jobs->parsed()) return cmd_jobs(a);
+    if (c.job->parsed()) {
+      auto conn = connect(a.address, a.token);
+      return sched::job_command(conn, a.job);
+    }
     if (c.logs->parsed()) {
       auto conn = connect(a.address, a.token);
       int code = follow_logs(conn, a.job_id, a.follow);

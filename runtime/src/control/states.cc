@@ -24,7 +24,8 @@ const std::pair<NodeState, const char*> kNodeStates[] = {
 const std::pair<JobStatus, const char*> kJobStatuses[] = {{JobStatus::kRunning, "RUNNING"},
                                                           {JobStatus::kSucceeded, "SUCCEEDED"},
                                                           {JobStatus::kFailed, "FAILED"},
-                                                          {JobStatus::kStopped, "STOPPED"}};
+                                                          {JobStatus::kStopped, "STOPPED"},
+                                                          {JobStatus::kQueued, "QUEUED"}};
 const std::pair<ActorState, const char*> kActorStates[] = {{ActorState::kPending, "PENDING"},
                                                            {ActorState::kAlive, "ALIVE"},
                                                            {ActorState::kRestarting, "RESTARTING"},

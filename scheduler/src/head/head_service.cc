@@ -179,6 +179,9 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   groups_->could_add_nodes = [this](const policy::GroupRequest& g) { return autoscaler_ && autoscaler_->wait_for_nodes(g); };
   groups_->on_removed = [this](const std::string& g, const std::string& why) { actors_->group_removed(g, why); };
   groups_->on_placed = [this] { actors_->process(); };
+  queue_ = std::make_unique<JobQueue>(
+      *tables_, *nodes_, [this] { return held_by_jobs(actors_->records(), groups_->status()); },
+      [this](const store::JobRecord& j, const nlohmann::json& sub) { start_queued(j, sub); }, nullptr);
   tables_->link.gather_writes();
   io_->post([this] { io_->before_sending([this] { write_records(); }); });
 }
@@ -206,6 +209,14 @@ void HeadService::begin_serving() {
       }
     });
   }
+  // The queue after the jobs (a job that ended while there was no head leaves it).
+  on_loop([this] {
+    try {
+      queue_->rebuild();
+    } catch (const std::exception& e) {
+      spdlog::error("reading the job queue from Redis: {}", e.what());
+    }
+  });
   tables_->cluster.put(io_->address(), o_.session_dir, log_dir_, start_time_);
   // Beyond loopback the web endpoints speak HTTPS with the cluster's web identity (web_server.h).
   if (curve_for_host(o_.host)) {
@@ -451,7 +462,8 @@ void HeadService::handle_head_request(Incoming& in) {
     case B::DRAIN_NODE: return on_drain(in);
     case B::SUBMIT_JOB: return on_submit_job(in);
     case B::JOB_LOGS: return on_job_logs(in);
-    case B::STOP_JOB: return on_stop_job(in);
+    case B::STOP_JOB: return on_stop_job(in, in.msg->env().getBody().getStopJob());
+    case B::JOB_CONTROL: return on_job_control(in);
     case B::STATUS: return on_status(in);
     case B::STATUS_SUMMARY: return on_status_summary(in);
     case B::TIMELINE: return on_timeline(in);
@@ -521,6 +533,7 @@ void HeadService::periodic() {
   actors_->process();
   actors_->tick();
   groups_->tick();
+  queue_->tick();
   if (autoscaler_) autoscaler_->tick_if_poked();
 }
 

@@ -8,6 +8,7 @@
 //  * ClusterNodes (cluster_nodes.h): the nodes as the head sees them and its reservations;
 //  * ActorManager (actors.h): placement across nodes, restarts, lookups, names;
 //  * GroupManager (groups.h): placement groups;
+//  * JobQueue (job_queue.h): jobs with a shape wait there until they are admitted;
 // and the service itself: start-up and takeover, the failure detector and drains (nodes.cc),
 // status, events, blobs, the control store's address. One I/O thread.
 #pragma once
@@ -31,6 +32,7 @@
 #include "head/dashboard.h"
 #include "head/head_metrics.h"
 #include "head/status_builder.h"
+#include "head/job_queue.h"
 #include "head/job_table.h"
 #include "policy/liveness.h"
 #include "policy/placement.h"
@@ -89,9 +91,14 @@ class HeadService {
   void on_restart_job(Incoming& in);
   void on_submit_job(Incoming& in);
   void on_job_logs(Incoming& in);
-  void on_stop_job(Incoming& in);
+  void on_stop_job(Incoming& in, const std::string& id);
   void on_list_jobs(Incoming& in);
   void on_blob(Incoming& in);
+  // The job queue's requests (queue_requests.cc): a job with a shape joins the queue; cancel, hold,
+  // release, priority; an admitted job's program started on the driver node.
+  void submit_queued(Incoming& in);
+  void on_job_control(Incoming& in);
+  void start_queued(const store::JobRecord& j, const nlohmann::json& submission);
   // The job ended (`status`), or its driver did (nullopt: the program `yard submit` started
   // still runs, and its node says when it ends): its actors and groups go, its nodes are told.
   void end_job(Job& j, std::optional<store::JobStatus> status);
@@ -151,6 +158,7 @@ class HeadService {
   Clock::time_point records_retry_at_{};  // after a failed write_records, its next try
   std::unique_ptr<ActorManager> actors_;  // over nodes_, groups_ and jobs_
   std::unique_ptr<GroupManager> groups_;  // over nodes_ and jobs_
+  std::unique_ptr<JobQueue> queue_;       // over nodes_
   struct Drain {
     std::string node, routing;
     uint64_t req;

@@ -19,6 +19,11 @@ JobTable::Job* JobTable::find(const std::string& id) {
   return &jobs_.emplace(id, std::move(j)).first->second;
 }
 
+JobTable::Job* JobTable::reload(const std::string& id) {
+  jobs_.erase(id);
+  return find(id);
+}
+
 bool JobTable::running(const std::string& id) {
   auto* j = find(id);
   return j && !j->ended;

@@ -21,6 +21,8 @@ class JobTable {
 
   // The job, or nullptr when there is no record of it.
   Job* find(const std::string& id);
+  // The job read again from its record (another part changed it: the queue, a node).
+  Job* reload(const std::string& id);
   // How many jobs there are by status.
   std::map<std::string, int> counts() const;
   bool running(const std::string& id);

@@ -101,6 +101,7 @@ void HeadService::end_job(Job& j, std::optional<store::JobStatus> status) {
       jobs_->save(j);
     }
   }
+  if (status) queue_->ended(j.id);
   // Its actors and placement groups go with the driver; detached actors stay.
   actors_->job_ended(j.id);
   groups_->job_ended(j.id);
@@ -117,6 +118,7 @@ void HeadService::end_job(Job& j, std::optional<store::JobStatus> status) {
 }
 
 void HeadService::on_submit_job(Incoming& in) {
+  if (in.msg->env().getBody().getSubmitJob().getShape().getMaxReplicas() > 0) return submit_queued(in);
   auto [node, address] = driver_node();
   if (address.empty()) {
     reply_.error(in, wire::ErrorCode::UNAVAILABLE, "no node is alive to run the job; retry");
@@ -130,8 +132,12 @@ void HeadService::on_submit_job(Incoming& in) {
   });
 }
 
-void HeadService::on_stop_job(Incoming& in) {
-  std::string id = in.msg->env().getBody().getStopJob();
+void HeadService::on_stop_job(Incoming& in, const std::string& id) {
+  if (auto* q = queue_->find(id); q && q->queue->admitted_at == 0) {
+    if (auto why = queue_->control(id, JobAction::kCancel, 0)) return reply_.error(in, wire::ErrorCode::BAD_REQUEST, *why);
+    jobs_->reload(id);
+    return reply_.ok(in);
+  }
   Job* j = jobs_->find(id);
   if (!j) {
     reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + id);
@@ -189,6 +195,19 @@ void HeadService::on_list_jobs(Incoming& in) {
     list[i].setStartTime(jobs[i].start);
     list[i].setEndTime(jobs[i].end);
     list[i].setLogPath(jobs[i].log_path);
+    if (auto& q = jobs[i].queue) {
+      list[i].setShaped(true);
+      list[i].setTeam(q->team);
+      list[i].setPriority(q->priority);
+      list[i].setReplicas(q->admitted_at > 0 ? static_cast<int32_t>(q->replica_nodes.size()) : 0);
+      list[i].setMinReplicas(q->shape.min);
+      list[i].setMaxReplicas(q->shape.max);
+      list[i].setQueuedAt(q->queued_at);
+      if (auto w = queue_->waiting(jobs[i].id)) {
+        list[i].setWaitReason(policy::name(w->why.reason));
+        list[i].setWaitDetail(w->why.detail);
+      }
+    }
   }
   io_->reply(in.routing_id, m.finish());
 }

@@ -27,6 +27,15 @@ void JobRunner::save(const Job& j) {
     r.status = j.status;
     r.exit_code = j.exit_code;
     r.end = j.end;
+    if (j.runs_here) {  // this node started its program (a job the head admitted from its queue)
+      r.entrypoint = j.entrypoint;
+      r.log_path = j.log_path;
+      r.start = j.start;
+      r.proc_pid = j.proc_pid;
+      r.cwd = j.cwd;
+      r.workdir = j.workdir;
+      r.submitted = true;
+    }
   }
   r.node = s_.node_id;
   tables_.jobs.save(r);
@@ -46,7 +55,7 @@ Result<const JobRunner::Job*> JobRunner::submit(Submission sub) {
   }
   sub.argv[0] = which(sub.argv[0]);
   Job j;
-  j.id = tables_.jobs.new_id();
+  j.id = sub.id.empty() ? tables_.jobs.new_id() : sub.id;
   j.submitted = true;
   j.runs_here = true;
   j.entrypoint = ep;
@@ -59,7 +68,7 @@ Result<const JobRunner::Job*> JobRunner::submit(Submission sub) {
   j.retries_left = std::max(0, sub.max_retries);
   { std::ofstream(j.log_path, std::ios::app); }
   if (auto why = spawn_program(j)) return R::fail("cannot start the job: " + *why);
-  tables_.jobs.add(j.id);
+  if (sub.id.empty()) tables_.jobs.add(j.id);
   save(j);
   spdlog::info("job {} submitted: {} (pid {})", j.id, ep, j.proc_pid);
   auto id = j.id;

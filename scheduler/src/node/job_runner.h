@@ -40,6 +40,7 @@ class JobRunner {
     std::string cwd, workdir;  // workdir: a working directory's digest (uploaded to the head)
     std::map<std::string, std::string> env;
     int max_retries = 0;  // runs again when its process dies by a signal
+    std::string id;       // a job the head admitted from its queue (its record exists); "": a new job
   };
   // A program that exited: its job, and whether it is to run again (it died by a signal with
   // retries left) rather than having ended.

@@ -13,6 +13,7 @@ void NodeManager::on_submit_job(Incoming& in) {
   sub.cwd = sj.getCwd();
   sub.workdir = sj.getWorkingDir();
   sub.max_retries = sj.getMaxRetries();
+  sub.id = sj.getJobId();
   for (auto kv : sj.getEnv()) {
     std::string s = kv;
     auto eq = s.find('=');

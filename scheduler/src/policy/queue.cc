@@ -108,9 +108,11 @@ void Cycle::consider(const QueuedJob& j) {
   }
   if (preempt_for(j, prio)) return;
   bool alone = place_job(in.pool, j.shape, j.shape.min).outcome == Outcome::kPlaced;
+  auto count = [](size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
+  std::string parts = j.shape.fixed.empty() ? "" : count(j.shape.fixed.size(), "fixed part") + " and ";
   wait(j, prio, alone ? WaitReason::kBehindInQueue : WaitReason::kNoRoom,
-       "needs " + res_text(need) + " (" + std::to_string(j.shape.fixed.size()) + " fixed parts and " +
-           std::to_string(j.shape.min) + " replicas of " + res_text(j.shape.replica) + ")");
+       "needs " + res_text(need) + " (" + parts + count(static_cast<size_t>(j.shape.min), "replica") + " of " +
+           res_text(j.shape.replica) + ")");
 }
 
 bool Cycle::preempt_for(const QueuedJob& j, int prio) {

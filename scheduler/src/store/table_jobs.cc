@@ -1,5 +1,7 @@
 #include "store/tables.h"
 
+#include <nlohmann/json.hpp>
+
 #include "store/fields.h"
 #include "yard/internal/keys.h"
 #include "yard/internal/redis.h"
@@ -9,19 +11,94 @@ using yard::sched::store::fields::text;
 
 namespace yard::sched::store {
 
+namespace {
+
+using json = nlohmann::json;
+
+json shape_json(const policy::JobShape& s) {
+  return {{"fixed", s.fixed}, {"replica", s.replica}, {"min", s.min}, {"max", s.max}, {"strategy", policy::name(s.strategy)}};
+}
+
+// The shape a record holds; nullopt for one that cannot be read (the job then fails to be queued
+// again, with the reason in the head's log).
+std::optional<policy::JobShape> shape_of(const std::string& text) {
+  try {
+    auto j = json::parse(text);
+    policy::JobShape s;
+    s.fixed = j.at("fixed").get<std::vector<Res>>();
+    s.replica = j.at("replica").get<Res>();
+    s.min = j.at("min").get<int>();
+    s.max = j.at("max").get<int>();
+    s.strategy = policy::parse_bundle_strategy(j.at("strategy").get<std::string>()).value_or(policy::BundleStrategy::kSpread);
+    return s;
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
+}
+
+std::vector<std::string> job_hset(const JobRecord& j) {
+  std::vector<std::string> c{"HSET", keys::job(j.id), "entrypoint", j.entrypoint, "status", name(j.status), "exit_code",
+          std::to_string(j.exit_code), "start", std::to_string(j.start), "end", std::to_string(j.end), "log",
+          j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", j.node, "submitted", j.submitted ? "1" : "0",
+          "proc_pid", std::to_string(j.proc_pid), "binary", j.binary, "binary_digest", j.digest, "workdir_digest",
+          j.workdir, "cwd", j.cwd};
+  if (auto& q = j.queue) {
+    std::vector<std::string> more{"team", q->team, "priority", std::to_string(q->priority), "shape",
+                                  shape_json(q->shape).dump(), "queued_at", std::to_string(q->queued_at),
+                                  "admitted_at", std::to_string(q->admitted_at), "held", q->held ? "1" : "0",
+                                  "fixed_nodes", json(q->fixed_nodes).dump(), "replica_nodes", json(q->replica_nodes).dump()};
+    c.insert(c.end(), more.begin(), more.end());
+  }
+  return c;
+}
+
+std::vector<std::string> nodes_of(const std::string& text) {
+  try {
+    return json::parse(text).get<std::vector<std::string>>();
+  } catch (const json::exception&) {
+    return {};
+  }
+}
+
+std::optional<QueueEntry> queue_entry(const std::map<std::string, std::string>& f) {
+  auto shape = shape_of(text(f, "shape"));
+  if (!shape) return std::nullopt;
+  QueueEntry q;
+  q.team = text(f, "team");
+  q.priority = static_cast<int>(num(f, "priority"));
+  q.shape = std::move(*shape);
+  q.queued_at = num(f, "queued_at");
+  q.admitted_at = num(f, "admitted_at");
+  q.held = text(f, "held") == "1";
+  q.fixed_nodes = nodes_of(text(f, "fixed_nodes"));
+  q.replica_nodes = nodes_of(text(f, "replica_nodes"));
+  return q;
+}
+
+}  // namespace
+
 std::string Jobs::new_id() { return "job-" + std::to_string(s_.cmd({"INCR", keys::job_counter()}).integer()); }
 
 void Jobs::add(const std::string& id) { s_.cmd({"RPUSH", keys::jobs(), id}); }
 
 std::vector<std::string> Jobs::ids() { return s_.cmd({"LRANGE", keys::jobs(), "0", "-1"}).strings(); }
 
-void Jobs::save(const JobRecord& j) {
-  s_.cmd({"HSET", keys::job(j.id), "entrypoint", j.entrypoint, "status", name(j.status), "exit_code",
-          std::to_string(j.exit_code), "start", std::to_string(j.start), "end", std::to_string(j.end), "log",
-          j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", j.node, "submitted", j.submitted ? "1" : "0",
-          "proc_pid", std::to_string(j.proc_pid), "binary", j.binary, "binary_digest", j.digest, "workdir_digest",
-          j.workdir, "cwd", j.cwd});
+void Jobs::save(const JobRecord& j) { s_.write({job_hset(j)}); }
+
+void Jobs::enqueue(const JobRecord& j, const std::string& submission) {
+  s_.write({{"RPUSH", keys::jobs(), j.id}, job_hset(j), {"SET", keys::job_submission(j.id), submission},
+            {"SADD", keys::job_queue(), j.id}});
 }
+
+std::vector<std::string> Jobs::queued() { return s_.cmd({"SMEMBERS", keys::job_queue()}).strings(); }
+
+std::optional<std::string> Jobs::submission(const std::string& id) {
+  auto r = s_.cmd({"GET", keys::job_submission(id)});
+  if (r.is_nil()) return std::nullopt;
+  return r.str();
+}
+
+void Jobs::leave_queue(const std::string& id) { s_.write({{"SREM", keys::job_queue(), id}}); }
 
 std::optional<JobRecord> Jobs::get(const std::string& id) {
   auto f = s_.hgetall(keys::job(id));
@@ -42,6 +119,7 @@ std::optional<JobRecord> Jobs::get(const std::string& id) {
   j.digest = text(f, "binary_digest");
   j.workdir = text(f, "workdir_digest");
   j.cwd = text(f, "cwd");
+  if (f.count("shape")) j.queue = queue_entry(f);
   return j;
 }
 

@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "policy/placement.h"
+#include "policy/queue.h"
 #include "yard/internal/keys.h"
 #include "yard/internal/states.h"
 
@@ -58,6 +59,17 @@ using states::parse_group_state;
 using states::parse_job_status;
 using states::parse_node_state;
 
+// A job submitted with a shape (`yard submit --replicas`): its place in the queue and what the
+// queue decided.
+struct QueueEntry {
+  std::string team;
+  int priority = 0;
+  policy::JobShape shape;
+  double queued_at = 0, admitted_at = 0;  // admitted_at 0: waiting
+  bool held = false;
+  std::vector<std::string> fixed_nodes, replica_nodes;  // where admission put its parts
+};
+
 struct JobRecord {
   std::string id, entrypoint, log_path, node, binary, digest, workdir, cwd;
   JobStatus status = JobStatus::kRunning;
@@ -65,6 +77,7 @@ struct JobRecord {
   double start = 0, end = 0;
   long driver_pid = 0, proc_pid = 0;
   bool submitted = false;  // run by `yard submit` (its process is the node's child)
+  std::optional<QueueEntry> queue;
 };
 
 struct ActorRecord {
@@ -234,6 +247,13 @@ class Jobs {
   void save(const JobRecord& j);
   std::optional<JobRecord> get(const std::string& id);
   std::map<std::string, std::string> fields(const std::string& id);
+  // A job with a shape joins the queue: its record, its membership and what it asked to run (the
+  // submission, JSON), in one transaction.
+  void enqueue(const JobRecord& j, const std::string& submission);
+  std::vector<std::string> queued();
+  std::optional<std::string> submission(const std::string& id);
+  // A job that ended leaves the queue (its record stays).
+  void leave_queue(const std::string& id);
 
  private:
   StoreLink& s_;

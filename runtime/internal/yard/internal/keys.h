@@ -54,6 +54,9 @@ inline constexpr Table kJobTable{"jobs", Durability::kDurable};
 inline std::string jobs() { return "yard:jobs"; }
 inline std::string job_counter() { return "yard:counter:job"; }
 inline std::string job(std::string_view id) { return "yard:job:" + std::string(id); }
+// The jobs in the queue (waiting, or admitted and not ended), and what each asked to run.
+inline std::string job_queue() { return "yard:queue"; }
+inline std::string job_submission(std::string_view id) { return "yard:job:" + std::string(id) + ":submission"; }
 // A job's timeline and training curves (shown by the dashboard; a lost one starts again).
 inline constexpr Table kTimelineTable{"timelines", Durability::kRebuilt};
 inline std::string timeline(std::string_view job_id) { return "yard:timeline:" + std::string(job_id); }

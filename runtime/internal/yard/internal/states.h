@@ -12,7 +12,8 @@
 namespace yard::states {
 
 enum class NodeState { kAlive, kDraining, kDead };
-enum class JobStatus { kRunning, kSucceeded, kFailed, kStopped };
+// kQueued: a job with a shape waiting in the head's queue (`yard submit --replicas`).
+enum class JobStatus { kRunning, kSucceeded, kFailed, kStopped, kQueued };
 enum class ActorState { kPending, kAlive, kRestarting, kDead };
 enum class GroupState { kPending, kCreated, kRescheduling, kRemoved };
 

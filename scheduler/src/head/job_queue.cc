@@ -1,0 +1,221 @@
+#include "head/job_queue.h"
+
+#include <algorithm>
+#include <limits>
+
+#include <spdlog/spdlog.h>
+
+#include "policy/fair_share.h"
+#include "yard/process.h"
+
+namespace yard::sched {
+
+namespace {
+
+double now_s() { return sys::unix_time(); }
+
+// Takes from `pool` what a job was promised and does not hold yet: its bundles, at the nodes
+// admission put them, until what it holds now is accounted for.
+void take_unheld(policy::ClusterView& pool, const store::QueueEntry& q, Res held) {
+  auto take = [&](const std::string& node, const Res& bundle) {
+    Res rest;
+    for (auto& [k, v] : bundle) {
+      double h = std::max(0.0, held[k]);
+      double used = std::min(h, v);
+      held[k] = h - used;
+      if (v - used > 1e-9) rest[k] = v - used;
+    }
+    if (rest.empty()) return;
+    const policy::NodeState* n = pool.find(node);
+    if (!n) return;
+    auto i = static_cast<size_t>(n - pool.nodes.data());
+    Res a = pool.nodes[i].avail;
+    sub(a, rest);
+    pool.set_avail(i, std::move(a));
+  };
+  for (size_t i = 0; i < q.fixed_nodes.size() && i < q.shape.fixed.size(); ++i) take(q.fixed_nodes[i], q.shape.fixed[i]);
+  for (auto& n : q.replica_nodes) take(n, q.shape.replica);
+}
+
+}  // namespace
+
+std::map<std::string, Res> held_by_jobs(const std::vector<store::ActorRecord>& actors, const nlohmann::json& groups) {
+  std::map<std::string, Res> held;
+  for (auto& a : actors)
+    if (a.pg.empty() && a.state != store::ActorState::kDead && !a.node.empty()) add(held[a.job], a.resources);
+  for (auto& g : groups) {
+    if (g.value("state", "") == "REMOVED") continue;
+    auto& bundles = g.at("bundles");
+    auto& nodes = g.at("bundle_nodes");
+    for (size_t i = 0; i < bundles.size() && i < nodes.size(); ++i)
+      if (!nodes[i].get<std::string>().empty()) add(held[g.value("job", "")], bundles[i].get<Res>());
+  }
+  return held;
+}
+
+Result<std::string> JobQueue::submit(store::QueueEntry entry, const std::string& entrypoint, const nlohmann::json& submission) {
+  using R = Result<std::string>;
+  int team_queued = 0;
+  for (auto& [id, j] : jobs_) team_queued += j.queue->team == entry.team && j.queue->admitted_at == 0;
+  if (auto no = policy::check_submission(teams_, entry.team, entry.priority, entry.shape, team_queued)) return R::fail(no->message);
+  store::JobRecord j;
+  j.id = tables_.jobs.new_id();
+  j.entrypoint = entrypoint;
+  j.status = store::JobStatus::kQueued;
+  j.submitted = true;
+  entry.queued_at = now_s();
+  entry.admitted_at = 0;
+  j.queue = std::move(entry);
+  tables_.jobs.enqueue(j, submission.dump());
+  spdlog::info("job {} queued: team '{}', priority {}, replicas {}:{} of {}", j.id, j.queue->team, j.queue->priority,
+               j.queue->shape.min, j.queue->shape.max, res_text(j.queue->shape.replica));
+  std::string id = j.id;
+  jobs_.emplace(id, std::move(j));
+  next_cycle_ = {};
+  return R::ok(id);
+}
+
+policy::QueueInput JobQueue::input() const {
+  policy::QueueInput in;
+  in.teams = teams_;
+  in.now = now_s();
+  in.pool = nodes_.view();
+  std::map<std::string, Res> held;
+  bool any_admitted = std::any_of(jobs_.begin(), jobs_.end(), [](auto& e) { return e.second.queue->admitted_at > 0; });
+  if (any_admitted && held_) held = held_();
+  for (auto& [id, j] : jobs_) {
+    auto& q = *j.queue;
+    if (q.admitted_at == 0) {
+      in.queued.push_back({id, q.team, q.priority, q.queued_at, q.shape, q.held});
+      continue;
+    }
+    policy::RunningJob r;
+    r.id = id;
+    r.team = q.team;
+    r.priority = q.priority;
+    r.admitted_at = q.admitted_at;
+    // Preemption is not carried out yet: a running job keeps what it was admitted with.
+    r.exempt_until = std::numeric_limits<double>::infinity();
+    r.shape = q.shape;
+    r.fixed_nodes = q.fixed_nodes;
+    r.replica_nodes = q.replica_nodes;
+    in.running.push_back(std::move(r));
+    take_unheld(in.pool, q, held[id]);
+  }
+  return in;
+}
+
+void JobQueue::cycle() {
+  next_cycle_ = std::chrono::steady_clock::now() + kCycle;
+  if (jobs_.empty()) return;
+  auto in = input();
+  auto d = policy::schedule_queue(in);
+  waiting_.clear();
+  for (auto& w : d.waiting) waiting_[w.job] = w;
+  for (auto& a : d.admit) admit(a, in.now);
+}
+
+void JobQueue::tick() {
+  if (!jobs_.empty() && std::chrono::steady_clock::now() >= next_cycle_) cycle();
+}
+
+void JobQueue::admit(const policy::Admit& a, double now) {
+  auto it = jobs_.find(a.job);
+  if (it == jobs_.end()) return;
+  auto& j = it->second;
+  auto& q = *j.queue;
+  q.admitted_at = now;
+  q.fixed_nodes = a.fixed_nodes;
+  q.replica_nodes = a.replica_nodes;
+  j.status = store::JobStatus::kRunning;
+  nlohmann::json sub;
+  if (auto text = tables_.jobs.submission(j.id)) sub = nlohmann::json::parse(*text, nullptr, false);
+  if (!sub.is_object()) {
+    spdlog::error("job {}: what it asked to run is missing from the control store; it fails", j.id);
+    j.status = store::JobStatus::kFailed;
+    j.end = now;
+    j.exit_code = -1;
+    tables_.jobs.save(j);
+    tables_.jobs.leave_queue(j.id);
+    jobs_.erase(it);
+    return;
+  }
+  tables_.jobs.save(j);
+  spdlog::info("job {} admitted after {:.1f} s in the queue: {} replicas", j.id, now - q.queued_at, q.replica_nodes.size());
+  start_(j, sub);
+}
+
+void JobQueue::ended(const std::string& id) {
+  if (!jobs_.erase(id)) return;
+  waiting_.erase(id);
+  tables_.jobs.leave_queue(id);
+  next_cycle_ = {};
+}
+
+Problem JobQueue::control(const std::string& id, JobAction action, int priority) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return "job " + id + " is not in the queue";
+  auto& j = it->second;
+  auto& q = *j.queue;
+  bool admitted = q.admitted_at > 0;
+  switch (action) {
+    case JobAction::kCancel:
+      if (admitted) return std::nullopt;  // the caller stops its program; ended() follows
+      j.status = store::JobStatus::kStopped;
+      j.end = now_s();
+      tables_.jobs.save(j);
+      spdlog::info("job {} cancelled while queued", id);
+      ended(id);
+      if (cancelled_) cancelled_(id);
+      return std::nullopt;
+    case JobAction::kHold:
+    case JobAction::kRelease:
+      if (admitted) return "job " + id + " is running: only a queued job can be held or released";
+      q.held = action == JobAction::kHold;
+      break;
+    case JobAction::kSetPriority: {
+      store::QueueEntry probe = q;
+      probe.shape.min = probe.shape.max = 0;
+      if (auto no = policy::check_submission(teams_, q.team, priority, probe.shape, 0); no && no->kind == policy::Refusal::kPriorityTooHigh)
+        return no->message;
+      q.priority = priority;
+      break;
+    }
+  }
+  tables_.jobs.save(j);
+  next_cycle_ = {};
+  return std::nullopt;
+}
+
+const store::JobRecord* JobQueue::find(const std::string& id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+std::optional<policy::Waiting> JobQueue::waiting(const std::string& id) const {
+  auto it = waiting_.find(id);
+  if (it == waiting_.end()) return std::nullopt;
+  return it->second;
+}
+
+void JobQueue::rebuild() {
+  jobs_.clear();
+  waiting_.clear();
+  for (auto& id : tables_.jobs.queued()) {
+    auto rec = tables_.jobs.get(id);
+    bool live = rec && rec->queue && rec->end == 0 &&
+                (rec->status == store::JobStatus::kQueued || rec->status == store::JobStatus::kRunning);
+    if (!live) {
+      if (rec && !rec->queue) spdlog::error("job {}: its queue record cannot be read; it leaves the queue", id);
+      tables_.jobs.leave_queue(id);
+      continue;
+    }
+    // Admitted but never started (a head lost in between): it waits again.
+    if (rec->status == store::JobStatus::kQueued) rec->queue->admitted_at = 0;
+    jobs_.emplace(id, std::move(*rec));
+  }
+  if (!jobs_.empty()) spdlog::info("the job queue has {} jobs from the control store", jobs_.size());
+  next_cycle_ = {};
+}
+
+}  // namespace yard::sched

@@ -1,0 +1,82 @@
+// The job queue at the head. Jobs submitted with a shape (`yard submit --replicas MIN:MAX`) wait
+// here until the queue's policy (policy/queue.h) admits them; the head then starts them on the
+// driver node. Each job's record, its place in the queue and what it asked to run are in the
+// control store (durable), so a head that takes over goes on with the same queue.
+//
+// What the pool offers a queued job: the nodes' free resources, less what admitted jobs were
+// promised and do not hold yet (their shape against what their actors and placement groups hold
+// now). A cycle runs every kCycle and after every submission, change and end; why each job waits
+// is kept for `yard jobs`.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "head/cluster_nodes.h"
+#include "policy/queue.h"
+#include "result.h"
+#include "store/tables.h"
+
+namespace yard::sched {
+
+// What each job's live actors (outside placement groups) and placement groups hold, from the
+// actor records and the groups' status rows.
+std::map<std::string, Res> held_by_jobs(const std::vector<store::ActorRecord>& actors, const nlohmann::json& groups);
+
+enum class JobAction { kCancel, kHold, kRelease, kSetPriority };
+
+class JobQueue {
+ public:
+  static constexpr std::chrono::milliseconds kCycle{500};
+  // Starts an admitted job's program (`submission`: what `yard submit` asked to run).
+  using Start = std::function<void(const store::JobRecord& job, const nlohmann::json& submission)>;
+  // What each job's actors and placement groups hold now.
+  using Held = std::function<std::map<std::string, Res>()>;
+  // A queued job cancelled: its record says STOPPED.
+  using Cancelled = std::function<void(const std::string& job)>;
+
+  JobQueue(store::Tables& tables, ClusterNodes& nodes, Held held, Start start, Cancelled cancelled)
+      : tables_(tables), nodes_(nodes), held_(std::move(held)), start_(std::move(start)), cancelled_(std::move(cancelled)) {}
+
+  void set_teams(std::vector<policy::TeamQuota> teams) { teams_ = std::move(teams); }
+  // A new job joins the queue: its id, or why it may not (its team's limits, a bad shape).
+  Result<std::string> submit(store::QueueEntry entry, const std::string& entrypoint, const nlohmann::json& submission);
+  // One scheduling decision, carried out: the jobs that fit are started.
+  void cycle();
+  // Runs a cycle when one is due (every kCycle, or sooner after a change).
+  void tick();
+  // An admitted job ended: it leaves the queue and its room is free.
+  void ended(const std::string& id);
+  // cancel, hold, release or set the priority of a job in the queue. A running job's cancel is
+  // the caller's (it stops the program); here it only leaves the queue.
+  Problem control(const std::string& id, JobAction action, int priority);
+  // A job of the queue (waiting or admitted), or nullptr.
+  const store::JobRecord* find(const std::string& id) const;
+  // Why a queued job waits, or nullopt (admitted, or not in the queue).
+  std::optional<policy::Waiting> waiting(const std::string& id) const;
+  // The queue from the control store (at start-up and after a takeover).
+  void rebuild();
+  size_t size() const { return jobs_.size(); }
+
+ private:
+  policy::QueueInput input() const;
+  void admit(const policy::Admit& a, double now);
+
+  store::Tables& tables_;
+  ClusterNodes& nodes_;
+  Held held_;
+  Start start_;
+  Cancelled cancelled_;
+  std::vector<policy::TeamQuota> teams_;
+  std::map<std::string, store::JobRecord> jobs_;  // in the queue: waiting, or admitted and running
+  std::map<std::string, policy::Waiting> waiting_;
+  std::chrono::steady_clock::time_point next_cycle_{};
+};
+
+}  // namespace yard::sched

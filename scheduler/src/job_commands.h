@@ -1,0 +1,35 @@
+// The job queue on the command line (job_commands.cc): the shape options of `yard submit`
+// (--team, --priority, --replicas, --replica, --fixed, --spread), `yard jobs` with the queue's
+// columns (or --json), and `yard job cancel|hold|release|priority`.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "control_client.h"
+
+namespace yard::sched {
+
+struct ShapeArgs {
+  std::string team, replicas, replica = "CPU=1", strategy = "SPREAD";
+  int priority = 0;
+  std::vector<std::string> fixed;
+};
+void add_shape_options(CLI::App* submit, ShapeArgs& s);
+// Puts the shape in a SubmitJob (nothing without --replicas). Throws yard::Error for a bad one,
+// saying which option and why.
+void set_shape(wire::SubmitJob::Builder sj, const ShapeArgs& s);
+
+struct JobArgs {
+  std::string action, job;
+  int priority = 0;
+};
+CLI::App* define_job_command(CLI::App& app, JobArgs& a);
+int job_command(ControlClient& c, const JobArgs& a);
+
+// `yard jobs`: a table, or every field as JSON.
+int list_jobs(ControlClient& c, bool as_json);
+
+}  // namespace yard::sched

@@ -1,0 +1,138 @@
+// The job queue through the CLI on a real head: jobs with a shape wait until their MIN replicas
+// fit, in priority order; hold, release, priority and cancel; the reason each waits; bad shapes
+// refused; the queue outlives a head killed and started again.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.h"
+
+using namespace yard::cli_test;
+using json = nlohmann::json;
+
+namespace {
+
+// `yard submit --no-wait ARGS`: the job's id.
+std::string submit(const Cluster& c, const std::string& args) {
+  auto r = sh(c.yard("submit --no-wait " + args));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  auto at = r.out.rfind("job-");
+  REQUIRE(at != std::string::npos);
+  return r.out.substr(at, r.out.find_first_of(" \n", at) - at);
+}
+
+// The job's row of `yard jobs --json` (null when missing or unreadable).
+json job_row(const Cluster& c, const std::string& id) {
+  auto r = sh(c.yard("jobs --json"));
+  auto doc = json::parse(r.out, nullptr, false);
+  if (!doc.is_array()) return nullptr;
+  for (auto& row : doc)
+    if (row.value("job_id", "") == id) return row;
+  return nullptr;
+}
+
+bool has_status(const Cluster& c, const std::string& id, const std::string& status) {
+  auto row = job_row(c, id);
+  return row.is_object() && row.value("status", "") == status;
+}
+
+std::string wait_reason(const Cluster& c, const std::string& id) {
+  auto row = job_row(c, id);
+  if (!row.is_object() || !row.contains("waiting")) return "";
+  return row["waiting"].value("reason", "");
+}
+
+}  // namespace
+
+TEST_CASE("queued jobs start when their replicas fit, by priority; hold, release and cancel", "[cli][queue]") {
+  Cluster c;  // one node of 2 CPUs
+  auto a = submit(c, "--replicas 1 --replica CPU=2 -- sh -c 'echo A; exec sleep 60'");
+  REQUIRE(eventually([&] { return has_status(c, a, "RUNNING"); }, 20s));
+  auto low = submit(c, "--replicas 1:2 --replica CPU=2 --team research --priority 1 -- sh -c 'echo low'");
+  auto high = submit(c, "--replicas 1 --replica CPU=2 --team inspection --priority 5 -- sh -c 'echo high; sleep 1'");
+  auto never = submit(c, "--replicas 1 --replica GPU=1 -- true");
+  auto gone = submit(c, "--replicas 2 --fixed CPU=1 -- true");
+
+  // Each says why it waits; the table shows the queue's columns.
+  CHECK(eventually([&] { return wait_reason(c, low) == "no_room" && wait_reason(c, high) == "no_room"; }, 10s));
+  CHECK(wait_reason(c, never) == "infeasible");
+  auto table = sh(c.yard("jobs"));
+  INFO(table.out);
+  CHECK_THAT(table.out, Catch::Contains("QUEUED") && Catch::Contains("research") && Catch::Contains("0/1:2") &&
+                            Catch::Contains("waiting") && Catch::Contains("no room: needs CPU: 2"));
+  auto row = job_row(c, low);
+  CHECK(row.value("priority", -1) == 1);
+  CHECK(row.value("min_replicas", 0) == 1);
+  CHECK(row.value("max_replicas", 0) == 2);
+
+  // Held, the low job stays queued whatever room there is; cancelled, a queued job never runs.
+  REQUIRE(sh(c.yard("job hold " + low)).code == 0);
+  CHECK(eventually([&] { return wait_reason(c, low) == "held"; }, 10s));
+  REQUIRE(sh(c.yard("job cancel " + gone)).code == 0);
+  CHECK(has_status(c, gone, "STOPPED"));
+  auto refused = sh(c.yard("job hold " + a));
+  CHECK(refused.code == 1);
+  CHECK_THAT(refused.out, Catch::Contains("only a queued job"));
+
+  // A's end frees the node: the high-priority job goes first; the held one waits until released.
+  REQUIRE(sh(c.yard("stop-job " + a)).code == 0);
+  CHECK(eventually([&] { return has_status(c, high, "SUCCEEDED"); }, 30s));
+  CHECK(has_status(c, low, "QUEUED"));
+  CHECK(wait_reason(c, low) == "held");
+  REQUIRE(sh(c.yard("job release " + low)).code == 0);
+  CHECK(eventually([&] { return has_status(c, low, "SUCCEEDED"); }, 30s));
+  CHECK(job_row(c, high).value("start_time", 0.0) <= job_row(c, low).value("start_time", 0.0));
+  auto logs = sh(c.yard("logs " + low));
+  CHECK_THAT(logs.out, Catch::Contains("low"));
+  CHECK(has_status(c, never, "QUEUED"));
+  REQUIRE(sh(c.yard("job cancel " + never)).code == 0);
+  CHECK(has_status(c, never, "STOPPED"));
+}
+
+TEST_CASE("a bad shape or request is refused with what is wrong", "[cli][queue][errors]") {
+  Cluster c;
+  auto bad = sh(c.yard("submit --replicas 3:1 -- true"));
+  CHECK(bad.code == 1);
+  CHECK_THAT(bad.out, Catch::Contains("--replicas '3:1'"));
+  auto res = sh(c.yard("submit --replicas 1 --replica CPU=lots -- true"));
+  CHECK(res.code == 1);
+  CHECK_THAT(res.out, Catch::Contains("--replica 'CPU=lots'"));
+  auto team = sh(c.yard("submit --team t -- true"));
+  CHECK(team.code == 1);
+  CHECK_THAT(team.out, Catch::Contains("need --replicas"));
+  auto none = sh(c.yard("job priority job-999 3"));
+  CHECK(none.code == 1);
+  CHECK_THAT(none.out, Catch::Contains("no job job-999"));
+  auto plain = submit(c, "-- true");  // no shape: runs at once, outside the queue
+  CHECK(eventually([&] { return has_status(c, plain, "SUCCEEDED"); }, 20s));
+  auto hold = sh(c.yard("job hold " + plain));
+  CHECK(hold.code == 1);
+  CHECK_THAT(hold.out, Catch::Contains("not in the queue"));
+}
+
+TEST_CASE("the queue outlives a head killed and started again", "[cli][queue][head]") {
+  Cluster c;
+  auto a = submit(c, "--replicas 1 --replica CPU=2 -- sh -c 'exec sleep 60'");
+  REQUIRE(eventually([&] { return has_status(c, a, "RUNNING"); }, 20s));
+  auto b = submit(c, "--replicas 1 --replica CPU=2 --priority 2 -- sh -c 'echo after the takeover'");
+  REQUIRE(eventually([&] { return wait_reason(c, b) == "no_room"; }, 10s));
+  REQUIRE(sh(c.yard("job hold " + b)).code == 0);
+
+  kill(c.pid, SIGKILL);
+  REQUIRE(eventually([&] { return yard::detail::process_dead(c.pid); }, 10s));
+  auto again = sh(c.yard("start --head --num-cpus 2 --port " + std::to_string(c.port)));
+  INFO(again.out);
+  REQUIRE(again.code == 0);
+  auto rec = yard::detail::latest_record();
+  REQUIRE(rec);
+  c.pid = rec->pid;
+
+  // Still queued and held, still behind the running job; released, it runs once A is gone.
+  CHECK(eventually([&] { return wait_reason(c, b) == "held"; }, 20s));
+  CHECK(job_row(c, b).value("priority", 0) == 2);
+  REQUIRE(sh(c.yard("job release " + b)).code == 0);
+  CHECK(eventually([&] { return wait_reason(c, b) == "no_room"; }, 10s));
+  REQUIRE(sh(c.yard("stop-job " + a)).code == 0);
+  CHECK(eventually([&] { return has_status(c, b, "SUCCEEDED"); }, 30s));
+}
