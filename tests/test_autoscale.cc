@@ -150,3 +150,47 @@ TEST_CASE("a bad configuration is refused with the file, the key and the reason"
   CHECK(why("provider = 'slurm'\n[local]\nnetwork_namespaces = true\n[node_types.a]\ncpus = 1\n")
             .find("c.toml: local: is for provider") == 0);
 }
+
+TEST_CASE("the cluster configuration's teams and queue settings, without node types") {
+  auto c = parse_autoscale_config(R"(
+[queue]
+starvation_s = 600
+
+[teams.inspection]
+weight = 2
+max_priority = 10
+guarantee = { CPU = 4 }
+ceiling = { CPU = 8, GPU = 1 }
+max_queued = 20
+
+[teams.research]
+)",
+                                  "teams.toml", false);
+  REQUIRE(c);
+  CHECK(c.value().types.empty());
+  CHECK(c.value().starvation_s == 600);
+  REQUIRE(c.value().teams.size() == 2);
+  auto& t = c.value().teams[0];
+  CHECK(t.name == "inspection");
+  CHECK(t.weight == 2);
+  CHECK(t.max_priority == 10);
+  CHECK(t.guarantee.at("CPU") == 4);
+  CHECK(t.ceiling.at("GPU") == 1);
+  CHECK(t.max_queued == 20);
+  CHECK(c.value().teams[1].weight == 1);
+  CHECK(c.value().teams[1].ceiling.empty());
+  // An autoscaler's file still needs its node types.
+  CHECK_FALSE(parse_autoscale_config("[teams.a]\n", "a.toml", true));
+
+  auto why = [](const std::string& text) {
+    auto r = parse_autoscale_config(text, "t.toml", false);
+    REQUIRE_FALSE(r);
+    return r.why();
+  };
+  CHECK(why("[teams.a]\nguarantee = { CPU = 4 }\nceiling = { CPU = 2 }\n") ==
+        "t.toml: teams.a.guarantee.CPU: is above the team's ceiling of CPU");
+  CHECK(why("[teams.a]\nweigth = 1\n").find("t.toml: teams.a.weigth: unknown key") == 0);
+  CHECK(why("[teams.a]\nceiling = { CPU = 'lots' }\n") == "t.toml: teams.a.ceiling.CPU: must be a number");
+  CHECK(why("[teams.A]\n").find("a-z, 0-9, _ and -") != std::string::npos);
+  CHECK(why("[queue]\nstarvation = 3\n").find("t.toml: queue.starvation: unknown key") == 0);
+}

@@ -3,6 +3,8 @@
 // refused; the queue outlives a head killed and started again.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "cli_support.h"
@@ -135,4 +137,61 @@ TEST_CASE("the queue outlives a head killed and started again", "[cli][queue][he
   CHECK(eventually([&] { return wait_reason(c, b) == "no_room"; }, 10s));
   REQUIRE(sh(c.yard("stop-job " + a)).code == 0);
   CHECK(eventually([&] { return has_status(c, b, "SUCCEEDED"); }, 30s));
+}
+
+TEST_CASE("teams: a credential each, priorities and queued jobs within the team's limits, a ceiling", "[cli][queue][teams]") {
+  Cluster c(false);
+  std::string conf = c.home + "/cluster.toml";
+  {
+    std::ofstream f(conf);
+    f << "[teams.inspection]\nmax_priority = 10\nceiling = { CPU = 2 }\n"
+         "[teams.research]\nmax_priority = 2\nceiling = { CPU = 1 }\nmax_queued = 1\n";
+  }
+  c.port = yard::detail::free_port("127.0.0.1");
+  auto start = sh(c.yard("start --head --num-cpus 2 --port " + std::to_string(c.port) + " --config " + conf));
+  INFO(start.out);
+  REQUIRE(start.code == 0);
+  c.addr = "127.0.0.1:" + std::to_string(c.port);
+  auto rec = yard::detail::latest_record();
+  REQUIRE(rec);
+  c.pid = rec->pid;
+
+  auto cred = [&](const std::string& team) {
+    auto r = sh(c.yard("team-credential " + team));
+    REQUIRE(r.code == 0);
+    return r.out.substr(0, r.out.find('\n'));
+  };
+  std::string inspection = cred("inspection"), research = cred("research");
+  CHECK(inspection.size() == 64);
+  CHECK(inspection != research);
+
+  auto missing = sh(c.yard("submit --replicas 1 --team inspection -- true"));
+  CHECK(missing.code == 1);
+  CHECK_THAT(missing.out, Catch::Contains("team 'inspection': its credential is missing"));
+  auto wrong = sh(c.yard("submit --replicas 1 --team inspection --team-credential " + research + " -- true"));
+  CHECK(wrong.code == 1);
+  CHECK_THAT(wrong.out, Catch::Contains("credential is wrong"));
+  auto too_high = sh(c.yard("submit --replicas 1 --team research --priority 5 --team-credential " + research + " -- true"));
+  CHECK(too_high.code == 1);
+  CHECK_THAT(too_high.out, Catch::Contains("team research may use priority 2 at most, not 5"));
+  auto no_team = sh(c.yard("submit --replicas 1 -- true"));
+  CHECK(no_team.code == 1);
+  CHECK_THAT(no_team.out, Catch::Contains("no team '' in the cluster's configuration"));
+
+  // Research's ceiling is one CPU: its second job waits for it, its third is over its queue cap.
+  std::string as_research = "YARD_TEAM_CREDENTIAL=" + research + " ";
+  auto r1 = submit(c, "--replicas 1 --team research --team-credential " + research + " -- sh -c 'exec sleep 60'");
+  REQUIRE(eventually([&] { return has_status(c, r1, "RUNNING"); }, 20s));
+  auto r2 = sh(as_research + c.yard("submit --no-wait --replicas 1 --team research -- true"));
+  REQUIRE(r2.code == 0);
+  std::string r2_id = r2.out.substr(r2.out.rfind("job-"), r2.out.find_first_of(" \n", r2.out.rfind("job-")) - r2.out.rfind("job-"));
+  CHECK(eventually([&] { return wait_reason(c, r2_id) == "team_ceiling"; }, 10s));
+  CHECK_THAT(job_row(c, r2_id)["waiting"].value("detail", ""), Catch::Contains("ceiling of CPU: 1"));
+  auto r3 = sh(as_research + c.yard("submit --no-wait --replicas 1 --team research -- true"));
+  CHECK(r3.code == 1);
+  CHECK_THAT(r3.out, Catch::Contains("team research has 1 job waiting in the queue, its limit (max_queued = 1)"));
+  // The other CPU is inspection's to use.
+  auto i1 = submit(c, "--replicas 1 --team inspection --priority 9 --team-credential " + inspection + " -- sh -c 'echo i1'");
+  CHECK(eventually([&] { return has_status(c, i1, "SUCCEEDED"); }, 30s));
+  CHECK(has_status(c, r2_id, "QUEUED"));
 }

@@ -294,6 +294,7 @@ struct SubmitJob {
   priority @6 :Int32;
   shape @7 :JobShape;
   jobId @8 :Text;            # head -> node: the queued job it admitted (its record exists)
+  teamCredential @9 :Text;   # with teams configured: the team's credential (`yard team-credential`)
 }
 
 struct JobShape {

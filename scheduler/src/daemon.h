@@ -41,6 +41,7 @@ struct DaemonOptions {
   int simulate = 0;
   // The head's autoscaler configuration (autoscale/config.h); empty: no autoscaler.
   std::string autoscaler_config;
+  std::string cluster_config;  // --config: the job queue's teams (and node types, if any)
   // The id this node joins as (set by the autoscaler's node providers); empty: a random one.
   std::string node_id;
 };

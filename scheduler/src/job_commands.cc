@@ -6,6 +6,10 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
+#include "common/credentials.h"
+#include "session.h"
 #include "wire.h"
 #include "yard/errors.h"
 #include "yard/process.h"
@@ -66,6 +70,8 @@ void add_shape_options(CLI::App* submit, ShapeArgs& s) {
   submit->add_option("--placement", s.strategy, "how the replicas spread over nodes: PACK, SPREAD, STRICT_PACK, STRICT_SPREAD")
       ->default_val("SPREAD")->group(g);
   submit->add_option("--team", s.team, "the team the job counts against")->group(g);
+  submit->add_option("--team-credential", s.credential, "the team's credential, when the cluster has teams")
+      ->envname("YARD_TEAM_CREDENTIAL")->group(g);
   submit->add_option("--priority", s.priority, "higher goes first and may preempt lower")->default_val(0)->group(g);
 }
 
@@ -89,6 +95,7 @@ void set_shape(wire::SubmitJob::Builder sj, const ShapeArgs& s) {
   }
   if (min < 0 || max < 1 || min > max) throw Error("--replicas '" + s.replicas + "': needs 0 <= MIN <= MAX and MAX >= 1");
   sj.setTeam(s.team);
+  sj.setTeamCredential(s.credential);
   sj.setPriority(s.priority);
   auto sh = sj.initShape();
   sh.setMinReplicas(min);
@@ -127,6 +134,15 @@ int job_command(ControlClient& c, const JobArgs& a) {
   std::string done = a.action == "cancel" ? "cancelled" : a.action == "hold" ? "held" : a.action == "release" ? "released"
                                                                                                    : "priority " + std::to_string(a.priority);
   std::cout << a.job << ": " << done << "\n";
+  return 0;
+}
+
+int print_team_credential(const std::string& team) {
+  auto rec = detail::latest_record();
+  if (!rec) throw Error("no head runs on this machine under YARD_HOME: run `yard team-credential` where the head runs");
+  std::string key_file = rec->session_dir + "/team.key";
+  if (!std::filesystem::exists(key_file)) throw Error(key_file + " is missing: the head has not made its team key");
+  std::cout << team_credential(detail::read_token(key_file), team) << "\n";
   return 0;
 }
 

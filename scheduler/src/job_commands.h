@@ -13,7 +13,7 @@
 namespace yard::sched {
 
 struct ShapeArgs {
-  std::string team, replicas, replica = "CPU=1", strategy = "SPREAD";
+  std::string team, credential, replicas, replica = "CPU=1", strategy = "SPREAD";
   int priority = 0;
   std::vector<std::string> fixed;
 };
@@ -28,6 +28,9 @@ struct JobArgs {
 };
 CLI::App* define_job_command(CLI::App& app, JobArgs& a);
 int job_command(ControlClient& c, const JobArgs& a);
+
+// `yard team-credential TEAM`: the team's credential, from the local head session's team key.
+int print_team_credential(const std::string& team);
 
 // `yard jobs`: a table, or every field as JSON.
 int list_jobs(ControlClient& c, bool as_json);

@@ -256,7 +256,7 @@ struct Args {
 };
 
 struct Commands {
-  CLI::App *start, *stop, *status, *submit, *jobs, *job, *logs, *stop_job, *drain, *metrics_targets, *timeline, *dashboard;
+  CLI::App *start, *stop, *status, *submit, *jobs, *job, *team_credential, *logs, *stop_job, *drain, *metrics_targets, *timeline, *dashboard;
 };
 
 Commands define_start(CLI::App& app, Args& a, Commands c) {
@@ -297,6 +297,9 @@ Commands define_start(CLI::App& app, Args& a, Commands c) {
   s->add_option("--autoscaler", a.dopts.autoscaler_config,
                  "with --head: start and stop nodes for the demand, as this TOML file says (node types, "
                  "min/max nodes, idle timeout, provider local or slurm)");
+  s->add_option("--config", a.dopts.cluster_config,
+                 "with --head: the cluster's configuration (TOML): the job queue's teams, quotas and starvation "
+                 "bound, and node types when it also autoscales (docs/operations.md)");
   s->add_option("--node-id", a.dopts.node_id, "the id this node joins as (internal: the autoscaler's providers)")
       ->group("");
   s->add_flag("--block", a.block, "stay in the foreground");
@@ -344,6 +347,8 @@ Commands define_cli(CLI::App& app, Args& a) {
   c.jobs = add_conn(app.add_subcommand("jobs", "list jobs, and why each queued job waits"));
   c.jobs->add_flag("--json", a.as_json, "every job's fields as JSON");
   c.job = add_conn(sched::define_job_command(app, a.job));
+  c.team_credential = app.add_subcommand("team-credential", "print a team's credential (on the head's machine; give it to the team)");
+  c.team_credential->add_option("team", a.job.job, "the team's name in the cluster's configuration")->required();
   c.logs = add_conn(app.add_subcommand("logs", "print a job's output"));
   c.logs->add_option("job", a.job_id, "job id")->required();
   c.logs->add_flag("-f,--follow", a.follow, "keep printing until the job ends");
@@ -367,17 +372,27 @@ int cmd_start(Args& a) {
     std::cerr << "yard: --simulate joins simulated nodes to a running head: give --address HEAD:PORT\n";
     return 2;
   }
-  if (!a.dopts.autoscaler_config.empty()) {
+  if (!a.dopts.autoscaler_config.empty() && !a.dopts.cluster_config.empty()) {
+    std::cerr << "yard: give the cluster's configuration once: --config FILE (with [node_types] it also autoscales) "
+                 "or --autoscaler FILE\n";
+    return 2;
+  }
+  for (auto* file : {&a.dopts.autoscaler_config, &a.dopts.cluster_config}) {
+    if (file->empty()) continue;
+    bool autoscaler = file == &a.dopts.autoscaler_config;
     if (!a.head) {
-      std::cerr << "yard: --autoscaler belongs to the head (yard start --head --autoscaler FILE)\n";
+      std::cerr << "yard: " << (autoscaler ? "--autoscaler" : "--config") << " belongs to the head (yard start --head "
+                << (autoscaler ? "--autoscaler" : "--config") << " FILE)\n";
       return 2;
     }
-    a.dopts.autoscaler_config = std::filesystem::absolute(a.dopts.autoscaler_config).string();
-    auto c = sched::read_autoscale_config(a.dopts.autoscaler_config);
+    *file = std::filesystem::absolute(*file).string();
+    auto c = sched::read_autoscale_config(*file, autoscaler);
     if (!c) {
       std::cerr << "yard: " << c.why() << "\n";
       return 2;
     }
+    // A file with node types autoscales, whichever option gave it.
+    if (!autoscaler && !c.value().types.empty()) std::swap(a.dopts.autoscaler_config, a.dopts.cluster_config);
   }
   if (!a.dopts.node_id.empty()) {
     bool plain = a.dopts.node_id.size() <= 64 && std::all_of(a.dopts.node_id.begin(), a.dopts.node_id.end(), [](char ch) {
@@ -484,6 +499,7 @@ int main(int argc, char** argv) {
     if (c.status->parsed()) return sched::status_command(a.address, a.token, a.as_json, a.verbose);
     if (c.submit->parsed()) return cmd_submit(a);
     if (c.jobs->parsed()) return cmd_jobs(a);
+    if (c.team_credential->parsed()) return sched::print_team_credential(a.job.job);
     if (c.job->parsed()) {
       auto conn = connect(a.address, a.token);
       return sched::job_command(conn, a.job);

@@ -82,6 +82,48 @@ policy::NodeType node_type(const std::string& name, const toml::node& n) {
   return nt;
 }
 
+Res resource_table(const toml::node& n, const std::string& where) {
+  if (!n.is_table()) throw Bad{at("", where, "must be a table of numbers, e.g. { CPU = 4, GPU = 1 }")};
+  Res r;
+  for (auto&& [k, v] : *n.as_table()) r[std::string(k.str())] = number(v, where + "." + std::string(k.str()), 0);
+  return r;
+}
+
+policy::TeamQuota team(const std::string& name, const toml::node& n) {
+  std::string where = "teams." + name;
+  bool plain = !name.empty() && name.size() <= 32 &&
+               std::all_of(name.begin(), name.end(), [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_' || ch == '-'; });
+  if (!plain) throw Bad{at("", where, "a team's name is 1 to 32 of a-z, 0-9, _ and -")};
+  if (!n.is_table()) throw Bad{at("", where, "must be a table ([" + where + "])")};
+  auto& t = *n.as_table();
+  known_keys(t, {"weight", "max_priority", "guarantee", "ceiling", "max_queued"}, where);
+  policy::TeamQuota q;
+  q.name = name;
+  if (auto v = t.get("weight")) q.weight = number(*v, where + ".weight", 0);
+  if (auto v = t.get("max_priority")) q.max_priority = whole(*v, where + ".max_priority", 0);
+  if (auto v = t.get("max_queued")) q.max_queued = whole(*v, where + ".max_queued", 0);
+  if (auto v = t.get("guarantee")) q.guarantee = resource_table(*v, where + ".guarantee");
+  if (auto v = t.get("ceiling")) q.ceiling = resource_table(*v, where + ".ceiling");
+  if (!q.ceiling.empty())
+    for (auto& [k, g] : q.guarantee)
+      if (g > 0 && (!q.ceiling.count(k) || q.ceiling.at(k) < g))
+        throw Bad{at("", where + ".guarantee." + k, "is above the team's ceiling of " + k)};
+  return q;
+}
+
+void read_queue(const toml::table& root, AutoscaleConfig& c) {
+  if (auto q = root.get("queue")) {
+    if (!q->is_table()) throw Bad{at("", "queue", "must be a table ([queue])")};
+    known_keys(*q->as_table(), {"starvation_s", "usage_half_life_s"}, "queue");
+    if (auto v = q->as_table()->get("starvation_s")) c.starvation_s = number(*v, "queue.starvation_s", 0);
+    if (auto v = q->as_table()->get("usage_half_life_s")) c.usage_half_life_s = number(*v, "queue.usage_half_life_s", 1);
+  }
+  if (auto ts = root.get("teams")) {
+    if (!ts->is_table()) throw Bad{at("", "teams", "must be tables ([teams.NAME])")};
+    for (auto&& [k, v] : *ts->as_table()) c.teams.push_back(team(std::string(k.str()), v));
+  }
+}
+
 void read_local(const toml::node& n, AutoscaleConfig& c) {
   if (!n.is_table()) throw Bad{at("", "local", "must be a table ([local])")};
   auto& t = *n.as_table();
@@ -106,7 +148,7 @@ void read_slurm(const toml::node& n, AutoscaleConfig& c) {
 
 }  // namespace
 
-Result<AutoscaleConfig> parse_autoscale_config(const std::string& content, const std::string& file) {
+Result<AutoscaleConfig> parse_autoscale_config(const std::string& content, const std::string& file, bool need_node_types) {
   toml::table root;
   try {
     root = toml::parse(content, file);
@@ -117,7 +159,8 @@ Result<AutoscaleConfig> parse_autoscale_config(const std::string& content, const
   AutoscaleConfig c;
   c.file = file;
   try {
-    known_keys(root, {"provider", "idle_timeout_s", "launch_timeout_s", "local", "slurm", "node_types"}, "");
+    known_keys(root, {"provider", "idle_timeout_s", "launch_timeout_s", "local", "slurm", "node_types", "queue", "teams"}, "");
+    read_queue(root, c);
     if (auto p = root.get("provider")) c.provider = text(*p, "provider");
     if (c.provider != "local" && c.provider != "slurm")
       throw Bad{at("", "provider", "'" + c.provider + "' is not a provider (local or slurm)")};
@@ -128,6 +171,7 @@ Result<AutoscaleConfig> parse_autoscale_config(const std::string& content, const
     if (c.provider != "local" && root.get("local"))
       throw Bad{at("", "local", "is for provider = \"local\" (this file's provider is " + c.provider + ")")};
     auto types = root.get("node_types");
+    if (!types && !need_node_types) return Result<AutoscaleConfig>::ok(std::move(c));
     if (!types || !types->is_table() || types->as_table()->empty())
       throw Bad{at("", "node_types", "at least one node type is needed ([node_types.NAME] with cpus, gpus or resources)")};
     for (auto&& [k, v] : *types->as_table()) c.types.push_back(node_type(std::string(k.str()), v));
@@ -137,12 +181,12 @@ Result<AutoscaleConfig> parse_autoscale_config(const std::string& content, const
   return Result<AutoscaleConfig>::ok(std::move(c));
 }
 
-Result<AutoscaleConfig> read_autoscale_config(const std::string& path) {
+Result<AutoscaleConfig> read_autoscale_config(const std::string& path, bool need_node_types) {
   std::ifstream f(path);
   if (!f) return Result<AutoscaleConfig>::fail(path + ": cannot be read");
   std::stringstream s;
   s << f.rdbuf();
-  return parse_autoscale_config(s.str(), path);
+  return parse_autoscale_config(s.str(), path, need_node_types);
 }
 
 }  // namespace yard::sched

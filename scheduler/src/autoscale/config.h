@@ -13,12 +13,26 @@
 //   time_limit = "1-00:00:00"
 //   extra_args = ["--qos=normal"]
 //
-//   [node_types.cpu]          # one table per kind of node
+//   [node_types.cpu]          # one table per kind of node (needed for an autoscaler; a file given
+//                             # with --config alone may leave them out)
 //   cpus = 2                  # CPUs each offers
 //   gpus = 0
 //   resources = { special = 1 }
 //   min_nodes = 0
 //   max_nodes = 4
+//
+// The same file holds the job queue's teams and settings (docs/operations.md):
+//
+//   [queue]
+//   starvation_s = 600        # a job queued longer runs at its team's highest priority (0: never)
+//   usage_half_life_s = 3600  # how fast a team's past use fades from the fair-share order
+//
+//   [teams.inspection]        # one table per team; with teams, every queued job names one
+//   weight = 2                # its share when all are busy, against the other teams' weights
+//   max_priority = 10         # the highest priority its jobs may ask for
+//   guarantee = { CPU = 4 }   # room it is sure of: lent while it is idle, taken back when needed
+//   ceiling = { CPU = 8 }     # the most it may hold, borrowing included
+//   max_queued = 20           # the most jobs it may have waiting (0: no cap)
 //
 // Anything else (an unknown key, a wrong type, min_nodes above max_nodes, a type that offers
 // nothing) is refused with the file, the key and the reason.
@@ -28,6 +42,7 @@
 #include <vector>
 
 #include "policy/autoscale.h"
+#include "policy/queue.h"
 #include "result.h"
 
 namespace yard::sched {
@@ -46,9 +61,13 @@ struct AutoscaleConfig {
     std::string time_limit;
     std::vector<std::string> extra_args;
   } slurm;
+  std::vector<policy::TeamQuota> teams;
+  double starvation_s = 0;
+  double usage_half_life_s = 3600;
 };
 
-Result<AutoscaleConfig> parse_autoscale_config(const std::string& text, const std::string& file);
-Result<AutoscaleConfig> read_autoscale_config(const std::string& path);
+// `need_node_types`: the file is an autoscaler's (--autoscaler), not only the cluster's (--config).
+Result<AutoscaleConfig> parse_autoscale_config(const std::string& text, const std::string& file, bool need_node_types = true);
+Result<AutoscaleConfig> read_autoscale_config(const std::string& path, bool need_node_types = true);
 
 }  // namespace yard::sched

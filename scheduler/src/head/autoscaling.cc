@@ -33,8 +33,9 @@ void HeadService::start_autoscaler() {
   nlohmann::json types = nlohmann::json::array();
   if (autoscale_config_)
     for (auto& t : autoscale_config_->types) types.push_back(t.resources);
-  tables_->cluster.set_autoscale_types(autoscale_config_ ? types.dump() : "");
-  if (!autoscale_config_) return;
+  bool scaling = autoscale_config_ && !autoscale_config_->types.empty();  // a --config file may only hold teams
+  tables_->cluster.set_autoscale_types(scaling ? types.dump() : "");
+  if (!scaling) return;
   ProviderContext pc{io_->address(), token_, log_dir_, o_.heartbeat_timeout_s};
   auto provider = autoscale_config_->provider == "slurm" ? slurm_provider(pc, autoscale_config_->slurm)
                                                          : local_provider(pc, autoscale_config_->local);

@@ -1,4 +1,5 @@
 #include "head/head_service.h"
+#include "common/credentials.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -85,6 +86,7 @@ void HeadService::open_session(bool taking_over) {
   heap_for_daemon();
   token_file_ = o_.session_dir + "/token";
   token_ = taking_over ? read_token(token_file_) : create_token(token_file_);
+  team_key_ = session_team_key(o_.session_dir);
   write_private_file(o_.session_dir + "/web_key", detail::web_key_for(token_));
   if (const char* pp = getenv("YARD_PARENT_PID")) parent_pid_ = atoi(pp);
 }
@@ -182,6 +184,8 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   queue_ = std::make_unique<JobQueue>(
       *tables_, *nodes_, [this] { return held_by_jobs(actors_->records(), groups_->status()); },
       [this](const store::JobRecord& j, const nlohmann::json& sub) { start_queued(j, sub); }, nullptr);
+  if (autoscale_config_)
+    queue_->configure(autoscale_config_->teams, autoscale_config_->starvation_s, autoscale_config_->usage_half_life_s);
   tables_->link.gather_writes();
   io_->post([this] { io_->before_sending([this] { write_records(); }); });
 }
@@ -382,8 +386,9 @@ void wait_for_port(const std::string& host, int port, std::chrono::milliseconds 
 int HeadService::run() {
   try {
     start_time_ = unix_time();
-    if (!o_.autoscaler_config.empty()) {
-      auto c = read_autoscale_config(o_.autoscaler_config);
+    if (!o_.autoscaler_config.empty() || !o_.cluster_config.empty()) {
+      bool autoscaler = !o_.autoscaler_config.empty();
+      auto c = read_autoscale_config(autoscaler ? o_.autoscaler_config : o_.cluster_config, autoscaler);
       if (!c) throw Error(c.why());
       autoscale_config_ = c.value();
     }

@@ -128,6 +128,7 @@ class HeadService {
 
   DaemonOptions o_;
   std::string token_, token_file_, log_dir_;
+  std::string team_key_;  // what team credentials are derived from (common/credentials.h)
   detail::Channel io_;  // opened by start()
   Replies reply_{io_, token_};
   std::unique_ptr<detail::Redis> redis_;

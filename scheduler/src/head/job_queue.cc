@@ -78,6 +78,7 @@ Result<std::string> JobQueue::submit(store::QueueEntry entry, const std::string&
 policy::QueueInput JobQueue::input() const {
   policy::QueueInput in;
   in.teams = teams_;
+  in.starvation_s = starvation_s_;
   in.now = now_s();
   in.pool = nodes_.view();
   std::map<std::string, Res> held;
@@ -109,10 +110,23 @@ void JobQueue::cycle() {
   next_cycle_ = std::chrono::steady_clock::now() + kCycle;
   if (jobs_.empty()) return;
   auto in = input();
+  account_usage(in);
+  in.fair_usage = fair_usage_;
   auto d = policy::schedule_queue(in);
   waiting_.clear();
   for (auto& w : d.waiting) waiting_[w.job] = w;
   for (auto& a : d.admit) admit(a, in.now);
+}
+
+// What each team held since the last cycle, as a share of the pool, added to its decayed usage.
+void JobQueue::account_usage(const policy::QueueInput& in) {
+  double dt = usage_at_ > 0 ? in.now - usage_at_ : 0;
+  usage_at_ = in.now;
+  Res total;
+  for (auto& n : in.pool.nodes) add(total, n.total);
+  auto usage = policy::team_usage(in.running);
+  for (auto& [team, u] : fair_usage_) u = policy::decay_usage(u, 0, dt, half_life_s_);
+  for (auto& [team, held] : usage) fair_usage_[team] += policy::dominant_share(held, total) * dt;
 }
 
 void JobQueue::tick() {

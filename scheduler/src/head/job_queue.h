@@ -44,7 +44,18 @@ class JobQueue {
   JobQueue(store::Tables& tables, ClusterNodes& nodes, Held held, Start start, Cancelled cancelled)
       : tables_(tables), nodes_(nodes), held_(std::move(held)), start_(std::move(start)), cancelled_(std::move(cancelled)) {}
 
-  void set_teams(std::vector<policy::TeamQuota> teams) { teams_ = std::move(teams); }
+  // The cluster configuration's teams and starvation bound (none: one pool shared by priority).
+  void configure(std::vector<policy::TeamQuota> teams, double starvation_s, double usage_half_life_s) {
+    teams_ = std::move(teams);
+    starvation_s_ = starvation_s;
+    half_life_s_ = usage_half_life_s;
+  }
+  bool has_teams() const { return !teams_.empty(); }
+  bool has_team(const std::string& name) const {
+    for (auto& t : teams_)
+      if (t.name == name) return true;
+    return false;
+  }
   // A new job joins the queue: its id, or why it may not (its team's limits, a bad shape).
   Result<std::string> submit(store::QueueEntry entry, const std::string& entrypoint, const nlohmann::json& submission);
   // One scheduling decision, carried out: the jobs that fit are started.
@@ -74,6 +85,12 @@ class JobQueue {
   Start start_;
   Cancelled cancelled_;
   std::vector<policy::TeamQuota> teams_;
+  double starvation_s_ = 0;
+  double half_life_s_ = 3600;
+  // Each team's decayed usage (its dominant share of the pool over time), for the queue's order.
+  std::map<std::string, double> fair_usage_;
+  double usage_at_ = 0;  // when fair_usage_ was last brought up to date
+  void account_usage(const policy::QueueInput& in);
   std::map<std::string, store::JobRecord> jobs_;  // in the queue: waiting, or admitted and running
   std::map<std::string, policy::Waiting> waiting_;
   std::chrono::steady_clock::time_point next_cycle_{};

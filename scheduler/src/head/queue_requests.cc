@@ -3,6 +3,7 @@
 // the driver node. The queue itself is head/job_queue.h.
 #include <spdlog/spdlog.h>
 
+#include "common/credentials.h"
 #include "head/head_service.h"
 #include "yard/process.h"
 
@@ -50,6 +51,12 @@ void HeadService::submit_queued(Incoming& in) {
   e.shape.min = sh.getMinReplicas();
   e.shape.max = sh.getMaxReplicas();
   e.shape.strategy = strategy_of(sh.getStrategy());
+  // An unknown team is refused by the queue, with the teams there are.
+  if (queue_->has_team(e.team) && !credential_matches(team_key_, e.team, sj.getTeamCredential()))
+    return reply_.error(in, wire::ErrorCode::UNAUTHENTICATED,
+                        "team '" + e.team + "': its credential is " + (sj.getTeamCredential().size() ? "wrong" : "missing") +
+                            " (--team-credential or YARD_TEAM_CREDENTIAL; `yard team-credential " + e.team +
+                            "` on the head's machine prints it)");
   std::string ep;
   for (auto a : sj.getEntrypoint()) ep += (ep.empty() ? "" : " ") + std::string(a.cStr());
   if (ep.empty()) return reply_.error(in, wire::ErrorCode::BAD_REQUEST, "empty entrypoint");

@@ -52,8 +52,9 @@ std::optional<SubmitRefusal> check_submission(const std::vector<TeamQuota>& team
                                                         std::to_string(t->max_priority) + " at most, not " +
                                                         std::to_string(priority)};
   if (t->max_queued > 0 && team_queued >= t->max_queued)
-    return SubmitRefusal{Refusal::kQueueFull, "team " + team + " has " + std::to_string(team_queued) +
-                                                  " jobs queued, its limit (max_queued)"};
+    return SubmitRefusal{Refusal::kQueueFull, "team " + team + " has " + std::to_string(team_queued) + " job" +
+                                                  (team_queued == 1 ? "" : "s") + " waiting in the queue, its limit (max_queued = " +
+                                                  std::to_string(t->max_queued) + ")"};
   if (!t->ceiling.empty() && !fits(shape.total(shape.min), t->ceiling))
     return SubmitRefusal{Refusal::kBadShape, "the job needs " + res_text(shape.total(shape.min)) +
                                                  " at MIN, over team " + team + "'s ceiling of " + res_text(t->ceiling)};
