@@ -379,6 +379,35 @@ TEST_CASE("elastic membership: survivors keep their order, candidates join up to
   CHECK_THROWS_AS(plan_elastic({}, 3, 2), std::invalid_argument);
 }
 
+TEST_CASE("elastic membership under a shrinking allotment: candidates go first, then the named members, then the highest ranks; never below MIN",
+          "[actors][elastic]") {
+  using S = ElasticSlot::State;
+  auto slot = [](S s, int rank = -1, bool asked = false) { return ElasticSlot{s, rank, false, asked}; };
+  // Allotted 2 of 3 members and a candidate: the candidate goes, then rank 2; no one is asked for.
+  auto p = plan_elastic({slot(S::kMember, 0), slot(S::kMember, 1), slot(S::kMember, 2), slot(S::kStarting)}, 1, 2);
+  CHECK(p.regroup);
+  CHECK(p.release == std::vector<size_t>{3, 2});
+  CHECK(p.ranks == std::vector<size_t>{0, 1});
+  CHECK(p.submit == 0);
+  CHECK(p.why == "1 released to the job queue");
+  // The member on the node the head named goes before the highest rank (rank 0 too, if named).
+  p = plan_elastic({slot(S::kMember, 0, true), slot(S::kMember, 1), slot(S::kMember, 2)}, 1, 2);
+  CHECK(p.release == std::vector<size_t>{0});
+  CHECK(p.ranks == std::vector<size_t>{1, 2});
+  // Three members, MIN 2 and allotted 2: one goes, MIN stay.
+  p = plan_elastic({slot(S::kMember, 0), slot(S::kMember, 1), slot(S::kMember, 2)}, 2, 2);
+  CHECK(p.release == std::vector<size_t>{2});
+  CHECK(p.ranks.size() == 2);
+  // Within the allotment: nothing changes.
+  p = plan_elastic({slot(S::kMember, 0), slot(S::kMember, 1)}, 1, 2);
+  CHECK_FALSE(p.regroup);
+  CHECK(p.release.empty());
+  // A ready candidate above the allotment does not join; it is let go.
+  p = plan_elastic({slot(S::kMember, 0), slot(S::kReady)}, 1, 1);
+  CHECK_FALSE(p.regroup);
+  CHECK(p.release == std::vector<size_t>{1});
+}
+
 TEST_CASE("the data loader hands over the sampler's batches in order, epoch after epoch, fetched ahead",
           "[actors][loader]") {
   const uint64_t n = 103, batch = 8;

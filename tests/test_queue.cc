@@ -187,6 +187,11 @@ TEST_CASE("a job at MIN is stopped only when shrinking others cannot make room")
   REQUIRE(d.preempt.size() == 1);
   CHECK(d.preempt[0].kind == VictimKind::kStop);
   CHECK(d.preempt[0].job == "atmin");
+  // A job that cannot be stopped whole is only shrunk: here nothing makes room, and the job waits.
+  in.running[0].can_stop = false;
+  d = schedule_queue(in);
+  CHECK(d.preempt.empty());
+  CHECK(waiting(d, "high")->why.reason == WaitReason::kNoRoom);
 }
 
 TEST_CASE("equal priority in one team preempts nothing; a minimum run time protects a job") {

@@ -336,6 +336,7 @@ struct JobInfo {
   queuedAt @13 :Float64;
   waitReason @14 :Text;      # while queued: the reason's name ("no_room", "held", ...)
   waitDetail @15 :Text;      # and what and where
+  preempted @16 :Text;       # the latest preemption it gave way to ("1 replica on N for job-3"), or ""
 }
 
 struct JobLogs {

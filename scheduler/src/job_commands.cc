@@ -157,6 +157,7 @@ int list_jobs(ControlClient& c, bool as_json) {
       if (j.getShaped()) {
         row.update({{"team", j.getTeam().cStr()}, {"priority", j.getPriority()}, {"replicas", j.getReplicas()},
                     {"min_replicas", j.getMinReplicas()}, {"max_replicas", j.getMaxReplicas()}, {"queued_at", j.getQueuedAt()}});
+        if (j.getPreempted().size()) row["preempted"] = j.getPreempted().cStr();
         if (j.getWaitReason().size()) row["waiting"] = {{"reason", j.getWaitReason().cStr()}, {"detail", j.getWaitDetail().cStr()}, {"for_s", now - j.getQueuedAt()}};
       }
       out.push_back(std::move(row));
@@ -176,6 +177,7 @@ int list_jobs(ControlClient& c, bool as_json) {
     if (status == "QUEUED" && j.getWaitReason().size())
       std::cout << fmt::format("{:<10} waiting {:.0f} s: {}\n", "", now - j.getQueuedAt(),
                                wait_text(j.getWaitReason().cStr(), j.getWaitDetail().cStr()));
+    if (status == "RUNNING" && j.getPreempted().size()) std::cout << fmt::format("{:<10} preempted: {}\n", "", j.getPreempted().cStr());
   }
   return 0;
 }

@@ -183,7 +183,8 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   groups_->on_placed = [this] { actors_->process(); };
   queue_ = std::make_unique<JobQueue>(
       *tables_, *nodes_, [this] { return held_by_jobs(actors_->records(), groups_->status()); },
-      [this](const store::JobRecord& j, const nlohmann::json& sub) { start_queued(j, sub); }, nullptr);
+      [this](const store::JobRecord& j, const nlohmann::json& sub) { start_queued(j, sub); }, nullptr,
+      [this](const std::string& ev) { publish(ev); });
   if (autoscale_config_)
     queue_->configure(autoscale_config_->teams, autoscale_config_->starvation_s, autoscale_config_->usage_half_life_s);
   tables_->link.gather_writes();

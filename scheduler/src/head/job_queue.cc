@@ -1,8 +1,10 @@
 #include "head/job_queue.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include "policy/fair_share.h"
@@ -75,15 +77,12 @@ Result<std::string> JobQueue::submit(store::QueueEntry entry, const std::string&
   return R::ok(id);
 }
 
-policy::QueueInput JobQueue::input() const {
+policy::QueueInput JobQueue::input(const std::map<std::string, Res>& held) const {
   policy::QueueInput in;
   in.teams = teams_;
   in.starvation_s = starvation_s_;
   in.now = now_s();
   in.pool = nodes_.view();
-  std::map<std::string, Res> held;
-  bool any_admitted = std::any_of(jobs_.begin(), jobs_.end(), [](auto& e) { return e.second.queue->admitted_at > 0; });
-  if (any_admitted && held_) held = held_();
   for (auto& [id, j] : jobs_) {
     auto& q = *j.queue;
     if (q.admitted_at == 0) {
@@ -95,13 +94,15 @@ policy::QueueInput JobQueue::input() const {
     r.team = q.team;
     r.priority = q.priority;
     r.admitted_at = q.admitted_at;
-    // Preemption is not carried out yet: a running job keeps what it was admitted with.
-    r.exempt_until = std::numeric_limits<double>::infinity();
+    // Replicas above MIN are given up at a step boundary; a whole job is not stopped yet.
+    r.can_stop = false;
     r.shape = q.shape;
     r.fixed_nodes = q.fixed_nodes;
     r.replica_nodes = q.replica_nodes;
+    r.releasing = q.releasing;
     in.running.push_back(std::move(r));
-    take_unheld(in.pool, q, held[id]);
+    auto h = held.find(id);
+    take_unheld(in.pool, q, h == held.end() ? Res{} : h->second);
   }
   return in;
 }
@@ -109,13 +110,87 @@ policy::QueueInput JobQueue::input() const {
 void JobQueue::cycle() {
   next_cycle_ = std::chrono::steady_clock::now() + kCycle;
   if (jobs_.empty()) return;
-  auto in = input();
+  std::map<std::string, Res> held;
+  bool any_admitted = std::any_of(jobs_.begin(), jobs_.end(), [](auto& e) { return e.second.queue->admitted_at > 0; });
+  if (any_admitted && held_) held = held_();
+  settle_releases(held);
+  auto in = input(held);
   account_usage(in);
   in.fair_usage = fair_usage_;
   auto d = policy::schedule_queue(in);
   waiting_.clear();
   for (auto& w : d.waiting) waiting_[w.job] = w;
+  for (auto& v : d.preempt)
+    if (v.kind == policy::VictimKind::kShrink) shrink(v);
   for (auto& a : d.admit) admit(a, in.now);
+  for (auto& g : d.grow) grow(g);
+}
+
+namespace {
+// How many replicas a job holds, judged by the resource its replicas hold most of for what its
+// other actors hold (a trainer slot, say, rather than the CPU its aligners share).
+int replicas_held(const policy::JobShape& shape, Res held) {
+  sub(held, shape.total(0));
+  double n = std::numeric_limits<double>::infinity();
+  for (auto& [k, v] : shape.replica)
+    if (v > 0) n = std::min(n, std::max(0.0, held[k]) / v);
+  return std::isfinite(n) ? static_cast<int>(std::floor(n + 1e-9)) : 0;
+}
+}  // namespace
+
+void JobQueue::settle_releases(const std::map<std::string, Res>& held) {
+  auto now = std::chrono::steady_clock::now();
+  for (auto& [id, j] : jobs_) {
+    auto& q = *j.queue;
+    if (q.releasing.empty()) continue;
+    auto h = held.find(id);
+    int allotted = static_cast<int>(q.replica_nodes.size() - q.releasing.size());
+    int holds = replicas_held(q.shape, h == held.end() ? Res{} : h->second);
+    auto asked = release_asked_.try_emplace(id, now).first->second;
+    // A group that never lets go (a job without an elastic group, or one that ignores its
+    // allotment) keeps the room it holds; after kReleaseGrace the head stops waiting for it.
+    bool overdue = now - asked > kReleaseGrace;
+    if (holds > allotted && !overdue) continue;
+    if (holds > allotted)
+      spdlog::warn("job {}: holds {} replicas {:.0f} s after being asked to keep {}; its allotment is lowered anyway", id,
+                   holds, std::chrono::duration<double>(now - asked).count(), allotted);
+    for (auto& n : q.releasing)
+      if (auto it = std::find(q.replica_nodes.begin(), q.replica_nodes.end(), n); it != q.replica_nodes.end())
+        q.replica_nodes.erase(it);
+    spdlog::info("job {}: {} replicas released; it has {}", id, q.releasing.size(), q.replica_nodes.size());
+    q.releasing.clear();
+    release_asked_.erase(id);
+    tables_.jobs.save_queue(id, q);
+  }
+}
+
+// A running job gives up replicas above MIN for another: its elastic group reads the smaller
+// allotment at its next step boundary and lets them go.
+void JobQueue::shrink(const policy::Victim& v) {
+  auto it = jobs_.find(v.job);
+  if (it == jobs_.end() || v.nodes.empty()) return;
+  auto& q = *it->second.queue;
+  q.releasing.insert(q.releasing.end(), v.nodes.begin(), v.nodes.end());
+  int left = static_cast<int>(q.replica_nodes.size() - q.releasing.size());
+  q.preempted = fmt::format("{} replica{} released (on {}) for {} at {:.0f}", v.nodes.size(), v.nodes.size() == 1 ? "" : "s",
+                            fmt::join(v.nodes, ", "), v.for_job, now_s());
+  tables_.jobs.save_queue(it->first, q);
+  spdlog::info("job {} preempted: {} replicas leave (on {}) for job {}; it goes on with {}", v.job, v.nodes.size(),
+               fmt::join(v.nodes, ", "), v.for_job, left);
+  if (publish_)
+    publish_(nlohmann::json{{"type", "job_preempted"}, {"job_id", v.job}, {"how", "shrink"}, {"replicas_released", v.nodes.size()},
+                            {"nodes", v.nodes}, {"replicas_left", left}, {"for_job", v.for_job}, {"time", now_s()}}
+                 .dump());
+}
+
+// Room nobody queued can use: the job's allotment grows; its elastic group asks for the replicas.
+void JobQueue::grow(const policy::Grow& g) {
+  auto it = jobs_.find(g.job);
+  if (it == jobs_.end() || it->second.queue->admitted_at == 0 || g.nodes.empty()) return;
+  auto& q = *it->second.queue;
+  q.replica_nodes.insert(q.replica_nodes.end(), g.nodes.begin(), g.nodes.end());
+  tables_.jobs.save_queue(it->first, q);
+  spdlog::info("job {} grows by {} replicas to {}", g.job, g.nodes.size(), q.replica_nodes.size());
 }
 
 // What each team held since the last cycle, as a share of the pool, added to its decayed usage.
@@ -162,6 +237,7 @@ void JobQueue::admit(const policy::Admit& a, double now) {
 void JobQueue::ended(const std::string& id) {
   if (!jobs_.erase(id)) return;
   waiting_.erase(id);
+  release_asked_.erase(id);
   tables_.jobs.leave_queue(id);
   next_cycle_ = {};
 }
@@ -196,7 +272,8 @@ Problem JobQueue::control(const std::string& id, JobAction action, int priority)
       break;
     }
   }
-  tables_.jobs.save(j);
+  if (admitted) tables_.jobs.save_queue(id, q);  // what its runner wrote stays
+  else tables_.jobs.save(j);
   next_cycle_ = {};
   return std::nullopt;
 }

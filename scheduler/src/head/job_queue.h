@@ -34,15 +34,20 @@ enum class JobAction { kCancel, kHold, kRelease, kSetPriority };
 class JobQueue {
  public:
   static constexpr std::chrono::milliseconds kCycle{500};
+  // How long a job asked to give up replicas is waited for before its allotment is lowered anyway.
+  static constexpr std::chrono::seconds kReleaseGrace{120};
   // Starts an admitted job's program (`submission`: what `yard submit` asked to run).
   using Start = std::function<void(const store::JobRecord& job, const nlohmann::json& submission)>;
   // What each job's actors and placement groups hold now.
   using Held = std::function<std::map<std::string, Res>()>;
   // A queued job cancelled: its record says STOPPED.
   using Cancelled = std::function<void(const std::string& job)>;
+  // An event for yard:events (a JSON object: a preemption, a job growing).
+  using Publish = std::function<void(const std::string& event)>;
 
-  JobQueue(store::Tables& tables, ClusterNodes& nodes, Held held, Start start, Cancelled cancelled)
-      : tables_(tables), nodes_(nodes), held_(std::move(held)), start_(std::move(start)), cancelled_(std::move(cancelled)) {}
+  JobQueue(store::Tables& tables, ClusterNodes& nodes, Held held, Start start, Cancelled cancelled, Publish publish)
+      : tables_(tables), nodes_(nodes), held_(std::move(held)), start_(std::move(start)), cancelled_(std::move(cancelled)),
+        publish_(std::move(publish)) {}
 
   // The cluster configuration's teams and starvation bound (none: one pool shared by priority).
   void configure(std::vector<policy::TeamQuota> teams, double starvation_s, double usage_half_life_s) {
@@ -76,7 +81,11 @@ class JobQueue {
   size_t size() const { return jobs_.size(); }
 
  private:
-  policy::QueueInput input() const;
+  policy::QueueInput input(const std::map<std::string, Res>& held) const;
+  // Replicas asked to leave that have left (the job holds no more than its allotment): forgotten.
+  void settle_releases(const std::map<std::string, Res>& held);
+  void shrink(const policy::Victim& v);
+  void grow(const policy::Grow& g);
   void admit(const policy::Admit& a, double now);
 
   store::Tables& tables_;
@@ -84,12 +93,14 @@ class JobQueue {
   Held held_;
   Start start_;
   Cancelled cancelled_;
+  Publish publish_;
   std::vector<policy::TeamQuota> teams_;
   double starvation_s_ = 0;
   double half_life_s_ = 3600;
   // Each team's decayed usage (its dominant share of the pool over time), for the queue's order.
   std::map<std::string, double> fair_usage_;
   double usage_at_ = 0;  // when fair_usage_ was last brought up to date
+  std::map<std::string, std::chrono::steady_clock::time_point> release_asked_;  // jobs giving up replicas: since
   void account_usage(const policy::QueueInput& in);
   std::map<std::string, store::JobRecord> jobs_;  // in the queue: waiting, or admitted and running
   std::map<std::string, policy::Waiting> waiting_;

@@ -99,7 +99,7 @@ std::vector<Unit> Chooser::candidates() const {
       }
       units.push_back({i, VictimKind::kShrink, n});
     }
-    units.push_back({i, VictimKind::kStop, ""});
+    if (r.can_stop) units.push_back({i, VictimKind::kStop, ""});
   }
   auto key = [&](const Unit& u) {
     auto& r = in.running[u.job];

@@ -72,6 +72,7 @@ struct RunningJob {
   std::vector<std::string> replica_nodes;  // the node of each replica it has now
   std::vector<std::string> releasing;      // nodes of replicas asked to leave, still there
   bool stopping = false;                   // preempted at MIN: checkpointing and stopping
+  bool can_stop = true;                    // may be stopped whole (else only shrunk to MIN)
 
   int replicas() const { return static_cast<int>(replica_nodes.size()); }
 };

@@ -36,19 +36,22 @@ std::optional<policy::JobShape> shape_of(const std::string& text) {
   }
 }
 
+// The queue's fields of a record (the head's queue owns them; the job's runner, the rest).
+void add_queue_fields(std::vector<std::string>& c, const QueueEntry& q) {
+  std::vector<std::string> more{"team", q.team, "priority", std::to_string(q.priority), "shape", shape_json(q.shape).dump(),
+                                "queued_at", std::to_string(q.queued_at), "admitted_at", std::to_string(q.admitted_at),
+                                "held", q.held ? "1" : "0", "fixed_nodes", json(q.fixed_nodes).dump(), "replica_nodes",
+                                json(q.replica_nodes).dump(), "releasing", json(q.releasing).dump(), "preempted", q.preempted};
+  c.insert(c.end(), more.begin(), more.end());
+}
+
 std::vector<std::string> job_hset(const JobRecord& j) {
   std::vector<std::string> c{"HSET", keys::job(j.id), "entrypoint", j.entrypoint, "status", name(j.status), "exit_code",
           std::to_string(j.exit_code), "start", std::to_string(j.start), "end", std::to_string(j.end), "log",
           j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", j.node, "submitted", j.submitted ? "1" : "0",
           "proc_pid", std::to_string(j.proc_pid), "binary", j.binary, "binary_digest", j.digest, "workdir_digest",
           j.workdir, "cwd", j.cwd};
-  if (auto& q = j.queue) {
-    std::vector<std::string> more{"team", q->team, "priority", std::to_string(q->priority), "shape",
-                                  shape_json(q->shape).dump(), "queued_at", std::to_string(q->queued_at),
-                                  "admitted_at", std::to_string(q->admitted_at), "held", q->held ? "1" : "0",
-                                  "fixed_nodes", json(q->fixed_nodes).dump(), "replica_nodes", json(q->replica_nodes).dump()};
-    c.insert(c.end(), more.begin(), more.end());
-  }
+  if (j.queue) add_queue_fields(c, *j.queue);
   return c;
 }
 
@@ -72,6 +75,8 @@ std::optional<QueueEntry> queue_entry(const std::map<std::string, std::string>& 
   q.held = text(f, "held") == "1";
   q.fixed_nodes = nodes_of(text(f, "fixed_nodes"));
   q.replica_nodes = nodes_of(text(f, "replica_nodes"));
+  q.releasing = nodes_of(text(f, "releasing"));
+  q.preempted = text(f, "preempted");
   return q;
 }
 
@@ -84,6 +89,12 @@ void Jobs::add(const std::string& id) { s_.cmd({"RPUSH", keys::jobs(), id}); }
 std::vector<std::string> Jobs::ids() { return s_.cmd({"LRANGE", keys::jobs(), "0", "-1"}).strings(); }
 
 void Jobs::save(const JobRecord& j) { s_.write({job_hset(j)}); }
+
+void Jobs::save_queue(const std::string& id, const QueueEntry& q) {
+  std::vector<std::string> c{"HSET", keys::job(id)};
+  add_queue_fields(c, q);
+  s_.write({c});
+}
 
 void Jobs::enqueue(const JobRecord& j, const std::string& submission) {
   s_.write({{"RPUSH", keys::jobs(), j.id}, job_hset(j), {"SET", keys::job_submission(j.id), submission},

@@ -67,7 +67,9 @@ struct QueueEntry {
   policy::JobShape shape;
   double queued_at = 0, admitted_at = 0;  // admitted_at 0: waiting
   bool held = false;
-  std::vector<std::string> fixed_nodes, replica_nodes;  // where admission put its parts
+  std::vector<std::string> fixed_nodes, replica_nodes;  // where admission put its parts (growth added)
+  std::vector<std::string> releasing;  // nodes of replicas asked to leave (still in replica_nodes)
+  std::string preempted;               // the latest preemption it gave way to, for `yard jobs` ("" none)
 };
 
 struct JobRecord {
@@ -245,6 +247,8 @@ class Jobs {
   void add(const std::string& id);
   std::vector<std::string> ids();
   void save(const JobRecord& j);
+  // Only the queue's fields of a running job (its allotment), leaving what its runner wrote.
+  void save_queue(const std::string& id, const QueueEntry& q);
   std::optional<JobRecord> get(const std::string& id);
   std::map<std::string, std::string> fields(const std::string& id);
   // A job with a shape joins the queue: its record, its membership and what it asked to run (the

@@ -10,6 +10,10 @@
 //    waits (the survivors keep their state) until enough candidates are ready;
 //  * keeps MAX slots asked for: lost and released ones are replaced by new candidates, which wait
 //    for room in the cluster (or for the autoscaler to add a node).
+// MAX here is what the job may hold now: the job queue's allotment when it has one (yard/allotment.h),
+// never above the group's own MAX. When more replicas are in play than that, the extra ones go:
+// candidates first (the latest asked for first), then members the head named (their node is to be
+// freed), then members from the highest rank; never below MIN.
 #pragma once
 
 #include <cstddef>
@@ -29,13 +33,14 @@ struct ElasticSlot {
   State state = State::kStarting;
   int rank = -1;          // in the current generation (members, and lost ones that were members)
   bool draining = false;  // its node is draining: it must leave
+  bool asked = false;     // its node is one the job's allotment asks to free: it leaves first
 };
 
 struct ElasticPlan {
   bool regroup = false;         // form a new generation with `ranks`
   bool wait = false;            // membership changed but fewer than MIN remain: wait for candidates
   std::vector<size_t> ranks;    // slot indices by their rank in the new generation
-  std::vector<size_t> release;  // slots to stop now (on draining nodes)
+  std::vector<size_t> release;  // slots to stop now (on draining nodes, or above MAX)
   int submit = 0;               // new candidates to ask for, keeping MAX slots in play
   std::string why;              // "rank 2 lost, 1 joined", for the report
 };

@@ -13,6 +13,9 @@
 // prepare(actor) loads what it needs before it can join (its data), returning its node's id.
 // Membership changes happen only in settle(); run() calls every member and reports the members
 // lost meanwhile (their peers' calls fail on the collective; the caller settles and goes on).
+// A job admitted by the job queue holds no more replicas than its allotment (yard/allotment.h):
+// settle() reads it and lets replicas go at the step boundary when the head shrank it, or asks for
+// more when it grew.
 #pragma once
 
 #include <unistd.h>
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "yard/actors/elastic.h"
+#include "yard/allotment.h"
 #include "yard/node_state.h"
 #include "yard/yard.h"
 
@@ -69,6 +73,7 @@ class ElasticGroup {
     std::string name = "elastic";
     int min = 1, max = 1;
     std::chrono::milliseconds regroup_timeout{20000};
+    bool follow_allotment = true;  // hold no more replicas than the job queue allots the job
   };
   using Make = std::function<ActorHandle<T>()>;
   using Prepare = std::function<ObjectRef<std::string>(const ActorHandle<T>&)>;
@@ -97,8 +102,9 @@ class ElasticGroup {
     auto t0 = std::chrono::steady_clock::now(), deadline = t0 + patience;
     int old_world = world();
     for (;;) {
+      read_allotment();
       poll();
-      auto plan = plan_elastic(states(), o_.min, o_.max);
+      auto plan = plan_elastic(states(), o_.min, allowed());
       for (size_t i : plan.release) {
         try {
           kill(*slots_[i].actor);
@@ -164,6 +170,11 @@ class ElasticGroup {
   }
 
   int world() const { return world_; }
+  // The most replicas the group holds now: its MAX, or the job's allotment when that is less.
+  int allowed() const {
+    if (!allot_) return o_.max;
+    return std::clamp(allot_->replicas, o_.min, o_.max);
+  }
   const ActorHandle<T>& member(int rank) const { return *slots_[static_cast<size_t>(rank)].actor; }
   int pid(int rank) const { return slots_[static_cast<size_t>(rank)].pid; }
   const std::string& node(int rank) const { return slots_[static_cast<size_t>(rank)].node; }
@@ -251,6 +262,16 @@ class ElasticGroup {
         s.s.state = S::kLost;
       }
       if (s.s.state != S::kLost && !s.node.empty()) s.s.draining = node_state(s.node) == NodeState::kDraining;
+      s.s.asked = allot_ && std::find(allot_->release.begin(), allot_->release.end(), s.node) != allot_->release.end();
+    }
+  }
+
+  // The job's allotment now (kept as it was when the control store cannot be read this time).
+  void read_allotment() {
+    if (!o_.follow_allotment) return;
+    try {
+      allot_ = job_allotment();
+    } catch (const std::exception&) {
     }
   }
 
@@ -344,6 +365,7 @@ class ElasticGroup {
   int world_ = 0;
   int generation_ = 0;
   bool broken_ = false;  // a call failed on the collective: the next settle forms a new generation
+  std::optional<JobAllotment> allot_;  // the job queue's allotment, when the job has one
 };
 
 }  // namespace yard::actors

@@ -1,0 +1,25 @@
+// What the job queue allows this job now, for programs that size themselves to it. A job
+// submitted with a shape (`yard submit --replicas MIN:MAX`) is admitted with between MIN and MAX
+// elastic replicas; the head grows the allotment as room appears and shrinks it when a job of
+// higher priority (or a team reclaiming its guarantee) needs the room. An elastic group reads it
+// at every step boundary: it asks for no more replicas than allotted, and lets replicas go (those
+// on the nodes named first) when the allotment shrinks.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace yard {
+
+struct JobAllotment {
+  int replicas = 0;                  // elastic replicas the job may hold now
+  std::vector<std::string> release;  // nodes whose replicas the head asked to leave
+};
+
+// This job's allotment (yard::job_id()), or nullopt when it was not admitted by the job queue (a
+// job without a shape takes whatever room it finds). Needs yard::init. Thread-safe. Throws
+// yard::Error when the control store cannot be reached.
+std::optional<JobAllotment> job_allotment();
+
+}  // namespace yard
