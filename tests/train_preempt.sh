@@ -19,7 +19,7 @@ done
 mkdir -p "$YARD_HOME/work"
 cd "$YARD_HOME/work"
 # Rank 0 takes 3 times as long per step: the job is still training when the high job comes and goes.
-"$YARD" submit --env RAILWAY_TRAIN_SLOW_RANK=0:2 --replicas 1:2 --replica CPU=1,trainer=1 --priority 1 -- \
+"$YARD" submit --replicas 1:2 --replica CPU=1,trainer=1 --priority 1 --env RAILWAY_TRAIN_SLOW_RANK=0:2 -- \
   "$TRAIN" --epochs 10 --workers 1:2 --trainer-resources '{"CPU": 1, "trainer": 1}' --logs 1 --length-km 8 \
   --batch 16 --checkpoint-every 10 > out.txt 2>&1 &
 pid=$!

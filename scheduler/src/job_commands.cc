@@ -66,6 +66,7 @@ void add_shape_options(CLI::App* submit, ShapeArgs& s) {
       ->group(g);
   submit->add_option("--replica", s.replica, "what one replica holds, NAME=AMOUNT[,...]")->default_val("CPU=1")->group(g);
   submit->add_option("--fixed", s.fixed, "one fixed part (the driver, an aligner, a checkpointer): NAME=AMOUNT[,...]; repeat it")
+      ->allow_extra_args(false)
       ->group(g);
   submit->add_option("--placement", s.strategy, "how the replicas spread over nodes: PACK, SPREAD, STRICT_PACK, STRICT_SPREAD")
       ->default_val("SPREAD")->group(g);

@@ -333,7 +333,8 @@ Commands define_cli(CLI::App& app, Args& a) {
   c.timeline->add_option("-o,--output", a.output, "write the trace here instead of printing it");
   c.submit = add_conn(app.add_subcommand("submit", "run a program as a job on the cluster, streaming its output"));
   c.submit->add_flag("--no-wait", a.no_wait, "print the job id and return at once");
-  c.submit->add_option("--env", a.env_kv, "extra KEY=VALUE for the job's environment");
+  // One value per --env (repeat it), so that a `--` after it still starts the program's arguments.
+  c.submit->add_option("--env", a.env_kv, "extra KEY=VALUE for the job's environment; repeat it")->allow_extra_args(false);
   c.submit->add_option("--max-retries", a.max_retries,
                        "run the program again, up to this many times, when its process dies by a signal (a crash, "
                        "kill -9, the OOM killer); YARD_JOB_ATTEMPT tells it which attempt it is")
