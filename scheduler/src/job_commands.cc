@@ -141,7 +141,7 @@ int job_command(ControlClient& c, const JobArgs& a) {
 int print_team_credential(const std::string& team) {
   auto rec = detail::latest_record();
   if (!rec) throw Error("no head runs on this machine under YARD_HOME: run `yard team-credential` where the head runs");
-  std::string key_file = rec->session_dir + "/team.key";
+  std::string key_file = team_key_file(rec->session_dir);
   if (!std::filesystem::exists(key_file)) throw Error(key_file + " is missing: the head has not made its team key");
   std::cout << team_credential(detail::read_token(key_file), team) << "\n";
   return 0;

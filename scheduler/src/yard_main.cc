@@ -245,6 +245,7 @@ struct Args {
   std::vector<std::string> entry, env_kv;
   bool no_wait = false;
   std::string working_dir, job_id;
+  std::string team;  // yard team-credential TEAM
   bool follow = false;
   std::string drain_node;
   double drain_timeout = 600;
@@ -349,7 +350,7 @@ Commands define_cli(CLI::App& app, Args& a) {
   c.jobs->add_flag("--json", a.as_json, "every job's fields as JSON");
   c.job = add_conn(sched::define_job_command(app, a.job));
   c.team_credential = app.add_subcommand("team-credential", "print a team's credential (on the head's machine; give it to the team)");
-  c.team_credential->add_option("team", a.job.job, "the team's name in the cluster's configuration")->required();
+  c.team_credential->add_option("team", a.team, "the team's name in the cluster's configuration")->required();
   c.logs = add_conn(app.add_subcommand("logs", "print a job's output"));
   c.logs->add_option("job", a.job_id, "job id")->required();
   c.logs->add_flag("-f,--follow", a.follow, "keep printing until the job ends");
@@ -500,7 +501,7 @@ int main(int argc, char** argv) {
     if (c.status->parsed()) return sched::status_command(a.address, a.token, a.as_json, a.verbose);
     if (c.submit->parsed()) return cmd_submit(a);
     if (c.jobs->parsed()) return cmd_jobs(a);
-    if (c.team_credential->parsed()) return sched::print_team_credential(a.job.job);
+    if (c.team_credential->parsed()) return sched::print_team_credential(a.team);
     if (c.job->parsed()) {
       auto conn = connect(a.address, a.token);
       return sched::job_command(conn, a.job);

@@ -32,8 +32,10 @@ bool credential_matches(const std::string& team_key, const std::string& team, co
   return given.size() == want.size() && CRYPTO_memcmp(given.data(), want.data(), want.size()) == 0;
 }
 
+std::string team_key_file(const std::string& session_dir) { return session_dir + "/team.key"; }
+
 std::string session_team_key(const std::string& session_dir) {
-  std::string f = session_dir + "/team.key";
+  std::string f = team_key_file(session_dir);
   if (std::filesystem::exists(f)) return detail::read_token(f);
   return detail::create_token(f);
 }

@@ -12,6 +12,8 @@ namespace yard::sched {
 std::string team_credential(const std::string& team_key, const std::string& team);
 // Whether `given` is the team's credential (compared in constant time).
 bool credential_matches(const std::string& team_key, const std::string& team, const std::string& given);
+// Where a head session keeps its team key.
+std::string team_key_file(const std::string& session_dir);
 // The session's team key: read, or made (mode 0600) when the session has none yet.
 std::string session_team_key(const std::string& session_dir);
 

@@ -1,5 +1,4 @@
 #include "head/head_service.h"
-#include "common/credentials.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -19,6 +18,7 @@
 
 #include "yard/process.h"
 #include "allocator.h"
+#include "common/credentials.h"
 #include "link_limits.h"
 #include "link_security.h"
 #include "yard/internal/tls_identity.h"

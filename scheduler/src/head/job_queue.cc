@@ -127,8 +127,8 @@ void JobQueue::cycle() {
 }
 
 namespace {
-// How many replicas a job holds, judged by the resource its replicas hold most of for what its
-// other actors hold (a trainer slot, say, rather than the CPU its aligners share).
+// How many replicas a job holds: what it holds beyond its fixed parts, counted in replicas by the
+// scarcest of a replica's resources (its trainer slots, say, not the CPU its other actors share).
 int replicas_held(const policy::JobShape& shape, Res held) {
   sub(held, shape.total(0));
   double n = std::numeric_limits<double>::infinity();
@@ -144,7 +144,7 @@ void JobQueue::settle_releases(const std::map<std::string, Res>& held) {
     auto& q = *j.queue;
     if (q.releasing.empty()) continue;
     auto h = held.find(id);
-    int allotted = static_cast<int>(q.replica_nodes.size() - q.releasing.size());
+    int allotted = q.allotted();
     int holds = replicas_held(q.shape, h == held.end() ? Res{} : h->second);
     auto asked = release_asked_.try_emplace(id, now).first->second;
     // A group that never lets go (a job without an elastic group, or one that ignores its
@@ -171,7 +171,7 @@ void JobQueue::shrink(const policy::Victim& v) {
   if (it == jobs_.end() || v.nodes.empty()) return;
   auto& q = *it->second.queue;
   q.releasing.insert(q.releasing.end(), v.nodes.begin(), v.nodes.end());
-  int left = static_cast<int>(q.replica_nodes.size() - q.releasing.size());
+  int left = q.allotted();
   q.preempted = fmt::format("{} replica{} released (on {}) for {} at {:.0f}", v.nodes.size(), v.nodes.size() == 1 ? "" : "s",
                             fmt::join(v.nodes, ", "), v.for_job, now_s());
   tables_.jobs.save_queue(it->first, q);

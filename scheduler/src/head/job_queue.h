@@ -55,7 +55,6 @@ class JobQueue {
     starvation_s_ = starvation_s;
     half_life_s_ = usage_half_life_s;
   }
-  bool has_teams() const { return !teams_.empty(); }
   bool has_team(const std::string& name) const {
     for (auto& t : teams_)
       if (t.name == name) return true;
@@ -86,6 +85,7 @@ class JobQueue {
   void settle_releases(const std::map<std::string, Res>& held);
   void shrink(const policy::Victim& v);
   void grow(const policy::Grow& g);
+  void account_usage(const policy::QueueInput& in);
   void admit(const policy::Admit& a, double now);
 
   store::Tables& tables_;
@@ -101,7 +101,6 @@ class JobQueue {
   std::map<std::string, double> fair_usage_;
   double usage_at_ = 0;  // when fair_usage_ was last brought up to date
   std::map<std::string, std::chrono::steady_clock::time_point> release_asked_;  // jobs giving up replicas: since
-  void account_usage(const policy::QueueInput& in);
   std::map<std::string, store::JobRecord> jobs_;  // in the queue: waiting, or admitted and running
   std::map<std::string, policy::Waiting> waiting_;
   std::chrono::steady_clock::time_point next_cycle_{};

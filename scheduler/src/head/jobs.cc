@@ -199,7 +199,7 @@ void HeadService::on_list_jobs(Incoming& in) {
       list[i].setShaped(true);
       list[i].setTeam(q->team);
       list[i].setPriority(q->priority);
-      list[i].setReplicas(q->admitted_at > 0 ? static_cast<int32_t>(q->replica_nodes.size() - q->releasing.size()) : 0);
+      list[i].setReplicas(q->admitted_at > 0 ? q->allotted() : 0);
       list[i].setPreempted(q->preempted);
       list[i].setMinReplicas(q->shape.min);
       list[i].setMaxReplicas(q->shape.max);

@@ -70,6 +70,9 @@ struct QueueEntry {
   std::vector<std::string> fixed_nodes, replica_nodes;  // where admission put its parts (growth added)
   std::vector<std::string> releasing;  // nodes of replicas asked to leave (still in replica_nodes)
   std::string preempted;               // the latest preemption it gave way to, for `yard jobs` ("" none)
+
+  // The replicas it may hold now: those given, less those asked to leave.
+  int allotted() const { return static_cast<int>(replica_nodes.size()) - static_cast<int>(releasing.size()); }
 };
 
 struct JobRecord {
