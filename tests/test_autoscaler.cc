@@ -223,6 +223,36 @@ TEST_CASE("tasks that need a node type's resource wait for the node the autoscal
   yard::shutdown();
 }
 
+TEST_CASE("a queued job whose replicas need a node type's resource waits for the node the autoscaler starts",
+          "[autoscaler][queue]") {
+  Cluster c;
+  auto conn = " --address " + c.addr + " --token " + c.token;
+  auto r = sh(yard_bin() + " submit --no-wait" + conn + " --replicas 2 --replica special=1 -- sh -c 'echo ran'");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  auto at = r.out.rfind("job-");
+  std::string id = r.out.substr(at, r.out.find_first_of(" \n", at) - at);
+  auto status = [&] {
+    auto jobs = json::parse(sh(yard_bin() + " jobs --json" + conn).out, nullptr, false);
+    if (jobs.is_array())
+      for (auto& j : jobs)
+        if (j.value("job_id", "") == id) return j.value("status", "");
+    return std::string();
+  };
+  // No running node has `special`: the job's two replicas are demand, and one node of the type
+  // (special = 2) holds them.
+  // (The node lives at least idle_timeout_s after the job: seen while polling.)
+  std::set<std::string> seen;
+  CHECK(eventually(
+      [&] {
+        auto up = c.auto_nodes();
+        seen.insert(up.begin(), up.end());
+        return status() == "SUCCEEDED";
+      },
+      120s));
+  CHECK(seen.size() == 1);
+}
+
 TEST_CASE("a provider that cannot start nodes is retried with backoff and reported; the head keeps serving",
           "[autoscaler]") {
   setenv("SLURM_CONF", "/nonexistent/slurm.conf", 1);  // sbatch retries for a minute (or is missing)

@@ -49,7 +49,8 @@ std::string wait_reason(const Cluster& c, const std::string& id) {
 
 TEST_CASE("queued jobs start when their replicas fit, by priority; hold, release and cancel", "[cli][queue]") {
   Cluster c;  // one node of 2 CPUs
-  auto a = submit(c, "--replicas 1 --replica CPU=2 -- sh -c 'echo A; exec sleep 60'");
+  // Of a higher priority than any job below: it is never preempted for them.
+  auto a = submit(c, "--replicas 1 --replica CPU=2 --priority 9 -- sh -c 'echo A; exec sleep 60'");
   REQUIRE(eventually([&] { return has_status(c, a, "RUNNING"); }, 20s));
   auto low = submit(c, "--replicas 1:2 --replica CPU=2 --team research --priority 1 -- sh -c 'echo low'");
   auto high = submit(c, "--replicas 1 --replica CPU=2 --team inspection --priority 5 -- sh -c 'echo high; sleep 1'");
@@ -115,7 +116,7 @@ TEST_CASE("a bad shape or request is refused with what is wrong", "[cli][queue][
 
 TEST_CASE("the queue outlives a head killed and started again", "[cli][queue][head]") {
   Cluster c;
-  auto a = submit(c, "--replicas 1 --replica CPU=2 -- sh -c 'exec sleep 60'");
+  auto a = submit(c, "--replicas 1 --replica CPU=2 --priority 3 -- sh -c 'exec sleep 60'");
   REQUIRE(eventually([&] { return has_status(c, a, "RUNNING"); }, 20s));
   auto b = submit(c, "--replicas 1 --replica CPU=2 --priority 2 -- sh -c 'echo after the takeover'");
   REQUIRE(eventually([&] { return wait_reason(c, b) == "no_room"; }, 10s));
@@ -139,14 +140,11 @@ TEST_CASE("the queue outlives a head killed and started again", "[cli][queue][he
   CHECK(eventually([&] { return has_status(c, b, "SUCCEEDED"); }, 30s));
 }
 
-TEST_CASE("teams: a credential each, priorities and queued jobs within the team's limits, a ceiling", "[cli][queue][teams]") {
-  Cluster c(false);
+namespace {
+// Starts a head whose cluster configuration is `toml`.
+void start_configured(Cluster& c, const std::string& toml) {
   std::string conf = c.home + "/cluster.toml";
-  {
-    std::ofstream f(conf);
-    f << "[teams.inspection]\nmax_priority = 10\nceiling = { CPU = 2 }\n"
-         "[teams.research]\nmax_priority = 2\nceiling = { CPU = 1 }\nmax_queued = 1\n";
-  }
+  std::ofstream(conf) << toml;
   c.port = yard::detail::free_port("127.0.0.1");
   auto start = sh(c.yard("start --head --num-cpus 2 --port " + std::to_string(c.port) + " --config " + conf));
   INFO(start.out);
@@ -155,6 +153,41 @@ TEST_CASE("teams: a credential each, priorities and queued jobs within the team'
   auto rec = yard::detail::latest_record();
   REQUIRE(rec);
   c.pid = rec->pid;
+}
+}  // namespace
+
+TEST_CASE("a job at MIN gives way: asked to stop, stopped after its grace, queued again, run again as its next attempt",
+          "[cli][queue][preempt]") {
+  Cluster c(false);
+  start_configured(c, "[queue]\nstop_grace_s = 2\n");
+  // A program that ignores the request: it gets SIGTERM at the deadline.
+  auto low = submit(c, "--replicas 1 --replica CPU=2 -- sh -c 'echo attempt $YARD_JOB_ATTEMPT; exec sleep 60'");
+  REQUIRE(eventually([&] { return has_status(c, low, "RUNNING"); }, 20s));
+  auto high = submit(c, "--replicas 1 --replica CPU=2 --priority 5 -- sh -c 'echo high; sleep 1'");
+  CHECK(eventually([&] { return has_status(c, high, "SUCCEEDED"); }, 30s));
+  // The low job was queued again (not ended), then admitted again once the high job was done.
+  CHECK(eventually([&] { return has_status(c, low, "RUNNING"); }, 30s));
+  CHECK_THAT(job_row(c, low).value("preempted", ""), Catch::StartsWith("stopped at MIN for " + high));
+  CHECK(eventually([&] { return sh(c.yard("logs " + low)).out.find("attempt 2") != std::string::npos; }, 20s));
+  auto logs = sh(c.yard("logs " + low)).out;
+  CHECK_THAT(logs, Catch::Contains("attempt 1") && Catch::Contains("admitted again: attempt 2"));
+  // Cancelled, it ends for good.
+  REQUIRE(sh(c.yard("job cancel " + low)).code == 0);
+  CHECK(eventually([&] { return has_status(c, low, "STOPPED"); }, 20s));
+
+  // A time limit: asked to stop at the limit, stopped after the grace, and ended (not queued again).
+  auto limited = submit(c, "--replicas 1 --replica CPU=1 --time-limit 1 -- sh -c 'exec sleep 60'");
+  CHECK(eventually([&] { return has_status(c, limited, "STOPPED"); }, 30s));
+  CHECK(job_row(c, limited).value("preempted", "").empty());
+  auto bad = sh(c.yard("submit --time-limit 5 -- true"));
+  CHECK(bad.code == 1);
+  CHECK_THAT(bad.out, Catch::Contains("need --replicas"));
+}
+
+TEST_CASE("teams: a credential each, priorities and queued jobs within the team's limits, a ceiling", "[cli][queue][teams]") {
+  Cluster c(false);
+  start_configured(c, "[teams.inspection]\nmax_priority = 10\nceiling = { CPU = 2 }\n"
+                      "[teams.research]\nmax_priority = 2\nceiling = { CPU = 1 }\nmax_queued = 1\n");
 
   auto cred = [&](const std::string& team) {
     auto r = sh(c.yard("team-credential " + team));

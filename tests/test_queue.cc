@@ -300,3 +300,34 @@ TEST_CASE("a submission is refused with the limit it breaks") {
   CHECK(check_submission(teams, "a", 1, elastic(3, 2), 0)->kind == Refusal::kBadShape);
   CHECK(!check_submission(teams, "a", 5, elastic(1, 8), 1));
 }
+
+TEST_CASE("a spot notice: replicas above MIN leave, at MIN they move where there is room, else the job stops") {
+  QueueInput in;
+  // n1 is noticed (it takes no work: nothing free there); n2 has one free slot.
+  in.pool = pool({{4, 0}, {4, 1}});
+  in.running = {running("wide", 0, elastic(1, 3), {"n1", "n1", "n2"}), running("narrow", 0, elastic(1, 1), {"n1"}),
+                running("fixed", 0, elastic(1, 1, 1), {"n2"}), running("elsewhere", 0, elastic(1, 1), {"n2"})};
+  in.running[2].fixed_nodes = {"n1"};
+  auto p = plan_notice(in, "n1");
+  // wide: 3 replicas, MIN 1; both on n1 leave (it keeps the one on n2).
+  REQUIRE(p.leave.size() == 1);
+  CHECK(p.leave[0].job == "wide");
+  CHECK(p.leave[0].nodes == std::vector<std::string>{"n1", "n1"});
+  // narrow: at MIN; its one replica moves to n2's free slot.
+  REQUIRE(p.move.size() == 1);
+  CHECK(p.move[0].job == "narrow");
+  CHECK(p.move[0].from == std::vector<std::string>{"n1"});
+  CHECK(p.move[0].to == std::vector<std::string>{"n2"});
+  // fixed: its driver is on n1: stopped and requeued. elsewhere: untouched.
+  CHECK(p.stop == std::vector<std::string>{"fixed"});
+  // No room left for a second job at MIN: it stops.
+  in.running.push_back(running("narrow2", 0, elastic(1, 1), {"n1"}));
+  p = plan_notice(in, "n1");
+  CHECK(p.stop == std::vector<std::string>{"fixed", "narrow2"});
+  // A job already stopping is left alone; room being freed counts as room elsewhere.
+  in.running[2].stopping = true;
+  in.running[3].stopping = true;  // frees its slot on n2
+  p = plan_notice(in, "n1");
+  CHECK(p.stop.empty());
+  CHECK(p.move.size() == 2);
+}

@@ -217,6 +217,8 @@ struct DrainNode {
   nodeId @0 :Text;
   timeoutMs @1 :UInt32;      # answered with an error if the node still has work then
   force @2 :Bool;            # at the timeout, stop what still runs instead of giving up
+  notice @3 :Bool;           # a notice (spot reclaim): the node goes at the timeout whatever runs there;
+                             # queued jobs that cannot shrink off it are checkpointed and requeued before
 }
 
 struct Bundle {
@@ -295,6 +297,8 @@ struct SubmitJob {
   shape @7 :JobShape;
   jobId @8 :Text;            # head -> node: the queued job it admitted (its record exists)
   teamCredential @9 :Text;   # with teams configured: the team's credential (`yard team-credential`)
+  attempt @10 :UInt32;       # head -> node: the run's attempt (YARD_JOB_ATTEMPT; 0 means 1); a requeued job's next
+  timeLimit @11 :Float64;    # seconds it may run once admitted (0: none); then it is stopped
 }
 
 struct JobShape {

@@ -74,12 +74,18 @@ void add_shape_options(CLI::App* submit, ShapeArgs& s) {
   submit->add_option("--team-credential", s.credential, "the team's credential, when the cluster has teams")
       ->envname("YARD_TEAM_CREDENTIAL")->group(g);
   submit->add_option("--priority", s.priority, "higher goes first and may preempt lower")->default_val(0)->group(g);
+  submit->add_option("--time-limit", s.time_limit,
+                     "seconds the job may run once admitted; then it is asked to checkpoint and stop (the queue's "
+                     "stop_grace_s later its program is stopped)")
+      ->check(CLI::PositiveNumber)
+      ->group(g);
 }
 
 void set_shape(wire::SubmitJob::Builder sj, const ShapeArgs& s) {
   if (s.replicas.empty()) {
-    if (!s.team.empty() || s.priority != 0 || !s.fixed.empty())
-      throw Error("--team, --priority and --fixed need --replicas MIN:MAX (the job's shape, which the queue admits)");
+    if (!s.team.empty() || s.priority != 0 || !s.fixed.empty() || s.time_limit > 0)
+      throw Error("--team, --priority, --fixed and --time-limit need --replicas MIN:MAX (the job's shape, which the "
+                  "queue admits)");
     return;
   }
   int min = 0, max = 0;
@@ -98,6 +104,7 @@ void set_shape(wire::SubmitJob::Builder sj, const ShapeArgs& s) {
   sj.setTeam(s.team);
   sj.setTeamCredential(s.credential);
   sj.setPriority(s.priority);
+  sj.setTimeLimit(s.time_limit);
   auto sh = sj.initShape();
   sh.setMinReplicas(min);
   sh.setMaxReplicas(max);

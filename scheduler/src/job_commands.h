@@ -15,6 +15,7 @@ namespace yard::sched {
 struct ShapeArgs {
   std::string team, credential, replicas, replica = "CPU=1", strategy = "SPREAD";
   int priority = 0;
+  double time_limit = 0;
   std::vector<std::string> fixed;
 };
 void add_shape_options(CLI::App* submit, ShapeArgs& s);

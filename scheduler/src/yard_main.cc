@@ -248,7 +248,7 @@ struct Args {
   std::string team;  // yard team-credential TEAM
   bool follow = false;
   std::string drain_node;
-  double drain_timeout = 600;
+  double drain_timeout = 600, drain_deadline = 0;
   bool drain_force = false;
   int max_retries = 0;
   std::string output;
@@ -361,7 +361,14 @@ Commands define_cli(CLI::App& app, Args& a) {
   c.drain->add_option("node", a.drain_node, "node id (as yard status shows it)")->required();
   c.drain->add_option("--timeout", a.drain_timeout, "seconds to wait for its work to finish")->default_val(600)
       ->check(CLI::Range(0.0, 86400.0));
-  c.drain->add_flag("--force", a.drain_force, "at the timeout, stop what still runs there");
+  auto* force = c.drain->add_flag("--force", a.drain_force, "at the timeout, stop what still runs there");
+  c.drain->add_option("--deadline", a.drain_deadline,
+                      "a notice (a spot node being reclaimed): the node goes in SECONDS whatever runs there; elastic "
+                      "replicas leave at a step boundary, and queued jobs that cannot shrink or move off it commit a "
+                      "checkpoint 10 s before and are requeued")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->excludes(c.drain->get_option("--timeout"))
+      ->excludes(force);
   return c;
 }
 
@@ -464,16 +471,19 @@ int cmd_jobs(const Args& a) {
 
 int cmd_drain(const Args& a) {
   auto c = connect(a.address, a.token);
-  std::cout << "Draining " << a.drain_node << " ..." << std::flush;
+  bool notice = a.drain_deadline > 0;
+  double timeout = notice ? a.drain_deadline : a.drain_timeout;
+  std::cout << "Draining " << a.drain_node << (notice ? fmt::format(" (it goes in {:g} s)", timeout) : "") << " ..." << std::flush;
   auto t0 = std::chrono::steady_clock::now();
   c.call(
       [&](auto env) {
         auto d = env.getBody().initDrainNode();
         d.setNodeId(a.drain_node);
-        d.setTimeoutMs(static_cast<uint32_t>(a.drain_timeout * 1000));
-        d.setForce(a.drain_force);
+        d.setTimeoutMs(static_cast<uint32_t>(timeout * 1000));
+        d.setForce(a.drain_force || notice);
+        d.setNotice(notice);
       },
-      std::chrono::milliseconds(static_cast<long>(a.drain_timeout * 1000) + 30000));
+      std::chrono::milliseconds(static_cast<long>(timeout * 1000) + 30000));
   std::cout << " drained in "
             << fmt::format("{:.1f}", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count())
             << " s; it has left the cluster\n";

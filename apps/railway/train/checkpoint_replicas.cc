@@ -57,11 +57,11 @@ void CheckpointReplicas::handed_again(const std::vector<std::string>& notes, con
   }
 }
 
-int64_t CheckpointReplicas::latest_step() const {
+int64_t CheckpointReplicas::latest_step(yard::Duration patience) const {
   int64_t best = -1;
   for (auto& h : handles_) {
     try {
-      best = std::max(best, *h.call(&Checkpointer::latest_step).remote().get(60s));
+      best = std::max(best, *h.call(&Checkpointer::latest_step).remote().get(patience));
     } catch (const yard::Error&) {
     }
   }

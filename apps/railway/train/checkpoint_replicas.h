@@ -25,8 +25,9 @@ class CheckpointReplicas {
   // rank 0's hand-over (a write handed again) are reported when no loss was reported for them yet.
   void check(const RecoveryReport& report);
   void handed_again(const std::vector<std::string>& notes, const RecoveryReport& report);
-  // The newest step any replica has completed (-1: none).
-  int64_t latest_step() const;
+  // The newest step any replica has completed (-1: none); a replica that does not answer within
+  // `patience` is passed over.
+  int64_t latest_step(yard::Duration patience = std::chrono::seconds(60)) const;
   // What the replicas passed over when restoring (corrupt or partial files), once each.
   std::vector<std::string> skipped() const;
   void stop();

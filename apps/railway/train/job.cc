@@ -1,5 +1,6 @@
 #include "job.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -19,6 +21,7 @@
 #include "yard/actors/checkpointer.h"
 #include "yard/actors/batch_queue.h"
 #include "yard/actors/schedule.h"
+#include "yard/allotment.h"
 
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
@@ -46,6 +49,12 @@ class GiveUp : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The job queue asked the job to stop and it did, its progress committed in a checkpoint.
+class StoppedForQueue : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 // What the steps of the current epoch add up to.
 struct EpochSums {
   double loss = 0, seconds = 0, checkpoint_ms = 0;
@@ -64,6 +73,8 @@ class TrainingJob {
   void start_group(bool resume);
   void recover(const MemberLost& lost);
   void train_chunk();
+  bool stop_asked();
+  void leave_for_queue();
   void evaluate();
   void finish();
   void note_driver_loss();
@@ -88,6 +99,8 @@ class TrainingJob {
   SetupInfo at_;               // where the group stands
   int64_t furthest_ = 0;       // the furthest global step trained in this run
   int64_t since_ckpt_ = 0;     // steps since the last checkpoint
+  bool leaving_ = false;       // asked to stop: the next chunk is one step and a checkpoint
+  std::optional<yard::JobAllotment> stop_;  // the queue's request to stop, once seen
   int64_t most_ahead_ = -1, most_stale_ = -1;  // parameter servers: the most staleness seen
   int restarts_ = 0;
   EpochSums sums_;
@@ -218,6 +231,13 @@ void TrainingJob::note_driver_loss() {
   r.phase = at_.epoch >= static_cast<uint64_t>(spec_.epochs) ? Phase::kFinish : Phase::kTraining;
   r.lost = "the driver";
   r.error = "the run was not finished";
+  // Stopped by the job queue (a preemption): not a loss; the steps redone say whether any was lost.
+  if (std::ifstream stopped(run_dir_ + "/STOPPED"); stopped) {
+    std::getline(stopped, r.error);
+    r.lost = "the driver (stopped by the job queue)";
+    stopped.close();
+    fs::remove(run_dir_ + "/STOPPED");
+  }
   r.steps_redone = std::max<int64_t>(0, log_->last_step() - at_.global_step);
   r.redone = "the run continued from " +
              (at_.global_step > 0 ? "the checkpoint of step " + std::to_string(at_.global_step) : std::string("the start")) +
@@ -291,10 +311,10 @@ void TrainingJob::report_helper_restarts(const std::vector<HelperRestart>& resta
 }
 
 void TrainingJob::train_chunk() {
-  const int64_t chunk = spec_.min_workers > 0 ? 10 : 20, spe = at_.steps_per_epoch;
+  const int64_t chunk = leaving_ ? 1 : spec_.min_workers > 0 ? 10 : 20, spe = at_.steps_per_epoch;
   int64_t n = std::min<int64_t>(chunk, at_.steps_left);
   bool at_epoch_end = n >= at_.steps_left;
-  bool save = at_epoch_end || since_ckpt_ + n >= spec_.checkpoint_every;
+  bool save = leaving_ || at_epoch_end || since_ckpt_ + n >= spec_.checkpoint_every;
   if (batches_) batches_->call(&yard::actors::BatchQueue::open).remote(static_cast<uint64_t>(n * group_->world())).get(60s);
   auto got = group_->train(n, save);
   since_ckpt_ = save ? 0 : since_ckpt_ + n;
@@ -352,6 +372,48 @@ void TrainingJob::train_chunk() {
               static_cast<long long>(spe), sums_.loss / std::max<int64_t>(1, sums_.samples), r0.lr,
               chunk_samples / std::max(1e-9, seconds), eta, stale.c_str());
   std::fflush(stdout);
+}
+
+// Whether the job queue asks this job to stop (yard/allotment.h): preempted at its MIN, or at its
+// time limit. Read at every chunk; a control store that cannot be read this time is asked again.
+bool TrainingJob::stop_asked() {
+  try {
+    if (auto a = yard::job_allotment(); a && a->stop_asked()) stop_ = a;
+  } catch (const yard::Error&) {
+  }
+  return stop_.has_value();
+}
+
+// Commits the steps trained since the last checkpoint (one more step, then a checkpoint every
+// trainer hands over), waits until a checkpointer has it, and leaves. A preempted job is queued
+// again and resumes from this step, losing none.
+void TrainingJob::leave_for_queue() {
+  std::printf("the job queue asks this job to stop within %.0f s (%s): committing a checkpoint\n",
+              std::max(0.0, stop_->stop_by - std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()),
+              stop_->requeued_after ? "preempted; it is queued again and resumes from the checkpoint" : "its time limit");
+  std::fflush(stdout);
+  if (since_ckpt_ > 0) {
+    leaving_ = true;
+    train_chunk();
+  }
+  // Until a checkpointer has it, or 2 s before the queue's deadline: the job leaves by itself
+  // (resuming from an older checkpoint then) rather than be stopped without a word.
+  double left = stop_->stop_by - 2 - std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(1000 * std::clamp(left, 1.0, 60.0)));
+  int64_t saved = -1;
+  while ((saved = ckpts_->latest_step(2s)) < at_.global_step && Clock::now() < deadline) std::this_thread::sleep_for(100ms);
+  std::printf("checkpoint of step %lld: %s (the newest a checkpointer holds: step %lld); leaving\n",
+              static_cast<long long>(at_.global_step), saved >= at_.global_step ? "committed" : "NOT committed",
+              static_cast<long long>(saved));
+  std::fflush(stdout);
+  std::ofstream(run_dir_ + "/STOPPED") << (stop_->requeued_after ? "preempted by the job queue" : "its time limit") << " at step "
+                                       << at_.global_step << "\n";
+  group_.reset();
+  if (pg_) pg_->remove();
+  ckpts_->stop();
+  throw StoppedForQueue("stopped for the job queue at global step " + std::to_string(at_.global_step) +
+                        (saved >= at_.global_step ? ", checkpoint committed" : ", checkpoint NOT committed (the newest is step " +
+                                                                                     std::to_string(saved) + ")"));
 }
 
 void TrainingJob::evaluate() {
@@ -448,6 +510,8 @@ void TrainingJob::run() {
       } else if (at_.epoch >= static_cast<uint64_t>(spec_.epochs)) {
         finish();
         break;
+      } else if (stop_asked()) {
+        leave_for_queue();
       } else {
         train_chunk();
       }
@@ -467,6 +531,10 @@ void TrainingJob::run() {
 int run_guarded(const std::function<void()>& body) {
   try {
     body();
+  } catch (const StoppedForQueue& e) {
+    std::printf("railway-train: %s\n", e.what());
+    std::fflush(stdout);
+    return kExitStopped;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "railway-train: %s\n", e.what());
     return 1;

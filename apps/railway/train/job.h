@@ -33,12 +33,18 @@ struct JobSpec {
   TrainConfig train;  // its shards, epochs and resume are the job's to fill in
 };
 
+// The exit status of a job that the job queue asked to stop (yard/allotment.h) and that stopped
+// with its progress in a checkpoint (EX_TEMPFAIL): a preempted job is queued again and, run with the
+// next YARD_JOB_ATTEMPT, continues the run.
+inline constexpr int kExitStopped = 75;
+
 // Runs the job; returns the process's exit status (errors are printed).
 int run_job(const JobSpec& spec);
 // Continues the run in run_dir (out/checkpoints/run-...) with the settings it was started with.
 int resume_job(const std::string& run_dir);
 // The newest run under out/checkpoints that has not finished ("" when none): what a job run again
-// after its driver died (`yard submit --max-retries`, YARD_JOB_ATTEMPT > 1) continues.
+// after its driver died (`yard submit --max-retries`) or after the job queue preempted it
+// (YARD_JOB_ATTEMPT > 1) continues.
 std::string unfinished_run(const std::string& out);
 
 }  // namespace railway_train

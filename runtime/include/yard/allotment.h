@@ -15,6 +15,15 @@ namespace yard {
 struct JobAllotment {
   int replicas = 0;                  // elastic replicas the job may hold now
   std::vector<std::string> release;  // nodes whose replicas the head asked to leave
+  // The queue asks the job to stop by `stop_by` (unix seconds; 0: it is not asked): it was
+  // preempted at its MIN (a higher-priority job, a team reclaiming its guarantee, or a spot notice
+  // on one of its nodes) or reached its time limit. The job commits a checkpoint and exits (any
+  // status but 0); after the deadline its program is stopped (SIGTERM). A preempted job is queued
+  // again and, when admitted, runs again with YARD_JOB_ATTEMPT one higher: it resumes from its
+  // checkpoint.
+  double stop_by = 0;
+  bool requeued_after = false;  // the stop is a preemption: the job runs again later
+  bool stop_asked() const { return stop_by > 0; }
 };
 
 // This job's allotment (yard::job_id()), or nullopt when it was not admitted by the job queue (a

@@ -26,13 +26,19 @@ std::optional<JobAllotment> job_allotment() {
   if (job.empty()) return std::nullopt;
   // The job's record as the head's queue writes it: the nodes of the replicas it was given, and
   // those of the ones asked to leave (still among them until they are gone).
+  namespace jf = keys::job_field;
   auto f = detail::cluster_control()->run([&](detail::Redis& r) {
-    return r.cmd({"HMGET", keys::job(job), "admitted_at", "replica_nodes", "releasing"}).strings();
+    return r.cmd({"HMGET", keys::job(job), jf::kAdmittedAt, jf::kReplicaNodes, jf::kReleasing, jf::kStop, jf::kStopBy})
+        .strings();
   });
-  if (f.size() != 3 || std::strtod(f[0].c_str(), nullptr) <= 0) return std::nullopt;  // not admitted by the queue
+  if (f.size() != 5 || std::strtod(f[0].c_str(), nullptr) <= 0) return std::nullopt;  // not admitted by the queue
   JobAllotment a;
   auto given = node_list(f[1]);
   a.release = node_list(f[2]);
+  if (!f[3].empty()) {
+    a.stop_by = std::strtod(f[4].c_str(), nullptr);
+    a.requeued_after = f[3] == "requeue";
+  }
   a.replicas = static_cast<int>(given.size()) - static_cast<int>(a.release.size());
   if (a.replicas < 0) a.replicas = 0;
   return a;

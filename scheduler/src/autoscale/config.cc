@@ -114,9 +114,12 @@ policy::TeamQuota team(const std::string& name, const toml::node& n) {
 void read_queue(const toml::table& root, AutoscaleConfig& c) {
   if (auto q = root.get("queue")) {
     if (!q->is_table()) throw Bad{at("", "queue", "must be a table ([queue])")};
-    known_keys(*q->as_table(), {"starvation_s", "usage_half_life_s"}, "queue");
-    if (auto v = q->as_table()->get("starvation_s")) c.starvation_s = number(*v, "queue.starvation_s", 0);
-    if (auto v = q->as_table()->get("usage_half_life_s")) c.usage_half_life_s = number(*v, "queue.usage_half_life_s", 1);
+    auto& t = *q->as_table();
+    known_keys(t, {"starvation_s", "usage_half_life_s", "stop_grace_s", "min_run_s"}, "queue");
+    if (auto v = t.get("starvation_s")) c.starvation_s = number(*v, "queue.starvation_s", 0);
+    if (auto v = t.get("usage_half_life_s")) c.usage_half_life_s = number(*v, "queue.usage_half_life_s", 1);
+    if (auto v = t.get("stop_grace_s")) c.stop_grace_s = number(*v, "queue.stop_grace_s", 1);
+    if (auto v = t.get("min_run_s")) c.min_run_s = number(*v, "queue.min_run_s", 0);
   }
   if (auto ts = root.get("teams")) {
     if (!ts->is_table()) throw Bad{at("", "teams", "must be tables ([teams.NAME])")};

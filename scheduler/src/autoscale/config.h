@@ -26,6 +26,8 @@
 //   [queue]
 //   starvation_s = 600        # a job queued longer runs at its team's highest priority (0: never)
 //   usage_half_life_s = 3600  # how fast a team's past use fades from the fair-share order
+//   stop_grace_s = 60         # a job preempted at its MIN has this long to checkpoint and exit
+//   min_run_s = 0             # a job runs at least this long before it may be preempted
 //
 //   [teams.inspection]        # one table per team; with teams, every queued job names one
 //   weight = 2                # its share when all are busy, against the other teams' weights
@@ -64,6 +66,8 @@ struct AutoscaleConfig {
   std::vector<policy::TeamQuota> teams;
   double starvation_s = 0;
   double usage_half_life_s = 3600;
+  double stop_grace_s = 60;
+  double min_run_s = 0;
 };
 
 // `need_node_types`: the file is an autoscaler's (--autoscaler), not only the cluster's (--config).

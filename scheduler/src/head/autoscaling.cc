@@ -45,6 +45,8 @@ void HeadService::start_autoscaler() {
         auto d = actors_->pending_demand();
         auto g = groups_->pending_demand();
         d.insert(d.end(), g.begin(), g.end());
+        auto q = queue_->pending_demand();  // queued jobs no node has room for (a requeued one too)
+        d.insert(d.end(), q.begin(), q.end());
         try {
           add_lease_demand(*tables_, *nodes_, d);
         } catch (const std::exception& e) {

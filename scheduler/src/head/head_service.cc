@@ -181,12 +181,14 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   groups_->could_add_nodes = [this](const policy::GroupRequest& g) { return autoscaler_ && autoscaler_->wait_for_nodes(g); };
   groups_->on_removed = [this](const std::string& g, const std::string& why) { actors_->group_removed(g, why); };
   groups_->on_placed = [this] { actors_->process(); };
-  queue_ = std::make_unique<JobQueue>(
-      *tables_, *nodes_, [this] { return held_by_jobs(actors_->records(), groups_->status()); },
-      [this](const store::JobRecord& j, const nlohmann::json& sub) { start_queued(j, sub); }, nullptr,
-      [this](const std::string& ev) { publish(ev); });
-  if (autoscale_config_)
-    queue_->configure(autoscale_config_->teams, autoscale_config_->starvation_s, autoscale_config_->usage_half_life_s);
+  JobQueue::Hooks hooks;
+  hooks.start = [this](const store::JobRecord& j, const nlohmann::json& sub) { start_queued(j, sub); };
+  hooks.held = [this] { return held_by_jobs(actors_->records(), groups_->status()); };
+  hooks.stop = [this](const std::string& id) { stop_program(id); };
+  hooks.publish = [this](const std::string& ev) { publish(ev); };
+  queue_ = std::make_unique<JobQueue>(*tables_, *nodes_, std::move(hooks));
+  if (auto& c = autoscale_config_)
+    queue_->configure({c->teams, c->starvation_s, c->usage_half_life_s, c->stop_grace_s, c->min_run_s});
   tables_->link.gather_writes();
   io_->post([this] { io_->before_sending([this] { write_records(); }); });
 }

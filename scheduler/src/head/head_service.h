@@ -102,6 +102,11 @@ class HeadService {
   // The job ended (`status`), or its driver did (nullopt: the program `yard submit` started
   // still runs, and its node says when it ends): its actors and groups go, its nodes are told.
   void end_job(Job& j, std::optional<store::JobStatus> status);
+  // A preempted job's program exited: it waits in the queue again (jobs.cc).
+  void requeue_job(Job& j);
+  void tell_nodes_job_ended(const std::string& id);
+  // A submitted job's program gets SIGTERM from its node (the queue's stop deadline passed).
+  void stop_program(const std::string& id);
   // Sends a request to a node manager; the answer goes to `in`'s sender.
   // `then` sees the answer first.
   void forward(Incoming& in, const std::string& address, detail::Frames request, uint64_t rid,

@@ -59,7 +59,7 @@ Result<std::string> JobQueue::submit(store::QueueEntry entry, const std::string&
   using R = Result<std::string>;
   int team_queued = 0;
   for (auto& [id, j] : jobs_) team_queued += j.queue->team == entry.team && j.queue->admitted_at == 0;
-  if (auto no = policy::check_submission(teams_, entry.team, entry.priority, entry.shape, team_queued)) return R::fail(no->message);
+  if (auto no = policy::check_submission(settings_.teams, entry.team, entry.priority, entry.shape, team_queued)) return R::fail(no->message);
   store::JobRecord j;
   j.id = tables_.jobs.new_id();
   j.entrypoint = entrypoint;
@@ -79,8 +79,8 @@ Result<std::string> JobQueue::submit(store::QueueEntry entry, const std::string&
 
 policy::QueueInput JobQueue::input(const std::map<std::string, Res>& held) const {
   policy::QueueInput in;
-  in.teams = teams_;
-  in.starvation_s = starvation_s_;
+  in.teams = settings_.teams;
+  in.starvation_s = settings_.starvation_s;
   in.now = now_s();
   in.pool = nodes_.view();
   for (auto& [id, j] : jobs_) {
@@ -94,8 +94,10 @@ policy::QueueInput JobQueue::input(const std::map<std::string, Res>& held) const
     r.team = q.team;
     r.priority = q.priority;
     r.admitted_at = q.admitted_at;
-    // Replicas above MIN are given up at a step boundary; a whole job is not stopped yet.
-    r.can_stop = false;
+    // Replicas above MIN are given up at a step boundary; a job at MIN is checkpointed, stopped
+    // and queued again. One asked to stop already is not disturbed again.
+    r.stopping = q.stop != store::QueueEntry::Stop::kNo;
+    r.exempt_until = q.admitted_at + settings_.min_run_s;
     r.shape = q.shape;
     r.fixed_nodes = q.fixed_nodes;
     r.replica_nodes = q.replica_nodes;
@@ -112,7 +114,7 @@ void JobQueue::cycle() {
   if (jobs_.empty()) return;
   std::map<std::string, Res> held;
   bool any_admitted = std::any_of(jobs_.begin(), jobs_.end(), [](auto& e) { return e.second.queue->admitted_at > 0; });
-  if (any_admitted && held_) held = held_();
+  if (any_admitted && hooks_.held) held = hooks_.held();
   settle_releases(held);
   auto in = input(held);
   account_usage(in);
@@ -120,10 +122,19 @@ void JobQueue::cycle() {
   auto d = policy::schedule_queue(in);
   waiting_.clear();
   for (auto& w : d.waiting) waiting_[w.job] = w;
-  for (auto& v : d.preempt)
-    if (v.kind == policy::VictimKind::kShrink) shrink(v);
+  for (auto& v : d.preempt) {
+    if (v.kind == policy::VictimKind::kShrink) {
+      shrink(v);
+      continue;
+    }
+    auto it = jobs_.find(v.job);
+    if (it != jobs_.end())
+      ask_to_stop(it->second, store::QueueEntry::Stop::kRequeue, fmt::format("stopped at MIN for {} at {:.0f}", v.for_job, in.now),
+                  in.now);
+  }
   for (auto& a : d.admit) admit(a, in.now);
   for (auto& g : d.grow) grow(g);
+  enforce_stops(in.now);
 }
 
 namespace {
@@ -177,10 +188,92 @@ void JobQueue::shrink(const policy::Victim& v) {
   tables_.jobs.save_queue(it->first, q);
   spdlog::info("job {} preempted: {} replicas leave (on {}) for job {}; it goes on with {}", v.job, v.nodes.size(),
                fmt::join(v.nodes, ", "), v.for_job, left);
-  if (publish_)
-    publish_(nlohmann::json{{"type", "job_preempted"}, {"job_id", v.job}, {"how", "shrink"}, {"replicas_released", v.nodes.size()},
-                            {"nodes", v.nodes}, {"replicas_left", left}, {"for_job", v.for_job}, {"time", now_s()}}
-                 .dump());
+  publish({{"type", "job_preempted"}, {"job_id", v.job}, {"how", "shrink"}, {"replicas_released", v.nodes.size()},
+           {"nodes", v.nodes}, {"replicas_left", left}, {"for_job", v.for_job}, {"time", now_s()}});
+}
+
+void JobQueue::ask_to_stop(store::JobRecord& j, store::QueueEntry::Stop how, const std::string& why, double now, double by) {
+  auto& q = *j.queue;
+  if (q.stop != store::QueueEntry::Stop::kNo || q.admitted_at == 0) return;
+  q.stop = how;
+  q.stop_by = by > 0 ? by : now + settings_.stop_grace_s;
+  bool requeue = how == store::QueueEntry::Stop::kRequeue;
+  if (requeue) q.preempted = why;
+  tables_.jobs.save_queue(j.id, q);
+  spdlog::info("job {} asked to stop within {:.0f} s ({}){}", j.id, q.stop_by - now, why,
+               requeue ? "; it is queued again" : "");
+  publish({{"type", requeue ? "job_preempted" : "job_time_limit"}, {"job_id", j.id}, {"how", "stop"}, {"why", why},
+           {"stop_by", q.stop_by}, {"requeued", requeue}, {"time", now}});
+}
+
+void JobQueue::enforce_stops(double now) {
+  for (auto& [id, j] : jobs_) {
+    auto& q = *j.queue;
+    if (q.admitted_at == 0) continue;
+    if (q.stop == store::QueueEntry::Stop::kNo && q.time_limit > 0 && now >= q.admitted_at + q.time_limit)
+      ask_to_stop(j, store::QueueEntry::Stop::kEnd, fmt::format("its time limit of {:g} s", q.time_limit), now);
+    if (q.stop == store::QueueEntry::Stop::kNo || now < q.stop_by || stop_sent_.count(id)) continue;
+    spdlog::warn("job {} did not stop within its {:.0f} s grace: its program is stopped", id, settings_.stop_grace_s);
+    stop_sent_.insert(id);
+    if (hooks_.stop) hooks_.stop(id);
+  }
+}
+
+void JobQueue::notice(const std::string& node, double deadline) {
+  std::map<std::string, Res> held;
+  if (hooks_.held) held = hooks_.held();
+  double now = now_s();
+  auto plan = policy::plan_notice(input(held), node);
+  std::string why = fmt::format("the notice on node {} (it goes at {:.0f})", node, deadline);
+  for (auto& v : plan.leave) {
+    auto leave = v;
+    leave.for_job = why;
+    shrink(leave);
+  }
+  for (auto& m : plan.move) {
+    auto& q = *jobs_.at(m.job).queue;
+    for (size_t i = 0; i < m.from.size() && i < m.to.size(); ++i)
+      if (auto it = std::find(q.replica_nodes.begin(), q.replica_nodes.end(), m.from[i]); it != q.replica_nodes.end()) *it = m.to[i];
+    tables_.jobs.save_queue(m.job, q);
+    spdlog::info("job {}: {} replicas move off node {} ({}) to {}", m.job, m.from.size(), node, why, fmt::join(m.to, ", "));
+  }
+  // A stopped job's checkpoint is committed well before the node goes: 10 s before the deadline
+  // (at least a few seconds from now).
+  double by = std::max(now + 3, deadline - 10);
+  for (auto& id : plan.stop)
+    if (auto it = jobs_.find(id); it != jobs_.end())
+      ask_to_stop(it->second, store::QueueEntry::Stop::kRequeue, "stopped for " + why, now, by);
+  next_cycle_ = {};
+}
+
+bool JobQueue::requeues_on_exit(const std::string& id) const {
+  auto it = jobs_.find(id);
+  return it != jobs_.end() && it->second.queue->admitted_at > 0 && it->second.queue->stop == store::QueueEntry::Stop::kRequeue;
+}
+
+void JobQueue::requeue(const std::string& id) {
+  auto it = jobs_.find(id);
+  if (it == jobs_.end()) return;
+  auto& j = it->second;
+  auto& q = *j.queue;
+  q.admitted_at = 0;
+  q.fixed_nodes.clear();
+  q.replica_nodes.clear();
+  q.releasing.clear();
+  q.stop = store::QueueEntry::Stop::kNo;
+  q.stop_by = 0;
+  ++q.requeues;
+  j.status = store::JobStatus::kQueued;
+  j.exit_code = 0;
+  j.end = 0;
+  j.proc_pid = 0;
+  j.driver_pid = 0;
+  tables_.jobs.save(j);
+  stop_sent_.erase(id);
+  release_asked_.erase(id);
+  spdlog::info("job {} is queued again (requeue {}), first queued {:.0f} s ago", id, q.requeues, now_s() - q.queued_at);
+  publish({{"type", "job_requeued"}, {"job_id", id}, {"requeues", q.requeues}, {"time", now_s()}});
+  next_cycle_ = {};
 }
 
 // Room nobody queued can use: the job's allotment grows; its elastic group asks for the replicas.
@@ -200,7 +293,7 @@ void JobQueue::account_usage(const policy::QueueInput& in) {
   Res total;
   for (auto& n : in.pool.nodes) add(total, n.total);
   auto usage = policy::team_usage(in.running);
-  for (auto& [team, u] : fair_usage_) u = policy::decay_usage(u, 0, dt, half_life_s_);
+  for (auto& [team, u] : fair_usage_) u = policy::decay_usage(u, 0, dt, settings_.usage_half_life_s);
   for (auto& [team, held] : usage) fair_usage_[team] += policy::dominant_share(held, total) * dt;
 }
 
@@ -231,13 +324,14 @@ void JobQueue::admit(const policy::Admit& a, double now) {
   }
   tables_.jobs.save(j);
   spdlog::info("job {} admitted after {:.1f} s in the queue: {} replicas", j.id, now - q.queued_at, q.replica_nodes.size());
-  start_(j, sub);
+  if (hooks_.start) hooks_.start(j, sub);
 }
 
 void JobQueue::ended(const std::string& id) {
   if (!jobs_.erase(id)) return;
   waiting_.erase(id);
   release_asked_.erase(id);
+  stop_sent_.erase(id);
   tables_.jobs.leave_queue(id);
   next_cycle_ = {};
 }
@@ -250,13 +344,16 @@ Problem JobQueue::control(const std::string& id, JobAction action, int priority)
   bool admitted = q.admitted_at > 0;
   switch (action) {
     case JobAction::kCancel:
-      if (admitted) return std::nullopt;  // the caller stops its program; ended() follows
+      if (admitted) {
+        // The caller stops its program; ended() follows. A job being preempted is not queued again.
+        if (q.stop == store::QueueEntry::Stop::kRequeue) q.stop = store::QueueEntry::Stop::kEnd;
+        break;
+      }
       j.status = store::JobStatus::kStopped;
       j.end = now_s();
       tables_.jobs.save(j);
       spdlog::info("job {} cancelled while queued", id);
       ended(id);
-      if (cancelled_) cancelled_(id);
       return std::nullopt;
     case JobAction::kHold:
     case JobAction::kRelease:
@@ -266,7 +363,7 @@ Problem JobQueue::control(const std::string& id, JobAction action, int priority)
     case JobAction::kSetPriority: {
       store::QueueEntry probe = q;
       probe.shape.min = probe.shape.max = 0;
-      if (auto no = policy::check_submission(teams_, q.team, priority, probe.shape, 0); no && no->kind == policy::Refusal::kPriorityTooHigh)
+      if (auto no = policy::check_submission(settings_.teams, q.team, priority, probe.shape, 0); no && no->kind == policy::Refusal::kPriorityTooHigh)
         return no->message;
       q.priority = priority;
       break;
@@ -276,6 +373,21 @@ Problem JobQueue::control(const std::string& id, JobAction action, int priority)
   else tables_.jobs.save(j);
   next_cycle_ = {};
   return std::nullopt;
+}
+
+std::vector<policy::Demand> JobQueue::pending_demand() const {
+  std::vector<policy::Demand> out;
+  for (auto& [id, w] : waiting_) {
+    if (w.why.reason != policy::WaitReason::kNoRoom && w.why.reason != policy::WaitReason::kInfeasible) continue;
+    auto it = jobs_.find(id);
+    if (it == jobs_.end() || it->second.queue->admitted_at > 0) continue;
+    auto& shape = it->second.queue->shape;
+    bool own = shape.strategy == policy::BundleStrategy::kStrictSpread;
+    for (size_t i = 0; i < shape.fixed.size(); ++i)
+      out.push_back({shape.fixed[i], "job " + id + " fixed part " + std::to_string(i), own, id});
+    for (int i = 0; i < shape.min; ++i) out.push_back({shape.replica, "job " + id + " replica " + std::to_string(i), own, id});
+  }
+  return out;
 }
 
 const store::JobRecord* JobQueue::find(const std::string& id) const {
@@ -294,8 +406,11 @@ void JobQueue::rebuild() {
   waiting_.clear();
   for (auto& id : tables_.jobs.queued()) {
     auto rec = tables_.jobs.get(id);
-    bool live = rec && rec->queue && rec->end == 0 &&
-                (rec->status == store::JobStatus::kQueued || rec->status == store::JobStatus::kRunning);
+    // A preempted job whose program exited while there was no head is queued again now.
+    bool requeue = rec && rec->queue && rec->end > 0 && rec->queue->stop == store::QueueEntry::Stop::kRequeue &&
+                   rec->status != store::JobStatus::kSucceeded;
+    bool live = rec && rec->queue && (requeue || rec->end == 0) &&
+                (requeue || rec->status == store::JobStatus::kQueued || rec->status == store::JobStatus::kRunning);
     if (!live) {
       if (rec && !rec->queue) spdlog::error("job {}: its queue record cannot be read; it leaves the queue", id);
       tables_.jobs.leave_queue(id);
@@ -304,6 +419,7 @@ void JobQueue::rebuild() {
     // Admitted but never started (a head lost in between): it waits again.
     if (rec->status == store::JobStatus::kQueued) rec->queue->admitted_at = 0;
     jobs_.emplace(id, std::move(*rec));
+    if (requeue) this->requeue(id);
   }
   if (!jobs_.empty()) spdlog::info("the job queue has {} jobs from the control store", jobs_.size());
   next_cycle_ = {};

@@ -67,6 +67,10 @@ void HeadService::on_finish_job(Incoming& in) {
     if (!j.submitted) {
       end_job(j, store::JobStatus::kSucceeded);
     } else if (auto rec = tables_->jobs.get(j.id); rec && rec->end > 0) {
+      if (rec->status != store::JobStatus::kSucceeded && queue_->requeues_on_exit(j.id)) {
+        requeue_job(j);
+        return reply_.ok(in);
+      }
       static_cast<store::JobRecord&>(j) = std::move(*rec);
       end_job(j, j.status);
     } else {
@@ -91,6 +95,27 @@ void HeadService::on_restart_job(Incoming& in) {
   reply_.ok(in);
 }
 
+// A job preempted at its MIN exited (after its checkpoint, or stopped at its deadline): what the
+// run made goes (its actors, placement groups, workers on every node) and it waits in the queue
+// again; admitted again, it runs with the next attempt number and resumes from its checkpoint.
+void HeadService::requeue_job(Job& j) {
+  actors_->job_ended(j.id);
+  groups_->job_ended(j.id);
+  tell_nodes_job_ended(j.id);
+  queue_->requeue(j.id);
+  jobs_->reload(j.id);
+}
+
+void HeadService::tell_nodes_job_ended(const std::string& id) {
+  for (auto& [node, n] : nodes_->all()) {
+    if (!n.alive || n.address.empty()) continue;
+    uint64_t rid = io_->next_request_id();
+    OutMessage m(token_, rid, false);
+    m.env().getBody().setJobEnded(id);
+    notify(io_, n.address, m.finish(), rid);
+  }
+}
+
 void HeadService::end_job(Job& j, std::optional<store::JobStatus> status) {
   if (j.ended) return;
   if (status) {
@@ -107,13 +132,7 @@ void HeadService::end_job(Job& j, std::optional<store::JobStatus> status) {
   groups_->job_ended(j.id);
   j.driver_pid = 0;
   // Its workers stop on every node now (nodes also notice from the record).
-  for (auto& [id, n] : nodes_->all()) {
-    if (!n.alive || n.address.empty()) continue;
-    uint64_t rid = io_->next_request_id();
-    OutMessage m(token_, rid, false);
-    m.env().getBody().setJobEnded(j.id);
-    notify(io_, n.address, m.finish(), rid);
-  }
+  tell_nodes_job_ended(j.id);
   spdlog::info("job {} ended{}", j.id, status ? std::string(": ") + store::name(j.status) : " (its driver is done)");
 }
 
@@ -138,6 +157,7 @@ void HeadService::on_stop_job(Incoming& in, const std::string& id) {
     jobs_->reload(id);
     return reply_.ok(in);
   }
+  if (queue_->find(id)) (void)queue_->control(id, JobAction::kCancel, 0);  // running: not queued again
   Job* j = jobs_->find(id);
   if (!j) {
     reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + id);
@@ -240,7 +260,8 @@ void HeadService::on_job_logs(Incoming& in) {
   }
   // A stopped job has ended only once its process is gone and its exit code is known: its end
   // time is set then.
-  bool ended = rec->end > 0;
+  // A preempted job whose program exited is queued again, not ended: its log goes on.
+  bool ended = rec->end > 0 && !queue_->requeues_on_exit(id);
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   auto r = m.env().getBody().initJobLogsReply();
   r.setData(kj::arrayPtr(reinterpret_cast<const kj::byte*>(data.data()), data.size()));

@@ -51,6 +51,8 @@ void HeadService::submit_queued(Incoming& in) {
   e.shape.min = sh.getMinReplicas();
   e.shape.max = sh.getMaxReplicas();
   e.shape.strategy = strategy_of(sh.getStrategy());
+  e.time_limit = sj.getTimeLimit();
+  if (!(e.time_limit >= 0)) return reply_.error(in, wire::ErrorCode::BAD_REQUEST, "--time-limit must be at least 0 seconds");
   // An unknown team is refused by the queue, with the teams there are.
   if (queue_->has_team(e.team) && !credential_matches(team_key_, e.team, sj.getTeamCredential()))
     return reply_.error(in, wire::ErrorCode::UNAUTHENTICATED,
@@ -131,6 +133,8 @@ void HeadService::start_queued(const store::JobRecord& j, const nlohmann::json& 
   sj.setWorkingDir(sub.value("working_dir", ""));
   sj.setMaxRetries(sub.value("max_retries", 0));
   sj.setJobId(id);
+  // A job queued again after a preemption runs its next attempt: it resumes from its checkpoint.
+  sj.setAttempt(static_cast<uint32_t>(j.queue ? j.queue->requeues + 1 : 1));
   io_->request(
       address, rid, m.finish(),
       [this, id, fail](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
@@ -140,6 +144,16 @@ void HeadService::start_queued(const store::JobRecord& j, const nlohmann::json& 
         jobs_->reload(id);
       },
       std::chrono::seconds(30));
+}
+
+void HeadService::stop_program(const std::string& id) {
+  Job* j = jobs_->reload(id);
+  std::string address = j ? nodes_->address(j->node) : "";
+  if (address.empty()) return spdlog::warn("job {}: its program's node is not known or not reachable; not stopped", id);
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().setStopJob(id);
+  notify(io_, address, m.finish(), rid);
 }
 
 }  // namespace yard::sched

@@ -54,6 +54,11 @@ Result<const JobRunner::Job*> JobRunner::submit(Submission sub) {
     if (sub.argv[0].find('/') != std::string::npos && sub.argv[0][0] != '/') sub.argv[0] = cwd + "/" + sub.argv[0];
   }
   sub.argv[0] = which(sub.argv[0]);
+  if (auto old = jobs_.find(sub.id); !sub.id.empty() && old != jobs_.end()) {
+    // Queued again after a preemption: the last run ended here; this is the next.
+    if (!old->second.ended) return R::fail("job " + sub.id + " still runs on node " + s_.node_id);
+    jobs_.erase(old);
+  }
   Job j;
   j.id = sub.id.empty() ? tables_.jobs.new_id() : sub.id;
   j.submitted = true;
@@ -66,7 +71,12 @@ Result<const JobRunner::Job*> JobRunner::submit(Submission sub) {
   j.argv = sub.argv;
   j.env = sub.env;
   j.retries_left = std::max(0, sub.max_retries);
-  { std::ofstream(j.log_path, std::ios::app); }
+  j.attempt = std::max(1, sub.attempt);
+  if (auto rec = sub.id.empty() ? std::nullopt : tables_.jobs.get(sub.id); rec && rec->queue) j.requeues = rec->queue->requeues;
+  {
+    std::ofstream log(j.log_path, std::ios::app);
+    if (j.attempt > 1) log << "[yard] job " << j.id << " admitted again: attempt " << j.attempt << "\n";
+  }
   if (auto why = spawn_program(j)) return R::fail("cannot start the job: " + *why);
   if (sub.id.empty()) tables_.jobs.add(j.id);
   save(j);
@@ -199,6 +209,7 @@ JobRunner::Job* JobRunner::make(const std::string& id, const store::JobRecord& r
   j.binary = binary;
   if (!j.runs_here) j.cwd = fs::is_directory(rec.cwd) ? rec.cwd : s_.session_dir;
   j.entrypoint = rec.entrypoint;
+  if (rec.queue) j.requeues = rec.queue->requeues;
   if (j.start == 0) j.start = unix_time();
   spdlog::info("job {} runs workers here: {}", id, binary);
   return &j;
@@ -207,11 +218,15 @@ JobRunner::Job* JobRunner::make(const std::string& id, const store::JobRecord& r
 void JobRunner::with_job(const std::string& job_id, std::function<void(Result<Job*>)> k) {
   using R = Result<Job*>;
   auto it = jobs_.find(job_id);
-  if (it != jobs_.end()) {
-    if (it->second.ended) return k(R::fail("job " + job_id + " has ended"));
-    if (!it->second.binary.empty()) return k(R::ok(&it->second));
-  }
+  if (it != jobs_.end() && !it->second.ended && !it->second.binary.empty()) return k(R::ok(&it->second));
   auto rec = tables_.jobs.get(job_id);
+  if (it != jobs_.end() && it->second.ended) {
+    // Ended here, unless the queue runs it again (preempted and admitted again): a new run.
+    bool next_run = rec && rec->status == store::JobStatus::kRunning && rec->queue &&
+                    rec->queue->requeues > it->second.requeues && !it->second.runs_here;
+    if (!next_run) return k(R::fail("job " + job_id + " has ended"));
+    jobs_.erase(it);
+  }
   if (!rec) return k(R::fail("no job " + job_id + " in the control store"));
   if (rec->status != store::JobStatus::kRunning) return k(R::fail("job " + job_id + " is " + store::name(rec->status)));
   std::string digest = rec->digest;

@@ -29,6 +29,7 @@ class JobRunner {
     std::vector<std::string> argv;
     std::map<std::string, std::string> env;
     int retries_left = 0, attempt = 1;
+    int requeues = 0;  // of the run it was made for: a job the queue runs again is a new run here
   };
   struct Setting {
     std::string node_id, session_dir, log_dir, head_address, token;
@@ -41,6 +42,7 @@ class JobRunner {
     std::map<std::string, std::string> env;
     int max_retries = 0;  // runs again when its process dies by a signal
     std::string id;       // a job the head admitted from its queue (its record exists); "": a new job
+    int attempt = 1;      // a requeued job's next attempt (YARD_JOB_ATTEMPT)
   };
   // A program that exited: its job, and whether it is to run again (it died by a signal with
   // retries left) rather than having ended.

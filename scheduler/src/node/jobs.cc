@@ -14,6 +14,7 @@ void NodeManager::on_submit_job(Incoming& in) {
   sub.workdir = sj.getWorkingDir();
   sub.max_retries = sj.getMaxRetries();
   sub.id = sj.getJobId();
+  sub.attempt = static_cast<int>(std::max<uint32_t>(1, sj.getAttempt()));
   for (auto kv : sj.getEnv()) {
     std::string s = kv;
     auto eq = s.find('=');

@@ -23,20 +23,6 @@ std::map<std::string, Res> team_usage(const std::vector<RunningJob>& running) {
   return u;
 }
 
-namespace {
-
-const TeamQuota* team_of(const QueueInput& in, const std::string& name) {
-  for (auto& t : in.teams)
-    if (t.name == name) return &t;
-  return nullptr;
-}
-
-double rank_of(const QueueInput& in, const std::string& team) {
-  auto u = in.fair_usage.find(team);
-  const TeamQuota* t = team_of(in, team);
-  return fair_rank(u == in.fair_usage.end() ? 0 : u->second, t ? t->weight : 1);
-}
-
 // Where the room being freed now lies: the pool plus the replicas asked to leave and the jobs
 // stopping.
 ClusterView soon_view(const QueueInput& in) {
@@ -50,6 +36,20 @@ ClusterView soon_view(const QueueInput& in) {
     }
   }
   return v;
+}
+
+namespace {
+
+const TeamQuota* team_of(const QueueInput& in, const std::string& name) {
+  for (auto& t : in.teams)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+double rank_of(const QueueInput& in, const std::string& team) {
+  auto u = in.fair_usage.find(team);
+  const TeamQuota* t = team_of(in, team);
+  return fair_rank(u == in.fair_usage.end() ? 0 : u->second, t ? t->weight : 1);
 }
 
 // Why the team's ceiling stops `need`, or "" when it does not.

@@ -118,6 +118,24 @@ struct QueueDecision {
 // One scheduling cycle. Deterministic for one input.
 QueueDecision schedule_queue(const QueueInput& in);
 
+// A node is to go at a deadline (a spot notice: `yard drain NODE --deadline`; it no longer takes
+// work, so `in.pool` lacks it). What each admitted job with a part there does:
+//  * replicas above MIN there leave at a step boundary (`leave`: their nodes; the allotment drops);
+//  * replicas that would take the job below MIN move: their allotment is kept, with room for them
+//    elsewhere (`move`: one new node per replica), when the pool has that room;
+//  * otherwise (no room elsewhere, or a fixed part is there) the job is stopped and requeued
+//    (`stop`), so that it commits a checkpoint before the node goes.
+struct NoticePlan {
+  std::vector<Victim> leave;  // kShrink: the noticed node, once per replica there
+  struct Move {
+    std::string job;
+    std::vector<std::string> from, to;
+  };
+  std::vector<Move> move;
+  std::vector<std::string> stop;
+};
+NoticePlan plan_notice(const QueueInput& in, const std::string& node);
+
 // ---- parts of the cycle, exposed for their tests -----------------------------------------------
 
 // A team's usage: what its running jobs hold.
@@ -125,6 +143,8 @@ std::map<std::string, Res> team_usage(const std::vector<RunningJob>& running);
 // The priority a queued job is ordered and preempts with: its own, or its team's highest once it
 // has waited past the starvation bound.
 int effective_priority(const QueueInput& in, const QueuedJob& j);
+// The pool with the room being freed counted as free: replicas asked to leave, jobs stopping.
+ClusterView soon_view(const QueueInput& in);
 // The queued jobs' positions in queue order.
 std::vector<size_t> queue_order(const QueueInput& in);
 

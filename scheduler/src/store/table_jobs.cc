@@ -36,12 +36,30 @@ std::optional<policy::JobShape> shape_of(const std::string& text) {
   }
 }
 
+const char* stop_name(QueueEntry::Stop s) {
+  switch (s) {
+    case QueueEntry::Stop::kRequeue: return "requeue";
+    case QueueEntry::Stop::kEnd: return "end";
+    case QueueEntry::Stop::kNo: break;
+  }
+  return "";
+}
+
+QueueEntry::Stop parse_stop(const std::string& s) {
+  if (s == "requeue") return QueueEntry::Stop::kRequeue;
+  if (s == "end") return QueueEntry::Stop::kEnd;
+  return QueueEntry::Stop::kNo;
+}
+
 // The queue's fields of a record (the head's queue owns them; the job's runner, the rest).
 void add_queue_fields(std::vector<std::string>& c, const QueueEntry& q) {
+  namespace f = keys::job_field;
   std::vector<std::string> more{"team", q.team, "priority", std::to_string(q.priority), "shape", shape_json(q.shape).dump(),
-                                "queued_at", std::to_string(q.queued_at), "admitted_at", std::to_string(q.admitted_at),
-                                "held", q.held ? "1" : "0", "fixed_nodes", json(q.fixed_nodes).dump(), "replica_nodes",
-                                json(q.replica_nodes).dump(), "releasing", json(q.releasing).dump(), "preempted", q.preempted};
+                                "queued_at", std::to_string(q.queued_at), f::kAdmittedAt, std::to_string(q.admitted_at),
+                                "held", q.held ? "1" : "0", "fixed_nodes", json(q.fixed_nodes).dump(), f::kReplicaNodes,
+                                json(q.replica_nodes).dump(), f::kReleasing, json(q.releasing).dump(), "preempted", q.preempted,
+                                f::kStop, stop_name(q.stop), f::kStopBy, std::to_string(q.stop_by), "requeues",
+                                std::to_string(q.requeues), "time_limit", std::to_string(q.time_limit)};
   c.insert(c.end(), more.begin(), more.end());
 }
 
@@ -71,12 +89,16 @@ std::optional<QueueEntry> queue_entry(const std::map<std::string, std::string>& 
   q.priority = static_cast<int>(num(f, "priority"));
   q.shape = std::move(*shape);
   q.queued_at = num(f, "queued_at");
-  q.admitted_at = num(f, "admitted_at");
+  q.admitted_at = num(f, keys::job_field::kAdmittedAt);
   q.held = text(f, "held") == "1";
   q.fixed_nodes = nodes_of(text(f, "fixed_nodes"));
-  q.replica_nodes = nodes_of(text(f, "replica_nodes"));
-  q.releasing = nodes_of(text(f, "releasing"));
+  q.replica_nodes = nodes_of(text(f, keys::job_field::kReplicaNodes));
+  q.releasing = nodes_of(text(f, keys::job_field::kReleasing));
   q.preempted = text(f, "preempted");
+  q.stop = parse_stop(text(f, keys::job_field::kStop));
+  q.stop_by = num(f, keys::job_field::kStopBy);
+  q.requeues = static_cast<int>(num(f, "requeues"));
+  q.time_limit = num(f, "time_limit");
   return q;
 }
 

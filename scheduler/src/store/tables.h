@@ -70,6 +70,13 @@ struct QueueEntry {
   std::vector<std::string> fixed_nodes, replica_nodes;  // where admission put its parts (growth added)
   std::vector<std::string> releasing;  // nodes of replicas asked to leave (still in replica_nodes)
   std::string preempted;               // the latest preemption it gave way to, for `yard jobs` ("" none)
+  // Asked to stop (checkpoint and exit) by stop_by: preempted at MIN (then queued again) or at its
+  // time limit (then it ends).
+  enum class Stop { kNo, kRequeue, kEnd };
+  Stop stop = Stop::kNo;
+  double stop_by = 0;
+  int requeues = 0;                    // times it was stopped and queued again
+  double time_limit = 0;               // seconds it may run once admitted (0: no limit)
 
   // The replicas it may hold now: those given, less those asked to leave.
   int allotted() const { return static_cast<int>(replica_nodes.size()) - static_cast<int>(releasing.size()); }

@@ -261,7 +261,10 @@ class ElasticGroup {
         if (loss_of(e) == Loss::kNone) throw Error("the elastic group " + o_.name + ": a replica failed to prepare: " + e.what());
         s.s.state = S::kLost;
       }
-      if (s.s.state != S::kLost && !s.node.empty()) s.s.draining = node_state(s.node) == NodeState::kDraining;
+      // A job the queue asks to stop keeps its members on draining nodes (they live until the
+      // node goes) to commit its checkpoint with them.
+      bool leaving = allot_ && allot_->stop_asked();
+      if (s.s.state != S::kLost && !s.node.empty()) s.s.draining = !leaving && node_state(s.node) == NodeState::kDraining;
       s.s.asked = allot_ && std::find(allot_->release.begin(), allot_->release.end(), s.node) != allot_->release.end();
     }
   }

@@ -57,6 +57,15 @@ inline std::string job(std::string_view id) { return "yard:job:" + std::string(i
 // The jobs in the queue (waiting, or admitted and not ended), and what each asked to run.
 inline std::string job_queue() { return "yard:queue"; }
 inline std::string job_submission(std::string_view id) { return "yard:job:" + std::string(id) + ":submission"; }
+// The fields of a job's record that its allotment is read from (yard/allotment.h): the head's queue
+// writes them, the job's own program reads them.
+namespace job_field {
+inline constexpr const char* kAdmittedAt = "admitted_at";  // unix seconds; 0 while queued
+inline constexpr const char* kReplicaNodes = "replica_nodes";  // JSON list: the node of each replica given
+inline constexpr const char* kReleasing = "releasing";      // JSON list: nodes of replicas asked to leave
+inline constexpr const char* kStop = "stop";                // "" | "requeue" | "end": asked to stop
+inline constexpr const char* kStopBy = "stop_by";           // unix seconds: the stop's deadline
+}  // namespace job_field
 // A job's timeline and training curves (shown by the dashboard; a lost one starts again).
 inline constexpr Table kTimelineTable{"timelines", Durability::kRebuilt};
 inline std::string timeline(std::string_view job_id) { return "yard:timeline:" + std::string(job_id); }
