@@ -165,6 +165,23 @@ TEST_CASE("a high-priority job shrinks elastic jobs above MIN instead of stoppin
     CHECK(waiting(again, "high")->why.reason == WaitReason::kFreeingRoom);
     CHECK(waiting(again, "later")->why.reason != WaitReason::kFreeingRoom);
   }
+  SECTION("victims gone from the queue's books but not yet from the pool's picture: no more victims for a while") {
+    // low2's replica has left (the queue's record), the pool does not show its slot free yet.
+    in.running[0].releasing = {d.preempt[0].job == "low1" ? d.preempt[0].nodes[0] : d.preempt[1].nodes[0]};
+    in.running[1].replica_nodes = {"n1"};
+    in.now = 100;
+    in.queued[0].freeing_since = 99;
+    in.pool = pool({{2, 0}, {2, 1}});  // (the slot low2 left, which nobody may grow into meanwhile)
+    auto again = schedule_queue(in);
+    CHECK(again.preempt.empty());
+    CHECK(again.grow.empty());
+    CHECK(waiting(again, "high")->why.reason == WaitReason::kFreeingRoom);
+    in.pool = pool({{2, 0}, {2, 0}});
+    // Past the settle time with still no room, victims are chosen again (here: stopping a job).
+    in.queued[0].freeing_since = 100 - kVictimSettleS - 1;
+    again = schedule_queue(in);
+    CHECK_FALSE(again.preempt.empty());
+  }
   SECTION("once they are gone, the job is admitted and the shrunk jobs do not grow back over it") {
     in.pool = pool({{2, 1}, {2, 1}});
     in.running[0].replica_nodes = {"n1"};

@@ -51,7 +51,12 @@ SetupInfo ElasticTrainers::start(const TrainConfig& cfg) {
   auto cks = ckpts_;
   auto c = cfg_;
   group_ = std::make_unique<ElasticGroup<RailwayTrainer>>(
-      o, [res = resources_] { return yard::actor<RailwayTrainer>().resources(res).remote(); },
+      o,
+      [res = resources_](const std::string& node) {
+        auto make = yard::actor<RailwayTrainer>().resources(res);
+        if (!node.empty()) make.node_affinity(node, true);  // where the job queue put the replica
+        return make.remote();
+      },
       [c, cks](const yard::ActorHandle<RailwayTrainer>& a) { return a.call(&RailwayTrainer::prepare).remote(c, cks); });
   std::printf("elastic group: %d to %d trainers; training starts when %d %s set up\n", min_, max_, min_,
               min_ == 1 ? "is" : "are");

@@ -14,6 +14,7 @@ namespace yard {
 
 struct JobAllotment {
   int replicas = 0;                  // elastic replicas the job may hold now
+  std::vector<std::string> nodes;    // where the queue put them: a node once per replica given
   std::vector<std::string> release;  // nodes whose replicas the head asked to leave
   // The queue asks the job to stop by `stop_by` (unix seconds; 0: it is not asked): it was
   // preempted at its MIN (a higher-priority job, a team reclaiming its guarantee, or a spot notice

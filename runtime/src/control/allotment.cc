@@ -35,6 +35,7 @@ std::optional<JobAllotment> job_allotment() {
   JobAllotment a;
   auto given = node_list(f[1]);
   a.release = node_list(f[2]);
+  a.nodes = given;
   if (!f[3].empty()) {
     a.stop_by = std::strtod(f[4].c_str(), nullptr);
     a.requeued_after = f[3] == "requeue";

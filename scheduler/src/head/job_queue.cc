@@ -86,7 +86,8 @@ policy::QueueInput JobQueue::input(const std::map<std::string, Res>& held) const
   for (auto& [id, j] : jobs_) {
     auto& q = *j.queue;
     if (q.admitted_at == 0) {
-      in.queued.push_back({id, q.team, q.priority, q.queued_at, q.shape, q.held});
+      auto f = freeing_since_.find(id);
+      in.queued.push_back({id, q.team, q.priority, q.queued_at, q.shape, q.held, f == freeing_since_.end() ? 0 : f->second});
       continue;
     }
     policy::RunningJob r;
@@ -115,6 +116,11 @@ void JobQueue::cycle() {
   std::map<std::string, Res> held;
   bool any_admitted = std::any_of(jobs_.begin(), jobs_.end(), [](auto& e) { return e.second.queue->admitted_at > 0; });
   if (any_admitted && hooks_.held) held = hooks_.held();
+  // The pool's free room read now, after what the jobs hold: a replica seen gone there is seen
+  // gone from its node too (the view is otherwise up to 250 ms old, and a job could be preempted
+  // again for room already freed).
+  bool any_waiting = std::any_of(jobs_.begin(), jobs_.end(), [](auto& e) { return e.second.queue->admitted_at == 0; });
+  if (any_waiting) nodes_.refresh_free();
   settle_releases(held);
   auto in = input(held);
   account_usage(in);
@@ -123,6 +129,7 @@ void JobQueue::cycle() {
   waiting_.clear();
   for (auto& w : d.waiting) waiting_[w.job] = w;
   for (auto& v : d.preempt) {
+    freeing_since_[v.for_job] = in.now;
     if (v.kind == policy::VictimKind::kShrink) {
       shrink(v);
       continue;
@@ -307,6 +314,7 @@ void JobQueue::admit(const policy::Admit& a, double now) {
   auto& j = it->second;
   auto& q = *j.queue;
   q.admitted_at = now;
+  freeing_since_.erase(a.job);
   q.fixed_nodes = a.fixed_nodes;
   q.replica_nodes = a.replica_nodes;
   j.status = store::JobStatus::kRunning;
@@ -332,6 +340,7 @@ void JobQueue::ended(const std::string& id) {
   waiting_.erase(id);
   release_asked_.erase(id);
   stop_sent_.erase(id);
+  freeing_since_.erase(id);
   tables_.jobs.leave_queue(id);
   next_cycle_ = {};
 }

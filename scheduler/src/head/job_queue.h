@@ -122,6 +122,7 @@ class JobQueue {
   Hooks hooks_;
   Settings settings_;
   std::set<std::string> stop_sent_;  // jobs whose program was stopped at their deadline
+  std::map<std::string, double> freeing_since_;  // queued jobs victims were chosen for: when
   // Each team's decayed usage (its dominant share of the pool over time), for the queue's order.
   std::map<std::string, double> fair_usage_;
   double usage_at_ = 0;  // when fair_usage_ was last brought up to date

@@ -68,6 +68,7 @@ struct Cycle {
   std::map<std::string, Res> usage;
   ClusterView now, soon;  // free room now; free room once what is being freed has left
   std::vector<std::string> admitted_ids;
+  bool victims_pending = false;  // a job waits for victims chosen earlier: nobody grows meanwhile
 
   explicit Cycle(const QueueInput& i) : in(i), usage(team_usage(i.running)), now(i.pool), soon(soon_view(i)) {}
 
@@ -106,6 +107,10 @@ void Cycle::consider(const QueuedJob& j) {
     reserve(j.shape, s.nodes);
     return wait(j, prio, WaitReason::kFreeingRoom, "waiting for room being freed");
   }
+  if (j.freeing_since > 0 && in.now - j.freeing_since < kVictimSettleS) {
+    victims_pending = true;
+    return wait(j, prio, WaitReason::kFreeingRoom, "waiting for the room its victims free");
+  }
   if (preempt_for(j, prio)) return;
   bool alone = place_job(in.pool, j.shape, j.shape.min).outcome == Outcome::kPlaced;
   auto count = [](size_t n, const char* what) { return std::to_string(n) + " " + what + (n == 1 ? "" : "s"); };
@@ -142,6 +147,7 @@ bool Cycle::preempt_for(const QueuedJob& j, int prio) {
 // job per round in priority order (then fair share, then age), within their teams' ceilings.
 // Jobs shrinking or stopping do not grow.
 void Cycle::grow() {
+  if (victims_pending) return;
   struct Candidate {
     std::string id, team;
     int priority;

@@ -23,6 +23,7 @@
 //   boundary and loses nothing), then whole jobs at MIN (checkpointed, stopped and requeued).
 //   Among each: borrowing teams first, lowest priority, most recently admitted. Victims that turn
 //   out not to be needed are dropped again (fewest disturbed). Growth never preempts.
+//   A job that victims were chosen for waits kVictimSettleS for them before any more are chosen.
 // - Starvation: a job queued longer than the bound runs at its team's highest priority.
 #pragma once
 
@@ -60,7 +61,12 @@ struct QueuedJob {
   double queued_at = 0;  // seconds, on the clock of QueueInput::now (a requeued job keeps its first)
   JobShape shape;
   bool held = false;
+  double freeing_since = 0;  // when victims were last chosen for it (0: never)
 };
+
+// How long a job that victims were chosen for waits for them before more are chosen: the room
+// they free reaches the pool's picture a moment after their replicas are gone.
+constexpr double kVictimSettleS = 10;
 
 struct RunningJob {
   std::string id, team;

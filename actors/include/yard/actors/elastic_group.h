@@ -9,7 +9,8 @@
 // The replica class T provides
 //   int pid();
 //   ElasticJoined regroup(ElasticForm form);  // joins generation form.generation as form.rank
-// and the job gives two calls: make() asks for a new replica actor (it may wait for room), and
+// and the job gives two calls: make(node) asks for a new replica actor (it may wait for room;
+// `node`, when not empty, is where the job queue put the replica: ask for it there, softly), and
 // prepare(actor) loads what it needs before it can join (its data), returning its node's id.
 // Membership changes happen only in settle(); run() calls every member and reports the members
 // lost meanwhile (their peers' calls fail on the collective; the caller settles and goes on).
@@ -76,6 +77,7 @@ class ElasticGroup {
     bool follow_allotment = true;  // hold no more replicas than the job queue allots the job
   };
   using Make = std::function<ActorHandle<T>()>;
+  using MakeOn = std::function<ActorHandle<T>(const std::string& node)>;
   using Prepare = std::function<ObjectRef<std::string>(const ActorHandle<T>&)>;
   template <class R>
   struct Outcome {
@@ -89,9 +91,12 @@ class ElasticGroup {
     }
   };
 
-  ElasticGroup(Options o, Make make, Prepare prepare) : o_(std::move(o)), make_(std::move(make)), prepare_(std::move(prepare)) {
+  ElasticGroup(Options o, MakeOn make, Prepare prepare) : o_(std::move(o)), make_(std::move(make)), prepare_(std::move(prepare)) {
     (void)plan_elastic({}, o_.min, o_.max);  // refuses an impossible MIN:MAX now
   }
+  // A replica made without regard to where the queue put it.
+  ElasticGroup(Options o, Make make, Prepare prepare)
+      : ElasticGroup(std::move(o), MakeOn([make = std::move(make)](const std::string&) { return make(); }), std::move(prepare)) {}
   ~ElasticGroup() { stop(); }
   ElasticGroup(const ElasticGroup&) = delete;
   ElasticGroup& operator=(const ElasticGroup&) = delete;
@@ -200,6 +205,7 @@ class ElasticGroup {
     std::optional<ObjectRef<std::string>> prepared;
     int pid = 0;
     std::string node;
+    std::string asked_on;  // the node its replica was asked for ("" anywhere)
   };
   enum class Loss { kNone, kThisMember, kPeer };
 
@@ -231,9 +237,11 @@ class ElasticGroup {
     return n;
   }
 
+  // A new candidate, asked for on a node of the allotment that none of the replicas in play holds.
   void submit() {
     Slot s;
-    s.actor = make_();
+    s.asked_on = free_allotted_node();
+    s.actor = make_(s.asked_on);
     s.pid_ref = s.actor->call(&T::pid).remote();
     slots_.push_back(std::move(s));
   }
@@ -267,6 +275,19 @@ class ElasticGroup {
       if (s.s.state != S::kLost && !s.node.empty()) s.s.draining = !leaving && node_state(s.node) == NodeState::kDraining;
       s.s.asked = allot_ && std::find(allot_->release.begin(), allot_->release.end(), s.node) != allot_->release.end();
     }
+  }
+
+  std::string free_allotted_node() const {
+    if (!allot_) return "";
+    std::vector<std::string> free = allot_->nodes;
+    for (auto& gone : allot_->release)
+      if (auto it = std::find(free.begin(), free.end(), gone); it != free.end()) free.erase(it);
+    for (auto& s : slots_) {
+      if (s.s.state == ElasticSlot::State::kLost) continue;
+      const std::string& at = s.node.empty() ? s.asked_on : s.node;
+      if (auto it = std::find(free.begin(), free.end(), at); it != free.end()) free.erase(it);
+    }
+    return free.empty() ? "" : free.front();
   }
 
   // The job's allotment now (kept as it was when the control store cannot be read this time).
@@ -362,7 +383,7 @@ class ElasticGroup {
   }
 
   Options o_;
-  Make make_;
+  MakeOn make_;
   Prepare prepare_;
   std::vector<Slot> slots_;  // the members first, slot k holding rank k; then the candidates
   int world_ = 0;
