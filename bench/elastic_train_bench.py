@@ -20,6 +20,7 @@ Cases:
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -33,9 +34,23 @@ env = dict(os.environ, YARD_HOME=work + "/home", OMP_NUM_THREADS="1", OPENBLAS_N
 os.makedirs(env["YARD_HOME"])
 COMMON = ["--logs", "4", "--length-km", "10", "--batch", "32", "--seed", "17", "--checkpoint-every", "20",
           "--trainer-resources", '{"CPU": 1, "trainer": 1}', "--data", work + "/data"]
-JOB = COMMON + ["--epochs", "3"]
+JOB = COMMON + ["--epochs", "3"]  # sized by steps, not time, once the data's size is known (size_job)
 SETTINGS = {"blas_threads": 1, "data": "4 logs of 10 km", "epochs": 3, "batch": 32, "checkpoint_every": 20,
             "cluster": "a head and one-trainer nodes on this machine"}
+# Batches of 32 the elastic run needs: 30 steps at 2 trainers, the steps at 2 while the third
+# node joins and prepares (up to 60), 30 at 3, and at least 60 steps at 2 after the drain, so
+# that the job is still training when the drained replica leaves however fast the machine is.
+BATCHES_NEEDED = 30 * 2 + 60 * 2 + 30 * 3 + 60 * 2
+
+
+def size_job(warm_output):
+    """Epochs enough for BATCHES_NEEDED, from the warm run's "N steps per epoch" (one trainer:
+    one batch per step)."""
+    per_epoch = int(re.search(r"(\d+) steps per epoch", warm_output).group(1))
+    epochs = max(3, -(-BATCHES_NEEDED // per_epoch))
+    JOB[JOB.index("--epochs") + 1] = str(epochs)
+    SETTINGS["epochs"] = epochs
+    SETTINGS["batches_per_epoch"] = per_epoch
 
 
 def sh(*args, check=True):
@@ -104,8 +119,9 @@ try:
     start_node()
     start_node()
     # The data, made once for both runs (aligned shards), by a short run.
-    subprocess.run([train_bin, *COMMON, "--epochs", "1", "--workers", "1", "--out", work + "/warm"],
-                   env=dict(env, YARD_ADDRESS=address), stdout=subprocess.DEVNULL, check=True)
+    warm = subprocess.run([train_bin, *COMMON, "--epochs", "1", "--workers", "1", "--out", work + "/warm"],
+                          env=dict(env, YARD_ADDRESS=address), capture_output=True, text=True, check=True)
+    size_job(warm.stdout)
 
     # Ours: 2 -> 3 when a node joins, 3 -> 2 when it is drained.
     out = launch("elastic", "--workers", "2:3")

@@ -66,3 +66,35 @@ await_line() {
   done
   echo "$line"
 }
+
+# The job-queue tests' cluster ($YARD must be set): `start_trainer_cluster N [HEAD OPTIONS...]`
+# starts a head of 2 CPUs and N nodes of one trainer slot each and exports YARD_ADDRESS and
+# YARD_TOKEN; `start_trainer_node` adds one more node.
+start_trainer_cluster() {
+  local n=$1
+  shift
+  export YARD_ADDRESS=$("$YARD" start --head --port 0 --num-cpus 2 --heartbeat-timeout 2 "$@" | awk '/started at/ {print $5; exit}')
+  export YARD_TOKEN=$(cat "$YARD_HOME"/session-*/token)
+  for ((k = 0; k < n; k++)); do start_trainer_node; done
+}
+start_trainer_node() {
+  "$YARD" start --address "$YARD_ADDRESS" --num-cpus 1 --resources '{"trainer": 1}' --heartbeat-timeout 2 > /dev/null
+}
+
+# await_queue_stop PID: until the railway job PID stopped for the job queue, its checkpoint
+# committed; prints the global step it stopped at (use it as `at=$(await_queue_stop "$pid")`).
+await_queue_stop() {
+  local line
+  line=$(await_line "$1" "^railway-train: stopped for the job queue at global step")
+  echo "$line" >&2
+  [[ "$line" == *"checkpoint committed"* ]] || { echo "the job stopped without committing its checkpoint" >&2; return 1; }
+  echo "$line" | sed -E 's/.*global step ([0-9]+).*/\1/'
+}
+
+# await_resume_at PID STEP: until the railway job PID resumed its run, at global step STEP.
+await_resume_at() {
+  local line
+  line=$(await_line "$1" "^resumed run .* \(global step [0-9]+\)")
+  echo "$line"
+  [[ "$line" == *"(global step $2)" ]] || { echo "resumed elsewhere than step $2" >&2; return 1; }
+}

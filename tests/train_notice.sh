@@ -13,11 +13,7 @@ YARD=$(readlink -f "$1")
 TRAIN=$(readlink -f "$2")
 start_test_home train-notice
 trap end_test_home EXIT
-export YARD_ADDRESS=$("$YARD" start --head --port 0 --num-cpus 2 --heartbeat-timeout 2 | awk '/started at/ {print $5; exit}')
-export YARD_TOKEN=$(cat "$YARD_HOME"/session-*/token)
-trainer_node() { "$YARD" start --address "$YARD_ADDRESS" --num-cpus 1 --resources '{"trainer": 1}' --heartbeat-timeout 2 > /dev/null; }
-trainer_node
-trainer_node
+start_trainer_cluster 2
 mkdir -p "$YARD_HOME/work"
 cd "$YARD_HOME/work"
 "$YARD" submit --replicas 1:2 --replica CPU=1,trainer=1 --env RAILWAY_TRAIN_SLOW_RANK=0:2 -- \
@@ -39,16 +35,11 @@ last=$(grep "^trainer nodes:" out.txt | tail -1 | awk '{print $3}')
 echo "the last trainer is on $last"
 "$YARD" drain "$last" --deadline 30 > drain2.txt 2>&1 &
 drain=$!
-stopped=$(await_line "$pid" "^railway-train: stopped for the job queue at global step")
-echo "$stopped"
-[[ "$stopped" == *"checkpoint committed"* ]]
-at=$(echo "$stopped" | sed -E 's/.*global step ([0-9]+).*/\1/')
+at=$(await_queue_stop "$pid")
 wait "$drain"
 cat drain2.txt
-trainer_node
-resumed=$(await_line "$pid" "^resumed run .* \(global step [0-9]+\)")
-echo "$resumed"
-[[ "$resumed" == *"(global step $at)" ]]
+start_trainer_node
+await_resume_at "$pid" "$at"
 await_job "$pid"
 pid=""
 grep -q "^epoch 6/6  steps" out.txt

@@ -11,11 +11,7 @@ YARD=$(readlink -f "$1")
 TRAIN=$(readlink -f "$2")
 start_test_home train-preempt
 trap end_test_home EXIT
-export YARD_ADDRESS=$("$YARD" start --head --port 0 --num-cpus 2 --heartbeat-timeout 2 | awk '/started at/ {print $5; exit}')
-export YARD_TOKEN=$(cat "$YARD_HOME"/session-*/token)
-for k in 1 2; do
-  "$YARD" start --address "$YARD_ADDRESS" --num-cpus 1 --resources '{"trainer": 1}' --heartbeat-timeout 2 > /dev/null
-done
+start_trainer_cluster 2
 mkdir -p "$YARD_HOME/work"
 cd "$YARD_HOME/work"
 # Rank 0 takes 3 times as long per step: the job is still training when the high job comes and goes.

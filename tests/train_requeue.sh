@@ -15,12 +15,7 @@ cat > "$YARD_HOME/cluster.toml" <<'EOF'
 [queue]
 stop_grace_s = 120
 EOF
-export YARD_ADDRESS=$("$YARD" start --head --port 0 --num-cpus 2 --heartbeat-timeout 2 --config "$YARD_HOME/cluster.toml" |
-                      awk '/started at/ {print $5; exit}')
-export YARD_TOKEN=$(cat "$YARD_HOME"/session-*/token)
-for k in 1 2; do
-  "$YARD" start --address "$YARD_ADDRESS" --num-cpus 1 --resources '{"trainer": 1}' --heartbeat-timeout 2 > /dev/null
-done
+start_trainer_cluster 2 --config "$YARD_HOME/cluster.toml"
 mkdir -p "$YARD_HOME/work"
 cd "$YARD_HOME/work"
 # Rank 0 takes 3 times as long per step: the job is still training when the high job comes.
@@ -34,18 +29,13 @@ low=$(grep -m1 -oE "submitted job-[0-9]+" out.txt | awk '{print $2}')
 "$YARD" submit --no-wait --replicas 2 --replica CPU=1,trainer=1 --priority 5 -- sh -c 'echo high job ran; sleep 3' > high.txt
 high=$(cat high.txt)
 echo "low job $low, high job $high"
-stopped=$(await_line "$pid" "^railway-train: stopped for the job queue at global step")
-echo "$stopped"
-[[ "$stopped" == *"checkpoint committed"* ]]
-at=$(echo "$stopped" | sed -E 's/.*global step ([0-9]+).*/\1/')
+at=$(await_queue_stop "$pid")
 deadline=$((SECONDS + 120))
 until "$YARD" logs "$high" 2>/dev/null | grep -q "high job ran"; do
   if [ $SECONDS -gt $deadline ]; then "$YARD" jobs; echo "the high-priority job did not run"; exit 1; fi
   sleep 0.2
 done
-resumed=$(await_line "$pid" "^resumed run .* \(global step [0-9]+\)")
-echo "$resumed"
-[[ "$resumed" == *"(global step $at)" ]]
+await_resume_at "$pid" "$at"
 await_job "$pid"
 pid=""
 grep -q "^epoch 4/4  steps" out.txt

@@ -100,6 +100,7 @@ class TrainingJob {
   int64_t furthest_ = 0;       // the furthest global step trained in this run
   int64_t since_ckpt_ = 0;     // steps since the last checkpoint
   bool leaving_ = false;       // asked to stop: the next chunk is one step and a checkpoint
+  double step_s_ = 0;          // a step's time, smoothed (sizes an elastic group's chunks)
   std::optional<yard::JobAllotment> stop_;  // the queue's request to stop, once seen
   int64_t most_ahead_ = -1, most_stale_ = -1;  // parameter servers: the most staleness seen
   int restarts_ = 0;
@@ -311,7 +312,11 @@ void TrainingJob::report_helper_restarts(const std::vector<HelperRestart>& resta
 }
 
 void TrainingJob::train_chunk() {
-  const int64_t chunk = leaving_ ? 1 : spec_.min_workers > 0 ? 10 : 20, spe = at_.steps_per_epoch;
+  // An elastic group settles between chunks (it lets replicas go, takes new ones in): its chunks
+  // last about half a second, so that a replica the job queue or a drain asks back leaves within
+  // about that (from 1 to 10 steps, by the steps' measured time).
+  int64_t elastic_chunk = step_s_ > 0 ? std::clamp<int64_t>(static_cast<int64_t>(0.5 / step_s_), 1, 10) : 10;
+  const int64_t chunk = leaving_ ? 1 : spec_.min_workers > 0 ? elastic_chunk : 20, spe = at_.steps_per_epoch;
   int64_t n = std::min<int64_t>(chunk, at_.steps_left);
   bool at_epoch_end = n >= at_.steps_left;
   bool save = leaving_ || at_epoch_end || since_ckpt_ + n >= spec_.checkpoint_every;
@@ -354,6 +359,7 @@ void TrainingJob::train_chunk() {
   at_.steps_left = r0.steps_left;
   auto steps = static_cast<int64_t>(by_step.size());
   sums_.seconds += seconds, sums_.steps += steps, done_steps_ += steps;
+  if (steps > 0) step_s_ = step_s_ > 0 ? 0.7 * step_s_ + 0.3 * seconds / double(steps) : seconds / double(steps);
   sums_.checkpoint_ms = std::max(sums_.checkpoint_ms, r0.checkpoint_ms);
   at_.epoch = r0.epoch, at_.step = r0.step, at_.global_step = r0.global_step;
   furthest_ = std::max(furthest_, r0.global_step);
