@@ -48,7 +48,7 @@ import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 # (A checkpointer on a noticed node moves at once; its loss is reported too.)
 rec = [r for r in lines if r.get("event") == "recovery" and "stopped by the job queue" in r["lost"]]
-assert len(rec) == 1, rec
+assert len(rec) == 1 and rec[0]["asked"], rec
 assert rec[0]["steps_redone"] == 0, rec
 shrunk = [r for r in lines if r.get("event") == "resize" and r["old_world"] == 2 and r["new_world"] == 1]
 assert shrunk and not any(r.get("from_disk") for r in shrunk), shrunk

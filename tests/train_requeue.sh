@@ -51,7 +51,7 @@ assert jobs[low]["status"] == "SUCCEEDED", jobs[low]
 assert jobs[high]["status"] == "SUCCEEDED", jobs[high]
 lines = [json.loads(l) for l in open(metrics)]
 rec = [r for r in lines if r.get("event") == "recovery"]
-assert len(rec) == 1 and "stopped by the job queue" in rec[0]["lost"], rec
+assert len(rec) == 1 and "stopped by the job queue" in rec[0]["lost"] and rec[0]["asked"], rec
 assert rec[0]["steps_redone"] == 0, rec
 epochs = [r["epoch"] for r in lines if r.get("event") == "epoch"]
 assert epochs == [1, 2, 3, 4], epochs

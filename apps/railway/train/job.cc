@@ -235,7 +235,8 @@ void TrainingJob::note_driver_loss() {
   // Stopped by the job queue (a preemption): not a loss; the steps redone say whether any was lost.
   if (std::ifstream stopped(run_dir_ + "/STOPPED"); stopped) {
     std::getline(stopped, r.error);
-    r.lost = "the driver (stopped by the job queue)";
+    r.lost = "the run stopped by the job queue";
+    r.asked = true;
     stopped.close();
     fs::remove(run_dir_ + "/STOPPED");
   }

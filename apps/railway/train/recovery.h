@@ -33,6 +33,7 @@ struct Recovery {
   std::string redone;   // "log-0 recorded again", "resumed from step 40: 8 steps trained again"
   double seconds = 0;   // from noticing the loss to the work going on again
   int64_t steps_redone = 0;
+  bool asked = false;   // not a loss: the job was asked to stop (the job queue) and resumed
 };
 
 using RecoveryReport = std::function<void(const Recovery&)>;

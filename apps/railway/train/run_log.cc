@@ -141,12 +141,15 @@ void RunLog::evaluation_images(const EvalStats& ev, uint64_t epoch) const {
 
 void RunLog::recovery(const Recovery& r) {
   ++recoveries_;
-  std::printf("recovered: %s was lost in %s (%s); %s; took %.1f s\n", r.lost.c_str(), phase_name(r.phase), r.error.c_str(),
-              r.redone.c_str(), r.seconds);
+  if (r.asked)
+    std::printf("resumed: %s in %s (%s); %s\n", r.lost.c_str(), phase_name(r.phase), r.error.c_str(), r.redone.c_str());
+  else
+    std::printf("recovered: %s was lost in %s (%s); %s; took %.1f s\n", r.lost.c_str(), phase_name(r.phase),
+                r.error.c_str(), r.redone.c_str(), r.seconds);
   std::fflush(stdout);
   nlohmann::json j = {{"event", "recovery"}, {"phase", phase_name(r.phase)}, {"lost", r.lost},
                       {"error", r.error},    {"redone", r.redone},           {"seconds", r.seconds},
-                      {"steps_redone", r.steps_redone}};
+                      {"steps_redone", r.steps_redone}, {"asked", r.asked}};
   metrics_ << j.dump() << "\n";
   metrics_.flush();
 }
