@@ -42,6 +42,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
 
 // The job ran out of restarts (or cannot go on for another reason): what was lost and how to go on.
 class GiveUp : public std::runtime_error {
@@ -396,7 +397,7 @@ bool TrainingJob::stop_asked() {
 // again and resumes from this step, losing none.
 void TrainingJob::leave_for_queue() {
   std::printf("the job queue asks this job to stop within %.0f s (%s): committing a checkpoint\n",
-              std::max(0.0, stop_->stop_by - std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()),
+              std::max(0.0, stop_->stop_by - unix_now()),
               stop_->requeued_after ? "preempted; it is queued again and resumes from the checkpoint" : "its time limit");
   std::fflush(stdout);
   if (since_ckpt_ > 0) {
@@ -405,7 +406,7 @@ void TrainingJob::leave_for_queue() {
   }
   // Until a checkpointer has it, or 2 s before the queue's deadline: the job leaves by itself
   // (resuming from an older checkpoint then) rather than be stopped without a word.
-  double left = stop_->stop_by - 2 - std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  double left = stop_->stop_by - 2 - unix_now();
   auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(1000 * std::clamp(left, 1.0, 60.0)));
   int64_t saved = -1;
   while ((saved = ckpts_->latest_step(2s)) < at_.global_step && Clock::now() < deadline) std::this_thread::sleep_for(100ms);
@@ -441,7 +442,7 @@ void TrainingJob::evaluate() {
   log_->epoch(e);
   log_->evaluation_images(ev, at_.epoch);
   // A resize's pause counts from here, not across the evaluation.
-  if (last_step_end_ > 0) last_step_end_ = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (last_step_end_ > 0) last_step_end_ = unix_now();
   prom_.epoch(ev.loss, ev.macro_f1, static_cast<long>(at_.epoch));
   double eta = since(t_start_) / double(std::max<int64_t>(1, done_steps_)) *
                double(std::max<int64_t>(0, spec_.epochs * at_.steps_per_epoch - at_.global_step));

@@ -38,7 +38,7 @@ std::optional<JobAllotment> job_allotment() {
   a.nodes = given;
   if (!f[3].empty()) {
     a.stop_by = std::strtod(f[4].c_str(), nullptr);
-    a.requeued_after = f[3] == "requeue";
+    a.requeued_after = f[3] == jf::kStopRequeue;
   }
   a.replicas = static_cast<int>(given.size()) - static_cast<int>(a.release.size());
   if (a.replicas < 0) a.replicas = 0;

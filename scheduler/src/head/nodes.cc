@@ -100,16 +100,16 @@ void HeadService::on_drain(Incoming& in) {
     reply_.error(in, wire::ErrorCode::NOT_FOUND, "no live node " + id + " (yard status lists the nodes)");
     return;
   }
-  // A notice: the node goes at the timeout whatever runs there; the queue's jobs get ready first.
+  drain(id, std::chrono::milliseconds(d.getTimeoutMs()), d.getForce() || d.getNotice(), in.routing_id,
+        in.msg->env().getRequestId());
+  // A notice: the node goes at the timeout whatever runs there. Its room has left the pool (the
+  // drain); the queue's jobs there get ready now.
   if (d.getNotice()) {
     double deadline = unix_time() + d.getTimeoutMs() / 1000.0;
     publish(json{{"type", "node_notice"}, {"node_id", id}, {"deadline", deadline}, {"time", unix_time()}}.dump());
     spdlog::warn("node {} goes in {:.0f} s (a notice)", id, d.getTimeoutMs() / 1000.0);
-    nodes_->start_drain(id);  // its room leaves the pool before the queue plans around it
     queue_->notice(id, deadline);
   }
-  drain(id, std::chrono::milliseconds(d.getTimeoutMs()), d.getForce() || d.getNotice(), in.routing_id,
-        in.msg->env().getRequestId());
 }
 
 void HeadService::drain(const std::string& id, std::chrono::milliseconds timeout, bool force,

@@ -72,7 +72,6 @@ Result<const JobRunner::Job*> JobRunner::submit(Submission sub) {
   j.env = sub.env;
   j.retries_left = std::max(0, sub.max_retries);
   j.attempt = std::max(1, sub.attempt);
-  if (auto rec = sub.id.empty() ? std::nullopt : tables_.jobs.get(sub.id); rec && rec->queue) j.requeues = rec->queue->requeues;
   {
     std::ofstream log(j.log_path, std::ios::app);
     if (j.attempt > 1) log << "[yard] job " << j.id << " admitted again: attempt " << j.attempt << "\n";

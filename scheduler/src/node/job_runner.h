@@ -29,7 +29,7 @@ class JobRunner {
     std::vector<std::string> argv;
     std::map<std::string, std::string> env;
     int retries_left = 0, attempt = 1;
-    int requeues = 0;  // of the run it was made for: a job the queue runs again is a new run here
+    int requeues = 0;  // workers here: of the run they were made for (a requeued job's next run is new)
   };
   struct Setting {
     std::string node_id, session_dir, log_dir, head_address, token;

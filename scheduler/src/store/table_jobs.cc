@@ -38,16 +38,16 @@ std::optional<policy::JobShape> shape_of(const std::string& text) {
 
 const char* stop_name(QueueEntry::Stop s) {
   switch (s) {
-    case QueueEntry::Stop::kRequeue: return "requeue";
-    case QueueEntry::Stop::kEnd: return "end";
+    case QueueEntry::Stop::kRequeue: return keys::job_field::kStopRequeue;
+    case QueueEntry::Stop::kEnd: return keys::job_field::kStopEnd;
     case QueueEntry::Stop::kNo: break;
   }
   return "";
 }
 
 QueueEntry::Stop parse_stop(const std::string& s) {
-  if (s == "requeue") return QueueEntry::Stop::kRequeue;
-  if (s == "end") return QueueEntry::Stop::kEnd;
+  if (s == keys::job_field::kStopRequeue) return QueueEntry::Stop::kRequeue;
+  if (s == keys::job_field::kStopEnd) return QueueEntry::Stop::kEnd;
   return QueueEntry::Stop::kNo;
 }
 

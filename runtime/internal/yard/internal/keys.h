@@ -63,7 +63,9 @@ namespace job_field {
 inline constexpr const char* kAdmittedAt = "admitted_at";  // unix seconds; 0 while queued
 inline constexpr const char* kReplicaNodes = "replica_nodes";  // JSON list: the node of each replica given
 inline constexpr const char* kReleasing = "releasing";      // JSON list: nodes of replicas asked to leave
-inline constexpr const char* kStop = "stop";                // "" | "requeue" | "end": asked to stop
+inline constexpr const char* kStop = "stop";                // "", kStopRequeue or kStopEnd: asked to stop
+inline constexpr const char* kStopRequeue = "requeue";      // preempted: queued again after it stops
+inline constexpr const char* kStopEnd = "end";              // its time limit (or a cancel): it ends
 inline constexpr const char* kStopBy = "stop_by";           // unix seconds: the stop's deadline
 }  // namespace job_field
 // A job's timeline and training curves (shown by the dashboard; a lost one starts again).
