@@ -8,9 +8,11 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <set>
 #include <thread>
 
@@ -22,6 +24,7 @@
 #include "yard/actors/elastic.h"
 #include "yard/actors/sampler.h"
 #include "yard/actors/schedule.h"
+#include "yard/actors/shares.h"
 
 using namespace yard::actors;
 namespace fs = std::filesystem;
@@ -301,6 +304,114 @@ TEST_CASE("elastic batches: every sample exactly once per epoch whatever the res
     }
   DistributedSampler s(10, 1, 0, 7);
   CHECK_THROWS_AS(s.elastic_batch(0, 0, 2, 2, 8), std::invalid_argument);
+}
+
+TEST_CASE("batch shares: split in proportion, floors, largest remainders, bad weights", "[actors][shares]") {
+  CHECK(split_by_weight(64, {1, 1}) == std::vector<uint64_t>{32, 32});
+  CHECK(split_by_weight(64, {2, 1, 1}) == std::vector<uint64_t>{32, 16, 16});
+  CHECK(split_by_weight(10, {1, 1, 1}) == std::vector<uint64_t>{4, 3, 3});  // the remainder to the lower rank
+  CHECK(split_by_weight(64, {3, 1}) == std::vector<uint64_t>{48, 16});
+  // Every rank keeps at least the floor, so that it goes on measuring its speed.
+  CHECK(split_by_weight(10, {1000, 1}) == std::vector<uint64_t>{9, 1});
+  CHECK(split_by_weight(10, {1000, 1}, 3) == std::vector<uint64_t>{7, 3});
+  CHECK(split_by_weight(2, {1, 1, 1}) == std::vector<uint64_t>{1, 1, 0});  // fewer samples than ranks: no floor
+  CHECK(split_by_weight(0, {1, 2}) == std::vector<uint64_t>{0, 0});
+  // Weights that are not positive finite numbers count as the mean of the others.
+  CHECK(split_by_weight(60, {1, std::nan(""), 2}) == std::vector<uint64_t>{14, 20, 26});
+  CHECK(split_by_weight(60, {0, -1, INFINITY}) == std::vector<uint64_t>{20, 20, 20});
+  for (uint64_t total : {1u, 7u, 63u, 64u, 1000u}) {
+    auto s = split_by_weight(total, {0.3, 1.7, 5.0, 0.01});
+    CHECK(std::accumulate(s.begin(), s.end(), uint64_t{0}) == total);
+  }
+  CHECK_THROWS_AS(split_by_weight(8, {}), std::invalid_argument);
+}
+
+TEST_CASE("batch shares: a slow rank gets less within a few steps, and the shares follow a swap", "[actors][shares]") {
+  // Rank 1 at half rank 0's speed. The rates each step measures follow the shares: time = share / speed.
+  ShareBalancer b(64, 2);
+  CHECK(b.shares() == std::vector<uint64_t>{32, 32});
+  b.observe({0, 0});  // the first step of a group: nothing measured yet
+  CHECK(b.shares() == std::vector<uint64_t>{32, 32});
+  CHECK_FALSE(b.uneven());
+  b.observe({200, 0});  // one rank measured: not yet
+  CHECK(b.shares() == std::vector<uint64_t>{32, 32});
+  std::vector<double> speed = {200, 100};
+  auto step_time = [&](const std::vector<uint64_t>& s) {
+    return std::max(double(s[0]) / speed[0], double(s[1]) / speed[1]);
+  };
+  double equal = step_time(b.shares()), ideal = 64.0 / (speed[0] + speed[1]);
+  for (int k = 0; k < 5; ++k) b.observe(speed);  // a rank's rate is its speed whatever its share
+  CHECK(b.uneven());
+  CHECK(b.shares()[0] + b.shares()[1] == 64);
+  CHECK(b.shares()[0] >= 41);  // 42.67 at the ideal
+  CHECK(step_time(b.shares()) <= ideal * 1.05);
+  CHECK(step_time(b.shares()) < equal);
+  // The speeds swap: within 10 steps the shares are the other way round.
+  speed = {100, 200};
+  for (int k = 0; k < 10; ++k) b.observe(speed);
+  CHECK(b.shares()[1] >= 41);
+  CHECK(step_time(b.shares()) <= ideal * 1.05);
+  // Rates of another world (a measurement from an older generation) are ignored.
+  auto before = b.shares();
+  b.observe({1, 1, 1});
+  CHECK(b.shares() == before);
+  CHECK_THROWS_AS(ShareBalancer(64, 0), std::invalid_argument);
+  CHECK_THROWS_AS(ShareBalancer(64, 2, 0), std::invalid_argument);
+}
+
+TEST_CASE("batch shares: one slow step moves no share; a node that stays slow does", "[actors][shares]") {
+  ShareBalancer b(64, 2);
+  for (int k = 0; k < 5; ++k) b.observe({100, 100});
+  CHECK(b.shares() == std::vector<uint64_t>{32, 32});
+  b.observe({100, 20});  // rank 1 descheduled for one step
+  CHECK(b.shares() == std::vector<uint64_t>{32, 32});
+  for (int k = 0; k < 5; ++k) b.observe({100, 100});
+  b.observe({100, 50});  // rank 1's node now at half speed
+  b.observe({100, 50});
+  CHECK(b.shares() == std::vector<uint64_t>{32, 32});  // two steps of five: not yet
+  b.observe({100, 50});
+  CHECK(b.shares() == std::vector<uint64_t>{42, 22});  // 1 each, then 62 split 2:1 by largest remainders
+}
+
+TEST_CASE("batch shares: uneven shares still take every sample exactly once per epoch", "[actors][sampler][shares]") {
+  for (uint64_t n : {1u, 97u, 1000u}) {
+    DistributedSampler s(n, 1, 0, 7);
+    const std::vector<std::vector<uint64_t>> shares = {{16, 8}, {12, 12}, {2, 7, 15}, {24}, {3, 5, 7, 9}};
+    ElasticPosition pos;
+    std::map<uint64_t, std::vector<int>> seen;
+    for (int step = 0; pos.epoch < 3; ++step) {
+      const auto& sh = shares[static_cast<size_t>(step) % shares.size()];
+      uint64_t batch = 24 / sh.size();  // 24 positions a step, whatever the split
+      for (int r = 0; r < static_cast<int>(sh.size()); ++r) {
+        auto got = s.shared_batch(pos.epoch, pos.offset, sh, r);
+        CHECK(got.size() <= sh[static_cast<size_t>(r)]);
+        for (auto i : got) {
+          auto& v = seen[pos.epoch];
+          v.resize(n);
+          v[i]++;
+        }
+      }
+      pos.advance(static_cast<int>(sh.size()), batch, s.epoch_size());
+    }
+    for (auto& [epoch, counts] : seen)
+      for (uint64_t i = 0; i < n; ++i) {
+        INFO("n " << n << " epoch " << epoch << " sample " << i);
+        REQUIRE(counts[i] == 1);
+      }
+  }
+  // Equal shares are elastic_batch's striding; uneven ones take blocks one after another.
+  DistributedSampler s(100, 1, 0, 7);
+  CHECK(s.shared_batch(0, 16, {8, 8}, 1) == s.elastic_batch(0, 16, 2, 1, 8));
+  auto a = s.shared_batch(0, 0, {12, 4}, 0), b = s.shared_batch(0, 0, {12, 4}, 1);
+  CHECK(a.size() == 12);
+  CHECK(b.size() == 4);
+  auto whole = s.elastic_batch(0, 0, 1, 0, 16);
+  a.insert(a.end(), b.begin(), b.end());
+  CHECK(a == whole);
+  // At the epoch's end the positions left are split in proportion: 4 left of 16, shares 12:4.
+  CHECK(s.shared_batch(0, 96, {12, 4}, 0).size() == 3);
+  CHECK(s.shared_batch(0, 96, {12, 4}, 1).size() == 1);
+  CHECK_THROWS_AS(s.shared_batch(0, 0, {8, 8}, 2), std::invalid_argument);
 }
 
 TEST_CASE("elastic learning rate: each resize moves to the new global batch's rate over a short warm-up",

@@ -3,6 +3,7 @@
 #define CATCH_CONFIG_PREFIX_ALL
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <functional>
 #include <mutex>
 #include <sstream>
@@ -301,6 +302,45 @@ CATCH_TEST_CASE("the Trainer's step (micro-batches, DDP, schedule) equals single
   });
   CATCH_CHECK(max_diff(ref, result[0]) < 1e-5);
   CATCH_CHECK(max_diff(result[0], result[1]) == 0);
+}
+
+CATCH_TEST_CASE("every rank's measured rate travels with its gradients; a slower rank measures less",
+                "[trainer][shares]") {
+  std::vector<std::vector<std::vector<double>>> rates(2);  // per rank, per step: group_rates()
+  std::vector<std::vector<double>> busy(2), wait(2);
+  two_ranks("trainer-rates", [&](int r, collective::Communicator& comm) {
+    Data d;
+    auto m = make_model(7);
+    TrainerOptions o;
+    o.optimizer = "sgd";
+    o.clip = 0;
+    Trainer t(m, &comm, o);
+    int64_t first = r == 0 ? 0 : 4;
+    for (int st = 0; st < 4; ++st) {
+      t.begin_busy();
+      // Rank 1 is a slower machine: every step of its 4 samples takes 40 ms more.
+      if (r == 1) std::this_thread::sleep_for(std::chrono::milliseconds(40));
+      t.step({4}, [&](size_t) { return torch::mse_loss(m->forward(d.x.slice(0, first, first + 4)), d.y.slice(0, first, first + 4)); });
+      rates[r].push_back(t.group_rates());
+      busy[r].push_back(t.last_busy_s());
+      wait[r].push_back(t.last_wait_s());
+    }
+    return m;
+  });
+  // Both ranks read the same rates, exactly; the first step carries none (nothing measured yet).
+  for (int st = 0; st < 4; ++st) CATCH_CHECK(rates[0][st] == rates[1][st]);
+  CATCH_CHECK(rates[0][0] == std::vector<double>{0, 0});
+  // From the second step each rank's rate of the step before: samples over its busy seconds.
+  for (int st = 1; st < 4; ++st) {
+    CATCH_REQUIRE(rates[0][st].size() == 2);
+    CATCH_CHECK(rates[1][st][1] == Approx(4 / busy[1][st - 1]).epsilon(1e-4));
+    CATCH_CHECK(rates[0][st][0] > 3 * rates[0][st][1]);
+  }
+  // The sleep is the slow rank's busy time, not its wait; the fast rank waits for it.
+  for (int st = 1; st < 4; ++st) {
+    CATCH_CHECK(busy[1][st] >= 0.04);
+    CATCH_CHECK(wait[0][st] > wait[1][st]);
+  }
 }
 
 CATCH_TEST_CASE("a single-replica Trainer accumulates micro-batches into the whole batch's step", "[trainer][step]") {

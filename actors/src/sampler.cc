@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <numeric>
 #include <stdexcept>
+
+#include "yard/actors/shares.h"
 
 namespace yard::actors {
 
@@ -100,16 +104,41 @@ std::vector<uint64_t> DistributedSampler::batch(uint64_t epoch, uint64_t step, u
 std::vector<uint64_t> DistributedSampler::elastic_batch(uint64_t epoch, uint64_t offset, int world, int rank,
                                                        uint64_t batch_size) const {
   if (world < 1 || rank < 0 || rank >= world) throw std::invalid_argument("sampler: rank outside the world");
-  if (cached_epoch_ != epoch || !cached_whole_) {
-    cached_ = epoch_order(epoch);
-    cached_epoch_ = epoch;
-    cached_whole_ = true;
-  }
+  whole_epoch(epoch);
   std::vector<uint64_t> out;
   auto w = static_cast<uint64_t>(world);
   for (uint64_t j = 0, p = offset + static_cast<uint64_t>(rank); j < batch_size && p < cached_.size(); ++j, p += w)
     out.push_back(cached_[p]);
   return out;
+}
+
+const std::vector<uint64_t>& DistributedSampler::whole_epoch(uint64_t epoch) const {
+  if (cached_epoch_ != epoch || !cached_whole_) {
+    cached_ = epoch_order(epoch);
+    cached_epoch_ = epoch;
+    cached_whole_ = true;
+  }
+  return cached_;
+}
+
+std::vector<uint64_t> DistributedSampler::shared_batch(uint64_t epoch, uint64_t offset, const std::vector<uint64_t>& shares,
+                                                      int rank) const {
+  if (rank < 0 || static_cast<size_t>(rank) >= shares.size()) throw std::invalid_argument("sampler: rank outside the shares");
+  auto world = static_cast<int>(shares.size());
+  if (std::adjacent_find(shares.begin(), shares.end(), std::not_equal_to<>()) == shares.end())
+    return elastic_batch(epoch, offset, world, rank, shares[0]);
+  const auto& order = whole_epoch(epoch);
+  uint64_t step = std::accumulate(shares.begin(), shares.end(), uint64_t{0});
+  uint64_t left = order.size() > offset ? order.size() - offset : 0;
+  std::vector<uint64_t> take = shares;
+  if (left < step) {
+    std::vector<double> w(shares.begin(), shares.end());
+    take = split_by_weight(left, w, 0);
+  }
+  uint64_t first = offset + std::accumulate(take.begin(), take.begin() + rank, uint64_t{0});
+  uint64_t end = std::min<uint64_t>(order.size(), first + take[static_cast<size_t>(rank)]);
+  if (first >= end) return {};
+  return std::vector<uint64_t>(order.begin() + static_cast<long>(first), order.begin() + static_cast<long>(end));
 }
 
 std::string ElasticPosition::text() const { return std::to_string(epoch) + " " + std::to_string(offset); }

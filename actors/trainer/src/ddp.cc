@@ -1,5 +1,8 @@
 #include "yard/actors/ddp.h"
 
+#include <chrono>
+#include <cmath>
+
 #include "yard/actors/schedule.h"
 #include "yard/collective_torch.h"
 
@@ -28,12 +31,9 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
     bucket_of_[k] = buckets_.size() - 1;
     bytes += pb;
   }
-  // The first bucket carries one more element: the rank's batch size, summed with the gradients.
-  for (size_t i = 0; i < buckets_.size(); ++i) {
-    auto& b = buckets_[i];
-    b.flat = torch::zeros({b.size + (i == 0 ? 1 : 0)}, params_[b.params.front()].options());
-  }
-  if (!buckets_.empty()) count_at_ = buckets_[0].size;
+  for (size_t i = 1; i < buckets_.size(); ++i)
+    buckets_[i].flat = torch::zeros({buckets_[i].size}, params_[buckets_[i].params.front()].options());
+  size_first_bucket();
   for (size_t k = 0; k < params_.size(); ++k)
     params_[k].register_hook([this, k](torch::Tensor g) {
       on_grad(k, g);
@@ -42,6 +42,16 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<torch::nn::Modu
 }
 
 DistributedDataParallel::~DistributedDataParallel() { drain(); }
+
+void DistributedDataParallel::size_first_bucket() {
+  if (buckets_.empty()) return;
+  // After the gradients: the rank's batch size, summed over the ranks, then a slot per rank for
+  // its rate (the others' slots zero, so the sum is every rank's rate exactly).
+  auto& b = buckets_[0];
+  count_at_ = b.size;
+  b.flat = torch::zeros({b.size + 1 + comm_->world_size()}, params_[b.params.front()].options());
+  rates_.assign(static_cast<size_t>(comm_->world_size()), 0.0);
+}
 
 void DistributedDataParallel::drain() {
   for (auto& b : buckets_) {
@@ -56,7 +66,9 @@ void DistributedDataParallel::drain() {
 
 void DistributedDataParallel::rebind(collective::Communicator& comm) {
   drain();
+  bool resized = comm.world_size() != comm_->world_size();
   comm_ = &comm;
+  if (resized) size_first_bucket();
 }
 
 void DistributedDataParallel::broadcast_state(int root) {
@@ -71,14 +83,19 @@ void DistributedDataParallel::broadcast_state(int root) {
   }
 }
 
-void DistributedDataParallel::begin_step(int64_t local_batch) {
+void DistributedDataParallel::begin_step(int64_t local_batch, double rate) {
   if (no_sync_) return;
   if (local_batch < 0) throw std::invalid_argument("DDP: negative batch size");
   // Each rank's loss is a mean over its own batch: its gradient times its batch size is its
   // share of the sum over the global batch. The sizes travel with the first bucket, and
   // finish_step divides by their sum: no extra round trip (or meeting point) per step.
   scale_ = static_cast<double>(local_batch);
-  if (!buckets_.empty()) buckets_[0].flat[count_at_].fill_(static_cast<double>(local_batch));
+  if (!buckets_.empty()) {
+    auto tail = buckets_[0].flat.narrow(0, count_at_, 1 + comm_->world_size());
+    tail.zero_();
+    tail[0].fill_(static_cast<double>(local_batch));
+    tail[1 + comm_->rank()].fill_(std::isfinite(rate) && rate > 0 ? rate : 0.0);
+  }
   for (auto& b : buckets_) {
     b.ready = 0;
     b.work.reset();
@@ -126,10 +143,15 @@ void DistributedDataParallel::finish_step() {
   for (size_t k = 0; k < params_.size(); ++k)
     if (!seen_[k]) fill_slot(k, torch::Tensor());
   launch_ready();
+  auto w0 = std::chrono::steady_clock::now();
   for (auto& b : buckets_) b.work->wait();
+  wait_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
   in_step_ = false;
   if (buckets_.empty()) return;
-  double n = buckets_[0].flat[count_at_].item<double>();
+  auto tail = buckets_[0].flat.narrow(0, count_at_, 1 + comm_->world_size()).to(torch::kDouble);
+  auto t = tail.accessor<double, 1>();
+  for (size_t r = 0; r < rates_.size(); ++r) rates_[r] = t[static_cast<int64_t>(r) + 1];
+  double n = t[0];
   if (n <= 0) throw std::runtime_error("DDP: the global batch is empty");
   global_batch_ = static_cast<int64_t>(std::llround(n));
   auto inv = torch::scalar_tensor(1.0 / n, buckets_[0].flat.options());

@@ -33,6 +33,9 @@ Trainer::~Trainer() = default;
 
 double Trainer::step(const std::vector<int64_t>& sizes, const std::function<torch::Tensor(size_t)>& loss_of) {
   if (sizes.empty()) throw std::invalid_argument("Trainer::step: no micro-batches");
+  using Clock = std::chrono::steady_clock;
+  auto from = busy_from_.value_or(Clock::now());
+  busy_from_.reset();
   int64_t local = 0;
   for (auto n : sizes) local += n;
   // Gradients start undefined rather than zeroed (PyTorch's set_to_none): backward then hands
@@ -45,7 +48,7 @@ double Trainer::step(const std::vector<int64_t>& sizes, const std::function<torc
     if (ddp_) {
       // All but the last micro-batch only accumulate; the last one's backward all-reduces.
       ddp_->set_no_sync(!last);
-      if (last) ddp_->begin_step(local);
+      if (last) ddp_->begin_step(local, rate_);
     }
     if (sizes[i] == 0) continue;
     auto loss = loss_of(i);
@@ -55,11 +58,15 @@ double Trainer::step(const std::vector<int64_t>& sizes, const std::function<torc
     loss_sum += loss.item<double>() * n;
   }
   if (ddp_) ddp_->finish_step();
+  auto reduced = Clock::now();
   if (o_.clip > 0) torch::nn::utils::clip_grad_norm_(model_->parameters(), o_.clip);
   lr_ = lr_sched_.at(step_);
   for (auto& g : opt_->param_groups()) g.options().set_lr(lr_);
   opt_->step();
   ++step_;
+  busy_s_ = std::chrono::duration<double>(reduced - from).count() - last_wait_s() + tail_s_;
+  tail_s_ = std::chrono::duration<double>(Clock::now() - reduced).count();
+  rate_ = local > 0 && busy_s_ > 0 ? static_cast<double>(local) / busy_s_ : 0.0;
   if (avg_) avg_->step_done(local);
   return loss_sum;
 }

@@ -122,11 +122,22 @@ void ElasticFeed::set_world(int world, int rank) {
   if (world < 1 || rank < 0 || rank >= world) throw std::invalid_argument("elastic feed: rank outside the world");
   world_ = world;
   rank_ = rank;
+  shares_.clear();
+}
+
+void ElasticFeed::set_shares(std::vector<uint64_t> shares) {
+  uint64_t sum = 0;
+  for (auto n : shares) sum += n;
+  if (shares.size() != static_cast<size_t>(world_) || sum != batch_ * static_cast<uint64_t>(world_))
+    throw std::invalid_argument("elastic feed: " + std::to_string(shares.size()) + " shares of " + std::to_string(sum) +
+                                " samples for " + std::to_string(world_) + " ranks of " + std::to_string(batch_));
+  shares_ = std::move(shares);
 }
 
 FeedItem ElasticFeed::next() {
   FeedItem it;
-  it.indices = sampler_.elastic_batch(pos_.epoch, pos_.offset, world_, rank_, batch_);
+  it.indices = shares_.empty() ? sampler_.elastic_batch(pos_.epoch, pos_.offset, world_, rank_, batch_)
+                                : sampler_.shared_batch(pos_.epoch, pos_.offset, shares_, rank_);
   it.batch = fetch_(it.indices);
   pos_.advance(world_, batch_, sampler_.epoch_size());
   return it;

@@ -66,7 +66,10 @@ std::unique_ptr<Feed> shared_feed(yard::actors::DistributedSampler sampler, uint
 class ElasticFeed final : public Feed {
  public:
   ElasticFeed(yard::actors::DistributedSampler sampler, uint64_t batch, Fetch fetch);
-  void set_world(int world, int rank);
+  void set_world(int world, int rank);  // equal shares again
+  // Batch shares by speed: each rank's samples of the steps from now on (sum: batch × world).
+  // Throws std::invalid_argument for shares of another world or sum.
+  void set_shares(std::vector<uint64_t> shares);
   FeedItem next() override;
   uint64_t epoch() const override { return pos_.epoch; }
   uint64_t step() const override;
@@ -85,6 +88,7 @@ class ElasticFeed final : public Feed {
   uint64_t batch_;
   Fetch fetch_;
   int world_ = 1, rank_ = 0;
+  std::vector<uint64_t> shares_;  // empty: batch_ each
   yard::actors::ElasticPosition pos_;
 };
 

@@ -33,7 +33,8 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(DataSpec, dir, logs, length_km, 
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(TrainConfig, d_model, layers, heads, batch, base_lr, base_batch,
                                                 warmup_steps, decay, min_lr_fraction, optimizer, weight_decay, holdout,
                                                 seed, clip, balance, prefetch, accumulate, strategy, sync_every,
-                                                ps_servers, ps_mode, ps_restarts, pp, micro_batches, resize_warmup)
+                                                ps_servers, ps_mode, ps_restarts, pp, micro_batches, resize_warmup,
+                                                batch_shares)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(JobSpec, data, out, workers, min_workers, trainer_resources, epochs,
                                                 placement, checkpoint_every, keep, checkpoint_replicas, max_restarts,
                                                 train)
@@ -313,6 +314,34 @@ void TrainingJob::report_helper_restarts(const std::vector<HelperRestart>& resta
   }
 }
 
+namespace {
+
+// Per global step, over the ranks that report it (an elastic group's ranks may carry steps a
+// lost peer cut short); the loss summed, not yet a mean.
+std::map<int64_t, RunLog::StepLine> steps_by_global(const std::vector<ChunkStats>& got, int64_t last_logged) {
+  std::map<int64_t, RunLog::StepLine> by_step;
+  for (size_t rank = 0; rank < got.size(); ++rank) {
+    const auto& g = got[rank];
+    for (size_t i = 0; i < g.loss_sum.size(); ++i) {
+      // A batch handed out again after its trainer was lost may count in a step already written:
+      // it goes with the first new one.
+      int64_t key = i < g.steps.size() ? g.steps[i] : static_cast<int64_t>(i);
+      if (key <= last_logged) key = last_logged + 1;
+      auto& t = by_step[key];
+      t.loss += g.loss_sum[i], t.samples += g.samples[i];
+      if (i < g.step_end.size()) t.t = std::max(t.t, g.step_end[i]);
+      // Parameter servers: the most any replica's gradients of this step missed.
+      if (i < g.ahead.size()) t.ahead = std::max(t.ahead, g.ahead[i]), t.stale = std::max(t.stale, g.stale_updates[i]);
+      // Data parallel: each rank's share and times (ranks in order; one that cut the step short is left out).
+      if (i < g.busy_s.size() && t.shares.size() == rank)
+        t.shares.push_back(g.samples[i]), t.busy_s.push_back(g.busy_s[i]), t.wait_s.push_back(g.wait_s[i]);
+    }
+  }
+  return by_step;
+}
+
+}  // namespace
+
 void TrainingJob::train_chunk() {
   // An elastic group settles between chunks (it lets replicas go, takes new ones in): its chunks
   // last about half a second, so that a replica the job queue or a drain asks back leaves within
@@ -333,28 +362,12 @@ void TrainingJob::train_chunk() {
   double seconds = 0, chunk_loss = 0;
   for (auto& g : got) seconds = std::max(seconds, g.seconds);
   int64_t chunk_samples = 0;
-  // Per global step, over the ranks that report it (an elastic group's ranks may carry steps a
-  // lost peer cut short).
-  struct StepSum {
-    double loss = 0, t = 0;
-    int64_t samples = 0, ahead = -1, stale = -1;
-  };
-  std::map<int64_t, StepSum> by_step;
-  for (auto& g : got)
-    for (size_t i = 0; i < g.loss_sum.size(); ++i) {
-      // A batch handed out again after its trainer was lost may count in a step already written:
-      // it goes with the first new one.
-      int64_t key = i < g.steps.size() ? g.steps[i] : static_cast<int64_t>(i);
-      if (key <= log_->last_logged()) key = log_->last_logged() + 1;
-      auto& t = by_step[key];
-      t.loss += g.loss_sum[i], t.samples += g.samples[i];
-      if (i < g.step_end.size()) t.t = std::max(t.t, g.step_end[i]);
-      // Parameter servers: the most any replica's gradients of this step missed.
-      if (i < g.ahead.size()) t.ahead = std::max(t.ahead, g.ahead[i]), t.stale = std::max(t.stale, g.stale_updates[i]);
-    }
+  auto by_step = steps_by_global(got, log_->last_logged());
   for (auto& [gs, t] : by_step) {
     sums_.loss += t.loss, sums_.samples += t.samples, chunk_samples += t.samples, chunk_loss += t.loss;
-    log_->step(gs, at_.epoch + 1, t.loss / std::max<int64_t>(1, t.samples), t.samples, t.ahead, t.stale, t.t);
+    auto line = t;  // by_step sums the loss; the line has its mean
+    line.step = gs, line.epoch = at_.epoch + 1, line.loss = t.loss / std::max<int64_t>(1, t.samples);
+    log_->step(line);
     most_ahead_ = std::max(most_ahead_, t.ahead), most_stale_ = std::max(most_stale_, t.stale);
   }
   at_epoch_end = r0.epoch != at_.epoch;

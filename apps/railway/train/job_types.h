@@ -48,10 +48,11 @@ struct TrainConfig {
   std::vector<std::string> retired_generations;  // earlier group generations of this run (set by the driver)
   int64_t min_workers = 0;     // > 0: an elastic group (--workers MIN:MAX) that starts with this many
   int64_t resize_warmup = 10;  // elastic: steps over which the rate moves to a new global batch's
+  std::string batch_shares = "speed";  // elastic ddp: each rank's part of a step by its measured speed, or "equal"
   YARD_FIELDS(shards, d_model, layers, heads, batch, base_lr, base_batch, warmup_steps, decay, min_lr_fraction, epochs,
               optimizer, weight_decay, holdout, seed, clip, balance, resume, aligned, prefetch, accumulate,
               strategy, sync_every, ps_servers, ps_mode, ps_restarts, batch_queue, join, join_step, pp, micro_batches, stage_split, retired_generations,
-              min_workers, resize_warmup);
+              min_workers, resize_warmup, batch_shares);
 };
 
 // Where a trainer stands among the job's: its data-parallel replica and, with the pipeline
@@ -110,8 +111,10 @@ struct ChunkStats {
   std::vector<double> lrs;        // per step: its learning rate
   int64_t steps_left = 0;         // steps left in the epoch at the group's size now
   std::vector<HelperRestart> helper_restarts;  // rank 0: helpers restarted in place during the chunk
+  // Data parallel, per step: this rank's seconds busy and waiting for the all-reduce.
+  std::vector<double> busy_s, wait_s;
   YARD_FIELDS(loss_sum, samples, epoch, step, global_step, lr, seconds, checkpoint_ms, notes, ahead, stale_updates,
-              step_end, steps, lrs, steps_left, helper_restarts);
+              step_end, steps, lrs, steps_left, helper_restarts, busy_s, wait_s);
 };
 
 // The model on the held-out track: windows' classes (macro-F1 over the classes present there).

@@ -62,8 +62,8 @@ void init_cluster(int argc, char** argv) {
   yard::init(o, argc, argv);
 }
 
-void add_options(CLI::App& app, railway_train::JobSpec& s) {
-  auto& c = s.train;
+// Where the data and outputs are, and the trainers' group.
+void add_job_options(CLI::App& app, railway_train::JobSpec& s) {
   app.add_option("--data", s.data.dir, "data directory: logs and shards (made when missing)")->default_val("railway-data");
   app.add_option("--out", s.out, "metrics, curves and checkpoints")->default_val("railway-out");
   app.add_option_function<std::string>(
@@ -92,12 +92,21 @@ void add_options(CLI::App& app, railway_train::JobSpec& s) {
             return k + " must be a non-negative number";
         return "";
       });
+  app.add_option("--batch-shares", s.train.batch_shares,
+                 "an elastic group's part of each step per trainer: speed (by each trainer's measured throughput, so "
+                 "that a slower node gets fewer samples and no step waits for it; the global batch stays) or equal")
+      ->default_val("speed")
+      ->check(CLI::IsMember({"speed", "equal"}));
   app.add_option("--epochs", s.epochs, "epochs")->default_val(6)->check(CLI::Range(1, 1000));
   app.add_option("--placement", s.placement, "how the trainers' placement group lays them out over the nodes")
       ->default_val("PACK")
       ->check(CLI::IsMember({"PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"}));
   app.add_option("--logs", s.data.logs, "simulated logs (trains) to train on, made when missing")->default_val(2)->check(CLI::Range(1, 1000));
   app.add_option("--length-km", s.data.length_km, "line length of each simulated log")->default_val(25)->check(CLI::PositiveNumber);
+}
+
+// The model, its optimizer and its schedule.
+void add_model_options(CLI::App& app, railway_train::TrainConfig& c) {
   app.add_option("--batch", c.batch, "batch per worker")->default_val(32);
   app.add_option("--lr", c.base_lr, "learning rate for a global batch of --base-batch")->default_val(1e-3);
   app.add_option("--base-batch", c.base_batch, "the batch --lr is meant for")->default_val(32);
@@ -119,6 +128,11 @@ void add_options(CLI::App& app, railway_train::JobSpec& s) {
   app.add_option("--accumulate", c.accumulate, "micro-batches of --batch per optimizer step (the global batch grows with it)")
       ->default_val(1)
       ->check(CLI::Range(1, 1024));
+}
+
+// How the replicas train together, and checkpoints.
+void add_strategy_options(CLI::App& app, railway_train::JobSpec& s) {
+  auto& c = s.train;
   app.add_option("--strategy", c.strategy,
                  "ddp (gradients all-reduced every step), local-sgd (replicas step alone and average their "
                  "weights every --sync-every steps) or ps (parameter servers hold the weights and the optimizer)")
@@ -201,7 +215,9 @@ int main(int argc, char** argv) {
   init_cluster(argc, argv);
   CLI::App app{"Train the railway defect model data-parallel on a Switchyard cluster.", "railway-train"};
   railway_train::JobSpec spec;
-  add_options(app, spec);
+  add_job_options(app, spec);
+  add_model_options(app, spec.train);
+  add_strategy_options(app, spec);
   bool unbalanced = false;
   std::string resume;
   app.add_flag("--unaligned", spec.data.unaligned,

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <future>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "yard/actors/ddp.h"
 #include "yard/actors/sampler.h"
 #include "yard/actors/schedule.h"
+#include "yard/actors/shares.h"
 #include "yard/actors/torch_state.h"
 #include "yard/actors/trainer.h"
 #include "yard/collective.h"
@@ -164,6 +166,7 @@ struct RailwayTrainer::Impl {
   double slow_by = 0;  // RAILWAY_TRAIN_SLOW_RANK="R:F": rank R takes 1 + F times as long per step (benchmarks)
   std::unique_ptr<Feed> feed;
   ElasticFeed* elastic = nullptr;  // the feed, in an elastic group
+  std::optional<yard::actors::ShareBalancer> shares;  // elastic, --batch-shares speed: each rank's part of a step
   bool has_state = false;          // elastic: this replica trained in a generation (or restored)
   ChunkStats carry;                // elastic: the steps of a chunk a lost peer cut short, reported with the next
   std::vector<yard::ActorHandle<Checkpointer>> ckpts;
@@ -399,6 +402,8 @@ yard::actors::ElasticJoined RailwayTrainer::regroup(yard::actors::ElasticForm f)
   auto g = s.stepper->regroup(*comm, r);
   s.feed->restore(r.extra);
   s.elastic->set_world(f.world, f.rank);
+  s.shares.reset();
+  if (s.cfg.batch_shares == "speed" && f.world > 1) s.shares.emplace(static_cast<uint64_t>(s.cfg.batch * f.world), f.world);
   s.rank = f.rank;
   s.world = f.world;
   s.slow_down_if_asked();
@@ -448,6 +453,8 @@ ChunkStats RailwayTrainer::train_steps(int64_t steps, bool checkpoint) {
     // An elastic group's survivors go on from the last step they completed: a step that fails
     // (a peer lost) leaves the data position where it was, as it leaves the model.
     std::string before = s.elastic ? s.feed->state() : std::string();
+    s.stepper->begin_busy();
+    if (s.shares) s.elastic->set_shares(s.shares->shares());
     // Up to `accumulate` micro-batches of this epoch make one step.
     std::vector<FeedItem> micro;
     do {
@@ -483,6 +490,10 @@ ChunkStats RailwayTrainer::train_steps(int64_t steps, bool checkpoint) {
         s.carry = std::move(st);
       }
       throw;
+    }
+    if (auto busy = s.stepper->last_busy()) {
+      st.busy_s.push_back(busy->busy_s), st.wait_s.push_back(busy->wait_s);
+      if (s.shares) s.shares->observe(busy->group_rates);
     }
     st.steps.push_back(micro[0].global_step >= 0 ? micro[0].global_step : s.stepper->global_step());
     st.step_end.push_back(std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());

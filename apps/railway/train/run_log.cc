@@ -69,14 +69,22 @@ RunLog::RunLog(std::string out, bool continuing) : out_(std::move(out)) {
   if (!metrics_ || !steps_) throw std::runtime_error("cannot write " + metrics + " or " + steps);
 }
 
-void RunLog::step(int64_t global_step, uint64_t epoch, double loss, int64_t samples, int64_t ahead, int64_t stale,
-                  double t) {
-  steps_ << "{\"step\":" << global_step << ",\"epoch\":" << epoch << ",\"loss\":" << loss << ",\"samples\":" << samples;
-  if (ahead >= 0) steps_ << ",\"ahead\":" << ahead << ",\"stale_updates\":" << stale;
-  if (t > 0) steps_ << ",\"t\":" << std::fixed << std::setprecision(3) << t << std::defaultfloat;
-  steps_ << "}\n";
+void RunLog::step(const StepLine& s) {
+  nlohmann::json j = {{"step", s.step}, {"epoch", s.epoch}, {"loss", s.loss}, {"samples", s.samples}};
+  if (s.ahead >= 0) j["ahead"] = s.ahead, j["stale_updates"] = s.stale;
+  if (s.t > 0) j["t"] = std::round(s.t * 1000) / 1000;
+  if (s.shares.size() > 1) {
+    j["shares"] = s.shares;
+    auto ms = [](const std::vector<double>& v) {
+      std::vector<double> out;
+      for (double x : v) out.push_back(std::round(x * 1e5) / 1e5);
+      return out;
+    };
+    j["busy_s"] = ms(s.busy_s), j["wait_s"] = ms(s.wait_s);
+  }
+  steps_ << j.dump() << "\n";
   steps_.flush();
-  logged_ = global_step;
+  logged_ = s.step;
 }
 
 void RunLog::rewind(int64_t global_step) {

@@ -34,10 +34,22 @@ class RunLog {
   // continuing: a resumed run (the files are kept and read back) rather than a new one.
   RunLog(std::string out, bool continuing);
 
-  // ahead, stale: parameter servers' staleness of the step (steps ahead of the slowest replica,
-  // updates missed); -1 for the other strategies (not written). t: when it ended (unix seconds).
-  void step(int64_t global_step, uint64_t epoch, double loss, int64_t samples, int64_t ahead = -1, int64_t stale = -1,
-            double t = 0);
+  // One line of steps.jsonl.
+  struct StepLine {
+    int64_t step = 0;
+    uint64_t epoch = 0;
+    double loss = 0;
+    int64_t samples = 0;
+    // Parameter servers' staleness of the step (steps ahead of the slowest replica, updates
+    // missed); -1 for the other strategies (not written).
+    int64_t ahead = -1, stale = -1;
+    double t = 0;  // when it ended (unix seconds); 0: not written
+    // By rank, with more than one data-parallel rank: samples, seconds busy, seconds waiting for
+    // the all-reduce (batch shares by speed show here).
+    std::vector<int64_t> shares;
+    std::vector<double> busy_s, wait_s;
+  };
+  void step(const StepLine& s);
   // Steps after `global_step` will be trained again: their lines go.
   void rewind(int64_t global_step);
   void epoch(const EpochRecord& e);

@@ -71,6 +71,10 @@ class DataParallel final : public Stepper {
   yard::actors::Regrouped regroup(yard::collective::Communicator& comm, yard::actors::Regroup& r) override {
     return trainer_->regroup(comm, r);
   }
+  void begin_busy() override { trainer_->begin_busy(); }
+  std::optional<Busy> last_busy() const override {
+    return Busy{trainer_->last_busy_s(), trainer_->last_wait_s(), trainer_->group_rates()};
+  }
 
  private:
   TrainConfig cfg_;

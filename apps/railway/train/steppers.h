@@ -77,6 +77,14 @@ class Stepper {
     return std::nullopt;
   }
   virtual void finish() {}
+  // Batch shares by speed (data parallel; the others measure nothing): the step's busy time
+  // starts now (before its batch is fetched), and what the last step measured.
+  struct Busy {
+    double busy_s = 0, wait_s = 0;
+    std::vector<double> group_rates;  // every rank's rate, by rank (yard::actors::Trainer::group_rates)
+  };
+  virtual void begin_busy() {}
+  virtual std::optional<Busy> last_busy() const { return std::nullopt; }
   // An elastic group's next generation (yard::actors::Trainer::regroup); data parallel only.
   virtual yard::actors::Regrouped regroup(yard::collective::Communicator& comm, yard::actors::Regroup& r);
 };

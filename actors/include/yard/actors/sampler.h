@@ -58,6 +58,11 @@ class DistributedSampler {
   // of the epoch is taken exactly once. With a fixed world size this is batch() (offset =
   // step × batch_size × world), so a fixed group and an elastic one see the same samples.
   std::vector<uint64_t> elastic_batch(uint64_t epoch, uint64_t offset, int world, int rank, uint64_t batch_size) const;
+  // The same step with uneven shares (batch shares by speed): shares[r] positions for rank r, the
+  // ranks' blocks one after the other from `offset` (each step still takes the same positions, so
+  // the epoch is covered exactly once). Equal shares give elastic_batch()'s striding; at the
+  // epoch's end the positions left are split in proportion to the shares.
+  std::vector<uint64_t> shared_batch(uint64_t epoch, uint64_t offset, const std::vector<uint64_t>& shares, int rank) const;
 
   int world_size() const { return world_; }
   int rank() const { return rank_; }
@@ -65,6 +70,7 @@ class DistributedSampler {
 
  private:
   std::vector<uint64_t> epoch_order(uint64_t epoch) const;
+  const std::vector<uint64_t>& whole_epoch(uint64_t epoch) const;  // epoch_order, cached
 
   uint64_t n_;
   int world_, rank_;

@@ -7,7 +7,9 @@
 //    sequence of collectives;
 //  * the average is over the global batch, weighted by each rank's batch size, so uneven last
 //    batches of an epoch still give the full-batch gradient;
-//  * no_sync() for gradient accumulation: the micro-batches in it only accumulate locally.
+//  * no_sync() for gradient accumulation: the micro-batches in it only accumulate locally;
+//  * each rank's measured throughput travels in the first bucket too (rates(), for batch shares
+//    by speed, yard/actors/shares.h): no message of its own.
 // Only files that train include this header (it pulls in LibTorch).
 #pragma once
 
@@ -35,8 +37,9 @@ class DistributedDataParallel {
   // Goes on in another group (an elastic group's next generation): what the last step left
   // pending is dropped (a step that failed when a peer was lost changed no parameter).
   void rebind(collective::Communicator& comm);
-  // Before backward: this rank's batch size for the step (it travels with the gradients).
-  void begin_step(int64_t local_batch);
+  // Before backward: this rank's batch size for the step and its measured rate (samples per busy
+  // second, 0 when not measured), both travelling with the gradients.
+  void begin_step(int64_t local_batch, double rate = 0);
   // After backward: waits for the buckets and leaves the global-batch average in every .grad().
   // Throws when every rank's batch was empty.
   void finish_step();
@@ -45,6 +48,10 @@ class DistributedDataParallel {
   size_t buckets() const { return buckets_.size(); }
   // The global batch of the last finished step.
   int64_t global_batch() const { return global_batch_; }
+  // Every rank's rate as given to begin_step in the last finished step, by rank (the same on every rank).
+  const std::vector<double>& rates() const { return rates_; }
+  // Seconds the last finish_step waited for the all-reduces (communication and slower ranks).
+  double last_wait_s() const { return wait_s_; }
 
  private:
   struct Bucket {
@@ -59,6 +66,8 @@ class DistributedDataParallel {
   void fill_slot(size_t k, const torch::Tensor& g);
   void launch_ready();
   void drain();  // waits for pending buckets, ignoring their errors
+  // The first bucket's tensor: its gradients, the batch size, and one rate slot per rank.
+  void size_first_bucket();
 
   std::shared_ptr<torch::nn::Module> model_;
   collective::Communicator* comm_;
@@ -74,6 +83,8 @@ class DistributedDataParallel {
   double scale_ = 1.0;          // this step's local batch size
   int64_t count_at_ = 0;        // where in the first bucket the batch sizes are summed
   int64_t global_batch_ = 0;
+  std::vector<double> rates_;
+  double wait_s_ = 0;
 };
 
 // The learning rate by the linear scaling rule with gradual warm-up (Goyal et al.): the base rate

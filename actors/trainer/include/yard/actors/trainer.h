@@ -14,6 +14,7 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -96,6 +97,19 @@ class Trainer {
   // collective changes no parameter. Data parallel only (not with sync_every).
   Regrouped regroup(collective::Communicator& comm, Regroup& r);
 
+  // Where this rank's busy time for the next step starts: call it before fetching the step's
+  // batch, so the fetch counts; without it the time starts when step() is called. A step's busy
+  // time is from there to the all-reduce's wait, plus the previous step's clipping and optimizer
+  // step; its rate is the rank's samples over that, sent with the next step's gradients.
+  void begin_busy() { busy_from_ = std::chrono::steady_clock::now(); }
+  // This rank's last step: busy seconds, seconds waiting for the all-reduces, and rate.
+  double last_busy_s() const { return busy_s_; }
+  double last_wait_s() const { return ddp_ ? ddp_->last_wait_s() : 0.0; }
+  double last_rate() const { return rate_; }
+  // Every rank's rate as it sent it with the last step (one step behind last_rate(); by rank, the
+  // same on every rank; empty without a group). For batch shares by speed (yard/actors/shares.h).
+  std::vector<double> group_rates() const { return ddp_ ? ddp_->rates() : std::vector<double>{}; }
+
   int64_t global_step() const { return step_; }
   void set_global_step(int64_t s) { step_ = s; }  // after restoring a checkpoint
   double last_lr() const { return lr_; }
@@ -113,6 +127,8 @@ class Trainer {
   ElasticLr lr_sched_;
   int64_t step_ = 0;
   double lr_ = 0;
+  std::optional<std::chrono::steady_clock::time_point> busy_from_;
+  double busy_s_ = 0, tail_s_ = 0, rate_ = 0;
 };
 
 }  // namespace yard::actors
