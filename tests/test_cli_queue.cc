@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_support.h"
+#include "yard/internal/redis.h"
 
 using namespace yard::cli_test;
 using json = nlohmann::json;
@@ -227,4 +228,51 @@ TEST_CASE("teams: a credential each, priorities and queued jobs within the team'
   auto i1 = submit(c, "--replicas 1 --team inspection --priority 9 --team-credential " + inspection + " -- sh -c 'echo i1'");
   CHECK(eventually([&] { return has_status(c, i1, "SUCCEEDED"); }, 30s));
   CHECK(has_status(c, r2_id, "QUEUED"));
+}
+
+TEST_CASE("the teams' fair-share usage outlives a head killed and started again", "[cli][queue][teams][head]") {
+  Cluster c(false);
+  const std::string toml = "[teams.a]\n[teams.b]\n";
+  start_configured(c, toml);
+  auto cred = [&](const std::string& team) {
+    auto r = sh(c.yard("team-credential " + team));
+    REQUIRE(r.code == 0);
+    return r.out.substr(0, r.out.find('\n'));
+  };
+  std::string a = cred("a"), b = cred("b");
+  // Team a holds the whole pool for 8 s.
+  auto x = submit(c, "--replicas 1 --replica CPU=2 --team a --team-credential " + a + " -- sh -c 'exec sleep 8'");
+  REQUIRE(eventually([&] { return has_status(c, x, "SUCCEEDED"); }, 30s));
+  auto rec = yard::detail::latest_record();
+  REQUIRE(rec);
+  auto doc = json::parse(sh(c.yard("status --json")).out);
+  auto [rh, rp] = yard::detail::split_address(doc["cluster"]["redis"].get<std::string>());
+  yard::detail::Redis redis(rh, rp, yard::detail::read_token(rec->session_dir + "/redis/password"), 2s);
+  auto saved = [&](const std::string& team) {
+    auto r = redis.cmd({"HGET", "yard:queue:usage", team});
+    return r.is_nil() ? 0.0 : std::stod(r.str());
+  };
+  // Its usage is kept in the control store (a share of 1 for about 8 s).
+  REQUIRE(eventually([&] { return saved("a") > 6.0; }, 10s));
+
+  kill(c.pid, SIGKILL);
+  REQUIRE(eventually([&] { return yard::detail::process_dead(c.pid); }, 10s));
+  auto again = sh(c.yard("start --head --num-cpus 2 --port " + std::to_string(c.port) + " --config " + c.home + "/cluster.toml"));
+  INFO(again.out);
+  REQUIRE(again.code == 0);
+  c.pid = yard::detail::latest_record()->pid;
+
+  // Team b holds the pool for a moment while a job of each team queues, a's first. When the room
+  // frees, the new head admits b's: a's usage from before the restart still counts.
+  auto o = submit(c, "--replicas 1 --replica CPU=2 --team b --team-credential " + b + " -- sh -c 'exec sleep 60'");
+  REQUIRE(eventually([&] { return has_status(c, o, "RUNNING"); }, 20s));
+  auto a2 = submit(c, "--replicas 1 --replica CPU=2 --team a --team-credential " + a + " -- sh -c 'exec sleep 60'");
+  REQUIRE(eventually([&] { return wait_reason(c, a2) == "no_room"; }, 10s));
+  auto b2 = submit(c, "--replicas 1 --replica CPU=2 --team b --team-credential " + b + " -- sh -c 'exec sleep 60'");
+  REQUIRE(eventually([&] { return wait_reason(c, b2) == "no_room"; }, 10s));
+  REQUIRE(sh(c.yard("stop-job " + o)).code == 0);
+  REQUIRE(eventually([&] { return has_status(c, b2, "RUNNING"); }, 20s));
+  CHECK(has_status(c, a2, "QUEUED"));
+  sh(c.yard("stop-job " + b2));
+  sh(c.yard("job cancel " + a2));
 }

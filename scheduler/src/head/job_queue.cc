@@ -295,13 +295,18 @@ void JobQueue::grow(const policy::Grow& g) {
 
 // What each team held since the last cycle, as a share of the pool, added to its decayed usage.
 void JobQueue::account_usage(const policy::QueueInput& in) {
-  double dt = usage_at_ > 0 ? in.now - usage_at_ : 0;
+  double dt = usage_at_ > 0 ? std::max(0.0, in.now - usage_at_) : 0;
   usage_at_ = in.now;
   Res total;
   for (auto& n : in.pool.nodes) add(total, n.total);
   auto usage = policy::team_usage(in.running);
   for (auto& [team, u] : fair_usage_) u = policy::decay_usage(u, 0, dt, settings_.usage_half_life_s);
   for (auto& [team, held] : usage) fair_usage_[team] += policy::dominant_share(held, total) * dt;
+  // Kept in the control store every few seconds, so that a new head orders the queue the same way.
+  if (in.now - usage_saved_at_ >= kUsageSaveS && !fair_usage_.empty()) {
+    tables_.jobs.save_usage({fair_usage_, in.now});
+    usage_saved_at_ = in.now;
+  }
 }
 
 void JobQueue::tick() {
@@ -413,6 +418,12 @@ std::optional<policy::Waiting> JobQueue::waiting(const std::string& id) const {
 void JobQueue::rebuild() {
   jobs_.clear();
   waiting_.clear();
+  // The teams' usage as the last head left it. The first cycle brings it up to date: it decays
+  // over the time there was no head, and what the running jobs hold counts for that time.
+  auto u = tables_.jobs.usage();
+  fair_usage_ = std::move(u.teams);
+  usage_at_ = u.at;
+  usage_saved_at_ = u.at;
   for (auto& id : tables_.jobs.queued()) {
     auto rec = tables_.jobs.get(id);
     // A preempted job whose program exited while there was no head is queued again now.

@@ -126,6 +126,8 @@ class JobQueue {
   // Each team's decayed usage (its dominant share of the pool over time), for the queue's order.
   std::map<std::string, double> fair_usage_;
   double usage_at_ = 0;  // when fair_usage_ was last brought up to date
+  double usage_saved_at_ = 0;  // when it was last written to the control store
+  static constexpr double kUsageSaveS = 2;
   std::map<std::string, std::chrono::steady_clock::time_point> release_asked_;  // jobs giving up replicas: since
   std::map<std::string, store::JobRecord> jobs_;  // in the queue: waiting, or admitted and running
   std::map<std::string, policy::Waiting> waiting_;

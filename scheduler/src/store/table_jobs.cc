@@ -1,5 +1,10 @@
 #include "store/tables.h"
 
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "store/fields.h"
@@ -132,6 +137,27 @@ std::optional<std::string> Jobs::submission(const std::string& id) {
 }
 
 void Jobs::leave_queue(const std::string& id) { s_.write({{"SREM", keys::job_queue(), id}}); }
+
+void Jobs::save_usage(const Usage& u) {
+  std::vector<std::string> c{"HSET", keys::queue_usage(), keys::kUsageAt, fmt::format("{:.3f}", u.at)};
+  for (auto& [team, v] : u.teams) c.push_back(team), c.push_back(fmt::format("{:.6g}", v));
+  s_.write({c});
+}
+
+Jobs::Usage Jobs::usage() {
+  Usage u;
+  for (auto& [k, v] : s_.hgetall(keys::queue_usage())) {
+    char* end = nullptr;
+    double x = std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end || !std::isfinite(x) || x < 0) {
+      spdlog::warn("the queue's usage record has '{}' for {}: not a count; that team starts again from 0", v, k);
+      continue;
+    }
+    if (k == keys::kUsageAt) u.at = x;
+    else u.teams[k] = x;
+  }
+  return u;
+}
 
 std::optional<JobRecord> Jobs::get(const std::string& id) {
   auto f = s_.hgetall(keys::job(id));

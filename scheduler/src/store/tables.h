@@ -268,6 +268,13 @@ class Jobs {
   std::optional<std::string> submission(const std::string& id);
   // A job that ended leaves the queue (its record stays).
   void leave_queue(const std::string& id);
+  // The teams' decayed usage (the queue's fair share) as of `at` (unix seconds), and back.
+  struct Usage {
+    std::map<std::string, double> teams;
+    double at = 0;
+  };
+  void save_usage(const Usage& u);
+  Usage usage();
 
  private:
   StoreLink& s_;

@@ -56,6 +56,10 @@ inline std::string job_counter() { return "yard:counter:job"; }
 inline std::string job(std::string_view id) { return "yard:job:" + std::string(id); }
 // The jobs in the queue (waiting, or admitted and not ended), and what each asked to run.
 inline std::string job_queue() { return "yard:queue"; }
+// Each team's decayed usage, which orders the queue's admissions (field per team; kUsageAt: when
+// it was last brought up to date, unix seconds), so that a new head goes on with the same order.
+inline std::string queue_usage() { return "yard:queue:usage"; }
+inline constexpr const char* kUsageAt = "@at";
 inline std::string job_submission(std::string_view id) { return "yard:job:" + std::string(id) + ":submission"; }
 // The fields of a job's record that its allotment is read from (yard/allotment.h): the head's queue
 // writes them, the job's own program reads them.
