@@ -138,6 +138,27 @@ TEST_CASE("held jobs, unknown teams and a team's ceiling each say why they wait"
   CHECK(waiting(d, "held")->why.reason == WaitReason::kHeld);
 }
 
+TEST_CASE("a job's actors beyond its shape count against its team: ceilings and fair share see them") {
+  QueueInput in;
+  in.pool = pool({{8, 4}});
+  in.teams = {team("a", {}, {{"CPU", 3}}), team("b")};
+  in.running = {running("r", 0, elastic(1, 1), {"n1"}, "a")};  // its shape: one CPU
+  in.queued = {queued("next", 0, elastic(1, 1), "a")};
+  CHECK(team_usage(in.running)["a"]["CPU"] == 1);
+  CHECK(schedule_queue(in).admit.size() == 1);
+  // Its actors hold three CPUs and a GPU beyond the shape's one CPU: the team is at its ceiling.
+  in.running[0].held = {{"CPU", 3}, {"GPU", 1}};
+  auto u = team_usage(in.running);
+  CHECK(u["a"]["CPU"] == 3);
+  CHECK(u["a"]["GPU"] == 1);
+  auto d = schedule_queue(in);
+  CHECK(d.admit.empty());
+  CHECK(waiting(d, "next")->why.reason == WaitReason::kTeamCeiling);
+  // Holding less than the shape (replicas not started yet) still counts the shape.
+  in.running[0].held = {{"CPU", 0.5}};
+  CHECK(team_usage(in.running)["a"]["CPU"] == 1);
+}
+
 TEST_CASE("a high-priority job shrinks elastic jobs above MIN instead of stopping them") {
   // 4 slots on 2 nodes, full with two low-priority jobs at MAX 2 (MIN 1).
   QueueInput in;

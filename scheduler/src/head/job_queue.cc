@@ -103,8 +103,9 @@ policy::QueueInput JobQueue::input(const std::map<std::string, Res>& held) const
     r.fixed_nodes = q.fixed_nodes;
     r.replica_nodes = q.replica_nodes;
     r.releasing = q.releasing;
-    in.running.push_back(std::move(r));
     auto h = held.find(id);
+    if (h != held.end()) r.held = h->second;
+    in.running.push_back(std::move(r));
     take_unheld(in.pool, q, h == held.end() ? Res{} : h->second);
   }
   return in;

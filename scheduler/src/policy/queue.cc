@@ -17,9 +17,15 @@ Res JobShape::total(int replicas) const {
   return r;
 }
 
+// A job counts against its team with what it was allotted, or what its actors and placement
+// groups hold where that is more (actors it made beyond its shape).
 std::map<std::string, Res> team_usage(const std::vector<RunningJob>& running) {
   std::map<std::string, Res> u;
-  for (auto& j : running) add(u[j.team], j.shape.total(j.replicas()));
+  for (auto& j : running) {
+    Res counted = j.shape.total(j.replicas());
+    for (auto& [k, v] : j.held) counted[k] = std::max(counted[k], v);
+    add(u[j.team], counted);
+  }
   return u;
 }
 

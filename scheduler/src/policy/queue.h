@@ -79,6 +79,7 @@ struct RunningJob {
   std::vector<std::string> releasing;      // nodes of replicas asked to leave, still there
   bool stopping = false;                   // preempted at MIN: checkpointing and stopping
   bool can_stop = true;                    // may be stopped whole (else only shrunk to MIN)
+  Res held;  // what its actors and placement groups hold now, which may be more than its shape
 
   int replicas() const { return static_cast<int>(replica_nodes.size()); }
 };
