@@ -329,3 +329,46 @@ max_nodes = 1
   CHECK(eventually([&] { return sh("squeue --noheader --name " + node).out.empty(); }, 30s));
   yard::shutdown();
 }
+
+// Slurm's warning before a node's batch job ends (sbatch --signal=B:USR1@notice_s) is a spot notice:
+// the node drains by the deadline, and a node started in its place takes its actor.
+TEST_CASE("Slurm's warning before a node's end drains it by the deadline; a replacement takes over", "[.slurm]") {
+  REQUIRE(getenv("SLURM_CONF"));
+  Cluster c(R"(
+provider = "slurm"
+idle_timeout_s = 60
+launch_timeout_s = 60
+[slurm]
+time_limit = "10:00"
+notice_s = 5
+[node_types.special]
+cpus = 1
+resources = { special = 1 }
+max_nodes = 1
+)");
+  yard::init();
+  auto a = yard::actor<Probe>().resources({{"special", 1}}).max_restarts(1).remote();
+  auto node = *a.call(&Probe::node).remote().get(120s);
+  REQUIRE(node.rfind("auto-special-", 0) == 0);
+  // The warning, as Slurm sends it notice_s before the job's time limit, sent now.
+  auto sig = sh("scancel --batch --signal=USR1 --name " + node);
+  INFO(sig.out);
+  REQUIRE(sig.code == 0);
+  // The node leaves by the deadline (its batch job ends); its actor restarts on the node started
+  // in its place.
+  CHECK(eventually([&] { return sh("squeue --noheader --name " + node).out.empty(); }, 60s));
+  auto again = *a.call(&Probe::node).remote().get(120s);
+  CHECK(again != node);
+  CHECK(again.rfind("auto-special-", 0) == 0);
+  // The batch job's output says why it drained.
+  std::string out;
+  for (auto& e : fs::recursive_directory_iterator(c.home))
+    if (e.path().filename() == "autoscale-" + node + ".out") {
+      std::ifstream in(e.path());
+      out.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+  INFO(out);
+  CHECK(out.find("Slurm ends this node in 5 s: draining it") != std::string::npos);
+  yard::kill(a);
+  yard::shutdown();
+}

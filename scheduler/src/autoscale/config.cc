@@ -140,7 +140,8 @@ void read_local(const toml::node& n, AutoscaleConfig& c) {
 void read_slurm(const toml::node& n, AutoscaleConfig& c) {
   if (!n.is_table()) throw Bad{at("", "slurm", "must be a table ([slurm])")};
   auto& t = *n.as_table();
-  known_keys(t, {"partition", "time_limit", "extra_args"}, "slurm");
+  known_keys(t, {"partition", "time_limit", "notice_s", "extra_args"}, "slurm");
+  if (auto v = t.get("notice_s")) c.slurm.notice_s = number(*v, "slurm.notice_s", 0);
   if (auto p = t.get("partition")) c.slurm.partition = text(*p, "slurm.partition");
   if (auto p = t.get("time_limit")) c.slurm.time_limit = text(*p, "slurm.time_limit");
   if (auto a = t.get("extra_args")) {

@@ -61,6 +61,9 @@ struct AutoscaleConfig {
   struct Slurm {
     std::string partition;
     std::string time_limit;
+    // Seconds before its time limit Slurm warns a node's batch job (sbatch --signal=B:USR1@N); the
+    // node then leaves as with `yard drain --deadline N`. 0: no warning.
+    double notice_s = 60;
     std::vector<std::string> extra_args;
   } slurm;
   std::vector<policy::TeamQuota> teams;

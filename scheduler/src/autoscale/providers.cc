@@ -108,11 +108,10 @@ class SlurmProvider final : public NodeProvider {
   const char* name() const override { return "slurm"; }
 
   Problem launch(const policy::NodeType& type, const std::string& node_id) override {
-    std::string yard = sys::self_exe();
-    std::string wrap = sh_quote(yard);
-    for (auto& a : node_start_args(c_, type, node_id)) wrap += " " + sh_quote(a);
     std::vector<std::string> argv{sys::which("sbatch"), "--parsable", "--job-name", node_id,
                                   "--output", c_.log_dir + "/autoscale-" + node_id + ".out"};
+    auto notice = static_cast<long>(s_.notice_s);
+    if (notice > 0) argv.push_back("--signal=B:USR1@" + std::to_string(notice));
     if (argv[0].empty()) return std::string("sbatch is not on PATH (is Slurm installed here?)");
     auto cpus = type.resources.find("CPU");
     if (cpus != type.resources.end())
@@ -120,7 +119,7 @@ class SlurmProvider final : public NodeProvider {
     if (!s_.partition.empty()) argv.insert(argv.end(), {"--partition", s_.partition});
     if (!s_.time_limit.empty()) argv.insert(argv.end(), {"--time", s_.time_limit});
     argv.insert(argv.end(), s_.extra_args.begin(), s_.extra_args.end());
-    argv.insert(argv.end(), {"--wrap", wrap});
+    argv.insert(argv.end(), {"--wrap", batch_script(type, node_id, notice)});
     return start(argv, node_id, "sbatch");
   }
 
@@ -147,6 +146,20 @@ class SlurmProvider final : public NodeProvider {
   struct Running {
     std::string node, what;
   };
+  // The node in the background of the batch shell, which Slurm's warning (USR1, `notice` seconds
+  // before the job's end) makes run `yard drain NODE --deadline notice`: the node's replicas leave
+  // and its jobs checkpoint before Slurm ends it. The shell waits for the node again after the trap.
+  std::string batch_script(const policy::NodeType& type, const std::string& node_id, long notice) const {
+    std::string yard = sh_quote(sys::self_exe());
+    std::string node = yard;
+    for (auto& a : node_start_args(c_, type, node_id)) node += " " + sh_quote(a);
+    if (notice <= 0) return node;
+    std::string drain = yard + " drain " + sh_quote(node_id) + " --deadline " + std::to_string(notice) + " --address " +
+                        sh_quote(c_.head_address);
+    return "trap " + sh_quote("echo 'yard: Slurm ends this node in " + std::to_string(notice) + " s: draining it'; " + drain) +
+           " USR1; " + node + " & n=$!; while kill -0 $n 2>/dev/null; do wait $n; done";
+  }
+
   // Starts a Slurm command; the head reaps it and child_exited says how it went.
   Problem start(const std::vector<std::string>& argv, const std::string& node, const std::string& what) {
     sys::SpawnOptions so;
