@@ -182,13 +182,17 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   groups_->on_removed = [this](const std::string& g, const std::string& why) { actors_->group_removed(g, why); };
   groups_->on_placed = [this] { actors_->process(); };
   JobQueue::Hooks hooks;
-  hooks.start = [this](const store::JobRecord& j, const nlohmann::json& sub) { start_queued(j, sub); };
+  hooks.start = [this](const store::JobRecord& j, const nlohmann::json& sub) { job_requests_->start_queued(j, sub); };
   hooks.held = [this] { return held_by_jobs(actors_->records(), groups_->status()); };
-  hooks.stop = [this](const std::string& id) { stop_program(id); };
+  hooks.stop = [this](const std::string& id) { job_requests_->stop_program(id); };
   hooks.publish = [this](const std::string& ev) { publish(ev); };
   queue_ = std::make_unique<JobQueue>(*tables_, *nodes_, std::move(hooks));
   if (auto& c = autoscale_config_)
     queue_->configure({c->teams, c->starvation_s, c->usage_half_life_s, c->stop_grace_s, c->min_run_s});
+  job_requests_ = std::make_unique<JobRequests>(JobRequests::Context{
+      io_, token_, reply_, *tables_, *nodes_, *jobs_, *queue_, *actors_, *groups_, head_node_, team_key_,
+      [this](const std::string& ev) { publish(ev); }});
+  blobs_ = std::make_unique<BlobStore>(o_.session_dir + "/blobs", io_, token_, reply_);
   tables_->link.gather_writes();
   io_->post([this] { io_->before_sending([this] { write_records(); }); });
 }
@@ -456,7 +460,7 @@ void HeadService::handle_head_request(Incoming& in) {
       });
       return;
     }
-    case B::REGISTER_JOB: return on_register_job(in);
+    case B::REGISTER_JOB: return job_requests_->on_register_job(in);
     case B::KILL_ACTOR: return actors_->on_kill(in);
     case B::CREATE_ACTOR: return actors_->on_create(in);
     case B::GET_ACTOR: return actors_->on_get(in);
@@ -466,24 +470,24 @@ void HeadService::handle_head_request(Incoming& in) {
     case B::REMOVE_PLACEMENT_GROUP: return groups_->on_remove(in);
     case B::HAS_BLOB:
     case B::PUT_BLOB:
-    case B::GET_BLOB: return on_blob(in);
+    case B::GET_BLOB: return blobs_->handle(in);
     case B::DRAIN_NODE: return on_drain(in);
-    case B::SUBMIT_JOB: return on_submit_job(in);
-    case B::JOB_LOGS: return on_job_logs(in);
-    case B::STOP_JOB: return on_stop_job(in, in.msg->env().getBody().getStopJob());
-    case B::JOB_CONTROL: return on_job_control(in);
+    case B::SUBMIT_JOB: return job_requests_->on_submit_job(in);
+    case B::JOB_LOGS: return job_requests_->on_job_logs(in);
+    case B::STOP_JOB: return job_requests_->on_stop_job(in, in.msg->env().getBody().getStopJob());
+    case B::JOB_CONTROL: return job_requests_->on_job_control(in);
     case B::STATUS: return on_status(in);
     case B::STATUS_SUMMARY: return on_status_summary(in);
     case B::TIMELINE: return on_timeline(in);
     case B::JOB_CURVES: return on_job_curves(in);
     case B::GET_CONTROL_STORE: return on_get_control_store(in);
-    case B::LIST_JOBS: return on_list_jobs(in);
-    case B::FINISH_JOB: return on_finish_job(in);
-    case B::RESTART_JOB: return on_restart_job(in);
+    case B::LIST_JOBS: return job_requests_->on_list_jobs(in);
+    case B::FINISH_JOB: return job_requests_->on_finish_job(in);
+    case B::RESTART_JOB: return job_requests_->on_restart_job(in);
     case B::REQUEST_LEASE:
     case B::RETURN_LEASE:
     case B::REGISTER_WORKER: {
-      auto node = driver_node();
+      auto node = job_requests_->driver_node();
       return reply_.error(in, wire::ErrorCode::BAD_REQUEST,
                           "this is the head service: workers are leased by node managers (the head's node is at " +
                               (node.second.empty() ? std::string("-") : node.second) + ")");
@@ -536,7 +540,7 @@ void HeadService::periodic() {
   reap();
   for (Job* j : jobs_->orphaned()) {
     spdlog::warn("driver of job {} (pid {}) is gone", j->id, j->driver_pid);
-    end_job(*j, store::JobStatus::kFailed);
+    job_requests_->end_job(*j, store::JobStatus::kFailed);
   }
   actors_->process();
   actors_->tick();

@@ -3,14 +3,16 @@
 // actor on them, running; a head started again at the same address takes the cluster over from
 // the control store.
 // Its parts, each owning its state behind a narrow interface:
-//  * JobTable (job_table.h): the jobs; registration, `yard submit` (run by the head node's
-//    manager) and logs are requests here (jobs.cc);
+//  * JobTable (job_table.h): the jobs;
+//  * JobRequests (job_requests.h): the jobs' requests (registration, `yard submit`, stops, logs,
+//    the queue's controls) and what happens when a job ends;
+//  * BlobStore (blob_store.h): job binaries and working directories by digest;
 //  * ClusterNodes (cluster_nodes.h): the nodes as the head sees them and its reservations;
 //  * ActorManager (actors.h): placement across nodes, restarts, lookups, names;
 //  * GroupManager (groups.h): placement groups;
 //  * JobQueue (job_queue.h): jobs with a shape wait there until they are admitted;
 // and the service itself: start-up and takeover, the failure detector and drains (nodes.cc),
-// status, events, blobs, the control store's address. One I/O thread.
+// status, events, the control store's address. One I/O thread.
 #pragma once
 
 #include <atomic>
@@ -27,12 +29,14 @@
 #include "common/service.h"
 #include "daemon.h"
 #include "head/actors.h"
+#include "head/blob_store.h"
 #include "head/cluster_nodes.h"
 #include "head/groups.h"
 #include "head/dashboard.h"
 #include "head/head_metrics.h"
 #include "head/status_builder.h"
 #include "head/job_queue.h"
+#include "head/job_requests.h"
 #include "head/job_table.h"
 #include "policy/liveness.h"
 #include "policy/placement.h"
@@ -85,35 +89,6 @@ class HeadService {
   void on_job_curves(Incoming& in);
   void publish(const std::string& event_json) const;
 
-  // Jobs and blobs (jobs.cc).
-  void on_register_job(Incoming& in);
-  void on_finish_job(Incoming& in);
-  void on_restart_job(Incoming& in);
-  void on_submit_job(Incoming& in);
-  void on_job_logs(Incoming& in);
-  void on_stop_job(Incoming& in, const std::string& id);
-  void on_list_jobs(Incoming& in);
-  void on_blob(Incoming& in);
-  // The job queue's requests (queue_requests.cc): a job with a shape joins the queue; cancel, hold,
-  // release, priority; an admitted job's program started on the driver node.
-  void submit_queued(Incoming& in);
-  void on_job_control(Incoming& in);
-  void start_queued(const store::JobRecord& j, const nlohmann::json& submission);
-  // The job ended (`status`), or its driver did (nullopt: the program `yard submit` started
-  // still runs, and its node says when it ends): its actors and groups go, its nodes are told.
-  void end_job(Job& j, std::optional<store::JobStatus> status);
-  // A preempted job's program exited: it waits in the queue again (jobs.cc).
-  void requeue_job(Job& j);
-  void tell_nodes_job_ended(const std::string& id);
-  // A submitted job's program gets SIGTERM from its node (the queue's stop deadline passed).
-  void stop_program(const std::string& id);
-  // Sends a request to a node manager; the answer goes to `in`'s sender.
-  // `then` sees the answer first.
-  void forward(Incoming& in, const std::string& address, detail::Frames request, uint64_t rid,
-               std::function<void(const detail::InMessage&)> then = {});
-  // The node whose manager serves a driver's leases: the head's node, else any live node.
-  std::pair<std::string, std::string> driver_node();
-
   // The autoscaler, with --autoscaler (autoscaling.cc).
   void start_autoscaler();
 
@@ -165,6 +140,8 @@ class HeadService {
   std::unique_ptr<ActorManager> actors_;  // over nodes_, groups_ and jobs_
   std::unique_ptr<GroupManager> groups_;  // over nodes_ and jobs_
   std::unique_ptr<JobQueue> queue_;       // over nodes_
+  std::unique_ptr<JobRequests> job_requests_;  // over all of the above
+  std::unique_ptr<BlobStore> blobs_;
   struct Drain {
     std::string node, routing;
     uint64_t req;

@@ -4,7 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/credentials.h"
-#include "head/head_service.h"
+#include "head/job_requests.h"
 #include "yard/process.h"
 
 namespace yard::sched {
@@ -40,7 +40,7 @@ nlohmann::json submission_of(wire::SubmitJob::Reader sj) {
 
 }  // namespace
 
-void HeadService::submit_queued(Incoming& in) {
+void JobRequests::submit_queued(Incoming& in) {
   auto sj = in.msg->env().getBody().getSubmitJob();
   auto sh = sj.getShape();
   store::QueueEntry e;
@@ -76,10 +76,10 @@ void HeadService::submit_queued(Incoming& in) {
     ji.setWaitReason(policy::name(w->why.reason));
     ji.setWaitDetail(w->why.detail);
   }
-  io_->reply(in.routing_id, m.finish());
+  io_.reply(in.routing_id, m.finish());
 }
 
-void HeadService::on_job_control(Incoming& in) {
+void JobRequests::on_job_control(Incoming& in) {
   auto c = in.msg->env().getBody().getJobControl();
   std::string id = c.getJobId();
   JobAction action = JobAction::kCancel;
@@ -106,7 +106,7 @@ void HeadService::on_job_control(Incoming& in) {
 
 // The admitted job's program on the driver node, under the job's id. A node that cannot start it
 // fails the job, with the reason in the head's log.
-void HeadService::start_queued(const store::JobRecord& j, const nlohmann::json& sub) {
+void JobRequests::start_queued(const store::JobRecord& j, const nlohmann::json& sub) {
   std::string id = j.id;
   auto fail = [this, id](const std::string& why) {
     spdlog::error("job {} was admitted but cannot start: {}", id, why);
@@ -120,7 +120,7 @@ void HeadService::start_queued(const store::JobRecord& j, const nlohmann::json& 
   };
   auto [node, address] = driver_node();
   if (address.empty()) return fail("no node is alive to run its program");
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   auto sj = m.env().getBody().initSubmitJob();
   auto argv = sub.value("argv", nlohmann::json::array());
@@ -135,7 +135,7 @@ void HeadService::start_queued(const store::JobRecord& j, const nlohmann::json& 
   sj.setJobId(id);
   // A job queued again after a preemption runs its next attempt: it resumes from its checkpoint.
   sj.setAttempt(static_cast<uint32_t>(j.queue ? j.queue->requeues + 1 : 1));
-  io_->request(
+  io_.request(
       address, rid, m.finish(),
       [this, id, fail](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
         if (err) return fail("the node manager did not answer: " + err->message);
@@ -146,11 +146,11 @@ void HeadService::start_queued(const store::JobRecord& j, const nlohmann::json& 
       std::chrono::seconds(30));
 }
 
-void HeadService::stop_program(const std::string& id) {
+void JobRequests::stop_program(const std::string& id) {
   Job* j = jobs_->reload(id);
   std::string address = j ? nodes_->address(j->node) : "";
   if (address.empty()) return spdlog::warn("job {}: its program's node is not known or not reachable; not stopped", id);
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setStopJob(id);
   notify(io_, address, m.finish(), rid);

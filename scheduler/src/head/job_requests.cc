@@ -1,6 +1,5 @@
-// Jobs at the head: registration, the job table, and requests about jobs. A program started with
-// `yard submit` runs on the head's node, whose manager owns its process; the head relays.
-#include "head/head_service.h"
+// Jobs at the head: registration, the job table, and requests about jobs (head/job_requests.h).
+#include "head/job_requests.h"
 
 #include <signal.h>
 
@@ -18,7 +17,7 @@ namespace yard::sched {
 
 using namespace detail;
 
-std::pair<std::string, std::string> HeadService::driver_node() {
+std::pair<std::string, std::string> JobRequests::driver_node() {
   if (!nodes_->find(head_node_)) nodes_->refresh();  // it joined a moment ago
   auto* h = nodes_->find(head_node_);
   if (h && h->alive) return {h->id, h->address};
@@ -27,7 +26,7 @@ std::pair<std::string, std::string> HeadService::driver_node() {
   return {};
 }
 
-void HeadService::on_register_job(Incoming& in) {
+void JobRequests::on_register_job(Incoming& in) {
   auto rj = in.msg->env().getBody().getRegisterJob();
   std::string sub = rj.getSubmissionId();
   Job* j = sub.empty() ? nullptr : jobs_->find(sub);
@@ -43,7 +42,7 @@ void HeadService::on_register_job(Incoming& in) {
   if (auto* n = nodes_->find(node); n && n->total.count("CPU")) cpus = n->total.at("CPU");
   if (!address.empty()) {
     // Warm the pool: workers start there while the driver gets going.
-    uint64_t rid = io_->next_request_id();
+    uint64_t rid = io_.next_request_id();
     OutMessage w(token_, rid, false);
     auto wp = w.env().getBody().initWarmPool();
     wp.setJobId(j->id);
@@ -56,12 +55,12 @@ void HeadService::on_register_job(Incoming& in) {
   jr.setNodeId(node);
   jr.setNodeAddress(address);
   jr.setNumCpus(cpus);
-  io_->reply(in.routing_id, m.finish());
+  io_.reply(in.routing_id, m.finish());
 }
 
 // A driver says its job is done, or the node that ran a submitted job's program says it exited
 // (its record then has the end).
-void HeadService::on_finish_job(Incoming& in) {
+void JobRequests::on_finish_job(Incoming& in) {
   if (Job* found = jobs_->find(in.msg->env().getBody().getFinishJob())) {
     auto& j = *found;
     if (!j.submitted) {
@@ -83,7 +82,7 @@ void HeadService::on_finish_job(Incoming& in) {
 // A submitted job's program died and its node runs it again (`yard submit --max-retries`): what
 // the last attempt made goes first (its actors, placement groups), as at a job's end, but the job
 // goes on; its workers stay for the next attempt, which is the same program.
-void HeadService::on_restart_job(Incoming& in) {
+void JobRequests::on_restart_job(Incoming& in) {
   std::string id = in.msg->env().getBody().getRestartJob();
   if (Job* j = jobs_->find(id); j && !j->ended) {
     actors_->job_ended(id);
@@ -98,7 +97,7 @@ void HeadService::on_restart_job(Incoming& in) {
 // A job preempted at its MIN exited (after its checkpoint, or stopped at its deadline): what the
 // run made goes (its actors, placement groups, workers on every node) and it waits in the queue
 // again; admitted again, it runs with the next attempt number and resumes from its checkpoint.
-void HeadService::requeue_job(Job& j) {
+void JobRequests::requeue_job(Job& j) {
   actors_->job_ended(j.id);
   groups_->job_ended(j.id);
   tell_nodes_job_ended(j.id);
@@ -106,17 +105,17 @@ void HeadService::requeue_job(Job& j) {
   jobs_->reload(j.id);
 }
 
-void HeadService::tell_nodes_job_ended(const std::string& id) {
+void JobRequests::tell_nodes_job_ended(const std::string& id) {
   for (auto& [node, n] : nodes_->all()) {
     if (!n.alive || n.address.empty()) continue;
-    uint64_t rid = io_->next_request_id();
+    uint64_t rid = io_.next_request_id();
     OutMessage m(token_, rid, false);
     m.env().getBody().setJobEnded(id);
     notify(io_, n.address, m.finish(), rid);
   }
 }
 
-void HeadService::end_job(Job& j, std::optional<store::JobStatus> status) {
+void JobRequests::end_job(Job& j, std::optional<store::JobStatus> status) {
   if (j.ended) return;
   if (status) {
     if (j.status != store::JobStatus::kStopped) j.status = *status;
@@ -136,14 +135,14 @@ void HeadService::end_job(Job& j, std::optional<store::JobStatus> status) {
   spdlog::info("job {} ended{}", j.id, status ? std::string(": ") + store::name(j.status) : " (its driver is done)");
 }
 
-void HeadService::on_submit_job(Incoming& in) {
+void JobRequests::on_submit_job(Incoming& in) {
   if (in.msg->env().getBody().getSubmitJob().getShape().getMaxReplicas() > 0) return submit_queued(in);
   auto [node, address] = driver_node();
   if (address.empty()) {
     reply_.error(in, wire::ErrorCode::UNAVAILABLE, "no node is alive to run the job; retry");
     return;
   }
-  uint64_t rid = io_->next_request_id();
+  uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setSubmitJob(in.msg->env().getBody().getSubmitJob());
   forward(in, address, m.finish(), rid, [this](const InMessage& r) {
@@ -151,7 +150,7 @@ void HeadService::on_submit_job(Incoming& in) {
   });
 }
 
-void HeadService::on_stop_job(Incoming& in, const std::string& id) {
+void JobRequests::on_stop_job(Incoming& in, const std::string& id) {
   if (auto* q = queue_->find(id); q && q->queue->admitted_at == 0) {
     if (auto why = queue_->control(id, JobAction::kCancel, 0)) return reply_.error(in, wire::ErrorCode::BAD_REQUEST, *why);
     jobs_->reload(id);
@@ -170,7 +169,7 @@ void HeadService::on_stop_job(Incoming& in, const std::string& id) {
       reply_.error(in, wire::ErrorCode::UNAVAILABLE, "node " + j->node + ", which runs job " + id + ", is not reachable");
       return;
     }
-    uint64_t rid = io_->next_request_id();
+    uint64_t rid = io_.next_request_id();
     OutMessage m(token_, rid, false);
     m.env().getBody().setStopJob(id);
     forward(in, address, m.finish(), rid);
@@ -183,11 +182,11 @@ void HeadService::on_stop_job(Incoming& in, const std::string& id) {
   reply_.ok(in);
 }
 
-void HeadService::forward(Incoming& in, const std::string& address, Frames request, uint64_t rid,
+void JobRequests::forward(Incoming& in, const std::string& address, Frames request, uint64_t rid,
                           std::function<void(const InMessage&)> then) {
   std::string routing = in.routing_id;
   uint64_t req = in.msg->env().getRequestId();
-  io_->request(address, rid, std::move(request),
+  io_.request(address, rid, std::move(request),
                [this, routing, req, address, then](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  if (err) {
                    reply_.error(routing, req, wire::ErrorCode::UNAVAILABLE,
@@ -201,7 +200,7 @@ void HeadService::forward(Incoming& in, const std::string& address, Frames reque
 }
 
 
-void HeadService::on_list_jobs(Incoming& in) {
+void JobRequests::on_list_jobs(Incoming& in) {
   OutMessage m(token_, in.msg->env().getRequestId(), true);
   std::vector<store::JobRecord> jobs;
   for (auto& id : tables_->jobs.ids())
@@ -230,10 +229,10 @@ void HeadService::on_list_jobs(Incoming& in) {
       }
     }
   }
-  io_->reply(in.routing_id, m.finish());
+  io_.reply(in.routing_id, m.finish());
 }
 
-void HeadService::on_job_logs(Incoming& in) {
+void JobRequests::on_job_logs(Incoming& in) {
   auto jl = in.msg->env().getBody().getJobLogs();
   std::string id = jl.getJobId();
   auto rec = tables_->jobs.get(id);
@@ -268,39 +267,7 @@ void HeadService::on_job_logs(Incoming& in) {
   r.setNextOffset(off + data.size());
   r.setFinished(ended && off + data.size() >= size);
   r.setExitCode(rec->exit_code);
-  io_->reply(in.routing_id, m.finish());
+  io_.reply(in.routing_id, m.finish());
 }
-
-// Content-addressed files at the head: job binaries, uploaded once per digest.
-void HeadService::on_blob(Incoming& in) {
-  auto body = in.msg->env().getBody();
-  std::string dir = o_.session_dir + "/blobs";
-  auto valid = [](const std::string& d) {
-    return d.size() == 64 && d.find_first_not_of("0123456789abcdef") == std::string::npos;
-  };
-  if (body.isHasBlob()) {
-    std::string d = body.getHasBlob();
-    if (valid(d) && fs::exists(dir + "/" + d)) return reply_.ok(in);
-    return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no blob " + d);
-  }
-  if (body.isPutBlob()) {
-    std::string d = body.getPutBlob().getDigest();
-    auto bytes = in.msg->value(body.getPutBlob().getData());
-    if (!valid(d) || sha256_hex(bytes->data(), bytes->size()) != d)
-      return reply_.error(in, wire::ErrorCode::BAD_REQUEST, "the blob's bytes do not match its digest");
-    if (auto why = write_file_atomic(dir + "/" + d, bytes->data(), bytes->size()))
-      return reply_.error(in, wire::ErrorCode::INTERNAL, "cannot store blob: " + *why);
-    spdlog::info("stored blob {} ({} bytes)", d, bytes->size());
-    return reply_.ok(in);
-  }
-  std::string d = body.getGetBlob();
-  std::ifstream f(dir + "/" + d, std::ios::binary);
-  if (!valid(d) || !f) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no blob " + d);
-  std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  m.set_value(m.env().getBody().initTaskReply().initResult(), std::make_shared<StringBuffer>(std::move(data)));
-  io_->reply(in.routing_id, m.finish());
-}
-
 
 }  // namespace yard::sched
