@@ -256,53 +256,53 @@ void metrics_cost(const char* name, bool actor, const char* base) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+// Which cases run: all, or the one named on the command line.
+struct Want {
+  std::string only;
+  bool operator()(const char* c) const { return only.empty() || only == c; }
+};
+
+// Each peer is measured right before and right after the case it is compared with, and its
+// figure is the mean of the two: this machine's speed drifts (by 2x within minutes on a shared
+// VM), and a figure from another moment would not compare.
+template <class Peer, class Ours>
+std::pair<double, double> bracketed(Peer peer, Ours ours) {
+  double before = peer();
+  double value = ours();
+  return std::pair{value, (before + peer()) / 2};
+}
+
+// A peer server role this process plays when started as one (the benches start themselves so);
+// true when it did.
+bool serve_peer_role() {
   if (const char* p = getenv("BENCH_ZMQ_REP")) {
     zmq_rep_server(std::atoi(p));
-    return 0;
-  }
-  if (const char* p = getenv("BENCH_ZMQ_ROUTER")) {
+  } else if (const char* p = getenv("BENCH_ZMQ_ROUTER")) {
     zmq_router_echo(std::atoi(p));
-    return 0;
-  }
-  if (const char* p = getenv("BENCH_HANDOFF_ROUTER")) {
+  } else if (const char* p = getenv("BENCH_HANDOFF_ROUTER")) {
     bench::handoff_server(std::atoi(p));
-    return 0;
-  }
-  if (const char* p = getenv("BENCH_PORT_ROUTER")) {
+  } else if (const char* p = getenv("BENCH_PORT_ROUTER")) {
     bench::handoff_server(std::atoi(p), true);
-    return 0;
+  } else {
+    return false;
   }
-  yard::init(argc, argv);
-  if (const char* c = getenv("BENCH_RATE")) {
-    std::printf("%f\n", async_rate(std::string(c) == "actor"));
-    return 0;
-  }
-  std::string only = argc > 1 ? argv[1] : "";
-  auto want = [&](const char* c) { return only.empty() || only == c; };
+  return true;
+}
 
-  // Each peer is measured right before and right after the case it is compared with, and its
-  // figure is the mean of the two: this machine's speed drifts (by 2x within minutes on a shared
-  // VM), and a figure from another moment would not compare.
-  auto bracketed = [](auto peer, auto ours) {
-    double before = peer();
-    double value = ours();
-    return std::pair{value, (before + peer()) / 2};
-  };
-
+// Tasks and actor calls, one at a time and 1,000 in flight, against raw ZeroMQ.
+void call_cases(const Want& want) {
   if (want("tasks_sync")) {
     auto [value, peer] = bracketed(zmq_round_trips, [] { return rate([] { yard::task(noop).remote(1).get(); }, 1); });
     emit("tasks_sync", value, "ops/s", "zmq_req_rep_roundtrip", peer);
   }
-
   if (want("tasks_async")) {
     auto [value, peer] = bracketed([] { return zmq_pipelined(1000); }, [] { return rate(task_round, 1000, 3.0); });
     emit("tasks_async", value, "ops/s", "zmq_dealer_router_1000_in_flight", peer);
   }
-
   if (want("tasks_async_metrics_on")) metrics_cost("tasks_async_metrics_on", false, "tasks_async");
   if (want("actor_calls_async_metrics_on")) metrics_cost("actor_calls_async_metrics_on", true, "actor_calls_async");
-
   auto a = yard::actor<Echo>().remote();
   a.call(&Echo::echo).remote(0).get();
   if (want("actor_calls_sync")) {
@@ -310,17 +310,18 @@ int main(int argc, char** argv) {
         bracketed(zmq_round_trips, [&] { return rate([&] { a.call(&Echo::echo).remote(1).get(); }, 1); });
     emit("actor_calls_sync", value, "ops/s", "zmq_req_rep_roundtrip", peer);
   }
-
   if (want("actor_calls_async")) {
     auto [value, peer] =
         bracketed([] { return zmq_pipelined(1000); }, [&] { return rate([&] { actor_round(a); }, 1000, 3.0); });
     emit("actor_calls_async", value, "ops/s", "zmq_dealer_router_1000_in_flight", peer);
   }
+}
 
-  // The async cases' structure (threads and hand-offs, handoff_peer.h) with no work in it, against
-  // the same raw peer: how much of the transport the structure alone leaves. handoff: a task's
-  // path (the worker's loop hands each call to its executor); port: an actor's since the call
-  // port (the worker answers on the thread that owns its socket).
+// The async cases' structure (threads and hand-offs, handoff_peer.h) with no work in it, against
+// the same raw peer: how much of the transport the structure alone leaves. handoff: a task's path
+// (the worker's loop hands each call to its executor); port: an actor's since the call port (the
+// worker answers on the thread that owns its socket).
+void structure_cases(const Want& want) {
   for (auto [name, role] : {std::pair{"handoff_structure_async", "BENCH_HANDOFF_ROUTER"},
                             std::pair{"port_structure_async", "BENCH_PORT_ROUTER"}}) {
     if (!want(name)) continue;
@@ -332,93 +333,61 @@ int main(int argc, char** argv) {
     });
     emit(name, value, "ops/s", "zmq_dealer_router_1000_in_flight", peer);
   }
+}
 
+// A concurrent actor, and n caller threads each with its own actor (n = 2, the machine's cores).
+void concurrent_cases(const Want& want) {
   if (want("actor_calls_concurrent")) {
     auto c = yard::actor<Echo>().max_concurrency(16).remote();
     c.call(&Echo::echo).remote(0).get();
     emit("actor_calls_concurrent", rate([&] { actor_round(c); }, 1000, 3.0), "ops/s");
   }
-
-  if (want("n_n_actor_calls_async")) {
-    // n caller threads, each with its own actor (n = 2, the machine's cores).
-    const int n = 2;
-    std::vector<yard::ActorHandle<Echo>> actors;
-    for (int i = 0; i < n; ++i) {
-      actors.push_back(yard::actor<Echo>().remote());
-      actors.back().call(&Echo::echo).remote(0).get();
-    }
-    std::atomic<long> total{0};
-    auto t0 = Clock::now();
-    std::vector<std::thread> ts;
-    for (int i = 0; i < n; ++i)
-      ts.emplace_back([&, i] {
-        while (seconds_since(t0) < 3.0) {
-          std::vector<yard::ObjectRef<int>> refs;
-          for (int k = 0; k < 1000; ++k) refs.push_back(actors[i].call(&Echo::echo).remote(k));
-          yard::get(refs);
-          total += 1000;
-        }
-      });
-    for (auto& t : ts) t.join();
-    emit("n_n_actor_calls_async", total / seconds_since(t0), "ops/s");
+  if (!want("n_n_actor_calls_async")) return;
+  const int n = 2;
+  std::vector<yard::ActorHandle<Echo>> actors;
+  for (int i = 0; i < n; ++i) {
+    actors.push_back(yard::actor<Echo>().remote());
+    actors.back().call(&Echo::echo).remote(0).get();
   }
+  std::atomic<long> total{0};
+  auto t0 = Clock::now();
+  std::vector<std::thread> ts;
+  for (int i = 0; i < n; ++i)
+    ts.emplace_back([&, i] {
+      while (seconds_since(t0) < 3.0) {
+        std::vector<yard::ObjectRef<int>> refs;
+        for (int k = 0; k < 1000; ++k) refs.push_back(actors[i].call(&Echo::echo).remote(k));
+        yard::get(refs);
+        total += 1000;
+      }
+    });
+  for (auto& t : ts) t.join();
+  emit("n_n_actor_calls_async", total / seconds_since(t0), "ops/s");
+}
 
-  if (want("driver_bytes_per_queued_task") || want("tasks_1M_per_s")) queued_tasks(1000000);
+// The best of five of `once` (seconds for 100 MB), as GB/s against memcpy.
+template <class Once>
+void gbps_case(const char* name, Once once) {
+  double best = 0;
+  for (int i = 0; i < 5; ++i) best = std::max(best, (100u << 20) / once() / 1e9);
+  emit(name, best, "GB/s", "memcpy", yard::bench::memcpy_gbps(100u << 20));
+}
 
-  if (want("put_calls"))
-    emit("put_calls", rate([] {
-      for (int i = 0; i < 1000; ++i) (void)yard::put(i);
-    }, 1000), "ops/s");
-
-  if (want("get_calls")) {
-    auto r = yard::put(std::string(64, 'x'));
-    emit("get_calls", rate([&] {
-      for (int i = 0; i < 1000; ++i) (void)r.get();
-    }, 1000), "ops/s");
-  }
-
-  if (want("put_get_100MB")) {
-    const size_t bytes = 100u << 20;
-    double best = 0;
-    for (int i = 0; i < 5; ++i) {
-      std::vector<uint8_t> big(bytes, 7);
-      auto t0 = Clock::now();
-      auto r = yard::put(std::move(big));  // moved in; get() makes the one copy
-      auto back = r.get();
-      double s = seconds_since(t0);
-      if ((*back)[bytes - 1] != 7) std::abort();
-      best = std::max(best, bytes / s / 1e9);
-    }
-    emit("put_get_100MB", best, "GB/s", "memcpy", yard::bench::memcpy_gbps(bytes));
-  }
-  if (want("task_return_100MB")) {
-    // A worker's 100 MB result read by the driver on the same node: bytes per second of the
-    // whole call, the value's creation on the worker included.
-    double best = 0;
-    for (int i = 0; i < 5; ++i) {
-      auto t0 = Clock::now();
-      auto r = yard::task(make_bytes).remote(100).get();
-      double s = seconds_since(t0);
-      if ((*r)[(100u << 20) - 1] != 7) std::abort();
-      best = std::max(best, (100u << 20) / s / 1e9);
-    }
-    emit("task_return_100MB", best, "GB/s", "memcpy", yard::bench::memcpy_gbps(100u << 20));
-  }
-  // A 100 MB argument to a task on the same node: bytes per second of the whole call (the
-  // worker reads one element of every page; their sum is the answer), as a value and as an
-  // ObjectRef put before the timed call.
+// A 100 MB argument to a task on the same node: bytes per second of the whole call (the worker
+// reads one element of every page; their sum is the answer), as a value and as an ObjectRef put
+// before the timed call; and the same two with the task taking a yard::ArrayView<float> (read in
+// place, no decode copy).
+void arg_cases(const Want& want) {
   const size_t nfloats = (100u << 20) / sizeof(float);
   const double expect = double(nfloats / 1024) * 0.5;
   auto arg_case = [&](const char* name, auto call) {
-    double best = 0;
-    for (int i = 0; i < 5; ++i) {
+    gbps_case(name, [&] {
       auto t0 = Clock::now();
       double got = call();
       double s = seconds_since(t0);
       if (got != expect) std::abort();
-      best = std::max(best, (100u << 20) / s / 1e9);
-    }
-    emit(name, best, "GB/s", "memcpy", yard::bench::memcpy_gbps(100u << 20));
+      return s;
+    });
   };
   if (want("task_arg_100MB")) {
     std::vector<float> v(nfloats, 0.5f);
@@ -428,7 +397,6 @@ int main(int argc, char** argv) {
     auto ref = yard::put(std::vector<float>(nfloats, 0.5f));
     arg_case("ref_arg_100MB", [&] { return *yard::task(sum_floats).remote(ref).get(); });
   }
-  // The same two, with the task taking a yard::ArrayView<float>: read in place, no decode copy.
   if (want("task_arg_100MB_view")) {
     std::vector<float> v(nfloats, 0.5f);
     arg_case("task_arg_100MB_view", [&] { return *yard::task(sum_view).remote(v).get(); });
@@ -437,5 +405,58 @@ int main(int argc, char** argv) {
     auto ref = yard::put(std::vector<float>(nfloats, 0.5f));
     arg_case("ref_arg_100MB_view", [&] { return *yard::task(sum_view).remote(ref).get(); });
   }
+}
+
+// Objects: put and get calls, and 100 MB through put/get, a task's result and a task's argument.
+void object_cases(const Want& want) {
+  if (want("put_calls"))
+    emit("put_calls", rate([] {
+      for (int i = 0; i < 1000; ++i) (void)yard::put(i);
+    }, 1000), "ops/s");
+  if (want("get_calls")) {
+    auto r = yard::put(std::string(64, 'x'));
+    emit("get_calls", rate([&] {
+      for (int i = 0; i < 1000; ++i) (void)r.get();
+    }, 1000), "ops/s");
+  }
+  const size_t bytes = 100u << 20;
+  if (want("put_get_100MB"))
+    gbps_case("put_get_100MB", [&] {
+      std::vector<uint8_t> big(bytes, 7);
+      auto t0 = Clock::now();
+      auto r = yard::put(std::move(big));  // moved in; get() makes the one copy
+      auto back = r.get();
+      double s = seconds_since(t0);
+      if ((*back)[bytes - 1] != 7) std::abort();
+      return s;
+    });
+  // A worker's 100 MB result read by the driver on the same node: bytes per second of the whole
+  // call, the value's creation on the worker included.
+  if (want("task_return_100MB"))
+    gbps_case("task_return_100MB", [&] {
+      auto t0 = Clock::now();
+      auto r = yard::task(make_bytes).remote(100).get();
+      double s = seconds_since(t0);
+      if ((*r)[bytes - 1] != 7) std::abort();
+      return s;
+    });
+  arg_cases(want);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (serve_peer_role()) return 0;
+  yard::init(argc, argv);
+  if (const char* c = getenv("BENCH_RATE")) {
+    std::printf("%f\n", async_rate(std::string(c) == "actor"));
+    return 0;
+  }
+  Want want{argc > 1 ? argv[1] : ""};
+  call_cases(want);
+  structure_cases(want);
+  concurrent_cases(want);
+  if (want("driver_bytes_per_queued_task") || want("tasks_1M_per_s")) queued_tasks(1000000);
+  object_cases(want);
   return 0;
 }

@@ -94,138 +94,169 @@ double process_starts(int n) {
 
 }  // namespace
 
+namespace {
+
+// A head and its nodes, each a `yard start --block` of its own, under a temporary YARD_HOME.
+struct BenchCluster {
+  std::string yard_bin;
+  fs::path home;
+  std::string head, token;
+  std::vector<pid_t> pids;
+
+  explicit BenchCluster(std::string bin)
+      : yard_bin(std::move(bin)), home(fs::temp_directory_path() / ("yard-sched-bench-" + std::to_string(getpid()))) {
+    fs::create_directories(home);
+    setenv("YARD_HOME", home.c_str(), 1);
+    auto [head_pid, addr] = start_daemon({yard_bin, "start", "--head", "--block", "--port", "0", "--num-cpus", "4",
+                                          "--session-dir", (home / "head").string()});
+    pids.push_back(head_pid);
+    head = addr;
+    std::ifstream((home / "head" / "token").string()) >> token;
+  }
+  std::pair<pid_t, std::string> add_node(const std::string& name, const std::string& timeout) {
+    auto [pid, addr] = start_daemon({yard_bin, "start", "--address", head, "--token", token, "--block", "--port", "0",
+                                     "--num-cpus", "4", "--heartbeat-timeout", timeout, "--session-dir",
+                                     (home / name).string()});
+    pids.push_back(pid);
+    return {pid, addr};
+  }
+  // The head stops its Redis when asked to stop; a head that does not is killed, and its Redis
+  // (which outlives a killed head, for a takeover) is stopped from its record.
+  void stop() {
+    for (auto p : pids) kill(p, SIGTERM);
+    for (auto p : pids) yard::sys::terminate(p, SIGTERM, 10s);
+    std::ifstream rec(home / "head" / "redis.address");
+    std::string raddr;
+    pid_t rpid = 0;
+    if (rec >> raddr >> rpid && rpid > 0 && !yard::sys::process_dead(rpid)) yard::sys::terminate(rpid, SIGTERM, 5s);
+    fs::remove_all(home);
+  }
+};
+
+// With PGPROF set: where a group's round trip goes (create, wait, remove), printed.
+void profile_groups() {
+  double c = 0, w = 0, r = 0;
+  for (int i = 0; i < 500; ++i) {
+    auto a = Clock::now();
+    auto g = yard::placement_group({{{"CPU", 1}}});
+    auto b = Clock::now();
+    g.wait(10s);
+    auto d = Clock::now();
+    g.remove();
+    auto e = Clock::now();
+    c += std::chrono::duration<double>(b - a).count();
+    w += std::chrono::duration<double>(d - b).count();
+    r += std::chrono::duration<double>(e - d).count();
+  }
+  std::printf("create %.1f us wait %.1f us remove %.1f us\n", c / 500 * 1e6, w / 500 * 1e6, r / 500 * 1e6);
+}
+
+// Groups per second, one client; false when a group was not placed.
+bool group_rate_case() {
+  for (int i = 0; i < 50; ++i) {  // warm-up
+    auto g = yard::placement_group({{{"CPU", 1}}});
+    g.wait(10s);
+    g.remove();
+  }
+  int n = 0;
+  auto t0 = Clock::now();
+  while (secs_since(t0) < 2.0) {
+    auto g = yard::placement_group({{{"CPU", 1}}});
+    if (!g.wait(10s)) return false;
+    g.remove();
+    ++n;
+  }
+  emit("placement_group_create_remove", n / secs_since(t0), "groups/s");
+  return true;
+}
+
+// Placement latency with four clients at once: create + wait, then remove.
+void schedule_latency_case() {
+  std::vector<double> lat;
+  std::mutex mu;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&] {
+      std::vector<double> mine;
+      for (int i = 0; i < 500; ++i) {
+        auto t0 = Clock::now();
+        auto g = yard::placement_group({{{"CPU", 1}}}, yard::PlacementStrategy::kSpread);
+        g.wait(10s);
+        mine.push_back(secs_since(t0) * 1000);
+        g.remove();
+      }
+      std::lock_guard<std::mutex> l(mu);
+      lat.insert(lat.end(), mine.begin(), mine.end());
+    });
+  for (auto& t : ts) t.join();
+  std::sort(lat.begin(), lat.end());
+  emit("schedule_p50", lat[lat.size() / 2], "ms");
+  emit("schedule_p99", lat[lat.size() * 99 / 100], "ms");
+}
+
+// Actors per second: created together, each answering once, spread over the three nodes.
+void actor_create_case() {
+  const int n = 24;
+  auto t0 = Clock::now();
+  std::vector<yard::ActorHandle<Empty>> as;
+  for (int i = 0; i < n; ++i) as.push_back(yard::actor<Empty>().spread().remote());
+  std::vector<yard::ObjectRef<int>> pings;
+  for (auto& a : as) pings.push_back(a.call(&Empty::ping).remote());
+  for (auto& p : pings) *p.get(60s);
+  double rate = n / secs_since(t0);
+  emit("actor_create", rate, "actors/s", "process_start", process_starts(n));
+  for (auto& a : as) a.kill();
+}
+
+// Dead node detection at the default heartbeat timeout, the worst of three; false when a node
+// was not found dead within 30 s.
+bool dead_node_case(BenchCluster& c) {
+  double worst = 0;
+  for (int trial = 0; trial < 3; ++trial) {
+    auto [pid, addr] = c.add_node("d" + std::to_string(trial), "4");
+    std::string id;
+    for (auto& n : yard::nodes())
+      if (n.address == addr) id = n.id;
+    auto t0 = Clock::now();
+    kill(pid, SIGKILL);
+    double secs = -1;
+    while (secs_since(t0) < 30) {
+      if (yard::node_state(id) == yard::NodeState::kDead) {
+        secs = secs_since(t0);
+        break;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    if (secs < 0) return false;
+    worst = std::max(worst, secs);
+  }
+  emit("dead_node_detect", worst, "s");
+  return true;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (getenv("BENCH_ANSWER")) {
     std::printf("up\n");
     return 0;
   }
   if (getenv("YARD_WORKER")) yard::init(argc, argv);
-  std::string yard_bin = argc > 1 ? argv[1] : "build/scheduler/yard";
-  auto home = fs::temp_directory_path() / ("yard-sched-bench-" + std::to_string(getpid()));
-  fs::create_directories(home);
-  setenv("YARD_HOME", home.c_str(), 1);
-  std::vector<pid_t> pids;
-  auto [head_pid, head] = start_daemon({yard_bin, "start", "--head", "--block", "--port", "0", "--num-cpus", "4",
-                                        "--session-dir", (home / "head").string()});
-  pids.push_back(head_pid);
-  std::string token;
-  std::ifstream((home / "head" / "token").string()) >> token;
-  auto add_node = [&](const std::string& name, const std::string& timeout) {
-    auto [pid, addr] = start_daemon({yard_bin, "start", "--address", head, "--token", token, "--block", "--port", "0",
-                                     "--num-cpus", "4", "--heartbeat-timeout", timeout, "--session-dir",
-                                     (home / name).string()});
-    pids.push_back(pid);
-    return std::make_pair(pid, addr);
-  };
-  add_node("n1", "4");
-  add_node("n2", "4");
-  setenv("YARD_ADDRESS", head.c_str(), 1);
-  setenv("YARD_TOKEN", token.c_str(), 1);
+  BenchCluster c(argc > 1 ? argv[1] : "build/scheduler/yard");
+  c.add_node("n1", "4");
+  c.add_node("n2", "4");
+  setenv("YARD_ADDRESS", c.head.c_str(), 1);
+  setenv("YARD_TOKEN", c.token.c_str(), 1);
   yard::init();
-
-  // Groups per second, one client.
-  {
-    for (int i = 0; i < 50; ++i) {  // warm-up
-      auto g = yard::placement_group({{{"CPU", 1}}});
-      g.wait(10s);
-      g.remove();
-    }
-    int n = 0;
-    auto t0 = Clock::now();
-    while (secs_since(t0) < 2.0) {
-      auto g = yard::placement_group({{{"CPU", 1}}});
-      if (!g.wait(10s)) return 1;
-      g.remove();
-      ++n;
-    }
-    emit("placement_group_create_remove", n / secs_since(t0), "groups/s");
-    if (getenv("PGPROF")) {
-      double c = 0, w = 0, r = 0;
-      for (int i = 0; i < 500; ++i) {
-        auto a = Clock::now();
-        auto g = yard::placement_group({{{"CPU", 1}}});
-        auto b = Clock::now();
-        g.wait(10s);
-        auto d = Clock::now();
-        g.remove();
-        auto e = Clock::now();
-        c += std::chrono::duration<double>(b - a).count(); w += std::chrono::duration<double>(d - b).count(); r += std::chrono::duration<double>(e - d).count();
-      }
-      std::printf("create %.1f us wait %.1f us remove %.1f us\n", c / 500 * 1e6, w / 500 * 1e6, r / 500 * 1e6);
-      return 0;
-    }
+  if (!group_rate_case()) return 1;
+  if (getenv("PGPROF")) {
+    profile_groups();
+    return 0;
   }
-
-  // Placement latency with four clients at once: create + wait, then remove.
-  {
-    std::vector<double> lat;
-    std::mutex mu;
-    std::vector<std::thread> ts;
-    for (int t = 0; t < 4; ++t)
-      ts.emplace_back([&] {
-        std::vector<double> mine;
-        for (int i = 0; i < 500; ++i) {
-          auto t0 = Clock::now();
-          auto g = yard::placement_group({{{"CPU", 1}}}, yard::PlacementStrategy::kSpread);
-          g.wait(10s);
-          mine.push_back(secs_since(t0) * 1000);
-          g.remove();
-        }
-        std::lock_guard<std::mutex> l(mu);
-        lat.insert(lat.end(), mine.begin(), mine.end());
-      });
-    for (auto& t : ts) t.join();
-    std::sort(lat.begin(), lat.end());
-    emit("schedule_p50", lat[lat.size() / 2], "ms");
-    emit("schedule_p99", lat[lat.size() * 99 / 100], "ms");
-  }
-
-  // Actors per second: created together, each answering once, spread over the three nodes.
-  {
-    const int n = 24;
-    auto t0 = Clock::now();
-    std::vector<yard::ActorHandle<Empty>> as;
-    for (int i = 0; i < n; ++i) as.push_back(yard::actor<Empty>().spread().remote());
-    std::vector<yard::ObjectRef<int>> pings;
-    for (auto& a : as) pings.push_back(a.call(&Empty::ping).remote());
-    for (auto& p : pings) *p.get(60s);
-    double rate = n / secs_since(t0);
-    emit("actor_create", rate, "actors/s", "process_start", process_starts(n));
-    for (auto& a : as) a.kill();
-  }
-
-  // Dead node detection at the default heartbeat timeout.
-  {
-    double worst = 0;
-    for (int trial = 0; trial < 3; ++trial) {
-      auto [pid, addr] = add_node("d" + std::to_string(trial), "4");
-      std::string id;
-      for (auto& n : yard::nodes())
-        if (n.address == addr) id = n.id;
-      auto t0 = Clock::now();
-      kill(pid, SIGKILL);
-      double secs = -1;
-      while (secs_since(t0) < 30) {
-        if (yard::node_state(id) == yard::NodeState::kDead) {
-          secs = secs_since(t0);
-          break;
-        }
-        std::this_thread::sleep_for(10ms);
-      }
-      if (secs < 0) return 1;
-      worst = std::max(worst, secs);
-    }
-    emit("dead_node_detect", worst, "s");
-  }
+  schedule_latency_case();
+  actor_create_case();
+  if (!dead_node_case(c)) return 1;
   yard::shutdown();
-  // The head stops its Redis when asked to stop; a head that does not is killed, and its Redis
-  // (which outlives a killed head, for a takeover) is stopped from its record.
-  for (auto p : pids) kill(p, SIGTERM);
-  for (auto p : pids) yard::sys::terminate(p, SIGTERM, 10s);
-  std::ifstream rec(home / "head" / "redis.address");
-  std::string raddr;
-  pid_t rpid = 0;
-  if (rec >> raddr >> rpid && rpid > 0 && !yard::sys::process_dead(rpid)) yard::sys::terminate(rpid, SIGTERM, 5s);
-  fs::remove_all(home);
+  c.stop();
   return 0;
 }

@@ -308,6 +308,100 @@ void throughput_case(const std::string& name, const std::string& redis, const st
 
 }  // namespace
 
+namespace {
+
+// The small model (the demo job's), 2 ranks, a checkpoint every 20 steps: 1 - (throughput with
+// checkpoints ÷ throughput without), both measured on the same ranks in alternation.
+void checkpoint_stall_case(const std::string& redis) {
+  const int every = 20;
+  auto [plain, with] = run_ours(2, redis, 64, 2, 32, 12 * every, Mode::kDdp, every);
+  emit("checkpoint_stall_frac", 1 - with / plain, "fraction", nullptr, 0,
+       ",\"every_steps\":" + std::to_string(every) + ",\"samples_per_s_without\":" + std::to_string(plain) +
+           ",\"samples_per_s_with\":" + std::to_string(with) + ",\"settings\":" + ProcessSettings{}.json());
+}
+
+// DDP ÷ independent trainers, with lock step alone (a barrier after every backward, no gradients
+// exchanged) ÷ independent as the limit beside it. Three rounds, each running the three in a
+// rotated order; the medians, so one noisy moment of this shared 2-core machine weighs on no side
+// alone.
+void efficiency_case(const std::string& redis) {
+  std::map<Mode, std::vector<double>> rate;
+  const Mode order[] = {Mode::kIndependent, Mode::kDdp, Mode::kLockstep};
+  for (int round = 0; round < 3; ++round)
+    for (int i = 0; i < 3; ++i) {
+      Mode m = order[(i + round) % 3];
+      rate[m].push_back(run_ours(2, redis, 256, 4, 32, 20, m).first);
+    }
+  auto median = [&](Mode m) {
+    auto v = rate[m];
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  for (auto& [m, v] : rate) {
+    std::fprintf(stderr, "ddp_efficiency_w2_large: %s", mode_name(m));
+    for (double x : v) std::fprintf(stderr, " %.2f", x);
+    std::fprintf(stderr, " samples/s\n");
+  }
+  double indep = median(Mode::kIndependent);
+  emit("ddp_efficiency_w2_large", median(Mode::kDdp) / indep, "ratio", "lockstep_barrier_efficiency",
+       median(Mode::kLockstep) / indep, ",\"settings\":" + ProcessSettings{}.json());
+}
+
+// The railway job (`job`) with `workers` trainers for 2 epochs over 64 logs of 25 km: its final
+// validation loss and macro-F1 (NaN when it failed).
+std::pair<double, double> run_railway_job(const std::string& job, const std::filesystem::path& dir, int workers,
+                                          unsigned seed, bool unaligned) {
+  std::string out = (dir / ("w" + std::to_string(workers) + "-s" + std::to_string(seed) + (unaligned ? "-raw" : ""))).string();
+  std::string cmd = job + " --workers " + std::to_string(workers) + " --epochs 2 --logs 64 --length-km 25 --seed " +
+                    std::to_string(seed) + " --data " + (dir / "data").string() + " --out " + out +
+                    (unaligned ? " --unaligned" : "") + " > " + out + ".log 2>&1";
+  if (std::system(cmd.c_str()) != 0) return {NAN, NAN};
+  std::ifstream m(out + "/metrics.jsonl");
+  std::string line, last;
+  while (std::getline(m, line))
+    if (line.find("\"event\":\"epoch\"") != std::string::npos) last = line;
+  auto field = [&](const std::string& k) {
+    auto at = last.find("\"" + k + "\":");
+    return at == std::string::npos ? NAN : std::atof(last.c_str() + at + k.size() + 3);
+  };
+  std::filesystem::remove_all(out + "/checkpoints");
+  return {field("val_loss"), field("val_macro_f1")};
+}
+
+// Convergence: the railway job with 1, 2 and 4 trainers (linear LR scaling with warm-up and a
+// cosine decay), the demo's job (2 epochs over the same 64 logs of 25 km), for three seeds (the
+// model's initialisation and the data order): the spread of the final validation loss across
+// trainer counts, the median over the seeds (one seed's figure differs between CPUs of the same
+// kind). Then the same job (2 trainers, first seed) on shards made without alignment.
+void convergence_cases(const std::string& job, bool spread) {
+  auto dir = std::filesystem::temp_directory_path() / ("yard-train-conv-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  double f1_w2 = NAN;
+  if (spread) {
+    std::vector<double> spreads;
+    std::string per_seed;
+    for (unsigned seed : {17u, 18u, 19u}) {
+      auto w1 = run_railway_job(job, dir, 1, seed, false), w2 = run_railway_job(job, dir, 2, seed, false),
+           w4 = run_railway_job(job, dir, 4, seed, false);
+      if (seed == 17) f1_w2 = w2.second;
+      double lo = std::min({w1.first, w2.first, w4.first}), hi = std::max({w1.first, w2.first, w4.first});
+      spreads.push_back((hi - lo) / lo);
+      per_seed += fmt::format("{}{{\"seed\":{},\"val_loss\":[{:.4f},{:.4f},{:.4f}],\"spread\":{:.4f}}}",
+                              per_seed.empty() ? "" : ",", seed, w1.first, w2.first, w4.first, spreads.back());
+    }
+    std::sort(spreads.begin(), spreads.end());
+    emit("convergence_val_loss_spread", spreads[spreads.size() / 2], "fraction", nullptr, 0,
+         ",\"trainers\":[1,2,4],\"per_seed\":[" + per_seed + "]");
+  } else {
+    f1_w2 = run_railway_job(job, dir, 2, 17, false).second;
+  }
+  auto raw = run_railway_job(job, dir, 2, 17, true);
+  emit("aligned_val_macro_f1", f1_w2, "F1", "unaligned_val_macro_f1", raw.second);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   if (const char* r = getenv("TB_RANK"))
     return rank_main(atoi(r), atoi(getenv("TB_WORLD")), getenv("TB_REDIS"), atoll(getenv("TB_D")), atoll(getenv("TB_LAYERS")),
@@ -320,89 +414,9 @@ int main(int argc, char** argv) {
   auto want = [&](const char* c) { return only.empty() || only == c; };
   if (want("ddp_samples_per_s_w2_small")) throughput_case("ddp_samples_per_s_w2_small", redis.address(), script, 64, 2, 100);
   if (want("ddp_samples_per_s_w2_large")) throughput_case("ddp_samples_per_s_w2_large", redis.address(), script, 256, 4, 20);
-  if (want("checkpoint_stall_frac")) {
-    // The small model (the demo job's), 2 ranks, a checkpoint every 20 steps: 1 - (throughput
-    // with checkpoints ÷ throughput without), both measured on the same ranks in alternation.
-    const int every = 20;
-    auto [plain, with] = run_ours(2, redis.address(), 64, 2, 32, 12 * every, Mode::kDdp, every);
-    emit("checkpoint_stall_frac", 1 - with / plain, "fraction", nullptr, 0,
-         ",\"every_steps\":" + std::to_string(every) + ",\"samples_per_s_without\":" + std::to_string(plain) +
-             ",\"samples_per_s_with\":" + std::to_string(with) + ",\"settings\":" + ProcessSettings{}.json());
-  }
-  if (want("ddp_efficiency_w2_large")) {
-    // DDP ÷ independent trainers, with lock step alone (a barrier after every backward, no
-    // gradients exchanged) ÷ independent as the limit beside it. Three rounds, each running the
-    // three in a rotated order; the medians, so one noisy moment of this shared 2-core machine
-    // weighs on no side alone.
-    std::map<Mode, std::vector<double>> rate;
-    const Mode order[] = {Mode::kIndependent, Mode::kDdp, Mode::kLockstep};
-    for (int round = 0; round < 3; ++round)
-      for (int i = 0; i < 3; ++i) {
-        Mode m = order[(i + round) % 3];
-        rate[m].push_back(run_ours(2, redis.address(), 256, 4, 32, 20, m).first);
-      }
-    auto median = [&](Mode m) {
-      auto v = rate[m];
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
-    for (auto& [m, v] : rate) {
-      std::fprintf(stderr, "ddp_efficiency_w2_large: %s", mode_name(m));
-      for (double x : v) std::fprintf(stderr, " %.2f", x);
-      std::fprintf(stderr, " samples/s\n");
-    }
-    double indep = median(Mode::kIndependent);
-    emit("ddp_efficiency_w2_large", median(Mode::kDdp) / indep, "ratio", "lockstep_barrier_efficiency",
-         median(Mode::kLockstep) / indep, ",\"settings\":" + ProcessSettings{}.json());
-  }
-
-  // Convergence: the railway job with 1, 2 and 4 trainers (linear LR scaling with warm-up and a
-  // cosine decay), the demo's job (2 epochs over the same 64 logs of 25 km), for three seeds (the
-  // model's initialisation and the data order): the spread of the final validation loss across
-  // trainer counts, the median over the seeds (one seed's figure differs between CPUs of the same
-  // kind). Then the same job (2 trainers, first seed) on shards made without alignment.
-  if (argc > 2 && (want("convergence_val_loss_spread") || want("aligned_val_macro_f1"))) {
-    std::string job = argv[2];
-    auto dir = std::filesystem::temp_directory_path() / ("yard-train-conv-" + std::to_string(getpid()));
-    std::filesystem::create_directories(dir);
-    auto run_job = [&](int workers, unsigned seed, bool unaligned) {
-      std::string out = (dir / ("w" + std::to_string(workers) + "-s" + std::to_string(seed) + (unaligned ? "-raw" : ""))).string();
-      std::string cmd = job + " --workers " + std::to_string(workers) + " --epochs 2 --logs 64 --length-km 25 --seed " +
-                        std::to_string(seed) + " --data " + (dir / "data").string() + " --out " + out +
-                        (unaligned ? " --unaligned" : "") + " > " + out + ".log 2>&1";
-      if (std::system(cmd.c_str()) != 0) return std::pair<double, double>{NAN, NAN};
-      std::ifstream m(out + "/metrics.jsonl");
-      std::string line, last;
-      while (std::getline(m, line))
-        if (line.find("\"event\":\"epoch\"") != std::string::npos) last = line;
-      auto field = [&](const std::string& k) {
-        auto at = last.find("\"" + k + "\":");
-        return at == std::string::npos ? NAN : std::atof(last.c_str() + at + k.size() + 3);
-      };
-      std::filesystem::remove_all(out + "/checkpoints");
-      return std::pair<double, double>{field("val_loss"), field("val_macro_f1")};
-    };
-    double f1_w2 = NAN;
-    if (want("convergence_val_loss_spread")) {
-      std::vector<double> spreads;
-      std::string per_seed;
-      for (unsigned seed : {17u, 18u, 19u}) {
-        auto w1 = run_job(1, seed, false), w2 = run_job(2, seed, false), w4 = run_job(4, seed, false);
-        if (seed == 17) f1_w2 = w2.second;
-        double lo = std::min({w1.first, w2.first, w4.first}), hi = std::max({w1.first, w2.first, w4.first});
-        spreads.push_back((hi - lo) / lo);
-        per_seed += fmt::format("{}{{\"seed\":{},\"val_loss\":[{:.4f},{:.4f},{:.4f}],\"spread\":{:.4f}}}",
-                                per_seed.empty() ? "" : ",", seed, w1.first, w2.first, w4.first, spreads.back());
-      }
-      std::sort(spreads.begin(), spreads.end());
-      emit("convergence_val_loss_spread", spreads[spreads.size() / 2], "fraction", nullptr, 0,
-           ",\"trainers\":[1,2,4],\"per_seed\":[" + per_seed + "]");
-    } else {
-      f1_w2 = run_job(2, 17, false).second;
-    }
-    auto raw = run_job(2, 17, true);
-    emit("aligned_val_macro_f1", f1_w2, "F1", "unaligned_val_macro_f1", raw.second);
-    std::filesystem::remove_all(dir);
-  }
+  if (want("checkpoint_stall_frac")) checkpoint_stall_case(redis.address());
+  if (want("ddp_efficiency_w2_large")) efficiency_case(redis.address());
+  if (argc > 2 && (want("convergence_val_loss_spread") || want("aligned_val_macro_f1")))
+    convergence_cases(argv[2], want("convergence_val_loss_spread"));
   return 0;
 }

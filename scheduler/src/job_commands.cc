@@ -128,7 +128,7 @@ CLI::App* define_job_command(CLI::App& app, JobArgs& a) {
   return job;
 }
 
-int job_command(ControlClient& c, const JobArgs& a) {
+int job_command(BlockingClient& c, const JobArgs& a) {
   wire::JobAction action = a.action == "cancel"    ? wire::JobAction::CANCEL
                            : a.action == "hold"    ? wire::JobAction::HOLD
                            : a.action == "release" ? wire::JobAction::RELEASE
@@ -154,7 +154,7 @@ int print_team_credential(const std::string& team) {
   return 0;
 }
 
-int list_jobs(ControlClient& c, bool as_json) {
+int list_jobs(BlockingClient& c, bool as_json) {
   auto r = c.call([](wire::Envelope::Builder env) { env.getBody().setListJobs(); });
   double now = sys::unix_time();
   if (as_json) {

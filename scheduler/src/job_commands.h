@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "control_client.h"
+#include "blocking_client.h"
 
 namespace yard::sched {
 
@@ -28,12 +28,12 @@ struct JobArgs {
   int priority = 0;
 };
 CLI::App* define_job_command(CLI::App& app, JobArgs& a);
-int job_command(ControlClient& c, const JobArgs& a);
+int job_command(BlockingClient& c, const JobArgs& a);
 
 // `yard team-credential TEAM`: the team's credential, from the local head session's team key.
 int print_team_credential(const std::string& team);
 
 // `yard jobs`: a table, or every field as JSON.
-int list_jobs(ControlClient& c, bool as_json);
+int list_jobs(BlockingClient& c, bool as_json);
 
 }  // namespace yard::sched

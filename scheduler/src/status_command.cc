@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "control_client.h"
+#include "blocking_client.h"
 #include "session.h"
 
 namespace yard::sched {
@@ -98,7 +98,7 @@ void print_autoscaler(const json& a) {
 
 int status_command(const std::string& address, const std::string& token, bool as_json, bool verbose) {
   auto ep = detail::resolve_endpoint(address, token);
-  ControlClient c(ep.address, ep.token);
+  BlockingClient c(ep.address, ep.token);
   bool full = as_json || verbose;
   auto r = c.call([full](auto env) {
     if (full)

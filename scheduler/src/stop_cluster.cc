@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control_client.h"
+#include "blocking_client.h"
 #include "session.h"
 #include "yard/errors.h"
 #include "yard/process.h"
@@ -54,7 +54,7 @@ int stop_remains(const detail::ClusterRecord& rec) {
 
 // The nodes that joined the cluster (not the head's own): id and address. nullopt when the
 // address is not a head's (a node manager's: `yard stop` then stops that node only).
-std::optional<std::vector<std::pair<std::string, std::string>>> joined_nodes(sched::ControlClient& c) {
+std::optional<std::vector<std::pair<std::string, std::string>>> joined_nodes(sched::BlockingClient& c) {
   std::vector<std::pair<std::string, std::string>> out;
   try {
     auto r = c.call([](auto env) { env.getBody().setStatus(); });
@@ -72,7 +72,7 @@ std::optional<std::vector<std::pair<std::string, std::string>>> joined_nodes(sch
 // Waits (up to `limit`) for a node manager to stop answering: kStopped when it has, kAnswers when
 // it still answers, kRefused when it refuses the token.
 enum class NodeState { kStopped, kAnswers, kRefused };
-NodeState wait_silent(sched::ControlClient& n, std::chrono::milliseconds limit) {
+NodeState wait_silent(sched::BlockingClient& n, std::chrono::milliseconds limit) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   while (true) {
     try {
@@ -91,7 +91,7 @@ NodeState wait_silent(sched::ControlClient& n, std::chrono::milliseconds limit) 
 // answer after a few seconds (a busy machine may not have sent the request yet): a node that
 // still answers then is asked here, directly, and waited for up to 15 s.
 bool node_stopped(const std::string& address, const std::string& token) {
-  sched::ControlClient n(address, token);
+  sched::BlockingClient n(address, token);
   auto state = wait_silent(n, std::chrono::seconds(2));
   if (state != NodeState::kAnswers) return state == NodeState::kStopped;
   try {
@@ -119,7 +119,7 @@ int stop_cluster(const std::string& address, const std::string& token) {
   }
   if (rec && rec->pid > 0 && detail::process_dead(rec->pid)) return stop_remains(*rec);
   auto ep = detail::resolve_endpoint(rec ? rec->address : addr, token);
-  sched::ControlClient c(ep.address, ep.token);
+  sched::BlockingClient c(ep.address, ep.token);
   auto nodes = joined_nodes(c);
   c.call([](auto env) { env.getBody().setShutdown(); });
   if (rec && rec->pid > 0) {

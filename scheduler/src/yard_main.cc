@@ -18,7 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "control_client.h"
+#include "blocking_client.h"
 #include "job_commands.h"
 #include "status_command.h"
 #include "stop_cluster.h"
@@ -37,9 +37,9 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 
-sched::ControlClient connect(const std::string& address, const std::string& token) {
+sched::BlockingClient connect(const std::string& address, const std::string& token) {
   auto ep = detail::resolve_endpoint(address, token);
-  return sched::ControlClient(ep.address, ep.token);
+  return sched::BlockingClient(ep.address, ep.token);
 }
 
 int start(sched::DaemonOptions o, bool block) {
@@ -162,7 +162,7 @@ int timeline(const std::string& address, const std::string& token, const std::st
 // The dashboard's address with the token (what a browser opens).
 int dashboard(const std::string& address, const std::string& token) {
   auto ep = detail::resolve_endpoint(address, token);
-  sched::ControlClient c(ep.address, ep.token);
+  sched::BlockingClient c(ep.address, ep.token);
   auto r = c.call([](auto env) { env.getBody().setStatus(); });
   auto j = json::parse(std::string(r->env().getBody().getStatusReply()));
   std::string url = j["cluster"].value("dashboard", "");
@@ -172,7 +172,7 @@ int dashboard(const std::string& address, const std::string& token) {
 }
 
 // Packs a directory (tar.gz), uploads it to the head unless it is there already, returns its digest.
-std::string upload_dir(sched::ControlClient& c, const std::string& dir) {
+std::string upload_dir(sched::BlockingClient& c, const std::string& dir) {
   std::string cmd = "tar -czf - -C '" + dir + "' .";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) throw Error("cannot run tar");
@@ -207,7 +207,7 @@ std::string upload_dir(sched::ControlClient& c, const std::string& dir) {
 
 // Streams a job's log from `offset`; returns the job's exit code once it has ended, or -1 when
 // not following and the job is still running.
-int follow_logs(sched::ControlClient& c, const std::string& job, bool follow) {
+int follow_logs(sched::BlockingClient& c, const std::string& job, bool follow) {
   uint64_t off = 0;
   for (;;) {
     auto r = c.call([&](auto env) {

@@ -89,68 +89,89 @@ PpsPairing pair_pps_edges(std::vector<double> e, std::vector<TimeMessage> m, dou
   return out;
 }
 
-ClockFit fit_clock(std::vector<std::pair<double, double>> p) {
-  std::sort(p.begin(), p.end(), [](auto& a, auto& b) { return a.second < b.second; });
-  p.erase(std::unique(p.begin(), p.end(), [](auto& a, auto& b) { return a.second == b.second; }), p.end());
-  if (p.size() < 10) throw std::runtime_error("clock fit: fewer than 10 (local, reference) pairs");
-  ClockFit fit;
+namespace {
 
-  // Excess local time per step of reference time.
+using Pairs = std::vector<std::pair<double, double>>;  // (local, reference), by reference time
+
+// The pairs kept: all but outliers, a spike of about a second that the next pair takes back.
+std::vector<size_t> without_spikes(const Pairs& p, uint64_t& outliers) {
   size_t n = p.size();
-  std::vector<double> e(n, 0), dr(n, 1);
+  std::vector<double> e(n, 0);  // excess local time per step of reference time
+  for (size_t i = 1; i < n; ++i) e[i] = (p[i].first - p[i - 1].first) - (p[i].second - p[i - 1].second);
+  std::vector<size_t> idx{0};
   for (size_t i = 1; i < n; ++i) {
-    dr[i] = p[i].second - p[i - 1].second;
-    e[i] = (p[i].first - p[i - 1].first) - dr[i];
+    bool spike = i + 1 < n && std::abs(e[i]) > 0.3 && std::abs(e[i] + e[i + 1]) < 0.1 * std::abs(e[i]);
+    if (spike) ++outliers;
+    else idx.push_back(i);
   }
-  // Outliers: a spike of about a second that the next pair takes back.
-  std::vector<bool> out(n, false);
-  for (size_t i = 1; i + 1 < n; ++i)
-    if (std::abs(e[i]) > 0.3 && std::abs(e[i] + e[i + 1]) < 0.1 * std::abs(e[i])) {
-      out[i] = true;
-      ++fit.outliers;
-    }
-  // Recompute differences across removed points.
-  std::vector<size_t> idx;
-  for (size_t i = 0; i < n; ++i)
-    if (!out[i]) idx.push_back(i);
-  std::vector<double> rates, excess(idx.size(), 0), gap(idx.size(), 1);
+  return idx;
+}
+
+// Between consecutive kept pairs: the local clock's excess over the reference, the reference
+// time between them, the typical excess rate (the drift) and the pairs' noise around it.
+struct Excess {
+  std::vector<double> excess, gap;
+  double rate = 0, sigma = 0;
+};
+Excess excess_of(const Pairs& p, const std::vector<size_t>& idx) {
+  Excess x;
+  x.excess.assign(idx.size(), 0);
+  x.gap.assign(idx.size(), 1);
+  std::vector<double> rates;
   for (size_t j = 1; j < idx.size(); ++j) {
-    gap[j] = p[idx[j]].second - p[idx[j - 1]].second;
-    excess[j] = (p[idx[j]].first - p[idx[j - 1]].first) - gap[j];
-    if (std::abs(excess[j]) < 0.05 * gap[j]) rates.push_back(excess[j] / gap[j]);
+    x.gap[j] = p[idx[j]].second - p[idx[j - 1]].second;
+    x.excess[j] = (p[idx[j]].first - p[idx[j - 1]].first) - x.gap[j];
+    if (std::abs(x.excess[j]) < 0.05 * x.gap[j]) rates.push_back(x.excess[j] / x.gap[j]);
   }
-  double b0 = median(rates);
+  x.rate = median(rates);
   std::vector<double> dev;
-  for (size_t j = 1; j < idx.size(); ++j) dev.push_back(std::abs(excess[j] - b0 * gap[j]));
-  double sigma_pair = std::max(1e-7, 1.4826 * median(dev));
-  // Steps: a jump beyond the pair noise that the following pairs keep (their mean level stays
-  // shifted), not a lone spike.
+  for (size_t j = 1; j < idx.size(); ++j) dev.push_back(std::abs(x.excess[j] - x.rate * x.gap[j]));
+  x.sigma = std::max(1e-7, 1.4826 * median(dev));
+  return x;
+}
+
+// Where the clock steps (each segment's first kept pair): a jump beyond the pair noise that the
+// following pairs keep (their mean level stays shifted), not a lone spike.
+std::vector<size_t> step_starts(const Pairs& p, const std::vector<size_t>& idx, const Excess& x) {
   std::vector<size_t> starts{0};
   for (size_t j = 1; j < idx.size(); ++j) {
-    double jump = excess[j] - b0 * gap[j];
-    if (std::abs(jump) < std::max(6 * sigma_pair, 2e-4)) continue;
+    double jump = x.excess[j] - x.rate * x.gap[j];
+    if (std::abs(jump) < std::max(6 * x.sigma, 2e-4)) continue;
     size_t w = std::min<size_t>(10, std::min(j, idx.size() - j - 1));
     if (w < 2) continue;
     double before = 0, after = 0;
     for (size_t q = 1; q <= w; ++q) {
-      before += p[idx[j - q]].first - (1 + b0) * p[idx[j - q]].second;
-      after += p[idx[j + q - 1]].first - (1 + b0) * p[idx[j + q - 1]].second;
+      before += p[idx[j - q]].first - (1 + x.rate) * p[idx[j - q]].second;
+      after += p[idx[j + q - 1]].first - (1 + x.rate) * p[idx[j + q - 1]].second;
     }
     double level = (after - before) / w;
-    if (std::abs(level - jump) < std::max(0.5 * std::abs(jump), 4 * sigma_pair)) starts.push_back(j);
+    if (std::abs(level - jump) < std::max(0.5 * std::abs(jump), 4 * x.sigma)) starts.push_back(j);
   }
-  // Least squares: common slope, one intercept per segment; two passes of 4-sigma rejection.
-  std::vector<int> seg(idx.size());
-  for (size_t s = 0, j = 0; j < idx.size(); ++j) {
-    while (s + 1 < starts.size() && j >= starts[s + 1]) ++s;
-    seg[j] = static_cast<int>(s);
+  return starts;
+}
+
+// Least squares over the kept pairs: a common slope, one intercept per segment; two passes of
+// 4-sigma rejection. Fills the fit's drift, segments, residual and pairs used.
+struct Segmented {
+  const Pairs& p;
+  const std::vector<size_t>& idx;
+  const std::vector<size_t>& starts;
+  std::vector<int> seg;    // each kept pair's segment
+  std::vector<bool> keep;  // not rejected
+  double slope;
+  std::vector<double> icpt;
+
+  Segmented(const Pairs& pairs, const std::vector<size_t>& i, const std::vector<size_t>& st, double rate)
+      : p(pairs), idx(i), starts(st), seg(i.size()), keep(i.size(), true), slope(1 + rate), icpt(st.size(), 0) {
+    for (size_t s = 0, j = 0; j < idx.size(); ++j) {
+      while (s + 1 < starts.size() && j >= starts[s + 1]) ++s;
+      seg[j] = static_cast<int>(s);
+    }
   }
-  size_t S = starts.size();
-  std::vector<bool> keep(idx.size(), true);
-  double slope = 1 + b0;
-  std::vector<double> icpt(S, 0);
-  for (int pass = 0; pass < 3; ++pass) {
-    // Normal equations for [slope, c_0..c_{S-1}] reduced: slope = sum_k Sxy_k' / Sxx_k'.
+  double residual(size_t j) const { return p[idx[j]].first - icpt[seg[j]] - slope * p[idx[j]].second; }
+  // One solve of the normal equations for [slope, c_0..c_{S-1}], reduced: slope = sum_k Sxy_k' / Sxx_k'.
+  void solve() {
+    size_t S = starts.size();
     std::vector<double> sx(S, 0), sy(S, 0), cnt(S, 0);
     for (size_t j = 0; j < idx.size(); ++j)
       if (keep[j]) {
@@ -166,29 +187,46 @@ ClockFit fit_clock(std::vector<std::pair<double, double>> p) {
         den += (p[idx[j]].second - mx) * (p[idx[j]].second - mx);
       }
     if (den > 0) slope = num / den;
-    for (size_t k = 0; k < S; ++k)
-      icpt[k] = cnt[k] > 0 ? (sy[k] - slope * sx[k]) / cnt[k] : 0;
+    for (size_t k = 0; k < S; ++k) icpt[k] = cnt[k] > 0 ? (sy[k] - slope * sx[k]) / cnt[k] : 0;
+  }
+  double sigma() const {
     double ss = 0;
     size_t m = 0;
     for (size_t j = 0; j < idx.size(); ++j)
       if (keep[j]) {
-        double r = p[idx[j]].first - icpt[seg[j]] - slope * p[idx[j]].second;
+        double r = residual(j);
         ss += r * r;
         ++m;
       }
-    fit.sigma_s = std::sqrt(ss / std::max<size_t>(1, m));
-    if (pass == 2) break;
-    for (size_t j = 0; j < idx.size(); ++j) {
-      double r = p[idx[j]].first - icpt[seg[j]] - slope * p[idx[j]].second;
-      keep[j] = std::abs(r) <= 4 * fit.sigma_s + 1e-9;
+    return std::sqrt(ss / std::max<size_t>(1, m));
+  }
+  void fit_into(ClockFit& fit) {
+    for (int pass = 0; pass < 3; ++pass) {
+      solve();
+      fit.sigma_s = sigma();
+      if (pass == 2) break;
+      for (size_t j = 0; j < idx.size(); ++j) keep[j] = std::abs(residual(j)) <= 4 * fit.sigma_s + 1e-9;
     }
+    fit.drift_ppm = (slope - 1) * 1e6;
+    for (size_t k = 0; k < starts.size(); ++k) {
+      size_t first = starts[k], last = (k + 1 < starts.size() ? starts[k + 1] : idx.size()) - 1;
+      fit.segments.push_back({p[idx[first]].second, p[idx[last]].second, icpt[k]});
+    }
+    for (size_t j = 0; j < idx.size(); ++j) fit.pairs_used += keep[j];
   }
-  fit.drift_ppm = (slope - 1) * 1e6;
-  for (size_t k = 0; k < S; ++k) {
-    size_t first = starts[k], last = (k + 1 < S ? starts[k + 1] : idx.size()) - 1;
-    fit.segments.push_back({p[idx[first]].second, p[idx[last]].second, icpt[k]});
-  }
-  for (size_t j = 0; j < idx.size(); ++j) fit.pairs_used += keep[j];
+};
+
+}  // namespace
+
+ClockFit fit_clock(std::vector<std::pair<double, double>> p) {
+  std::sort(p.begin(), p.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  p.erase(std::unique(p.begin(), p.end(), [](auto& a, auto& b) { return a.second == b.second; }), p.end());
+  if (p.size() < 10) throw std::runtime_error("clock fit: fewer than 10 (local, reference) pairs");
+  ClockFit fit;
+  auto idx = without_spikes(p, fit.outliers);
+  auto x = excess_of(p, idx);
+  auto starts = step_starts(p, idx, x);
+  Segmented(p, idx, starts, x.rate).fit_into(fit);
   return fit;
 }
 

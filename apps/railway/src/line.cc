@@ -96,12 +96,10 @@ std::pair<double, double> Line::position(double s) const {
   return {x[i] * (1 - w) + x[i + 1] * w, y[i] * (1 - w) + y[i + 1] * w};
 }
 
-Line make_line(uint64_t seed, double length_m) {
-  Line L;
-  L.length = length_m;
-  Rng rng(seed, "line");
+namespace {
 
-  // Alignment: straights and curves, cant for the line speed, curve speed limits.
+// Alignment: straights and curves, cant for the line speed, curve speed limits; gradients.
+void lay_alignment(Line& L, Rng& rng, double length_m) {
   for (double s = rng.uniform(300, 1500); s < length_m - 500;) {
     double len = rng.uniform(250, 1200);
     double r = rng.uniform(700, 4000) * (rng.chance(0.5) ? 1 : -1);
@@ -113,17 +111,20 @@ Line make_line(uint64_t seed, double length_m) {
   }
   for (double s = 0; s < length_m; s += rng.uniform(1000, 4000))
     L.gradients.emplace_back(s, rng.uniform(-12, 12));
+}
 
-  // Stations: at both ends and every 8-15 km, slow zones around them.
+// Stations: at both ends and every 8-15 km, slow zones around them.
+void place_stations(Line& L, Rng& rng, double length_m) {
   L.stations.push_back({0, 0, "S0"});
   int n = 1;
   for (double s = rng.uniform(8000, 15000); s < length_m - 3000; s += rng.uniform(8000, 15000))
     L.stations.push_back({s, rng.uniform(30, 60), "S" + std::to_string(n++)});
   L.stations.push_back({length_m, 0, "S" + std::to_string(n)});
   for (auto& st : L.stations) L.limits.push_back({st.chainage - 600, st.chainage + 600, kStationLimit});
+}
 
-  // Tunnels (one long enough for a GNSS outage of over 30 s at line speed), cuttings, degraded
-  // track.
+// Tunnels (one long enough for a GNSS outage of over 30 s at line speed), cuttings, degraded track.
+void place_zones(Line& L, Rng& rng, double length_m) {
   auto place = [&](std::vector<Zone>& zones, int count, double lo, double hi) {
     for (int i = 0; i < count; ++i) {
       double len = rng.uniform(lo, hi);
@@ -137,8 +138,10 @@ Line make_line(uint64_t seed, double length_m) {
   place(L.tunnels, static_cast<int>(km / 25), 300, 1500);
   place(L.cuttings, std::max(2, static_cast<int>(km / 8)), 200, 800);
   place(L.degraded, std::max(2, static_cast<int>(km / 10)), 300, 1500);
+}
 
-  // Balise groups about every km, two balises 3 m apart; km posts.
+// Balise groups about every km, two balises 3 m apart; km posts.
+void place_balises(Line& L, Rng& rng, double length_m) {
   int g = 0;
   for (double s = rng.uniform(200, 800); s < length_m - 10; s += rng.uniform(900, 1100)) {
     char id[32];
@@ -147,8 +150,11 @@ Line make_line(uint64_t seed, double length_m) {
     L.balises.push_back({std::string(id) + ".2", s + 3.0});
   }
   for (double s = 0; s <= length_m; s += 1000) L.km_posts.push_back(s);
+}
 
-  // Localised defects. Insulated joints sit near signals and look like squats.
+// Localised defects. Insulated joints sit near signals and look like squats.
+void place_defects(Line& L, Rng& rng, double length_m) {
+  double km = length_m / 1000;
   auto add = [&](DefectClass k, double per_km, double len_lo, double len_hi) {
     int count = static_cast<int>(std::round(per_km * km));
     for (int i = 0; i < count; ++i)
@@ -159,10 +165,11 @@ Line make_line(uint64_t seed, double length_m) {
   add(DefectClass::kInsulatedJoint, 0.7, 0.01, 0.02);
   add(DefectClass::kCorrugation, 0.1, 20, 100);
   std::sort(L.defects.begin(), L.defects.end(), [](auto& a, auto& b) { return a.chainage < b.chainage; });
+}
 
-  // Irregularity: a sum of sinusoids following the PSD over wavelengths 3-70 m, stronger in
-  // degraded sections.
-  size_t npts = static_cast<size_t>(length_m / L.step) + 2;
+// Irregularity: a sum of sinusoids following the PSD over wavelengths 3-70 m, stronger in
+// degraded sections.
+void lay_irregularity(Line& L, Rng& rng, size_t npts) {
   L.irregularity.assign(npts, 0.f);
   const int kWaves = 120;
   double kmin = 2 * M_PI / 70, kmax = 2 * M_PI / 3;
@@ -183,8 +190,10 @@ Line make_line(uint64_t seed, double length_m) {
   for (auto& z : L.degraded)
     for (size_t i = static_cast<size_t>(z.start / L.step); i < std::min(npts, size_t(z.end / L.step)); ++i)
       L.irregularity[i] *= 2.5f;
+}
 
-  // Plan geometry from curvature.
+// Plan geometry from curvature.
+void lay_plan(Line& L, Rng& rng, size_t npts) {
   L.x.resize(npts);
   L.y.resize(npts);
   double heading = rng.uniform(0, 2 * M_PI), px = 0, py = 0;
@@ -195,6 +204,22 @@ Line make_line(uint64_t seed, double length_m) {
     px += std::cos(heading) * L.step;
     py += std::sin(heading) * L.step;
   }
+}
+
+}  // namespace
+
+Line make_line(uint64_t seed, double length_m) {
+  Line L;
+  L.length = length_m;
+  Rng rng(seed, "line");
+  lay_alignment(L, rng, length_m);
+  place_stations(L, rng, length_m);
+  place_zones(L, rng, length_m);
+  place_balises(L, rng, length_m);
+  place_defects(L, rng, length_m);
+  size_t npts = static_cast<size_t>(length_m / L.step) + 2;
+  lay_irregularity(L, rng, npts);
+  lay_plan(L, rng, npts);
   return L;
 }
 

@@ -152,6 +152,22 @@ void NmeaReader::problem(const std::string& kind, OnBad how, const std::string& 
   report_problem(summary_, policy_, path_, line_no_, kind, how, reason);
 }
 
+std::optional<std::string_view> NmeaReader::checked_sentence(std::string_view s) {
+  while (!s.empty() && (s.back() == '\r' || s.back() == ' ')) s.remove_suffix(1);
+  auto star = s.rfind('*');
+  if (star == std::string_view::npos || star + 3 != s.size() || hexdigit(s[star + 1]) < 0 || hexdigit(s[star + 2]) < 0) {
+    problem("malformed", policy_.malformed, "sentence without a '*hh' checksum (cut short?)");
+    return std::nullopt;
+  }
+  uint8_t x = 0;
+  for (size_t i = 0; i < star; ++i) x ^= static_cast<uint8_t>(s[i]);
+  if (x != (hexdigit(s[star + 1]) << 4 | hexdigit(s[star + 2]))) {
+    problem("bad_checksum", policy_.bad_checksum, "NMEA checksum mismatch");
+    return std::nullopt;
+  }
+  return s.substr(0, star);
+}
+
 bool NmeaReader::parse(const std::string& line, NmeaRecord& rec) {
   auto sp = line.find(' ');
   auto dollar = line.find('$');
@@ -160,22 +176,10 @@ bool NmeaReader::parse(const std::string& line, NmeaRecord& rec) {
     problem("malformed", policy_.malformed, "expected '<local time> $<sentence>'");
     return false;
   }
-  std::string_view s(line);
-  s.remove_prefix(dollar + 1);
-  while (!s.empty() && (s.back() == '\r' || s.back() == ' ')) s.remove_suffix(1);
-  auto star = s.rfind('*');
-  if (star == std::string_view::npos || star + 3 != s.size() || hexdigit(s[star + 1]) < 0 || hexdigit(s[star + 2]) < 0) {
-    problem("malformed", policy_.malformed, "sentence without a '*hh' checksum (cut short?)");
-    return false;
-  }
-  uint8_t x = 0;
-  for (size_t i = 0; i < star; ++i) x ^= static_cast<uint8_t>(s[i]);
-  if (x != (hexdigit(s[star + 1]) << 4 | hexdigit(s[star + 2]))) {
-    problem("bad_checksum", policy_.bad_checksum, "NMEA checksum mismatch");
-    return false;
-  }
-  static thread_local std::vector<std::string_view> f;
-  split_fields(s.substr(0, star), f);
+  auto sentence = checked_sentence(std::string_view(line).substr(dollar + 1));
+  if (!sentence) return false;
+  static thread_local Fields f;
+  split_fields(*sentence, f);
   if (f[0].size() != 5) {
     problem("malformed", policy_.malformed, "sentence address '" + std::string(f[0].substr(0, 8)) + "' is not 5 letters");
     return false;
@@ -184,66 +188,74 @@ bool NmeaReader::parse(const std::string& line, NmeaRecord& rec) {
   rec = NmeaRecord{};
   rec.local = *local;
   rec.line = line_no_;
-  auto bad = [&](const char* what) {
-    problem("malformed", policy_.malformed, fmt::format("{}: {}", type, what));
+  std::optional<std::string> bad;
+  if (type == "ZDA") bad = parse_zda(f, rec);
+  else if (type == "RMC") bad = parse_rmc(f, rec);
+  else if (type == "GGA") bad = parse_gga(f, rec);
+  else {
+    problem("unknown_type", policy_.unknown_type, "sentence " + std::string(f[0]) + " is not used");
     return false;
-  };
-  auto set_day = [&](int y, int m, int d) {
-    long days = days_from_civil(y, m, d);
-    if (!first_day_) first_day_ = days;
-    day_ = days - *first_day_;
-  };
-  if (type == "ZDA") {
-    if (f.size() < 5) return bad("fewer than 5 fields");
-    auto tod = time_of_day(f[1]);
-    auto d = num(f[2]), m = num(f[3]), y = num(f[4]);
-    if (!tod || !d || !m || !y || *d < 1 || *d > 31 || *m < 1 || *m > 12 || *y < 1980 || *y > 9999) return bad("bad date or time");
-    rec.kind = NmeaKind::kZda;
-    set_day(static_cast<int>(*y), static_cast<int>(*m), static_cast<int>(*d));
-    rec.utc = day_ * 86400.0 + *tod;
-    last_tod_ = *tod;
-    return true;
   }
-  if (type == "RMC") {
-    if (f.size() < 10) return bad("fewer than 10 fields");
-    auto tod = time_of_day(f[1]);
-    if (!tod || f[9].size() != 6) return bad("bad date or time");
-    auto d = num(f[9].substr(0, 2)), m = num(f[9].substr(2, 2)), y = num(f[9].substr(4, 2));
-    if (!d || !m || !y || *d < 1 || *d > 31 || *m < 1 || *m > 12) return bad("bad date");
-    rec.kind = NmeaKind::kRmc;
-    set_day(2000 + static_cast<int>(*y), static_cast<int>(*m), static_cast<int>(*d));
-    rec.utc = day_ * 86400.0 + *tod;
-    last_tod_ = *tod;
-    rec.fix = f[2] == "A";
-    if (rec.fix) {
-      auto lat = angle(f[3], f[4], 2, 90), lon = angle(f[5], f[6], 3, 180);
-      auto kn = num(f[7]);
-      if (!lat || !lon || !kn || *kn < 0) return bad("bad position or speed");
-      rec.lat = *lat, rec.lon = *lon, rec.speed_mps = *kn * kKnot;
-    }
-    return true;
+  if (bad) problem("malformed", policy_.malformed, fmt::format("{}: {}", type, *bad));
+  return !bad;
+}
+
+void NmeaReader::set_day(int y, int m, int d) {
+  long days = days_from_civil(y, m, d);
+  if (!first_day_) first_day_ = days;
+  day_ = days - *first_day_;
+}
+
+std::optional<std::string> NmeaReader::parse_zda(const Fields& f, NmeaRecord& rec) {
+  if (f.size() < 5) return "fewer than 5 fields";
+  auto tod = time_of_day(f[1]);
+  auto d = num(f[2]), m = num(f[3]), y = num(f[4]);
+  if (!tod || !d || !m || !y || *d < 1 || *d > 31 || *m < 1 || *m > 12 || *y < 1980 || *y > 9999) return "bad date or time";
+  rec.kind = NmeaKind::kZda;
+  set_day(static_cast<int>(*y), static_cast<int>(*m), static_cast<int>(*d));
+  rec.utc = day_ * 86400.0 + *tod;
+  last_tod_ = *tod;
+  return std::nullopt;
+}
+
+std::optional<std::string> NmeaReader::parse_rmc(const Fields& f, NmeaRecord& rec) {
+  if (f.size() < 10) return "fewer than 10 fields";
+  auto tod = time_of_day(f[1]);
+  if (!tod || f[9].size() != 6) return "bad date or time";
+  auto d = num(f[9].substr(0, 2)), m = num(f[9].substr(2, 2)), y = num(f[9].substr(4, 2));
+  if (!d || !m || !y || *d < 1 || *d > 31 || *m < 1 || *m > 12) return "bad date";
+  rec.kind = NmeaKind::kRmc;
+  set_day(2000 + static_cast<int>(*y), static_cast<int>(*m), static_cast<int>(*d));
+  rec.utc = day_ * 86400.0 + *tod;
+  last_tod_ = *tod;
+  rec.fix = f[2] == "A";
+  if (rec.fix) {
+    auto lat = angle(f[3], f[4], 2, 90), lon = angle(f[5], f[6], 3, 180);
+    auto kn = num(f[7]);
+    if (!lat || !lon || !kn || *kn < 0) return "bad position or speed";
+    rec.lat = *lat, rec.lon = *lon, rec.speed_mps = *kn * kKnot;
   }
-  if (type == "GGA") {
-    if (f.size() < 8) return bad("fewer than 8 fields");
-    auto tod = time_of_day(f[1]);
-    auto q = num(f[6]), sats = num(f[7]);
-    if (!tod || !q || !sats || *sats < 0 || *sats > 999) return bad("bad time, quality or satellites");
-    if (!first_day_) return bad("no dated sentence (RMC, ZDA) before it: its day is unknown");
-    if (*tod < last_tod_ - 43200) ++day_;  // past midnight before the next dated sentence
-    last_tod_ = *tod;
-    rec.kind = NmeaKind::kGga;
-    rec.utc = day_ * 86400.0 + *tod;
-    rec.fix = *q > 0;
-    rec.sats = static_cast<int>(*sats);
-    if (rec.fix) {
-      auto lat = angle(f[2], f[3], 2, 90), lon = angle(f[4], f[5], 3, 180);
-      if (!lat || !lon) return bad("bad position");
-      rec.lat = *lat, rec.lon = *lon;
-    }
-    return true;
+  return std::nullopt;
+}
+
+std::optional<std::string> NmeaReader::parse_gga(const Fields& f, NmeaRecord& rec) {
+  if (f.size() < 8) return "fewer than 8 fields";
+  auto tod = time_of_day(f[1]);
+  auto q = num(f[6]), sats = num(f[7]);
+  if (!tod || !q || !sats || *sats < 0 || *sats > 999) return "bad time, quality or satellites";
+  if (!first_day_) return "no dated sentence (RMC, ZDA) before it: its day is unknown";
+  if (*tod < last_tod_ - 43200) ++day_;  // past midnight before the next dated sentence
+  last_tod_ = *tod;
+  rec.kind = NmeaKind::kGga;
+  rec.utc = day_ * 86400.0 + *tod;
+  rec.fix = *q > 0;
+  rec.sats = static_cast<int>(*sats);
+  if (rec.fix) {
+    auto lat = angle(f[2], f[3], 2, 90), lon = angle(f[4], f[5], 3, 180);
+    if (!lat || !lon) return "bad position";
+    rec.lat = *lat, rec.lon = *lon;
   }
-  problem("unknown_type", policy_.unknown_type, "sentence " + std::string(f[0]) + " is not used");
-  return false;
+  return std::nullopt;
 }
 
 bool NmeaReader::next(NmeaRecord& rec) {

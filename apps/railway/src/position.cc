@@ -142,33 +142,39 @@ PositionTrack estimate_position(const std::string& dir) {
   return estimate_position(dir, align_clocks(dir));
 }
 
-PositionTrack estimate_position(const std::string& dir, const std::map<std::string, ClockReport>& clocks) {
-  PositionTrack out;
-  auto geo = TrackGeometry::load(dir + "/line.json");
+namespace {
 
-  // GNSS: fixes at their GPS time.
-  std::vector<std::array<double, 4>> gnss;  // t, x, y, speed
-  {
-    auto fixes = read_gnss_fixes(dir, geo.origin);
-    for (auto& f : fixes.fixes) gnss.push_back({f.utc, f.x, f.y, f.speed_mps});
-    std::sort(gnss.begin(), gnss.end());
-    if (gnss.size() < 10) throw std::runtime_error(fixes.source + ": fewer than 10 GNSS fixes");
-  }
-  Series gspeed;
+using Fixes = std::vector<std::array<double, 4>>;  // GPS time, x, y, speed
+using Samples = std::vector<std::array<double, 2>>;  // time, value
+
+// GNSS fixes at their GPS time, in time order.
+Fixes read_gnss(const std::string& dir, const TrackGeometry& geo) {
+  Fixes gnss;
+  auto fixes = read_gnss_fixes(dir, geo.origin);
+  for (auto& f : fixes.fixes) gnss.push_back({f.utc, f.x, f.y, f.speed_mps});
+  std::sort(gnss.begin(), gnss.end());
+  if (gnss.size() < 10) throw std::runtime_error(fixes.source + ": fewer than 10 GNSS fixes");
+  return gnss;
+}
+
+// A sensor's first value at each record's time (mapped by `map`), in file order.
+template <class Map>
+Samples read_first_values(const std::string& path, Map&& map) {
+  ReadPolicy p;
+  p.non_monotonic = OnBad::kDrop;  // keep file order across clock steps; swapped pairs are few
+  SensorCsvReader r(path, p);
+  SensorRow row;
+  Samples out;
+  while (r.next(row))
+    if (!row.values.empty()) out.push_back({map(row.time), row.values[0]});
+  return out;
+}
+
+// The odometer's clock, from its speed cross-correlated against GNSS speed: a coarse lag over
+// windows of up to 300 s, then fine lags over disjoint 40 s windows around it.
+ClockFit odometer_clock(const std::string& dir, const Fixes& gnss, const Samples& odo) {
+  Series gspeed, ospeed;
   for (auto& f : gnss) gspeed.t.push_back(f[0]), gspeed.v.push_back(f[3]);
-
-  // Odometer: local times, its clock from speed cross-correlation against GNSS.
-  std::vector<std::array<double, 2>> odo;  // local, speed
-  {
-    ReadPolicy p;
-    p.non_monotonic = OnBad::kDrop;  // keep file order across clock steps; swapped pairs are few
-    SensorCsvReader r(dir + "/odometer.csv", p);
-    SensorRow row;
-    while (r.next(row))
-      if (!row.values.empty()) odo.push_back({row.time, row.values[0]});
-  }
-  if (odo.size() < 100) throw std::runtime_error(dir + ": too few odometer records");
-  Series ospeed;
   for (auto& o : odo) ospeed.t.push_back(o[0]), ospeed.v.push_back(o[1]);
   double t_end = gnss.back()[0];
   std::optional<double> coarse;
@@ -183,216 +189,263 @@ PositionTrack estimate_position(const std::string& dir, const std::map<std::stri
     auto lag = best_lag(gspeed, ospeed, w, w + win, *coarse - 0.8, *coarse + 0.8, 0.005);
     if (lag) pairs.emplace_back(w + win / 2 + *lag, w + win / 2);
   }
-  if (pairs.size() >= 10) {
-    out.odometer_clock = fit_clock(pairs);
-  } else {
-    // A short run: too few windows for a drift; one offset (the median lag) is what it supports.
-    std::vector<double> lags{*coarse};
-    for (auto& [l, r] : pairs) lags.push_back(l - r);
-    std::nth_element(lags.begin(), lags.begin() + lags.size() / 2, lags.end());
-    out.odometer_clock.segments.push_back({0, t_end, lags[lags.size() / 2]});
-  }
+  if (pairs.size() >= 10) return fit_clock(pairs);
+  // A short run: too few windows for a drift; one offset (the median lag) is what it supports.
+  std::vector<double> lags{*coarse};
+  for (auto& [l, r] : pairs) lags.push_back(l - r);
+  std::nth_element(lags.begin(), lags.begin() + lags.size() / 2, lags.end());
+  ClockFit one;
+  one.segments.push_back({0, t_end, lags[lags.size() / 2]});
+  return one;
+}
 
-  // Everything on the reference timebase.
-  std::vector<std::array<double, 2>> imu;  // t, ax
-  {
-    auto it = clocks.find("imu");
-    if (it == clocks.end()) throw std::runtime_error(dir + ": no imu_pps.csv");
-    ClockMapper m(it->second.fit);
-    ReadPolicy p;
-    p.non_monotonic = OnBad::kDrop;
-    SensorCsvReader r(dir + "/imu.csv", p);
-    SensorRow row;
-    while (r.next(row))
-      if (!row.values.empty()) imu.push_back({m.map(row.time), row.values[0]});
-  }
-  std::vector<std::array<double, 2>> odo_ref;  // t, speed
-  {
-    ClockMapper m(out.odometer_clock);
-    for (auto& o : odo) odo_ref.push_back({m.map(o[0]), o[1]});
-  }
+// Balise detections on the reference timebase, with the chainage each balise is known at.
+std::vector<std::pair<double, double>> read_balises(const std::string& dir, const std::map<std::string, ClockReport>& clocks,
+                                                    const TrackGeometry& geo) {
   std::vector<std::pair<double, double>> bal;  // t, chainage
-  {
-    auto it = clocks.find("balise");
-    if (it != clocks.end()) {
-      ClockMapper m(it->second.fit);
-      SensorCsvReader r(dir + "/balise.csv");
-      SensorRow row;
-      while (r.next(row)) {
-        auto b = std::find_if(geo.balises.begin(), geo.balises.end(), [&](auto& x) { return x.first == row.text; });
-        if (b != geo.balises.end()) bal.emplace_back(m.map(row.time), b->second);
-      }
-    }
+  auto it = clocks.find("balise");
+  if (it == clocks.end()) return bal;
+  ClockMapper m(it->second.fit);
+  SensorCsvReader r(dir + "/balise.csv");
+  SensorRow row;
+  while (r.next(row)) {
+    auto b = std::find_if(geo.balises.begin(), geo.balises.end(), [&](auto& x) { return x.first == row.text; });
+    if (b != geo.balises.end()) bal.emplace_back(m.map(row.time), b->second);
   }
-  std::vector<Event> ev;
-  for (size_t i = 0; i < imu.size(); ++i) ev.push_back({imu[i][0], 0, i});
-  for (size_t i = 0; i < odo_ref.size(); ++i) ev.push_back({odo_ref[i][0], 1, i});
-  for (size_t i = 0; i < gnss.size(); ++i) ev.push_back({gnss[i][0], 2, i});
-  for (size_t i = 0; i < bal.size(); ++i) ev.push_back({bal[i].first, 3, i});
-  std::stable_sort(ev.begin(), ev.end(), [](auto& a, auto& b) { return a.t < b.t; });
+  return bal;
+}
 
-  // The filter.
-  double lateral;
-  double X[3] = {geo.project(gnss[0][1], gnss[0][2], -1, 0, &lateral), gnss[0][3], 1.0};
-  double P[3][3] = {{25, 0, 0}, {0, 1, 0}, {0, 0, 1e-3}};
-  double t = gnss[0][0], accel = 0;
-  const double q_acc = 0.05, q_k = 1e-9;
-  auto predict = [&](double to) {
-    double dt = to - t;
-    if (dt <= 0) return;
-    X[0] += X[1] * dt + 0.5 * accel * dt * dt;
-    X[1] += accel * dt;
-    if (X[1] < 0) X[1] = 0;
-    // P = F P F' + Q, F = [[1,dt,0],[0,1,0],[0,0,1]]
-    double p00 = P[0][0] + dt * (P[1][0] + P[0][1]) + dt * dt * P[1][1];
-    double p01 = P[0][1] + dt * P[1][1], p02 = P[0][2] + dt * P[1][2];
-    P[0][0] = p00 + q_acc * dt * dt * dt / 3;
-    P[0][1] = P[1][0] = p01 + q_acc * dt * dt / 2;
-    P[0][2] = P[2][0] = p02;
-    P[1][1] += q_acc * dt;
-    P[2][2] += q_k * dt;
-    t = to;
-  };
-  // Scalar update with measurement row H.
-  auto update = [&](const double H[3], double y, double R) {
-    double PH[3];
-    for (int i = 0; i < 3; ++i) PH[i] = P[i][0] * H[0] + P[i][1] * H[1] + P[i][2] * H[2];
-    double S = H[0] * PH[0] + H[1] * PH[1] + H[2] * PH[2] + R;
-    double K[3] = {PH[0] / S, PH[1] / S, PH[2] / S};
-    for (int i = 0; i < 3; ++i) X[i] += K[i] * y;
-    for (int i = 0; i < 3; ++i)
-      for (int j = 0; j < 3; ++j) P[i][j] -= K[i] * PH[j];
-    return S;
-  };
-  bool slipping = false;
-  int calm = 0, suspicious = 0;
-  double slip_start = 0, slip_last = 0;
-  // For the smoother: at every measurement event, the prior (after prediction) and the posterior.
+// Every sensor's measurements on the reference timebase.
+struct Measured {
+  Fixes gnss;
+  Samples imu;      // t, longitudinal acceleration
+  Samples odo_ref;  // t, speed
+  std::vector<std::pair<double, double>> bal;  // t, chainage
+
+  // All of them as events in time order (a stable sort: IMU, odometer, GNSS, balise at a tie).
+  std::vector<Event> events() const {
+    std::vector<Event> ev;
+    for (size_t i = 0; i < imu.size(); ++i) ev.push_back({imu[i][0], 0, i});
+    for (size_t i = 0; i < odo_ref.size(); ++i) ev.push_back({odo_ref[i][0], 1, i});
+    for (size_t i = 0; i < gnss.size(); ++i) ev.push_back({gnss[i][0], 2, i});
+    for (size_t i = 0; i < bal.size(); ++i) ev.push_back({bal[i].first, 3, i});
+    std::stable_sort(ev.begin(), ev.end(), [](auto& a, auto& b) { return a.t < b.t; });
+    return ev;
+  }
+};
+
+// A Kalman filter over [chainage, speed, odometer scale]: the IMU's acceleration (less the
+// gradient) drives the prediction; odometer speeds (gated: slip and slide are found and skipped),
+// GNSS fixes projected on the track (gated by the lateral distance and the innovation) and balises
+// update it. Every update event keeps its prior and posterior for the smoother.
+class PositionFilter {
+ public:
   struct Step {
     double t;
     double xp[3], Pp[3][3], xf[3], Pf[3][3];
     bool odo;
   };
-  std::vector<Step> steps;
-  steps.reserve(ev.size() / 8);
-  auto begin_step = [&](double when, bool odo) {
+  PositionFilter(const TrackGeometry& geo, const Measured& m, PositionTrack& out) : geo_(geo), m_(m), out_(out) {
+    X_[0] = geo.project(m.gnss[0][1], m.gnss[0][2], -1, 0, &lateral_);
+    X_[1] = m.gnss[0][3];
+    X_[2] = 1.0;
+    t_ = m.gnss[0][0];
+  }
+  void run(const std::vector<Event>& ev) {
+    steps_.reserve(ev.size() / 8);
+    for (auto& e : ev) {
+      if (e.t < t_) continue;
+      predict(e.t);
+      if (e.kind != 0) begin_step(e.t, e.kind == 1);
+      measure(e);
+      if (e.kind != 0) end_step();
+    }
+    if (slipping_) out_.slips.emplace_back(slip_start_, slip_last_);
+  }
+  const std::vector<Step>& steps() const { return steps_; }
+
+ private:
+  void predict(double to) {
+    double dt = to - t_;
+    if (dt <= 0) return;
+    X_[0] += X_[1] * dt + 0.5 * accel_ * dt * dt;
+    X_[1] += accel_ * dt;
+    if (X_[1] < 0) X_[1] = 0;
+    // P = F P F' + Q, F = [[1,dt,0],[0,1,0],[0,0,1]]
+    double p00 = P_[0][0] + dt * (P_[1][0] + P_[0][1]) + dt * dt * P_[1][1];
+    double p01 = P_[0][1] + dt * P_[1][1], p02 = P_[0][2] + dt * P_[1][2];
+    P_[0][0] = p00 + kQAcc * dt * dt * dt / 3;
+    P_[0][1] = P_[1][0] = p01 + kQAcc * dt * dt / 2;
+    P_[0][2] = P_[2][0] = p02;
+    P_[1][1] += kQAcc * dt;
+    P_[2][2] += kQScale * dt;
+    t_ = to;
+  }
+  // Scalar update with measurement row H.
+  void update(const double H[3], double y, double R) {
+    double PH[3];
+    for (int i = 0; i < 3; ++i) PH[i] = P_[i][0] * H[0] + P_[i][1] * H[1] + P_[i][2] * H[2];
+    double S = H[0] * PH[0] + H[1] * PH[1] + H[2] * PH[2] + R;
+    double K[3] = {PH[0] / S, PH[1] / S, PH[2] / S};
+    for (int i = 0; i < 3; ++i) X_[i] += K[i] * y;
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) P_[i][j] -= K[i] * PH[j];
+  }
+  void begin_step(double when, bool odo) {
     Step st;
     st.t = when;
     st.odo = odo;
-    std::copy(X, X + 3, st.xp);
-    std::copy(&P[0][0], &P[0][0] + 9, &st.Pp[0][0]);
-    steps.push_back(st);
-  };
-  auto end_step = [&] {
-    std::copy(X, X + 3, steps.back().xf);
-    std::copy(&P[0][0], &P[0][0] + 9, &steps.back().Pf[0][0]);
-  };
-  // One measurement event: an update, or none (a rejected fix returns early).
-  auto measure = [&](const Event& e) {
-    if (e.kind == 0) {
-      accel = imu[e.i][1] - kG * geo.gradient(X[0]) / 1000.0;
-    } else if (e.kind == 1) {
-      double z = odo_ref[e.i][1];
-      double y = z - X[2] * X[1];
-      double gate = std::max(0.15, 0.025 * X[1]);
-      bool bad = std::abs(y) > gate;
-      if (bad) {
-        ++suspicious;
-        calm = 0;
-      } else {
-        suspicious = 0;
-        ++calm;
-      }
-      if (!slipping && suspicious >= 2) {
-        slipping = true;
-        slip_start = e.t - 0.05;
-      }
-      if (slipping && (calm >= 3 || e.t - slip_start > 8)) {
-        slipping = false;
-        out.slips.emplace_back(slip_start, slip_last);
-        suspicious = 0;
-      }
-      if (bad) slip_last = e.t;
-      if (!slipping && !bad) {
-        double H[3] = {0, X[2], X[1]};
-        update(H, y, 0.03 * 0.03);
-      }
-    } else if (e.kind == 2) {
-      auto& f = gnss[e.i];
-      double s = geo.project(f[1], f[2], X[0], 300, &lateral);
-      double y = s - X[0];
-      double R = 1.5 * 1.5;
-      if (lateral > 6 || std::abs(y) > 4 * std::sqrt(P[0][0] + R) + 2) {
-        ++out.gnss_rejected;
-        return;
-      }
-      double Hs[3] = {1, 0, 0};
-      update(Hs, y, R);
-      double Hv[3] = {0, 1, 0};
-      update(Hv, f[3] - X[1], 0.1 * 0.1);
-      ++out.gnss_used;
+    std::copy(X_, X_ + 3, st.xp);
+    std::copy(&P_[0][0], &P_[0][0] + 9, &st.Pp[0][0]);
+    steps_.push_back(st);
+  }
+  void end_step() {
+    std::copy(X_, X_ + 3, steps_.back().xf);
+    std::copy(&P_[0][0], &P_[0][0] + 9, &steps_.back().Pf[0][0]);
+  }
+  // One measurement event: an update, or none (a rejected one).
+  void measure(const Event& e) {
+    if (e.kind == 0) accel_ = m_.imu[e.i][1] - kG * geo_.gradient(X_[0]) / 1000.0;
+    else if (e.kind == 1) on_odometer(e);
+    else if (e.kind == 2) on_gnss(m_.gnss[e.i]);
+    else on_balise(m_.bal[e.i].second);
+  }
+  // Two suspicious speeds in a row start a slip (or slide); three calm ones, or 8 s, end it.
+  void on_odometer(const Event& e) {
+    double z = m_.odo_ref[e.i][1];
+    double y = z - X_[2] * X_[1];
+    double gate = std::max(0.15, 0.025 * X_[1]);
+    bool bad = std::abs(y) > gate;
+    if (bad) {
+      ++suspicious_;
+      calm_ = 0;
     } else {
-      double y = bal[e.i].second - X[0];
-      if (std::abs(y) > 50) return;
-      double H[3] = {1, 0, 0};
-      update(H, y, 0.6 * 0.6);
-      ++out.balises_used;
+      suspicious_ = 0;
+      ++calm_;
     }
-  };
-  for (auto& e : ev) {
-    if (e.t < t) continue;
-    predict(e.t);
-    if (e.kind != 0) begin_step(e.t, e.kind == 1);
-    measure(e);
-    if (e.kind != 0) end_step();
+    if (!slipping_ && suspicious_ >= 2) {
+      slipping_ = true;
+      slip_start_ = e.t - 0.05;
+    }
+    if (slipping_ && (calm_ >= 3 || e.t - slip_start_ > 8)) {
+      slipping_ = false;
+      out_.slips.emplace_back(slip_start_, slip_last_);
+      suspicious_ = 0;
+    }
+    if (bad) slip_last_ = e.t;
+    if (!slipping_ && !bad) {
+      double H[3] = {0, X_[2], X_[1]};
+      update(H, y, 0.03 * 0.03);
+    }
   }
-  if (slipping) out.slips.emplace_back(slip_start, slip_last);
+  void on_gnss(const std::array<double, 4>& f) {
+    double s = geo_.project(f[1], f[2], X_[0], 300, &lateral_);
+    double y = s - X_[0];
+    double R = 1.5 * 1.5;
+    if (lateral_ > 6 || std::abs(y) > 4 * std::sqrt(P_[0][0] + R) + 2) {
+      ++out_.gnss_rejected;
+      return;
+    }
+    double Hs[3] = {1, 0, 0};
+    update(Hs, y, R);
+    double Hv[3] = {0, 1, 0};
+    update(Hv, f[3] - X_[1], 0.1 * 0.1);
+    ++out_.gnss_used;
+  }
+  void on_balise(double chainage) {
+    double y = chainage - X_[0];
+    if (std::abs(y) > 50) return;
+    double H[3] = {1, 0, 0};
+    update(H, y, 0.6 * 0.6);
+    ++out_.balises_used;
+  }
 
-  // Rauch-Tung-Striebel smoothing backwards over the stored steps: the aligner works offline, so
-  // every estimate can use the measurements after it too (what bridges tunnels best).
-  auto inv3 = [](const double m[3][3], double r[3][3]) {
-    double det = m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
-                 m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
-    if (std::abs(det) < 1e-300) return false;
-    r[0][0] = (m[1][1] * m[2][2] - m[1][2] * m[2][1]) / det;
-    r[0][1] = (m[0][2] * m[2][1] - m[0][1] * m[2][2]) / det;
-    r[0][2] = (m[0][1] * m[1][2] - m[0][2] * m[1][1]) / det;
-    r[1][0] = (m[1][2] * m[2][0] - m[1][0] * m[2][2]) / det;
-    r[1][1] = (m[0][0] * m[2][2] - m[0][2] * m[2][0]) / det;
-    r[1][2] = (m[0][2] * m[1][0] - m[0][0] * m[1][2]) / det;
-    r[2][0] = (m[1][0] * m[2][1] - m[1][1] * m[2][0]) / det;
-    r[2][1] = (m[0][1] * m[2][0] - m[0][0] * m[2][1]) / det;
-    r[2][2] = (m[0][0] * m[1][1] - m[0][1] * m[1][0]) / det;
-    return true;
-  };
+  static constexpr double kQAcc = 0.05, kQScale = 1e-9;
+  const TrackGeometry& geo_;
+  const Measured& m_;
+  PositionTrack& out_;
+  double X_[3];
+  double P_[3][3] = {{25, 0, 0}, {0, 1, 0}, {0, 0, 1e-3}};
+  double t_ = 0, accel_ = 0, lateral_ = 0;
+  bool slipping_ = false;
+  int calm_ = 0, suspicious_ = 0;
+  double slip_start_ = 0, slip_last_ = 0;
+  std::vector<Step> steps_;
+};
+
+bool inv3(const double m[3][3], double r[3][3]) {
+  double det = m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) - m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
+               m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
+  if (std::abs(det) < 1e-300) return false;
+  r[0][0] = (m[1][1] * m[2][2] - m[1][2] * m[2][1]) / det;
+  r[0][1] = (m[0][2] * m[2][1] - m[0][1] * m[2][2]) / det;
+  r[0][2] = (m[0][1] * m[1][2] - m[0][2] * m[1][1]) / det;
+  r[1][0] = (m[1][2] * m[2][0] - m[1][0] * m[2][2]) / det;
+  r[1][1] = (m[0][0] * m[2][2] - m[0][2] * m[2][0]) / det;
+  r[1][2] = (m[0][2] * m[1][0] - m[0][0] * m[1][2]) / det;
+  r[2][0] = (m[1][0] * m[2][1] - m[1][1] * m[2][0]) / det;
+  r[2][1] = (m[0][1] * m[2][0] - m[0][0] * m[2][1]) / det;
+  r[2][2] = (m[0][0] * m[1][1] - m[0][1] * m[1][0]) / det;
+  return true;
+}
+
+// Rauch-Tung-Striebel smoothing backwards over the filter's steps: the aligner works offline, so
+// every estimate can use the measurements after it too (what bridges tunnels best).
+std::vector<std::array<double, 3>> smooth(const std::vector<PositionFilter::Step>& steps) {
   std::vector<std::array<double, 3>> xs(steps.size());
-  if (!steps.empty()) {
-    std::copy(steps.back().xf, steps.back().xf + 3, xs.back().begin());
-    for (size_t k = steps.size() - 1; k-- > 0;) {
-      const Step& a = steps[k];
-      const Step& b = steps[k + 1];
-      double T = b.t - a.t;
-      double F[3][3] = {{1, T, 0}, {0, 1, 0}, {0, 0, 1}};
-      double PF[3][3] = {};  // Pf_k F'
-      for (int i = 0; i < 3; ++i)
-        for (int j = 0; j < 3; ++j)
-          for (int q = 0; q < 3; ++q) PF[i][j] += a.Pf[i][q] * F[j][q];
-      double Pinv[3][3];
-      if (!inv3(b.Pp, Pinv)) {
-        std::copy(a.xf, a.xf + 3, xs[k].begin());
-        continue;
-      }
-      double C[3][3] = {};
-      for (int i = 0; i < 3; ++i)
-        for (int j = 0; j < 3; ++j)
-          for (int q = 0; q < 3; ++q) C[i][j] += PF[i][q] * Pinv[q][j];
-      for (int i = 0; i < 3; ++i) {
-        double d = 0;
-        for (int j = 0; j < 3; ++j) d += C[i][j] * (xs[k + 1][j] - b.xp[j]);
-        xs[k][i] = a.xf[i] + d;
-      }
+  if (steps.empty()) return xs;
+  std::copy(steps.back().xf, steps.back().xf + 3, xs.back().begin());
+  for (size_t k = steps.size() - 1; k-- > 0;) {
+    const auto& a = steps[k];
+    const auto& b = steps[k + 1];
+    double T = b.t - a.t;
+    double F[3][3] = {{1, T, 0}, {0, 1, 0}, {0, 0, 1}};
+    double PF[3][3] = {};  // Pf_k F'
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int q = 0; q < 3; ++q) PF[i][j] += a.Pf[i][q] * F[j][q];
+    double Pinv[3][3];
+    if (!inv3(b.Pp, Pinv)) {
+      std::copy(a.xf, a.xf + 3, xs[k].begin());
+      continue;
+    }
+    double C[3][3] = {};
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j)
+        for (int q = 0; q < 3; ++q) C[i][j] += PF[i][q] * Pinv[q][j];
+    for (int i = 0; i < 3; ++i) {
+      double d = 0;
+      for (int j = 0; j < 3; ++j) d += C[i][j] * (xs[k + 1][j] - b.xp[j]);
+      xs[k][i] = a.xf[i] + d;
     }
   }
+  return xs;
+}
+
+}  // namespace
+
+PositionTrack estimate_position(const std::string& dir, const std::map<std::string, ClockReport>& clocks) {
+  PositionTrack out;
+  auto geo = TrackGeometry::load(dir + "/line.json");
+  Measured m;
+  m.gnss = read_gnss(dir, geo);
+  // The odometer's local times, its clock from speed cross-correlation against GNSS.
+  auto odo = read_first_values(dir + "/odometer.csv", [](double t) { return t; });
+  if (odo.size() < 100) throw std::runtime_error(dir + ": too few odometer records");
+  out.odometer_clock = odometer_clock(dir, m.gnss, odo);
+  // Everything on the reference timebase.
+  auto imu_clock = clocks.find("imu");
+  if (imu_clock == clocks.end()) throw std::runtime_error(dir + ": no imu_pps.csv");
+  ClockMapper imu_map(imu_clock->second.fit);
+  m.imu = read_first_values(dir + "/imu.csv", [&](double t) { return imu_map.map(t); });
+  ClockMapper odo_map(out.odometer_clock);
+  for (auto& o : odo) m.odo_ref.push_back({odo_map.map(o[0]), o[1]});
+  m.bal = read_balises(dir, clocks, geo);
+
+  PositionFilter filter(geo, m, out);
+  filter.run(m.events());
+  auto xs = smooth(filter.steps());
+  const auto& steps = filter.steps();
   for (size_t k = 0; k < steps.size(); ++k)
     if (steps[k].odo) {
       out.t.push_back(steps[k].t);

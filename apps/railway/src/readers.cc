@@ -264,6 +264,40 @@ void EthPblReader::problem(const std::string& kind, OnBad how, const std::string
   report_problem(summary_, policy_, path_, line_no_, kind, how, reason);
 }
 
+namespace {
+
+// A UBX NAV-PVT payload (92 bytes) received at board time t.
+EthPvt decode_nav_pvt(const uint8_t* p, double t) {
+  EthPvt v{};
+  v.t = t;
+  v.itow_ms = le<uint32_t>(p);
+  v.year = le<uint16_t>(p + 4);
+  v.month = p[6], v.day = p[7], v.hour = p[8], v.minute = p[9], v.second = p[10];
+  v.valid_date = p[11] & 1;
+  v.valid_time = p[11] & 2;
+  v.nano = le<int32_t>(p + 16);
+  v.fix_type = p[20];
+  v.fix_ok = p[21] & 1;
+  v.carr_soln = static_cast<uint8_t>(p[21] >> 6);
+  v.num_sv = p[23];
+  v.lon_deg = le<int32_t>(p + 24) * 1e-7;
+  v.lat_deg = le<int32_t>(p + 28) * 1e-7;
+  v.height_m = le<int32_t>(p + 32) / 1000.0;
+  v.hmsl_m = le<int32_t>(p + 36) / 1000.0;
+  v.hacc_m = le<uint32_t>(p + 40) / 1000.0;
+  v.vacc_m = le<uint32_t>(p + 44) / 1000.0;
+  v.vel_n = le<int32_t>(p + 48) / 1000.0;
+  v.vel_e = le<int32_t>(p + 52) / 1000.0;
+  v.vel_d = le<int32_t>(p + 56) / 1000.0;
+  v.ground_speed = le<int32_t>(p + 60) / 1000.0;
+  v.heading_deg = le<int32_t>(p + 64) * 1e-5;
+  v.speed_acc = le<uint32_t>(p + 68) / 1000.0;
+  v.invalid_llh = le<uint16_t>(p + 78) & 1;
+  return v;
+}
+
+}  // namespace
+
 bool EthPblReader::parse(const std::string& line, EthRecord& rec) {
   auto c1 = line.find(',');
   auto c2 = c1 == std::string::npos ? c1 : line.find(',', c1 + 1);
@@ -278,84 +312,8 @@ bool EthPblReader::parse(const std::string& line, EthRecord& rec) {
   }
   std::string type = line.substr(c1 + 1, c2 - c1 - 1);
   std::string_view data(line.data() + c2 + 1, line.size() - c2 - 1);
-  std::vector<uint8_t> bytes;
-  if (type == "I") {
-    if (!unhex(data, bytes) || bytes.size() != 12) {
-      problem("malformed", policy_.malformed, "IMU record is not 12 bytes of hex");
-      return false;
-    }
-    EthImu imu{*t, {}, {}};
-    const double gyro_lsb = 4.37e-3 * M_PI / 180, acc_lsb = 0.061e-3 * kG;
-    for (int i = 0; i < 3; ++i) {
-      imu.gyro[i] = le<int16_t>(bytes.data() + 2 * i) * gyro_lsb;
-      imu.acc[i] = le<int16_t>(bytes.data() + 6 + 2 * i) * acc_lsb;
-    }
-    rec = imu;
-    return true;
-  }
-  if (type == "U") {
-    if (!unhex(data, bytes) || bytes.size() < 8) {
-      problem("malformed", policy_.malformed, "UBX record is not hex of at least 8 bytes");
-      return false;
-    }
-    if (bytes[0] != 0xb5 || bytes[1] != 0x62) {
-      problem("malformed", policy_.malformed, "UBX record without the b5 62 sync bytes");
-      return false;
-    }
-    uint16_t len = le<uint16_t>(bytes.data() + 4);
-    if (bytes.size() != size_t(len) + 8) {
-      problem("malformed", policy_.malformed,
-              "UBX length " + std::to_string(len) + " does not match the " + std::to_string(bytes.size()) + " bytes given");
-      return false;
-    }
-    auto [a, b] = ubx_checksum(bytes.data() + 2, 4 + len);
-    if (a != bytes[6 + len] || b != bytes[7 + len]) {
-      problem("bad_checksum", policy_.bad_checksum, "UBX checksum mismatch");
-      return false;
-    }
-    uint8_t cls = bytes[2], id = bytes[3];
-    if (cls == 0x01 && id == 0x07 && len == 92) {
-      const uint8_t* p = bytes.data() + 6;
-      EthPvt v{};
-      v.t = *t;
-      v.itow_ms = le<uint32_t>(p);
-      v.year = le<uint16_t>(p + 4);
-      v.month = p[6], v.day = p[7], v.hour = p[8], v.minute = p[9], v.second = p[10];
-      v.valid_date = p[11] & 1;
-      v.valid_time = p[11] & 2;
-      v.nano = le<int32_t>(p + 16);
-      v.fix_type = p[20];
-      v.fix_ok = p[21] & 1;
-      v.carr_soln = static_cast<uint8_t>(p[21] >> 6);
-      v.num_sv = p[23];
-      v.lon_deg = le<int32_t>(p + 24) * 1e-7;
-      v.lat_deg = le<int32_t>(p + 28) * 1e-7;
-      v.height_m = le<int32_t>(p + 32) / 1000.0;
-      v.hmsl_m = le<int32_t>(p + 36) / 1000.0;
-      v.hacc_m = le<uint32_t>(p + 40) / 1000.0;
-      v.vacc_m = le<uint32_t>(p + 44) / 1000.0;
-      v.vel_n = le<int32_t>(p + 48) / 1000.0;
-      v.vel_e = le<int32_t>(p + 52) / 1000.0;
-      v.vel_d = le<int32_t>(p + 56) / 1000.0;
-      v.ground_speed = le<int32_t>(p + 60) / 1000.0;
-      v.heading_deg = le<int32_t>(p + 64) * 1e-5;
-      v.speed_acc = le<uint32_t>(p + 68) / 1000.0;
-      v.invalid_llh = le<uint16_t>(p + 78) & 1;
-      if (std::abs(v.lat_deg) > 90 || std::abs(v.lon_deg) > 180) {
-        problem("malformed", policy_.malformed, "NAV-PVT position out of range");
-        return false;
-      }
-      rec = v;
-      return true;
-    }
-    if (cls == 0x01 && id == 0x36) {
-      ++summary_.dropped["ignored (NAV-COV)"];
-      return false;
-    }
-    problem("unknown_type", policy_.unknown_type,
-            "UBX class 0x" + std::to_string(cls) + " id 0x" + std::to_string(id) + " is not decoded");
-    return false;
-  }
+  if (type == "I") return parse_imu(data, *t, rec);
+  if (type == "U") return parse_ubx(data, *t, rec);
   if (type == "BRK" || type == "ARR" || type == "DEP") {
     std::string text(data);
     if (!text.empty() && text.back() == '\r') text.pop_back();
@@ -363,6 +321,62 @@ bool EthPblReader::parse(const std::string& line, EthRecord& rec) {
     return true;
   }
   problem("unknown_type", policy_.unknown_type, "unknown record type '" + type.substr(0, 16) + "'");
+  return false;
+}
+
+bool EthPblReader::parse_imu(std::string_view data, double t, EthRecord& rec) {
+  std::vector<uint8_t> bytes;
+  if (!unhex(data, bytes) || bytes.size() != 12) {
+    problem("malformed", policy_.malformed, "IMU record is not 12 bytes of hex");
+    return false;
+  }
+  EthImu imu{t, {}, {}};
+  const double gyro_lsb = 4.37e-3 * M_PI / 180, acc_lsb = 0.061e-3 * kG;
+  for (int i = 0; i < 3; ++i) {
+    imu.gyro[i] = le<int16_t>(bytes.data() + 2 * i) * gyro_lsb;
+    imu.acc[i] = le<int16_t>(bytes.data() + 6 + 2 * i) * acc_lsb;
+  }
+  rec = imu;
+  return true;
+}
+
+bool EthPblReader::parse_ubx(std::string_view data, double t, EthRecord& rec) {
+  std::vector<uint8_t> bytes;
+  if (!unhex(data, bytes) || bytes.size() < 8) {
+    problem("malformed", policy_.malformed, "UBX record is not hex of at least 8 bytes");
+    return false;
+  }
+  if (bytes[0] != 0xb5 || bytes[1] != 0x62) {
+    problem("malformed", policy_.malformed, "UBX record without the b5 62 sync bytes");
+    return false;
+  }
+  uint16_t len = le<uint16_t>(bytes.data() + 4);
+  if (bytes.size() != size_t(len) + 8) {
+    problem("malformed", policy_.malformed,
+            "UBX length " + std::to_string(len) + " does not match the " + std::to_string(bytes.size()) + " bytes given");
+    return false;
+  }
+  auto [a, b] = ubx_checksum(bytes.data() + 2, 4 + len);
+  if (a != bytes[6 + len] || b != bytes[7 + len]) {
+    problem("bad_checksum", policy_.bad_checksum, "UBX checksum mismatch");
+    return false;
+  }
+  uint8_t cls = bytes[2], id = bytes[3];
+  if (cls == 0x01 && id == 0x07 && len == 92) {
+    EthPvt v = decode_nav_pvt(bytes.data() + 6, t);
+    if (std::abs(v.lat_deg) > 90 || std::abs(v.lon_deg) > 180) {
+      problem("malformed", policy_.malformed, "NAV-PVT position out of range");
+      return false;
+    }
+    rec = v;
+    return true;
+  }
+  if (cls == 0x01 && id == 0x36) {
+    ++summary_.dropped["ignored (NAV-COV)"];
+    return false;
+  }
+  problem("unknown_type", policy_.unknown_type,
+          "UBX class 0x" + std::to_string(cls) + " id 0x" + std::to_string(id) + " is not decoded");
   return false;
 }
 

@@ -179,62 +179,77 @@ std::string captured(const std::string& body, Rng& rng, nlohmann::json& corrupte
 // (<name>_time.nmea). A second's burst leaves the receiver 10-700 ms after its edge and reaches
 // each logger after that logger's serial delay. In tunnels the receiver has no fix and says so,
 // while its clock keeps the PPS and the time going.
-template <class SensorOf>
-void record_time_sync(const SimConfig& cfg, const Line& L, const Trajectory& tr, SensorOf&& sensor, double duration,
-                      const std::string& dir, nlohmann::json& events, SimSummary& sum) {
+// A second's GNSS fix, shared by every logger's copy of the stream: (lat, lon) or none, speed,
+// course, satellites.
+struct Fix {
+  std::optional<std::pair<double, double>> ll;
+  double speed = 0, course = 0;
+  int sats = 0;
+};
+
+// How long after its PPS edge each second's burst of sentences leaves the receiver.
+std::vector<double> burst_delays(const SimConfig& cfg, double duration) {
   std::vector<double> burst;
-  {
-    Rng rng(cfg.seed, "gnss.burst");
-    for (double t = 0; t < duration; t += 1) burst.push_back(rng.uniform(0.01, 0.7));
-  }
-  // Fixes per second, shared by every logger's copy of the stream: (lat, lon) or none, speed,
-  // course, satellites.
-  struct Fix {
-    std::optional<std::pair<double, double>> ll;
-    double speed = 0, course = 0;
-    int sats = 0;
-  };
+  Rng rng(cfg.seed, "gnss.burst");
+  for (double t = 0; t < duration; t += 1) burst.push_back(rng.uniform(0.01, 0.7));
+  return burst;
+}
+
+// The receiver's fix every second: none in tunnels (the outages go into `events`), noisy, and in
+// cuttings with fewer satellites and now and then a multipath jump.
+std::vector<Fix> gnss_fixes(const SimConfig& cfg, const Line& L, const Trajectory& tr, double duration,
+                            nlohmann::json& events) {
   std::vector<Fix> fixes;
-  {
-    Rng rng(cfg.seed, "gnss");
-    size_t k = 0;
-    nlohmann::json outages = nlohmann::json::array();
-    double outage_start = -1;
-    for (double t = 0; t < duration; t += 1) {
-      auto st = tr.at(t, k);
-      Fix f;
-      bool tunnel = L.in(L.tunnels, st.s);
-      if (tunnel && outage_start < 0) outage_start = t;
-      if (!tunnel && outage_start >= 0) {
-        outages.push_back({outage_start, t});
-        outage_start = -1;
-      }
-      if (!tunnel) {
-        auto [x, y] = L.position(st.s);
-        auto [x2, y2] = L.position(std::min(L.length, st.s + 1.0));
-        double sigma = 1.5;
-        x += sigma * rng.normal();
-        y += sigma * rng.normal();
-        f.sats = 12;
-        if (L.in(L.cuttings, st.s)) {
-          f.sats = 6;
-          if (rng.chance(0.25)) {
-            double d = rng.uniform(5, 50), ang = rng.uniform(0, 2 * M_PI);
-            x += d * std::cos(ang);
-            y += d * std::sin(ang);
-          }
-        }
-        f.ll = plane_to_wgs84(kOrigin, x, y);
-        f.speed = std::max(0.0, st.v + 0.05 * rng.normal());
-        f.course = std::fmod(std::atan2(x2 - x, y2 - y) * 180 / M_PI + 360, 360);
-      }
-      fixes.push_back(f);
+  Rng rng(cfg.seed, "gnss");
+  size_t k = 0;
+  nlohmann::json outages = nlohmann::json::array();
+  double outage_start = -1;
+  for (double t = 0; t < duration; t += 1) {
+    auto st = tr.at(t, k);
+    Fix f;
+    bool tunnel = L.in(L.tunnels, st.s);
+    if (tunnel && outage_start < 0) outage_start = t;
+    if (!tunnel && outage_start >= 0) {
+      outages.push_back({outage_start, t});
+      outage_start = -1;
     }
-    events["gnss_outages"] = outages;
+    if (!tunnel) {
+      auto [x, y] = L.position(st.s);
+      auto [x2, y2] = L.position(std::min(L.length, st.s + 1.0));
+      double sigma = 1.5;
+      x += sigma * rng.normal();
+      y += sigma * rng.normal();
+      f.sats = 12;
+      if (L.in(L.cuttings, st.s)) {
+        f.sats = 6;
+        if (rng.chance(0.25)) {
+          double d = rng.uniform(5, 50), ang = rng.uniform(0, 2 * M_PI);
+          x += d * std::cos(ang);
+          y += d * std::sin(ang);
+        }
+      }
+      f.ll = plane_to_wgs84(kOrigin, x, y);
+      f.speed = std::max(0.0, st.v + 0.05 * rng.normal());
+      f.course = std::fmod(std::atan2(x2 - x, y2 - y) * 180 / M_PI + 360, 360);
+    }
+    fixes.push_back(f);
   }
+  events["gnss_outages"] = outages;
+  return fixes;
+}
+
+// What each logger records of the receiver's time on its own clock: the PPS edges, unlabelled,
+// and the receiver's serial stream beside them, which reaches it after its serial delay.
+struct TimeSync {
+  const SimConfig& cfg;
+  double duration;
+  const std::string& dir;
+  std::vector<double> burst;
+  std::vector<Fix> fixes;
   nlohmann::json pps_events = nlohmann::json::object(), corrupted = nlohmann::json::object();
-  for (const char* name : {"gnss", "imu", "axlebox", "balise"}) {
-    const auto& sc = sensor(name);
+
+  // Logger `name`'s PPS edges (5% missed, 1% spurious) into <name>_pps.csv; then its sentences.
+  void record(const char* name, const SensorConfig& sc, SimSummary& sum) {
     Rng rng(cfg.seed, std::string("pps.") + name);
     Writer w(dir + "/" + name + "_pps.csv", "local_time", sc, rng, duration);
     uint64_t missed = 0, spurious = 0;
@@ -251,7 +266,12 @@ void record_time_sync(const SimConfig& cfg, const Line& L, const Trajectory& tr,
       }
     }
     pps_events[name] = {{"missed", missed}, {"spurious", spurious}};
+    record_sentences(name, sc, w, sum);
+  }
 
+  // The GNSS logger's whole stream (RMC, GGA, ZDA: gnss.nmea), another logger's ZDA sentences
+  // (<name>_time.nmea), each at its arrival on the logger's clock after its serial delay.
+  void record_sentences(const char* name, const SensorConfig& sc, Writer& w, SimSummary& sum) {
     bool gnss = std::string(name) == "gnss";
     std::string path = dir + "/" + name + (gnss ? ".nmea" : "_time.nmea");
     std::ofstream out(path);
@@ -277,8 +297,18 @@ void record_time_sync(const SimConfig& cfg, const Line& L, const Trajectory& tr,
     corrupted[name] = bad;
     sum.records[gnss ? "gnss" : std::string(name) + "_time"] = sentences;
   }
-  events["pps"] = pps_events;
-  events["nmea_corrupted"] = corrupted;
+};
+
+// The GNSS receiver and the PPS line, as every logger with a PPS input records them (TimeSync). A
+// second's burst leaves the receiver 10-700 ms after its edge; in tunnels the receiver has no fix
+// and says so, while its clock keeps the PPS and the time going.
+template <class SensorOf>
+void record_time_sync(const SimConfig& cfg, const Line& L, const Trajectory& tr, SensorOf&& sensor, double duration,
+                      const std::string& dir, nlohmann::json& events, SimSummary& sum) {
+  TimeSync ts{cfg, duration, dir, burst_delays(cfg, duration), gnss_fixes(cfg, L, tr, duration, events)};
+  for (const char* name : {"gnss", "imu", "axlebox", "balise"}) ts.record(name, sensor(name), sum);
+  events["pps"] = ts.pps_events;
+  events["nmea_corrupted"] = ts.corrupted;
 }
 }  // namespace
 
@@ -312,6 +342,222 @@ SimConfig default_config(uint64_t seed) {
   return c;
 }
 
+namespace {
+
+// What every sensor's recording shares: the run's settings, line, trajectory, length and directory.
+struct Run {
+  const SimConfig& cfg;
+  const Line& L;
+  const Trajectory& tr;
+  double duration;
+  const std::string& dir;
+};
+
+// Odometer: speed with a wheel-diameter scale error, slip while accelerating and slide while
+// braking, and the distance it integrates.
+void record_odometer(const Run& r, const SensorConfig& sc, nlohmann::json& events, SimSummary& sum) {
+  Rng rng(r.cfg.seed, "odometer");
+  Writer w(r.dir + "/odometer.csv", "local_time,speed_mps,distance_m", sc, rng, r.duration);
+  double scale = 1 + rng.uniform(-0.02, 0.02);
+  size_t k = 0;
+  double dist = 0, dt = 1.0 / sc.rate_hz;
+  double episode_end = -1, episode_gain = 0;
+  nlohmann::json episodes = nlohmann::json::array();
+  for (double t = 0; t < r.duration; t += dt) {
+    auto st = r.tr.at(t, k);
+    if (t >= episode_end && st.v > 3 && std::abs(st.a) > 0.2 && rng.chance(dt / 120.0)) {
+      double len = rng.uniform(0.5, 5);
+      episode_gain = (st.a > 0 ? 1 : -1) * rng.uniform(0.05, 0.2);
+      episode_end = t + len;
+      episodes.push_back({{"start_s", t}, {"end_s", t + len}, {"kind", st.a > 0 ? "slip" : "slide"}, {"gain", episode_gain}});
+    }
+    double gain = t < episode_end ? episode_gain : 0;
+    double v = std::max(0.0, st.v * scale * (1 + gain) + 0.02 * rng.normal());
+    dist += v * dt;
+    if (w.dropped(t)) continue;
+    w.row(fmt::format("{:.6f},{:.4f},{:.3f}\n", local_time(sc.clock, t, rng), v, dist));
+  }
+  events["odometer_scale"] = scale;
+  events["slip_slide"] = episodes;
+  sum.records["odometer"] = w.count();
+}
+
+// IMU: longitudinal acceleration with the gradient, lateral v^2/R minus the cant term, yaw rate
+// v/R; biases and noise.
+void record_imu(const Run& r, const SensorConfig& sc, SimSummary& sum) {
+  Rng rng(r.cfg.seed, "imu");
+  Writer w(r.dir + "/imu.csv", "local_time,ax,ay,az,gx,gy,gz", sc, rng, r.duration);
+  double bx = rng.uniform(-0.05, 0.05), by = rng.uniform(-0.05, 0.05), bz = rng.uniform(-0.05, 0.05);
+  size_t k = 0;
+  for (double t = 0, dt = 1.0 / sc.rate_hz; t < r.duration; t += dt) {
+    if (w.dropped(t)) continue;
+    auto st = r.tr.at(t, k);
+    double kappa = r.L.curvature(st.s);
+    double ax = st.a + kG * r.L.gradient(st.s) / 1000 + bx + 0.02 * rng.normal();
+    double ay = st.v * st.v * kappa - kG * r.L.cant(st.s) / 1500 + by + 0.02 * rng.normal();
+    double az = kG + bz + 0.05 * rng.normal();
+    w.row(fmt::format("{:.6f},{:.4f},{:.4f},{:.4f},{:.5f},{:.5f},{:.5f}\n", local_time(sc.clock, t, rng), ax, ay, az,
+                      0.001 * rng.normal(), 0.001 * rng.normal(), st.v * kappa + 0.001 * rng.normal()));
+  }
+  sum.records["imu"] = w.count();
+}
+
+// A defect's impulse at the axle box: ringing at its resonances from t0.
+struct Mode { double f, amp, zeta; };
+struct Hit { double t0, severity; std::vector<Mode> modes; };
+
+// The wheel's hits on the localised defects the run passes, by time (an insulated joint: two).
+std::vector<Hit> defect_hits(const Run& r) {
+  std::vector<Hit> hits;
+  for (auto& d : r.L.defects) {
+    if (d.kind == DefectClass::kCorrugation) continue;
+    double t0 = r.tr.time_at(d.chainage);
+    if (t0 >= r.duration) continue;
+    Hit h{t0, d.severity, {}};
+    switch (d.kind) {
+      case DefectClass::kSquat: h.modes = {{300, 8, 0.08}, {1100, 5, 0.05}}; break;
+      case DefectClass::kWeld: h.modes = {{150, 3, 0.1}, {600, 1.5, 0.08}}; break;
+      case DefectClass::kInsulatedJoint: h.modes = {{320, 7, 0.08}, {1050, 4, 0.05}}; break;  // a squat look-alike
+      default: break;
+    }
+    hits.push_back(h);
+    if (d.kind == DefectClass::kInsulatedJoint) hits.push_back({t0 + 0.004, d.severity * 0.6, h.modes});
+  }
+  std::sort(hits.begin(), hits.end(), [](auto& a, auto& b) { return a.t0 < b.t0; });
+  return hits;
+}
+
+// Axle-box vertical acceleration: the irregularity seen at speed (v^2 z''), the sleeper-passing
+// tone, defect impulses ringing at their resonances, corrugation, noise.
+void record_axlebox(const Run& r, const SensorConfig& sc, SimSummary& sum) {
+  Rng rng(r.cfg.seed, "axlebox");
+  Writer w(r.dir + "/axlebox.csv", "local_time,acc_z", sc, rng, r.duration);
+  auto z2 = curvature_of(r.L.irregularity, r.L.step);
+  auto hits = defect_hits(r);
+  size_t k = 0, next_hit = 0;
+  std::deque<Hit> active;
+  double nyquist = sc.rate_hz / 2;
+  for (double t = 0, dt = 1.0 / sc.rate_hz; t < r.duration; t += dt) {
+    auto st = r.tr.at(t, k);
+    // z'' between its grid points (a staircase would ring at v / step, a tone no track makes).
+    double fi = std::clamp(st.s / r.L.step, 0.0, double(z2.size() - 2));
+    size_t i = static_cast<size_t>(fi);
+    double z2_at = z2[i] + (z2[i + 1] - z2[i]) * (fi - double(i));
+    double vs = st.v / 44.4;
+    double acc = st.v * st.v * z2_at / 1000.0;
+    acc += 0.5 * vs * vs * std::sin(2 * M_PI * st.s / 0.6);
+    while (next_hit < hits.size() && hits[next_hit].t0 <= t) active.push_back(hits[next_hit++]);
+    while (!active.empty() && t - active.front().t0 > 0.05) active.pop_front();
+    for (auto& h : active) {
+      double tau = t - h.t0;
+      for (auto& m : h.modes) {
+        if (m.f > 0.9 * nyquist) continue;
+        double wn = 2 * M_PI * m.f;
+        acc += h.severity * m.amp * (0.2 + vs * vs) * std::exp(-m.zeta * wn * tau) * std::sin(wn * tau);
+      }
+    }
+    if (r.L.label(st.s) == DefectClass::kCorrugation && st.v > 1) {
+      double f = st.v / 0.05;
+      if (f < 0.9 * nyquist) acc += 2.0 * vs * vs * std::sin(2 * M_PI * st.s / 0.05);
+    }
+    acc += 0.3 * rng.normal();
+    if (w.dropped(t)) continue;
+    w.row(fmt::format("{:.7f},{:.3f}\n", local_time(sc.clock, t, rng), acc));
+  }
+  sum.records["axlebox"] = w.count();
+}
+
+// Balise detections: a position error of about a metre, rarely missed.
+void record_balises(const Run& r, const SensorConfig& sc, SimSummary& sum) {
+  Rng rng(r.cfg.seed, "balise");
+  Writer w(r.dir + "/balise.csv", "local_time,balise_id", sc, rng, r.duration);
+  for (auto& b : r.L.balises) {
+    if (rng.chance(0.01)) continue;
+    double t = r.tr.time_at(b.chainage + 0.5 * rng.normal());
+    if (t >= r.duration || w.dropped(t)) continue;
+    w.row(fmt::format("{:.6f},{}\n", local_time(sc.clock, t, rng), b.id));
+  }
+  sum.records["balise"] = w.count();
+}
+
+// Ground truth every step (0.25 m) over the distance run: time, speed, label, irregularity and
+// its D1-band amplitude (RMS over 25 m).
+void write_truth_csv(const Run& r, double distance_m) {
+  const Line& L = r.L;
+  FILE* f = std::fopen((r.dir + "/truth.csv").c_str(), "w");
+  if (!f) throw std::runtime_error("cannot write truth.csv");
+  std::setvbuf(f, nullptr, _IOFBF, 1 << 20);
+  std::fprintf(f, "chainage_m,time_s,speed_mps,label,irregularity_mm,amplitude_mm\n");
+  size_t n = static_cast<size_t>(distance_m / L.step);
+  size_t half = static_cast<size_t>(12.5 / L.step);
+  std::vector<double> sq(L.irregularity.size() + 1, 0);
+  for (size_t i = 0; i < L.irregularity.size(); ++i) sq[i + 1] = sq[i] + double(L.irregularity[i]) * L.irregularity[i];
+  size_t k = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double s = i * L.step;
+    double t = r.tr.time_at(s);
+    while (k + 1 < r.tr.T.size() && r.tr.T[k + 1] <= t) ++k;
+    size_t lo = i > half ? i - half : 0, hi = std::min(L.irregularity.size(), i + half);
+    double amp = std::sqrt((sq[hi] - sq[lo]) / std::max<size_t>(1, hi - lo));
+    std::fprintf(f, "%.2f,%.6f,%.3f,%d,%.3f,%.3f\n", s, t, r.tr.V[std::min(k, r.tr.V.size() - 1)],
+                 static_cast<int>(L.label(s, s + L.step)), L.irregularity[i], amp);
+  }
+  std::fclose(f);
+}
+
+nlohmann::json zones_json(const std::vector<Zone>& z) {
+  nlohmann::json a = nlohmann::json::array();
+  for (auto& x : z) a.push_back({{"start", x.start}, {"end", x.end}});
+  return a;
+}
+
+// The line as the aligner may know it (no defects): line.json.
+nlohmann::json line_json(const Line& L) {
+  nlohmann::json j;
+  j["length_m"] = L.length;
+  j["curves"] = nlohmann::json::array();
+  for (auto& c : L.curves) j["curves"].push_back({{"start", c.start}, {"end", c.end}, {"radius", c.radius}, {"cant_mm", c.cant}});
+  j["gradients"] = nlohmann::json::array();
+  for (auto& [s, g] : L.gradients) j["gradients"].push_back({{"start", s}, {"permille", g}});
+  j["speed_limits"] = nlohmann::json::array();
+  for (auto& l : L.limits) j["speed_limits"].push_back({{"start", l.start}, {"end", l.end}, {"v_max_mps", l.v_max}});
+  j["tunnels"] = zones_json(L.tunnels);
+  j["cuttings"] = zones_json(L.cuttings);
+  j["stations"] = nlohmann::json::array();
+  for (auto& s : L.stations) j["stations"].push_back({{"name", s.name}, {"chainage", s.chainage}});
+  j["balises"] = nlohmann::json::array();
+  for (auto& b : L.balises) j["balises"].push_back({{"id", b.id}, {"chainage", b.chainage}});
+  j["km_posts"] = L.km_posts;
+  // Where the line's local x (east) and y (north) metres start, for maps (WGS84 degrees).
+  j["origin"] = {{"lat", kOrigin.lat}, {"lon", kOrigin.lon}};
+  nlohmann::json poly = nlohmann::json::array();
+  size_t every = static_cast<size_t>(10 / L.step);
+  for (size_t i = 0; i < L.x.size(); i += every) poly.push_back({i * L.step, L.x[i], L.y[i]});
+  j["polyline"] = poly;  // [chainage, x, y] every 10 m
+  return j;
+}
+
+// The truth the aligner may not know: truth.json.
+nlohmann::json truth_json(const Run& r, const std::map<std::string, SensorConfig>& sensors, double distance_m,
+                          const nlohmann::json& events) {
+  nlohmann::json t;
+  t["seed"] = r.cfg.seed;
+  t["simulator_version"] = kSimulatorVersion;
+  t["duration_s"] = r.duration;
+  t["utc_start"] = fmt::format("{:04d}-{:02d}-{:02d}T00:00:00Z", kStartDate.year, kStartDate.month, kStartDate.day);
+  t["distance_m"] = distance_m;
+  t["clocks"] = nlohmann::json::object();
+  for (auto& [name, sc] : sensors) t["clocks"][name] = clock_json(sc.clock);
+  t["defects"] = nlohmann::json::array();
+  for (auto& d : r.L.defects)
+    t["defects"].push_back({{"kind", defect_name(d.kind)}, {"chainage", d.chainage}, {"length", d.length}, {"severity", d.severity}});
+  t["degraded"] = zones_json(r.L.degraded);
+  t["events"] = events;
+  return t;
+}
+
+}  // namespace
+
 SimSummary simulate(const SimConfig& cfg, const std::string& dir) {
   namespace fs = std::filesystem;
   fs::create_directories(dir);
@@ -337,206 +583,15 @@ SimSummary simulate(const SimConfig& cfg, const std::string& dir) {
     return it->second;
   };
   nlohmann::json events;
-
+  Run run{cfg, L, tr, duration, dir};
   record_time_sync(cfg, L, tr, sensor, duration, dir, events, sum);
-
-  // Odometer: speed with a wheel-diameter scale error, slip while accelerating and slide while
-  // braking, and the distance it integrates.
-  {
-    const auto& sc = sensor("odometer");
-    Rng rng(cfg.seed, "odometer");
-    Writer w(dir + "/odometer.csv", "local_time,speed_mps,distance_m", sc, rng, duration);
-    double scale = 1 + rng.uniform(-0.02, 0.02);
-    size_t k = 0;
-    double dist = 0, dt = 1.0 / sc.rate_hz;
-    double episode_end = -1, episode_gain = 0;
-    nlohmann::json episodes = nlohmann::json::array();
-    for (double t = 0; t < duration; t += dt) {
-      auto st = tr.at(t, k);
-      if (t >= episode_end && st.v > 3 && std::abs(st.a) > 0.2 && rng.chance(dt / 120.0)) {
-        double len = rng.uniform(0.5, 5);
-        episode_gain = (st.a > 0 ? 1 : -1) * rng.uniform(0.05, 0.2);
-        episode_end = t + len;
-        episodes.push_back({{"start_s", t}, {"end_s", t + len}, {"kind", st.a > 0 ? "slip" : "slide"}, {"gain", episode_gain}});
-      }
-      double gain = t < episode_end ? episode_gain : 0;
-      double v = std::max(0.0, st.v * scale * (1 + gain) + 0.02 * rng.normal());
-      dist += v * dt;
-      if (w.dropped(t)) continue;
-      w.row(fmt::format("{:.6f},{:.4f},{:.3f}\n", local_time(sc.clock, t, rng), v, dist));
-    }
-    events["odometer_scale"] = scale;
-    events["slip_slide"] = episodes;
-    sum.records["odometer"] = w.count();
-  }
-
-  // IMU: longitudinal acceleration with the gradient, lateral v^2/R minus the cant term, yaw rate
-  // v/R; biases and noise.
-  {
-    const auto& sc = sensor("imu");
-    Rng rng(cfg.seed, "imu");
-    Writer w(dir + "/imu.csv", "local_time,ax,ay,az,gx,gy,gz", sc, rng, duration);
-    double bx = rng.uniform(-0.05, 0.05), by = rng.uniform(-0.05, 0.05), bz = rng.uniform(-0.05, 0.05);
-    size_t k = 0;
-    for (double t = 0, dt = 1.0 / sc.rate_hz; t < duration; t += dt) {
-      if (w.dropped(t)) continue;
-      auto st = tr.at(t, k);
-      double kappa = L.curvature(st.s);
-      double ax = st.a + kG * L.gradient(st.s) / 1000 + bx + 0.02 * rng.normal();
-      double ay = st.v * st.v * kappa - kG * L.cant(st.s) / 1500 + by + 0.02 * rng.normal();
-      double az = kG + bz + 0.05 * rng.normal();
-      w.row(fmt::format("{:.6f},{:.4f},{:.4f},{:.4f},{:.5f},{:.5f},{:.5f}\n", local_time(sc.clock, t, rng), ax, ay, az,
-                        0.001 * rng.normal(), 0.001 * rng.normal(), st.v * kappa + 0.001 * rng.normal()));
-    }
-    sum.records["imu"] = w.count();
-  }
-
-  // Axle-box vertical acceleration: the irregularity seen at speed (v^2 z''), the sleeper-passing
-  // tone, defect impulses ringing at their resonances, corrugation, noise.
-  {
-    const auto& sc = sensor("axlebox");
-    Rng rng(cfg.seed, "axlebox");
-    Writer w(dir + "/axlebox.csv", "local_time,acc_z", sc, rng, duration);
-    auto z2 = curvature_of(L.irregularity, L.step);
-    struct Mode {
-      double f, amp, zeta;
-    };
-    struct Hit {
-      double t0, severity;
-      std::vector<Mode> modes;
-    };
-    std::vector<Hit> hits;
-    for (auto& d : L.defects) {
-      if (d.kind == DefectClass::kCorrugation) continue;
-      double t0 = tr.time_at(d.chainage);
-      if (t0 >= duration) continue;
-      Hit h{t0, d.severity, {}};
-      switch (d.kind) {
-        case DefectClass::kSquat: h.modes = {{300, 8, 0.08}, {1100, 5, 0.05}}; break;
-        case DefectClass::kWeld: h.modes = {{150, 3, 0.1}, {600, 1.5, 0.08}}; break;
-        case DefectClass::kInsulatedJoint: h.modes = {{320, 7, 0.08}, {1050, 4, 0.05}}; break;  // a squat look-alike
-        default: break;
-      }
-      hits.push_back(h);
-      if (d.kind == DefectClass::kInsulatedJoint) hits.push_back({t0 + 0.004, d.severity * 0.6, h.modes});
-    }
-    std::sort(hits.begin(), hits.end(), [](auto& a, auto& b) { return a.t0 < b.t0; });
-    size_t k = 0, next_hit = 0;
-    std::deque<Hit> active;
-    double nyquist = sc.rate_hz / 2;
-    for (double t = 0, dt = 1.0 / sc.rate_hz; t < duration; t += dt) {
-      auto st = tr.at(t, k);
-      // z'' between its grid points (a staircase would ring at v / step, a tone no track makes).
-      double fi = std::clamp(st.s / L.step, 0.0, double(z2.size() - 2));
-      size_t i = static_cast<size_t>(fi);
-      double z2_at = z2[i] + (z2[i + 1] - z2[i]) * (fi - double(i));
-      double vs = st.v / 44.4;
-      double acc = st.v * st.v * z2_at / 1000.0;
-      acc += 0.5 * vs * vs * std::sin(2 * M_PI * st.s / 0.6);
-      while (next_hit < hits.size() && hits[next_hit].t0 <= t) active.push_back(hits[next_hit++]);
-      while (!active.empty() && t - active.front().t0 > 0.05) active.pop_front();
-      for (auto& h : active) {
-        double tau = t - h.t0;
-        for (auto& m : h.modes) {
-          if (m.f > 0.9 * nyquist) continue;
-          double wn = 2 * M_PI * m.f;
-          acc += h.severity * m.amp * (0.2 + vs * vs) * std::exp(-m.zeta * wn * tau) * std::sin(wn * tau);
-        }
-      }
-      if (L.label(st.s) == DefectClass::kCorrugation && st.v > 1) {
-        double f = st.v / 0.05;
-        if (f < 0.9 * nyquist) acc += 2.0 * vs * vs * std::sin(2 * M_PI * st.s / 0.05);
-      }
-      acc += 0.3 * rng.normal();
-      if (w.dropped(t)) continue;
-      w.row(fmt::format("{:.7f},{:.3f}\n", local_time(sc.clock, t, rng), acc));
-    }
-    sum.records["axlebox"] = w.count();
-  }
-
-  // Balise detections: a position error of about a metre, rarely missed.
-  {
-    const auto& sc = sensor("balise");
-    Rng rng(cfg.seed, "balise");
-    Writer w(dir + "/balise.csv", "local_time,balise_id", sc, rng, duration);
-    for (auto& b : L.balises) {
-      if (rng.chance(0.01)) continue;
-      double t = tr.time_at(b.chainage + 0.5 * rng.normal());
-      if (t >= duration || w.dropped(t)) continue;
-      w.row(fmt::format("{:.6f},{}\n", local_time(sc.clock, t, rng), b.id));
-    }
-    sum.records["balise"] = w.count();
-  }
-
-  // Ground truth every step (0.25 m) over the distance run: time, speed, label, irregularity and
-  // its D1-band amplitude (RMS over 25 m).
-  {
-    FILE* f = std::fopen((dir + "/truth.csv").c_str(), "w");
-    if (!f) throw std::runtime_error("cannot write truth.csv");
-    std::setvbuf(f, nullptr, _IOFBF, 1 << 20);
-    std::fprintf(f, "chainage_m,time_s,speed_mps,label,irregularity_mm,amplitude_mm\n");
-    size_t n = static_cast<size_t>(sum.distance_m / L.step);
-    size_t half = static_cast<size_t>(12.5 / L.step);
-    std::vector<double> sq(L.irregularity.size() + 1, 0);
-    for (size_t i = 0; i < L.irregularity.size(); ++i) sq[i + 1] = sq[i] + double(L.irregularity[i]) * L.irregularity[i];
-    size_t k = 0;
-    for (size_t i = 0; i < n; ++i) {
-      double s = i * L.step;
-      double t = tr.time_at(s);
-      while (k + 1 < tr.T.size() && tr.T[k + 1] <= t) ++k;
-      size_t lo = i > half ? i - half : 0, hi = std::min(L.irregularity.size(), i + half);
-      double amp = std::sqrt((sq[hi] - sq[lo]) / std::max<size_t>(1, hi - lo));
-      std::fprintf(f, "%.2f,%.6f,%.3f,%d,%.3f,%.3f\n", s, t, tr.V[std::min(k, tr.V.size() - 1)],
-                   static_cast<int>(L.label(s, s + L.step)), L.irregularity[i], amp);
-    }
-    std::fclose(f);
-  }
-
-  // The line as the aligner may know it (no defects), and the truth it may not.
-  {
-    nlohmann::json j;
-    j["length_m"] = L.length;
-    j["curves"] = nlohmann::json::array();
-    for (auto& c : L.curves) j["curves"].push_back({{"start", c.start}, {"end", c.end}, {"radius", c.radius}, {"cant_mm", c.cant}});
-    j["gradients"] = nlohmann::json::array();
-    for (auto& [s, g] : L.gradients) j["gradients"].push_back({{"start", s}, {"permille", g}});
-    j["speed_limits"] = nlohmann::json::array();
-    for (auto& l : L.limits) j["speed_limits"].push_back({{"start", l.start}, {"end", l.end}, {"v_max_mps", l.v_max}});
-    auto zones = [](const std::vector<Zone>& z) {
-      nlohmann::json a = nlohmann::json::array();
-      for (auto& x : z) a.push_back({{"start", x.start}, {"end", x.end}});
-      return a;
-    };
-    j["tunnels"] = zones(L.tunnels);
-    j["cuttings"] = zones(L.cuttings);
-    j["stations"] = nlohmann::json::array();
-    for (auto& s : L.stations) j["stations"].push_back({{"name", s.name}, {"chainage", s.chainage}});
-    j["balises"] = nlohmann::json::array();
-    for (auto& b : L.balises) j["balises"].push_back({{"id", b.id}, {"chainage", b.chainage}});
-    j["km_posts"] = L.km_posts;
-    // Where the line's local x (east) and y (north) metres start, for maps (WGS84 degrees).
-    j["origin"] = {{"lat", kOrigin.lat}, {"lon", kOrigin.lon}};
-    nlohmann::json poly = nlohmann::json::array();
-    size_t every = static_cast<size_t>(10 / L.step);
-    for (size_t i = 0; i < L.x.size(); i += every) poly.push_back({i * L.step, L.x[i], L.y[i]});
-    j["polyline"] = poly;  // [chainage, x, y] every 10 m
-    std::ofstream(dir + "/line.json") << j.dump(1) << "\n";
-
-    nlohmann::json t;
-    t["seed"] = cfg.seed;
-    t["simulator_version"] = kSimulatorVersion;
-    t["duration_s"] = duration;
-    t["utc_start"] = fmt::format("{:04d}-{:02d}-{:02d}T00:00:00Z", kStartDate.year, kStartDate.month, kStartDate.day);
-    t["distance_m"] = sum.distance_m;
-    t["clocks"] = nlohmann::json::object();
-    for (auto& [name, sc] : sensors) t["clocks"][name] = clock_json(sc.clock);
-    t["defects"] = nlohmann::json::array();
-    for (auto& d : L.defects)
-      t["defects"].push_back({{"kind", defect_name(d.kind)}, {"chainage", d.chainage}, {"length", d.length}, {"severity", d.severity}});
-    t["degraded"] = zones(L.degraded);
-    t["events"] = events;
-    std::ofstream(dir + "/truth.json") << t.dump(1) << "\n";
-  }
+  record_odometer(run, sensor("odometer"), events, sum);
+  record_imu(run, sensor("imu"), sum);
+  record_axlebox(run, sensor("axlebox"), sum);
+  record_balises(run, sensor("balise"), sum);
+  write_truth_csv(run, sum.distance_m);
+  std::ofstream(dir + "/line.json") << line_json(L).dump(1) << "\n";
+  std::ofstream(dir + "/truth.json") << truth_json(run, sensors, sum.distance_m, events).dump(1) << "\n";
   return sum;
 }
 

@@ -314,34 +314,6 @@ void TrainingJob::report_helper_restarts(const std::vector<HelperRestart>& resta
   }
 }
 
-namespace {
-
-// Per global step, over the ranks that report it (an elastic group's ranks may carry steps a
-// lost peer cut short); the loss summed, not yet a mean.
-std::map<int64_t, RunLog::StepLine> steps_by_global(const std::vector<ChunkStats>& got, int64_t last_logged) {
-  std::map<int64_t, RunLog::StepLine> by_step;
-  for (size_t rank = 0; rank < got.size(); ++rank) {
-    const auto& g = got[rank];
-    for (size_t i = 0; i < g.loss_sum.size(); ++i) {
-      // A batch handed out again after its trainer was lost may count in a step already written:
-      // it goes with the first new one.
-      int64_t key = i < g.steps.size() ? g.steps[i] : static_cast<int64_t>(i);
-      if (key <= last_logged) key = last_logged + 1;
-      auto& t = by_step[key];
-      t.loss += g.loss_sum[i], t.samples += g.samples[i];
-      if (i < g.step_end.size()) t.t = std::max(t.t, g.step_end[i]);
-      // Parameter servers: the most any replica's gradients of this step missed.
-      if (i < g.ahead.size()) t.ahead = std::max(t.ahead, g.ahead[i]), t.stale = std::max(t.stale, g.stale_updates[i]);
-      // Data parallel: each rank's share and times (ranks in order; one that cut the step short is left out).
-      if (i < g.busy_s.size() && t.shares.size() == rank)
-        t.shares.push_back(g.samples[i]), t.busy_s.push_back(g.busy_s[i]), t.wait_s.push_back(g.wait_s[i]);
-    }
-  }
-  return by_step;
-}
-
-}  // namespace
-
 void TrainingJob::train_chunk() {
   // An elastic group settles between chunks (it lets replicas go, takes new ones in): its chunks
   // last about half a second, so that a replica the job queue or a drain asks back leaves within

@@ -8,7 +8,9 @@
 
 #include <cstdint>
 #include <fstream>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "job_types.h"
 #include "recovery.h"
@@ -76,5 +78,10 @@ class RunLog {
   int64_t last_step_ = 0;
   int64_t logged_ = 0;
 };
+
+// The chunk's steps (each rank's ChunkStats, by rank) as lines, per global step, over the ranks
+// that report it (an elastic group's ranks may carry steps a lost peer cut short); the loss
+// summed, not yet a mean. A step at or before `last_logged` goes with the first new one.
+std::map<int64_t, RunLog::StepLine> steps_by_global(const std::vector<ChunkStats>& got, int64_t last_logged);
 
 }  // namespace railway_train

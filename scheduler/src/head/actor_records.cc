@@ -77,7 +77,7 @@ void ActorManager::rebuild() {
       a.state = store::ActorState::kDead;
       a.cause = "its job " + a.job + " ended while the head was down";
       kill_actor_process(a);
-      save_actor(a);
+      tables_->actors.save(a);
     } else if (a.state == store::ActorState::kPending || a.state == store::ActorState::kRestarting) {
       if (a.create_msg) {
         a.node.clear();
@@ -85,7 +85,7 @@ void ActorManager::rebuild() {
       } else {
         a.state = store::ActorState::kDead;
         a.cause = "the head was replaced before it was placed";
-        save_actor(a);
+        tables_->actors.save(a);
       }
     }
     if (!a.name.empty() && a.state != store::ActorState::kDead) actor_names_[a.name] = id;

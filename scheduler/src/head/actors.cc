@@ -18,7 +18,12 @@ namespace yard::sched {
 
 using namespace detail;
 
-std::string ActorManager::local_node(const Actor& a) const { return a.caller_node.empty() ? head_node_ : a.caller_node; }
+namespace {
+// The node a DEFAULT actor goes to first: its creator's (the head's node when unknown).
+const std::string& first_choice(const std::string& caller_node, const std::string& head_node) {
+  return caller_node.empty() ? head_node : caller_node;
+}
+}  // namespace
 
 policy::Decision ActorManager::pick_node(const Actor& a, const policy::ClusterView& view) const {
   policy::ActorRequest r;
@@ -26,7 +31,7 @@ policy::Decision ActorManager::pick_node(const Actor& a, const policy::ClusterVi
   r.strategy = a.strategy;
   r.affinity_node = a.affinity_node;
   r.soft = a.soft;
-  r.local_node = local_node(a);
+  r.local_node = first_choice(a.caller_node, head_node_);
   return policy::place_actor(view, r);
 }
 
@@ -45,8 +50,7 @@ bool ActorManager::answer_repeated_creation(Incoming& in) {
       fill_actor_info(m.env().getBody().initActorInfo(), a);
     io_.reply(in.routing_id, m.finish());
   } else {
-    a.lookups.push_back({in.routing_id, in.msg->env().getRequestId(), Clock::now() + std::chrono::seconds(300)});
-    with_lookups_.insert(a.id);
+    lookups_.wait(a.id, in, std::chrono::seconds(300));
   }
   return true;
 }
@@ -160,7 +164,7 @@ void ActorManager::process() {
       // actor prefers is read again when the view says it has no room: it may have freed some.
       auto d = pick_node(a, nodes_->view());
       std::string preferred = !a.affinity_node.empty()                        ? a.affinity_node
-                              : a.strategy == policy::ActorStrategy::kDefault ? local_node(a)
+                              : a.strategy == policy::ActorStrategy::kDefault ? first_choice(a.caller_node, head_node_)
                                                                               : std::string();
       if (!preferred.empty() && d.node != preferred && nodes_->reread(preferred)) d = pick_node(a, nodes_->view());
       if (d.outcome == policy::Outcome::kPlaced && !nodes_->reserve({{d.node, a.resources}})) {
@@ -271,7 +275,7 @@ void ActorManager::actor_up(Actor& a, const InMessage& r) {
   a.node = info.getNodeId();
   a.place_failures = 0;
   if (a.max_restarts == 0) a.create_msg.reset();
-  save_actor(a);
+  tables_->actors.save(a);
   spdlog::info("actor {} ({}) alive on node {} at {}", a.id, a.class_name, a.node, a.address);
   if (a.num_restarts)
     publish(json{{"type", "actor_restarted"}, {"actor_id", a.id}, {"node_id", a.node}, {"restarts", a.num_restarts},
@@ -282,7 +286,7 @@ void ActorManager::actor_up(Actor& a, const InMessage& r) {
     fill_actor_info(m.env().getBody().initActorInfo(), a);
     io_.reply(a.creator_routing, m.finish());
   }
-  answer_lookups(a);
+  lookups_.answer(a);
 }
 
 // The actor's process (or node) is gone without anyone asking: restart it if it may.
@@ -306,7 +310,7 @@ void ActorManager::actor_lost(Actor& a, const std::string& cause, bool count_res
   a.cause = cause;
   spdlog::warn("actor {} ({}) lost: {}; restarting ({} of {})", a.id, a.class_name, cause, a.num_restarts,
                a.max_restarts < 0 ? std::string("unlimited") : std::to_string(a.max_restarts));
-  try { save_actor(a); } catch (...) {}
+  try { tables_->actors.save(a); } catch (...) {}
   publish(json{{"type", "actor_restarting"}, {"actor_id", a.id}, {"cause", cause}, {"restarts", a.num_restarts},
                {"time", unix_time()}}.dump());
   pending_actors_.push_back(a.id);
@@ -321,7 +325,7 @@ void ActorManager::actor_failed(Actor& a, wire::ErrorCode code, const std::strin
   a.create_msg.reset();
   spdlog::warn("actor {} ({}) is dead: {}", a.id, a.class_name, cause);
   try {
-    save_actor(a);
+    tables_->actors.save(a);
     tables_->actors.drop_spec(a.id);
   } catch (...) {
   }
@@ -329,7 +333,7 @@ void ActorManager::actor_failed(Actor& a, wire::ErrorCode code, const std::strin
     a.replied = true;
     reply_.error(a.creator_routing, a.creator_req, code, cause);
   }
-  answer_lookups(a);
+  lookups_.answer(a);
 }
 
 // The head keeps the most recent dead actors (for status and late lookups) and forgets older
@@ -341,7 +345,7 @@ void ActorManager::prune_dead_actors() {
   }();
   std::vector<std::pair<double, std::string>> dead;
   for (auto& [id, a] : actors_)
-    if (a.state == store::ActorState::kDead && a.lookups.empty()) dead.emplace_back(a.dead_at, id);
+    if (a.state == store::ActorState::kDead && !lookups_.waiting(id)) dead.emplace_back(a.dead_at, id);
   if (dead.size() <= kKeepDead) return;
   std::sort(dead.begin(), dead.end());
   std::vector<std::pair<std::string, std::string>> forget;  // (id, its name when it still holds it)
@@ -392,34 +396,6 @@ void ActorManager::kill_actor_process(Actor& a) {
   notify(io_, address, m.finish(), rid);
 }
 
-void ActorManager::answer_lookups(Actor& a, bool expired_only) {
-  auto now = Clock::now();
-  for (auto it = a.lookups.begin(); it != a.lookups.end();) {
-    if (expired_only && it->deadline > now) {
-      ++it;
-      continue;
-    }
-    OutMessage m(token_, it->req, true);
-    fill_actor_info(m.env().getBody().initActorInfo(), a);
-    io_.reply(it->routing, m.finish());
-    it = a.lookups.erase(it);
-  }
-}
-
-void ActorManager::fill_actor_info(wire::ActorInfo::Builder b, const Actor& a) {
-  b.setActorId(a.id);
-  b.setClassName(a.class_name);
-  b.setAddress(a.address);
-  b.setState(detail::to_wire(a.state));
-  b.setName(a.name);
-  b.setWorkerId(a.worker);
-  b.setDeathCause(a.cause);
-  b.setNodeId(a.node);
-  b.setNumRestarts(a.num_restarts);
-}
-
-void ActorManager::save_actor(const Actor& a) { tables_->actors.save(a); }
-
 void ActorManager::on_get(Incoming& in) {
   auto ga = in.msg->env().getBody().getGetActor();
   if (ga.getActorId().size()) {
@@ -434,8 +410,7 @@ void ActorManager::on_get(Incoming& in) {
     // heartbeat timeout to be noticed).
     if ((a.state != store::ActorState::kAlive && a.state != store::ActorState::kDead) || (a.state == store::ActorState::kAlive && a.address == std::string(ga.getLostAddress()))) {
       auto wait = std::chrono::seconds(a.state == store::ActorState::kAlive ? 30 : 300);
-      a.lookups.push_back({in.routing_id, in.msg->env().getRequestId(), Clock::now() + wait});
-      with_lookups_.insert(a.id);
+      lookups_.wait(a.id, in, wait);
       return;
     }
     OutMessage m(token_, in.msg->env().getRequestId(), true);
@@ -493,11 +468,10 @@ void ActorManager::count_actors(policy::ClusterView& view) const {
 }
 
 void ActorManager::tick() {
-  for (auto it = with_lookups_.begin(); it != with_lookups_.end();) {
-    auto a = actors_.find(*it);
-    if (a != actors_.end()) answer_lookups(a->second, true);
-    it = a == actors_.end() || a->second.lookups.empty() ? with_lookups_.erase(it) : std::next(it);
-  }
+  lookups_.expire([this](const std::string& id) -> const store::ActorRecord* {
+    auto a = actors_.find(id);
+    return a == actors_.end() ? nullptr : &a->second;
+  });
   auto now = Clock::now();
   if (now >= next_prune_) {
     next_prune_ = now + std::chrono::seconds(10);
@@ -527,7 +501,7 @@ void ActorManager::move_off(const std::string& node) {
     ++a.num_restarts;
     if (a.max_restarts > 0) ++a.max_restarts;
     ++a.epoch;
-    save_actor(a);
+    tables_->actors.save(a);
     pending_actors_.push_back(aid);
   }
 }

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/service.h"
+#include "head/actor_lookups.h"
 #include "head/cluster_nodes.h"
 #include "head/groups.h"
 #include "head/job_table.h"
@@ -90,8 +91,6 @@ class ActorManager {
     std::shared_ptr<detail::InMessage> create_msg;  // kept while it may still be (re)started
     std::string creator_routing;
     uint64_t creator_req = 0;
-    // GetActor by id, answered once up (or moved, or dead), or at its deadline whatever the state.
-    std::vector<PendingReply> lookups;
     bool replied = false;
     policy::ActorStrategy strategy = policy::ActorStrategy::kDefault;
     std::string affinity_node, caller_node;
@@ -112,8 +111,6 @@ class ActorManager {
   policy::Decision pick_node(const Actor& a, const policy::ClusterView& view) const;
   // Adds to a view of the nodes how many live actors each has (only SPREAD placement reads it).
   void count_actors(policy::ClusterView& view) const;
-  // The node a DEFAULT actor goes to first: its creator's (the head's node when unknown).
-  std::string local_node(const Actor& a) const;
   void place_actor(Actor& a, const std::string& node);
   void on_placed(const std::string& aid, const std::string& node, uint64_t epoch,
                  std::unique_ptr<detail::InMessage> r, std::optional<detail::LocalError> err);
@@ -122,9 +119,6 @@ class ActorManager {
   void actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause);
   void free_actor_bundle(Actor& a);
   void kill_actor_process(Actor& a);
-  void fill_actor_info(wire::ActorInfo::Builder b, const Actor& a);
-  void answer_lookups(Actor& a, bool expired_only = false);
-  void save_actor(const Actor& a);
   std::string actor_spec(const Actor& a);  // the creation message it restarts from (arguments too)
   void prune_dead_actors();
 
@@ -141,7 +135,8 @@ class ActorManager {
   std::function<bool(const Res&)> could_add_node_;
 
   std::map<std::string, Actor> actors_;
-  std::set<std::string> with_lookups_;  // actors with lookups waiting: tick() looks at these only
+  // GetActor by id, answered once up (or moved, or dead), or at its deadline whatever the state.
+  ActorLookups lookups_{io_, token_};
   std::deque<std::string> pending_actors_;
   std::map<std::string, std::string> actor_names_;
   Clock::time_point next_prune_{};

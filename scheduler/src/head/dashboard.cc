@@ -7,7 +7,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "control_client.h"
+#include "blocking_client.h"
 #include "link_security.h"
 #include "yard/errors.h"
 
@@ -33,7 +33,7 @@ std::string cookie_key(const httplib::Request& req) {
 
 Dashboard::Dashboard(const std::string& host, int port, const std::string& head_address, const std::string& token,
                      const WebIdentity& tls)
-    : key_(detail::web_key_for(token)), head_(std::make_unique<ControlClient>(head_address, token)),
+    : key_(detail::web_key_for(token)), head_(std::make_unique<BlockingClient>(head_address, token)),
       server_(std::make_unique<WebServer>(tls, 2)) {
   routes();
   int bound = server_->listen(host, port);

@@ -14,7 +14,7 @@
 
 namespace yard::sched {
 
-class ControlClient;
+class BlockingClient;
 
 class Dashboard {
  public:
@@ -31,7 +31,7 @@ class Dashboard {
   std::string ask(const std::string& what, const std::string& arg);
 
   std::string key_;  // the cluster's web key (link_security.h), not its token
-  std::unique_ptr<ControlClient> head_;
+  std::unique_ptr<BlockingClient> head_;
   std::mutex head_mu_;
   std::string url_;
   std::unique_ptr<WebServer> server_;  // last: stopped before what its handlers use goes

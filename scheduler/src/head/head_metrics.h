@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "common/metrics.h"
+#include "common/metrics_endpoint.h"
 #include "policy/res.h"
 
 namespace yard::sched {

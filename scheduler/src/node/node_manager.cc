@@ -120,13 +120,19 @@ void NodeManager::begin_serving() {
   ledger_ = control_store_ledger(*redis_);
   res_ = std::make_unique<LocalResources>(*ledger_, node_id_, measured_, gpu_devices_);
   res_->reopen();
-  leases_ = std::make_unique<LeaseQueue>(*res_, static_cast<LeaseQueue::Node&>(*this));
   JobRunner::Setting js{node_id_, o_.session_dir, log_dir_, o_.join_address, token_, o_.head_node};
   jobs_ = std::make_unique<JobRunner>(*tables_, blobs_, js, [this](const Job& j) {
     workers_.stop_job(j.id);  // detached actors stay
-    leases_->refuse_job(j.id, "job " + j.id + " ended");
+    leases_->queue().refuse_job(j.id, "job " + j.id + " ended");
     curve_values_.erase(j.id);
   });
+  leases_ = std::make_unique<LeaseDesk>(LeaseDesk::Context{
+      io_, token_, node_id_, *tables_, workers_, *res_, peers_, *jobs_,
+      [this](const std::string& job, uint64_t seq, const Devices& devices) { return spawn_worker(job, "", seq, 0, devices); },
+      [this](const std::string& job, double waited, size_t n) {
+        if (metrics_) metrics_->lease_answered(waited, n);
+        lease_span(job, waited, n);
+      }});
   if (o_.metrics_port >= 0) metrics_ = std::make_unique<NodeMetrics>(o_.host, o_.metrics_port, token_, node_id_, web_);
   hosting_ = std::make_unique<ActorHosting>(io_, token_, node_id_, workers_, *res_, static_cast<ActorHosting::Node&>(*this));
   last_contact_ = Clock::now();
@@ -202,7 +208,7 @@ void NodeManager::save_node() {
     if (res_->fenced() && workers_.empty()) res_->reopen();
     if (!res_->fenced()) res_->refresh();
     peers_.refresh();
-    exchange_lease_demand();
+    leases_->exchange_demand();
     store::NodeReport r;
     r.address = io_->address();
     r.hostname = hostname();
@@ -246,7 +252,7 @@ void NodeManager::update_metrics(const store::NodeReport& r) {
   s.total = res_->total();
   s.avail = res_->fenced() ? Res{} : res_->available();
   s.workers = workers_.by_state();
-  s.leases_waiting = leases_->size();
+  s.leases_waiting = leases_->queue().size();
   s.store_used = r.object_store_used;
   s.store_limit = r.object_store_limit;
   s.spilled_bytes = r.spilled_bytes;
@@ -278,8 +284,8 @@ void NodeManager::handle(Incoming in) {
     if (!hosting_) return reply_.error(in, wire::ErrorCode::UNAVAILABLE, "node " + node_id_ + " is starting");
     switch (in.msg->env().getBody().which()) {
       case B::REGISTER_WORKER: return on_register_worker(in);
-      case B::REQUEST_LEASE: return on_request_lease(in);
-      case B::RETURN_LEASE: return on_return_lease(in);
+      case B::REQUEST_LEASE: return leases_->on_request(in);
+      case B::RETURN_LEASE: return leases_->on_return(in);
       case B::HOST_ACTOR: return hosting_->host(in);
       case B::KILL_HOSTED: return hosting_->kill(in);
       case B::WARM_POOL: return on_warm_pool(in);
@@ -305,8 +311,8 @@ void NodeManager::handle(Incoming in) {
 void NodeManager::periodic() {
   reap();
   auto now = Clock::now();
-  leases_->expire(now);
-  leases_->process();
+  leases_->queue().expire(now);
+  leases_->queue().process();
   flush_lease_spans();
   workers_.enforce_stops(now);
   if (now >= next_job_check_) {
@@ -341,7 +347,7 @@ void NodeManager::reap() {
 // A worker process is gone: its resources and devices come back; the head hears of a hosted
 // actor's loss, a lease waiting for it is told, the pool keeps its size (unless the node is fenced).
 void NodeManager::worker_exited(const Worker& w, int status) {
-  give_held(w);
+  leases_->give_held(w);
   res_->give_gpus(w.gpus);
   Job* job = jobs_->live(w.job_id);
   bool job_live = job != nullptr;
@@ -350,7 +356,7 @@ void NodeManager::worker_exited(const Worker& w, int status) {
     hosting_->worker_gone(w, "its worker process on node " + node_id_ + " " + describe_exit(status) + " (log: " + w.log + ")");
   } else if (w.state == WState::kStarting && w.lease) {
     bool give_up = job_live && ++job->startup_failures > 3;
-    leases_->worker_failed(w.lease, give_up,
+    leases_->queue().worker_failed(w.lease, give_up,
                            "workers of job " + w.job_id + " keep dying during start-up (last " + describe_exit(status) +
                                ", log: " + w.log + ")");
   } else if (job_live && !res_->fenced() && (w.state == WState::kLeased || w.state == WState::kIdle)) {

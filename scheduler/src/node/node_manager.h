@@ -2,7 +2,7 @@
 // joins the cluster, keeps the node's record and heartbeat, answers requests on the wire, and
 // wires together the parts that own what runs on the node, each in its own file:
 //  * LocalResources: the node's resources (in the control store's ledger) and GPU devices;
-//  * LeaseQueue: workers leased to task submitters, routing and spillback;
+//  * LeaseDesk: requests for workers and their answers, over the LeaseQueue (routing, spillback);
 //  * WorkerPool: the worker processes;
 //  * ActorHosting: actors the head placed here (a dedicated worker constructs each);
 //  * JobRunner: jobs known here, and programs `yard submit` runs on the head's node;
@@ -26,8 +26,7 @@
 #include "node/actor_hosting.h"
 #include "node/blob_cache.h"
 #include "node/job_runner.h"
-#include "node/lease_queue.h"
-#include "policy/autoscale.h"
+#include "node/lease_desk.h"
 #include "node/node_metrics.h"
 #include "node/local_resources.h"
 #include "objects/node_memory.h"
@@ -41,7 +40,7 @@
 
 namespace yard::sched {
 
-class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
+class NodeManager : private ActorHosting::Node {
  public:
   explicit NodeManager(DaemonOptions o) : o_(std::move(o)) {}
   int run();
@@ -67,24 +66,6 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
   void periodic();
   void reap();
   void worker_exited(const Worker& w, int status);
-
-  // Leases (leases.cc): the queue decides, the node manager answers and starts workers.
-  void on_request_lease(Incoming& in);
-  void on_return_lease(Incoming& in);
-  const policy::ClusterView& peers(bool fresh) override;
-  std::string address_of(const std::string& id) override { return peers_.address(id); }
-  std::string spill_target(const Res& need) override { return peers_.spill_target(node_id_, need); }
-  std::optional<LeaseQueue::Group> group(const std::string& id) override;
-  bool could_add_node(const Res& need) override { return policy::some_type_holds(autoscale_types_, need); }
-  // With every heartbeat: the autoscaler's node types read, this node's waiting leases written.
-  void exchange_lease_demand();
-  std::pair<std::string, bool> worker(const LeaseQueue::Lease& l, const Res& need, const BundleRef& bundle,
-                                      const Devices& devices) override;
-  void grant(const LeaseQueue::Lease& l, const std::string& more_at) override;
-  void redirect(const LeaseQueue::Lease& l, const std::string& address) override;
-  void refuse(const LeaseQueue::Lease& l, LeaseQueue::Refusal why, const std::string& message) override;
-  // What a worker holds goes back to the node or to its bundle.
-  void give_held(const Worker& w);
 
   // Workers (workers.cc).
   std::string spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease,
@@ -129,7 +110,7 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
   int gpu_devices_ = 0;
   std::unique_ptr<ResourceLedger> ledger_;
   std::unique_ptr<LocalResources> res_;
-  std::unique_ptr<LeaseQueue> leases_;
+  std::unique_ptr<LeaseDesk> leases_;
   WorkerPool workers_;
   std::unique_ptr<JobRunner> jobs_;
   std::unique_ptr<ActorHosting> hosting_;
@@ -145,8 +126,6 @@ class NodeManager : private LeaseQueue::Node, private ActorHosting::Node {
   void open_object_memory();
   void sweep_object_memory();
   Peers peers_{tables_};  // the other nodes, for routing leases
-  std::vector<policy::NodeType> autoscale_types_;  // empty: the cluster has no autoscaler
-  std::string autoscale_json_, demand_json_;       // as last read / written
   std::unique_ptr<NodeMetrics> metrics_;  // with --metrics-port
   WebIdentity web_;                       // the cluster's, beyond loopback: metrics over HTTPS
   void update_metrics(const store::NodeReport& r);

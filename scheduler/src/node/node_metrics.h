@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "common/metrics.h"
+#include "common/metrics_endpoint.h"
 #include "node/reported_metrics.h"
 #include "policy/res.h"
 

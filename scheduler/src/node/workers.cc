@@ -35,13 +35,13 @@ void NodeManager::on_register_worker(Incoming& in) {
     uint64_t lease = w.lease;
     w.lease = 0;
     w.state = WState::kLeased;
-    if (leases_->worker_ready(lease, w.id)) return;
-    give_held(w);  // its lease is gone (answered at its deadline)
+    if (leases_->queue().worker_ready(lease, w.id)) return;
+    leases_->give_held(w);  // its lease is gone (answered at its deadline)
     w.held.clear();
     w.bundle = {};
   }
   w.state = WState::kIdle;
-  leases_->process();
+  leases_->queue().process();
 }
 
 // The head registered a job whose driver leases from this node: its first workers start while

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -70,6 +71,15 @@ class NmeaReader {
 
  private:
   bool parse(const std::string& line, NmeaRecord& rec);
+  // The sentence between '$' and its checksum, checked; nullopt (reported) when it is not one.
+  std::optional<std::string_view> checked_sentence(std::string_view s);
+  // Each type's fields into `rec` (f[0] is the address); what is wrong, or nullopt.
+  using Fields = std::vector<std::string_view>;
+  std::optional<std::string> parse_zda(const Fields& f, NmeaRecord& rec);
+  std::optional<std::string> parse_rmc(const Fields& f, NmeaRecord& rec);
+  std::optional<std::string> parse_gga(const Fields& f, NmeaRecord& rec);
+  // The date of a dated sentence (RMC, ZDA): the day its times count from.
+  void set_day(int y, int m, int d);
   void problem(const std::string& kind, OnBad how, const std::string& reason);
 
   std::string path_;

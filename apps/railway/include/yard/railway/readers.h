@@ -20,6 +20,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -154,6 +155,9 @@ class EthPblReader {
 
  private:
   bool parse(const std::string& line, EthRecord& rec);
+  // A record's hex data at board time t: an IMU sample, a UBX message (NAV-PVT decoded).
+  bool parse_imu(std::string_view data, double t, EthRecord& rec);
+  bool parse_ubx(std::string_view data, double t, EthRecord& rec);
   void problem(const std::string& kind, OnBad how, const std::string& reason);
 
   std::string path_;

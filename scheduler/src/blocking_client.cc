@@ -1,14 +1,14 @@
-#include "control_client.h"
+#include "blocking_client.h"
 
 #include "yard/errors.h"
 
 namespace yard::sched {
 
-ControlClient::ControlClient(std::string address, std::string token) : address_(std::move(address)) {
+BlockingClient::BlockingClient(std::string address, std::string token) : address_(std::move(address)) {
   io_ = std::make_unique<detail::IoLoop>("127.0.0.1", 0, std::move(token), [](detail::IoLoop::Incoming) {});
 }
 
-std::unique_ptr<detail::InMessage> ControlClient::call(
+std::unique_ptr<detail::InMessage> BlockingClient::call(
     const std::function<void(wire::Envelope::Builder)>& fill, std::chrono::milliseconds timeout) {
   uint64_t rid = io_->next_request_id();
   detail::OutMessage m(io_->token(), rid, false);

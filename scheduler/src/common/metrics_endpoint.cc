@@ -1,4 +1,4 @@
-#include "common/metrics.h"
+#include "common/metrics_endpoint.h"
 
 #include <unistd.h>
 

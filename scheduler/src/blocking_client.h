@@ -10,9 +10,9 @@
 
 namespace yard::sched {
 
-class ControlClient {
+class BlockingClient {
  public:
-  ControlClient(std::string address, std::string token);
+  BlockingClient(std::string address, std::string token);
   // Builds a request with `fill`, sends it, returns the reply. Throws yard::ConnectionError,
   // yard::AuthError or yard::Error (the daemon's error reply, with its message).
   std::unique_ptr<detail::InMessage> call(const std::function<void(wire::Envelope::Builder)>& fill,

@@ -1,6 +1,4 @@
-// Leases as the node manager sees them: requests arrive and answers leave here; the queue
-// (node/lease_queue.h) decides who gets which worker.
-#include "node/node_manager.h"
+#include "node/lease_desk.h"
 
 #include <signal.h>
 
@@ -13,7 +11,12 @@ namespace yard::sched {
 
 using namespace detail;
 
-void NodeManager::on_request_lease(Incoming& in) {
+LeaseDesk::LeaseDesk(Context c)
+    : io_(c.io), token_(std::move(c.token)), node_id_(std::move(c.node_id)), tables_(c.tables), workers_(c.workers),
+      res_(c.res), peers_(c.peers), jobs_(c.jobs), spawn_(std::move(c.spawn)), answered_(std::move(c.answered)),
+      queue_(c.res, static_cast<LeaseQueue::Node&>(*this)) {}
+
+void LeaseDesk::on_request(Incoming& in) {
   auto rl = in.msg->env().getBody().getRequestLease();
   LeaseQueue::Lease l;
   l.spilled = rl.getSpilled();
@@ -34,17 +37,17 @@ void NodeManager::on_request_lease(Incoming& in) {
   l.arrived = Clock::now();
   l.deadline = l.arrived + std::chrono::milliseconds(std::max<uint32_t>(1000, rl.getTimeoutMs()) - 500);
   // A job registered elsewhere (tasks spilled here) is looked up, its binary fetched if needed.
-  with_job(l.job, [this, l](Result<Job*> j) mutable {
+  jobs_.with_job(l.job, [this, l](Result<JobRunner::Job*> j) mutable {
     if (!j) return reply_.error(l.routing, l.req, wire::ErrorCode::NOT_FOUND, j.why());
-    leases_->add(std::move(l));
+    queue_.add(std::move(l));
   });
 }
 
-void NodeManager::on_return_lease(Incoming& in) {
+void LeaseDesk::on_return(Incoming& in) {
   auto rl = in.msg->env().getBody().getReturnLease();
   for (auto id : rl.getWorkerIds()) {
     auto* w = workers_.find(id);
-    if (!w || w->state != WState::kLeased) continue;
+    if (!w || w->state != WorkerPool::State::kLeased) continue;
     if (w->dedicated) {
       kill(w->pid, SIGKILL);  // its exit gives back its resources and devices
       continue;
@@ -52,23 +55,23 @@ void NodeManager::on_return_lease(Incoming& in) {
     give_held(*w);
     w->held.clear();
     w->bundle = {};
-    w->state = WState::kIdle;
+    w->state = WorkerPool::State::kIdle;
   }
   reply_.ok(in);
-  leases_->process();
+  queue_.process();
 }
 
-void NodeManager::give_held(const Worker& w) {
+void LeaseDesk::give_held(const WorkerPool::Worker& w) {
   if (w.bundle.empty())
-    res_->give(w.held);
+    res_.give(w.held);
   else
-    res_->give_bundle(w.bundle, w.held);
+    res_.give_bundle(w.bundle, w.held);
 }
 
 // The autoscaler's node types (a lease no running node holds waits when one of them could), and
 // the demand of this node's waiting leases for it to start nodes for; written when it changed.
-void NodeManager::exchange_lease_demand() {
-  auto types = tables_->cluster.autoscale_types();
+void LeaseDesk::exchange_demand() {
+  auto types = tables_.cluster.autoscale_types();
   if (types != autoscale_json_) {
     autoscale_json_ = types;
     autoscale_types_.clear();
@@ -76,27 +79,27 @@ void NodeManager::exchange_lease_demand() {
     if (j.is_array())
       for (auto& t : j)
         if (t.is_object()) autoscale_types_.push_back({"", t.get<Res>(), 0, 1});
-    leases_->process();  // waiting leases may now wait for a node rather than fail, or the reverse
+    queue_.process();  // waiting leases may now wait for a node rather than fail, or the reverse
   }
   nlohmann::json d = nlohmann::json::array();
-  for (auto& [need, n] : leases_->waiting_demand()) d.push_back({{"need", need}, {"count", n}});
+  for (auto& [need, n] : queue_.waiting_demand()) d.push_back({{"need", need}, {"count", n}});
   std::string demand = d.empty() ? std::string() : d.dump();
   if (demand == demand_json_) return;
-  tables_->cluster.set_lease_demand(node_id_, demand);
+  tables_.cluster.set_lease_demand(node_id_, demand);
   demand_json_ = demand;
 }
 
 // ---- what the lease queue asks of the node ---------------------------------------------------
 
-const policy::ClusterView& NodeManager::peers(bool fresh) {
+const policy::ClusterView& LeaseDesk::peers(bool fresh) {
   if (fresh) peers_.refresh_if_stale();
   return peers_.view();
 }
 
-std::optional<LeaseQueue::Group> NodeManager::group(const std::string& id) {
+std::optional<LeaseQueue::Group> LeaseDesk::group(const std::string& id) {
   std::optional<store::GroupRecord> g;
   try {
-    g = tables_->groups.get(id);
+    g = tables_.groups.get(id);
   } catch (const std::exception& e) {
     spdlog::error("reading placement group {}: {}", id, e.what());
     throw;  // the lease waits
@@ -107,26 +110,25 @@ std::optional<LeaseQueue::Group> NodeManager::group(const std::string& id) {
 
 // An idle worker of the job (none for GPU leases: those get a process of their own), else a new
 // one, registered later.
-std::pair<std::string, bool> NodeManager::worker(const LeaseQueue::Lease& l, const Res& need, const BundleRef& bundle,
-                                                 const Devices& devices) {
+std::pair<std::string, bool> LeaseDesk::worker(const LeaseQueue::Lease& l, const Res& need, const BundleRef& bundle,
+                                               const WorkerPool::Devices& devices) {
   bool gpu = !devices.empty();
-  Worker* w = gpu ? nullptr : workers_.idle_of(l.job);
+  WorkerPool::Worker* w = gpu ? nullptr : workers_.idle_of(l.job);
   bool started = !w;
   if (started) {
-    w = &workers_.at(spawn_worker(l.job, "", l.seq, 0, devices));
+    w = &workers_.at(spawn_(l.job, l.seq, devices));
     w->dedicated = gpu;
   } else {
-    w->state = WState::kLeased;
+    w->state = WorkerPool::State::kLeased;
   }
   w->held = need;
   w->bundle = bundle;
   return {w->id, started};
 }
 
-void NodeManager::grant(const LeaseQueue::Lease& l, const std::string& more_at) {
+void LeaseDesk::grant(const LeaseQueue::Lease& l, const std::string& more_at) {
   double waited = std::chrono::duration<double>(Clock::now() - l.arrived).count();
-  if (metrics_) metrics_->lease_answered(waited, l.assigned.size());
-  lease_span(l.job, waited, l.assigned.size());
+  answered_(l.job, waited, l.assigned.size());
   OutMessage m(token_, l.req, true);
   auto lg = m.env().getBody().initLeaseGranted();
   if (!more_at.empty()) lg.setSpillback(more_at);
@@ -136,16 +138,16 @@ void NodeManager::grant(const LeaseQueue::Lease& l, const std::string& more_at) 
     ws[i].setWorkerId(w.id);
     ws[i].setAddress(w.address);
   }
-  io_->reply(l.routing, m.finish());
+  io_.reply(l.routing, m.finish());
 }
 
-void NodeManager::redirect(const LeaseQueue::Lease& l, const std::string& address) {
+void LeaseDesk::redirect(const LeaseQueue::Lease& l, const std::string& address) {
   OutMessage m(token_, l.req, true);
   m.env().getBody().initLeaseGranted().setSpillback(address);
-  io_->reply(l.routing, m.finish());
+  io_.reply(l.routing, m.finish());
 }
 
-void NodeManager::refuse(const LeaseQueue::Lease& l, LeaseQueue::Refusal why, const std::string& message) {
+void LeaseDesk::refuse(const LeaseQueue::Lease& l, LeaseQueue::Refusal why, const std::string& message) {
   auto code = why == LeaseQueue::Refusal::kInfeasible ? wire::ErrorCode::INFEASIBLE
               : why == LeaseQueue::Refusal::kJobEnded ? wire::ErrorCode::NOT_FOUND
                                                       : wire::ErrorCode::INTERNAL;
