@@ -2,7 +2,8 @@
 # Headless Chromium loads the dashboard of a running cluster while the railway training job runs
 # on it (submitted with yard submit): the rendered page lists the head's node, the job's trainer
 # and checkpointer actors and the job, streams the job's log and charts its loss, validation loss
-# and F1; a screenshot is kept (ARTIFACT_DIR/dashboard.png).
+# and F1, and shows a job waiting in the queue with why it waits; a screenshot is kept
+# (ARTIFACT_DIR/dashboard.png).
 # Requests without the cluster's web key get 401, and so do requests with the cluster token (which
 # never travels over HTTP). Needs Debian's chromium: skipped (exit 77) without it.
 set -euo pipefail
@@ -36,6 +37,9 @@ until "$YARD" logs "$JOB" 2>/dev/null | grep -q "^epoch 1/40  steps"; do
   [ "$(date +%s)" -lt "$end" ] || fail "the job did not train: $("$YARD" logs "$JOB" 2>&1)"
   sleep 0.2
 done
+# A job with a shape no node can hold waits in the queue, which the page shows with the reason.
+QJOB=$("$YARD" submit --no-wait --replicas 1 --replica CPU=64 -- sleep 60 | grep -o 'job-[0-9a-z-]*' | head -1)
+[ -n "$QJOB" ] || fail "the queued job was not submitted"
 URL=$("$YARD" dashboard)
 BASE=${URL%%/\?*}
 for path in / /api/status "/api/jobs/$JOB/logs" /static/chart.js; do
@@ -65,6 +69,8 @@ check 'data-name="railway_train_loss"' "a chart of the job's training loss"
 check 'data-name="railway_validation_loss"' "a chart of the job's validation loss"
 check 'data-name="railway_validation_macro_f1" data-points="[1-9][0-9]*" data-marked="1"' "a chart of the job's F1 with its epochs' points marked"
 check "epoch 1/40  steps" "the job's log"
+check "data-job=\"$QJOB\"><td>$QJOB</td><td>-</td><td>0</td><td class=\"QUEUED\">QUEUED</td><td>0/1:1</td>" "the queued job in the queue view"
+check "<td>infeasible: " "why the queued job waits"
 mkdir -p "$ARTIFACTS"
 chrome --screenshot="$ARTIFACTS/dashboard.png" --window-size=1280,1800 "$URL" > /dev/null || fail "no screenshot"
 [ "$(stat -c %s "$ARTIFACTS/dashboard.png")" -gt 10000 ] || fail "the screenshot is empty"

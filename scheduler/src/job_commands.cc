@@ -154,25 +154,35 @@ int print_team_credential(const std::string& team) {
   return 0;
 }
 
-int list_jobs(BlockingClient& c, bool as_json) {
+nlohmann::json job_list_json(BlockingClient& c) {
   auto r = c.call([](wire::Envelope::Builder env) { env.getBody().setListJobs(); });
   double now = sys::unix_time();
-  if (as_json) {
-    auto out = nlohmann::json::array();
-    for (auto j : r->env().getBody().getJobList()) {
-      nlohmann::json row{{"job_id", j.getJobId().cStr()}, {"status", j.getStatus().cStr()}, {"exit_code", j.getExitCode()},
-                         {"entrypoint", j.getEntrypoint().cStr()}, {"start_time", j.getStartTime()}, {"end_time", j.getEndTime()}};
-      if (j.getShaped()) {
-        row.update({{"team", j.getTeam().cStr()}, {"priority", j.getPriority()}, {"replicas", j.getReplicas()},
-                    {"min_replicas", j.getMinReplicas()}, {"max_replicas", j.getMaxReplicas()}, {"queued_at", j.getQueuedAt()}});
-        if (j.getPreempted().size()) row["preempted"] = j.getPreempted().cStr();
-        if (j.getWaitReason().size()) row["waiting"] = {{"reason", j.getWaitReason().cStr()}, {"detail", j.getWaitDetail().cStr()}, {"for_s", now - j.getQueuedAt()}};
-      }
-      out.push_back(std::move(row));
+  auto out = nlohmann::json::array();
+  for (auto j : r->env().getBody().getJobList()) {
+    nlohmann::json row{{"job_id", j.getJobId().cStr()}, {"status", j.getStatus().cStr()}, {"exit_code", j.getExitCode()},
+                       {"entrypoint", j.getEntrypoint().cStr()}, {"start_time", j.getStartTime()}, {"end_time", j.getEndTime()}};
+    if (j.getShaped()) {
+      row.update({{"team", j.getTeam().cStr()}, {"priority", j.getPriority()}, {"replicas", j.getReplicas()},
+                  {"min_replicas", j.getMinReplicas()}, {"max_replicas", j.getMaxReplicas()}, {"queued_at", j.getQueuedAt()}});
+      if (j.getPreempted().size()) row["preempted"] = j.getPreempted().cStr();
+      if (j.getWaitReason().size())
+        row["waiting"] = {{"reason", j.getWaitReason().cStr()},
+                          {"detail", j.getWaitDetail().cStr()},
+                          {"for_s", now - j.getQueuedAt()},
+                          {"text", wait_text(j.getWaitReason().cStr(), j.getWaitDetail().cStr())}};
     }
-    std::cout << out.dump(2) << "\n";
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+int list_jobs(BlockingClient& c, bool as_json) {
+  if (as_json) {
+    std::cout << job_list_json(c).dump(2) << "\n";
     return 0;
   }
+  auto r = c.call([](wire::Envelope::Builder env) { env.getBody().setListJobs(); });
+  double now = sys::unix_time();
   std::cout << fmt::format("{:<10} {:<10} {:>5}  {:<8} {:>4}  {:<9}  {}\n", "JOB", "STATUS", "EXIT", "TEAM", "PRIO", "REPLICAS", "ENTRYPOINT");
   for (auto j : r->env().getBody().getJobList()) {
     std::string status = j.getStatus().cStr();

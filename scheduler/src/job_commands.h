@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "blocking_client.h"
 
@@ -35,5 +36,8 @@ int print_team_credential(const std::string& team);
 
 // `yard jobs`: a table, or every field as JSON.
 int list_jobs(BlockingClient& c, bool as_json);
+// Every job as `yard jobs --json` gives it (a queued job's rows with its team, priority, replicas
+// and why it waits; the dashboard's queue view).
+nlohmann::json job_list_json(BlockingClient& c);
 
 }  // namespace yard::sched

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "blocking_client.h"
+#include "job_commands.h"
 #include "link_security.h"
 #include "yard/errors.h"
 
@@ -50,10 +51,12 @@ bool Dashboard::authorized(const void* r) const {
   return cookie_key(req) == key_;
 }
 
-// A head request for the page's JSON: "status", "logs" (arg: job, offset), "curves" (arg: job).
+// A head request for the page's JSON: "status", "jobs" (the queue's view), "logs" (arg: job,
+// offset), "curves" (arg: job).
 std::string Dashboard::ask(const std::string& what, const std::string& arg) {
   std::lock_guard lk(head_mu_);
   if (what == "status") return head_->call([](auto env) { env.getBody().setStatus(); })->env().getBody().getStatusReply();
+  if (what == "jobs") return job_list_json(*head_).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   if (what == "curves")
     return head_->call([&](auto env) { env.getBody().setJobCurves(arg); })->env().getBody().getStatusReply();
   auto space = arg.find(' ');
@@ -97,6 +100,9 @@ void Dashboard::routes() {
   }));
   server_->http().Get("/api/status", guard([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(ask("status", ""), "application/json");
+  }));
+  server_->http().Get("/api/jobs", guard([this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(ask("jobs", ""), "application/json");
   }));
   server_->http().Get(R"(/api/jobs/([\w.-]+)/logs)", guard([this](const httplib::Request& req, httplib::Response& res) {
     std::string offset = req.has_param("offset") ? req.get_param_value("offset") : "0";

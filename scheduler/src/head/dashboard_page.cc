@@ -1,4 +1,5 @@
-// The dashboard's page: plain HTML and script, drawn from /api/status every 2 s; the selected
+// The dashboard's page: plain HTML and script, drawn from /api/status and /api/jobs (the job
+// queue: team, priority, replicas, why each waits, preemptions) every 2 s; the selected
 // job's log streams from /api/jobs/<id>/logs and its gauges are charted from
 // /api/jobs/<id>/curves with Chart.js.
 #include "head/dashboard.h"
@@ -21,7 +22,7 @@ h1 { font-size: 20px; } h2 { font-size: 16px; margin-top: 1.6em; }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 3px 10px 3px 0; border-bottom: 1px solid #ddd; vertical-align: top; }
 .ALIVE, .RUNNING, .CREATED, .SUCCEEDED { color: #17702a; } .DEAD, .FAILED { color: #b00020; }
-.PENDING, .RESTARTING, .DRAINING, .STOPPED { color: #a06000; }
+.PENDING, .RESTARTING, .DRAINING, .STOPPED, .QUEUED { color: #a06000; }
 tr.job { cursor: pointer; } tr.job:hover { background: #f3f3f3; }
 #log { background: #111; color: #ddd; padding: 8px; height: 16em; overflow: auto; white-space: pre-wrap; font: 12px monospace; }
 #charts { display: flex; flex-wrap: wrap; gap: 12px; } #charts div { width: 420px; height: 220px; }
@@ -37,6 +38,7 @@ constexpr const char* kMarkup = R"HTML(<script src="/static/chart.js"></script>
 <h2>Nodes</h2><table id="nodes"><thead><tr><th>node</th><th>address</th><th>state</th><th>resources used/total</th><th>workers</th><th>actors</th><th>heartbeat</th></tr></thead><tbody></tbody></table>
 <h2>Actors</h2><table id="actors"><thead><tr><th>actor</th><th>class</th><th>name</th><th>state</th><th>node</th><th>restarts</th><th>job</th></tr></thead><tbody></tbody></table>
 <h2>Placement groups</h2><table id="groups"><thead><tr><th>group</th><th>strategy</th><th>state</th><th>bundles</th><th>job</th></tr></thead><tbody></tbody></table>
+<h2>Job queue</h2><table id="queue"><thead><tr><th>job</th><th>team</th><th>priority</th><th>status</th><th>replicas now/MIN:MAX</th><th>queued</th><th>why it waits, or what took its room</th></tr></thead><tbody></tbody></table>
 <h2>Jobs</h2><table id="jobs"><thead><tr><th>job</th><th>status</th><th>entrypoint</th><th>started</th></tr></thead><tbody></tbody></table>
 <h2>Job <span id="job-title">(none selected)</span></h2>
 <div id="charts"></div>
@@ -79,7 +81,14 @@ async function refresh() {
     fill("groups", (s.placement_groups || []).map(g => `<tr>${cell(g.placement_group_id)}${cell(g.strategy)}${cell(g.state, g.state)}` +
                                                         `${cell(JSON.stringify(g.bundles))}${cell(g.job)}</tr>`));
     fill("jobs", s.jobs.map(j => `<tr class="job" data-job="${esc(j.job_id)}">${cell(j.job_id)}${cell(j.status, j.status)}` +
-                                 `${cell(j.entrypoint)}${cell(j.start ? new Date(j.start * 1000).toLocaleString() : "")}</tr>`));
+                                 `${cell(j.entrypoint)}${cell(+j.start ? new Date(j.start * 1000).toLocaleString() : "")}</tr>`));
+    const queue = (await getJSON("/api/jobs")).filter(j => "team" in j);
+    fill("queue", queue.map(j => {
+      const waited = j.waiting ? `${Math.round(j.waiting.for_s)} s` : "";
+      return `<tr class="job" data-job="${esc(j.job_id)}">${cell(j.job_id)}${cell(j.team || "-")}${cell(j.priority)}` +
+             `${cell(j.status, j.status)}${cell(`${j.replicas}/${j.min_replicas}:${j.max_replicas}`)}${cell(waited)}` +
+             `${cell(j.waiting ? j.waiting.text : j.preempted ? `preempted: ${j.preempted}` : "")}</tr>`;
+    }));
     document.querySelectorAll("tr.job").forEach(tr => tr.onclick = () => select(tr.dataset.job));
     if (!selected && s.jobs.length) {
       const running = s.jobs.filter(j => j.status === "RUNNING");
