@@ -3,7 +3,7 @@
 # `--replicas 1:2` (an elastic group, --workers 1:2) trains on both trainer slots of the pool; a
 # high-priority job needing one slot arrives. The low job lets one trainer go at a step boundary
 # (no checkpoint read, no group restart), the high job is admitted into the room and runs, the
-# preemption names who took the room (an event, and `yard jobs`), and when the high job ends the low job grows
+# preemption names who took the room (an event, `yard jobs` and the job's own log), and when the high job ends the low job grows
 # back to two trainers and finishes every epoch.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -26,6 +26,8 @@ low=$(grep -m1 -oE "submitted job-[0-9]+" out.txt | awk '{print $2}')
 high=$(cat high.txt)
 echo "low job $low, high job $high"
 await_line "$pid" "^resized: 2 -> 1 trainers"
+# The job's own log names who took the room.
+grep -E "^elastic group: 2 -> 1 trainers at step [0-9]+ \(1 released to the job queue \(1 replica released \(on [^)]+\) for $high at [0-9]+\)\)" out.txt
 grown=$(grep -c "^resized: 1 -> 2 trainers" out.txt || true)
 deadline=$((SECONDS + 120))
 until "$YARD" logs "$high" 2>/dev/null | grep -q "high job ran"; do

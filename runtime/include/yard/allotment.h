@@ -25,6 +25,9 @@ struct JobAllotment {
   double stop_by = 0;
   bool requeued_after = false;  // the stop is a preemption: the job runs again later
   bool stop_asked() const { return stop_by > 0; }
+  // The latest preemption the job gave way to, naming who took the room ("1 replica released (on
+  // node-3) for job-7 at 1796600000"); "" when there was none.
+  std::string preempted;
 };
 
 // This job's allotment (yard::job_id()), or nullopt when it was not admitted by the job queue (a

@@ -28,10 +28,11 @@ std::optional<JobAllotment> job_allotment() {
   // those of the ones asked to leave (still among them until they are gone).
   namespace jf = keys::job_field;
   auto f = detail::cluster_control()->run([&](detail::Redis& r) {
-    return r.cmd({"HMGET", keys::job(job), jf::kAdmittedAt, jf::kReplicaNodes, jf::kReleasing, jf::kStop, jf::kStopBy})
+    return r.cmd({"HMGET", keys::job(job), jf::kAdmittedAt, jf::kReplicaNodes, jf::kReleasing, jf::kStop, jf::kStopBy,
+                  jf::kPreempted})
         .strings();
   });
-  if (f.size() != 5 || std::strtod(f[0].c_str(), nullptr) <= 0) return std::nullopt;  // not admitted by the queue
+  if (f.size() != 6 || std::strtod(f[0].c_str(), nullptr) <= 0) return std::nullopt;  // not admitted by the queue
   JobAllotment a;
   auto given = node_list(f[1]);
   a.release = node_list(f[2]);
@@ -40,6 +41,7 @@ std::optional<JobAllotment> job_allotment() {
     a.stop_by = std::strtod(f[4].c_str(), nullptr);
     a.requeued_after = f[3] == jf::kStopRequeue;
   }
+  a.preempted = f[5];
   a.replicas = static_cast<int>(given.size()) - static_cast<int>(a.release.size());
   if (a.replicas < 0) a.replicas = 0;
   return a;

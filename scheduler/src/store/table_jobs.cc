@@ -62,7 +62,7 @@ void add_queue_fields(std::vector<std::string>& c, const QueueEntry& q) {
   std::vector<std::string> more{"team", q.team, "priority", std::to_string(q.priority), "shape", shape_json(q.shape).dump(),
                                 "queued_at", std::to_string(q.queued_at), f::kAdmittedAt, std::to_string(q.admitted_at),
                                 "held", q.held ? "1" : "0", "fixed_nodes", json(q.fixed_nodes).dump(), f::kReplicaNodes,
-                                json(q.replica_nodes).dump(), f::kReleasing, json(q.releasing).dump(), "preempted", q.preempted,
+                                json(q.replica_nodes).dump(), f::kReleasing, json(q.releasing).dump(), f::kPreempted, q.preempted,
                                 f::kStop, stop_name(q.stop), f::kStopBy, std::to_string(q.stop_by), "requeues",
                                 std::to_string(q.requeues), "time_limit", std::to_string(q.time_limit)};
   c.insert(c.end(), more.begin(), more.end());
@@ -99,7 +99,7 @@ std::optional<QueueEntry> queue_entry(const std::map<std::string, std::string>& 
   q.fixed_nodes = nodes_of(text(f, "fixed_nodes"));
   q.replica_nodes = nodes_of(text(f, keys::job_field::kReplicaNodes));
   q.releasing = nodes_of(text(f, keys::job_field::kReleasing));
-  q.preempted = text(f, "preempted");
+  q.preempted = text(f, keys::job_field::kPreempted);
   q.stop = parse_stop(text(f, keys::job_field::kStop));
   q.stop_by = num(f, keys::job_field::kStopBy);
   q.requeues = static_cast<int>(num(f, "requeues"));

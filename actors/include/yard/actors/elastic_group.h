@@ -133,6 +133,9 @@ class ElasticGroup {
         r.old_world = old_world;
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         r.why = plan.why;
+        // A preemption names the job that took the room.
+        if (allot_ && !allot_->preempted.empty() && plan.why.find("released to the job queue") != std::string::npos)
+          r.why += " (" + allot_->preempted + ")";
         return r;
       }
       if (!plan.wait && world_ > 0) return std::nullopt;

@@ -71,6 +71,7 @@ inline constexpr const char* kStop = "stop";                // "", kStopRequeue 
 inline constexpr const char* kStopRequeue = "requeue";      // preempted: queued again after it stops
 inline constexpr const char* kStopEnd = "end";              // its time limit (or a cancel): it ends
 inline constexpr const char* kStopBy = "stop_by";           // unix seconds: the stop's deadline
+inline constexpr const char* kPreempted = "preempted";      // the latest preemption it gave way to, as text
 }  // namespace job_field
 // A job's timeline and training curves (shown by the dashboard; a lost one starts again).
 inline constexpr Table kTimelineTable{"timelines", Durability::kRebuilt};
