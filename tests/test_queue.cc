@@ -99,6 +99,14 @@ TEST_CASE("a job no node could ever hold is infeasible, with the reason") {
   REQUIRE(waiting(d, "j"));
   CHECK(waiting(d, "j")->why.reason == WaitReason::kInfeasible);
   CHECK(waiting(d, "j")->why.detail.find("GPU") != std::string::npos);
+  // With an autoscaler whose node types hold it, the job waits for a node to be added instead.
+  in.node_types = {{"gpu", {{"CPU", 8}, {"GPU", 1}}, 0, 2}};
+  d = schedule_queue(in);
+  CHECK(waiting(d, "j")->why.reason == WaitReason::kNodeStarting);
+  CHECK(text(waiting(d, "j")->why).rfind("node starting: no running node could hold it", 0) == 0);
+  // Node types that hold only some of its parts do not make it feasible.
+  in.queued[0].shape.fixed = {Res{{"TPU", 1}}};
+  CHECK(waiting(schedule_queue(in), "j")->why.reason == WaitReason::kInfeasible);
 }
 
 TEST_CASE("the queue orders by priority, then the team's fair share, then the time queued") {

@@ -188,7 +188,7 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   hooks.publish = [this](const std::string& ev) { publish(ev); };
   queue_ = std::make_unique<JobQueue>(*tables_, *nodes_, std::move(hooks));
   if (auto& c = autoscale_config_)
-    queue_->configure({c->teams, c->starvation_s, c->usage_half_life_s, c->stop_grace_s, c->min_run_s});
+    queue_->configure({c->teams, c->starvation_s, c->usage_half_life_s, c->stop_grace_s, c->min_run_s, c->types});
   job_requests_ = std::make_unique<JobRequests>(JobRequests::Context{
       io_, token_, reply_, *tables_, *nodes_, *jobs_, *queue_, *actors_, *groups_, head_node_, team_key_,
       [this](const std::string& ev) { publish(ev); }});

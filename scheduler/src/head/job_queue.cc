@@ -81,6 +81,7 @@ policy::QueueInput JobQueue::input(const std::map<std::string, Res>& held) const
   policy::QueueInput in;
   in.teams = settings_.teams;
   in.starvation_s = settings_.starvation_s;
+  in.node_types = settings_.node_types;
   in.now = now_s();
   in.pool = nodes_.view();
   for (auto& [id, j] : jobs_) {
@@ -393,7 +394,8 @@ Problem JobQueue::control(const std::string& id, JobAction action, int priority)
 std::vector<policy::Demand> JobQueue::pending_demand() const {
   std::vector<policy::Demand> out;
   for (auto& [id, w] : waiting_) {
-    if (w.why.reason != policy::WaitReason::kNoRoom && w.why.reason != policy::WaitReason::kInfeasible) continue;
+    using R = policy::WaitReason;
+    if (w.why.reason != R::kNoRoom && w.why.reason != R::kNodeStarting && w.why.reason != R::kInfeasible) continue;
     auto it = jobs_.find(id);
     if (it == jobs_.end() || it->second.queue->admitted_at > 0) continue;
     auto& shape = it->second.queue->shape;

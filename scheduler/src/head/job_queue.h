@@ -55,6 +55,7 @@ class JobQueue {
     double usage_half_life_s = 3600;
     double stop_grace_s = 60;  // a job stopped at MIN has this long to checkpoint and exit
     double min_run_s = 0;      // not preempted before it ran this long
+    std::vector<policy::NodeType> node_types;  // an autoscaler's: what a job may wait to be started for
   };
 
   JobQueue(store::Tables& tables, ClusterNodes& nodes, Hooks hooks)

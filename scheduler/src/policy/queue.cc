@@ -68,6 +68,14 @@ std::string over_ceiling(const TeamQuota* t, const Res& usage, const Res& need) 
          " it would pass its ceiling of " + res_text(t->ceiling);
 }
 
+// Whether nodes of these types could hold every part of the job (each on a node of its own type).
+bool nodes_could_hold(const std::vector<NodeType>& types, const JobShape& shape) {
+  if (types.empty()) return false;
+  for (auto& part : shape.fixed)
+    if (!some_type_holds(types, part)) return false;
+  return shape.min == 0 || some_type_holds(types, shape.replica);
+}
+
 struct Cycle {
   const QueueInput& in;
   QueueDecision out;
@@ -99,7 +107,11 @@ void Cycle::consider(const QueuedJob& j) {
   Res need = j.shape.total(j.shape.min);
   if (auto why = over_ceiling(team, usage[j.team], need); !why.empty()) return wait(j, prio, WaitReason::kTeamCeiling, why);
   GroupDecision d = place_job(now, j.shape, j.shape.min);
-  if (d.outcome == Outcome::kInfeasible) return wait(j, prio, WaitReason::kInfeasible, d.why);
+  if (d.outcome == Outcome::kInfeasible) {
+    if (nodes_could_hold(in.node_types, j.shape))
+      return wait(j, prio, WaitReason::kNodeStarting, "no running node could hold it; waiting for the autoscaler to add one (" + d.why + ")");
+    return wait(j, prio, WaitReason::kInfeasible, d.why);
+  }
   if (d.outcome == Outcome::kPlaced) {
     reserve(j.shape, d.nodes);
     add(usage[j.team], need);

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "policy/autoscale.h"
 #include "policy/placement.h"
 #include "policy/waiting.h"
 
@@ -90,6 +91,9 @@ struct QueueInput {
   std::vector<QueuedJob> queued;
   std::vector<RunningJob> running;
   ClusterView pool;  // nodes that take work, with what is free on them now
+  // The node types an autoscaler may start (none: no autoscaler): a job no running node could hold
+  // waits for one of them (kNodeStarting) instead of being infeasible.
+  std::vector<NodeType> node_types;
   double now = 0;
   double starvation_s = 0;  // 0: no bound
 };

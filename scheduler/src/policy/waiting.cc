@@ -6,6 +6,7 @@ const char* name(WaitReason r) {
   switch (r) {
     case WaitReason::kNoRoom: return "no_room";
     case WaitReason::kInfeasible: return "infeasible";
+    case WaitReason::kNodeStarting: return "node_starting";
     case WaitReason::kFreeingRoom: return "freeing_room";
     case WaitReason::kHeld: return "held";
     case WaitReason::kTeamCeiling: return "team_ceiling";

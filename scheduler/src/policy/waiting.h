@@ -10,6 +10,7 @@ namespace yard::sched::policy {
 enum class WaitReason {
   kNoRoom,          // some node could hold it, none has the room now
   kInfeasible,      // no node of the cluster could ever hold it
+  kNodeStarting,    // no running node could hold it; a node the autoscaler adds would
   kFreeingRoom,     // room is being freed for it (replicas leaving, a job stopping)
   kHeld,            // held by a user (`yard job hold`)
   kTeamCeiling,     // its team would go over the ceiling of its quota
