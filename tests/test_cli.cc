@@ -419,6 +419,23 @@ TEST_CASE("Redis unreachable: the head says so and exits", "[cli][errors]") {
   CHECK_THAT(r.out, Catch::Contains("cannot reach Redis"));
 }
 
+TEST_CASE("a control store of a newer format: the head refuses it and says what to do", "[cli][errors]") {
+  Cluster c(false);
+  yard::sys::RedisServer server;
+  yard::detail::Redis redis("127.0.0.1", server.port(), "", 5s);
+  redis.cmd({"RPUSH", "yard:jobs", "job-1"});
+  redis.cmd({"HSET", "yard:cluster", "format", "7"});
+  auto addr = "127.0.0.1:" + std::to_string(server.port());
+  auto r = sh(c.yard("start --head --port 0 --redis-address " + addr));
+  CHECK(r.code == 1);
+  CHECK_THAT(r.out, Catch::Contains("the control store at " + addr + " cannot be used: it was written by a newer "
+                                    "Switchyard (format 7; this head reads formats up to 2): start the head of that "
+                                    "version, or point this one at a fresh Redis"));
+  // Nothing of it was changed.
+  CHECK(redis.cmd({"HGET", "yard:cluster", "format"}).str() == "7");
+  CHECK(redis.cmd({"LLEN", "yard:jobs"}).integer() == 1);
+}
+
 TEST_CASE("malformed, truncated and random bytes leave the head serving", "[cli][robustness]") {
   Cluster c;
   auto prog = sh("YARD_ADDRESS=" + c.addr + " " + counter_bin());

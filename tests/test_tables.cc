@@ -1,8 +1,11 @@
 // The control store's tables against a real redis-server: a node's heartbeat rewrites only the
-// fields of its record that changed, and the whole record after a reconnection or a failed write.
+// fields of its record that changed, and the whole record after a reconnection or a failed write;
+// a store's format is stamped, migrated or refused.
 #include <catch2/catch.hpp>
 
+#include "store/format.h"
 #include "store/tables.h"
+#include "yard/errors.h"
 #include "yard/internal/redis.h"
 
 using namespace yard::sched;
@@ -135,4 +138,43 @@ TEST_CASE("gathered actor writes reach Redis in one round trip, before anything 
   auto f = admin.hgetall("yard:actor:actor-1");
   CHECK(f["state"] == "DEAD");
   CHECK(f["death_cause"] == "killed");
+}
+
+TEST_CASE("the store's format: a new store is stamped, an older one migrated, a newer one refused", "[tables][format]") {
+  using A = store::FormatCheck::Action;
+  CHECK(store::check_format("", false).action == A::kFresh);
+  CHECK(store::check_format(std::to_string(store::kStoreFormat), true).action == A::kCurrent);
+  auto old = store::check_format("", true);  // records from before the store kept a format number
+  CHECK(old.action == A::kMigrate);
+  CHECK(old.from == 1);
+  CHECK(store::check_format("1", true).from == 1);
+  auto newer = store::check_format("99", true);
+  CHECK(newer.action == A::kRefuse);
+  CHECK_THAT(newer.message, Catch::Contains("written by a newer Switchyard (format 99; this head reads formats up to 2)"));
+  CHECK(store::check_format("x9", true).action == A::kRefuse);
+  CHECK(store::check_format("0", true).action == A::kRefuse);
+
+  yard::sys::RedisServer server;
+  yard::sys::Redis redis("127.0.0.1", server.port(), "", 5s);
+  store::Tables tables(redis);
+  // An empty store is stamped.
+  CHECK(store::settle_format(tables.link, "here").empty());
+  CHECK(redis.cmd({"HGET", "yard:cluster", "format"}).str() == "2");
+  CHECK(store::settle_format(tables.link, "here").empty());
+  // A format 1 store: jobs, and the rendezvous keys every job's groups shared, which go.
+  redis.cmd({"FLUSHALL"});
+  redis.cmd({"RPUSH", "yard:jobs", "job-1"});
+  redis.cmd({"SET", "yard:coll:g:rank:0", "a"});
+  redis.cmd({"SET", "yard:coll:g:rank:1", "b"});
+  auto done = store::settle_format(tables.link, "127.0.0.1:1");
+  CHECK_THAT(done, Catch::Contains("was in format 1 (written before it kept a format number): migrated to format 2"));
+  CHECK(redis.cmd({"EXISTS", "yard:coll:g:rank:0", "yard:coll:g:rank:1"}).integer() == 0);
+  CHECK(redis.cmd({"LLEN", "yard:jobs"}).integer() == 1);  // the records stay
+  CHECK(redis.cmd({"HGET", "yard:cluster", "format"}).str() == "2");
+  // A newer Switchyard's store is left as it is, with a message that says what to do.
+  redis.cmd({"HSET", "yard:cluster", "format", "3"});
+  CHECK_THROWS_WITH(store::settle_format(tables.link, "127.0.0.1:1"),
+                    Catch::Contains("the control store at 127.0.0.1:1 cannot be used: it was written by a newer "
+                                    "Switchyard (format 3; this head reads formats up to 2)"));
+  CHECK(redis.cmd({"HGET", "yard:cluster", "format"}).str() == "3");
 }

@@ -19,6 +19,7 @@
 #include "yard/process.h"
 #include "allocator.h"
 #include "common/credentials.h"
+#include "store/format.h"
 #include "link_limits.h"
 #include "link_security.h"
 #include "yard/internal/tls_identity.h"
@@ -171,6 +172,8 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
     redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
   }
   tables_ = std::make_unique<store::Tables>(*redis_);
+  // Before any record is read or written: a store of another format is migrated or refused.
+  if (auto migrated = store::settle_format(tables_->link, o_.redis_address); !migrated.empty()) spdlog::warn("{}", migrated);
   jobs_ = std::make_unique<JobTable>(*tables_);
   nodes_ = std::make_unique<ClusterNodes>(*redis_, *tables_, io_);
   groups_ = std::make_unique<GroupManager>(io_, token_, reply_, *redis_, *tables_, *nodes_, *jobs_);
