@@ -34,6 +34,8 @@ import sys
 import tempfile
 import time
 
+from cluster_bench import lines
+
 yard, train_bin = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 CGROUP = "/sys/fs/cgroup/cpu"
 PERIOD_US, SLOW_QUOTA_US = 10000, 5000
@@ -74,11 +76,7 @@ def start_node_in(name):
 
 
 def steps_of(out):
-    try:
-        with open(out + "/steps.jsonl") as f:
-            return [json.loads(l) for l in f if l.strip()]
-    except (FileNotFoundError, json.JSONDecodeError):
-        return []
+    return lines(out + "/steps.jsonl")
 
 
 def run(name, shares, slow, epochs):

@@ -25,7 +25,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
+
+from cluster_bench import lines, wait_for
 
 yard, train_bin = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 work = tempfile.mkdtemp(prefix="yard-preempt-bench-")
@@ -47,14 +48,6 @@ def start_node():
        "--heartbeat-timeout", "2")
 
 
-def wait_for(cond, what, timeout=600):
-    end = time.time() + timeout
-    while time.time() < end:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise RuntimeError("timed out waiting for " + what)
-
 
 class Job:
     def __init__(self, name, replicas, workers, high=None):
@@ -70,7 +63,7 @@ class Job:
     def finish(self):
         if self.proc.wait(timeout=900) != 0:
             raise RuntimeError("the job failed: see " + self.log)
-        metrics = [json.loads(l) for l in open(self.out + "/metrics.jsonl") if l.strip()]
+        metrics = lines(self.out + "/metrics.jsonl")
         val = [m["val_loss"] for m in metrics if m.get("event") == "epoch"][-1]
         redone = sum(m.get("steps_redone", 0) for m in metrics if m.get("event") == "recovery")
         return val, redone

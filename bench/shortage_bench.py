@@ -35,6 +35,8 @@ import sys
 import tempfile
 import time
 
+from cluster_bench import lines, wait_for
+
 yard, train_bin = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 trials = int(sys.argv[3]) if len(sys.argv) > 3 else 10
 work = tempfile.mkdtemp(prefix="yard-shortage-bench-")
@@ -62,22 +64,6 @@ def node_ids():
     return {n["address"]: n["node_id"] for n in json.loads(sh("status", "--json"))["nodes"] if n.get("address")}
 
 
-def lines(path, event=None):
-    try:
-        with open(path) as f:
-            out = [json.loads(l) for l in f if l.strip()]
-    except (FileNotFoundError, json.JSONDecodeError):
-        return []
-    return [j for j in out if event is None or j.get("event") == event]
-
-
-def wait_for(cond, what, timeout=600):
-    end = time.time() + timeout
-    while time.time() < end:
-        if cond():
-            return
-        time.sleep(0.05)
-    raise RuntimeError("timed out waiting for " + what)
 
 
 class Job:
