@@ -59,6 +59,7 @@ ElasticPlan plan_elastic(const std::vector<ElasticSlot>& slots, int min, int max
   }
   std::stable_sort(survivors.begin(), survivors.end(), [&](size_t a, size_t b) { return slots[a].rank < slots[b].rank; });
   int shed = release_excess(slots, min, max, in_play, survivors, ready, p);
+  p.to_queue = shed;
   leaving += shed;
   p.submit = std::max(0, max - in_play);
   size_t room = static_cast<size_t>(max) > survivors.size() ? static_cast<size_t>(max) - survivors.size() : 0;

@@ -72,16 +72,12 @@ std::string settle_format(StoreLink& s, const std::string& where) {
   auto found = s.cmd({"HGET", keys::cluster(), kFormatField});
   bool has_records = s.cmd({"EXISTS", keys::cluster(), keys::jobs(), keys::actors(), keys::nodes()}).integer() > 0;
   auto c = check_format(found.is_nil() ? std::string() : found.str(), has_records);
-  switch (c.action) {
-    case FormatCheck::Action::kCurrent: return "";
-    case FormatCheck::Action::kRefuse: throw Error("the control store at " + where + " cannot be used: " + c.message);
-    case FormatCheck::Action::kFresh:
-      s.cmd({"HSET", keys::cluster(), kFormatField, std::to_string(kStoreFormat)});
-      return "";
-    case FormatCheck::Action::kMigrate: break;
-  }
-  for (int k = c.from; k < kStoreFormat; ++k) migrations().at(static_cast<size_t>(k - 1))(s);
+  if (c.action == FormatCheck::Action::kCurrent) return "";
+  if (c.action == FormatCheck::Action::kRefuse) throw Error("the control store at " + where + " cannot be used: " + c.message);
+  bool fresh = c.action == FormatCheck::Action::kFresh;
+  for (int k = c.from; !fresh && k < kStoreFormat; ++k) migrations().at(static_cast<size_t>(k - 1))(s);
   s.cmd({"HSET", keys::cluster(), kFormatField, std::to_string(kStoreFormat)});
+  if (fresh) return "";
   return "the control store at " + where + " was in format " + std::to_string(c.from) + " (" +
          (c.from == 1 ? "written before it kept a format number" : "an older Switchyard's") + "): migrated to format " +
          std::to_string(kStoreFormat);

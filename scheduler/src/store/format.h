@@ -4,7 +4,6 @@
 // message that says what to do, before it reads or writes any record.
 #pragma once
 
-#include <optional>
 #include <string>
 
 #include "store/tables.h"

@@ -42,6 +42,7 @@ struct ElasticPlan {
   std::vector<size_t> ranks;    // slot indices by their rank in the new generation
   std::vector<size_t> release;  // slots to stop now (on draining nodes, or above MAX)
   int submit = 0;               // new candidates to ask for, keeping MAX slots in play
+  int to_queue = 0;             // members released because the job queue allots fewer (a preemption)
   std::string why;              // "rank 2 lost, 1 joined", for the report
 };
 

@@ -134,7 +134,7 @@ class ElasticGroup {
         r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         r.why = plan.why;
         // A preemption names the job that took the room.
-        if (allot_ && !allot_->preempted.empty() && plan.why.find("released to the job queue") != std::string::npos)
+        if (allot_ && !allot_->preempted.empty() && plan.to_queue > 0)
           r.why += " (" + allot_->preempted + ")";
         return r;
       }

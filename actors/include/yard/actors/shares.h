@@ -36,8 +36,6 @@ class ShareBalancer {
   void observe(const std::vector<double>& rates);
   // This step's samples for each rank (sum: global).
   const std::vector<uint64_t>& shares() const { return shares_; }
-  // The rates the shares come from (0: not measured yet).
-  const std::vector<double>& rates() const { return rates_; }
   // Whether the shares differ between ranks.
   bool uneven() const;
 
@@ -45,7 +43,7 @@ class ShareBalancer {
   uint64_t global_;
   size_t window_;
   std::vector<std::deque<double>> seen_;  // per rank: its last measurements
-  std::vector<double> rates_;
+  std::vector<double> rates_;  // the medians the shares come from (0: not measured yet)
   std::vector<uint64_t> shares_;
 };
 

@@ -102,12 +102,12 @@ class Trainer {
   // time is from there to the all-reduce's wait, plus the previous step's clipping and optimizer
   // step; its rate is the rank's samples over that, sent with the next step's gradients.
   void begin_busy() { busy_from_ = std::chrono::steady_clock::now(); }
-  // This rank's last step: busy seconds, seconds waiting for the all-reduces, and rate.
+  // This rank's last step: busy seconds, and seconds waiting for the all-reduces.
   double last_busy_s() const { return busy_s_; }
   double last_wait_s() const { return ddp_ ? ddp_->last_wait_s() : 0.0; }
-  double last_rate() const { return rate_; }
-  // Every rank's rate as it sent it with the last step (one step behind last_rate(); by rank, the
-  // same on every rank; empty without a group). For batch shares by speed (yard/actors/shares.h).
+  // Every rank's rate as it sent it with the last step (each one measured the step before; by
+  // rank, the same on every rank; empty without a group). For batch shares by speed
+  // (yard/actors/shares.h).
   std::vector<double> group_rates() const { return ddp_ ? ddp_->rates() : std::vector<double>{}; }
 
   int64_t global_step() const { return step_; }
