@@ -35,7 +35,8 @@ struct Cluster {
   std::string home, addr;
   int port = 0;
   int pid = 0;
-  explicit Cluster(bool start = true) {
+  // `extra`: more arguments for `yard start --head`.
+  explicit Cluster(bool start = true, const std::string& extra = "") {
     char tmpl[] = "/tmp/yard-cli-test-XXXXXX";
     home = mkdtemp(tmpl);
     setenv("YARD_HOME", home.c_str(), 1);
@@ -43,7 +44,7 @@ struct Cluster {
     unsetenv("YARD_TOKEN");
     if (!start) return;
     port = yard::detail::free_port("127.0.0.1");
-    auto r = sh(yard_bin() + " start --head --num-cpus 2 --port " + std::to_string(port));
+    auto r = sh(yard_bin() + " start --head --num-cpus 2 --port " + std::to_string(port) + " " + extra);
     INFO(r.out);
     REQUIRE(r.code == 0);
     addr = "127.0.0.1:" + std::to_string(port);

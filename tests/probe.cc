@@ -23,6 +23,9 @@
 //                    broadcast of the mark S; prints each rank's verdict ("ok sealed", ...)
 //   probe raw ADDR   a plain ZeroMQ client (no keys, no token) sends a request to ADDR and prints
 //                    "reply" if anything comes back within 3 s, else "silence"
+//   probe churn F    until file F exists: rounds of a placement group, an actor in it, a call, a
+//                    task, the actor killed and the group removed; prints "round K" after each,
+//                    "failed K: why" for a round that failed, and "done K failed M" at the end
 //   probe spill N    puts N objects of 16 MB, prints "put", waits for a line on stdin, then reads
 //                    each back (and one through a task) and prints "intact K"
 #include <unistd.h>
@@ -363,6 +366,29 @@ int main(int argc, char** argv) {
     std::printf("actor on %s: %s\n", h.call(&Holder::where).remote().get(std::chrono::seconds(60))->c_str(),
                 h.call(&Holder::read).remote("data.txt").get(std::chrono::seconds(60))->c_str());
     return 0;
+  }
+  if (mode == "churn" && argc > 2) {
+    int rounds = 0, failed = 0;
+    while (!std::filesystem::exists(argv[2])) {
+      ++rounds;
+      try {
+        auto pg = yard::placement_group({{{"CPU", 0.5}}});
+        if (!pg.wait(std::chrono::seconds(60))) throw std::runtime_error("the placement group was not placed in 60 s");
+        auto h = yard::actor<Holder>().placement_group(pg).remote();
+        int pinged = *h.call(&Holder::ping).remote().get(std::chrono::seconds(60));
+        int doubled = *yard::task(twice).remote(rounds).get(std::chrono::seconds(60));
+        if (pinged != 1 || doubled != 2 * rounds) throw std::runtime_error("a wrong answer");
+        yard::kill(h);
+        pg.remove();
+        std::printf("round %d\n", rounds);
+      } catch (const std::exception& e) {
+        ++failed;
+        std::printf("failed %d: %s\n", rounds, e.what());
+      }
+      std::fflush(stdout);
+    }
+    std::printf("done %d failed %d\n", rounds, failed);
+    return failed == 0 ? 0 : 1;
   }
   if (mode == "remote" && argc > 2) {
     auto h = yard::actor<Holder>().node_affinity(argv[2], true).max_restarts(1).remote();

@@ -106,7 +106,8 @@ TEST_CASE("a control client asks where its store is once, and again only after l
   c.run([](yard::detail::Redis& r) { r.cmd({"GET", "cc:k"}); });
   CHECK(asked == 1);
   CHECK(c.address() == server.address());
-  // A connection killed under it: the command runs once more on a new one.
+  // A connection the store closed while it was idle is made again before anything is sent: the
+  // command runs once.
   yard::sys::Redis admin("127.0.0.1", server.port(), "", 2s);
   admin.cmd({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
   int runs = 0;
@@ -115,7 +116,24 @@ TEST_CASE("a control client asks where its store is once, and again only after l
     return r.cmd({"GET", "cc:k"}).str();
   });
   CHECK(v == "1");
-  CHECK(runs == 2);  // the first run met the dead connection
+  CHECK(runs == 1);
+  // A connection lost while a command waits for its answer: the command runs once more on a new
+  // one.
+  auto kill_when_blocked = [&] {
+    return std::thread([&] {
+      yard::sys::Redis watcher("127.0.0.1", server.port(), "", 2s);
+      yard::test::eventually([&] { return watcher.cmd({"CLIENT", "LIST"}).str().find("cmd=blpop") != std::string::npos; }, 5s);
+      watcher.cmd({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+    });
+  };
+  runs = 0;
+  auto killer = kill_when_blocked();
+  c.run([&](yard::detail::Redis& r) {
+    ++runs;
+    r.cmd({"BLPOP", "cc:nothing", "0.5"});
+  });
+  killer.join();
+  CHECK(runs == 2);  // the first run met the lost connection
   // Any other error reaches the caller as it is, without a second run.
   runs = 0;
   CHECK_THROWS_WITH(c.run([&](yard::detail::Redis& r) {
@@ -124,15 +142,16 @@ TEST_CASE("a control client asks where its store is once, and again only after l
                     }),
                     Catch::Contains("NOSUCHCOMMAND"));
   CHECK(runs == 1);
-  // A command that must not run twice: after a lost connection it fails once, and the client
-  // connects again for the next.
-  admin.cmd({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+  // A command that must not run twice: after a connection lost under it, it fails once, and the
+  // client connects again for the next.
   runs = 0;
+  killer = kill_when_blocked();
   CHECK_THROWS_AS(c.run_once([&](yard::detail::Redis& r) {
                     ++runs;
-                    return r.cmd({"INCR", "cc:n"}).integer();
+                    return r.cmd({"BLPOP", "cc:nothing", "0.5"}).size();
                   }),
                   yard::ConnectionError);
+  killer.join();
   CHECK(runs == 1);
   CHECK(c.run_once([](yard::detail::Redis& r) { return r.cmd({"INCR", "cc:n"}).integer(); }) >= 1);
 }

@@ -11,7 +11,9 @@ namespace yard::sched {
 struct DaemonOptions {
   std::string host = "127.0.0.1";
   int port = 6380;
-  std::string redis_address;   // empty: start our own redis-server
+  std::string redis_address;   // empty: start our own redis-server ("sentinel:...": a replicated one)
+  // With --head: the control store's replicas the head starts (0: one Redis, no Sentinels).
+  int control_replicas = 0;
   double num_cpus = 0;         // 0: hardware concurrency
   int num_gpus = -1;           // -1: the NVIDIA devices this machine has (/proc/driver/nvidia/gpus)
   std::map<std::string, double> resources;  // extra custom resources

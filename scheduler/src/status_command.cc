@@ -76,6 +76,24 @@ std::string counts(const json& c) {
   return out.empty() ? "none" : out;
 }
 
+// A replicated control store: its primary, each replica's state and lag, and the Sentinels.
+void print_control_store(const json& s) {
+  if (s.contains("error")) {
+    std::cout << "\nControl store: " << s.value("error", "") << "\n";
+    return;
+  }
+  size_t answering = 0;
+  for (auto& t : s["sentinels"]) answering += t.value("ok", false);
+  std::cout << "\nControl store: primary " << s.value("primary", "") << ", " << s["replicas"].size() << " replicas, "
+            << answering << "/" << s["sentinels"].size() << " Sentinels answering, failover "
+            << (s.value("quorum", false) ? "possible (quorum reachable)" : "NOT possible (no quorum)") << "\n";
+  for (auto& r : s["replicas"])
+    std::cout << fmt::format("  replica {}  {}  lag {} s, {} bytes behind\n", r.value("address", ""), r.value("state", ""),
+                             r.value("lag_s", 0), r.value("bytes_behind", 0));
+  for (auto& t : s["sentinels"])
+    if (!t.value("ok", false)) std::cout << "  Sentinel " << t.value("address", "") << ": " << t.value("says", "") << "\n";
+}
+
 // Node types with their counts, nodes launching and stopping (and why), demand no type can take,
 // and a provider's last error.
 void print_autoscaler(const json& a) {
@@ -122,6 +140,7 @@ int status_command(const std::string& address, const std::string& token, bool as
               << "  actors:  " << counts(j["actor_counts"]) << "\n"
               << "  placement groups: " << counts(j["placement_group_counts"]) << "\n";
   }
+  if (j["cluster"].contains("control_store")) print_control_store(j["cluster"]["control_store"]);
   if (j["cluster"].contains("autoscaler")) print_autoscaler(j["cluster"]["autoscaler"]);
   bool all_rows = j.contains("nodes") && j.contains("actors");
   if (j.contains("nodes")) {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "blocking_client.h"
+#include "head/store_servers.h"
 #include "session.h"
 #include "yard/errors.h"
 #include "yard/process.h"
@@ -36,17 +37,16 @@ bool runs(pid_t pid, const std::string& name) {
 // is stopped, and the cluster's record removed.
 int stop_remains(const detail::ClusterRecord& rec) {
   std::cout << "The head (pid " << rec.pid << ") is gone; stopping what it left\n";
-  long node = 0, redis = 0;
-  std::string redis_address;
+  long node = 0;
   std::ifstream(rec.session_dir + "/head-node.pid") >> node;
-  std::ifstream(rec.session_dir + "/redis.address") >> redis_address >> redis;
   if (runs(static_cast<pid_t>(node), "yard")) {
     detail::terminate(static_cast<pid_t>(node), SIGTERM, std::chrono::seconds(15));
     std::cout << "  stopped the head's node manager (pid " << node << ")\n";
   }
-  if (runs(static_cast<pid_t>(redis), "redis-server")) {
-    detail::terminate(static_cast<pid_t>(redis), SIGTERM, std::chrono::seconds(5));
-    std::cout << "  stopped its Redis (pid " << redis << ")\n";
+  for (auto& [pid, role] : StoreServers::recorded(rec.session_dir)) {
+    if (!runs(pid, "redis-server")) continue;
+    detail::terminate(pid, SIGTERM, std::chrono::seconds(5));
+    std::cout << "  stopped its Redis " << role << " (pid " << pid << ")\n";
   }
   detail::remove_record(rec);
   return 0;

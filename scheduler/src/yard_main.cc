@@ -275,7 +275,13 @@ Commands define_start(CLI::App& app, Args& a, Commands c) {
       ->default_val(60)->check(CLI::Range(0.0, 86400.0));
   s->add_option("--port", a.dopts.port, "port the head listens on (0: any free port)")->default_val(6380);
   s->add_option("--host", a.dopts.host, "interface to listen on")->default_val("127.0.0.1");
-  s->add_option("--redis-address", a.dopts.redis_address, "use this Redis (host:port) instead of starting one; password from YARD_REDIS_PASSWORD");
+  s->add_option("--redis-address", a.dopts.redis_address,
+                "use this Redis (host:port, or sentinel:HOST:PORT,.../NAME for a primary its Sentinels name) instead "
+                "of starting one; password from YARD_REDIS_PASSWORD");
+  s->add_option("--control-replicas", a.dopts.control_replicas,
+                "with --head: keep the control store on a primary and this many replicas, watched by three Sentinels "
+                "that promote a replica when the primary is lost (0: one Redis)")
+      ->check(CLI::Range(0, 5));
   s->add_option("--num-cpus", a.dopts.num_cpus, "CPUs this node offers (default: all)");
   s->add_option("--num-gpus", a.dopts.num_gpus, "GPUs this node offers (default: its NVIDIA devices)");
   s->add_option("--object-store-memory", a.dopts.object_store_bytes,

@@ -1,5 +1,7 @@
 #include "yard/internal/control_client.h"
 
+#include <spdlog/spdlog.h>
+
 #include "yard/process.h"
 
 namespace yard::detail {
@@ -14,10 +16,15 @@ std::string ControlClient::address() const {
 Redis& ControlClient::connection() {
   if (!redis_) {
     auto access = find_();
-    auto [host, port] = split_address(access.address);
-    redis_ = std::make_unique<Redis>(host, port, access.password, timeout_);
+    redis_ = std::make_unique<Redis>(sys::RedisEndpoint::parse(access.address), access.password, timeout_);
   }
   return *redis_;
+}
+
+void ControlClient::acknowledge(Redis& r) {
+  if (!r.replicated() || !r.unacknowledged()) return;
+  if (r.wait_replicas(1, std::chrono::seconds(1)) < 1)
+    spdlog::warn("no replica of the control store at {} acknowledged a write within 1 s", r.address());
 }
 
 }  // namespace yard::detail

@@ -181,7 +181,7 @@ std::shared_ptr<Rendezvous> job_rendezvous(const std::string& space) {
 std::shared_ptr<Rendezvous> local_rendezvous() { return std::make_shared<LocalRendezvous>(); }
 
 std::shared_ptr<Rendezvous> rendezvous_at(const std::string& address, const std::string& password) {
-  sys::split_address(address);  // a malformed address is refused now, not at first use
+  sys::RedisEndpoint::parse(address);  // a malformed address is refused now, not at first use
   auto client = std::make_shared<detail::ControlClient>([address, password] {
     return detail::ControlStoreAccess{address, password};
   });

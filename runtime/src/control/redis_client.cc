@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include <hiredis/hiredis.h>
@@ -88,15 +89,7 @@ void trust_redis_tls(const std::string& address, const std::string& cert_pem) {
 
 Redis::Redis(const std::string& host, int port, const std::string& password,
              std::chrono::milliseconds timeout)
-    : address_(host + ":" + std::to_string(port)) {
-  try {
-    std::string cert = tls_cert_for(address_);
-    c_ = cert.empty() ? plain_conn(host, port, timeout) : tls_conn(host, port, cert, timeout);
-  } catch (const ConnectionError& e) {
-    throw ConnectionError("cannot reach Redis at " + address_ + ": " + e.what());
-  }
-  finish_connect(password);
-}
+    : Redis(RedisEndpoint{host, port, {}, {}}, password, timeout) {}
 
 Redis::Redis(const std::string& unix_path, const std::string& password, std::chrono::milliseconds timeout)
     : address_("unix:" + unix_path) {
@@ -108,6 +101,24 @@ Redis::Redis(const std::string& unix_path, const std::string& password, std::chr
   finish_connect(password);
 }
 
+Redis::Redis(const RedisEndpoint& at, const std::string& password, std::chrono::milliseconds timeout,
+             std::chrono::milliseconds failover)
+    : endpoint_(at), timeout_(timeout), failover_(failover) {
+  if (!at.via_sentinel()) {
+    address_ = at.str();
+    try {
+      std::string cert = tls_cert_for(address_);
+      c_ = cert.empty() ? plain_conn(at.host, at.port, timeout) : tls_conn(at.host, at.port, cert, timeout);
+    } catch (const ConnectionError& e) {
+      throw ConnectionError("cannot reach Redis at " + address_ + ": " + e.what());
+    }
+    finish_connect(password);
+    return;
+  }
+  password_ = password;
+  find_primary();
+}
+
 // Authenticates and pings.
 void Redis::finish_connect(const std::string& password) {
   password_ = password;
@@ -115,10 +126,31 @@ void Redis::finish_connect(const std::string& password) {
   cmd({"PING"});
 }
 
-// A connection that broke (Redis restarted, a network blip) is re-established before the next
-// command, never by re-sending a command that may have run.
+// Through the Sentinels: the primary now, authenticated (connect_primary checked its ROLE).
+void Redis::find_primary() {
+  auto [conn, address] = connect_primary(endpoint_, password_, timeout_, failover_);
+  c_ = std::move(conn);
+  address_ = std::move(address);
+  stale_ = false;
+}
+
+bool Redis::moved(const std::string& error) {
+  if (!replicated()) return false;
+  for (const char* code : {"READONLY", "NOREPLICAS", "MASTERDOWN", "LOADING"})
+    if (error.rfind(code, 0) == 0) return stale_ = true;
+  return false;
+}
+
+// A connection that broke (Redis restarted, a network blip, a failover) or that the server
+// closed while idle is made again before the next command, never by re-sending a command that
+// may have run. One that follows Sentinels asks them where the primary is now.
 void Redis::ensure_connected() {
-  if (!c_->broken()) return;
+  if (!stale_ && !c_->broken() && !c_->peer_closed()) return;
+  if (replicated()) {
+    find_primary();
+    ++reconnects_;
+    return;
+  }
   if (!c_->reconnect()) throw ConnectionError("Redis at " + address_ + " is unreachable: " + c_->error());
   ++reconnects_;
   if (!password_.empty()) {
@@ -132,29 +164,78 @@ void Redis::ensure_connected() {
 
 Redis::~Redis() = default;
 
+// A command that a server refused because it is not (or not yet, or no longer) a writable primary
+// did not run: it is sent again to the primary the Sentinels name, until the failover's time is up.
 RedisReply Redis::cmd(const std::vector<std::string>& args) {
-  ensure_connected();
-  auto* r = c_->command(args);
-  if (!r) throw ConnectionError("Redis at " + address_ + ": " + c_->error());
-  if (r->type == REDIS_REPLY_ERROR) {
+  auto deadline = std::chrono::steady_clock::now() + failover_;
+  for (;;) {
+    ensure_connected();
+    if (!args.empty()) note_command(args[0]);
+    auto* r = c_->command(args);
+    if (!r) throw ConnectionError("Redis at " + address_ + " (" + args[0] + "): " + c_->error());
+    if (r->type != REDIS_REPLY_ERROR) return RedisReply(r);
     std::string e(r->str, r->len);
     freeReplyObject(r);
-    throw Error("Redis at " + address_ + " refused " + args[0] + ": " + e);
+    if (!moved(e)) throw Error("Redis at " + address_ + " refused " + args[0] + ": " + e);
+    if (std::chrono::steady_clock::now() >= deadline)
+      throw ConnectionError("Redis at " + address_ + " refused " + args[0] + " for " +
+                            std::to_string(failover_.count() / 1000) + " s: " + e);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return RedisReply(r);
 }
 
+long long Redis::wait_replicas(int replicas, std::chrono::milliseconds timeout) {
+  auto n = cmd({"WAIT", std::to_string(replicas), std::to_string(timeout.count())}).integer();
+  unacknowledged_ = false;
+  return n;
+}
+
+namespace {
+// Commands that only read (or only talk to the server): anything else may write.
+bool only_reads(const std::string& name) {
+  static const std::set<std::string, std::less<>> kReads{
+      "AUTH",    "DBSIZE", "EXISTS", "GET",    "HEXISTS", "HGET",    "HGETALL", "HKEYS",     "HLEN",  "HMGET",
+      "HSCAN",   "INFO",   "KEYS",   "LINDEX", "LLEN",    "LRANGE",  "MGET",    "PING",      "PTTL",  "ROLE",
+      "SCAN",    "SCARD",  "SCRIPT", "SISMEMBER", "SMEMBERS", "SSCAN", "STRLEN", "TIME", "TTL",  "TYPE",
+      "WAIT",    "XLEN",   "XRANGE", "XREAD",  "ZCARD",   "ZRANGE",  "ZRANGEBYSCORE", "ZSCORE", "ZREVRANGE", "CLIENT"};
+  std::string upper(name);
+  for (auto& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return kReads.count(upper) > 0;
+}
+}  // namespace
+
+void Redis::note_command(const std::string& name) {
+  if (!unacknowledged_ && !only_reads(name)) unacknowledged_ = true;
+}
+
+// As cmd(): a pipeline whose writes were all refused by a server that is not a writable primary is
+// sent again whole (its reads again too). One whose writes were refused in part (the primary
+// gained a replica halfway through) is not: the caller hears of a lost connection.
 std::vector<RedisReply> Redis::pipeline(const std::vector<std::vector<std::string>>& cmds) {
-  ensure_connected();
-  for (auto& args : cmds)
-    if (!c_->append(args)) throw ConnectionError("Redis at " + address_ + ": " + c_->error());
-  std::vector<RedisReply> out;
-  for (size_t i = 0; i < cmds.size(); ++i) {
-    auto* r = c_->reply();
-    if (!r) throw ConnectionError("Redis at " + address_ + ": " + c_->error());
-    out.emplace_back(r);
+  auto deadline = std::chrono::steady_clock::now() + failover_;
+  for (;;) {
+    ensure_connected();
+    for (auto& args : cmds) {
+      if (!args.empty()) note_command(args[0]);
+      if (!c_->append(args)) throw ConnectionError("Redis at " + address_ + ": " + c_->error());
+    }
+    std::vector<RedisReply> out;
+    for (size_t i = 0; i < cmds.size(); ++i) {
+      auto* r = c_->reply();
+      if (!r) throw ConnectionError("Redis at " + address_ + " (" + cmds[i][0] + " in a pipeline): " + c_->error());
+      out.emplace_back(r);
+    }
+    std::string refused;
+    for (auto& r : out)
+      if (moved(r.error())) refused = r.error();
+    if (refused.empty()) return out;
+    bool wrote = false;
+    for (size_t i = 0; i < out.size(); ++i)
+      wrote |= !cmds[i].empty() && !only_reads(cmds[i][0]) && out[i].error().empty();
+    if (wrote || std::chrono::steady_clock::now() >= deadline)
+      throw ConnectionError("Redis at " + address_ + " refused a pipeline's writes: " + refused);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return out;
 }
 
 }  // namespace yard::sys

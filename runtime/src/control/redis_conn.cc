@@ -3,6 +3,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -69,6 +70,8 @@ class PlainConn final : public RedisConn {
     return redisGetReply(c_, &raw) == REDIS_OK ? static_cast<redisReply*>(raw) : nullptr;
   }
   bool broken() const override { return c_->err != 0; }
+  bool peer_closed() const override { return c_->fd >= 0 && socket_hung_up(c_->fd); }
+  void set_timeout(std::chrono::milliseconds timeout) override { redisSetTimeout(c_, to_timeval(timeout)); }
   bool reconnect() override { return redisReconnect(c_) == REDIS_OK; }
   std::string error() const override { return c_->errstr[0] ? c_->errstr : "connection lost"; }
 
@@ -136,6 +139,13 @@ class TlsConn final : public RedisConn {
     }
   }
   bool broken() const override { return broken_; }
+  bool peer_closed() const override { return fd_ >= 0 && socket_hung_up(fd_); }
+  void set_timeout(std::chrono::milliseconds timeout) override {
+    timeout_ = timeout;
+    auto tv = to_timeval(timeout);
+    setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  }
   bool reconnect() override {
     close_conn();
     return open();
@@ -191,6 +201,11 @@ class TlsConn final : public RedisConn {
 };
 
 }  // namespace
+
+bool socket_hung_up(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
 
 std::unique_ptr<RedisConn> plain_conn(const std::string& host, int port, std::chrono::milliseconds timeout) {
   return std::make_unique<PlainConn>(host, port, timeout);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "yard/internal/redis.h"
 #include "yard/internal/tls_identity.h"
 
 struct redisReply;
@@ -24,6 +25,11 @@ class RedisConn {
   // Sends what was appended and reads one reply; nullptr when the connection broke.
   virtual redisReply* reply() = 0;
   virtual bool broken() const = 0;
+  // How long a command may wait for its reply from now on.
+  virtual void set_timeout(std::chrono::milliseconds timeout) = 0;
+  // The server closed the connection while it was idle (a restart, CLIENT KILL, a timeout):
+  // seen without sending anything, so no command is lost or sent twice.
+  virtual bool peer_closed() const = 0;
   // Connects again; false when it cannot (error() says why).
   virtual bool reconnect() = 0;
   virtual std::string error() const = 0;
@@ -35,5 +41,15 @@ std::unique_ptr<RedisConn> plain_conn(const std::string& host, int port, std::ch
 // or the verification fails.
 std::unique_ptr<RedisConn> tls_conn(const std::string& host, int port, const std::string& cert_pem,
                                     std::chrono::milliseconds timeout);
+
+// Whether the socket's peer has hung up (nothing sent, nothing read).
+bool socket_hung_up(int fd);
+
+// The connection to the primary that `at`'s Sentinels name, authenticated and checked with ROLE,
+// and its address; the Sentinels those Sentinels know of are added to `at`. Tries until one
+// answers or `wait` passes (a failover in progress), then throws ConnectionError.
+std::pair<std::unique_ptr<RedisConn>, std::string> connect_primary(RedisEndpoint& at, const std::string& password,
+                                                                   std::chrono::milliseconds timeout,
+                                                                   std::chrono::milliseconds wait);
 
 }  // namespace yard::sys

@@ -23,10 +23,10 @@ ControlStoreAccess ask_control_store(Messenger& io, const std::string& head, con
   auto cs = body.getControlStore();
   ControlStoreAccess a{{std::string(cs.getAddress()), std::string(cs.getPassword())}, std::string(cs.getWebTlsKey()),
                        std::string(cs.getWebTlsCert())};
+  auto at = sys::RedisEndpoint::parse(a.address);
   auto [jh, jp] = split_address(head);
-  auto [sh, sp] = split_address(a.address);
-  if ((sh == "127.0.0.1" || sh == "0.0.0.0") && jh != "127.0.0.1" && jh != "localhost")
-    a.address = jh + ":" + std::to_string(sp);
+  if (!at.via_sentinel() && (at.host == "127.0.0.1" || at.host == "0.0.0.0") && jh != "127.0.0.1" && jh != "localhost")
+    a.address = jh + ":" + std::to_string(at.port);
   if (std::string cert = cs.getTlsCert(); !cert.empty()) sys::trust_redis_tls(a.address, cert);
   return a;
 }

@@ -49,7 +49,7 @@ std::optional<HeadService::Takeover> HeadService::find_takeover() {
   t.redis_address = addr;
   t.redis_pid = static_cast<pid_t>(rpid);
   try {
-    auto [rh, rp] = split_address(addr);
+    auto at = sys::RedisEndpoint::parse(addr);
     t.redis_password = read_token(rec->session_dir + "/redis/password");
     if (std::ifstream cert(rec->session_dir + "/redis/tls.crt"); cert) {
       t.redis_tls_cert.assign(std::istreambuf_iterator<char>(cert), std::istreambuf_iterator<char>());
@@ -60,7 +60,7 @@ std::optional<HeadService::Takeover> HeadService::find_takeover() {
     auto deadline = Clock::now() + std::chrono::seconds(30);
     for (;;) {
       try {
-        Redis probe(rh, rp, t.redis_password, std::chrono::seconds(2));
+        Redis probe(at, t.redis_password, std::chrono::seconds(2), std::chrono::seconds(2));
         break;
       } catch (const std::exception& e) {
         if (!pid_alive(t.redis_pid) || Clock::now() > deadline) throw;
@@ -92,84 +92,39 @@ void HeadService::open_session(bool taking_over) {
   if (const char* pp = getenv("YARD_PARENT_PID")) parent_pid_ = atoi(pp);
 }
 
-// The head's own redis-server: loopback (and the head's interface when it listens beyond this
-// machine), append-only, with a password of its own (not the cluster token: a leak of one does not
-// give the other). The password is in a config file of mode 0600, never on a command line where
-// any user of the machine could read it; the head reaches Redis by a Unix socket only this user
-// can open, and hands the password to the cluster's processes in its (encrypted) replies.
+// The head's own control store (store_servers.h): a redis-server, or a primary, replicas and
+// Sentinels, with a password of their own (not the cluster token: a leak of one does not give the
+// other) that the head hands to the cluster's processes in its (encrypted) replies.
 void HeadService::start_redis() {
-  int rport = free_port("127.0.0.1");
-  SpawnOptions so;
-  // A standalone head's Redis outlives the head (a restarted head takes the cluster over);
-  // `yard stop` stops it. An embedded cluster's dies with its program.
-  so.death_signal = o_.embedded ? SIGTERM : 0;
-  so.new_process_group = !o_.embedded;
-  so.stdout_path = log_dir_ + "/redis.log";
-  std::string dir = o_.session_dir + "/redis";
-  redis_password_ = create_token(dir + "/password");
-  std::string conf = dir + "/redis.conf";
-  // A cluster beyond loopback reaches Redis across hosts: TLS only, with a certificate made here
-  // and handed to the cluster's processes with the password.
-  bool tls = curve_for_host(o_.host);
-  if (tls) redis_tls_cert_ = sys::make_tls_identity(dir + "/tls.key", dir + "/tls.crt");
-  std::string text = "requirepass " + redis_password_ + "\n";
-  if (tls)
-    text += "port 0\ntls-port " + std::to_string(rport) + "\ntls-cert-file " + dir + "/tls.crt\ntls-key-file " + dir +
-            "/tls.key\ntls-ca-cert-file " + dir + "/tls.crt\ntls-auth-clients no\ntls-protocols TLSv1.3\n";
-  write_private_file(conf, text);
-  std::vector<std::string> argv{which("redis-server"), conf, "--bind"};
-  if (!tls) argv.insert(argv.begin() + 2, {"--port", std::to_string(rport)});
-  if (o_.host == "0.0.0.0") {
-    argv.push_back("0.0.0.0");
-  } else {
-    argv.push_back("127.0.0.1");
-    if (o_.host != "127.0.0.1" && o_.host != "localhost") argv.push_back(o_.host);
-  }
-  std::string sock = o_.session_dir + "/redis/redis.sock";
-  argv.insert(argv.end(), {"--dir", dir, "--appendonly", "yes", "--save", "", "--daemonize", "no",
-                           "--protected-mode", "yes"});
-  if (sock.size() < 100) argv.insert(argv.end(), {"--unixsocket", sock, "--unixsocketperm", "700"});
-  redis_pid_ = spawn(argv, so);
-  if (tls) sys::trust_redis_tls("127.0.0.1:" + std::to_string(rport), redis_tls_cert_);
-  auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (!redis_) {
-    try {
-      if (sock.size() < 100)
-        redis_ = std::make_unique<Redis>(sock, redis_password_, std::chrono::milliseconds(500));
-      else
-        redis_ = std::make_unique<Redis>("127.0.0.1", rport, redis_password_, std::chrono::milliseconds(500));
-    } catch (const Error& e) {
-      if (Clock::now() > deadline || !pid_alive(redis_pid_))
-        throw ConnectionError(std::string("redis-server did not start (see ") + log_dir_ + "/redis.log): " + e.what());
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  }
-  bool wide = o_.host != "127.0.0.1" && o_.host != "localhost" && o_.host != "0.0.0.0";
-  o_.redis_address = (wide ? o_.host : std::string("127.0.0.1")) + ":" + std::to_string(rport);
-  if (tls) sys::trust_redis_tls(o_.redis_address, redis_tls_cert_);
-  std::ofstream(o_.session_dir + "/redis.address") << o_.redis_address << " " << redis_pid_ << "\n";
+  servers_ = std::make_unique<StoreServers>(
+      StoreServers::Settings{o_.session_dir, log_dir_, o_.host, o_.embedded, o_.control_replicas});
+  servers_->start();
+  redis_password_ = servers_->password();
+  redis_tls_cert_ = servers_->tls_cert();
+  o_.redis_address = servers_->address();
+  redis_ = servers_->connect();
 }
 
 // The control store: the one a killed head left, a new one of this head's own, or the one named
 // by --redis-address.
 void HeadService::connect_control_store(const std::optional<Takeover>& takeover) {
   if (takeover) {
-    auto [rh, rp] = split_address(takeover->redis_address);
     redis_password_ = takeover->redis_password;
     redis_tls_cert_ = takeover->redis_tls_cert;  // trusted by find_takeover
-    redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
+    redis_ = std::make_unique<Redis>(sys::RedisEndpoint::parse(takeover->redis_address), redis_password_,
+                                     std::chrono::seconds(3));
     o_.redis_address = takeover->redis_address;
-    redis_pid_ = takeover->redis_pid;
-    redis_owned_ = false;
+    servers_ = std::make_unique<StoreServers>(StoreServers::Settings{o_.session_dir, log_dir_, o_.host, false, 0});
+    servers_->adopt();
     spdlog::warn("taking over the cluster of session {}: its head is gone, its Redis at {} is up", o_.session_dir,
                  takeover->redis_address);
   } else if (o_.redis_address.empty()) {
     start_redis();
   } else {
-    auto [rh, rp] = split_address(o_.redis_address);
     const char* pw = getenv("YARD_REDIS_PASSWORD");
     redis_password_ = pw ? pw : "";
-    redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
+    redis_ = std::make_unique<Redis>(sys::RedisEndpoint::parse(o_.redis_address), redis_password_,
+                                     std::chrono::seconds(3));
   }
   tables_ = std::make_unique<store::Tables>(*redis_);
   // Before any record is read or written: a store of another format is migrated or refused.
@@ -197,13 +152,16 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
       [this](const std::string& ev) { publish(ev); }});
   blobs_ = std::make_unique<BlobStore>(o_.session_dir + "/blobs", io_, token_, reply_);
   tables_->link.gather_writes();
-  io_->post([this] { io_->before_sending([this] { write_records(); }); });
 }
 
+// On a replicated store the turn's answers leave only once a replica has what the turn wrote
+// (WAIT), so that an answer never speaks of a record a failover could lose.
 void HeadService::write_records() {
   if (Clock::now() < records_retry_at_) return;
   try {
     tables_->link.write_gathered();
+    if (redis_->replicated() && redis_->unacknowledged() && redis_->wait_replicas(1, kReplicaWait) < 1)
+      spdlog::warn("no replica of the control store acknowledged this turn's writes within {} ms", kReplicaWait.count());
   } catch (const std::exception& e) {
     records_retry_at_ = Clock::now() + std::chrono::seconds(1);
     spdlog::error("writing actors' records to Redis: {}; kept, and written again in a second", e.what());
@@ -247,6 +205,9 @@ void HeadService::begin_serving() {
     }
   }
   tables_->cluster.set_dashboard(dashboard_ ? dashboard_->url() : "");
+  // From here on only the loop thread uses the control store: the records this thread gathered
+  // are written before the loop's first answer, and each turn's before its answers.
+  io_->post([this] { io_->before_sending([this] { write_records(); }); });
   serving_.store(true);
   io_->post([this] {
     nodes_->refresh();
@@ -428,14 +389,14 @@ int HeadService::run() {
     stop_head_node();
     io_->stop();
     if (!o_.embedded) remove_record(rec);
-    if (redis_pid_) terminate(redis_pid_, SIGTERM, std::chrono::seconds(5));
+    if (servers_) servers_->stop();
     spdlog::info("stopped");
     return 0;
   } catch (const std::exception& e) {
     report_failure(o_.ready_fd, e.what());
     if (io_) io_->stop();
     if (head_node_child_ && head_node_pid_) terminate(head_node_pid_, SIGTERM, std::chrono::seconds(5));
-    if (redis_pid_ && redis_owned_) terminate(redis_pid_, SIGTERM, std::chrono::seconds(5));
+    if (servers_) servers_->stop();
     return 1;
   }
 }
@@ -552,15 +513,14 @@ void HeadService::periodic() {
   if (autoscaler_) autoscaler_->tick_if_poked();
 }
 
-// The children this process started: its Redis and the head's node manager.
+// The children this process started: its Redis servers and the head's node manager.
 void HeadService::reap() {
   for (;;) {
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid <= 0) break;
-    if (pid == redis_pid_) {
-      spdlog::error("redis-server (pid {}) {}", pid, describe_exit(status));
-      redis_pid_ = 0;
+    if (servers_ && servers_->exited(pid, status)) {
+      continue;
     } else if (pid == head_node_pid_) {
       spdlog::error("the head's node manager (pid {}) {}; see {}/node.log", pid, describe_exit(status), log_dir_);
       head_node_pid_ = 0;

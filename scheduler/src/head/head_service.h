@@ -38,6 +38,7 @@
 #include "head/job_queue.h"
 #include "head/job_requests.h"
 #include "head/job_table.h"
+#include "head/store_servers.h"
 #include "policy/liveness.h"
 #include "policy/placement.h"
 #include "resources.h"
@@ -80,6 +81,7 @@ class HeadService {
   void periodic();
   // The turn's actor records, in one round trip to Redis, before the turn's answers leave.
   void write_records();
+  static constexpr std::chrono::milliseconds kReplicaWait{1000};
   void reap();
   void on_get_control_store(Incoming& in);
   void on_status(Incoming& in);
@@ -117,8 +119,7 @@ class HeadService {
   std::string redis_tls_cert_;  // PEM, when Redis speaks TLS (a cluster beyond loopback)
   WebIdentity web_;                              // HTTPS for metrics and the dashboard (beyond loopback)
   std::pair<std::string, std::string> web_pem_;  // its key and certificate, for the node managers
-  pid_t redis_pid_ = 0;
-  bool redis_owned_ = true;  // spawned by this process (else: taken over from a killed head)
+  std::unique_ptr<StoreServers> servers_;  // the Redis servers this head started (none: taken over or given)
   bool recovered_ = false;
   std::atomic<bool> serving_{false};
   pid_t parent_pid_ = 0;

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "resources.h"
+#include "store/replication.h"
 #include "yard/process.h"
 
 using json = nlohmann::json;
@@ -53,6 +54,13 @@ json HeadService::cluster_json() {
   json c;
   for (auto& [k, v] : tables_->cluster.fields()) c[k] = v;
   c["redis"] = o_.redis_address;
+  if (redis_->replicated()) {
+    try {
+      c["control_store"] = store::replication_status(*redis_, redis_password_);
+    } catch (const std::exception& e) {
+      c["control_store"] = {{"error", e.what()}};
+    }
+  }
   c["head_pid"] = getpid();
   if (autoscaler_) c["autoscaler"] = autoscaler_->status();
   return c;
@@ -63,8 +71,8 @@ json HeadService::cluster_json() {
 void HeadService::on_status(Incoming& in) {
   if (!status_builder_)
     status_builder_ = std::make_unique<StatusBuilder>(io_, token_, [this] {
-      auto [host, port] = sys::split_address(o_.redis_address);
-      return std::make_unique<Redis>(host, port, redis_password_, std::chrono::seconds(3));
+      return std::make_unique<Redis>(sys::RedisEndpoint::parse(o_.redis_address), redis_password_,
+                                     std::chrono::seconds(3));
     });
   status_builder_->request(in.routing_id, in.msg->env().getRequestId(), [this] {
     StatusBuilder::Snapshot s;

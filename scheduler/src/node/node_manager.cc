@@ -79,8 +79,7 @@ void NodeManager::join() {
   redis_password_ = access.password;
   // Beyond loopback the cluster's web endpoints speak HTTPS, all with the head's web identity.
   web_ = store_web_identity(o_.session_dir + "/node-web", access.web_tls_key, access.web_tls_cert);
-  auto [rh, rp] = split_address(o_.redis_address);
-  redis_ = std::make_unique<Redis>(rh, rp, redis_password_, std::chrono::seconds(3));
+  redis_ = std::make_unique<Redis>(sys::RedisEndpoint::parse(o_.redis_address), redis_password_, std::chrono::seconds(3));
   tables_ = std::make_unique<store::Tables>(*redis_);
 }
 

@@ -50,8 +50,7 @@ void SimulatedNodes::join() {
   Channel io;
   io.open(std::make_unique<IoLoop>(o_.host, 0, token_, [](IoLoop::Incoming) {}));
   auto access = ask_control_store(io, o_.join_address, token_);
-  auto [rh, rp] = split_address(access.address);
-  store_.redis = std::make_unique<Redis>(rh, rp, access.password, std::chrono::seconds(5));
+  store_.redis = std::make_unique<Redis>(sys::RedisEndpoint::parse(access.address), access.password, std::chrono::seconds(5));
   store_.tables = std::make_unique<store::Tables>(*store_.redis);
   store_.ledger = control_store_ledger(*store_.redis);
 }

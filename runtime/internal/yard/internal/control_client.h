@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "yard/errors.h"
@@ -34,14 +35,17 @@ class ControlClient {
   // Runs fn(Redis&) with the connection held (one caller at a time) and returns what it returns.
   // When the connection was lost (a ConnectionError), fn runs once more on a new connection, so fn
   // must be idempotent. Other errors reach the caller as they are.
+  //
+  // On a replicated store, what fn wrote is on a replica too when run returns (WAIT), as far as a
+  // replica acknowledges it within a second.
   template <class F>
   auto run(F&& fn) -> decltype(fn(std::declval<Redis&>())) {
     std::lock_guard<std::mutex> l(mu_);
     try {
-      return fn(connection());
+      return durably(fn, connection());
     } catch (const ConnectionError&) {
       redis_.reset();
-      return fn(connection());
+      return durably(fn, connection());
     }
   }
   // The same for a command that must not run twice (an increment): a connection that could not
@@ -57,7 +61,7 @@ class ControlClient {
       r = &connection();
     }
     try {
-      return fn(*r);
+      return durably(fn, *r);
     } catch (const ConnectionError&) {
       redis_.reset();
       throw;
@@ -68,6 +72,19 @@ class ControlClient {
 
  private:
   Redis& connection();  // with mu_ held
+  // With mu_ held: fn(r), then a replica's acknowledgement of what it wrote.
+  template <class F>
+  auto durably(F& fn, Redis& r) -> decltype(fn(r)) {
+    if constexpr (std::is_void_v<decltype(fn(r))>) {
+      fn(r);
+      acknowledge(r);
+    } else {
+      auto v = fn(r);
+      acknowledge(r);
+      return v;
+    }
+  }
+  void acknowledge(Redis& r);
   Find find_;
   std::chrono::milliseconds timeout_;
   mutable std::mutex mu_;

@@ -46,11 +46,30 @@ void trust_redis_tls(const std::string& address, const std::string& cert_pem);
 
 class RedisConn;
 
+// Where a Redis is: one server ("host:port"), or the primary that a set of Sentinels names
+// ("sentinel:HOST:PORT,HOST:PORT,.../NAME"; the Sentinels ask for the same password as the
+// servers they watch).
+struct RedisEndpoint {
+  std::string host;
+  int port = 0;
+  std::vector<std::pair<std::string, int>> sentinels;  // empty: one server
+  std::string primary_name;                            // the name the Sentinels monitor it by
+  bool via_sentinel() const { return !sentinels.empty(); }
+  // Throws yard::Error saying what is malformed.
+  static RedisEndpoint parse(const std::string& address);
+  std::string str() const;
+};
+
 class Redis {
  public:
   // Connects and authenticates. Throws ConnectionError naming the address and the reason.
   Redis(const std::string& host, int port, const std::string& password,
         std::chrono::milliseconds timeout);
+  // To one server, or to the primary its Sentinels name: asked again whenever the connection
+  // breaks or the server says it is no longer the primary (READONLY), waiting up to `failover`
+  // for the Sentinels to name a new one.
+  Redis(const RedisEndpoint& at, const std::string& password, std::chrono::milliseconds timeout,
+        std::chrono::milliseconds failover = std::chrono::seconds(20));
   // Through a Unix socket (a Redis on the same machine: fewer copies and wake-ups than TCP).
   Redis(const std::string& unix_path, const std::string& password, std::chrono::milliseconds timeout);
   ~Redis();
@@ -63,16 +82,38 @@ class Redis {
   std::vector<RedisReply> pipeline(const std::vector<std::vector<std::string>>& cmds);
   // HGETALL as a map (empty when the key does not exist).
   std::map<std::string, std::string> hgetall(const std::string& key);
+  // The server connected to now ("host:port"; after a failover, the new primary's).
   const std::string& address() const { return address_; }
-  // How many times the connection was re-established (a restarted Redis, a network blip).
+  // How many times the connection was re-established (a restarted Redis, a network blip, a
+  // failover to another primary).
   uint64_t reconnects() const { return reconnects_; }
+  // Whether this connection follows a primary through Sentinels (and its writes can be waited
+  // on: wait_replicas).
+  bool replicated() const { return endpoint_.via_sentinel(); }
+  // WAIT: how many replicas have acknowledged this connection's writes so far, waiting up to
+  // `timeout` for `replicas` of them.
+  long long wait_replicas(int replicas, std::chrono::milliseconds timeout);
+  // Whether a command that may write (anything but a known read) ran since the last
+  // wait_replicas: what a caller that promised durability still has to wait for.
+  bool unacknowledged() const { return unacknowledged_; }
+  // Where it connects: with Sentinels, those known now (named at the start and those they told of).
+  const RedisEndpoint& endpoint() const { return endpoint_; }
 
  private:
   void ensure_connected();
+  void find_primary();
   void finish_connect(const std::string& password);
+  // An error reply that says the server is not (or no longer) a writable primary; true when the
+  // connection should find the primary again.
+  bool moved(const std::string& error);
   std::unique_ptr<RedisConn> c_;
   std::string address_;
   std::string password_;
+  RedisEndpoint endpoint_;
+  std::chrono::milliseconds timeout_{0}, failover_{0};
+  bool stale_ = false;  // ask the Sentinels before the next command
+  bool unacknowledged_ = false;
+  void note_command(const std::string& name);
   uint64_t reconnects_ = 0;
 };
 
