@@ -60,7 +60,7 @@ struct Cluster {
     // Whatever `yard stop` did not end (the head's node manager and Redis outlive a killed head).
     yard::test::kill_processes_of(home);
     std::error_code ec;
-    std::filesystem::remove_all(home, ec);
+    if (!getenv("YARD_TEST_KEEP_HOME")) std::filesystem::remove_all(home, ec);  // kept on request, to look into
   }
   std::string yard(const std::string& args) const { return yard_bin() + " " + args; }
 };

@@ -26,6 +26,9 @@
 //   probe churn F    until file F exists: rounds of a placement group, an actor in it, a call, a
 //                    task, the actor killed and the group removed; prints "round K" after each,
 //                    "failed K: why" for a round that failed, and "done K failed M" at the end
+//   probe ledger F   until file F exists: writes key i of this job's rendezvous store (the control
+//                    store: each write returns once a replica has it); then reads every key back
+//                    and prints "wrote K missing M"
 //   probe spill N    puts N objects of 16 MB, prints "put", waits for a line on stdin, then reads
 //                    each back (and one through a task) and prints "intact K"
 #include <unistd.h>
@@ -40,6 +43,7 @@
 #include <zmq.h>
 
 #include "yard/collective.h"
+#include "yard/job_store.h"
 #include "yard/yard.h"
 
 long sample_sum(std::vector<uint8_t> v);
@@ -389,6 +393,23 @@ int main(int argc, char** argv) {
     }
     std::printf("done %d failed %d\n", rounds, failed);
     return failed == 0 ? 0 : 1;
+  }
+  if (mode == "ledger" && argc > 2) {
+    auto store = yard::job_rendezvous("ledger");
+    int wrote = 0, errors = 0;
+    while (!std::filesystem::exists(argv[2])) {
+      try {
+        store->set("k" + std::to_string(wrote), std::to_string(wrote));
+        ++wrote;
+      } catch (const std::exception& e) {
+        ++errors;  // not acknowledged: not in the ledger
+        std::printf("error: %s\n", e.what());
+      }
+    }
+    std::vector<std::string> keys;
+    for (int i = 0; i < wrote; ++i) keys.push_back("k" + std::to_string(i));
+    std::printf("wrote %d missing %zu errors %d\n", wrote, store->absent(keys).size(), errors);
+    return 0;
   }
   if (mode == "remote" && argc > 2) {
     auto h = yard::actor<Holder>().node_affinity(argv[2], true).max_restarts(1).remote();

@@ -57,10 +57,14 @@ TEST_CASE("a replicated control store loses its primary under load: the cluster 
   auto before = status_json(c)["cluster"]["control_store"];
   std::string first_primary = before["primary"];
 
-  // Placement groups, actors in them and tasks, round after round, while the primary is killed.
+  // Placement groups, actors in them and tasks, round after round, and a job writing records to
+  // the control store one after another, while the primary is killed.
   std::string out = c.home + "/churn.out", stop = c.home + "/churn.stop";
+  std::string ledger = c.home + "/ledger.out", ledger_stop = c.home + "/ledger.stop";
   auto bg = sh("YARD_ADDRESS=" + c.addr + " " + probe_bin() + " churn " + stop + " > " + out + " 2>&1 & echo $!");
-  std::vector<int> pids{std::stoi(bg.out)};
+  auto lg = sh("YARD_ADDRESS=" + c.addr + " " + probe_bin() + " ledger " + ledger_stop + " > " + ledger +
+               " 2>&1 & echo $!");
+  std::vector<int> pids{std::stoi(bg.out), std::stoi(lg.out)};
   KillAtEnd cleanup{pids};
   REQUIRE(eventually([&] { return count_of(file_text(out), "round ") >= 3; }, 60s));
   pid_t primary = recorded_pid(rec->session_dir, "primary");
@@ -72,7 +76,14 @@ TEST_CASE("a replicated control store loses its primary under load: the cluster 
   REQUIRE(eventually([&] { return status_json(c)["cluster"]["control_store"].value("primary", "") != first_primary; }, 30s));
   CHECK(eventually([&] { return count_of(file_text(out), "round ") >= at_kill + 10; }, 60s));
   std::ofstream(stop) << "stop\n";
+  std::ofstream(ledger_stop) << "stop\n";
   REQUIRE(eventually([&] { return file_text(out).find("done ") != std::string::npos; }, 90s));
+  // Every record the job was told was written is there after the failover.
+  REQUIRE(eventually([&] { return file_text(ledger).find("wrote ") != std::string::npos; }, 60s));
+  std::string written = file_text(ledger);
+  INFO(written);
+  CHECK_THAT(written, Catch::Contains("missing 0 errors 0"));
+  CHECK(written.find("wrote 0 ") == std::string::npos);
   std::string churn = file_text(out);
   INFO(churn);
   CHECK_THAT(churn, Catch::Contains("failed 0"));
@@ -98,6 +109,45 @@ TEST_CASE("a replicated control store loses its primary under load: the cluster 
   std::string role;
   while (f >> pid >> role) servers.push_back(static_cast<pid_t>(pid));
   CHECK(servers.size() == 6);
+  CHECK(sh(c.yard("stop")).code == 0);
+  for (pid_t p : servers) CHECK(eventually([&] { return yard::detail::process_dead(p); }, 10s));
+}
+
+TEST_CASE("a head that takes a replicated cluster over watches the store's servers as its own", "[cli][store]") {
+  Cluster c(true, "--control-replicas 2");
+  auto rec = yard::detail::latest_record();
+  REQUIRE(rec);
+  REQUIRE(kill(c.pid, SIGKILL) == 0);
+  REQUIRE(eventually([&] { return yard::detail::process_dead(c.pid); }, 10s));
+  auto r = sh(c.yard("start --head --num-cpus 2 --port " + std::to_string(c.port)));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  auto now = yard::detail::latest_record();
+  REQUIRE(now);
+  c.pid = now->pid;
+  CHECK(now->session_dir == rec->session_dir);  // taken over, not a new cluster
+  auto cs = status_json(c)["cluster"]["control_store"];
+  CHECK(cs["replicas"].size() == 2);
+
+  // A replica killed under the new head is started again by it, and follows the primary.
+  pid_t replica = recorded_pid(rec->session_dir, "replica-1");
+  REQUIRE(replica > 0);
+  REQUIRE(kill(replica, SIGKILL) == 0);
+  CHECK(eventually([&] {
+    pid_t again = recorded_pid(rec->session_dir, "replica-1");
+    return again > 0 && again != replica && !yard::detail::process_dead(again);
+  }, 30s));
+  CHECK(eventually([&] {
+    auto cs = status_json(c)["cluster"]["control_store"];  // a copy: the loop must not outlive it
+    size_t online = 0;
+    for (auto& x : cs["replicas"]) online += x.value("state", "") == "online";
+    return online == 2;
+  }, 30s));
+  std::vector<pid_t> servers;
+  std::ifstream f(rec->session_dir + "/redis.pids");
+  long pid = 0;
+  std::string role;
+  while (f >> pid >> role) servers.push_back(static_cast<pid_t>(pid));
   CHECK(sh(c.yard("stop")).code == 0);
   for (pid_t p : servers) CHECK(eventually([&] { return yard::detail::process_dead(p); }, 10s));
 }

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "store/format.h"
+#include "store/replication.h"
 #include "store/tables.h"
 #include "yard/errors.h"
 #include "yard/internal/redis.h"
@@ -172,4 +173,21 @@ TEST_CASE("the store's format: a new store is stamped, an older one migrated, a 
                     Catch::Contains("the control store at 127.0.0.1:1 cannot be used: it was written by a newer "
                                     "Switchyard (format 3; this head reads formats up to 2)"));
   CHECK(redis.cmd({"HGET", "yard:cluster", "format"}).str() == "3");
+}
+
+TEST_CASE("a replicated store's replicas are read from INFO replication", "[tables]") {
+  std::string info =
+      "# Replication\r\nrole:master\r\nconnected_slaves:2\r\nmin_slaves_good_slaves:2\r\n"
+      "slave0:ip=127.0.0.1,port=7001,state=online,offset=900,lag=0\r\n"
+      "slave1:ip=10.0.0.2,port=7002,state=wait_bgsave,offset=0,lag=3\r\n"
+      "master_failover_state:no-failover\r\nmaster_repl_offset:1000\r\n";
+  auto r = store::parse_replicas(info);
+  REQUIRE(r.size() == 2);
+  CHECK(r[0]["address"] == "127.0.0.1:7001");
+  CHECK(r[0]["state"] == "online");
+  CHECK(r[0]["bytes_behind"] == 100);
+  CHECK(r[1]["address"] == "10.0.0.2:7002");
+  CHECK(r[1]["lag_s"] == 3);
+  CHECK(r[1]["bytes_behind"] == 1000);
+  CHECK(store::parse_replicas("role:master\r\nconnected_slaves:0\r\n").empty());
 }

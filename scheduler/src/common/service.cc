@@ -40,19 +40,24 @@ void Replies::error(const std::string& routing, uint64_t req, wire::ErrorCode co
   io_.reply(routing, m.finish());
 }
 
+// The request's routing and id are taken first: a handler may move the request on (to answer it
+// later) before it throws.
 void Replies::guarded(const Incoming& in, const std::function<void()>& handler) const {
+  std::string routing = in.routing_id;
+  uint64_t req = 0;
   try {
+    req = in.request_id();
     handler();
   } catch (const kj::Exception& e) {
-    error(in, wire::ErrorCode::BAD_REQUEST, std::string("malformed request: ") + e.getDescription().cStr());
+    error(routing, req, wire::ErrorCode::BAD_REQUEST, std::string("malformed request: ") + e.getDescription().cStr());
   } catch (const DecodeError& e) {
-    error(in, wire::ErrorCode::BAD_REQUEST, e.what());
+    error(routing, req, wire::ErrorCode::BAD_REQUEST, e.what());
   } catch (const ConnectionError& e) {
     spdlog::error("request failed: {}", e.what());
-    error(in, wire::ErrorCode::UNAVAILABLE, std::string("the control store is unreachable; retry: ") + e.what());
+    error(routing, req, wire::ErrorCode::UNAVAILABLE, std::string("the control store is unreachable; retry: ") + e.what());
   } catch (const std::exception& e) {
     spdlog::error("request failed: {}", e.what());
-    error(in, wire::ErrorCode::INTERNAL, e.what());
+    error(routing, req, wire::ErrorCode::INTERNAL, e.what());
   }
 }
 

@@ -56,14 +56,20 @@ std::optional<HeadService::Takeover> HeadService::find_takeover() {
       sys::trust_redis_tls(addr, t.redis_tls_cert);
     }
     // A Redis whose process still runs is waited for (a large cluster's can be busy for a while,
-    // rewriting its log): starting a new cluster beside it would lose the old one's state.
+    // rewriting its log; a replicated one may be failing over): starting a new cluster beside it
+    // would lose the old one's state.
+    auto running = [&] {
+      for (auto& [pid, role] : StoreServers::recorded(rec->session_dir))
+        if (pid_alive(pid)) return true;
+      return pid_alive(t.redis_pid);
+    };
     auto deadline = Clock::now() + std::chrono::seconds(30);
     for (;;) {
       try {
         Redis probe(at, t.redis_password, std::chrono::seconds(2), std::chrono::seconds(2));
         break;
       } catch (const std::exception& e) {
-        if (!pid_alive(t.redis_pid) || Clock::now() > deadline) throw;
+        if (!running() || Clock::now() > deadline) throw;
         spdlog::warn("the killed head's Redis at {} (pid {}) does not answer yet: {}; waiting for it", addr,
                      t.redis_pid, e.what());
       }
@@ -515,6 +521,7 @@ void HeadService::periodic() {
 
 // The children this process started: its Redis servers and the head's node manager.
 void HeadService::reap() {
+  if (servers_) servers_->watch();
   for (;;) {
     int status = 0;
     pid_t pid = waitpid(-1, &status, WNOHANG);

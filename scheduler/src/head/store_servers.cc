@@ -215,9 +215,45 @@ std::vector<std::pair<pid_t, std::string>> StoreServers::recorded(const std::str
   return out;
 }
 
+// A server's directory under the session, by its role, and the port its config file names.
+namespace {
+std::string dir_of(const std::string& session_dir, const std::string& role) {
+  if (role == "primary") return session_dir + "/redis";
+  if (role.rfind("replica-", 0) == 0) return session_dir + "/redis-" + role;
+  return session_dir + "/" + role;
+}
+int port_in(const std::string& dir) {
+  for (auto name : {"/redis.conf", "/sentinel.conf"}) {
+    std::ifstream f(dir + name);
+    std::string key;
+    int port = 0;
+    while (f >> key)
+      if (key == "port" && f >> port) return port;
+  }
+  return 0;
+}
+}  // namespace
+
 void StoreServers::adopt() {
-  s_.replicas = 0;  // not this process's children: never started again from here
-  for (auto& [pid, role] : recorded(s_.session_dir)) servers_.push_back(Server{role, "", 0, pid});
+  password_ = read_token(s_.session_dir + "/redis/password");
+  std::ifstream(s_.session_dir + "/redis.address") >> address_;
+  s_.replicas = 0;
+  for (auto& [pid, role] : recorded(s_.session_dir)) {
+    std::string dir = dir_of(s_.session_dir, role);
+    servers_.push_back(Server{role, dir, port_in(dir), pid, false});
+    s_.replicas += role.rfind("replica-", 0) == 0;
+  }
+}
+
+void StoreServers::watch() {
+  if (s_.replicas == 0 || Clock::now() < next_watch_) return;
+  next_watch_ = Clock::now() + std::chrono::milliseconds(500);
+  for (auto& s : servers_)
+    if (!s.child && s.pid && !pid_alive(s.pid)) {
+      spdlog::error("redis-server ({}, pid {}) is gone", s.role, s.pid);
+      s.pid = 0;
+      restart(s);
+    }
 }
 
 std::unique_ptr<Redis> StoreServers::connect() const {
@@ -227,30 +263,33 @@ std::unique_ptr<Redis> StoreServers::connect() const {
 
 bool StoreServers::exited(pid_t pid, int status) {
   for (auto& s : servers_) {
-    if (s.pid != pid) continue;
+    if (s.pid != pid || !s.child) continue;
     spdlog::error("redis-server ({}, pid {}) {}", s.role, pid, describe_exit(status));
     s.pid = 0;
-    if (s_.replicas == 0) return true;
-    // Back as a server of the replicated store: a Sentinel as it was, a Redis as a replica of
-    // whichever primary the Sentinels name now (a failover may have promoted another).
-    try {
-      if (s.role.rfind("sentinel", 0) == 0) {
-        spawn_server(s, "", true);
-      } else {
-        auto ep = sys::RedisEndpoint::parse(address_);
-        Redis primary(ep, password_, std::chrono::seconds(2), std::chrono::seconds(10));
-        auto [host, port] = split_address(primary.address());
-        if (port == s.port) continue;  // it was named primary again: nothing to follow
-        start_replica(s, host, port);
-      }
-      spdlog::warn("redis-server ({}) started again, pid {}", s.role, s.pid);
-      write_pids();
-    } catch (const std::exception& e) {
-      spdlog::error("starting redis-server ({}) again: {}", s.role, e.what());
-    }
+    if (s_.replicas > 0) restart(s);
     return true;
   }
   return false;
+}
+
+// Back as a server of the replicated store: a Sentinel as it was, a Redis as a replica of whichever
+// primary the Sentinels name now (a failover may have promoted another).
+void StoreServers::restart(Server& s) {
+  try {
+    if (s.role.rfind("sentinel", 0) == 0) {
+      spawn_server(s, "", true);
+    } else {
+      Redis primary(sys::RedisEndpoint::parse(address_), password_, std::chrono::seconds(2), std::chrono::seconds(10));
+      auto [host, port] = split_address(primary.address());
+      if (port == s.port) return;  // named primary again while it was gone: nothing to follow
+      start_replica(s, host, port);
+    }
+    s.child = true;
+    spdlog::warn("redis-server ({}) started again, pid {}", s.role, s.pid);
+    write_pids();
+  } catch (const std::exception& e) {
+    spdlog::error("starting redis-server ({}) again: {}", s.role, e.what());
+  }
 }
 
 void StoreServers::stop() {

@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,8 +48,11 @@ class StoreServers {
   // Sentinels when replicated.
   std::unique_ptr<detail::Redis> connect() const;
   // The servers a killed head of this session left (its redis.pids): a head that takes the cluster
-  // over stops them when it is stopped, but does not start them again.
+  // over watches them as it watches its own (watch), and stops them when it is stopped.
   void adopt();
+  // Adopted servers are not this process's children: every half second, those gone are started
+  // again. Cheap between checks.
+  void watch();
   // The servers a session's redis.pids names: pid and role.
   static std::vector<std::pair<pid_t, std::string>> recorded(const std::string& session_dir);
   // A child that exited: true when it was one of these (logged; a replicated one is started again).
@@ -62,11 +66,13 @@ class StoreServers {
     std::string dir;
     int port = 0;
     pid_t pid = 0;
+    bool child = true;  // started by this process (else adopted)
   };
   void start_primary();
   void start_replica(Server& s, const std::string& primary_host, int primary_port);
   void start_sentinel(Server& s);
   void spawn_server(Server& s, const std::string& conf_text, bool sentinel);
+  void restart(Server& s);
   void wait_in_sync() const;
   void wait_for_quorum() const;
   void write_pids() const;
@@ -74,6 +80,7 @@ class StoreServers {
   std::string password_, tls_cert_, address_;
   std::string sock_;  // the lone server's Unix socket ("" when its path is too long)
   std::vector<Server> servers_;  // [0] the first primary, then replicas, then Sentinels
+  std::chrono::steady_clock::time_point next_watch_{};
 };
 
 }  // namespace yard::sched
