@@ -63,6 +63,19 @@ struct Cluster {
     if (!getenv("YARD_TEST_KEEP_HOME")) std::filesystem::remove_all(home, ec);  // kept on request, to look into
   }
   std::string yard(const std::string& args) const { return yard_bin() + " " + args; }
+  // Kills the head service (SIGKILL) and starts a head at its address, which takes the cluster
+  // over; `extra`: more arguments for it. Returns the session's record.
+  yard::detail::ClusterRecord take_over(const std::string& extra = "") {
+    kill(pid, SIGKILL);
+    REQUIRE(eventually([&] { return yard::detail::process_dead(pid); }, 10s));
+    auto r = sh(yard("start --head --num-cpus 2 --port " + std::to_string(port) + " " + extra));
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    auto rec = yard::detail::latest_record();
+    REQUIRE(rec);
+    pid = rec->pid;
+    return *rec;
+  }
 };
 
 

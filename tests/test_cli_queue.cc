@@ -123,14 +123,7 @@ TEST_CASE("the queue outlives a head killed and started again", "[cli][queue][he
   REQUIRE(eventually([&] { return wait_reason(c, b) == "no_room"; }, 10s));
   REQUIRE(sh(c.yard("job hold " + b)).code == 0);
 
-  kill(c.pid, SIGKILL);
-  REQUIRE(eventually([&] { return yard::detail::process_dead(c.pid); }, 10s));
-  auto again = sh(c.yard("start --head --num-cpus 2 --port " + std::to_string(c.port)));
-  INFO(again.out);
-  REQUIRE(again.code == 0);
-  auto rec = yard::detail::latest_record();
-  REQUIRE(rec);
-  c.pid = rec->pid;
+  auto rec = c.take_over();
 
   // Still queued and held, still behind the running job; released, it runs once A is gone.
   CHECK(eventually([&] { return wait_reason(c, b) == "held"; }, 20s));
@@ -255,12 +248,7 @@ TEST_CASE("the teams' fair-share usage outlives a head killed and started again"
   // Its usage is kept in the control store (a share of 1 for about 8 s).
   REQUIRE(eventually([&] { return saved("a") > 6.0; }, 10s));
 
-  kill(c.pid, SIGKILL);
-  REQUIRE(eventually([&] { return yard::detail::process_dead(c.pid); }, 10s));
-  auto again = sh(c.yard("start --head --num-cpus 2 --port " + std::to_string(c.port) + " --config " + c.home + "/cluster.toml"));
-  INFO(again.out);
-  REQUIRE(again.code == 0);
-  c.pid = yard::detail::latest_record()->pid;
+  c.take_over("--config " + c.home + "/cluster.toml");
 
   // Team b holds the pool for a moment while a job of each team queues, a's first. When the room
   // frees, the new head admits b's: a's usage from before the restart still counts.

@@ -33,6 +33,32 @@ pid_t recorded_pid(const std::string& session_dir, const std::string& role) {
   return 0;
 }
 
+// Every server of the session's store, as redis.pids names them now.
+std::vector<pid_t> recorded_pids(const std::string& session_dir) {
+  std::vector<pid_t> out;
+  std::ifstream f(session_dir + "/redis.pids");
+  long pid = 0;
+  std::string role;
+  while (f >> pid >> role) out.push_back(static_cast<pid_t>(pid));
+  return out;
+}
+
+// Two replicas online, and Sentinels that can authorise a failover.
+bool store_whole(const Cluster& c) {
+  auto cs = status_json(c)["cluster"]["control_store"];  // a copy: the loop must not outlive it
+  size_t online = 0;
+  for (auto& r : cs["replicas"]) online += r.value("state", "") == "online";
+  return online == 2 && cs.value("quorum", false);
+}
+
+// `yard stop` stops every server of the store, those started again included.
+void stop_and_check_servers(const Cluster& c, const std::string& session_dir) {
+  auto servers = recorded_pids(session_dir);
+  CHECK(servers.size() == 6);
+  CHECK(sh(c.yard("stop")).code == 0);
+  for (pid_t p : servers) CHECK(eventually([&] { return yard::detail::process_dead(p); }, 10s));
+}
+
 std::string file_text(const std::string& path) {
   std::ifstream f(path);
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
@@ -95,37 +121,16 @@ TEST_CASE("a replicated control store loses its primary under load: the cluster 
   std::string head_log = file_text(rec->log_dir + "/head.log");
   INFO(head_log);
   CHECK(head_log.find("marked dead") == std::string::npos);
-  CHECK(eventually([&] {
-    auto cs = status_json(c)["cluster"]["control_store"];
-    size_t online = 0;
-    for (auto& r : cs["replicas"]) online += r.value("state", "") == "online";
-    return online == 2 && cs.value("quorum", false);
-  }, 30s));
-
-  // `yard stop` stops every server of the store, the restarted one included.
-  std::vector<pid_t> servers;
-  std::ifstream f(rec->session_dir + "/redis.pids");
-  long pid = 0;
-  std::string role;
-  while (f >> pid >> role) servers.push_back(static_cast<pid_t>(pid));
-  CHECK(servers.size() == 6);
-  CHECK(sh(c.yard("stop")).code == 0);
-  for (pid_t p : servers) CHECK(eventually([&] { return yard::detail::process_dead(p); }, 10s));
+  CHECK(eventually([&] { return store_whole(c); }, 30s));
+  stop_and_check_servers(c, rec->session_dir);
 }
 
 TEST_CASE("a head that takes a replicated cluster over watches the store's servers as its own", "[cli][store]") {
   Cluster c(true, "--control-replicas 2");
   auto rec = yard::detail::latest_record();
   REQUIRE(rec);
-  REQUIRE(kill(c.pid, SIGKILL) == 0);
-  REQUIRE(eventually([&] { return yard::detail::process_dead(c.pid); }, 10s));
-  auto r = sh(c.yard("start --head --num-cpus 2 --port " + std::to_string(c.port)));
-  INFO(r.out);
-  REQUIRE(r.code == 0);
-  auto now = yard::detail::latest_record();
-  REQUIRE(now);
-  c.pid = now->pid;
-  CHECK(now->session_dir == rec->session_dir);  // taken over, not a new cluster
+  auto now = c.take_over();
+  CHECK(now.session_dir == rec->session_dir);  // taken over, not a new cluster
   auto cs = status_json(c)["cluster"]["control_store"];
   CHECK(cs["replicas"].size() == 2);
 
@@ -137,19 +142,8 @@ TEST_CASE("a head that takes a replicated cluster over watches the store's serve
     pid_t again = recorded_pid(rec->session_dir, "replica-1");
     return again > 0 && again != replica && !yard::detail::process_dead(again);
   }, 30s));
-  CHECK(eventually([&] {
-    auto cs = status_json(c)["cluster"]["control_store"];  // a copy: the loop must not outlive it
-    size_t online = 0;
-    for (auto& x : cs["replicas"]) online += x.value("state", "") == "online";
-    return online == 2;
-  }, 30s));
-  std::vector<pid_t> servers;
-  std::ifstream f(rec->session_dir + "/redis.pids");
-  long pid = 0;
-  std::string role;
-  while (f >> pid >> role) servers.push_back(static_cast<pid_t>(pid));
-  CHECK(sh(c.yard("stop")).code == 0);
-  for (pid_t p : servers) CHECK(eventually([&] { return yard::detail::process_dead(p); }, 10s));
+  CHECK(eventually([&] { return store_whole(c); }, 30s));
+  stop_and_check_servers(c, rec->session_dir);
 }
 
 TEST_CASE("a connection the control store drops is made again without losing or repeating a command", "[cli][store]") {
