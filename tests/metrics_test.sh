@@ -140,6 +140,8 @@ expect 'sum(probe_value_sum)' 1225
 expect 'sum(yard_lease_workers_granted_total) > bool 0' 1
 expect 'sum(yard_lease_wait_seconds_count) > bool 0' 1
 expect 'count(process_resident_memory_bytes > 0)' 3
+expect 'yard_control_store_reconnects_total' 0
+expect 'yard_control_store_unacknowledged_total' 0
 # The driver ends: its job counts as succeeded; what its workers counted stays counted.
 exec 3>&-
 wait $PROBE_PID || fail "the driver failed"

@@ -34,6 +34,17 @@ HeadMetrics::HeadMetrics(const std::string& host, int port, const std::string& t
                   .Name("yard_heartbeats_missed_total")
                   .Help("heartbeats a node did not renew within --heartbeat-timeout, by node")
                   .Register(endpoint_.registry())),
+      reconnects_(prometheus::BuildCounter()
+                      .Name("yard_control_store_reconnects_total")
+                      .Help("times the head's connection to the control store was made again (a lost connection, a "
+                            "failover to another primary)")
+                      .Register(endpoint_.registry())
+                      .Add({})),
+      unacked_(prometheus::BuildCounter()
+                   .Name("yard_control_store_unacknowledged_total")
+                   .Help("turns of the head whose writes no replica of the control store acknowledged within 1 s")
+                   .Register(endpoint_.registry())
+                   .Add({})),
       process_(endpoint_.registry(), {{"node", "head"}}) {}
 
 void HeadMetrics::update(const Sample& s) {
@@ -45,6 +56,8 @@ void HeadMetrics::update(const Sample& s) {
   jobs_.set(rows("status", s.jobs));
   total_.set(rows(s.total));
   avail_.set(rows(s.avail));
+  if (s.store_reconnects > reconnects_seen_) reconnects_.Increment(double(s.store_reconnects - reconnects_seen_));
+  reconnects_seen_ = s.store_reconnects;
   process_.update();
 }
 

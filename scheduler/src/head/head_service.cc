@@ -166,8 +166,10 @@ void HeadService::write_records() {
   if (Clock::now() < records_retry_at_) return;
   try {
     tables_->link.write_gathered();
-    if (redis_->replicated() && redis_->unacknowledged() && redis_->wait_replicas(1, kReplicaWait) < 1)
+    if (redis_->replicated() && redis_->unacknowledged() && redis_->wait_replicas(1, kReplicaWait) < 1) {
       spdlog::warn("no replica of the control store acknowledged this turn's writes within {} ms", kReplicaWait.count());
+      if (metrics_) metrics_->unacknowledged();
+    }
   } catch (const std::exception& e) {
     records_retry_at_ = Clock::now() + std::chrono::seconds(1);
     spdlog::error("writing actors' records to Redis: {}; kept, and written again in a second", e.what());
@@ -484,6 +486,7 @@ void HeadService::update_metrics() {
   s.actors = actors_->counts();
   s.groups = groups_->counts();
   s.jobs = jobs_->counts();
+  s.store_reconnects = redis_->reconnects();
   for (auto& [id, n] : nodes_->all()) {
     if (!n.alive) continue;
     add(s.total, n.total);
