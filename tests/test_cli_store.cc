@@ -143,6 +143,20 @@ TEST_CASE("a head that takes a replicated cluster over watches the store's serve
     return again > 0 && again != replica && !yard::detail::process_dead(again);
   }, 30s));
   CHECK(eventually([&] { return store_whole(c); }, 30s));
+  // A Sentinel too, from its own configuration (what it learned is kept).
+  pid_t sentinel = recorded_pid(rec->session_dir, "sentinel-2");
+  REQUIRE(sentinel > 0);
+  REQUIRE(kill(sentinel, SIGKILL) == 0);
+  CHECK(eventually([&] {
+    pid_t again = recorded_pid(rec->session_dir, "sentinel-2");
+    return again > 0 && again != sentinel && !yard::detail::process_dead(again);
+  }, 30s));
+  CHECK(eventually([&] {
+    auto cs = status_json(c)["cluster"]["control_store"];
+    size_t answering = 0;
+    for (auto& t : cs["sentinels"]) answering += t.value("ok", false);
+    return answering == 3 && store_whole(c);
+  }, 30s));
   stop_and_check_servers(c, rec->session_dir);
 }
 
