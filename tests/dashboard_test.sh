@@ -26,7 +26,7 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$YARD" start --head --port "$PORT" --num-cpus 2 > /dev/null
+"$YARD" start --head --port "$PORT" --num-cpus 2 --control-replicas 2 > /dev/null
 export YARD_ADDRESS=127.0.0.1:$PORT
 cd "$YARD_HOME"
 # Enough epochs to be still training when the page is loaded; stopped once it has been looked at.
@@ -71,6 +71,8 @@ check 'data-name="railway_validation_macro_f1" data-points="[1-9][0-9]*" data-ma
 check "epoch 1/40  steps" "the job's log"
 check "data-job=\"$QJOB\"><td>$QJOB</td><td>-</td><td>0</td><td class=\"QUEUED\">QUEUED</td><td>0/1:1</td>" "the queued job in the queue view"
 check "<td>infeasible: " "why the queued job waits"
+check "Control store: primary 127.0.0.1:[0-9]*, 2 of 2 replicas online, 3 of 3 Sentinels answering, failover possible" \
+  "the replicated control store"
 mkdir -p "$ARTIFACTS"
 chrome --screenshot="$ARTIFACTS/dashboard.png" --window-size=1280,1800 "$URL" > /dev/null || fail "no screenshot"
 [ "$(stat -c %s "$ARTIFACTS/dashboard.png")" -gt 10000 ] || fail "the screenshot is empty"

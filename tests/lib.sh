@@ -12,8 +12,8 @@ daemon_pids() {
   done
 }
 redis_pids() {
-  for f in "$YARD_HOME"/session-*/redis.address; do
-    [ -f "$f" ] && awk '{print $2}' "$f"
+  for f in "$YARD_HOME"/session-*/redis.address "$YARD_HOME"/session-*/redis.pids; do
+    [ -f "$f" ] && awk '$1 ~ /^[0-9]+$/ {print $1} $2 ~ /^[0-9]+$/ {print $2}' "$f"
   done
 }
 

@@ -35,6 +35,7 @@ constexpr const char* kMarkup = R"HTML(<script src="/static/chart.js"></script>
 </head><body>
 <h1>Switchyard cluster <span id="address"></span></h1>
 <div id="error"></div>
+<div id="store"></div>
 <h2>Nodes</h2><table id="nodes"><thead><tr><th>node</th><th>address</th><th>state</th><th>resources used/total</th><th>workers</th><th>actors</th><th>heartbeat</th></tr></thead><tbody></tbody></table>
 <h2>Actors</h2><table id="actors"><thead><tr><th>actor</th><th>class</th><th>name</th><th>state</th><th>node</th><th>restarts</th><th>job</th></tr></thead><tbody></tbody></table>
 <h2>Placement groups</h2><table id="groups"><thead><tr><th>group</th><th>strategy</th><th>state</th><th>bundles</th><th>job</th></tr></thead><tbody></tbody></table>
@@ -68,6 +69,11 @@ async function refresh() {
     const s = await getJSON("/api/status");
     document.getElementById("error").textContent = "";
     document.getElementById("address").textContent = s.cluster.address || "";
+    const cs = s.cluster.control_store;  // a replicated control store only
+    document.getElementById("store").textContent = !cs ? "" : cs.error ? `Control store: ${cs.error}` :
+      `Control store: primary ${cs.primary}, ${cs.replicas.filter(r => r.state === "online").length} of ` +
+      `${cs.replicas.length} replicas online, ${cs.sentinels.filter(t => t.ok).length} of ${cs.sentinels.length} ` +
+      `Sentinels answering, failover ${cs.quorum ? "possible" : "NOT possible"}`;
     const now = Date.now() / 1000;
     fill("nodes", s.nodes.map(n => {
       const state = n.alive ? (n.state === "DRAINING" ? "DRAINING" : "ALIVE") : "DEAD";
