@@ -134,23 +134,21 @@ TEST_CASE("a head that takes a replicated cluster over watches the store's serve
   auto cs = status_json(c)["cluster"]["control_store"];
   CHECK(cs["replicas"].size() == 2);
 
+  // Kills the server with this role; true once the head has started it again.
+  auto killed_and_back = [&](const std::string& role) {
+    pid_t was = recorded_pid(rec->session_dir, role);
+    REQUIRE(was > 0);
+    REQUIRE(kill(was, SIGKILL) == 0);
+    return eventually([&] {
+      pid_t again = recorded_pid(rec->session_dir, role);
+      return again > 0 && again != was && !yard::detail::process_dead(again);
+    }, 30s);
+  };
   // A replica killed under the new head is started again by it, and follows the primary.
-  pid_t replica = recorded_pid(rec->session_dir, "replica-1");
-  REQUIRE(replica > 0);
-  REQUIRE(kill(replica, SIGKILL) == 0);
-  CHECK(eventually([&] {
-    pid_t again = recorded_pid(rec->session_dir, "replica-1");
-    return again > 0 && again != replica && !yard::detail::process_dead(again);
-  }, 30s));
+  CHECK(killed_and_back("replica-1"));
   CHECK(eventually([&] { return store_whole(c); }, 30s));
   // A Sentinel too, from its own configuration (what it learned is kept).
-  pid_t sentinel = recorded_pid(rec->session_dir, "sentinel-2");
-  REQUIRE(sentinel > 0);
-  REQUIRE(kill(sentinel, SIGKILL) == 0);
-  CHECK(eventually([&] {
-    pid_t again = recorded_pid(rec->session_dir, "sentinel-2");
-    return again > 0 && again != sentinel && !yard::detail::process_dead(again);
-  }, 30s));
+  CHECK(killed_and_back("sentinel-2"));
   CHECK(eventually([&] {
     auto cs = status_json(c)["cluster"]["control_store"];
     size_t answering = 0;
