@@ -22,8 +22,7 @@ Redis& ControlClient::connection() {
 }
 
 void ControlClient::acknowledge(Redis& r) {
-  if (!r.replicated() || !r.unacknowledged()) return;
-  if (r.wait_replicas(1, std::chrono::seconds(1)) < 1)
+  if (!r.acknowledged(std::chrono::seconds(1)))
     spdlog::warn("no replica of the control store at {} acknowledged a write within 1 s", r.address());
 }
 

@@ -205,7 +205,7 @@ bool only_reads(const std::string& name) {
 }  // namespace
 
 void Redis::note_command(const std::string& name) {
-  if (!unacknowledged_ && !only_reads(name)) unacknowledged_ = true;
+  if (replicated() && !unacknowledged_ && !only_reads(name)) unacknowledged_ = true;
 }
 
 // As cmd(): a pipeline whose writes were all refused by a server that is not a writable primary is

@@ -166,7 +166,7 @@ void HeadService::write_records() {
   if (Clock::now() < records_retry_at_) return;
   try {
     tables_->link.write_gathered();
-    if (redis_->replicated() && redis_->unacknowledged() && redis_->wait_replicas(1, kReplicaWait) < 1) {
+    if (!redis_->acknowledged(kReplicaWait)) {
       spdlog::warn("no replica of the control store acknowledged this turn's writes within {} ms", kReplicaWait.count());
       if (metrics_) metrics_->unacknowledged();
     }

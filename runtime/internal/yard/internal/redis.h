@@ -93,9 +93,12 @@ class Redis {
   // WAIT: how many replicas have acknowledged this connection's writes so far, waiting up to
   // `timeout` for `replicas` of them.
   long long wait_replicas(int replicas, std::chrono::milliseconds timeout);
-  // Whether a command that may write (anything but a known read) ran since the last
-  // wait_replicas: what a caller that promised durability still has to wait for.
-  bool unacknowledged() const { return unacknowledged_; }
+  // On a replicated connection on which a command that may write (anything but a known read) ran
+  // since the last wait_replicas, waits up to `timeout` for one
+  // replica to have them; false when none did. True at once otherwise.
+  bool acknowledged(std::chrono::milliseconds timeout) {
+    return !replicated() || !unacknowledged_ || wait_replicas(1, timeout) >= 1;
+  }
   // Where it connects: with Sentinels, those known now (named at the start and those they told of).
   const RedisEndpoint& endpoint() const { return endpoint_; }
 
