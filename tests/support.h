@@ -70,20 +70,29 @@ inline std::vector<pid_t> other_pids() {
   return out;
 }
 
-// SIGKILLs every process (but this one) whose command line names `dir` or whose environment sets
-// YARD_HOME to it: what a test's cluster left (a head, its node manager, Redis, workers) when it
-// could not be stopped. The number killed.
-inline int kill_processes_of(const std::string& dir) {
-  if (dir.empty()) return 0;
+// Every process (but this one) whose command line names `dir`, whose environment sets YARD_HOME to
+// it, or whose working directory is under it: what a test's cluster runs (a head, its node
+// manager, Redis, workers).
+inline std::vector<pid_t> processes_of(const std::string& dir) {
+  std::vector<pid_t> out;
+  if (dir.empty()) return out;
   std::string home_var = "YARD_HOME=" + dir;
   home_var.push_back('\0');
-  int killed = 0;
   for (pid_t pid : other_pids()) {
-    if (proc_file(pid, "cmdline").find(dir) == std::string::npos &&
-        (proc_file(pid, "environ") + '\0').find(home_var) == std::string::npos)
-      continue;
-    killed += kill(pid, SIGKILL) == 0;
+    std::error_code ec;
+    std::string cwd = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/cwd", ec).string();
+    if (proc_file(pid, "cmdline").find(dir) != std::string::npos ||
+        (proc_file(pid, "environ") + '\0').find(home_var) != std::string::npos || cwd.rfind(dir, 0) == 0)
+      out.push_back(pid);
   }
+  return out;
+}
+
+// SIGKILLs what processes_of(dir) finds, when a test's cluster could not be stopped. The number
+// killed.
+inline int kill_processes_of(const std::string& dir) {
+  int killed = 0;
+  for (pid_t pid : processes_of(dir)) killed += kill(pid, SIGKILL) == 0;
   return killed;
 }
 

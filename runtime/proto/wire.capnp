@@ -55,6 +55,7 @@ enum ErrorCode {
   internal @11;
   actorRestarting @12; # the actor's process was lost while this call ran; it is being restarted
   ownerDied @13;       # the process that owned this object is gone, and the object with it
+  staleEpoch @14;      # from a head whose lease another head has taken since: not acted on
 }
 
 struct Error {
@@ -475,4 +476,6 @@ struct Envelope {
     jobControl @59 :JobControl;  # to the head: cancel, hold, release or reprioritise a job (ok)
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
+  headEpoch @60 :UInt64;     # from a head: the epoch of its lease (0 from anyone else); a node
+                             # refuses requests from a head of an older epoch than it knows
 }

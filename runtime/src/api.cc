@@ -163,7 +163,16 @@ void init(const InitOptions& options, int argc, char** argv) {
   }
   Endpoint ep = resolve_endpoint(address, token);
   try {
-    g_worker = std::make_unique<Driver>(ep.address, ep.token, options.timeout);
+    // A head and its standbys: the first that registers the driver (a standby refuses).
+    auto heads = address_list(ep.address);
+    for (size_t k = 0; !g_worker; ++k) {
+      try {
+        g_worker = std::make_unique<Driver>(heads.at(k), ep.token, options.timeout);
+        ep.address = heads[k];
+      } catch (const ConnectionError&) {
+        if (k + 1 >= heads.size()) throw;
+      }
+    }
   } catch (...) {
     if (g_embedded_pid) {
       terminate(g_embedded_pid, SIGTERM, std::chrono::seconds(5));

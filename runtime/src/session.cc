@@ -120,6 +120,18 @@ std::string read_token(const std::string& path) {
   return t;
 }
 
+std::vector<std::string> address_list(const std::string& addresses) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= addresses.size()) {
+    size_t end = addresses.find(',', at);
+    if (end == std::string::npos) end = addresses.size();
+    if (end > at) out.push_back(addresses.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
 Endpoint resolve_endpoint(const std::string& address, const std::string& token) {
   Endpoint ep;
   ep.address = address;
@@ -134,13 +146,19 @@ Endpoint resolve_endpoint(const std::string& address, const std::string& token) 
                             " (start one with `yard start --head`, or pass --address / set YARD_ADDRESS)");
     ep.address = rec->address;
   }
-  auto [host, port] = split_address(ep.address);
-  ep.address = host + ":" + std::to_string(port);
+  std::string normal;
+  for (auto& one : address_list(ep.address)) {
+    auto [host, port] = split_address(one);
+    normal += (normal.empty() ? "" : ",") + host + ":" + std::to_string(port);
+  }
+  if (normal.empty()) throw ConnectionError("no cluster address in '" + ep.address + "'");
+  ep.address = normal;
   ep.token = token;
   if (ep.token.empty())
     if (const char* t = getenv("YARD_TOKEN"); t && *t) ep.token = t;
   if (ep.token.empty()) {
-    if (!rec) rec = record_for(ep.address);
+    for (auto& one : address_list(ep.address))
+      if (!rec) rec = record_for(one);
     if (rec) ep.token = read_token(rec->token_file);
   }
   if (ep.token.empty())

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace yard::detail {
 
@@ -39,12 +40,15 @@ std::string create_token(const std::string& path);
 std::string read_token(const std::string& path);
 
 struct Endpoint {
-  std::string address;
+  std::string address;  // "host:port", or several ("A,B,C": a head and its standbys)
   std::string token;
 };
 // The cluster to talk to: the explicit address, else YARD_ADDRESS, else the latest local head;
-// the token: explicit, else YARD_TOKEN, else the local session's token file.
+// the token: explicit, else YARD_TOKEN, else the local session's token file (of the first
+// address). A list of addresses (a head and its standbys) stays a list, each one host:port.
 // Throws ConnectionError saying what is missing.
 Endpoint resolve_endpoint(const std::string& address, const std::string& token);
+// The addresses of a list ("A,B,C"), in order.
+std::vector<std::string> address_list(const std::string& addresses);
 
 }  // namespace yard::detail

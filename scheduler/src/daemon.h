@@ -24,6 +24,9 @@ struct DaemonOptions {
   std::string join_address;
   std::string join_token;
   bool head_node = false;      // the node manager the head service started beside itself
+  // With --head --standby: the active head's address (the token in join_token). This head waits,
+  // and takes the cluster over when the active head's lease runs out (head/head_lease.h).
+  std::string standby_of;
   // A node whose heartbeat is older than this is dead (heartbeats go every timeout / 4).
   double heartbeat_timeout_s = 4;
   // A node manager that has not reached the cluster's control store for this long (the head and

@@ -76,6 +76,12 @@ std::string counts(const json& c) {
   return out.empty() ? "none" : out;
 }
 
+std::string standby_list(const json& cluster) {
+  std::string out;
+  for (auto& a : cluster.value("standby_heads", json::array())) out += (out.empty() ? "" : ", ") + a.get<std::string>();
+  return out.empty() ? "none" : out;
+}
+
 // A replicated control store: its primary, each replica's state and lag, and the Sentinels.
 void print_control_store(const json& s) {
   if (s.contains("error")) {
@@ -133,6 +139,8 @@ int status_command(const std::string& address, const std::string& token, bool as
             << "  session: " << j["cluster"].value("session_dir", "") << "\n"
             << "  logs:    " << j["cluster"].value("log_dir", "") << "\n"
             << "  redis:   " << j["cluster"].value("redis", "") << "\n"
+            << "  head:    active at " << j["cluster"].value("address", c.address()) << ", epoch "
+            << j["cluster"].value("head_epoch", 0) << ", standbys: " << standby_list(j["cluster"]) << "\n"
             << (j["cluster"].value("metrics", "").empty() ? "" : "  metrics: " + j["cluster"].value("metrics", "") + "\n");
   if (!full) {
     std::cout << "  nodes:   " << counts(j["node_counts"]) << "\n"

@@ -89,6 +89,12 @@ int start(sched::DaemonOptions o, bool block) {
               << "Stop them with:          kill " << pid << "\n";
     return 0;
   }
+  if (!o.standby_of.empty()) {
+    std::cout << "Switchyard standby head started at " << addr << " (pid " << pid << "), for the head at " << o.standby_of
+              << "\n  It takes the cluster over when that head is lost. Clients follow both with\n"
+              << "  YARD_ADDRESS=" << o.standby_of << "," << addr << "\n";
+    return 0;
+  }
   std::cout << (o.join_address.empty() ? "Switchyard head started at " : "Switchyard node started at ") << addr
             << (o.join_address.empty() ? "" : ", joined " + o.join_address) << " (pid " << pid << ")\n"
             << "  token file: " << line.substr(space + 1) << "\n";
@@ -239,7 +245,7 @@ int follow_logs(sched::BlockingClient& c, const std::string& job, bool follow) {
 struct Args {
   std::string address, token;
   sched::DaemonOptions dopts;
-  bool head = false, block = false;
+  bool head = false, block = false, standby = false;
   std::string resources_json, join;
   bool as_json = false, verbose = false;
   std::vector<std::string> entry, env_kv;
@@ -265,6 +271,9 @@ Commands define_start(CLI::App& app, Args& a, Commands c) {
   auto* s = c.start;
   s->add_flag("--head", a.head, "start the head: Redis, the head service and this node's node manager");
   s->add_option("--address", a.join, "join the cluster whose head is at host:port (token: --token, YARD_TOKEN, or the local head's file)");
+  s->add_flag("--standby", a.standby,
+              "with --head and --address ACTIVE: a standby head, which takes the cluster over by itself when the "
+              "active head dies or is cut off (its lease in the control store runs out)");
   s->add_option("--token", a.token, "cluster token when joining");
   s->add_option("--heartbeat-timeout", a.dopts.heartbeat_timeout_s,
                 "seconds without a heartbeat after which a node is dead (or YARD_HEARTBEAT_TIMEOUT)")
@@ -379,6 +388,16 @@ Commands define_cli(CLI::App& app, Args& a) {
 }
 
 int cmd_start(Args& a) {
+  if (a.standby && (!a.head || a.join.empty())) {
+    std::cerr << "yard: a standby head is started with --head --standby --address ACTIVE_HEAD:PORT\n";
+    return 2;
+  }
+  if (a.standby) {
+    auto ep = detail::resolve_endpoint(a.join, a.token);
+    a.dopts.standby_of = ep.address;
+    a.dopts.join_token = ep.token;
+    a.join.clear();
+  }
   if (a.head == !a.join.empty()) {
     std::cerr << "yard: say either --head (start a cluster) or --address HEAD:PORT (join one)\n";
     return 2;

@@ -18,6 +18,10 @@
 
 namespace yard::sys {
 
+namespace {
+bool only_reads(const std::string& name);
+}
+
 RedisReply::~RedisReply() {
   if (r_) freeReplyObject(r_);
 }
@@ -149,6 +153,7 @@ void Redis::ensure_connected() {
   if (replicated()) {
     find_primary();
     ++reconnects_;
+    name_connection();
     return;
   }
   if (!c_->reconnect()) throw ConnectionError("Redis at " + address_ + " is unreachable: " + c_->error());
@@ -160,6 +165,49 @@ void Redis::ensure_connected() {
     freeReplyObject(r);
     if (bad) throw AuthError("Redis at " + address_ + " refused the password after reconnecting");
   }
+  name_connection();
+}
+
+void Redis::name_connection() {
+  if (client_name_.empty()) return;
+  auto* r = c_->command({"CLIENT", "SETNAME", client_name_});
+  if (!r) throw ConnectionError("Redis at " + address_ + ": connection lost naming it");
+  freeReplyObject(r);
+}
+
+void Redis::fence(std::function<bool()> may_write, std::string name) {
+  may_write_ = std::move(may_write);
+  client_name_ = std::move(name);
+  ensure_connected();
+  name_connection();
+}
+
+int Redis::close_named(const std::string& prefix, const std::string& keep) {
+  auto list = cmd({"CLIENT", "LIST", "TYPE", "normal"}).str();
+  int closed = 0;
+  size_t at = 0;
+  while (at < list.size()) {
+    size_t end = list.find('\n', at);
+    if (end == std::string::npos) end = list.size();
+    std::string line = list.substr(at, end - at);
+    at = end + 1;
+    auto field = [&](const std::string& key) {
+      size_t p = line.rfind(key + "=", 0) == 0 ? 0 : line.find(" " + key + "=");
+      if (p == std::string::npos) return std::string();
+      p = line.find('=', p) + 1;
+      return line.substr(p, line.find(' ', p) - p);
+    };
+    std::string name = field("name");
+    if (name.rfind(prefix, 0) != 0 || name == keep || (!client_name_.empty() && name == client_name_)) continue;
+    auto killed = cmd({"CLIENT", "KILL", "ID", field("id")});
+    closed += static_cast<int>(killed.integer());
+  }
+  return closed;
+}
+
+void Redis::check_fence(const std::string& name) {
+  if (!may_write_ || unfenced_ || only_reads(name) || may_write_()) return;
+  throw Fenced("a write (" + name + ") to Redis at " + address_ + " refused: this process's lease on the control store ran out");
 }
 
 Redis::~Redis() = default;
@@ -170,6 +218,7 @@ RedisReply Redis::cmd(const std::vector<std::string>& args) {
   auto deadline = std::chrono::steady_clock::now() + failover_;
   for (;;) {
     ensure_connected();
+    if (!args.empty()) check_fence(args[0]);
     if (!args.empty()) note_command(args[0]);
     auto* r = c_->command(args);
     if (!r) throw ConnectionError("Redis at " + address_ + " (" + args[0] + "): " + c_->error());
@@ -215,6 +264,8 @@ std::vector<RedisReply> Redis::pipeline(const std::vector<std::vector<std::strin
   auto deadline = std::chrono::steady_clock::now() + failover_;
   for (;;) {
     ensure_connected();
+    for (auto& args : cmds)
+      if (!args.empty()) check_fence(args[0]);
     for (auto& args : cmds) {
       if (!args.empty()) note_command(args[0]);
       if (!c_->append(args)) throw ConnectionError("Redis at " + address_ + ": " + c_->error());

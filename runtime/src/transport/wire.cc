@@ -70,7 +70,10 @@ OutMessage::OutMessage(const std::string& token, uint64_t request_id, bool is_re
   env_.setRequestId(request_id);
   env_.setIsReply(is_reply);
   env_.setSenderHost(host_id());
+  if (uint64_t e = sender_epoch_.load(std::memory_order_relaxed)) env_.setHeadEpoch(e);
 }
+
+std::atomic<uint64_t> OutMessage::sender_epoch_{0};
 
 void OutMessage::set_value(wire::Value::Builder v, const Bytes& b) {
   if (shm_ && b->size() >= kShmMinBytes) {

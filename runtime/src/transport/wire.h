@@ -1,6 +1,8 @@
 // Building and reading Envelopes (runtime/proto/wire.capnp) as ZeroMQ multipart messages.
 #pragma once
 
+#include <atomic>
+
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -75,6 +77,8 @@ class OutMessage {
   // table, then the segments). Building goes on no further once they are taken.
   size_t flat_bytes();
   void write_flat(char* p);
+  // A head's lease epoch, carried by every message this process sends from now on (headEpoch).
+  static void set_sender_epoch(uint64_t epoch) { sender_epoch_.store(epoch, std::memory_order_relaxed); }
 
  private:
   std::optional<ScratchSegment> scratch_;  // before builder_: outlives it
@@ -82,6 +86,7 @@ class OutMessage {
   wire::Envelope::Builder env_{nullptr};
   std::vector<Bytes> blobs_;
   bool shm_ = false;
+  static std::atomic<uint64_t> sender_epoch_;
 };
 
 // A message's first frame as the standard framing writes it (the segment table, then the

@@ -93,24 +93,32 @@ void take_stop_signals() {
   signal(SIGPIPE, SIG_IGN);
 }
 
-void wait_for_stop(pid_t parent_pid) {
+bool wait_for_stop(pid_t parent_pid, std::chrono::milliseconds limit) {
+  auto end = std::chrono::steady_clock::now() + limit;
   while (!g_stop.load()) {
+    if (std::chrono::steady_clock::now() >= end) return false;
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
-    timespec ts{0, 100 * 1000 * 1000};
+    auto left = std::min<std::chrono::milliseconds>(
+        std::chrono::milliseconds(100),
+        std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now()));
+    timespec ts{0, std::max<long>(1, static_cast<long>(left.count())) * 1000 * 1000};
     int sig = sigtimedwait(&set, nullptr, &ts);
     if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
       spdlog::info("signal {}: shutting down", sig);
-      return;
+      g_stop.store(true);
+      return true;
     }
     if (parent_pid && kill(parent_pid, 0) != 0) {
       spdlog::info("parent {} is gone: shutting down", parent_pid);
-      return;
+      g_stop.store(true);
+      return true;
     }
   }
+  return true;
 }
 
 void open_log(const std::string& log_dir, const std::string& name) {

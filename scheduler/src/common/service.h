@@ -59,8 +59,9 @@ class Replies {
 
 // A Shutdown request asks the process to stop; wait_for_stop returns then.
 void request_stop();
-// Until SIGTERM, SIGINT or SIGHUP, a stop request, or the parent (`parent_pid`, when set) is gone.
-void wait_for_stop(pid_t parent_pid);
+// Until SIGTERM, SIGINT or SIGHUP, a stop request, or the parent (`parent_pid`, when set) is gone;
+// or `limit`: false when it passed without a stop.
+bool wait_for_stop(pid_t parent_pid, std::chrono::milliseconds limit = std::chrono::hours(24 * 365 * 100));
 // Blocks the stop signals (wait_for_stop takes them) and ignores SIGPIPE.
 void take_stop_signals();
 // The process's log (<log_dir>/<name>.log) as spdlog's default logger.

@@ -92,7 +92,12 @@ void HeadService::open_session(bool taking_over) {
   raise_descriptor_limit();
   heap_for_daemon();
   token_file_ = o_.session_dir + "/token";
-  token_ = taking_over ? read_token(token_file_) : create_token(token_file_);
+  if (!o_.standby_of.empty()) {  // a standby serves the cluster whose token it was given
+    token_ = o_.join_token;
+    write_private_file(token_file_, token_);
+  } else {
+    token_ = taking_over ? read_token(token_file_) : create_token(token_file_);
+  }
   team_key_ = session_team_key(o_.session_dir);
   write_private_file(o_.session_dir + "/web_key", detail::web_key_for(token_));
   if (const char* pp = getenv("YARD_PARENT_PID")) parent_pid_ = atoi(pp);
@@ -116,12 +121,16 @@ void HeadService::start_redis() {
 void HeadService::connect_control_store(const std::optional<Takeover>& takeover) {
   if (takeover) {
     redis_password_ = takeover->redis_password;
-    redis_tls_cert_ = takeover->redis_tls_cert;  // trusted by find_takeover
-    redis_ = std::make_unique<Redis>(sys::RedisEndpoint::parse(takeover->redis_address), redis_password_,
-                                     std::chrono::seconds(3));
+    redis_tls_cert_ = takeover->redis_tls_cert;  // trusted by find_takeover or ask_control_store
+    if (!redis_)  // a standby's is open already, and holds the lease
+      redis_ = std::make_unique<Redis>(sys::RedisEndpoint::parse(takeover->redis_address), redis_password_,
+                                       std::chrono::seconds(3));
     o_.redis_address = takeover->redis_address;
-    servers_ = std::make_unique<StoreServers>(StoreServers::Settings{o_.session_dir, log_dir_, o_.host, false, 0});
-    servers_->adopt();
+    if (!takeover->servers_session_dir.empty()) {
+      servers_ = std::make_unique<StoreServers>(
+          StoreServers::Settings{takeover->servers_session_dir, log_dir_, o_.host, false, 0});
+      servers_->adopt();
+    }
     spdlog::warn("taking over the cluster of session {}: its head is gone, its Redis at {} is up", o_.session_dir,
                  takeover->redis_address);
   } else if (o_.redis_address.empty()) {
@@ -222,6 +231,7 @@ void HeadService::begin_serving() {
     io_->every(std::chrono::milliseconds(50), [this] { periodic(); });
     liveness_.begin(Clock::now());
     io_->every(kCheckPeriod, [this] { check_nodes(); });
+    io_->every(lease_->timing().renew_every, [this] { renew_lease(); });
     if (metrics_) io_->every(std::chrono::seconds(1), [this] { update_metrics(); });
     if (autoscaler_) io_->every(std::chrono::seconds(1), [this] { autoscaler_->tick(); });
   });
@@ -318,6 +328,14 @@ void HeadService::stop_nodes(std::function<void()> then) {
   }
   size_t asked = *waiting - 1;
   spdlog::info("asked {} node{} to stop", asked, asked == 1 ? "" : "s");
+  try {
+    for (auto& standby : tables_->heads.standbys()) {
+      ++*waiting;
+      ask_to_stop(standby, answered);
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("cannot list the standby heads to stop them: {}", e.what());
+  }
   io_->after(kStopAnswers, fire);
   answered();
 }
@@ -371,15 +389,26 @@ int HeadService::run() {
       if (!c) throw Error(c.why());
       autoscale_config_ = c.value();
     }
-    auto takeover = find_takeover();
+    std::optional<Takeover> takeover;
+    if (o_.standby_of.empty()) takeover = find_takeover();
+    if (takeover) takeover->servers_session_dir = o_.session_dir;
     open_session(takeover.has_value());
     // A head killed a moment ago may still be closing its listener (a large process takes a
     // while to exit): a head taking over waits a few seconds for the port.
     if (takeover && o_.port > 0) wait_for_port(o_.host, o_.port, std::chrono::seconds(5));
     // Listen first: a busy port is the most common start-up error and should fail fast.
     io_.open(std::make_unique<IoLoop>(o_.host, o_.port, token_, [this](Incoming in) { handle(std::move(in)); }));
+    if (!o_.standby_of.empty()) {
+      takeover = wait_as_standby();
+      if (!takeover) {
+        io_->stop();
+        spdlog::info("stopped (a standby)");
+        return 0;
+      }
+    }
     connect_control_store(takeover);
     recovered_ = takeover.has_value();
+    take_lease(recovered_);
     start_autoscaler();
     begin_serving();
     start_head_node();
@@ -389,6 +418,12 @@ int HeadService::run() {
                  head_node_, head_node_pid_, o_.session_dir);
     report_ready(o_.ready_fd, io_->address() + " " + token_file_);
     wait_for_stop(parent_pid_);
+    if (stepped_down_) {
+      io_->stop();
+      if (!o_.embedded) remove_record(rec);
+      spdlog::info("stopped (stepped down)");
+      return 0;
+    }
 
     on_loop([this] {
       if (autoscaler_) autoscaler_->shutdown();
@@ -413,7 +448,14 @@ int HeadService::run() {
 
 void HeadService::handle(Incoming in) {
   if (!serving_.load()) {
-    reply_.error(in, wire::ErrorCode::UNAVAILABLE, "the head is starting; retry");
+    // A standby stops when its cluster stops (the active head asks it).
+    if (!o_.standby_of.empty() && !lease_held_.load() && in.msg->env().getBody().isShutdown()) {
+      spdlog::info("the cluster stops: so does this standby");
+      reply_.ok(in);
+      request_stop();
+      return;
+    }
+    reply_.error(in, wire::ErrorCode::UNAVAILABLE, not_serving_why());
     return;
   }
   reply_.guarded(in, [&] { handle_head_request(in); });

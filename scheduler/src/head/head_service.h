@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -33,6 +34,7 @@
 #include "head/cluster_nodes.h"
 #include "head/groups.h"
 #include "head/dashboard.h"
+#include "head/head_lease.h"
 #include "head/head_metrics.h"
 #include "head/status_builder.h"
 #include "head/job_queue.h"
@@ -61,6 +63,9 @@ class HeadService {
     pid_t redis_pid = 0;
     std::string redis_password;
     std::string redis_tls_cert;  // PEM ("" : plain)
+    // Where the store's servers were recorded (redis.pids), when on this machine: they are
+    // adopted and watched ("" : none here).
+    std::string servers_session_dir;
   };
 
   // Start-up and shut-down (head_service.cc).
@@ -96,6 +101,22 @@ class HeadService {
 
   // Taking over from a killed head (rebuild.cc).
   void rebuild();
+
+  // The lease (standby.cc). A standby waits until the active head's lease is free and takes it
+  // (nullopt: stopped first); every head holds the lease while it serves, and steps down (stops,
+  // touching nothing) when another has taken it.
+  std::optional<Takeover> wait_as_standby();
+  void take_lease(bool taking_over);
+  void renew_lease();
+  void step_down();
+  // What a request to a head that does not serve hears.
+  std::string not_serving_why() const;
+  std::unique_ptr<HeadLease> lease_;
+  std::atomic<bool> stepped_down_{false};
+  std::atomic<bool> lease_held_{false};  // taken (by a standby: it is becoming the active head)
+  mutable std::mutex role_mu_;
+  std::string active_elsewhere_;  // a standby's or stepped-down head's: the active head's address
+  bool lease_unreachable_logged_ = false;
 
   // Nodes: the failure detector and drains (nodes.cc).
   void check_nodes();

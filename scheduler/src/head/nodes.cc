@@ -20,6 +20,9 @@ using namespace detail;
 // store was away or this process (or the store) stalled, nodes get one full timeout to heartbeat
 // again before anyone is declared dead (policy::Liveness).
 void HeadService::check_nodes() {
+  // Without a valid lease this head may not act on what it sees (a standby may lead by now); the
+  // check after the gap sees a stall and gives every node a full timeout.
+  if (!lease_->valid()) return;
   try {
     // The members without a heartbeat, found by one script in Redis: the head reads only those.
     auto silent_ids = tables_->nodes.silent();

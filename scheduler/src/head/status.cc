@@ -62,6 +62,12 @@ json HeadService::cluster_json() {
     }
   }
   c["head_pid"] = getpid();
+  c["head_epoch"] = lease_ ? lease_->epoch() : 0;
+  try {
+    c["standby_heads"] = tables_->heads.standbys();
+  } catch (const std::exception& e) {
+    c["standby_heads"] = json::array();
+  }
   if (autoscaler_) c["autoscaler"] = autoscaler_->status();
   return c;
 }

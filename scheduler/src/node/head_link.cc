@@ -50,4 +50,28 @@ void NodeManager::tell_head(std::function<void(wire::Envelope::Builder)> fill, s
                std::chrono::seconds(10));
 }
 
+void NodeManager::follow_head() {
+  auto a = tables_->heads.active();
+  if (a.epoch <= head_epoch_ || a.address.empty()) return;
+  head_epoch_ = a.epoch;
+  if (a.address == o_.join_address) return;
+  spdlog::warn("the cluster's head is now at {} (epoch {}; it was at {})", a.address, a.epoch, o_.join_address);
+  o_.join_address = a.address;
+  workers_.set_env("YARD_HEAD_ADDRESS", a.address);
+  if (jobs_) jobs_->head_moved(a.address);
+}
+
+bool NodeManager::from_stale_head(const Incoming& in) {
+  uint64_t e = in.msg->env().getHeadEpoch();
+  if (e == 0 || e >= head_epoch_) {
+    head_epoch_ = std::max(head_epoch_, e);
+    return false;
+  }
+  spdlog::warn("refused a request from a head of epoch {}: the cluster's head is of epoch {} now", e, head_epoch_);
+  reply_.error(in, wire::ErrorCode::STALE_EPOCH,
+               "node " + node_id_ + " obeys the head of epoch " + std::to_string(head_epoch_) +
+                   ", not one of epoch " + std::to_string(e));
+  return true;
+}
+
 }  // namespace yard::sched

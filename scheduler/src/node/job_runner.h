@@ -21,6 +21,8 @@ namespace yard::sched {
 
 class JobRunner {
  public:
+  // The cluster's head moved (a standby took over): programs started from now on are told so.
+  void head_moved(const std::string& address) { s_.head_address = address; }
   struct Job : store::JobRecord {
     bool ended = false;
     bool runs_here = false;  // its program is this node's child (`yard submit`)

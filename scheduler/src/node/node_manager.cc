@@ -75,6 +75,7 @@ void NodeManager::measure_resources() {
 // The head says where the control store is; a wrong token is refused here, clearly.
 void NodeManager::join() {
   auto access = ask_control_store(io_, o_.join_address, token_);
+  o_.join_address = access.head;  // of a head and its standbys, the one that serves
   o_.redis_address = access.address;
   redis_password_ = access.password;
   // Beyond loopback the cluster's web endpoints speak HTTPS, all with the head's web identity.
@@ -207,6 +208,7 @@ void NodeManager::save_node() {
     if (res_->fenced() && workers_.empty()) res_->reopen();
     if (!res_->fenced()) res_->refresh();
     peers_.refresh();
+    follow_head();
     leases_->exchange_demand();
     store::NodeReport r;
     r.address = io_->address();
@@ -281,6 +283,7 @@ void NodeManager::handle(Incoming in) {
   using B = wire::Envelope::Body;
   reply_.guarded(in, [&] {
     if (!hosting_) return reply_.error(in, wire::ErrorCode::UNAVAILABLE, "node " + node_id_ + " is starting");
+    if (from_stale_head(in)) return;
     switch (in.msg->env().getBody().which()) {
       case B::REGISTER_WORKER: return on_register_worker(in);
       case B::REQUEST_LEASE: return leases_->on_request(in);

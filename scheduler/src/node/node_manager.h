@@ -85,6 +85,13 @@ class NodeManager : private ActorHosting::Node {
   // `done` (optional) runs once it has been answered or given up on.
   void tell_head(std::function<void(wire::Envelope::Builder)> fill, std::string what, int attempt = 0,
                  std::function<void()> done = {});
+  // The active head as the control store names it (with every heartbeat): a new one's address is
+  // where the node's requests go from now on, and its epoch the oldest the node obeys.
+  void follow_head();
+  // Whether a request may be acted on: one from a head (it carries an epoch) older than the
+  // newest known is refused (true: refused, and answered).
+  bool from_stale_head(const Incoming& in);
+  uint64_t head_epoch_ = 0;
 
   // Jobs (jobs.cc): requests for the job runner, and the head told when a job run here ends.
   void on_submit_job(Incoming& in);

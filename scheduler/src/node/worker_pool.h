@@ -43,6 +43,8 @@ class WorkerPool {
   // What every worker's environment says about this node (its address, token, id, the head),
   // where their logs go, and whether the node has GPUs (then a worker sees only its own).
   void configure(std::map<std::string, std::string> env, std::string log_dir, bool node_has_gpus);
+  // One variable of the workers' environment, for those started from now on.
+  void set_env(const std::string& name, const std::string& value) { env_[name] = value; }
   // Starts a worker; its id. Throws yard::Error when the process cannot be started.
   std::string start(const Launch& l);
 

@@ -3,6 +3,9 @@
 #include "yard/internal/keys.h"
 #include "yard/internal/redis.h"
 
+#include <cstdlib>
+#include <ctime>
+
 namespace yard::sched::store {
 
 void ClusterInfo::put(const std::string& address, const std::string& session_dir, const std::string& log_dir,
@@ -33,5 +36,32 @@ void ClusterInfo::set_lease_demand(const std::string& node, const std::string& j
 }
 
 std::map<std::string, std::string> ClusterInfo::lease_demand() { return s_.hgetall(keys::demand()); }
+
+ActiveHead Heads::active() {
+  auto reps = s_.pipeline({{"HMGET", keys::head(), "address", "holder", "epoch"}, {"EXISTS", keys::head_lease()}});
+  ActiveHead a;
+  a.address = reps[0].at(0);
+  a.holder = reps[0].at(1);
+  a.epoch = std::strtoull(reps[0].at(2).c_str(), nullptr, 10);
+  a.leased = reps[1].integer() == 1;
+  return a;
+}
+
+void Heads::announce_standby(const std::string& address, std::chrono::milliseconds ttl) {
+  s_.cmd({"SET", keys::head_standby(address), std::to_string(time(nullptr)), "PX", std::to_string(ttl.count())});
+}
+
+void Heads::withdraw_standby(const std::string& address) { s_.cmd({"DEL", keys::head_standby(address)}); }
+
+std::vector<std::string> Heads::standbys() {
+  std::vector<std::string> out;
+  std::string cursor = "0";
+  do {
+    auto rep = s_.cmd({"SCAN", cursor, "MATCH", keys::glob_literal(keys::kStandbyPrefix) + "*", "COUNT", "100"});
+    cursor = rep.at(0);
+    for (auto& k : rep.nested_strings(1)) out.push_back(k.substr(keys::kStandbyPrefix.size()));
+  } while (cursor != "0");
+  return out;
+}
 
 }  // namespace yard::sched::store

@@ -4,6 +4,7 @@
 // class: whether its writes must survive a failover. Tables holds them all over one StoreLink.
 //
 //   yard:cluster                 hash    the head's address, session, log dir, start time, head node
+//   yard:head, :lease, :standby:* hash, string, strings: the active head, its lease, standbys
 //   yard:nodes                   set     node ids
 //   yard:node:<id>               hash    role, state, address, hostname, pid, workers, leased...
 //   yard:node:<id>:heartbeat     string  with a TTL of the heartbeat timeout
@@ -198,6 +199,28 @@ class ClusterInfo {
   StoreLink& s_;
 };
 
+// Who heads the cluster, as the control store says (the lease itself: head/head_lease.h).
+struct ActiveHead {
+  std::string address, holder;
+  uint64_t epoch = 0;
+  bool leased = false;  // its lease has not run out
+};
+
+// yard:head, its lease and the standbys' announcements (yard:head:standby:<address>).
+class Heads {
+ public:
+  static constexpr const keys::Table& kTable = keys::kHeadTable;
+  explicit Heads(StoreLink& s) : s_(s) {}
+  ActiveHead active();
+  // A standby's announcement, renewed while it waits; it expires after `ttl` of silence.
+  void announce_standby(const std::string& address, std::chrono::milliseconds ttl);
+  void withdraw_standby(const std::string& address);
+  std::vector<std::string> standbys();
+
+ private:
+  StoreLink& s_;
+};
+
 // yard:nodes, yard:node:<id>, its heartbeat, yard:nodes:version; each node reports its own.
 class Nodes {
  public:
@@ -344,11 +367,12 @@ class Journals {
 class Tables {
  public:
   explicit Tables(detail::Redis& r)
-      : link(r), cluster(link), nodes(link), jobs(link), actors(link), groups(link), journals(link) {}
+      : link(r), cluster(link), heads(link), nodes(link), jobs(link), actors(link), groups(link), journals(link) {}
   Tables(const Tables&) = delete;
   Tables& operator=(const Tables&) = delete;
   StoreLink link;
   ClusterInfo cluster;
+  Heads heads;
   Nodes nodes;
   Jobs jobs;
   Actors actors;

@@ -32,6 +32,16 @@ struct Table {
 inline constexpr Table kClusterTable{"cluster", Durability::kDurable};
 inline std::string cluster() { return "yard:cluster"; }  // hash: the cluster's identity and epoch
 
+// ---- the active head: its lease, and the epoch that fences heads before it ---------------------
+// yard:head (hash: epoch, address, holder, since) names the head that holds the lease; the lease
+// (a string: the holder, with a TTL) is renewed by it; each new holder raises the epoch.
+// yard:head:standby:<address> (a string with a TTL) announces a standby head.
+inline constexpr Table kHeadTable{"heads", Durability::kDurable};
+inline std::string head() { return "yard:head"; }
+inline std::string head_lease() { return "yard:head:lease"; }
+inline constexpr std::string_view kStandbyPrefix = "yard:head:standby:";
+inline std::string head_standby(std::string_view address) { return std::string(kStandbyPrefix) + std::string(address); }
+
 // ---- nodes: yard:nodes (set of ids), yard:node:ID (hash), its heartbeat and version -------------
 inline constexpr Table kNodeTable{"nodes", Durability::kDurable};
 inline constexpr Table kHeartbeatTable{"heartbeats", Durability::kRebuilt};

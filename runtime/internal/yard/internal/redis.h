@@ -10,11 +10,15 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <sys/types.h>
+#include <utility>
 #include <vector>
+
+#include "yard/errors.h"
 
 struct redisReply;
 
@@ -45,6 +49,12 @@ class RedisReply {
 void trust_redis_tls(const std::string& address, const std::string& cert_pem);
 
 class RedisConn;
+
+// A write refused before it was sent: this process's lease on writing ran out (Redis::fence).
+class Fenced : public Error {
+ public:
+  using Error::Error;
+};
 
 // Where a Redis is: one server ("host:port"), or the primary that a set of Sentinels names
 // ("sentinel:HOST:PORT,HOST:PORT,.../NAME"; the Sentinels ask for the same password as the
@@ -101,6 +111,26 @@ class Redis {
   }
   // Where it connects: with Sentinels, those known now (named at the start and those they told of).
   const RedisEndpoint& endpoint() const { return endpoint_; }
+  // Writes under a lease (the active head's): `may_write` is asked before each command that may
+  // write is sent, after the connection is made (so a connection made once the lease ran out
+  // writes nothing); while it says no, such commands throw Fenced. Every connection, this one
+  // and those made again, is named `name` (CLIENT SETNAME), so that a later holder can close
+  // the connections of the one before (close_named).
+  void fence(std::function<bool()> may_write, std::string name);
+  // While one lives, the fence lets writes through (the lease's own renewal).
+  class Unfenced {
+   public:
+    explicit Unfenced(Redis& r) : r_(r), was_(std::exchange(r.unfenced_, true)) {}
+    ~Unfenced() { r_.unfenced_ = was_; }
+    Unfenced(const Unfenced&) = delete;
+
+   private:
+    Redis& r_;
+    bool was_;
+  };
+  // Closes the server's connections whose name starts with `prefix`, except those named `keep`
+  // and this one; how many.
+  int close_named(const std::string& prefix, const std::string& keep);
 
  private:
   void ensure_connected();
@@ -117,7 +147,13 @@ class Redis {
   bool stale_ = false;  // ask the Sentinels before the next command
   bool unacknowledged_ = false;
   void note_command(const std::string& name);
+  // Throws Fenced when the fence holds and `name` may write.
+  void check_fence(const std::string& name);
+  void name_connection();
   uint64_t reconnects_ = 0;
+  std::function<bool()> may_write_;
+  std::string client_name_;
+  bool unfenced_ = false;
 };
 
 // Starts redis-server (from PATH, else /usr/bin) on a free loopback port in a temporary directory,

@@ -1,0 +1,132 @@
+// Standby heads, as a user meets them: `yard start --head --standby --address HEAD` waits beside
+// the active head and takes the cluster over by itself when that head is killed or paused past
+// its lease; nodes, the CLI and new drivers follow (YARD_ADDRESS=A,B), a paused head that comes
+// back steps down without writing, and `yard stop` stops the standbys with the cluster.
+#include <signal.h>
+
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_support.h"
+#include "session.h"
+
+using namespace yard::cli_test;
+using json = nlohmann::json;
+
+namespace {
+
+std::string counter_bin() { return getenv("COUNTER_BIN"); }
+
+std::string file_text(const std::string& path) {
+  std::ifstream f(path);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+// A standby head beside `c`'s head: its address and pid.
+std::pair<std::string, int> start_standby(const Cluster& c) {
+  int port = yard::detail::free_port("127.0.0.1");
+  auto r = sh(c.yard("start --head --standby --address " + c.addr + " --port " + std::to_string(port)));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK_THAT(r.out, Catch::Contains("standby head started"));
+  std::string addr = "127.0.0.1:" + std::to_string(port);
+  auto rec = yard::detail::record_for(addr);
+  int pid = 0;
+  if (rec) pid = rec->pid;
+  if (pid == 0) pid = std::stoi(sh("pgrep -f -- '--standby --address " + c.addr + "' | head -1").out);
+  return {addr, pid};
+}
+
+// `yard status --json` through the list of heads; null when no head answers.
+json status_via(const Cluster& c, const std::string& heads) {
+  auto r = sh("YARD_ADDRESS=" + heads + " " + c.yard("status --json"));
+  if (r.code != 0) return nullptr;
+  return json::parse(r.out, nullptr, false);
+}
+
+// The epoch of the head that answers at `heads`, and its address (0, "" : none answers).
+std::pair<uint64_t, std::string> active_head(const Cluster& c, const std::string& heads) {
+  auto j = status_via(c, heads);
+  if (!j.is_object()) return {0, ""};
+  auto cl = j["cluster"];
+  return {cl.value("head_epoch", uint64_t(0)), cl.value("address", "")};
+}
+
+}  // namespace
+
+TEST_CASE("a standby head takes over a killed head's cluster; nodes, the CLI and drivers follow", "[cli][heads]") {
+  setenv("YARD_HEAD_LEASE_MS", "2000", 1);
+  Cluster c;
+  auto [standby, standby_pid] = start_standby(c);
+  auto [node, node_pid] = join_node(c, "--num-cpus 1");
+  std::string heads = c.addr + "," + standby;
+  auto before = status_via(c, heads);
+  REQUIRE(before.is_object());
+  CHECK(before["cluster"].value("head_epoch", 0) == 1);
+  CHECK(before["cluster"]["standby_heads"] == json::array({standby}));
+  auto st = sh("YARD_ADDRESS=" + heads + " " + c.yard("status"));
+  CHECK_THAT(st.out, Catch::Contains("active at " + c.addr + ", epoch 1, standbys: " + standby));
+
+  kill(c.pid, SIGKILL);
+  REQUIRE(eventually([&] { return active_head(c, heads) == std::make_pair(uint64_t(2), standby); }, 30s));
+  c.pid = standby_pid;
+  std::string old_addr = c.addr;
+  c.addr = heads;  // the fixture stops the cluster through the list
+  // Every node follows the new head, and none was blamed for the change.
+  auto after = status_via(c, heads);
+  REQUIRE(after["nodes"].size() == 2);
+  for (auto& n : after["nodes"]) CHECK(n.value("alive", false));
+  auto node_rec = yard::detail::record_for(node);
+  REQUIRE(node_rec);
+  CHECK(eventually([&] { return file_text(node_rec->log_dir + "/node.log").find("the cluster's head is now at " + standby) != std::string::npos; }, 10s));
+  // A new driver given both addresses finds the active head and runs.
+  auto run = sh("YARD_ADDRESS=" + heads + " " + counter_bin());
+  INFO(run.out);
+  CHECK(run.code == 0);
+  // `yard stop` through the list stops the new head, the nodes and the store.
+  auto stop = sh(c.yard("stop --address " + heads));
+  INFO(stop.out);
+  CHECK(stop.code == 0);
+  CHECK(eventually([&] { return yard::detail::process_dead(standby_pid) && yard::detail::process_dead(node_pid); }, 20s));
+  CHECK(eventually([&] { return yard::test::processes_of(c.home).empty(); }, 20s));  // the store's servers too
+  (void)old_addr;
+}
+
+TEST_CASE("a head paused past its lease steps down when it resumes, and writes nothing", "[cli][heads]") {
+  setenv("YARD_HEAD_LEASE_MS", "2000", 1);
+  Cluster c;
+  auto rec = yard::detail::latest_record();
+  REQUIRE(rec);
+  auto [standby, standby_pid] = start_standby(c);
+  std::string heads = c.addr + "," + standby;
+  int paused = c.pid;
+  REQUIRE(kill(paused, SIGSTOP) == 0);
+  REQUIRE(eventually([&] { return active_head(c, standby).first == 2; }, 30s));
+  auto cluster_before = status_via(c, standby)["cluster"];
+  REQUIRE(kill(paused, SIGCONT) == 0);
+  // It finds its lease taken, and stops without touching the cluster.
+  REQUIRE(eventually([&] { return yard::detail::process_dead(paused); }, 20s));
+  std::string log = file_text(rec->log_dir + "/head.log");
+  INFO(log);
+  CHECK_THAT(log, Catch::Contains("lost its lease: the head at " + standby + " (epoch 2) leads the cluster now"));
+  CHECK(log.find("stopping the head's node manager") == std::string::npos);
+  auto after = status_via(c, heads);
+  REQUIRE(after.is_object());
+  CHECK(after["cluster"].value("address", "") == standby);
+  CHECK(after["cluster"].value("session_dir", "") == cluster_before.value("session_dir", ""));
+  CHECK(after["cluster"].value("head_epoch", 0) == 2);
+  for (auto& n : after["nodes"]) CHECK(n.value("alive", false));  // its node stays, under the new head
+  c.pid = standby_pid;
+  c.addr = heads;
+}
+
+TEST_CASE("a standby stops with its cluster; a second head without --standby is refused", "[cli][heads]") {
+  Cluster c;
+  auto [standby, standby_pid] = start_standby(c);
+  auto r = sh(c.yard("start --head --standby --port 0"));
+  CHECK(r.code == 2);
+  CHECK_THAT(r.out, Catch::Contains("--head --standby --address"));
+  CHECK(sh(c.yard("stop --address " + c.addr)).code == 0);
+  CHECK(eventually([&] { return yard::detail::process_dead(standby_pid); }, 20s));
+}
