@@ -1,6 +1,6 @@
 // Standby heads, as a user meets them: `yard start --head --standby --address HEAD` waits beside
 // the active head and takes the cluster over by itself when that head is killed or paused past
-// its lease; nodes, the CLI and new drivers follow (YARD_ADDRESS=A,B), a paused head that comes
+// its lease; nodes, running drivers, the CLI and new drivers (YARD_ADDRESS=A,B) follow, a paused head that comes
 // back steps down without writing, and `yard stop` stops the standbys with the cluster.
 #include <signal.h>
 
@@ -17,6 +17,12 @@ using json = nlohmann::json;
 namespace {
 
 std::string counter_bin() { return getenv("COUNTER_BIN"); }
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
 
 std::string file_text(const std::string& path) {
   std::ifstream f(path);
@@ -55,7 +61,7 @@ std::pair<uint64_t, std::string> active_head(const Cluster& c, const std::string
 
 }  // namespace
 
-TEST_CASE("a standby head takes over a killed head's cluster; nodes, the CLI and drivers follow", "[cli][heads]") {
+TEST_CASE("a standby head takes over a killed head's cluster; nodes, drivers and the CLI follow", "[cli][heads]") {
   setenv("YARD_HEAD_LEASE_MS", "2000", 1);
   Cluster c;
   auto [standby, standby_pid] = start_standby(c);
@@ -68,8 +74,23 @@ TEST_CASE("a standby head takes over a killed head's cluster; nodes, the CLI and
   auto st = sh("YARD_ADDRESS=" + heads + " " + c.yard("status"));
   CHECK_THAT(st.out, Catch::Contains("active at " + c.addr + ", epoch 1, standbys: " + standby));
 
+  // A driver that runs across the takeover, started with the first head's address only.
+  std::string out = c.home + "/churn.out", stop_file = c.home + "/churn.stop";
+  auto bg = sh("YARD_ADDRESS=" + c.addr + " " + probe_bin() + " churn " + stop_file + " > " + out + " 2>&1 & echo $!");
+  std::vector<int> pids{std::stoi(bg.out)};
+  KillAtEnd cleanup{pids};
+  auto rounds = [&] { return count_of(file_text(out), "round "); };
+  REQUIRE(eventually([&] { return rounds() >= 3; }, 60s));
+
   kill(c.pid, SIGKILL);
   REQUIRE(eventually([&] { return active_head(c, heads) == std::make_pair(uint64_t(2), standby); }, 30s));
+  // The running driver asks its node where the head went, and its rounds go on there.
+  size_t at_takeover = rounds();
+  CHECK(eventually([&] { return rounds() >= at_takeover + 5; }, 90s));
+  std::ofstream(stop_file) << "stop\n";
+  REQUIRE(eventually([&] { return file_text(out).find("done ") != std::string::npos; }, 90s));
+  INFO(file_text(out));
+  CHECK(eventually([&] { return yard::detail::process_dead(pids[0]); }, 10s));
   c.pid = standby_pid;
   std::string old_addr = c.addr;
   c.addr = heads;  // the fixture stops the cluster through the list

@@ -474,6 +474,9 @@ struct Envelope {
     taskReplies @58 :List(GroupedReply);  # replies to one requester's calls made together, each
                                # read as if it came alone (the group's requestId is 0)
     jobControl @59 :JobControl;  # to the head: cancel, hold, release or reprioritise a job (ok)
+    whereIsHead @61 :Void;     # to a node manager: the cluster's active head now (headIs), which
+                               # it follows in the control store; asked when a head is lost
+    headIs @62 :Text;          # host:port of the active head
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
   headEpoch @60 :UInt64;     # from a head: the epoch of its lease (0 from anyone else); a node

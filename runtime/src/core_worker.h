@@ -18,6 +18,7 @@
 
 #include "submit/actor_submitter.h"
 #include "submit/arguments.h"
+#include "head_address.h"
 #include "head_client.h"
 #include "messenger.h"
 #include "objects/memory_store.h"
@@ -78,7 +79,7 @@ class CoreWorker {
 
   std::string token_;
   std::string lease_address_;  // the node manager that leases workers to this process
-  std::string head_address_;   // the cluster's head service
+  HeadAddress head_address_;   // the cluster's head service
   std::string node_id_;
   std::string job_id_;
   std::string id_prefix_;
@@ -91,8 +92,8 @@ class CoreWorker {
   ActorSubmitter actors_{store_, io_, args_, [this](std::string fn, std::vector<Arg> args) {
                            return make_spec(std::move(fn), std::move(args));
                          },
-                         token_, head_address_, job_id_, node_id_};
-  HeadClient head_client_{io_, token_, head_address_, job_id_};
+                         token_, head_address_, lease_address_, job_id_, node_id_};
+  HeadClient head_client_{io_, token_, head_address_, lease_address_, job_id_};
 };
 
 // A user program connected to a cluster.

@@ -26,18 +26,18 @@ std::string HeadClient::upload_binary(std::chrono::milliseconds timeout) {
   uint64_t hid = io_.next_request_id();
   OutMessage hm(token_, hid, false);
   hm.env().getBody().setHasBlob(digest);
-  auto has = io_.call(head_, hm, hid, timeout);  // the reply outlives the readers taken from it
+  auto has = io_.call(head_.get(), hm, hid, timeout);  // the reply outlives the readers taken from it
   auto hb = has->env().getBody();
   if (hb.isOk()) return digest;
   if (hb.getError().getCode() == wire::ErrorCode::UNAUTHENTICATED)
-    throw AuthError("the head at " + head_ + " rejected this program: " + hb.getError().getMessage().cStr());
+    throw AuthError("the head at " + head_.get() + " rejected this program: " + hb.getError().getMessage().cStr());
   if (hb.getError().getCode() != wire::ErrorCode::NOT_FOUND) return {};
   uint64_t pid = io_.next_request_id();
   OutMessage pm(token_, pid, false);
   auto pb = pm.env().getBody().initPutBlob();
   pb.setDigest(digest);
   pm.set_value(pb.initData(), std::make_shared<StringBuffer>(std::move(bytes)));
-  auto pr = io_.call(head_, pm, pid, std::chrono::seconds(120));
+  auto pr = io_.call(head_.get(), pm, pid, std::chrono::seconds(120));
   if (!pr->env().getBody().isError()) return digest;
   spdlog::warn("uploading {} to the cluster failed: {}", self_exe(), describe(pr->env().getBody().getError()));
   return {};
@@ -58,21 +58,21 @@ HeadClient::Registration HeadClient::register_driver(std::chrono::milliseconds t
     if (const char* s = getenv("YARD_SUBMISSION_ID")) rj.setSubmissionId(s);
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd)) rj.setCwd(cwd);
-    r = io_.call(head_, m, rid, timeout);
+    r = io_.call(head_.get(), m, rid, timeout);
   } catch (const TimeoutError&) {
-    throw ConnectionError("no answer from a Switchyard head at " + head_ + " within " +
+    throw ConnectionError("no answer from a Switchyard head at " + head_.get() + " within " +
                           std::to_string(timeout.count()) + " ms (is the address right?)");
   } catch (const ConnectionError& e) {
-    throw ConnectionError("cannot reach a Switchyard head at " + head_ + ": " + e.what());
+    throw ConnectionError("cannot reach a Switchyard head at " + head_.get() + ": " + e.what());
   }
   auto body = r->env().getBody();
   if (body.isError()) {
     auto e = body.getError();
     if (e.getCode() == wire::ErrorCode::UNAUTHENTICATED)
-      throw AuthError("the head at " + head_ + " rejected this program: " + e.getMessage().cStr());
-    throw ConnectionError("the head at " + head_ + " refused to register the job: " + describe(e));
+      throw AuthError("the head at " + head_.get() + " rejected this program: " + e.getMessage().cStr());
+    throw ConnectionError("the head at " + head_.get() + " refused to register the job: " + describe(e));
   }
-  if (!body.isJobRegistered()) throw ConnectionError("unexpected reply from " + head_);
+  if (!body.isJobRegistered()) throw ConnectionError("unexpected reply from " + head_.get());
   auto jr = body.getJobRegistered();
   return {jr.getJobId(), jr.getNodeId(), jr.getNodeAddress()};
 }
@@ -82,7 +82,7 @@ void HeadClient::finish_job() {
     uint64_t rid = io_.next_request_id();
     OutMessage m(token_, rid, false);
     m.env().getBody().setFinishJob(job_id_);
-    io_.call(head_, m, rid, std::chrono::seconds(5));
+    io_.call(head_.get(), m, rid, std::chrono::seconds(5));
   } catch (const std::exception& e) {
     spdlog::debug("finishing job {}: {}", job_id_, e.what());
   }
@@ -101,7 +101,7 @@ bool HeadClient::create_placement_group(const std::string& id, wire::PlacementSt
   auto bs = c.initBundles(static_cast<unsigned>(bundles.size()));
   for (unsigned i = 0; i < bundles.size(); ++i)
     set_resources(bs[i].initResources(static_cast<unsigned>(bundles[i].size())), bundles[i]);
-  auto r = io_.call(head_, m, rid, kControlTimeout);
+  auto r = ask_head(m, rid, kControlTimeout);
   auto body = r->env().getBody();
   if (body.isError()) throw_reply_error(body.getError());
   return body.isPlacementGroupInfo() && body.getPlacementGroupInfo().getState() == wire::GroupState::CREATED;
@@ -115,7 +115,7 @@ std::pair<states::GroupState, std::vector<std::string>> HeadClient::wait_placeme
   w.setGroupId(id);
   auto ms = std::min<int64_t>(timeout.count(), 24LL * 3600 * 1000);
   w.setTimeoutMs(static_cast<uint32_t>(std::max<int64_t>(0, ms)));
-  auto r = io_.call(head_, m, rid, std::chrono::milliseconds(ms) + kControlTimeout);
+  auto r = ask_head(m, rid, std::chrono::milliseconds(ms) + kControlTimeout);
   auto body = r->env().getBody();
   if (body.isError()) throw_reply_error(body.getError());
   auto info = body.getPlacementGroupInfo();
@@ -132,7 +132,7 @@ void HeadClient::remove_placement_group(const std::string& id) {
   m.env().getBody().setRemovePlacementGroup(id);
   // Like Ray's remove_placement_group, this does not wait: requests this process sends later reach
   // the head after it, so they see the resources freed.
-  io_.request(head_, rid, m.finish(),
+  io_.request(head_.get(), rid, m.finish(),
                [id](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  if (err) spdlog::warn("removing placement group {}: {}", id, err->message);
                  else if (r->env().getBody().isError())
@@ -141,11 +141,23 @@ void HeadClient::remove_placement_group(const std::string& id) {
                kControlTimeout);
 }
 
+std::unique_ptr<InMessage> HeadClient::ask_head(OutMessage& m, uint64_t rid, std::chrono::milliseconds timeout) {
+  try {
+    auto r = io_.call(head_.get(), m, rid, timeout);
+    auto body = r->env().getBody();
+    if (body.isError() && body.getError().getCode() == wire::ErrorCode::UNAVAILABLE) head_.ask(io_, token_, node_);
+    return r;
+  } catch (const std::exception&) {
+    head_.ask(io_, token_, node_);
+    throw;
+  }
+}
+
 ControlStoreAccess HeadClient::control_store() {
   uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setGetControlStore();
-  auto r = io_.call(head_, m, rid, kControlTimeout);
+  auto r = ask_head(m, rid, kControlTimeout);
   auto body = r->env().getBody();
   if (!body.isControlStore()) throw Error("the head did not say where its control store is");
   auto cs = body.getControlStore();

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "head_address.h"
 #include "messenger.h"
 #include "yard/internal/control_client.h"
 
@@ -17,9 +18,10 @@ namespace yard::detail {
 
 class HeadClient {
  public:
-  HeadClient(Messenger& io, const std::string& token, const std::string& head,
+  // `node`: the node manager asked where the head is when it does not answer.
+  HeadClient(Messenger& io, const std::string& token, HeadAddress& head, const std::string& node,
              const std::string& job_id)
-      : io_(io), token_(token), head_(head), job_id_(job_id) {}
+      : io_(io), token_(token), head_(head), node_(node), job_id_(job_id) {}
 
   struct Registration {
     std::string job_id, node_id, node_address;  // node_address: where its leases go
@@ -46,7 +48,11 @@ class HeadClient {
   std::string upload_binary(std::chrono::milliseconds timeout);
   Messenger& io_;
   const std::string& token_;
-  const std::string& head_;
+  // A request to the head; one unanswered, or answered "unavailable", has the node asked where
+  // the head is now, for the next request.
+  std::unique_ptr<InMessage> ask_head(OutMessage& m, uint64_t rid, std::chrono::milliseconds timeout);
+  HeadAddress& head_;
+  const std::string& node_;
   const std::string& job_id_;
 };
 

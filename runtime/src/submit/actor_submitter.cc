@@ -62,7 +62,7 @@ void ActorSubmitter::send_creation(const std::shared_ptr<TaskSpec>& spec) {
                       (problem->error ? ": " + problem->error->message : std::string()));
     return;
   }
-  io_.request(head_, rid, m.finish(),
+  io_.request(head_.get(), rid, m.finish(),
                [this, a, spec](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  // The head may be restarting: send the creation again (the head knows the actor
                  // by its id, so a creation it already has is not repeated).
@@ -97,7 +97,7 @@ ActorPtr ActorSubmitter::lookup(const std::string& name, const std::string& cls)
   uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().initGetActor().setName(name);
-  auto r = io_.call(head_, m, rid, kControlTimeout);
+  auto r = io_.call(head_.get(), m, rid, kControlTimeout);
   auto body = r->env().getBody();
   if (body.isError()) throw_reply_error(body.getError());
   auto info = body.getActorInfo();
@@ -134,7 +134,7 @@ void ActorSubmitter::lookup_address(const ActorPtr& a) {
   auto ga = m.env().getBody().initGetActor();
   ga.setActorId(a->id);
   ga.setLostAddress(a->lost_address);
-  io_.request(head_, rid, m.finish(),
+  io_.request(head_.get(), rid, m.finish(),
                [this, a](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                  a->lookup_in_flight = false;
                  if (retry_through_head_outage(a, r.get(), err, [this, a] { lookup_address(a); })) return;
@@ -331,7 +331,7 @@ void ActorSubmitter::kill(const ActorPtr& a) {
     uint64_t rid = io_.next_request_id();
     OutMessage m(token_, rid, false);
     m.env().getBody().initKillActor().setActorId(a->id);
-    io_.request(head_, rid, m.finish(),
+    io_.request(head_.get(), rid, m.finish(),
                  [this, a, done](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
                    dead(a, "killed by yard::kill");
                    if (err) return done->set_value(err->message);
@@ -343,7 +343,7 @@ void ActorSubmitter::kill(const ActorPtr& a) {
                  kControlTimeout);
   });
   if (fut.wait_for(kControlTimeout + std::chrono::seconds(5)) != std::future_status::ready)
-    throw TimeoutError("killing actor " + a->id + ": no answer from " + head_);
+    throw TimeoutError("killing actor " + a->id + ": no answer from " + head_.get());
   auto err = fut.get();
   if (err) throw Error("killing actor " + a->id + ": " + *err);
 }
@@ -358,6 +358,7 @@ bool ActorSubmitter::retry_through_head_outage(const ActorPtr& a, const InMessag
   auto now = std::chrono::steady_clock::now();
   if (away) {
     if (a->lookup_since == std::chrono::steady_clock::time_point{}) a->lookup_since = now;
+    head_.ask(io_, token_, node_);  // a standby may lead now
     if (now - a->lookup_since < kHeadOutage) {
       io_.after(std::chrono::milliseconds(200), std::move(again));
       return true;

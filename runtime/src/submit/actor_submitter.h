@@ -9,6 +9,8 @@
 // runs on the I/O thread.
 #pragma once
 
+#include "head_address.h"
+
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -28,11 +30,12 @@ class ActorSubmitter {
   using MakeSpec = std::function<std::shared_ptr<TaskSpec>(std::string, std::vector<Arg>)>;
   // The strings are the process's own (token, the head's address, its job and node), read when
   // used: a driver learns its job and node after this is made.
+  // `node`: the node manager asked where the head is when it does not answer.
   ActorSubmitter(MemoryStore& store, Messenger& io, ArgumentResolver& args, MakeSpec make_spec,
-                 const std::string& token, const std::string& head, const std::string& job_id,
+                 const std::string& token, HeadAddress& head, const std::string& node, const std::string& job_id,
                  const std::string& node_id)
       : store_(store), io_(io), args_(args), make_spec_(std::move(make_spec)), token_(token), head_(head),
-        job_id_(job_id), node_id_(node_id) {}
+        node_(node), job_id_(job_id), node_id_(node_id) {}
 
   ActorPtr create(const std::string& cls, std::vector<Arg> args, const ActorOptions& o);
   // A named actor, asked of the head now. Throws NotFoundError or ActorDied.
@@ -62,7 +65,8 @@ class ActorSubmitter {
   ArgumentResolver& args_;
   MakeSpec make_spec_;
   const std::string& token_;
-  const std::string& head_;
+  HeadAddress& head_;
+  const std::string& node_;
   const std::string& job_id_;
   const std::string& node_id_;
 

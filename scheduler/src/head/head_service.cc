@@ -495,6 +495,7 @@ void HeadService::handle_head_request(Incoming& in) {
     case B::TIMELINE: return on_timeline(in);
     case B::JOB_CURVES: return on_job_curves(in);
     case B::GET_CONTROL_STORE: return on_get_control_store(in);
+    case B::WHERE_IS_HEAD: return on_where_is_head(in);
     case B::LIST_JOBS: return job_requests_->on_list_jobs(in);
     case B::FINISH_JOB: return job_requests_->on_finish_job(in);
     case B::RESTART_JOB: return job_requests_->on_restart_job(in);

@@ -109,6 +109,7 @@ class HeadService {
   void take_lease(bool taking_over);
   void renew_lease();
   void step_down();
+  void on_where_is_head(Incoming& in);
   // What a request to a head that does not serve hears.
   std::string not_serving_why() const;
   std::unique_ptr<HeadLease> lease_;

@@ -140,6 +140,12 @@ void HeadService::step_down() {
   request_stop();
 }
 
+void HeadService::on_where_is_head(Incoming& in) {
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  m.env().getBody().setHeadIs(io_->address());
+  io_->reply(in.routing_id, m.finish());
+}
+
 std::string HeadService::not_serving_why() const {
   std::lock_guard<std::mutex> l(role_mu_);
   if (active_elsewhere_.empty()) return "the head is starting; retry";

@@ -295,6 +295,11 @@ void NodeManager::handle(Incoming in) {
       case B::STOP_JOB: return on_stop_job(in);
       case B::JOB_ENDED: return on_job_ended(in);
       case B::REPORT_METRICS: return on_report_metrics(in);
+      case B::WHERE_IS_HEAD: {  // a process whose head requests go unanswered: the active head now
+        OutMessage m(token_, in.msg->env().getRequestId(), true);
+        m.env().getBody().setHeadIs(o_.join_address);
+        return io_->reply(in.routing_id, m.finish());
+      }
       case B::SHUTDOWN:
         spdlog::info("shutdown requested");
         reply_.ok(in);
