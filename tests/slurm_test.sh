@@ -27,8 +27,19 @@ chmod 600 "$D/munge/munge.key"
 munged -f --key-file="$D/munge/munge.key" --socket="$D/munge/sock" --pid-file="$D/munge/pid" \
   --log-file="$D/munge/log" --seed-file="$D/munge/seed"
 
-# Ports of this run's own (a Slurm already on the machine keeps its defaults).
-port=$((20000 + RANDOM % 20000))
+# Ports of this run's own (a Slurm already on the machine keeps its defaults): two free ones in a
+# row, as the kernel gave them, so that a test beside this one does not hold them already.
+port=$(python3 -c '
+import socket
+while True:
+    a = socket.socket(); a.bind(("127.0.0.1", 0)); p = a.getsockname()[1]
+    b = socket.socket()
+    try:
+        b.bind(("127.0.0.1", p + 1)); print(p); break
+    except OSError:
+        pass
+    finally:
+        a.close(); b.close()')
 host=$(hostname)
 cat > "$D/slurm.conf" <<CONF
 ClusterName=yardtest
@@ -60,11 +71,14 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
 CONF
 export SLURM_CONF="$D/slurm.conf"
 slurmctld -D -f "$SLURM_CONF" > "$D/log/ctld.out" 2>&1 & pids+=($!)
+ctld=$!
 slurmd -D -f "$SLURM_CONF" > "$D/log/slurmd.out" 2>&1 & pids+=($!)
-for _ in $(seq 1 100); do
-  sinfo --noheader -o %T 2>/dev/null | grep -q idle && break
+# Up within 30 s, each question bounded (sinfo waits long for a controller that is not there).
+end=$(( $(date +%s) + 30 ))
+until timeout 3 sinfo --noheader -o %T 2>/dev/null | grep -q idle; do
+  kill -0 "$ctld" 2>/dev/null || { echo "slurmctld exited:"; tail -20 "$D"/log/*; exit 1; }
+  [ "$(date +%s)" -lt "$end" ] || { echo "Slurm did not come up in 30 s:"; tail -20 "$D"/log/*; exit 1; }
   sleep 0.1
 done
-sinfo --noheader -o %T | grep -q idle || { echo "Slurm did not come up:"; tail -20 "$D"/log/*; exit 1; }
 echo "Slurm up: $(sinfo --noheader -o '%P %D %T')"
 "$tests_bin" "[.slurm]"
