@@ -15,6 +15,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "session.h"
 #include "support.h"
 #include "yard/process.h"
@@ -99,5 +101,30 @@ struct KillAtEnd {
     for (int p : pids) kill(p, SIGKILL);
   }
 };
+
+// `yard submit --no-wait ARGS`: the job's id.
+inline std::string submit(const Cluster& c, const std::string& args) {
+  auto r = sh(c.yard("submit --no-wait " + args));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  auto at = r.out.rfind("job-");
+  REQUIRE(at != std::string::npos);
+  return r.out.substr(at, r.out.find_first_of(" \n", at) - at);
+}
+
+// The job's row of `yard jobs --json` (null when missing or unreadable).
+inline nlohmann::json job_row(const Cluster& c, const std::string& id) {
+  auto r = sh(c.yard("jobs --json"));
+  auto doc = nlohmann::json::parse(r.out, nullptr, false);
+  if (!doc.is_array()) return nullptr;
+  for (auto& row : doc)
+    if (row.value("job_id", "") == id) return row;
+  return nullptr;
+}
+
+inline bool has_status(const Cluster& c, const std::string& id, const std::string& status) {
+  auto row = job_row(c, id);
+  return row.is_object() && row.value("status", "") == status;
+}
 
 }  // namespace yard::cli_test

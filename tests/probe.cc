@@ -394,6 +394,30 @@ int main(int argc, char** argv) {
     std::printf("done %d failed %d\n", rounds, failed);
     return failed == 0 ? 0 : 1;
   }
+  if (mode == "placements" && argc > 2) {  // placement groups one after another, each success timed
+    auto now_ms = [] {
+      return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+    };
+    int placed = 0, failed = 0;
+    while (!std::filesystem::exists(argv[2])) {
+      try {
+        auto pg = yard::placement_group({{{"CPU", 0.5}}});
+        if (!pg.wait(std::chrono::seconds(10))) throw std::runtime_error("not placed in 10 s");
+        pg.remove();
+        ++placed;
+        std::printf("placed %lld\n", static_cast<long long>(now_ms()));
+      } catch (const std::exception& e) {
+        ++failed;
+        std::printf("failed %lld: %s\n", static_cast<long long>(now_ms()), e.what());
+      }
+      std::fflush(stdout);
+      // Paces the loop (its lines are the measurement's resolution), and a refused request's retry.
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::printf("done %d failed %d\n", placed, failed);
+    return 0;
+  }
   if (mode == "ledger" && argc > 2) {
     auto store = yard::job_rendezvous("ledger");
     int wrote = 0, errors = 0;

@@ -151,3 +151,70 @@ TEST_CASE("a standby stops with its cluster; a second head without --standby is 
   CHECK(sh(c.yard("stop --address " + c.addr)).code == 0);
   CHECK(eventually([&] { return yard::detail::process_dead(standby_pid); }, 20s));
 }
+
+TEST_CASE("a job queued before the head's machine is lost runs under the standby, from the control store's copy of its files", "[cli][heads]") {
+  setenv("YARD_HEAD_LEASE_MS", "2000", 1);
+  Cluster c;
+  auto [standby, standby_pid] = start_standby(c);
+  std::string heads = c.addr + "," + standby;
+  std::string wd = c.home + "/wd";
+  std::filesystem::create_directories(wd);
+  std::ofstream(wd + "/data.txt") << "read from the uploaded directory\n";
+  // Nothing in the cluster has 3 CPUs: the job waits in the queue, its directory uploaded.
+  auto id = submit(c, "--working-dir " + wd + " --replicas 1 --replica CPU=3 -- sh -c 'cat data.txt'");
+  REQUIRE(eventually([&] { return has_status(c, id, "QUEUED"); }, 20s));
+  kill(c.pid, SIGKILL);
+  c.pid = standby_pid;
+  c.addr = heads;
+  REQUIRE(eventually([&] { return active_head(c, heads).first == 2; }, 30s));
+  // The lost machine's files are gone with it: no copy of any blob is left on disk.
+  size_t removed = 0;
+  for (auto& e : std::filesystem::directory_iterator(c.home))
+    if (std::filesystem::is_directory(e.path() / "blobs")) removed += std::filesystem::remove_all(e.path() / "blobs");
+  CHECK(removed > 0);
+  join_node(c, "--num-cpus 3");
+  CHECK(eventually([&] { return has_status(c, id, "SUCCEEDED"); }, 60s));
+  auto logs = sh(c.yard("logs " + id));
+  INFO(logs.out);
+  CHECK_THAT(logs.out, Catch::Contains("read from the uploaded directory"));
+}
+
+TEST_CASE("heads given one --team-key issue the same team credentials; a bad key file is refused", "[cli][heads]") {
+  char tmpl[] = "/tmp/yard-team-key-XXXXXX";
+  int fd = mkstemp(tmpl);
+  REQUIRE(fd >= 0);
+  close(fd);
+  std::string key = tmpl;
+  struct Remove {
+    std::string path;
+    ~Remove() { std::filesystem::remove(path); }
+  } remove_key{key};
+  std::ofstream(key) << "short\n";
+  {
+    Cluster none(false);
+    auto r = sh(none.yard("start --head --port 0 --team-key " + key));
+    CHECK(r.code == 2);
+    CHECK_THAT(r.out, Catch::Contains("a team key has at least 32"));
+    auto missing = sh(none.yard("start --head --port 0 --team-key " + key + ".missing"));
+    CHECK(missing.code == 2);
+    CHECK_THAT(missing.out, Catch::Contains("cannot read the file"));
+  }
+  std::ofstream(key) << "0123456789abcdef0123456789abcdef0123456789abcdef\n";
+  auto credential = [](const Cluster& c) { return sh(c.yard("team-credential research")).out; };
+  std::string first, again, own;
+  {
+    Cluster a(true, "--team-key " + key);
+    first = credential(a);
+  }
+  {
+    Cluster b(true, "--team-key " + key);
+    again = credential(b);
+  }
+  {
+    Cluster c;
+    own = credential(c);
+  }
+  CHECK(first.size() >= 64);
+  CHECK(first == again);
+  CHECK(first != own);
+}

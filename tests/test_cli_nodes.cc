@@ -196,3 +196,49 @@ TEST_CASE("a cluster paused as a whole (a frozen machine) declares no node dead 
   for (auto& n : nodes()) CHECK(n.value("state", "") != "DEAD");
   CHECK(kill(node_pid, 0) == 0);
 }
+
+TEST_CASE("a submitted job whose node is lost runs again on another node while it has retries; its log outlives the node",
+          "[cli][nodes]") {
+  Cluster c(true, "--heartbeat-timeout 1.5");
+  auto rec = yard::detail::latest_record();
+  REQUIRE(rec);
+  std::string go = c.home + "/go";
+  // Programs run on the head's node while it lives; each says which run it is and waits for `go`.
+  std::string program = "sh -c 'echo run $YARD_JOB_ATTEMPT; while [ ! -f " + go + " ]; do sleep 0.1; done; echo finished'";
+  auto kept = submit(c, "--max-retries 1 -- " + program);
+  auto lost = submit(c, "-- " + program);
+  // The node copies what a program writes into the control store (within a quarter second).
+  auto status = json::parse(sh(c.yard("status --json")).out);
+  auto [rh, rp] = yard::detail::split_address(status["cluster"]["redis"].get<std::string>());
+  yard::detail::Redis redis(rh, rp, yard::detail::read_token(rec->session_dir + "/redis/password"), 2s);
+  auto in_store = [&](const std::string& id) {
+    auto chunks = redis.cmd({"LRANGE", "yard:joblog:" + id, "0", "-1"}).strings();
+    std::string all;
+    for (auto& ch : chunks) all += ch;
+    return all;
+  };
+  REQUIRE(eventually([&] {
+    return in_store(kept).find("run 1") != std::string::npos && in_store(lost).find("run 1") != std::string::npos;
+  }, 30s));
+  auto [other, other_pid] = join_node(c, "--num-cpus 1 --heartbeat-timeout 1.5");
+  // The head's node is lost: its manager is killed, and its programs die with it.
+  int head_node = std::stoi(sh("cat " + rec->session_dir + "/head-node.pid").out);
+  REQUIRE(kill(head_node, SIGKILL) == 0);
+  REQUIRE(eventually([&] { return sh(c.yard("logs " + kept)).out.find("run 2") != std::string::npos; }, 30s));
+  REQUIRE(eventually([&] { return has_status(c, lost, "FAILED"); }, 30s));
+  std::ofstream(go) << "go\n";
+  REQUIRE(eventually([&] { return has_status(c, kept, "SUCCEEDED"); }, 30s));
+  // Each log holds every run's lines, wherever the run was, and what the head did in between.
+  auto a = sh(c.yard("logs " + kept)).out;
+  INFO(a);
+  CHECK(a.find("run 1") < a.find("was lost; its program runs again on another node (attempt 2"));
+  CHECK(a.find("was lost; its program runs again") < a.find("run 2"));
+  CHECK(a.find("run 2") < a.find("finished"));
+  auto b = sh(c.yard("logs " + lost)).out;
+  INFO(b);
+  CHECK_THAT(b, Catch::Contains("run 1"));
+  CHECK_THAT(b, Catch::Contains("failed: its program's node"));
+  CHECK_THAT(b, Catch::Contains("(no --max-retries)"));
+  (void)other;
+  (void)other_pid;
+}

@@ -15,31 +15,6 @@ using json = nlohmann::json;
 
 namespace {
 
-// `yard submit --no-wait ARGS`: the job's id.
-std::string submit(const Cluster& c, const std::string& args) {
-  auto r = sh(c.yard("submit --no-wait " + args));
-  INFO(r.out);
-  REQUIRE(r.code == 0);
-  auto at = r.out.rfind("job-");
-  REQUIRE(at != std::string::npos);
-  return r.out.substr(at, r.out.find_first_of(" \n", at) - at);
-}
-
-// The job's row of `yard jobs --json` (null when missing or unreadable).
-json job_row(const Cluster& c, const std::string& id) {
-  auto r = sh(c.yard("jobs --json"));
-  auto doc = json::parse(r.out, nullptr, false);
-  if (!doc.is_array()) return nullptr;
-  for (auto& row : doc)
-    if (row.value("job_id", "") == id) return row;
-  return nullptr;
-}
-
-bool has_status(const Cluster& c, const std::string& id, const std::string& status) {
-  auto row = job_row(c, id);
-  return row.is_object() && row.value("status", "") == status;
-}
-
 std::string wait_reason(const Cluster& c, const std::string& id) {
   auto row = job_row(c, id);
   if (!row.is_object() || !row.contains("waiting")) return "";

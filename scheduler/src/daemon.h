@@ -27,6 +27,9 @@ struct DaemonOptions {
   // With --head --standby: the active head's address (the token in join_token). This head waits,
   // and takes the cluster over when the active head's lease runs out (head/head_lease.h).
   std::string standby_of;
+  // With --head: the team key (common/credentials.h) read from this file instead of made for the
+  // session: a standby on another machine, or a new cluster, accepts the credentials given before.
+  std::string team_key_file;
   // A node whose heartbeat is older than this is dead (heartbeats go every timeout / 4).
   double heartbeat_timeout_s = 4;
   // A node manager that has not reached the cluster's control store for this long (the head and

@@ -22,6 +22,7 @@
 #include "job_commands.h"
 #include "status_command.h"
 #include "stop_cluster.h"
+#include "common/credentials.h"
 #include "common/web_server.h"
 #include "autoscale/config.h"
 #include "daemon.h"
@@ -274,6 +275,9 @@ Commands define_start(CLI::App& app, Args& a, Commands c) {
   s->add_flag("--standby", a.standby,
               "with --head and --address ACTIVE: a standby head, which takes the cluster over by itself when the "
               "active head dies or is cut off (its lease in the control store runs out)");
+  s->add_option("--team-key", a.dopts.team_key_file,
+                 "with --head: the team key (what team credentials derive from) from this file, e.g. the active head "
+                 "session's team.key for a standby on another machine");
   s->add_option("--token", a.token, "cluster token when joining");
   s->add_option("--heartbeat-timeout", a.dopts.heartbeat_timeout_s,
                 "seconds without a heartbeat after which a node is dead (or YARD_HEARTBEAT_TIMEOUT)")
@@ -391,6 +395,18 @@ int cmd_start(Args& a) {
   if (a.standby && (!a.head || a.join.empty())) {
     std::cerr << "yard: a standby head is started with --head --standby --address ACTIVE_HEAD:PORT\n";
     return 2;
+  }
+  if (!a.dopts.team_key_file.empty()) {
+    if (!a.head) {
+      std::cerr << "yard: --team-key is a head's: give it with --head\n";
+      return 2;
+    }
+    try {
+      sched::given_team_key(a.dopts.team_key_file);
+    } catch (const std::exception& e) {
+      std::cerr << "yard: " << e.what() << "\n";
+      return 2;
+    }
   }
   if (a.standby) {
     auto ep = detail::resolve_endpoint(a.join, a.token);

@@ -40,4 +40,17 @@ std::string session_team_key(const std::string& session_dir) {
   return detail::create_token(f);
 }
 
+std::string given_team_key(const std::string& file) {
+  std::string key;
+  try {
+    key = detail::read_token(file);
+  } catch (const std::exception&) {
+    throw Error("--team-key " + file + ": cannot read the file");
+  }
+  if (key.size() < 32)
+    throw Error("--team-key " + file + ": its first line holds " + std::to_string(key.size()) +
+                " characters; a team key has at least 32 (copy the head session's team.key)");
+  return key;
+}
+
 }  // namespace yard::sched

@@ -16,5 +16,8 @@ bool credential_matches(const std::string& team_key, const std::string& team, co
 std::string team_key_file(const std::string& session_dir);
 // The session's team key: read, or made (mode 0600) when the session has none yet.
 std::string session_team_key(const std::string& session_dir);
+// A team key given in a file (`yard start --head --team-key FILE`): its first line, which must be
+// at least 32 characters; throws Error saying what is wrong.
+std::string given_team_key(const std::string& file);
 
 }  // namespace yard::sched

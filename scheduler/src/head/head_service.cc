@@ -98,6 +98,7 @@ void HeadService::open_session(bool taking_over) {
   } else {
     token_ = taking_over ? read_token(token_file_) : create_token(token_file_);
   }
+  if (!o_.team_key_file.empty()) write_private_file(team_key_file(o_.session_dir), given_team_key(o_.team_key_file));
   team_key_ = session_team_key(o_.session_dir);
   write_private_file(o_.session_dir + "/web_key", detail::web_key_for(token_));
   if (const char* pp = getenv("YARD_PARENT_PID")) parent_pid_ = atoi(pp);
@@ -165,7 +166,7 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   job_requests_ = std::make_unique<JobRequests>(JobRequests::Context{
       io_, token_, reply_, *tables_, *nodes_, *jobs_, *queue_, *actors_, *groups_, head_node_, team_key_,
       [this](const std::string& ev) { publish(ev); }});
-  blobs_ = std::make_unique<BlobStore>(o_.session_dir + "/blobs", io_, token_, reply_);
+  blobs_ = std::make_unique<BlobStore>(o_.session_dir + "/blobs", tables_->blobs, io_, token_, reply_);
   tables_->link.gather_writes();
 }
 
@@ -231,6 +232,7 @@ void HeadService::begin_serving() {
     io_->every(std::chrono::milliseconds(50), [this] { periodic(); });
     liveness_.begin(Clock::now());
     io_->every(kCheckPeriod, [this] { check_nodes(); });
+    io_->every(std::chrono::minutes(10), [this] { sweep_blobs(); });
     io_->every(lease_->timing().renew_every, [this] { renew_lease(); });
     if (metrics_) io_->every(std::chrono::seconds(1), [this] { update_metrics(); });
     if (autoscaler_) io_->every(std::chrono::seconds(1), [this] { autoscaler_->tick(); });
@@ -563,6 +565,14 @@ void HeadService::periodic() {
   groups_->tick();
   queue_->tick();
   if (autoscaler_) autoscaler_->tick_if_poked();
+}
+
+void HeadService::sweep_blobs() {
+  try {
+    blobs_->sweep(jobs_->blobs_in_use(), static_cast<double>(time(nullptr)));
+  } catch (const std::exception& e) {
+    spdlog::warn("sweeping unused blobs: {}", e.what());
+  }
 }
 
 // The children this process started: its Redis servers and the head's node manager.

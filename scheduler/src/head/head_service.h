@@ -84,6 +84,7 @@ class HeadService {
   void handle(Incoming in);
   void handle_head_request(Incoming& in);
   void periodic();
+  void sweep_blobs();  // every 10 minutes: BlobStore::sweep
   // The turn's actor records, in one round trip to Redis, before the turn's answers leave.
   void write_records();
   static constexpr std::chrono::milliseconds kReplicaWait{1000};

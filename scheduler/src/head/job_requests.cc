@@ -145,8 +145,13 @@ void JobRequests::on_submit_job(Incoming& in) {
   uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setSubmitJob(in.msg->env().getBody().getSubmitJob());
-  forward(in, address, m.finish(), rid, [this](const InMessage& r) {
-    if (r.env().getBody().isJobInfo()) jobs_->find(r.env().getBody().getJobInfo().getJobId());
+  // Kept, so that the program runs again elsewhere when its node is lost (node_lost).
+  std::string sub = submission_of(in.msg->env().getBody().getSubmitJob()).dump();
+  forward(in, address, m.finish(), rid, [this, sub](const InMessage& r) {
+    if (!r.env().getBody().isJobInfo()) return;
+    std::string id = r.env().getBody().getJobInfo().getJobId();
+    jobs_->find(id);
+    tables_->jobs.set_submission(id, sub);
   });
 }
 
@@ -244,17 +249,23 @@ void JobRequests::on_job_logs(Incoming& in) {
   uint64_t off = jl.getOffset();
   size_t max = std::min<uint32_t>(jl.getMaxBytes() ? jl.getMaxBytes() : 1 << 20, 4 << 20);
   uint64_t size = 0;
-  if (!rec->log_path.empty()) {
-    std::ifstream in_f(rec->log_path, std::ios::binary);
-    if (in_f) {
-      in_f.seekg(0, std::ios::end);
-      size = static_cast<uint64_t>(in_f.tellg());
-      if (off < size) {
-        in_f.seekg(static_cast<std::streamoff>(off));
-        data.resize(std::min<uint64_t>(max, size - off));
-        in_f.read(data.data(), static_cast<std::streamsize>(data.size()));
-        data.resize(static_cast<size_t>(in_f.gcount()));
-      }
+  // The copy in the control store holds every run's output, wherever it ran; a log the store
+  // has no copy of is read where its node wrote it, when that is on this machine.
+  auto kept = tables_->jobs.log(id, off, max);
+  std::ifstream in_f;
+  if (!kept.kept && !rec->log_path.empty()) in_f.open(rec->log_path, std::ios::binary);
+  if (kept.kept) {
+    size = kept.size;
+    off = kept.from;
+    data = std::move(kept.data);
+  } else if (in_f) {
+    in_f.seekg(0, std::ios::end);
+    size = static_cast<uint64_t>(in_f.tellg());
+    if (off < size) {
+      in_f.seekg(static_cast<std::streamoff>(off));
+      data.resize(std::min<uint64_t>(max, size - off));
+      in_f.read(data.data(), static_cast<std::streamsize>(data.size()));
+      data.resize(static_cast<size_t>(in_f.gcount()));
     }
   }
   // A stopped job has ended only once its process is gone and its exit code is known: its end

@@ -23,6 +23,9 @@
 
 namespace yard::sched {
 
+// What `yard submit` asked to run (argv, env, cwd, working_dir, max_retries), as kept with the job.
+nlohmann::json submission_of(wire::SubmitJob::Reader sj);
+
 class JobRequests {
  public:
   using Job = JobTable::Job;
@@ -57,6 +60,10 @@ class JobRequests {
   // The job queue's hooks: an admitted job's program started on the driver node; a job's program
   // gets SIGTERM from its node (the queue's stop deadline passed).
   void start_queued(const store::JobRecord& j, const nlohmann::json& submission);
+  // A node was declared dead: the programs of submitted jobs that ran there run again on another
+  // node while their `--max-retries` last (the run's attempt number tells it to resume); past
+  // them, the job fails, saying why in its log (job_recovery.cc).
+  void node_lost(const std::string& node);
   void stop_program(const std::string& id);
   // The job ended (`status`), or its driver did (nullopt: the program `yard submit` started
   // still runs, and its node says when it ends): its actors and groups go, its nodes are told.
@@ -70,6 +77,12 @@ class JobRequests {
   // A preempted job's program exited: it waits in the queue again.
   void requeue_job(Job& j);
   void tell_nodes_job_ended(const std::string& id);
+  // A line of the head's in the job's log (its copy in the control store).
+  void note_in_log(const std::string& id, const std::string& line);
+  // Starts a job's program (its submission) on the driver node as run `attempt`; `fail` hears why
+  // it could not.
+  void start_program(const std::string& id, const nlohmann::json& sub, uint32_t attempt,
+                     std::function<void(const std::string&)> fail);
   // Sends a request to a node manager; the answer goes to `in`'s sender. `then` sees it first.
   void forward(Incoming& in, const std::string& address, detail::Frames request, uint64_t rid,
                std::function<void(const detail::InMessage&)> then = {});

@@ -49,6 +49,22 @@ std::vector<JobTable::Job*> JobTable::orphaned() {
   return out;
 }
 
+std::set<std::string> JobTable::blobs_in_use() const {
+  std::set<std::string> out;
+  for (auto& [id, j] : jobs_)
+    if (!j.ended)
+      for (auto* d : {&j.digest, &j.workdir})
+        if (!d->empty()) out.insert(*d);
+  return out;
+}
+
+std::vector<JobTable::Job*> JobTable::programs_on(const std::string& node) {
+  std::vector<Job*> out;
+  for (auto& [id, j] : jobs_)
+    if (!j.ended && j.submitted && j.node == node) out.push_back(&j);
+  return out;
+}
+
 size_t JobTable::rebuild() {
   size_t live = 0;
   for (auto& id : tables_.jobs.ids()) {

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ class JobTable {
   void save(const Job& j);
   // Drivers started by hand (on the head's machine) whose process is gone.
   std::vector<Job*> orphaned();
+  // The blobs (binaries, working directories) of the jobs that have not ended.
+  std::set<std::string> blobs_in_use() const;
+  // Jobs started with `yard submit` whose program runs on `node` (as their records say).
+  std::vector<Job*> programs_on(const std::string& node);
   // After a takeover: the jobs the records say are running; one whose program or driver is gone
   // ended while there was no head (FAILED). Returns how many still run.
   size_t rebuild();

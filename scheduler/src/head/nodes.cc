@@ -85,6 +85,7 @@ void HeadService::node_died(const std::string& id) {
   spdlog::warn("node {}: its heartbeat expired: marked dead", id);
   actors_->node_died(id);
   groups_->node_died(id);
+  job_requests_->node_lost(id);
 }
 
 // ---- draining ---------------------------------------------------------------------------------

@@ -29,7 +29,9 @@ policy::BundleStrategy strategy_of(wire::PlacementStrategy s) {
   return policy::BundleStrategy::kSpread;
 }
 
-// What to run, kept with the queued job until it is admitted.
+}  // namespace
+
+// What to run, kept with the job: until it is admitted, and to run it again elsewhere.
 nlohmann::json submission_of(wire::SubmitJob::Reader sj) {
   nlohmann::json s{{"cwd", sj.getCwd().cStr()}, {"working_dir", sj.getWorkingDir().cStr()}, {"max_retries", sj.getMaxRetries()}};
   for (auto a : sj.getEntrypoint()) s["argv"].push_back(a.cStr());
@@ -37,8 +39,6 @@ nlohmann::json submission_of(wire::SubmitJob::Reader sj) {
   for (auto e : sj.getEnv()) s["env"].push_back(e.cStr());
   return s;
 }
-
-}  // namespace
 
 void JobRequests::submit_queued(Incoming& in) {
   auto sj = in.msg->env().getBody().getSubmitJob();
@@ -108,7 +108,8 @@ void JobRequests::on_job_control(Incoming& in) {
 // fails the job, with the reason in the head's log.
 void JobRequests::start_queued(const store::JobRecord& j, const nlohmann::json& sub) {
   std::string id = j.id;
-  auto fail = [this, id](const std::string& why) {
+  // A job queued again after a preemption runs its next attempt: it resumes from its checkpoint.
+  start_program(id, sub, static_cast<uint32_t>(j.queue ? j.queue->requeues + 1 : 1), [this, id](const std::string& why) {
     spdlog::error("job {} was admitted but cannot start: {}", id, why);
     if (Job* job = jobs_->reload(id)) {
       job->status = store::JobStatus::kFailed;
@@ -117,7 +118,11 @@ void JobRequests::start_queued(const store::JobRecord& j, const nlohmann::json& 
       jobs_->save(*job);
     }
     queue_->ended(id);
-  };
+  });
+}
+
+void JobRequests::start_program(const std::string& id, const nlohmann::json& sub, uint32_t attempt,
+                                std::function<void(const std::string&)> fail) {
   auto [node, address] = driver_node();
   if (address.empty()) return fail("no node is alive to run its program");
   uint64_t rid = io_.next_request_id();
@@ -131,10 +136,10 @@ void JobRequests::start_queued(const store::JobRecord& j, const nlohmann::json& 
   for (unsigned i = 0; i < env.size(); ++i) e.set(i, env[i].get<std::string>());
   sj.setCwd(sub.value("cwd", ""));
   sj.setWorkingDir(sub.value("working_dir", ""));
-  sj.setMaxRetries(sub.value("max_retries", 0));
+  // Runs after its node was lost used retries (node_lost): what is left of them.
+  sj.setMaxRetries(std::max(0, sub.value("max_retries", 0) - sub.value("node_restarts", 0)));
   sj.setJobId(id);
-  // A job queued again after a preemption runs its next attempt: it resumes from its checkpoint.
-  sj.setAttempt(static_cast<uint32_t>(j.queue ? j.queue->requeues + 1 : 1));
+  sj.setAttempt(attempt);
   io_.request(
       address, rid, m.finish(),
       [this, id, fail](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {

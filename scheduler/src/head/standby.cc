@@ -38,13 +38,15 @@ std::optional<HeadService::Takeover> HeadService::wait_as_standby() {
   // is copied there: docs/operations.md).
   auto cluster = tables.cluster.fields();
   std::string active_session = cluster.count("session_dir") ? cluster["session_dir"] : "";
-  if (std::ifstream f(team_key_file(active_session)); f) {
+  if (!o_.team_key_file.empty()) {
+    team_key_ = given_team_key(o_.team_key_file);  // written into the session already
+  } else if (std::ifstream f(team_key_file(active_session)); f) {
     team_key_ = read_token(team_key_file(active_session));
     write_private_file(team_key_file(o_.session_dir), team_key_);
   } else if (!fs::exists(team_key_file(o_.session_dir))) {
-    spdlog::warn("the active head's team key ({}) is not on this machine: copy it to {} before this standby takes "
-                 "over, or team credentials given before will be refused",
-                 team_key_file(active_session), team_key_file(o_.session_dir));
+    spdlog::warn("the active head's team key ({}) is not on this machine: give it with --team-key FILE, or team "
+                 "credentials given before will be refused after a takeover",
+                 team_key_file(active_session));
   }
   lease_ = std::make_unique<HeadLease>(*redis_, io_->address());
   {

@@ -52,7 +52,7 @@ void NodeManager::tell_head(std::function<void(wire::Envelope::Builder)> fill, s
 
 void NodeManager::follow_head() {
   auto a = tables_->heads.active();
-  if (a.epoch <= head_epoch_ || a.address.empty()) return;
+  if (a.epoch < head_epoch_ || a.address.empty()) return;
   head_epoch_ = a.epoch;
   if (a.address == o_.join_address) return;
   spdlog::warn("the cluster's head is now at {} (epoch {}; it was at {})", a.address, a.epoch, o_.join_address);
@@ -63,10 +63,18 @@ void NodeManager::follow_head() {
 
 bool NodeManager::from_stale_head(const Incoming& in) {
   uint64_t e = in.msg->env().getHeadEpoch();
-  if (e == 0 || e >= head_epoch_) {
+  if (e > head_epoch_) {
+    // A head that took over before this node's heartbeat said so: where it is, before its
+    // request is acted on (the request may need the head: a blob, a record to report).
+    try {
+      follow_head();
+    } catch (const std::exception& ex) {
+      spdlog::warn("reading the cluster's active head: {}", ex.what());
+    }
     head_epoch_ = std::max(head_epoch_, e);
     return false;
   }
+  if (e == 0 || e == head_epoch_) return false;
   spdlog::warn("refused a request from a head of epoch {}: the cluster's head is of epoch {} now", e, head_epoch_);
   reply_.error(in, wire::ErrorCode::STALE_EPOCH,
                "node " + node_id_ + " obeys the head of epoch " + std::to_string(head_epoch_) +

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -54,9 +55,11 @@ Result<const JobRunner::Job*> JobRunner::submit(Submission sub) {
     if (sub.argv[0].find('/') != std::string::npos && sub.argv[0][0] != '/') sub.argv[0] = cwd + "/" + sub.argv[0];
   }
   sub.argv[0] = which(sub.argv[0]);
+  uint64_t log_shipped = 0;
   if (auto old = jobs_.find(sub.id); !sub.id.empty() && old != jobs_.end()) {
     // Queued again after a preemption: the last run ended here; this is the next.
     if (!old->second.ended) return R::fail("job " + sub.id + " still runs on node " + s_.node_id);
+    log_shipped = old->second.log_shipped;  // the next run appends to the same log
     jobs_.erase(old);
   }
   Job j;
@@ -67,6 +70,7 @@ Result<const JobRunner::Job*> JobRunner::submit(Submission sub) {
   j.cwd = cwd;
   j.workdir = sub.workdir;
   j.log_path = s_.log_dir + "/" + j.id + ".log";
+  j.log_shipped = log_shipped;
   j.start = unix_time();
   j.argv = sub.argv;
   j.env = sub.env;
@@ -151,6 +155,12 @@ void JobRunner::end(Job& j, std::optional<store::JobStatus> status, int exit_cod
   }
   ended_(j);
   if (j.runs_here && status) {
+    // Its whole log is in the control store before its record says it ended.
+    for (int i = 0; i < 64 && !ship_log(j); ++i) {
+    }
+    std::error_code ec;
+    auto size = fs::file_size(j.log_path, ec);
+    j.log_done = ec || size <= j.log_shipped;  // else the next heartbeats copy the rest
     try {
       save(j);
     } catch (const std::exception& e) {
@@ -179,6 +189,30 @@ std::optional<JobRunner::Exit> JobRunner::reaped(pid_t pid, int status) {
     return Exit{id, false};
   }
   return std::nullopt;
+}
+
+void JobRunner::ship_logs() {
+  for (auto& [id, j] : jobs_)
+    if (j.runs_here && !j.log_done) ship_log(j);
+}
+
+bool JobRunner::ship_log(Job& j) {
+  std::ifstream f(j.log_path, std::ios::binary | std::ios::ate);
+  if (!f) return true;
+  auto size = static_cast<uint64_t>(f.tellg());
+  if (size <= j.log_shipped) return true;
+  std::string chunk(static_cast<size_t>(std::min(size - j.log_shipped, kShipMax)), '\0');
+  f.seekg(static_cast<std::streamoff>(j.log_shipped));
+  f.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+  chunk.resize(static_cast<size_t>(f.gcount()));
+  try {
+    tables_.jobs.append_log(j.id, chunk);
+  } catch (const std::exception& e) {
+    spdlog::warn("copying job {}'s log to the control store: {}", j.id, e.what());
+    return true;  // the next heartbeat tries again
+  }
+  j.log_shipped += chunk.size();
+  return j.log_shipped >= size;
 }
 
 void JobRunner::check_records() {
@@ -265,6 +299,16 @@ bool JobRunner::any_running() const {
   for (auto& [id, j] : jobs_)
     if (j.proc_pid && !j.ended && pid_alive(static_cast<pid_t>(j.proc_pid))) return true;
   return false;
+}
+
+void JobRunner::abandon_all() {
+  for (auto& [id, j] : jobs_) {
+    if (!j.runs_here || j.ended || !j.proc_pid) continue;
+    kill(-static_cast<pid_t>(j.proc_pid), SIGKILL);
+    j.ended = true;
+    j.log_done = true;
+    spdlog::warn("job {}: its program (pid {}) was stopped: this node was declared dead", id, j.proc_pid);
+  }
 }
 
 void JobRunner::kill_all() {

@@ -32,6 +32,8 @@ class JobRunner {
     std::map<std::string, std::string> env;
     int retries_left = 0, attempt = 1;
     int requeues = 0;  // workers here: of the run they were made for (a requeued job's next run is new)
+    uint64_t log_shipped = 0;  // bytes of its log here copied into the control store (ship_logs)
+    bool log_done = false;     // all of it: the program ended
   };
   struct Setting {
     std::string node_id, session_dir, log_dir, head_address, token;
@@ -68,6 +70,9 @@ class JobRunner {
   std::optional<Exit> reaped(pid_t pid, int status);
   // Runs a job's program again (after reaped() said so and the head has cleared its last attempt).
   void rerun(const std::string& id);
+  // Copies what the programs running here wrote to their logs since the last call into the
+  // control store (store::Jobs::append_log), so that their logs outlive this node; every heartbeat.
+  void ship_logs();
   // Jobs whose workers run here but whose programs run elsewhere end when their records say so.
   void check_records();
   // Runs k with the job (its binary fetched first when this node lacks it), or with the reason it
@@ -80,6 +85,9 @@ class JobRunner {
   void terminate_all();
   bool any_running() const;
   void kill_all();
+  // This node was declared dead while it was cut off, and the head has run its programs elsewhere
+  // or ended them: they are killed, and their records (another node's now) left alone.
+  void abandon_all();
 
  private:
   // The job's workers here stop and its leases are refused; `status` set: it has ended with it.
@@ -87,6 +95,9 @@ class JobRunner {
   void save(const Job& j);
   Job* make(const std::string& id, const store::JobRecord& rec, const std::string& binary);
   Problem spawn_program(Job& j);
+  // Up to kShipMax bytes of the job's log; true when all it holds was copied.
+  bool ship_log(Job& j);
+  static constexpr uint64_t kShipMax = 1 << 20;
 
   store::Tables& tables_;
   BlobCache& blobs_;

@@ -20,16 +20,28 @@ void NodeManager::on_submit_job(Incoming& in) {
     auto eq = s.find('=');
     if (eq != std::string::npos) sub.env[s.substr(0, eq)] = s.substr(eq + 1);
   }
-  auto j = jobs_->submit(std::move(sub));
-  if (!j) return reply_.error(in, wire::ErrorCode::BAD_REQUEST, j.why());
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  auto ji = m.env().getBody().initJobInfo();
-  ji.setJobId(j.value()->id);
-  ji.setEntrypoint(j.value()->entrypoint);
-  ji.setStatus(store::name(j.value()->status));
-  ji.setStartTime(j.value()->start);
-  ji.setLogPath(j.value()->log_path);
-  io_->reply(in.routing_id, m.finish());
+  // Its uploaded working directory is fetched from the head first when this node lacks it.
+  std::string routing = in.routing_id, workdir = sub.workdir;
+  uint64_t req = in.msg->env().getRequestId();
+  auto start = [this, routing, req](JobRunner::Submission sub) {
+    auto j = jobs_->submit(std::move(sub));
+    if (!j) return reply_.error(routing, req, wire::ErrorCode::BAD_REQUEST, j.why());
+    OutMessage m(token_, req, true);
+    auto ji = m.env().getBody().initJobInfo();
+    ji.setJobId(j.value()->id);
+    ji.setEntrypoint(j.value()->entrypoint);
+    ji.setStatus(store::name(j.value()->status));
+    ji.setStartTime(j.value()->start);
+    ji.setLogPath(j.value()->log_path);
+    io_->reply(routing, m.finish());
+  };
+  if (workdir.empty()) return start(std::move(sub));
+  blobs_.fetch(workdir, [this, routing, req, start, sub = std::move(sub)](const Problem& why) mutable {
+    if (why)
+      return reply_.error(routing, req, wire::ErrorCode::UNAVAILABLE,
+                          "the job's working directory could not be fetched from the head: " + *why);
+    start(std::move(sub));
+  });
 }
 
 void NodeManager::on_stop_job(Incoming& in) {

@@ -140,7 +140,12 @@ void NodeManager::begin_serving() {
   tables_->nodes.add(node_id_, o_.head_node ? "head" : "node");
   if (o_.head_node) tables_->cluster.set_head_node(node_id_);
   io_->post([this] { io_->every(std::chrono::milliseconds(50), [this] { periodic(); }); });
-  io_->post([this] { io_->every(beat_period(), [this] { save_node(); }); });
+  io_->post([this] {
+    io_->every(beat_period(), [this] { save_node(); });
+    io_->every(std::chrono::milliseconds(250), [this] {
+      if (jobs_) jobs_->ship_logs();
+    });
+  });
 }
 
 int NodeManager::run() {
@@ -204,6 +209,7 @@ void NodeManager::save_node() {
       spdlog::warn("this node was declared dead while it was silent: stopping its workers and rejoining");
       res_->fence();
       workers_.kill_all();
+      if (jobs_) jobs_->abandon_all();  // the head ran them elsewhere, or ended them
     }
     if (res_->fenced() && workers_.empty()) res_->reopen();
     if (!res_->fenced()) res_->refresh();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -130,6 +131,10 @@ void Jobs::enqueue(const JobRecord& j, const std::string& submission) {
 
 std::vector<std::string> Jobs::queued() { return s_.cmd({"SMEMBERS", keys::job_queue()}).strings(); }
 
+void Jobs::set_submission(const std::string& id, const std::string& submission) {
+  s_.write({{"SET", keys::job_submission(id), submission}});
+}
+
 std::optional<std::string> Jobs::submission(const std::string& id) {
   auto r = s_.cmd({"GET", keys::job_submission(id)});
   if (r.is_nil()) return std::nullopt;
@@ -183,5 +188,56 @@ std::optional<JobRecord> Jobs::get(const std::string& id) {
 }
 
 std::map<std::string, std::string> Jobs::fields(const std::string& id) { return s_.hgetall(keys::job(id)); }
+
+}  // namespace yard::sched::store
+
+namespace yard::sched::store {
+
+namespace {
+
+// KEYS: the log, its meta hash; ARGV: the chunk, the bytes to keep, the TTL in seconds. The
+// oldest chunks go while more than the bytes to keep are held (the newest always stays).
+constexpr const char* kAppendLog = R"lua(
+redis.call('RPUSH', KEYS[1], ARGV[1])
+local held = redis.call('HINCRBY', KEYS[2], 'held', #ARGV[1])
+redis.call('HINCRBY', KEYS[2], 'size', #ARGV[1])
+while held > tonumber(ARGV[2]) and redis.call('LLEN', KEYS[1]) > 1 do
+  local old = redis.call('LPOP', KEYS[1])
+  held = redis.call('HINCRBY', KEYS[2], 'held', -#old)
+  redis.call('HINCRBY', KEYS[2], 'dropped', #old)
+end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+return held
+)lua";
+
+constexpr long kLogTtlS = 7 * 24 * 3600;
+
+}  // namespace
+
+void Jobs::append_log(const std::string& id, const std::string& chunk) {
+  if (chunk.empty()) return;
+  s_.cmd({"EVAL", kAppendLog, "2", keys::job_log(id), keys::job_log_meta(id), chunk, std::to_string(kLogKeep),
+          std::to_string(kLogTtlS)});
+}
+
+Jobs::Log Jobs::log(const std::string& id, uint64_t offset, size_t max) {
+  auto reps = s_.pipeline({{"HMGET", keys::job_log_meta(id), "size", "dropped"}, {"LRANGE", keys::job_log(id), "0", "-1"}});
+  Log out;
+  if (reps[0].at(0).empty()) return out;
+  out.kept = true;
+  out.size = std::strtoull(reps[0].at(0).c_str(), nullptr, 10);
+  uint64_t at = std::strtoull(reps[0].at(1).c_str(), nullptr, 10);  // the first kept byte's offset
+  out.from = std::max(offset, at);
+  for (auto& chunk : reps[1].strings()) {
+    uint64_t end = at + chunk.size();
+    if (end > out.from && out.data.size() < max) {
+      size_t skip = static_cast<size_t>(out.from + out.data.size() - at);
+      out.data.append(chunk, skip, max - out.data.size());
+    }
+    at = end;
+  }
+  return out;
+}
 
 }  // namespace yard::sched::store

@@ -11,11 +11,13 @@
 //   yard:nodes:version           counter of joins and leaves
 //   yard:counter:job, yard:jobs  counter, list of job ids
 //   yard:job:<id>                hash    JobRecord
+//   yard:joblog:<id>[:meta]      list, hash: the job's log, its newest 16 MB (size, dropped)
 //   yard:actors                  set     actor ids
 //   yard:actor:<id>              hash    ActorRecord
 //   yard:actor:<id>:spec         string  the creation message (arguments included), for restarts
 //   yard:actor_names             hash    name -> actor id
 //   yard:pg:<id>                 hash    GroupRecord (found by SCAN: no set to keep)
+//   yard:blob:<digest>, yard:blobs string, zset: job binaries and working directories, last use
 //   yard:events / :events:log    channel / list of the last 10,000 events
 //   yard:timeline:<job>          list of JSON spans (`yard timeline`)
 //   yard:curves:<job>            list of JSON points of the job's gauges (the dashboard)
@@ -289,6 +291,7 @@ class Jobs {
   void enqueue(const JobRecord& j, const std::string& submission);
   std::vector<std::string> queued();
   std::optional<std::string> submission(const std::string& id);
+  void set_submission(const std::string& id, const std::string& submission);
   // A job that ended leaves the queue (its record stays).
   void leave_queue(const std::string& id);
   // The teams' decayed usage (the queue's fair share) as of `at` (unix seconds), and back.
@@ -298,6 +301,18 @@ class Jobs {
   };
   void save_usage(const Usage& u);
   Usage usage();
+  // A job's log, kept here as well as in the log directory of the node that runs its program (its
+  // newest kLogKeep bytes, for a week after the last write), so that `yard logs` reads it after
+  // that node is lost. Chunks are appended in order by that node.
+  static constexpr size_t kLogKeep = 16 << 20;
+  void append_log(const std::string& id, const std::string& chunk);
+  struct Log {
+    bool kept = false;  // the store has a log of the job
+    std::string data;   // from the offset asked (or the oldest byte kept, when that is later)
+    uint64_t from = 0;  // the offset of data's first byte
+    uint64_t size = 0;  // bytes the log was given in all
+  };
+  Log log(const std::string& id, uint64_t offset, size_t max);
 
  private:
   StoreLink& s_;
@@ -318,6 +333,8 @@ class Actors {
   std::optional<std::string> spec(const std::string& id);
   void drop_spec(const std::string& id);
   void name(const std::string& name, const std::string& id);
+  // The name is free again (its actor is dead).
+  void unname(const std::string& name);
   // Forgets actors for good (id, and the name to drop with it or ""), in one round trip.
   void forget(const std::vector<std::pair<std::string, std::string>>& ids_and_names);
 
@@ -337,6 +354,26 @@ class Groups {
   void save(const GroupRecord& g);
   std::vector<std::string> ids();
   std::optional<GroupRecord> get(const std::string& id);
+
+ private:
+  StoreLink& s_;
+};
+
+// yard:blob:<digest> and yard:blobs (digest -> last use, unix seconds): job binaries and working
+// directories, kept in the control store (and so on its replicas) so that a head on another
+// machine serves what was uploaded to the one before it. Puts are gathered with the turn's writes.
+class Blobs {
+ public:
+  static constexpr const keys::Table& kTable = keys::kBlobTable;
+  explicit Blobs(StoreLink& s) : s_(s) {}
+  void put(const std::string& digest, const std::string& bytes, double now);
+  bool has(const std::string& digest);
+  std::optional<std::string> get(const std::string& digest);
+  // Notes a use (the blob is kept a while longer).
+  void touch(const std::vector<std::string>& digests, double now);
+  // Digests last used before `before`.
+  std::vector<std::string> unused_since(double before);
+  void drop(const std::vector<std::string>& digests);
 
  private:
   StoreLink& s_;
@@ -367,7 +404,15 @@ class Journals {
 class Tables {
  public:
   explicit Tables(detail::Redis& r)
-      : link(r), cluster(link), heads(link), nodes(link), jobs(link), actors(link), groups(link), journals(link) {}
+      : link(r),
+        cluster(link),
+        heads(link),
+        nodes(link),
+        jobs(link),
+        actors(link),
+        groups(link),
+        blobs(link),
+        journals(link) {}
   Tables(const Tables&) = delete;
   Tables& operator=(const Tables&) = delete;
   StoreLink link;
@@ -377,6 +422,7 @@ class Tables {
   Jobs jobs;
   Actors actors;
   Groups groups;
+  Blobs blobs;
   Journals journals;
 };
 

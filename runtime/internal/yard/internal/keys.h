@@ -64,6 +64,10 @@ inline constexpr Table kJobTable{"jobs", Durability::kDurable};
 inline std::string jobs() { return "yard:jobs"; }
 inline std::string job_counter() { return "yard:counter:job"; }
 inline std::string job(std::string_view id) { return "yard:job:" + std::string(id); }
+// A job's log as the node running its program wrote it (a list of chunks, the newest kept) and
+// what was given and dropped of it (hash: bytes, dropped), so that it outlives that node.
+inline std::string job_log(std::string_view id) { return "yard:joblog:" + std::string(id); }
+inline std::string job_log_meta(std::string_view id) { return "yard:joblog:" + std::string(id) + ":meta"; }
 // The jobs in the queue (waiting, or admitted and not ended), and what each asked to run.
 inline std::string job_queue() { return "yard:queue"; }
 // Each team's decayed usage, which orders the queue's admissions (field per team; kUsageAt: when
@@ -101,6 +105,12 @@ inline std::string placement_group(std::string_view id) { return "yard:pg:" + st
 inline std::string bundle(std::string_view group_id, int index) {
   return "yard:pgb:" + std::string(group_id) + ":" + std::to_string(index);
 }
+
+// ---- blobs: job binaries and working directories by SHA-256 digest, kept with the store -------
+// (replicated with it) so that any head serves them; yard:blobs orders them by last use.
+inline constexpr Table kBlobTable{"blobs", Durability::kDurable};
+inline std::string blob(std::string_view digest) { return "yard:blob:" + std::string(digest); }
+inline std::string blob_uses() { return "yard:blobs"; }
 
 // ---- cluster events (a channel, and the log of the latest) --------------------------------------
 inline constexpr Table kEventTable{"events", Durability::kRebuilt};
