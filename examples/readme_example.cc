@@ -1,4 +1,6 @@
 // The README's example, word for word (tests/meson.build runs it, so the README cannot rot).
+#include <cstdio>
+
 #include "yard/yard.h"
 
 int add(int a, int b) { return a + b; }
@@ -14,7 +16,12 @@ class Counter {
 YARD_ACTOR(Counter, yard::ctor<int>, &Counter::incr);
 
 int main(int argc, char** argv) {
-  yard::init(argc, argv);                        // first thing: workers run this same binary
+  try {
+    yard::init(argc, argv);                      // first thing: workers run this same binary
+  } catch (const yard::Error& e) {               // no cluster at YARD_ADDRESS, a wrong token...
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
   auto sum = yard::task(add).remote(1, 2);       // ObjectRef<int>
   auto c = yard::actor<Counter>(10).name("counter").resources({{"CPU", 1}}).remote();
   auto r = c.call(&Counter::incr).remote(sum);   // a ref as argument: resolved before the call

@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -303,6 +304,50 @@ TEST_CASE("named actors are found by name and checked by class", "[api][actors]"
   CHECK(*again.call(&Counter::value).remote().get(30s) == 6);
   CHECK_THROWS_AS(yard::get_actor<Counter>("nobody"), yard::NotFoundError);
   CHECK_THROWS_AS(yard::get_actor<Picky>("the-counter"), yard::NotFoundError);
+}
+
+TEST_CASE("a killed named actor's name is free when kill returns", "[api][actors]") {
+  auto c = yard::actor<Counter>(1).name("short-lived").remote();
+  CHECK(*c.call(&Counter::value).remote().get(30s) == 1);
+  yard::kill(c);
+  CHECK_THROWS_AS(yard::get_actor<Counter>("short-lived"), yard::NotFoundError);
+  auto next = yard::actor<Counter>(2).name("short-lived").remote();
+  CHECK(*yard::get_actor<Counter>("short-lived").call(&Counter::value).remote().get(30s) == 2);
+  yard::kill(next);
+}
+
+TEST_CASE("resource amounts must be positive, finite, and whole above 1", "[api]") {
+  auto says = [](auto&& f, const std::string& what) {
+    try {
+      f();
+    } catch (const yard::InvalidArgument& e) {
+      return std::string(e.what()).find(what) != std::string::npos;
+    }
+    return false;
+  };
+  CHECK(says([] { yard::actor<Counter>(0).resources({{"CPU", 0}}); }, "the amount of CPU (0) must be above 0"));
+  CHECK(says([] { yard::actor<Counter>(0).resources({{"CPU", -1}}); }, "CPU (-1) must be above 0"));
+  CHECK(says([] { yard::task(add).resources({{"CPU", 1.5}}); }, "a task's resources: the amount of CPU (1.5) above 1 must be a whole number"));
+  CHECK(says([] { yard::task(add).resources({{"GPU", std::nan("")}}); }, "GPU (nan) is not a number"));
+  CHECK(says([] { yard::placement_group({{{"CPU", 1}}, {{"CPU", 2.5}}}); }, "placement group bundle 1: the amount of CPU (2.5)"));
+  CHECK(says([] { yard::placement_group({}); }, "at least one bundle"));
+  // Fractions below 1 and whole amounts above it run.
+  CHECK(*yard::task(add).resources({{"CPU", 0.5}}).remote(1, 2).get(30s) == 3);
+}
+
+TEST_CASE("a placement group's name is one live group's", "[api][pg]") {
+  auto first = yard::placement_group({{{"CPU", 0.25}}}, yard::PlacementStrategy::kPack, "the-group");
+  CHECK(first.wait(30s));
+  try {
+    yard::placement_group({{{"CPU", 0.25}}}, yard::PlacementStrategy::kPack, "the-group");
+    FAIL("a second group named the-group was accepted");
+  } catch (const yard::InvalidArgument& e) {
+    CHECK_THAT(e.what(), Catch::Contains("a placement group named 'the-group' exists already"));
+  }
+  first.remove();
+  auto second = yard::placement_group({{{"CPU", 0.25}}}, yard::PlacementStrategy::kPack, "the-group");
+  CHECK(second.wait(30s));
+  second.remove();
 }
 
 TEST_CASE("a named actor is found while it is still starting", "[api][actors]") {

@@ -6,6 +6,15 @@ bin="$1"
 work=$(mktemp -d /tmp/yard-train-smoke-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
+# Pointed at a cluster it cannot use (nothing listens there, no token for it), it says so and exits
+# with status 1: no abort.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+set +e
+YARD_ADDRESS=127.0.0.1:$port "$bin" --epochs 1 > nocluster.txt 2>&1
+code=$?
+set -e
+[ "$code" = 1 ] || { echo "railway-train without its cluster exited $code:"; cat nocluster.txt; exit 1; }
+grep -q "^railway-train: .*127.0.0.1:$port" nocluster.txt || { echo "railway-train did not say why:"; cat nocluster.txt; exit 1; }
 "$bin" --epochs 2 --workers 2 --logs 1 --length-km 8 --batch 16 > out.txt 2>&1 || { cat out.txt; exit 1; }
 cat out.txt
 grep -q "epoch 2/2  steps" out.txt

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
@@ -246,7 +247,27 @@ static_assert(static_cast<int>(wire::PlacementStrategy::STRICT_SPREAD) == static
               static_cast<int>(wire::PlacementStrategy::STRICT_PACK) == static_cast<int>(PlacementStrategy::kStrictPack) &&
               static_cast<int>(wire::PlacementStrategy::SPREAD) == static_cast<int>(PlacementStrategy::kSpread));
 
+namespace detail {
+
+void check_resources(const std::map<std::string, double>& r, const std::string& what) {
+  for (auto& [name, amount] : r) {
+    std::string why;
+    if (!std::isfinite(amount)) why = "is not a number";
+    else if (amount <= 0) why = "must be above 0";
+    else if (amount > 1 && amount != std::floor(amount)) why = "above 1 must be a whole number";
+    if (!why.empty())
+      throw InvalidArgument(what + ": the amount of " + name + " (" + fmt::format("{}", amount) + ") " + why);
+  }
+}
+
+}  // namespace detail
+
 PlacementGroup placement_group(std::vector<Bundle> bundles, PlacementStrategy strategy, const std::string& name) {
+  if (bundles.empty()) throw InvalidArgument("a placement group needs at least one bundle");
+  for (size_t i = 0; i < bundles.size(); ++i) {
+    if (bundles[i].empty()) throw InvalidArgument("placement group bundle " + std::to_string(i) + " asks for nothing");
+    detail::check_resources(bundles[i], "placement group bundle " + std::to_string(i));
+  }
   PlacementGroup g;
   g.id_ = "pg-" + detail::random_hex(8);
   g.bundles_ = std::move(bundles);

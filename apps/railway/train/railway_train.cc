@@ -212,7 +212,12 @@ std::string settle_layout(railway_train::JobSpec& s, int dp) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  init_cluster(argc, argv);
+  try {
+    init_cluster(argc, argv);
+  } catch (const yard::Error& e) {  // no cluster to train on (wrong address, no token): said, not aborted
+    std::fprintf(stderr, "railway-train: %s\n", e.what());
+    return 1;
+  }
   CLI::App app{"Train the railway defect model data-parallel on a Switchyard cluster.", "railway-train"};
   railway_train::JobSpec spec;
   add_job_options(app, spec);

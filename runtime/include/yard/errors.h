@@ -81,6 +81,13 @@ class ConnectionError : public Error {
   using Error::Error;
 };
 
+// A request was asked with an option that cannot be: a resource amount that is not a positive
+// finite number, or above 1 and not whole; a name that is taken. Thrown where it was given.
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
 // A name (function, actor class, method, named actor) is not registered or not found.
 class NotFoundError : public Error {
  public:

@@ -111,6 +111,10 @@ PlacementGroup placement_group(std::vector<Bundle> bundles, PlacementStrategy st
 
 namespace detail {
 
+// Throws InvalidArgument naming the resource (and `what`: "an actor's resources") when an amount is
+// zero, negative or not finite, or above 1 and not whole (amounts below 1 share a unit).
+void check_resources(const std::map<std::string, double>& r, const std::string& what);
+
 // Keeps an object alive in its owner's store while any ObjectRef to it exists.
 class ObjectHolder {
  public:
@@ -357,6 +361,7 @@ class TaskCaller {
   // What the task holds while it runs (default {"CPU": 1}; fractions allowed). A worker given
   // GPUs sees exactly its devices in CUDA_VISIBLE_DEVICES.
   TaskCaller& resources(std::map<std::string, double> r) {
+    detail::check_resources(r, "a task's resources");
     opts_.resources = std::move(r);
     return *this;
   }
@@ -500,7 +505,9 @@ class ActorCreator {
     opts_.name = std::move(n);
     return *this;
   }
+  // What the actor holds while it lives (checked as a task's are).
   ActorCreator& resources(std::map<std::string, double> r) {
+    detail::check_resources(r, "an actor's resources");
     opts_.resources = std::move(r);
     return *this;
   }

@@ -329,6 +329,7 @@ void throw_error(const ErrorInfo& e) {
     case wire::ErrorCode::INFEASIBLE: throw InfeasibleError(e.message);
     case wire::ErrorCode::UNAUTHENTICATED: throw AuthError(e.message);
     case wire::ErrorCode::NOT_FOUND: throw NotFoundError(e.message);
+    case wire::ErrorCode::BAD_REQUEST: throw InvalidArgument(e.message);
     default: throw Error(e.message);
   }
 }

@@ -324,9 +324,16 @@ void ActorManager::actor_failed(Actor& a, wire::ErrorCode code, const std::strin
   a.placing = false;
   a.create_msg.reset();
   spdlog::warn("actor {} ({}) is dead: {}", a.id, a.class_name, cause);
+  // Its name is free from now on: a lookup finds nothing, a new actor may take it.
+  bool unnamed = false;
+  if (auto n = actor_names_.find(a.name); !a.name.empty() && n != actor_names_.end() && n->second == a.id) {
+    actor_names_.erase(n);
+    unnamed = true;
+  }
   try {
     tables_->actors.save(a);
     tables_->actors.drop_spec(a.id);
+    if (unnamed) tables_->actors.unname(a.name);
   } catch (...) {
   }
   if (!a.replied) {

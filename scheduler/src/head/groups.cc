@@ -103,6 +103,12 @@ void GroupManager::on_create(Incoming& in) {
   if (g.id.empty() || groups_.count(g.id))
     return reply_.error(in, wire::ErrorCode::BAD_REQUEST, "placement group id missing or already used");
   if (!jobs_.running(g.job)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "job " + g.job + " is not running");
+  // A name names one live group of the job (Ray's: unique in its namespace, the job's own).
+  if (!g.name.empty())
+    for (auto& [id, other] : groups_)
+      if (other.name == g.name && other.job == g.job && other.state != store::GroupState::kRemoved)
+        return reply_.error(in, wire::ErrorCode::BAD_REQUEST,
+                            "a placement group named '" + g.name + "' exists already (" + id + "); remove it first");
   if (c.getBundles().size() == 0)
     return reply_.error(in, wire::ErrorCode::BAD_REQUEST, "a placement group needs at least one bundle");
   for (auto b : c.getBundles()) {

@@ -71,6 +71,8 @@ void Actors::drop_spec(const std::string& id) { s_.cmd({"DEL", keys::actor_spec(
 
 void Actors::name(const std::string& name, const std::string& id) { s_.cmd({"HSET", keys::actor_names(), name, id}); }
 
+void Actors::unname(const std::string& name) { s_.write({{"HDEL", keys::actor_names(), name}}); }
+
 void Actors::forget(const std::vector<std::pair<std::string, std::string>>& ids_and_names) {
   std::vector<std::vector<std::string>> cmds;
   for (auto& [id, name] : ids_and_names) {
