@@ -18,11 +18,10 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
-from cluster_bench import wait_for
+from cluster_bench import private_home, start_head, wait_for
 
 
 class Resp:
@@ -138,15 +137,10 @@ def pid_listening(port):
 def main():
     yard, probe = sys.argv[1], sys.argv[2]
     kills = int(sys.argv[3]) if len(sys.argv) > 3 else 10
-    home = tempfile.mkdtemp(prefix="yard-chaos-")
-    env = dict(os.environ, YARD_HOME=home)
-    env.pop("YARD_ADDRESS", None)
+    home, env = private_home("yard-chaos-")
     churn = None
     try:
-        out = subprocess.run([yard, "start", "--head", "--port", "0", "--num-cpus", "2", "--control-replicas", "2"],
-                             env=env, capture_output=True, text=True, timeout=120)
-        if out.returncode != 0:
-            raise RuntimeError("yard start: " + out.stdout + out.stderr)
+        start_head(yard, env, "--control-replicas", "2")
         session = [d for d in os.listdir(home) if d.startswith("session-")][0]
         sdir = os.path.join(home, session)
         address = open(os.path.join(sdir, "redis.address")).read().split()[0]

@@ -1,6 +1,9 @@
-"""What the Python cluster benches (shortage, hetero, fair share, preempt) share: waiting on a
-condition with a deadline, and a job's JSON-lines files read back."""
+"""What the Python cluster benches (shortage, hetero, fair share, preempt, chaos) share: waiting on
+a condition with a deadline, a job's JSON-lines files read back, and a head of the bench's own."""
 import json
+import os
+import subprocess
+import tempfile
 import time
 
 
@@ -23,3 +26,19 @@ def lines(path, event=None):
     except (FileNotFoundError, json.JSONDecodeError):
         return []
     return [j for j in out if event is None or j.get("event") == event]
+
+
+def private_home(prefix):
+    """A YARD_HOME of the bench's own, and an environment that uses it (without YARD_ADDRESS)."""
+    home = tempfile.mkdtemp(prefix=prefix)
+    env = dict(os.environ, YARD_HOME=home)
+    env.pop("YARD_ADDRESS", None)
+    return home, env
+
+
+def start_head(yard, env, *extra):
+    """`yard start --head` on a free port with 2 CPUs (and `extra`); RuntimeError with its output."""
+    out = subprocess.run([yard, "start", "--head", "--port", "0", "--num-cpus", "2", *extra], env=env,
+                         capture_output=True, text=True, timeout=120)
+    if out.returncode != 0:
+        raise RuntimeError("yard start: " + out.stdout + out.stderr)

@@ -17,11 +17,10 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 from chaos_bench import pid_listening
-from cluster_bench import wait_for
+from cluster_bench import private_home, start_head, wait_for
 
 
 def free_port():
@@ -62,15 +61,10 @@ def placed_times(path):
 def main():
     yard, probe = sys.argv[1], sys.argv[2]
     kills = int(sys.argv[3]) if len(sys.argv) > 3 else 10
-    home = tempfile.mkdtemp(prefix="yard-heads-")
-    env = dict(os.environ, YARD_HOME=home)
-    env.pop("YARD_ADDRESS", None)
+    home, env = private_home("yard-heads-")
     driver, heads = None, []
     try:
-        out = subprocess.run([yard, "start", "--head", "--port", "0", "--num-cpus", "2"], env=env,
-                             capture_output=True, text=True, timeout=120)
-        if out.returncode != 0:
-            raise RuntimeError("yard start: " + out.stdout + out.stderr)
+        start_head(yard, env)
         first = subprocess.run([yard, "status"], env=env, capture_output=True, text=True).stdout.split()[1]
         heads = [first, start_standby(yard, env, first)]
         stop_file, out_path = os.path.join(home, "placements.stop"), os.path.join(home, "placements.out")

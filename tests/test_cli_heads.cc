@@ -218,3 +218,21 @@ TEST_CASE("heads given one --team-key issue the same team credentials; a bad key
   CHECK(first == again);
   CHECK(first != own);
 }
+
+TEST_CASE("after takeovers by one standby after another, yard stop stops the store the first head started", "[cli][heads]") {
+  setenv("YARD_HEAD_LEASE_MS", "2000", 1);
+  Cluster c;
+  std::string heads = c.addr;
+  for (uint64_t epoch = 2; epoch <= 3; ++epoch) {
+    auto [standby, standby_pid] = start_standby(c);
+    heads += "," + standby;
+    kill(c.pid, SIGKILL);
+    c.pid = standby_pid;
+    REQUIRE(eventually([&] { return active_head(c, heads) == std::make_pair(epoch, standby); }, 30s));
+    c.addr = standby;
+  }
+  auto stop = sh(c.yard("stop --address " + heads));
+  INFO(stop.out);
+  CHECK(stop.code == 0);
+  CHECK(eventually([&] { return yard::test::processes_of(c.home).empty(); }, 20s));  // Redis too
+}

@@ -208,6 +208,9 @@ void HeadService::begin_serving() {
     }
   });
   tables_->cluster.put(io_->address(), o_.session_dir, log_dir_, start_time_);
+  // Where the store's servers are recorded (redis.pids): this session's when this head started
+  // them; a head that took the cluster over keeps the first one's, for the next takeover to adopt.
+  if (servers_) tables_->cluster.set_servers_session(servers_->session_dir());
   // Beyond loopback the web endpoints speak HTTPS with the cluster's web identity (web_server.h).
   if (curve_for_host(o_.host)) {
     web_ = make_web_identity(o_.session_dir + "/web");

@@ -74,7 +74,9 @@ std::optional<HeadService::Takeover> HeadService::wait_as_standby() {
                      a.address, a.epoch, lease_->epoch());
         tables.heads.withdraw_standby(io_->address());
         auto now = tables.cluster.fields();
-        t.servers_session_dir = local_servers_dir(now.count("session_dir") ? now["session_dir"] : "");
+        t.servers_session_dir = local_servers_dir(now.count("servers_session") ? now["servers_session"]
+                                                  : now.count("session_dir")   ? now["session_dir"]
+                                                                                : "");
         return t;
       }
     } catch (const sys::Fenced&) {

@@ -43,6 +43,8 @@ class StoreServers {
   // The address the cluster's processes use: "host:port", or "sentinel:...:/yard" when replicated.
   const std::string& address() const { return address_; }
   const std::string& password() const { return password_; }
+  // The session directory whose redis.pids lists these servers.
+  const std::string& session_dir() const { return s_.session_dir; }
   const std::string& tls_cert() const { return tls_cert_; }  // PEM, "" when plain
   // The head's own connection: the Unix socket of a lone server, the primary through the
   // Sentinels when replicated.

@@ -16,6 +16,9 @@ void ClusterInfo::put(const std::string& address, const std::string& session_dir
 
 void ClusterInfo::set_head_node(const std::string& id) { s_.cmd({"HSET", keys::cluster(), "head_node", id}); }
 void ClusterInfo::set_head_metrics(const std::string& address) { s_.cmd({"HSET", keys::cluster(), "metrics", address}); }
+void ClusterInfo::set_servers_session(const std::string& dir) {
+  s_.cmd({"HSET", keys::cluster(), "servers_session", dir});
+}
 void ClusterInfo::set_dashboard(const std::string& url) { s_.cmd({"HSET", keys::cluster(), "dashboard", url}); }
 
 std::map<std::string, std::string> ClusterInfo::fields() { return s_.hgetall(keys::cluster()); }

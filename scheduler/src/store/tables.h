@@ -186,6 +186,9 @@ class ClusterInfo {
   void set_head_node(const std::string& id);
   // Where the head serves its Prometheus metrics ("" when it does not).
   void set_head_metrics(const std::string& address);
+  // The session directory whose redis.pids lists the control store's servers (a head that takes
+  // the cluster over adopts them from there).
+  void set_servers_session(const std::string& dir);
   // Where the head serves its dashboard ("http://host:port", or "").
   void set_dashboard(const std::string& url);
   std::map<std::string, std::string> fields();
