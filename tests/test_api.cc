@@ -13,6 +13,7 @@
 #include <zmq.hpp>
 
 #include "submit/pending_calls.h"
+#include "yard/node_state.h"
 #include "yard/process.h"
 #include "support.h"
 
@@ -75,6 +76,14 @@ uint64_t checksum_view(yard::ArrayView<uint32_t> v) {
 }
 YARD_REMOTE(make_owned, sum_refs, big_bytes, checksum, checksum_view);
 
+// A parameter declared as a ref receives the ref (Ray's rule); one declared as a value, the value.
+int deref(yard::ObjectRef<int> r) { return *r.get(std::chrono::seconds(30)) * 10; }
+yard::ObjectRef<int> pass_on(yard::ObjectRef<int> r) { return r; }
+bool ready_in_time(yard::ObjectRef<int> r) {
+  return yard::wait(std::vector<yard::ObjectRef<int>>{r}, 1, std::chrono::seconds(30)).ready.size() == 1;
+}
+YARD_REMOTE(deref, pass_on, ready_in_time);
+
 class Counter;
 int bump_via(yard::ActorHandle<Counter> c, int by);
 
@@ -117,6 +126,14 @@ class Picky {
   int ok() { return 1; }
 };
 YARD_ACTOR(Picky, yard::ctor<int>, &Picky::ok);
+
+// Ends itself when asked.
+class Quitter {
+ public:
+  int ping() { return 1; }
+  int quit() { yard::exit_actor(); }
+};
+YARD_ACTOR(Quitter, &Quitter::ping, &Quitter::quit);
 
 // Its process is killed (SIGKILL, as by `kill -9`) while constructing, in each of its first
 // `lives_lost` lives.
@@ -306,6 +323,58 @@ TEST_CASE("named actors are found by name and checked by class", "[api][actors]"
   CHECK_THROWS_AS(yard::get_actor<Picky>("the-counter"), yard::NotFoundError);
 }
 
+TEST_CASE("the cluster's nodes, their addresses, resources and liveness, from code", "[api]") {
+  auto all = yard::nodes();
+  REQUIRE(!all.empty());
+  bool mine = false;
+  for (auto& n : all) {
+    CHECK(n.state == yard::NodeState::kAlive);
+    CHECK(n.address.find(':') != std::string::npos);
+    CHECK(n.total.count("CPU") == 1);
+    CHECK(n.available.count("CPU") == 1);
+    CHECK(n.available["CPU"] <= n.total["CPU"]);
+    if (n.id == yard::node_id()) mine = true;
+  }
+  CHECK(mine);  // the driver's own node is among them
+}
+
+TEST_CASE("a parameter declared as a ref receives the ref; one declared as a value the value", "[api][refs]") {
+  auto put = yard::put(4);
+  CHECK(*yard::task(deref).remote(put).get(30s) == 40);
+  auto made = yard::task(add).remote(2, 5);  // a task's result, maybe not ready yet
+  CHECK(*yard::task(deref).remote(made).get(30s) == 70);
+  CHECK(*yard::task(ready_in_time).remote(made).get(30s));
+  // The ref goes there and back, and still names the object.
+  auto back = *yard::task(pass_on).remote(put).get(30s);
+  CHECK(*back.get(30s) == 4);
+  CHECK(*yard::task(add).remote(made, 1).get(30s) == 8);  // a value parameter: resolved first
+}
+
+TEST_CASE("kill with no_restart = false restarts an actor within its budget", "[api][actors]") {
+  auto c = yard::actor<Counter>(5).max_restarts(1).remote();
+  int first = *c.call(&Counter::pid).remote().get(30s);
+  CHECK(*c.call(&Counter::incr).remote(1).get(30s) == 6);
+  yard::kill(c, /*no_restart=*/false);
+  CHECK(*c.call(&Counter::pid).remote().get(60s) != first);  // a new process
+  CHECK(*c.call(&Counter::value).remote().get(30s) == 5);    // constructed again
+  yard::kill(c, false);  // no restart left: it dies
+  CHECK_THROWS_AS(c.call(&Counter::value).remote().get(60s), yard::ActorDied);
+}
+
+TEST_CASE("an actor that ends itself with exit_actor is not restarted, and its name is free", "[api][actors]") {
+  auto q = yard::actor<Quitter>().name("quitter").max_restarts(3).remote();
+  CHECK(*q.call(&Quitter::ping).remote().get(30s) == 1);
+  try {
+    q.call(&Quitter::quit).remote().get(60s);
+    FAIL("the call that ended the actor returned");
+  } catch (const yard::ActorDied& e) {
+    CHECK_THAT(e.what(), Catch::Contains("ended itself"));
+  }
+  CHECK_THROWS_AS(q.call(&Quitter::ping).remote().get(60s), yard::ActorDied);
+  CHECK_THROWS_AS(yard::get_actor<Quitter>("quitter"), yard::NotFoundError);
+  CHECK_THROWS_AS(yard::exit_actor(), yard::Error);  // not in an actor
+}
+
 TEST_CASE("a killed named actor's name is free when kill returns", "[api][actors]") {
   auto c = yard::actor<Counter>(1).name("short-lived").remote();
   CHECK(*c.call(&Counter::value).remote().get(30s) == 1);
@@ -344,7 +413,29 @@ TEST_CASE("a placement group's name is one live group's", "[api][pg]") {
   } catch (const yard::InvalidArgument& e) {
     CHECK_THAT(e.what(), Catch::Contains("a placement group named 'the-group' exists already"));
   }
+  // Found by name in this job and by id, and listed with its state and nodes.
+  auto found = yard::get_placement_group("the-group");
+  REQUIRE(found);
+  CHECK(found->id() == first.id());
+  CHECK(found->wait(1s));
+  CHECK(found->bundles() == first.bundles());
+  CHECK(yard::placement_group_by_id(first.id())->id() == first.id());
+  CHECK_FALSE(yard::get_placement_group("no-such-group"));
+  CHECK_FALSE(yard::placement_group_by_id("pg-none"));
+  bool listed = false;
+  for (auto& g : yard::placement_groups())
+    if (g.id == first.id()) {
+      listed = true;
+      CHECK(g.name == "the-group");
+      CHECK(g.job == yard::job_id());
+      CHECK(g.state == "CREATED");
+      CHECK(g.strategy == yard::PlacementStrategy::kPack);
+      REQUIRE(g.nodes.size() == 1);
+      CHECK(!g.nodes[0].empty());
+    }
+  CHECK(listed);
   first.remove();
+  CHECK(yard::test::eventually([] { return !yard::get_placement_group("the-group"); }, 30s));
   auto second = yard::placement_group({{{"CPU", 0.25}}}, yard::PlacementStrategy::kPack, "the-group");
   CHECK(second.wait(30s));
   second.remove();

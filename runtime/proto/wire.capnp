@@ -265,6 +265,8 @@ struct GetActor {
 
 struct KillActor {
   actorId @0 :Text;
+  restart @1 :Bool;  # stop its process and restart it within its budget (Ray's no_restart = false)
+  cause @2 :Text;    # why it ends, for those who call it ("" : killed by request)
 }
 
 struct PushTask {

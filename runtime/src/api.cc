@@ -107,9 +107,9 @@ Holder submit_actor_call(const ActorPtr& actor, const std::string& method, std::
   if (!actor) throw Error("call on an empty actor handle");
   return rt().submit_actor_call(actor, method, std::move(args));
 }
-void kill_actor(const ActorPtr& actor) {
+void kill_actor(const ActorPtr& actor, bool restart) {
   if (!actor) throw Error("kill on an empty actor handle");
-  rt().kill_actor(actor);
+  rt().kill_actor(actor, restart);
 }
 std::string actor_id(const ActorPtr& actor) { return actor ? actor->id : std::string(); }
 std::string actor_class(const ActorPtr& actor) { return actor ? actor->class_name : std::string(); }
@@ -237,6 +237,14 @@ LinkSettings link_settings(const std::string& purpose) {
 
 std::string node_id() { return detail::rt().node_id(); }
 std::string job_id() { return detail::rt().job_id(); }
+
+void exit_actor() {
+  const char* id = getenv("YARD_ACTOR_ID");
+  if (!getenv("YARD_WORKER") || !id || !*id) throw Error("yard::exit_actor() ends an actor from one of its own methods");
+  detail::rt().head().end_actor(id, "it ended itself (yard::exit_actor)");
+  std::fflush(nullptr);
+  _exit(0);
+}
 
 int restart_count() {
   const char* r = getenv("YARD_ACTOR_RESTARTS");

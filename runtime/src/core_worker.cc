@@ -209,7 +209,7 @@ Holder CoreWorker::submit_actor_call(const ActorPtr& a, const std::string& metho
   count_submitted(a->class_name, method);
   return actors_.call(a, method, std::move(args));
 }
-void CoreWorker::kill_actor(const ActorPtr& a) { actors_.kill(a); }
+void CoreWorker::kill_actor(const ActorPtr& a, bool restart) { actors_.kill(a, restart); }
 
 // ---- the two kinds of process -----------------------------------------------------------------
 

@@ -43,7 +43,7 @@ class CoreWorker {
   ActorPtr lookup_actor(const std::string& name, const std::string& cls);
   ActorPtr actor_from_id(const std::string& id, const std::string& cls);
   Holder submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args);
-  void kill_actor(const ActorPtr& a);
+  void kill_actor(const ActorPtr& a, bool restart);
   HeadClient& head() { return head_client_; }
   const std::string& node_id() const { return node_id_; }
   const std::string& job_id() const { return job_id_; }

@@ -153,6 +153,17 @@ std::unique_ptr<InMessage> HeadClient::ask_head(OutMessage& m, uint64_t rid, std
   }
 }
 
+void HeadClient::end_actor(const std::string& id, const std::string& cause) {
+  uint64_t rid = io_.next_request_id();
+  OutMessage m(token_, rid, false);
+  auto ka = m.env().getBody().initKillActor();
+  ka.setActorId(id);
+  ka.setCause(cause);
+  auto r = ask_head(m, rid, kControlTimeout);
+  auto body = r->env().getBody();
+  if (body.isError()) throw_reply_error(body.getError());
+}
+
 ControlStoreAccess HeadClient::control_store() {
   uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);

@@ -41,6 +41,8 @@ class HeadClient {
   void remove_placement_group(const std::string& id);
   // The control store's address and password.
   ControlStoreAccess control_store();
+  // Ends an actor for good, saying why (yard::exit_actor from inside it); waits for the head.
+  void end_actor(const std::string& id, const std::string& cause);
 
  private:
   // The program's digest once the head has its bytes ("" when it could not take them: nodes then

@@ -2,6 +2,7 @@
 // training group lets go of what runs on a node being drained, so the drain can end).
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,8 @@ struct NodeInfo {
   std::string address;   // its node manager's "host:port"
   std::string hostname;
   NodeState state = NodeState::kUnknown;
+  // What it offers and what of it is free now (empty once it is dead).
+  std::map<std::string, double> total, available;
 };
 // Every node the cluster has recorded, dead ones too, ordered by id. Needs yard::init.
 // Thread-safe. Throws yard::Error when the control store cannot be reached.

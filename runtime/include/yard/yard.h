@@ -77,11 +77,31 @@ std::string job_id();
 // How many times this actor's process has been restarted (0 in its first life, in a driver, and
 // in a task worker). An actor uses it to know that it must restore its state.
 int restart_count();
+// Ends the actor it is called in, from one of its own methods (Ray's ExitActor): it is not
+// restarted, its name is free, and calls to it (the one that called this included) fail with
+// ActorDied saying it ended itself. Its process exits. Throws Error outside an actor.
+[[noreturn]] void exit_actor();
 
 // A placement group: bundles of resources reserved together, all or nothing, on nodes chosen by
 // the strategy. Actors are placed into its bundles (ActorCreator::placement_group).
 enum class PlacementStrategy { kPack, kSpread, kStrictPack, kStrictSpread };
 using Bundle = std::map<std::string, double>;
+class PlacementGroup;
+
+// A placement group as the cluster records it.
+struct PlacementGroupInfo {
+  std::string id, name, job;
+  PlacementStrategy strategy = PlacementStrategy::kPack;
+  std::string state;                // PENDING, CREATED or RESCHEDULING (a node of it was lost)
+  std::vector<Bundle> bundles;
+  std::vector<std::string> nodes;   // each bundle's node, "" while unplaced
+};
+// The cluster's live placement groups, of every job (a removed group is gone). Needs yard::init.
+std::vector<PlacementGroupInfo> placement_groups();
+// This job's live group of that name (names are one live group's in a job), or the live group of
+// that id: nullopt when there is none.
+std::optional<PlacementGroup> get_placement_group(const std::string& name);
+std::optional<PlacementGroup> placement_group_by_id(const std::string& id);
 
 class PlacementGroup {
  public:
@@ -99,6 +119,8 @@ class PlacementGroup {
 
  private:
   friend PlacementGroup placement_group(std::vector<Bundle>, PlacementStrategy, const std::string&);
+  friend std::optional<PlacementGroup> placement_group_by_id(const std::string&);
+  friend std::optional<PlacementGroup> get_placement_group(const std::string&);
   std::string id_;
   std::vector<Bundle> bundles_;
   std::shared_ptr<std::atomic<bool>> created_;  // known created: wait() needs no round trip
@@ -134,7 +156,8 @@ using Holder = std::shared_ptr<ObjectHolder>;
 
 struct Arg {
   Bytes value;    // an inline value, or
-  Holder ref;     // a reference, resolved before the call runs
+  Holder ref;     // a reference, resolved before the call runs; with a value too, the call waits
+                  // for it to be ready and receives the value (the reference itself, encoded)
 };
 
 struct TaskOptions {
@@ -175,7 +198,7 @@ ActorPtr create_actor(const std::string& class_name, std::vector<Arg> args,
                       const ActorOptions& options);
 ActorPtr lookup_actor(const std::string& name, const std::string& class_name);
 Holder submit_actor_call(const ActorPtr& actor, const std::string& method, std::vector<Arg> args);
-void kill_actor(const ActorPtr& actor);
+void kill_actor(const ActorPtr& actor, bool restart = false);
 std::string actor_id(const ActorPtr& actor);
 // A ref leaving this process: (id, owner address); the owner keeps the object for borrowers.
 std::pair<std::string, std::string> export_ref(const Holder& h);
@@ -245,7 +268,15 @@ template <class P, class A>
 Arg make_arg(A&& a) {
   using D = std::decay_t<A>;
   if constexpr (is_object_ref<D>::value) {
-    return Arg{nullptr, a.holder()};
+    // A parameter declared as a ref receives the ref itself (the callee may pass it on, wait on
+    // it or get it; the object lives while it holds it), once its object is ready, so a worker
+    // never waits on a task queued behind it; any other receives the value, resolved first.
+    if constexpr (is_object_ref<std::decay_t<P>>::value) {
+      static_assert(std::is_same_v<D, std::decay_t<P>>, "an ObjectRef argument of another type than its parameter's");
+      return Arg{Codec<D>::encode(a), a.holder()};
+    } else {
+      return Arg{nullptr, a.holder()};
+    }
   } else if constexpr (std::is_same_v<D, std::decay_t<P>> || std::is_same_v<ArrayView<typename vector_of<D>::element>, std::decay_t<P>>) {
     // (a vector passed where an ArrayView is taken: the same bytes)
     if constexpr (!std::is_lvalue_reference_v<A> && OwnedEncodable<D>)
@@ -453,8 +484,10 @@ class ActorHandle {
   }
   std::string id() const { return detail::actor_id(a_); }
   std::string class_name() const { return detail::actor_class(a_); }
-  // Kills the actor's process; pending and later calls fail with ActorDied.
-  void kill() const { detail::kill_actor(a_); }
+  // Kills the actor's process; pending and later calls fail with ActorDied. With no_restart =
+  // false, an actor that has restarts left (max_restarts) is restarted instead, as after a crash:
+  // calls it was running fail with ActorRestarting, later ones go to its new process.
+  void kill(bool no_restart = true) const { detail::kill_actor(a_, !no_restart); }
 
  private:
   detail::ActorPtr a_;
@@ -571,8 +604,8 @@ ActorHandle<T> get_actor(const std::string& name) {
 }
 
 template <class T>
-void kill(const ActorHandle<T>& h) {
-  h.kill();
+void kill(const ActorHandle<T>& h, bool no_restart = true) {
+  h.kill(no_restart);
 }
 
 }  // namespace yard

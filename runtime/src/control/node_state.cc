@@ -1,6 +1,7 @@
 #include "yard/node_state.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 
 #include "yard/internal/control_client.h"
@@ -38,13 +39,23 @@ std::vector<NodeInfo> nodes() {
     auto ids = r.cmd({"SMEMBERS", keys::nodes()}).strings();
     std::sort(ids.begin(), ids.end());
     std::vector<std::vector<std::string>> cmds;
-    for (auto& id : ids) cmds.push_back({"HMGET", keys::node(id), "address", "hostname", "state"});
+    for (auto& id : ids) {
+      cmds.push_back({"HMGET", keys::node(id), "address", "hostname", "state"});
+      cmds.push_back({"HGETALL", keys::resources_total(id)});
+      cmds.push_back({"HGETALL", keys::resources_free(id)});
+    }
     auto replies = r.pipeline(cmds);
+    auto amounts = [](const std::vector<std::string>& kv) {
+      std::map<std::string, double> m;
+      for (size_t k = 0; k + 1 < kv.size(); k += 2) m[kv[k]] = std::strtod(kv[k + 1].c_str(), nullptr);
+      return m;
+    };
     std::vector<NodeInfo> out;
     for (size_t i = 0; i < ids.size(); ++i) {
-      auto f = replies[i].strings();  // absent fields read as ""
+      auto f = replies[3 * i].strings();  // absent fields read as ""
       if (f.size() != 3 || (f[0].empty() && f[2].empty())) continue;  // removed meanwhile
-      out.push_back({ids[i], f[0], f[1], parse_state(f[2])});
+      out.push_back({ids[i], f[0], f[1], parse_state(f[2]), amounts(replies[3 * i + 1].strings()),
+                     amounts(replies[3 * i + 2].strings())});
     }
     return out;
   });

@@ -303,6 +303,21 @@ void ActorSubmitter::connection_lost(const ActorPtr& a, const std::shared_ptr<Ta
   }
 }
 
+// Killed to be restarted: its next calls wait for the head to say where it runs now (or that it
+// died, with no restarts left); calls its old process had fail as after a crash.
+void ActorSubmitter::restarted(const ActorPtr& a) {
+  if (a->state != ActorState::State::kAlive) {
+    a->needs_lookup = true;
+    return lookup_address(a);
+  }
+  a->state = ActorState::State::kPending;
+  a->lost_address = a->address;
+  a->address.clear();
+  a->death_cause = "killed by yard::kill to restart";
+  a->needs_lookup = true;
+  lookup_address(a);
+}
+
 void ActorSubmitter::dead(const ActorPtr& a, const std::string& cause) {
   if (a->state != ActorState::State::kDead || a->death_cause.empty()) a->death_cause = cause;
   a->state = ActorState::State::kDead;
@@ -317,12 +332,16 @@ void ActorSubmitter::dead(const ActorPtr& a, const std::string& cause) {
          "actor " + a->id + " (" + a->class_name + ") is dead: " + a->death_cause);
 }
 
-void ActorSubmitter::kill(const ActorPtr& a) {
+void ActorSubmitter::kill(const ActorPtr& a, bool restart) {
   // Sequenced on the I/O thread after the creation request, so a kill never overtakes it.
   auto done = std::make_shared<std::promise<std::optional<std::string>>>();
   auto fut = done->get_future();
-  io_.post([this, a, done] {
-    a->kill_requested = true;
+  io_.post([this, a, done, restart] {
+    if (restart && a->created_here && !a->creation_sent) {
+      done->set_value(std::nullopt);  // no process yet: nothing to restart
+      return;
+    }
+    if (!restart) a->kill_requested = true;
     if (a->created_here && !a->creation_sent) {
       dead(a, "killed by yard::kill before it started");
       done->set_value(std::nullopt);
@@ -330,9 +349,15 @@ void ActorSubmitter::kill(const ActorPtr& a) {
     }
     uint64_t rid = io_.next_request_id();
     OutMessage m(token_, rid, false);
-    m.env().getBody().initKillActor().setActorId(a->id);
+    auto ka = m.env().getBody().initKillActor();
+    ka.setActorId(a->id);
+    ka.setRestart(restart);
     io_.request(head_.get(), rid, m.finish(),
-                 [this, a, done](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                 [this, a, done, restart](std::unique_ptr<InMessage> r, std::optional<LocalError> err) {
+                   if (restart && !err && !r->env().getBody().isError()) {
+                     restarted(a);
+                     return done->set_value(std::nullopt);
+                   }
                    dead(a, "killed by yard::kill");
                    if (err) return done->set_value(err->message);
                    auto body = r->env().getBody();

@@ -44,7 +44,8 @@ class ActorSubmitter {
   ActorPtr from_id(const std::string& id, const std::string& cls);
   Holder call(const ActorPtr& a, const std::string& method, std::vector<Arg> args);
   // Ends the actor's process. Throws TimeoutError when the head does not answer.
-  void kill(const ActorPtr& a);
+  // Kills the actor (restart: its process only; the head restarts it within its budget).
+  void kill(const ActorPtr& a, bool restart = false);
 
  private:
   void send_creation(const std::shared_ptr<TaskSpec>& spec);
@@ -54,6 +55,7 @@ class ActorSubmitter {
   void send_call(const ActorPtr& a, std::shared_ptr<TaskSpec> spec);
   ReplyCallback on_reply(std::shared_ptr<TaskSpec> spec);
   void dead(const ActorPtr& a, const std::string& cause);
+  void restarted(const ActorPtr& a);  // killed to restart (kill with restart)
   void connection_lost(const ActorPtr& a, const std::shared_ptr<TaskSpec>& spec, const std::string& address,
                        const std::string& why, bool delivered);
   void lookup_address(const ActorPtr& a);

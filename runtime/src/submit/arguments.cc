@@ -42,7 +42,7 @@ std::optional<ArgumentProblem> ArgumentResolver::fill(capnp::List<wire::Value>::
   for (size_t i = 0; i < args.size(); ++i) {
     auto& a = args[i];
     Bytes v = a.value;
-    if (a.ref) {
+    if (a.ref && !a.value) {  // (with a value: the ref itself is passed, once its object is ready)
       auto snap = store_.peek(a.ref->id());
       if (!snap.present || snap.error) return ArgumentProblem{i, a.ref->id(), snap.error};
       v = snap.value;

@@ -447,9 +447,18 @@ void ActorManager::on_kill(Incoming& in) {
     return;
   }
   auto& a = it->second;
+  if (in.msg->env().getBody().getKillActor().getRestart() && a.state != store::ActorState::kDead) {
+    // As after a crash: restarted within its budget, dead when none is left.
+    kill_actor_process(a);
+    actor_lost(a, "killed by request, to restart", true);
+    reply_.ok(in);
+    return process();
+  }
   a.killed = true;
   kill_actor_process(a);
-  if (a.state != store::ActorState::kDead) actor_failed(a, wire::ErrorCode::ACTOR_DIED, "killed by request");
+  std::string cause = in.msg->env().getBody().getKillActor().getCause();
+  if (a.state != store::ActorState::kDead)
+    actor_failed(a, wire::ErrorCode::ACTOR_DIED, cause.empty() ? "killed by request" : cause);
   reply_.ok(in);
 }
 
