@@ -92,7 +92,9 @@ double run_peer(const std::string& script, int steps) {
 
 double run_ours(int steps) {
   std::vector<yard::ActorHandle<yard::actors::ParameterServer>> servers{
-      yard::actor<yard::actors::ParameterServer>(yard::actors::PsRecovery{}).max_concurrency(4).remote()};
+      yard::actor<yard::actors::ParameterServer>(yard::actors::PsRecovery{})
+          .max_concurrency(4, yard::Concurrency::kFibers)
+          .remote()};
   std::vector<yard::ActorHandle<PsBenchWorker>> workers;
   for (int w = 0; w < 2; ++w) workers.push_back(yard::actor<PsBenchWorker>().resources({{"CPU", 1}}).remote());
   std::vector<yard::ObjectRef<double>> secs;

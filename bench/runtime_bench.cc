@@ -337,10 +337,18 @@ void structure_cases(const Want& want) {
 
 // A concurrent actor, and n caller threads each with its own actor (n = 2, the machine's cores).
 void concurrent_cases(const Want& want) {
-  if (want("actor_calls_concurrent")) {
-    auto c = yard::actor<Echo>().max_concurrency(16).remote();
+  // The same load on 16 fibers, then on 16 threads (Ray's max_concurrency), against the fibers.
+  double fibers = 0;
+  if (want("actor_calls_concurrent") || want("actor_calls_threaded")) {
+    auto c = yard::actor<Echo>().max_concurrency(16, yard::Concurrency::kFibers).remote();
     c.call(&Echo::echo).remote(0).get();
-    emit("actor_calls_concurrent", rate([&] { actor_round(c); }, 1000, 3.0), "ops/s");
+    fibers = rate([&] { actor_round(c); }, 1000, 3.0);
+    if (want("actor_calls_concurrent")) emit("actor_calls_concurrent", fibers, "ops/s");
+  }
+  if (want("actor_calls_threaded")) {
+    auto t = yard::actor<Echo>().max_concurrency(16).remote();
+    t.call(&Echo::echo).remote(0).get();
+    emit("actor_calls_threaded", rate([&] { actor_round(t); }, 1000, 3.0), "ops/s", "actor_calls_concurrent", fibers);
   }
   if (!want("n_n_actor_calls_async")) return;
   const int n = 2;

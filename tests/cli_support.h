@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <utility>
@@ -80,6 +82,19 @@ struct Cluster {
   }
 };
 
+
+// How often `what` occurs in `text`.
+inline size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// The file's whole text ("" when it cannot be read).
+inline std::string file_text(const std::string& path) {
+  std::ifstream f(path);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
 
 // `yard start --address HEAD ARGS`: the node's address and pid.
 inline std::pair<std::string, int> join_node(const Cluster& c, const std::string& args) {

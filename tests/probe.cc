@@ -36,7 +36,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -159,6 +161,41 @@ class Ranker {
   std::string ring(int rank, std::string mark) { return ring_rank(rank, std::move(mark)); }
 };
 YARD_ACTOR(Ranker, &Ranker::ring);
+
+// A task, an actor and a placement group each asking for one `res` (which no node may have yet),
+// with `timeout_ms` as infeasible_timeout (0: none): each outcome printed as it comes ("task ok",
+// "actor infeasible: ...", "group ok"); the group is waited for up to 120 s.
+int infeasible(const std::string& res, long timeout_ms) {
+  auto within = timeout_ms > 0 ? yard::Duration(timeout_ms) : yard::kForever;
+  auto say = [](const char* what, const std::function<void()>& f) {
+    try {
+      f();
+      std::printf("%s ok\n", what);
+    } catch (const yard::InfeasibleError& e) {
+      std::printf("%s infeasible: %s\n", what, e.what());
+    } catch (const std::exception& e) {
+      std::printf("%s failed: %s\n", what, e.what());
+    }
+    std::fflush(stdout);
+  };
+  auto t = yard::task(twice).resources({{res, 1}}).infeasible_timeout(within).remote(21);
+  auto a = yard::actor<Holder>().resources({{res, 1}}).infeasible_timeout(within).remote();
+  std::optional<yard::PlacementGroup> g;
+  say("creating the group", [&] { g = yard::placement_group({{{res, 1}}}); });
+  std::printf("asked\n");
+  std::fflush(stdout);
+  say("task", [&] {
+    if (*t.get(std::chrono::seconds(120)) != 42) throw std::runtime_error("wrong result");
+  });
+  say("actor", [&] {
+    if (*a.call(&Holder::ping).remote().get(std::chrono::seconds(120)) != 1) throw std::runtime_error("wrong result");
+  });
+  if (g) say("group", [&] {
+    if (!g->wait(std::chrono::seconds(timeout_ms > 0 ? 1 : 120))) throw std::runtime_error("not placed");
+    g->remove();
+  });
+  return 0;
+}
 
 int main(int argc, char** argv) {
   if (argc > 2 && std::string(argv[1]) == "raw") {  // before init: this one is not a cluster client
@@ -336,6 +373,8 @@ int main(int argc, char** argv) {
     // One object fetched by the driver from the actor that owns it: a transfer on the timeline.
     auto ref = *actors[0].call(&Pid::stash).remote(1 << 20).get(std::chrono::seconds(60));
     std::printf("\ndriver %d %zu\n", int(getpid()), ref.get(std::chrono::seconds(60))->size());
+    // A task with a name of its own: its span has that name.
+    std::printf("named %d\n", *yard::task(my_pid).name("named-task").remote().get(std::chrono::seconds(60)));
     return 0;
   }
   if (mode == "train" && argc > 2) {  // a job that reports a loss, holds an actor, and waits for a file
@@ -435,6 +474,7 @@ int main(int argc, char** argv) {
     std::printf("wrote %d missing %zu errors %d\n", wrote, store->absent(keys).size(), errors);
     return 0;
   }
+  if (mode == "infeasible" && argc > 3) return infeasible(argv[2], std::atol(argv[3]));
   if (mode == "remote" && argc > 2) {
     auto h = yard::actor<Holder>().node_affinity(argv[2], true).max_restarts(1).remote();
     std::printf("on %s\n", h.call(&Holder::where).remote().get(std::chrono::seconds(60))->c_str());

@@ -3,7 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -170,6 +173,33 @@ class Rendezvous {
 };
 YARD_ACTOR(Rendezvous, yard::ctor<>, &Rendezvous::arrive, &Rendezvous::deep);
 
+// Ordinary C++ synchronisation: calls that meet at a std::condition_variable can only finish
+// together, so they must run at once on threads of their own.
+class Latch {
+ public:
+  Latch() = default;
+  int arrive(int expected) {
+    std::unique_lock<std::mutex> l(mu_);
+    ++arrived_;
+    cv_.notify_all();
+    return cv_.wait_for(l, 10s, [&] { return arrived_ >= expected; }) ? arrived_ : -1;
+  }
+  // How many calls of io ran at that moment, this one included (it holds its thread `ms`).
+  int io(int ms) {
+    int now = ++in_io_;
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    --in_io_;
+    return now;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  std::atomic<int> in_io_{0};
+};
+YARD_ACTOR(Latch, yard::ctor<>, &Latch::arrive, &Latch::io);
+
 }  // namespace
 
 void yard_test_worker_hook(int argc, char** argv) {
@@ -228,6 +258,23 @@ TEST_CASE("remote exceptions carry type, message and place", "[api][errors]") {
     CHECK(e.remote_message() == "index 7");
     CHECK_THAT(e.location(), Catch::Contains("fail_with") && Catch::Contains("pid"));
   }
+}
+
+TEST_CASE("a task's or call's name shows in its errors beside what it ran", "[api][errors]") {
+  try {
+    yard::task(fail_with).name("check log-7").remote("index 7").get(30s);
+    FAIL("no exception");
+  } catch (const yard::RemoteError& e) {
+    CHECK_THAT(e.location(), Catch::StartsWith("check log-7 (fail_with) on worker "));
+  }
+  auto c = yard::actor<Counter>(1).remote();
+  try {
+    c.call(&Counter::throws).name("audit 3").remote().get(30s);
+    FAIL("no exception");
+  } catch (const yard::RemoteError& e) {
+    CHECK_THAT(e.location(), Catch::Contains("audit 3 (") && Catch::Contains("::throws) on worker "));
+  }
+  CHECK(*c.call(&Counter::incr).name("bump").remote(2).get(30s) == 3);  // a named call runs as any
 }
 
 TEST_CASE("wait returns the ready refs first and honours its timeout", "[api][objects]") {
@@ -492,25 +539,55 @@ TEST_CASE("an actor whose worker is killed while constructing restarts within it
   CHECK_THROWS_WITH(picky.call(&Picky::ok).remote().get(30s), Catch::Contains("negative start"));
 }
 
-TEST_CASE("an infeasible actor fails at once naming the resource", "[api][actors][errors]") {
-  auto c = yard::actor<Counter>(1).resources({{"CPU", 64}}).remote();
+TEST_CASE("an infeasible actor fails at its infeasible_timeout naming the resource; without one it waits", "[api][actors][errors]") {
+  auto c = yard::actor<Counter>(1).resources({{"CPU", 64}}).infeasible_timeout(1s).remote();
   CHECK_THROWS_AS(c.call(&Counter::value).remote().get(30s), yard::InfeasibleError);
-  auto g = yard::actor<Counter>(1).resources({{"GPU", 1}}).remote();
+  auto g = yard::actor<Counter>(1).resources({{"GPU", 1}}).infeasible_timeout(1s).remote();
   CHECK_THROWS_WITH(g.call(&Counter::value).remote().get(30s), Catch::Contains("GPU"));
+  // Without a timeout it waits for a node that could hold it (none joins here), and can be killed.
+  auto w = yard::actor<Counter>(1).resources({{"GPU", 1}}).remote();
+  CHECK_THROWS_AS(w.call(&Counter::value).remote().get(2s), yard::TimeoutError);
+  yard::kill(w);
+  CHECK_THROWS_AS(w.call(&Counter::value).remote().get(30s), yard::ActorDied);
 }
 
-TEST_CASE("max_concurrency runs calls concurrently on fibers", "[api][actors]") {
-  auto r = yard::actor<Rendezvous>().max_concurrency(4).remote();
+TEST_CASE("max_concurrency runs calls on threads: calls that meet at a std::condition_variable finish", "[api][actors]") {
+  auto l = yard::actor<Latch>().max_concurrency(3).remote();
+  std::vector<yard::ObjectRef<int>> refs;
+  for (int i = 0; i < 3; ++i) refs.push_back(l.call(&Latch::arrive).remote(3));
+  for (auto& v : yard::get(refs, 30s)) CHECK(*v == 3);
+  CHECK_THROWS_AS(yard::actor<Latch>().max_concurrency(0), yard::InvalidArgument);
+}
+
+TEST_CASE("concurrency groups: a group's methods run at most its limit at once, beside the default group",
+          "[api][actors]") {
+  auto l = yard::actor<Latch>().max_concurrency(3).concurrency_group("io", 1, &Latch::io).remote();
+  std::vector<yard::ObjectRef<int>> io, meet;
+  for (int i = 0; i < 4; ++i) io.push_back(l.call(&Latch::io).remote(150));
+  // The default group's three threads meet while the io calls queue behind one another.
+  for (int i = 0; i < 3; ++i) meet.push_back(l.call(&Latch::arrive).remote(3));
+  for (auto& v : yard::get(meet, 30s)) CHECK(*v == 3);
+  for (auto& v : yard::get(io, 30s)) CHECK(*v == 1);
+  // A call may name its group; a group the actor lacks is an error naming it.
+  CHECK(*l.call(&Latch::io).group("io").remote(1).get(30s) == 1);
+  CHECK_THROWS_WITH(l.call(&Latch::io).group("disk").remote(1).get(30s), Catch::Contains("'disk'"));
+  CHECK_THROWS_AS(yard::actor<Latch>().concurrency_group("io", 0, &Latch::io), yard::InvalidArgument);
+}
+
+TEST_CASE("max_concurrency with fibers runs calls concurrently on fibers", "[api][actors]") {
+  auto r = yard::actor<Rendezvous>().max_concurrency(4, yard::Concurrency::kFibers).remote();
   std::vector<yard::ObjectRef<int>> refs;
   for (int i = 0; i < 4; ++i) refs.push_back(r.call(&Rendezvous::arrive).remote(4));
   for (auto& v : yard::get(refs, 30s)) CHECK(*v >= 4);
 }
 
 TEST_CASE("a concurrent actor's calls have a thread's stack, reused from call to call", "[api][actors]") {
-  auto r = yard::actor<Rendezvous>().max_concurrency(4).remote();
-  std::vector<yard::ObjectRef<int>> refs;
-  for (int i = 0; i < 8; ++i) refs.push_back(r.call(&Rendezvous::deep).remote(4096));  // 4 MiB each
-  for (auto& v : yard::get(refs, 60s)) CHECK(*v == 4096);
+  for (auto how : {yard::Concurrency::kFibers, yard::Concurrency::kThreads}) {
+    auto r = yard::actor<Rendezvous>().max_concurrency(4, how).remote();
+    std::vector<yard::ObjectRef<int>> refs;
+    for (int i = 0; i < 8; ++i) refs.push_back(r.call(&Rendezvous::deep).remote(4096));  // 4 MiB each
+    for (auto& v : yard::get(refs, 60s)) CHECK(*v == 4096);
+  }
 }
 
 TEST_CASE("tasks can submit tasks", "[api][tasks]") {

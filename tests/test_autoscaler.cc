@@ -217,9 +217,11 @@ TEST_CASE("tasks that need a node type's resource wait for the node the autoscal
   for (int i = 0; i < 4; ++i) refs.push_back(yard::task(task_node).resources({{"special", 1}}).remote(i));
   auto where = yard::get(refs, 90s);
   for (auto& w : where) CHECK(w->rfind("auto-special-", 0) == 0);
-  // Done: the node goes idle and is stopped; a task no node type holds still fails at once.
+  // Done: the node goes idle and is stopped; a task no node type holds waits for a node that
+  // could join, and fails at its infeasible_timeout.
   REQUIRE(eventually([&] { return c.auto_nodes().empty(); }, 60s));
-  CHECK_THROWS_AS(yard::task(task_node).resources({{"special", 5}}).remote(0).get(30s), yard::InfeasibleError);
+  CHECK_THROWS_WITH(yard::task(task_node).resources({{"special", 5}}).infeasible_timeout(2s).remote(0).get(30s),
+                    Catch::Contains("special: 5"));
   yard::shutdown();
 }
 

@@ -260,14 +260,14 @@ TEST_CASE("a job's timeline has every task and actor call on the worker that ran
   REQUIRE(r.code == 0);
   std::map<long, int> task_pids;  // worker pid -> tasks it ran
   std::vector<long> actor_pids;
-  long driver_pid = 0;
+  long driver_pid = 0, named_pid = 0;
   std::istringstream lines(r.out);
   for (std::string line; std::getline(lines, line);) {
     std::istringstream words(line);
     std::string what;
     words >> what;
-    if (what == "driver") {
-      words >> driver_pid;
+    if (what == "driver" || what == "named") {
+      words >> (what == "driver" ? driver_pid : named_pid);
       continue;
     }
     for (long pid; words >> pid;) what == "tasks" ? (void)++task_pids[pid] : actor_pids.push_back(pid);
@@ -279,6 +279,7 @@ TEST_CASE("a job's timeline has every task and actor call on the worker that ran
   std::map<long, int> spans_on;  // worker pid -> "my_pid" spans on its row
   std::vector<long> call_rows;
   double fetched = 0;  // bytes of the driver's transfer span
+  long named_row = 0;  // the row of the span named by its caller
   // The spans arrive within 50 ms of each task; the last ones may still be on their way.
   bool complete = eventually([&] {
     auto t = sh(c.yard("timeline -o " + file + " --address " + c.addr));
@@ -286,20 +287,23 @@ TEST_CASE("a job's timeline has every task and actor call on the worker that ran
     doc = nlohmann::json::parse(std::ifstream(file));
     spans_on.clear();
     call_rows.clear();
+    named_row = 0;
     for (auto& e : doc["traceEvents"]) {
       if (e["ph"] != "X") continue;
       if (e["name"] == "my_pid" && e["cat"] == "task" && e["dur"].get<double>() >= 0) ++spans_on[e["tid"].get<long>()];
       if (e["name"] == "Pid.pid" && e["cat"] == "actor_call") call_rows.push_back(e["tid"].get<long>());
+      if (e["name"] == "named-task" && e["cat"] == "task") named_row = e["tid"].get<long>();
       if (e["cat"] == "transfer" && e["tid"].get<long>() == driver_pid && e["dur"].get<double>() >= 0)
         fetched = e["args"]["bytes"].get<double>();
     }
-    return spans_on == task_pids && call_rows.size() == 3 && fetched > 0;
+    return spans_on == task_pids && call_rows.size() == 3 && fetched > 0 && named_row > 0;
   }, 10s);
   INFO(doc.dump().substr(0, 2000));
   CHECK(complete);
   std::sort(call_rows.begin(), call_rows.end());
   std::sort(actor_pids.begin(), actor_pids.end());
   CHECK(call_rows == actor_pids);
+  CHECK(named_row == named_pid);  // a task named by its caller: its span has the name
   // The object the driver fetched from an actor: a transfer span on the driver's row, with its bytes.
   CHECK(fetched >= (1 << 20));
   // Every row is named: the worker and its pid.

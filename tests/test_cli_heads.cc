@@ -18,17 +18,6 @@ namespace {
 
 std::string counter_bin() { return getenv("COUNTER_BIN"); }
 
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
-std::string file_text(const std::string& path) {
-  std::ifstream f(path);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
 // A standby head beside `c`'s head: its address and pid.
 std::pair<std::string, int> start_standby(const Cluster& c) {
   int port = yard::detail::free_port("127.0.0.1");

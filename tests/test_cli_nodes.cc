@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <set>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -241,4 +242,76 @@ TEST_CASE("a submitted job whose node is lost runs again on another node while i
   CHECK_THAT(b, Catch::Contains("(no --max-retries)"));
   (void)other;
   (void)other_pid;
+}
+
+TEST_CASE("what no node can hold waits, saying why, until a node that can joins; infeasible_timeout fails it",
+          "[cli][nodes][waiting]") {
+  Cluster c;
+  std::string out = c.home + "/waiting.out";
+  auto bg = sh("YARD_ADDRESS=" + c.addr + " " + probe_bin() + " infeasible big 0 > " + out + " 2>&1 & echo $!");
+  std::vector<int> pids{std::stoi(bg.out)};
+  KillAtEnd cleanup{pids};
+  REQUIRE(eventually([&] { return file_text(out).find("asked") != std::string::npos; }, 60s));
+  // `yard status` lists the task, the actor and the group, each with the reason.
+  json waiting;
+  auto kinds = [&] {
+    waiting = json::parse(sh(c.yard("status --json")).out).value("waiting", json::array());
+    std::set<std::string> k;
+    for (auto& w : waiting)
+      if (w.value("reason", "") == "infeasible" && w.value("detail", "").find("big") != std::string::npos)
+        k.insert(w.value("kind", ""));
+    return k;
+  };
+  REQUIRE(eventually([&] { return kinds() == std::set<std::string>{"actor", "placement_group", "tasks"}; }, 30s));
+  auto text = sh(c.yard("status")).out;
+  CHECK_THAT(text, Catch::Contains("Waiting for nodes that can hold them (3)") && Catch::Contains("infeasible: "));
+  // The driver's log says so once for each (the task's with its node's first answer, within a
+  // second), and nothing has run or failed.
+  CHECK(eventually([&] { return count_of(file_text(out), "tasks needing big: 1 wait: infeasible: ") == 1; }, 10s));
+  auto log = file_text(out);
+  INFO(log);
+  CHECK(count_of(log, "waits: infeasible: actor Holder needs big: 1") == 1);
+  CHECK(count_of(log, "waits: infeasible: ") == 2);  // the actor and the group
+  CHECK_THAT(log, Catch::Contains("big: 1 wanted, the largest node has 0"));
+  for (auto* what : {"\ntask ", "\nactor ", "\ngroup "}) CHECK(log.find(what) == std::string::npos);
+
+  // A node that has it joins: all three go there.
+  auto [node, node_pid] = join_node(c, "--num-cpus 2 --resources '{\"big\": 3}'");
+  pids.push_back(node_pid);
+  REQUIRE(eventually([&] { return file_text(out).find("\ngroup ") != std::string::npos; }, 60s));
+  log = file_text(out);
+  CHECK(count_of(log, "tasks needing big: 1 wait") == 1);  // said once, however often it was asked
+  CHECK_THAT(log, Catch::Contains("task ok") && Catch::Contains("actor ok") && Catch::Contains("group ok"));
+  CHECK(eventually([&] { return kinds().empty(); }, 10s));
+
+  // With an infeasible_timeout, what still no node holds fails when it runs out, naming the resource.
+  auto timed = sh("YARD_ADDRESS=" + c.addr + " " + probe_bin() + " infeasible huge 1500 2>&1");
+  INFO(timed.out);
+  CHECK(timed.code == 0);
+  CHECK_THAT(timed.out, Catch::Contains("task infeasible: ") && Catch::Contains("actor infeasible: "));
+  CHECK(count_of(timed.out, "huge: 1") >= 2);
+  CHECK_THAT(timed.out, Catch::Contains("group failed: not placed"));
+}
+
+TEST_CASE("with [scheduling] infeasible = \"fail\", what no node can hold fails at once", "[cli][nodes][waiting]") {
+  Cluster c(false);
+  std::string config = c.home + "/cluster.toml";
+  std::ofstream(config) << "[scheduling]\ninfeasible = \"fail\"\n";
+  auto port = yard::detail::free_port("127.0.0.1");
+  auto r = sh(c.yard("start --head --num-cpus 2 --port " + std::to_string(port) + " --config " + config));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  c.addr = "127.0.0.1:" + std::to_string(port);
+  c.pid = yard::detail::latest_record()->pid;
+  auto run = sh("YARD_ADDRESS=" + c.addr + " " + probe_bin() + " infeasible big 0 2>&1");
+  INFO(run.out);
+  CHECK_THAT(run.out, Catch::Contains("creating the group infeasible: ") && Catch::Contains("task infeasible: ") &&
+                          Catch::Contains("actor infeasible: "));
+  CHECK(count_of(run.out, "big") >= 3);
+  // A bad value is refused with the file, the key and the choices.
+  std::ofstream(config) << "[scheduling]\ninfeasible = \"later\"\n";
+  auto bad = sh(c.yard("start --head --num-cpus 1 --port " + std::to_string(yard::detail::free_port("127.0.0.1")) +
+                       " --config " + config));
+  CHECK(bad.code != 0);
+  CHECK_THAT(bad.out, Catch::Contains("scheduling.infeasible") && Catch::Contains("wait or fail"));
 }

@@ -59,17 +59,6 @@ void stop_and_check_servers(const Cluster& c, const std::string& session_dir) {
   for (pid_t p : servers) CHECK(eventually([&] { return yard::detail::process_dead(p); }, 10s));
 }
 
-std::string file_text(const std::string& path) {
-  std::ifstream f(path);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE("a replicated control store loses its primary under load: the cluster follows the failover", "[cli][store]") {

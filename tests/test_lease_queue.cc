@@ -49,7 +49,7 @@ struct Answer {
   std::vector<std::string> workers;
   std::string where;  // more_at or the redirect address
   Refusal why{};
-  std::string message;
+  std::string message;  // a refusal's, or why a grant of nothing waits for a node
 };
 
 class RecordingNode : public LeaseQueue::Node {
@@ -77,6 +77,8 @@ class RecordingNode : public LeaseQueue::Node {
     return "";
   }
   bool could_add_node(const Res& need) override { return policy::some_type_holds(autoscale_types, need); }
+  bool waits = false;  // the cluster's [scheduling] infeasible = "wait"
+  bool infeasible_waits() override { return waits; }
   std::optional<LeaseQueue::Group> group(const std::string& id) override {
     if (id == "unreadable") throw std::runtime_error("store out of reach");
     auto g = groups.find(id);
@@ -94,7 +96,7 @@ class RecordingNode : public LeaseQueue::Node {
     return {started.back(), true};
   }
   void grant(const Lease& l, const std::string& more_at) override {
-    answers.push_back({Answer::kGrant, l.req, l.assigned, more_at, {}, {}});
+    answers.push_back({Answer::kGrant, l.req, l.assigned, more_at, {}, l.waiting ? policy::text(*l.waiting) : ""});
   }
   void redirect(const Lease& l, const std::string& address) override {
     answers.push_back({Answer::kRedirect, l.req, {}, address, {}, {}});
@@ -218,6 +220,40 @@ TEST_CASE("lease queue: with an autoscaler whose node type holds it, a lease no 
   REQUIRE(f.node.answers.size() == 2);
   CHECK(f.node.answers[1].kind == Answer::kRedirect);
   CHECK(f.q.waiting_demand().empty());
+}
+
+TEST_CASE("lease queue: where the cluster waits for nodes, a lease no node holds waits, answered each second with why") {
+  Fixture f({{"CPU", 2}});
+  f.node.waits = true;
+  f.node.view.nodes = {peer("b", 2, 2)};
+  f.q.add(lease(1, 2, {{"CPU", 8}}));
+  CHECK(f.node.answers.empty());
+  REQUIRE(f.q.size() == 1);
+  CHECK(f.q.waiting_demand().size() == 1);
+  auto why = f.q.waiting_for_nodes();
+  REQUIRE(why.size() == 1);
+  CHECK(why.begin()->second.reason == policy::WaitReason::kInfeasible);
+  CHECK(why.begin()->second.detail.find("CPU") != std::string::npos);
+  // Not at its own deadline (10 s) but within a second: answered with nothing and the reason.
+  f.q.expire(LeaseQueue::Clock::now() + std::chrono::milliseconds(1100));
+  REQUIRE(f.node.answers.size() == 1);
+  CHECK(f.node.answers[0].kind == Answer::kGrant);
+  CHECK(f.node.answers[0].workers.empty());
+  CHECK(f.node.answers[0].message.rfind("infeasible: ", 0) == 0);
+  // Asked again, it waits again; a node that holds it joins and the lease goes there.
+  f.q.add(lease(2, 2, {{"CPU", 8}}));
+  CHECK(f.node.answers.size() == 1);
+  f.node.view.nodes = {peer("b", 2, 2), peer("c", 8, 8)};
+  f.q.process();
+  REQUIRE(f.node.answers.size() == 2);
+  CHECK(f.node.answers[1].kind == Answer::kRedirect);
+  CHECK(f.q.waiting_for_nodes().empty());
+  // A hard affinity to a node that is gone is refused whatever the setting.
+  auto pinned = lease(3, 1, {{"CPU", 1}});
+  pinned.node_id = "gone";
+  f.q.add(pinned);
+  REQUIRE(f.node.answers.size() == 3);
+  CHECK(f.node.answers[2].why == Refusal::kInfeasible);
 }
 
 TEST_CASE("lease queue: what no node could ever hold is refused with the reason, what another could is sent there") {

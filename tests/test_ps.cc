@@ -83,7 +83,8 @@ std::vector<torch::Tensor> reference(int steps, const std::string& optimizer) {
 
 std::vector<ActorHandle<ParameterServer>> servers(int n) {
   std::vector<ActorHandle<ParameterServer>> out;
-  for (int i = 0; i < n; ++i) out.push_back(actor<ParameterServer>(PsRecovery{}).max_concurrency(8).remote());
+  for (int i = 0; i < n; ++i)
+    out.push_back(actor<ParameterServer>(PsRecovery{}).max_concurrency(8, Concurrency::kFibers).remote());
   return out;
 }
 
@@ -202,7 +203,7 @@ std::vector<ActorHandle<ParameterServer>> restartable_servers(int n, const PsSha
   std::vector<ActorHandle<ParameterServer>> out;
   for (int i = 0; i < n; ++i)
     out.push_back(actor<ParameterServer>(PsRecovery{cfg, {ck.keeper}, "ps-shard-" + std::to_string(i)})
-                      .max_concurrency(8)
+                      .max_concurrency(8, Concurrency::kFibers)
                       .max_restarts(2)
                       .remote());
   return out;

@@ -168,6 +168,7 @@ struct LeasedWorker {
 struct LeaseGranted {
   workers @0 :List(LeasedWorker);
   spillback @1 :Text;      # no room here now, but there is at this node manager: ask it
+  waiting @2 :Text;        # no node of the cluster can hold it: why (it waits for one that can)
 }
 
 struct ReturnLease {
@@ -197,6 +198,24 @@ struct CreateActor {
   placementGroup @12 :Text;  # place into this placement group's bundle ...
   bundleIndex @13 :Int32;    # ... with this index (-1: any bundle with room)
   detached @14 :Bool;        # outlives the job that created it
+  infeasibleTimeoutMs @15 :UInt64; # fails after waiting this long for a node that can hold it (0: waits)
+  concurrency @16 :Concurrency;    # how concurrent calls run (max_concurrency above 1, or groups)
+  concurrencyGroups @17 :List(ConcurrencyGroup);
+}
+
+# How a concurrent actor's calls run: each on a thread of a pool (Ray's max_concurrency), or each
+# on a fiber of the worker's one executor thread.
+enum Concurrency {
+  threads @0;
+  fibers @1;
+}
+
+# A named pool of an actor's calls with its own limit; its methods run there (a call may name
+# another group). Calls of no group run in the default one, of max_concurrency.
+struct ConcurrencyGroup {
+  name @0 :Text;
+  maxConcurrency @1 :UInt32;
+  methods @2 :List(Text);
 }
 
 # Head -> node manager: start a worker for this actor and construct it there.
@@ -243,6 +262,7 @@ struct PlacementGroupInfo {
   groupId @0 :Text;
   state @1 :GroupState;
   bundleNodes @2 :List(Text);
+  waiting @3 :Text;        # no arrangement of the nodes can hold it: why (it waits for nodes that can)
 }
 
 struct ActorInfo {
@@ -255,6 +275,7 @@ struct ActorInfo {
   deathCause @6 :Text;
   nodeId @7 :Text;
   numRestarts @8 :UInt32;
+  waiting @9 :Text;        # no node can hold it: why (pending: it waits; dead: it died of that)
 }
 
 struct GetActor {
@@ -275,6 +296,8 @@ struct PushTask {
   actorId @2 :Text;          # empty for a normal task
   args @3 :List(Value);
   requestId @4 :UInt64;      # in pushTasks: the request this call is (its reply's requestId)
+  concurrencyGroup @5 :Text; # an actor call's group, when the caller named one (else its method's)
+  name @6 :Text;             # the name its caller gave it (timeline, errors); empty: its function's
 }
 
 struct TaskReply {

@@ -103,9 +103,10 @@ ActorPtr create_actor(const std::string& class_name, std::vector<Arg> args, cons
 ActorPtr lookup_actor(const std::string& name, const std::string& class_name) {
   return rt().lookup_actor(name, class_name);
 }
-Holder submit_actor_call(const ActorPtr& actor, const std::string& method, std::vector<Arg> args) {
+Holder submit_actor_call(const ActorPtr& actor, const std::string& method, std::vector<Arg> args,
+                         const CallOptions& call) {
   if (!actor) throw Error("call on an empty actor handle");
-  return rt().submit_actor_call(actor, method, std::move(args));
+  return rt().submit_actor_call(actor, method, std::move(args), call);
 }
 void kill_actor(const ActorPtr& actor, bool restart) {
   if (!actor) throw Error("kill on an empty actor handle");

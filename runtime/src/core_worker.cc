@@ -194,6 +194,7 @@ std::shared_ptr<TaskSpec> CoreWorker::make_spec(std::string fn, std::vector<Arg>
 Holder CoreWorker::submit_task(const std::string& function, std::vector<Arg> args, const TaskOptions& o) {
   count_submitted({}, function);
   auto spec = make_spec(function, std::move(args));
+  spec->name = o.name;
   auto holder = std::make_shared<ObjectHolder>(spec->id);
   tasks_.submit(spec, o);
   return holder;
@@ -205,9 +206,10 @@ ActorPtr CoreWorker::create_actor(const std::string& cls, std::vector<Arg> args,
 }
 ActorPtr CoreWorker::lookup_actor(const std::string& name, const std::string& cls) { return actors_.lookup(name, cls); }
 ActorPtr CoreWorker::actor_from_id(const std::string& id, const std::string& cls) { return actors_.from_id(id, cls); }
-Holder CoreWorker::submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args) {
+Holder CoreWorker::submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args,
+                                     const CallOptions& call) {
   count_submitted(a->class_name, method);
-  return actors_.call(a, method, std::move(args));
+  return actors_.call(a, method, std::move(args), call);
 }
 void CoreWorker::kill_actor(const ActorPtr& a, bool restart) { actors_.kill(a, restart); }
 

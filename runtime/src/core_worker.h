@@ -42,7 +42,8 @@ class CoreWorker {
   ActorPtr create_actor(const std::string& cls, std::vector<Arg> args, const ActorOptions& o);
   ActorPtr lookup_actor(const std::string& name, const std::string& cls);
   ActorPtr actor_from_id(const std::string& id, const std::string& cls);
-  Holder submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args);
+  Holder submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args,
+                           const CallOptions& call);
   void kill_actor(const ActorPtr& a, bool restart);
   HeadClient& head() { return head_client_; }
   const std::string& node_id() const { return node_id_; }

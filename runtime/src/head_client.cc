@@ -104,7 +104,11 @@ bool HeadClient::create_placement_group(const std::string& id, wire::PlacementSt
   auto r = ask_head(m, rid, kControlTimeout);
   auto body = r->env().getBody();
   if (body.isError()) throw_reply_error(body.getError());
-  return body.isPlacementGroupInfo() && body.getPlacementGroupInfo().getState() == wire::GroupState::CREATED;
+  if (!body.isPlacementGroupInfo()) return false;
+  if (auto why = body.getPlacementGroupInfo().getWaiting(); why.size())
+    spdlog::warn("placement group {} waits: {}; nodes that can hold it may join (remove it, or set the cluster's "
+                 "[scheduling] infeasible = \"fail\" to refuse such groups)", id, why.cStr());
+  return body.getPlacementGroupInfo().getState() == wire::GroupState::CREATED;
 }
 
 std::pair<states::GroupState, std::vector<std::string>> HeadClient::wait_placement_group(const std::string& id,

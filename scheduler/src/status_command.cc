@@ -117,6 +117,18 @@ void print_autoscaler(const json& a) {
   std::cout << "  pending demand: " << a.value("pending_demand", 0) << "\n";
   for (auto& u : a["unmet"]) std::cout << "  cannot start a node for " << u.value("what", "") << ": " << u.value("why", "") << "\n";
 }
+// What waits for a node that can hold it, and why: "  actor a-1 (Big) job j-1  for 12 s: infeasible: ..."
+void print_waiting(const json& waiting) {
+  std::cout << "\nWaiting for nodes that can hold them (" << waiting.size() << ")\n";
+  for (auto& w : waiting) {
+    std::string reason = w.value("reason", "");
+    for (auto& ch : reason) ch = ch == '_' ? ' ' : ch;
+    std::cout << fmt::format("  {} {} ({}){}{}: {}: {}\n", w.value("kind", ""), w.value("id", ""), w.value("what", ""),
+                             w.value("job", "").empty() ? "" : " job " + w.value("job", ""),
+                             w.contains("for_s") ? fmt::format(" for {:.0f} s", w.value("for_s", 0.0)) : "", reason,
+                             w.value("detail", ""));
+  }
+}
 
 }  // namespace
 
@@ -163,6 +175,7 @@ int status_command(const std::string& address, const std::string& token, bool as
     std::cout << "\nPlacement groups (" << j["placement_groups"].size() << ")\n";
     print_groups(j["placement_groups"]);
   }
+  if (j.contains("waiting") && !j["waiting"].empty()) print_waiting(j["waiting"]);
   std::cout << "\nJobs (" << j.value("jobs_total", j["jobs"].size()) << (full ? "" : ", the newest listed") << ")\n";
   for (auto& jb : j["jobs"])
     std::cout << fmt::format("  {}  {}  {}\n", jb.value("job_id", ""), jb.value("status", ""), jb.value("entrypoint", ""));

@@ -128,7 +128,7 @@ void TrainingJob::prepare() {
     spec_.train.batch_queue = "railway-batches-" + yard::job_id() + "-" + run_;
     batches_ = yard::actor<yard::actors::BatchQueue>(static_cast<uint64_t>(spec_.train.batch))
                    .name(spec_.train.batch_queue)
-                   .max_concurrency(spec_.workers + 4)
+                   .max_concurrency(spec_.workers + 4, yard::Concurrency::kFibers)
                    .max_restarts(-1)
                    .remote();
   }

@@ -125,7 +125,7 @@ class ParameterServers final : public Stepper {
       yard::actors::PsRecovery rec{ps_, ckpts, shard_blob(i)};
       servers.push_back(yard::actor<yard::actors::ParameterServer>(std::move(rec))
                             .name(name(generation_, i))
-                            .max_concurrency(world + 2)
+                            .max_concurrency(world + 2, yard::Concurrency::kFibers)
                             .max_restarts(static_cast<int>(cfg.ps_restarts))
                             .remote());
     }

@@ -27,6 +27,7 @@
 #include "yard/codec.h"
 #include "yard/metrics.h"
 #include "yard/errors.h"
+#include "yard/placement_group.h"
 #include "yard/registry.h"
 
 namespace yard {
@@ -82,54 +83,12 @@ int restart_count();
 // ActorDied saying it ended itself. Its process exits. Throws Error outside an actor.
 [[noreturn]] void exit_actor();
 
-// A placement group: bundles of resources reserved together, all or nothing, on nodes chosen by
-// the strategy. Actors are placed into its bundles (ActorCreator::placement_group).
-enum class PlacementStrategy { kPack, kSpread, kStrictPack, kStrictSpread };
-using Bundle = std::map<std::string, double>;
-class PlacementGroup;
-
-// A placement group as the cluster records it.
-struct PlacementGroupInfo {
-  std::string id, name, job;
-  PlacementStrategy strategy = PlacementStrategy::kPack;
-  std::string state;                // PENDING, CREATED or RESCHEDULING (a node of it was lost)
-  std::vector<Bundle> bundles;
-  std::vector<std::string> nodes;   // each bundle's node, "" while unplaced
-};
-// The cluster's live placement groups, of every job (a removed group is gone). Needs yard::init.
-std::vector<PlacementGroupInfo> placement_groups();
-// This job's live group of that name (names are one live group's in a job), or the live group of
-// that id: nullopt when there is none.
-std::optional<PlacementGroup> get_placement_group(const std::string& name);
-std::optional<PlacementGroup> placement_group_by_id(const std::string& id);
-
-class PlacementGroup {
- public:
-  PlacementGroup() = default;
-  const std::string& id() const { return id_; }
-  size_t bundle_count() const { return bundles_.size(); }
-  const std::vector<Bundle>& bundles() const { return bundles_; }
-  // Waits until every bundle is reserved. False when the timeout passed first.
-  bool wait(std::chrono::milliseconds timeout) const;
-  // The node of each bundle (empty strings until it is created).
-  std::vector<std::string> bundle_nodes() const;
-  // Frees its resources; actors in it are killed. Returns at once: requests this process makes
-  // afterwards see the resources freed (other processes, a moment later).
-  void remove() const;
-
- private:
-  friend PlacementGroup placement_group(std::vector<Bundle>, PlacementStrategy, const std::string&);
-  friend std::optional<PlacementGroup> placement_group_by_id(const std::string&);
-  friend std::optional<PlacementGroup> get_placement_group(const std::string&);
-  std::string id_;
-  std::vector<Bundle> bundles_;
-  std::shared_ptr<std::atomic<bool>> created_;  // known created: wait() needs no round trip
-};
-
-// Asks for a placement group. Returns at once (wait() for it); throws InfeasibleError when no
-// arrangement of the cluster's nodes could ever hold it.
-PlacementGroup placement_group(std::vector<Bundle> bundles, PlacementStrategy strategy = PlacementStrategy::kPack,
-                               const std::string& name = {});
+// How a concurrent actor's calls run (ActorCreator::max_concurrency): each on a thread of a pool,
+// as Ray's max_concurrency (a call may block in anything, a std::mutex, a condition variable, a
+// blocking library, and only it waits), or each on a fiber of the worker's one executor thread
+// (lighter; a call must wait only in Switchyard's own waits, get() and yard::Condition, since
+// anything else blocking stalls every call of the actor).
+enum class Concurrency { kThreads, kFibers };
 
 namespace detail {
 
@@ -168,12 +127,23 @@ struct TaskOptions {
   bool spread = false;
   std::string placement_group;
   int bundle_index = -1;
+  Duration infeasible_timeout = kForever;  // how long it may wait for a node that can hold it
+  std::string name;  // shown in the timeline and in its errors ("": its function's)
+};
+
+// A named pool of an actor's calls with its own limit (ActorCreator::concurrency_group).
+struct ConcurrencyGroup {
+  std::string name;
+  int max_concurrency = 1;
+  std::vector<std::string> methods;  // registered method names whose calls run in it
 };
 
 struct ActorOptions {
   std::string name;
   std::map<std::string, double> resources;
   int max_concurrency = 1;
+  Concurrency concurrency = Concurrency::kThreads;
+  std::vector<ConcurrencyGroup> groups;
   int max_restarts = 0;        // -1: unlimited
   std::string strategy;        // "" (local first, spill when busy) or "SPREAD"
   std::string node_id;         // node affinity
@@ -181,6 +151,7 @@ struct ActorOptions {
   std::string placement_group;
   int bundle_index = -1;
   bool detached = false;
+  Duration infeasible_timeout = kForever;
 };
 
 class ActorState;  // defined by the runtime
@@ -197,7 +168,13 @@ std::vector<Bytes> get_all_bytes(const std::vector<std::string>& ids, Duration t
 ActorPtr create_actor(const std::string& class_name, std::vector<Arg> args,
                       const ActorOptions& options);
 ActorPtr lookup_actor(const std::string& name, const std::string& class_name);
-Holder submit_actor_call(const ActorPtr& actor, const std::string& method, std::vector<Arg> args);
+// What one actor call may say of itself.
+struct CallOptions {
+  std::string group;  // the concurrency group it runs in ("": its method's, else the default one)
+  std::string name;   // shown for it in the timeline and in its errors ("": its method's)
+};
+Holder submit_actor_call(const ActorPtr& actor, const std::string& method, std::vector<Arg> args,
+                         const CallOptions& call = {});
 void kill_actor(const ActorPtr& actor, bool restart = false);
 std::string actor_id(const ActorPtr& actor);
 // A ref leaving this process: (id, owner address); the owner keeps the object for borrowers.
@@ -414,6 +391,18 @@ class TaskCaller {
     opts_.bundle_index = bundle_index;
     return *this;
   }
+  // A task no node of the cluster can hold waits for one that can (a node may join); after this
+  // long its result is an InfeasibleError naming what no node has. The cluster's setting
+  // `[scheduling] infeasible = "fail"` fails such a task at once instead.
+  TaskCaller& infeasible_timeout(Duration d) {
+    opts_.infeasible_timeout = d;
+    return *this;
+  }
+  // The task's name in the timeline (`yard timeline`) and in its errors, instead of its function's.
+  TaskCaller& name(std::string n) {
+    opts_.name = std::move(n);
+    return *this;
+  }
   template <class... A>
   ObjectRef<detail::ret_t<typename traits::result>> remote(A&&... a) {
     static_assert(sizeof...(A) == traits::arity, "wrong number of arguments for this function");
@@ -435,6 +424,19 @@ TaskCaller<R (*)(P...)> task(R (*fn)(P...)) {
 
 // ---- actors ---------------------------------------------------------------------------------
 
+namespace detail {
+// The registered name of actor class T's method (the registry's entries stay put). Throws
+// NotFoundError when T or the method is not registered.
+template <class T, class M>
+const std::string& method_name(M method) {
+  const auto* cls = Registry::global().actor_class(typeid(T));
+  if (!cls) throw NotFoundError("actor class is not registered with YARD_ACTOR");
+  auto it = cls->method_by_key.find(key_bytes(method));
+  if (it == cls->method_by_key.end()) throw NotFoundError("method is not registered for actor class " + cls->name);
+  return it->second;
+}
+}  // namespace detail
+
 template <class T>
 class ActorHandle;
 
@@ -444,18 +446,29 @@ class MethodCaller {
 
  public:
   MethodCaller(detail::ActorPtr a, std::string method) : a_(std::move(a)), method_(std::move(method)) {}
+  // Runs this call in the actor's concurrency group `name` instead of its method's.
+  MethodCaller& group(std::string name) {
+    call_.group = std::move(name);
+    return *this;
+  }
+  // The call's name in the timeline (`yard timeline`) and in its errors, instead of its method's.
+  MethodCaller& name(std::string n) {
+    call_.name = std::move(n);
+    return *this;
+  }
   template <class... A>
   ObjectRef<detail::ret_t<typename traits::result>> remote(A&&... a) {
     static_assert(sizeof...(A) == traits::arity, "wrong number of arguments for this method");
     auto args = detail::make_args<typename traits::params>(std::index_sequence_for<A...>{},
                                                            std::forward<A>(a)...);
     return ObjectRef<detail::ret_t<typename traits::result>>(
-        detail::submit_actor_call(a_, method_, std::move(args)));
+        detail::submit_actor_call(a_, method_, std::move(args), call_));
   }
 
  private:
   detail::ActorPtr a_;
   std::string method_;
+  detail::CallOptions call_;
 };
 
 template <class T>
@@ -472,13 +485,8 @@ class ActorHandle {
     thread_local M last_method{};
     thread_local const std::string* last_name = nullptr;
     if (!last_name || !(last_method == method)) {
-      const auto* cls = Registry::global().actor_class(typeid(T));
-      if (!cls) throw NotFoundError("actor class is not registered with YARD_ACTOR");
-      auto it = cls->method_by_key.find(detail::key_bytes(method));
-      if (it == cls->method_by_key.end())
-        throw NotFoundError("method is not registered for actor class " + cls->name);
+      last_name = &detail::method_name<T>(method);
       last_method = method;
-      last_name = &it->second;
     }
     return MethodCaller<T, M>(a_, *last_name);
   }
@@ -544,8 +552,25 @@ class ActorCreator {
     opts_.resources = std::move(r);
     return *this;
   }
-  ActorCreator& max_concurrency(int n) {
+  // Runs up to n calls at once, each on a thread of its own (Ray's meaning), or on fibers.
+  ActorCreator& max_concurrency(int n, Concurrency how = Concurrency::kThreads) {
+    if (n < 1) throw InvalidArgument("max_concurrency must be at least 1 (got " + std::to_string(n) + ")");
     opts_.max_concurrency = n;
+    opts_.concurrency = how;
+    return *this;
+  }
+  // A named pool of calls with its own limit, beside the default one of max_concurrency: calls of
+  // the methods given run there (and any call that names the group: call(&C::m).group(name)).
+  // Runs on threads, or on fibers when max_concurrency says so.
+  template <class... M>
+  ActorCreator& concurrency_group(std::string name, int max_concurrency, M... methods) {
+    if (name.empty()) throw InvalidArgument("a concurrency group needs a name");
+    if (max_concurrency < 1)
+      throw InvalidArgument("concurrency group '" + name + "': max_concurrency must be at least 1 (got " +
+                            std::to_string(max_concurrency) + ")");
+    for (auto& g : opts_.groups)
+      if (g.name == name) throw InvalidArgument("concurrency group '" + name + "' is declared twice");
+    opts_.groups.push_back({std::move(name), max_concurrency, {detail::method_name<T>(methods)...}});
     return *this;
   }
   // Restarts after its process or node is lost (-1: without limit). Calls running at that moment
@@ -574,6 +599,12 @@ class ActorCreator {
   // Outlive the job that creates it (stop it with kill()).
   ActorCreator& detached() {
     opts_.detached = true;
+    return *this;
+  }
+  // An actor no node can hold waits for one that can; after this long it is dead and its calls
+  // fail with InfeasibleError (as a task's infeasible_timeout).
+  ActorCreator& infeasible_timeout(Duration d) {
+    opts_.infeasible_timeout = d;
     return *this;
   }
   // Starts the actor. Returns at once; calls made before it is up wait for it.

@@ -7,12 +7,14 @@
 #include <cxxabi.h>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <unistd.h>
 
 #include <boost/fiber/all.hpp>
 #include <spdlog/spdlog.h>
 
 #include "core_worker.h"
+#include "execute/call_pools.h"
 #include "objects/memory_store.h"
 #include "objects/shm_store.h"
 #include "yard/process.h"
@@ -22,33 +24,6 @@ namespace yard::detail {
 namespace {
 
 constexpr auto kRegisterTimeout = std::chrono::seconds(30);
-
-// The stacks of a concurrent actor's calls (fibers): 8 MiB each, as a thread's, with a guard page
-// below so an overflow faults instead of writing over the heap (LibTorch's kernels keep kilobytes
-// on the stack: the default fiber stack of 128 KiB was not enough for an optimizer step). Mapped
-// once and reused: pages a call never touched cost no memory. Executor thread only.
-class ReusedStacks {
- public:
-  explicit ReusedStacks(size_t keep) : free_(std::make_shared<std::vector<boost::context::stack_context>>()), keep_(keep) {}
-  boost::context::stack_context allocate() {
-    if (free_->empty()) return boost::context::protected_fixedsize_stack(kStackBytes).allocate();
-    auto sc = free_->back();
-    free_->pop_back();
-    return sc;
-  }
-  void deallocate(boost::context::stack_context& sc) {
-    if (free_->size() < keep_) {
-      free_->push_back(sc);
-      return;
-    }
-    boost::context::protected_fixedsize_stack(kStackBytes).deallocate(sc);
-  }
-
- private:
-  static constexpr size_t kStackBytes = size_t(8) << 20;
-  std::shared_ptr<std::vector<boost::context::stack_context>> free_;
-  size_t keep_;
-};
 
 // YARD_TESTING_DELAY_MS="Label=ms,Label=ms": the calls of those functions (or Class.method) wait
 // that long before they run, so that a fault test can land a kill inside a phase that is
@@ -101,11 +76,9 @@ struct TaskExecutor::State {
   boost::fibers::buffered_channel<IoLoop::Incoming> channel{4096};
   std::shared_ptr<void> actor;
   const ActorClass* cls = nullptr;
-  int max_concurrency = 1;
-  boost::fibers::mutex mu;
-  boost::fibers::condition_variable cv;
-  int running = 0;
-  std::unique_ptr<ReusedStacks> stacks;  // the concurrent calls' fiber stacks
+  std::unique_ptr<CallPools> pools;  // a concurrent actor's: its calls run there
+  bool threads = false;              // ... on threads (calls find their callee under callee_mu)
+  std::mutex callee_mu;
   std::string location_suffix;  // " on worker W (pid P, host H)", in every error's location
 };
 
@@ -146,7 +119,7 @@ void TaskExecutor::answer(IoLoop::Incoming& in, OutMessage& m) {
 }
 
 bool TaskExecutor::groupable(const IoLoop::Incoming& in) const {
-  return in.direct || (!(s_->actor && s_->max_concurrency > 1) && !io_->in_loop());
+  return in.direct || (!s_->pools && !io_->in_loop());
 }
 
 wire::Envelope::Builder TaskExecutor::group_reply(IoLoop::Incoming& in) {
@@ -201,7 +174,7 @@ void TaskExecutor::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const
 }
 
 void TaskExecutor::run(std::function<void()> housekeeping) {
-  MemoryStore::mark_fiber_thread();  // concurrent calls run on fibers of this thread
+  MemoryStore::mark_fiber_thread();  // a concurrent actor's calls may run on fibers of this thread
   io_.open(std::make_unique<IoLoop>(bind_host_, 0, token_, [this](IoLoop::Incoming in) { handle(std::move(in)); }));
   io_->post([this, housekeeping] { io_->every(std::chrono::milliseconds(50), housekeeping); });
   uint64_t rid = io_->next_request_id();
@@ -232,8 +205,8 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
     // Replies held for a requester leave before the executor turns to another source of calls.
     if (auto* port = port_.load(); port && !item.direct) port->flush();
     if (item.direct) flush_group();
-    bool concurrent = s_->actor && s_->max_concurrency > 1;
-    more_queued_ = have_next && !concurrent;
+    // Written only while no call runs beside this thread (a concurrent actor's stays false).
+    if (!s_->pools) more_queued_ = have_next;
     auto which = item.msg->env().getBody().which();
     if (which == wire::Envelope::Body::SHUTDOWN) {
       more_queued_ = false;
@@ -244,20 +217,8 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
       instantiate(item);
       continue;
     }
-    if (concurrent) {
-      // Run concurrently on a fiber, at most max_concurrency at once.
-      {
-        std::unique_lock<boost::fibers::mutex> l(s_->mu);
-        s_->cv.wait(l, [&] { return s_->running < s_->max_concurrency; });
-        ++s_->running;
-      }
-      if (!s_->stacks) s_->stacks = std::make_unique<ReusedStacks>(static_cast<size_t>(s_->max_concurrency));
-      boost::fibers::fiber(std::allocator_arg, *s_->stacks, [this, call = std::move(item)]() mutable {
-        execute(call);
-        std::unique_lock<boost::fibers::mutex> l(s_->mu);
-        --s_->running;
-        s_->cv.notify_all();
-      }).detach();
+    if (s_->pools) {
+      concurrent(std::move(item));
     } else if (item.direct) {
       auto* port = port_.load();
       port->call_begins();  // meanwhile the port answers probes (a long call is not a frozen worker)
@@ -289,8 +250,22 @@ bool TaskExecutor::next_request(IoLoop::Incoming& out, bool wait) {
   }
 }
 
+// A concurrent actor's call goes to its group's pool (call_pools.h); one naming a group the actor
+// does not have is refused.
+void TaskExecutor::concurrent(IoLoop::Incoming call) {
+  auto pt = call.push_task();
+  std::string group = pt.getConcurrencyGroup(), method = pt.getFunction();
+  if (!pt.hasActorId()) {
+    reply_error(call, wire::ErrorCode::BAD_REQUEST, "a worker hosting an actor runs only its calls");
+    return;
+  }
+  if (s_->pools->submit(call, group, method)) return;
+  reply_error(call, wire::ErrorCode::NOT_FOUND,
+              "actor class " + s_->cls->name + " has no concurrency group '" + group + "' (its call of " + method + ")");
+}
+
 std::string TaskExecutor::open_call_port() {
-  if (s_->max_concurrency > 1) return {};  // its calls run on fibers, fed by the channel
+  if (s_->pools) return {};  // its calls run in pools, fed by the channel
   try {
     port_owner_ = std::make_unique<CallPort>(io_.loop(), bind_host_);
   } catch (const std::exception& e) {
@@ -314,7 +289,7 @@ void TaskExecutor::instantiate(IoLoop::Incoming& in) {
     for (auto v : ca.getArgs()) args.push_back(in.msg->value(v));
     s_->actor = cls->factory(args);
     s_->cls = cls;
-    s_->max_concurrency = std::max<int>(1, static_cast<int>(ca.getMaxConcurrency()));
+    make_pools(ca);
   } catch (const std::exception& e) {
     reply_error(in, wire::ErrorCode::TASK_ERROR,
                 "the constructor of " + cls_name + " threw " + demangle(typeid(e).name()) + ": " + e.what(),
@@ -332,11 +307,28 @@ void TaskExecutor::instantiate(IoLoop::Incoming& in) {
   answer(in, m);
 }
 
+// An actor with max_concurrency above 1 or concurrency groups runs its calls in pools.
+void TaskExecutor::make_pools(wire::CreateActor::Reader ca) {
+  int max_concurrency = std::max<int>(1, static_cast<int>(ca.getMaxConcurrency()));
+  std::vector<ConcurrencyGroup> groups;
+  for (auto g : ca.getConcurrencyGroups()) {
+    ConcurrencyGroup cg{g.getName(), std::max<int>(1, static_cast<int>(g.getMaxConcurrency())), {}};
+    for (auto m : g.getMethods()) cg.methods.emplace_back(m);
+    groups.push_back(std::move(cg));
+  }
+  if (max_concurrency == 1 && groups.empty()) return;
+  auto how = ca.getConcurrency() == wire::Concurrency::FIBERS ? Concurrency::kFibers : Concurrency::kThreads;
+  more_queued_ = false;  // from now on calls run beside this thread: it stays false
+  s_->threads = how == Concurrency::kThreads;
+  s_->pools = std::make_unique<CallPools>(how, max_concurrency, groups, [this](IoLoop::Incoming& c) { execute(c); });
+}
+
 namespace {
 // A task's run in the process's metrics: running while it runs, then finished or failed, and
 // its duration. Labelled by function, or Class.method for an actor call.
 struct TaskRecord {
   const std::string& label;
+  std::string named;  // the name its caller gave it: its span's name instead of the label
   const char* kind;
   metrics::detail::Registry& r = metrics::detail::Registry::instance();
   metrics::detail::Registry::TaskSeries* series = nullptr;
@@ -352,7 +344,7 @@ struct TaskRecord {
     auto end = std::chrono::steady_clock::now();
     auto dur = end - t0;
     r.task_ended(series, ok, std::chrono::duration<double>(dur).count());
-    TaskEvents::instance().span(label, kind, t0, end, ok);
+    TaskEvents::instance().span(named.empty() ? label : named, kind, t0, end, ok);
   }
 };
 }  // namespace
@@ -391,16 +383,23 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
   auto pt = in.push_task();
   kj::StringPtr fn = pt.getFunction();
   bool is_actor = pt.hasActorId();  // set only by actor calls (task_submitter.cc sends none)
-  // Where a failure happened, for its error (made only then).
+  kj::StringPtr given = pt.getName();
+  // Where a failure happened, for its error (made only then): "name (Class::method) on worker ...".
   auto where = [&] {
-    return (is_actor && s_->cls ? s_->cls->name + "::" : std::string()) + fn.cStr() + s_->location_suffix;
+    std::string what = (is_actor && s_->cls ? s_->cls->name + "::" : std::string()) + fn.cStr();
+    if (given.size()) what = std::string(given.cStr()) + " (" + what + ")";
+    return what + s_->location_suffix;
   };
-  // Copied out: a concurrent call on another fiber may find another callee meanwhile.
+  // Copied out: a concurrent call on another fiber or thread may find another callee meanwhile.
+  std::unique_lock<std::mutex> callee_lock(s_->callee_mu, std::defer_lock);
+  if (s_->threads) callee_lock.lock();
   const Callee& callee = callee_of(fn, is_actor);
   const Label& label = *callee.label;
   const MethodInvoker* method = callee.method;
   const Invoker* function = callee.function;
+  if (callee_lock.owns_lock()) callee_lock.unlock();
   TaskRecord record(label.label, label.series, is_actor);
+  if (given.size() && label.series) record.named = given.cStr();
   if (auto d = testing_delay(record.label); d.count() > 0) boost::this_fiber::sleep_for(d);
   Bytes result;
   try {

@@ -1,8 +1,9 @@
 // The worker side of a Switchyard process: it registers with its node manager, then runs the
-// tasks, actor constructions and actor calls pushed to it, one at a time on the main thread, or
-// each on its own fiber (at most max_concurrency at once) for a concurrent actor. The I/O thread
-// feeds it through a fiber channel, so a call blocked in get() suspends only its own fiber; the
-// process's submitter (nested tasks) shares the same I/O loop.
+// tasks, actor constructions and actor calls pushed to it, one at a time on the main thread, or,
+// for a concurrent actor, in the pools of its concurrency groups (call_pools.h: threads, or fibers
+// of the main thread). The I/O thread feeds it through a fiber channel, so a call on a fiber
+// blocked in get() suspends only its own fiber; the process's submitter (nested tasks) shares the
+// same I/O loop.
 #pragma once
 
 #include <atomic>
@@ -46,6 +47,8 @@ class TaskExecutor {
   // Its address, or empty when it has none.
   std::string open_call_port();
   void instantiate(IoLoop::Incoming& in);
+  void make_pools(wire::CreateActor::Reader ca);
+  void concurrent(IoLoop::Incoming call);
   void execute(IoLoop::Incoming& in);
   void answer(IoLoop::Incoming& in, Frames frames);
   void answer(IoLoop::Incoming& in, OutMessage& m);
@@ -66,7 +69,8 @@ class TaskExecutor {
     std::string label;  // function, or Class.method
     metrics::detail::Registry::TaskSeries* series = nullptr;  // null when metrics are off
   };
-  const Label& label_of(const std::string& fn, bool is_actor);  // executor thread only
+  // The executor thread, or a call on a pool thread holding State::callee_mu.
+  const Label& label_of(const std::string& fn, bool is_actor);
   // What a call names, found once for a run of calls to the same function or method.
   struct Callee {
     std::string fn;
@@ -76,7 +80,7 @@ class TaskExecutor {
     const MethodInvoker* method = nullptr;  // an actor's method; null when it has none of that name
     const Invoker* function = nullptr;      // a task's function; null when none is registered
   };
-  const Callee& callee_of(kj::StringPtr fn, bool is_actor);  // executor thread only
+  const Callee& callee_of(kj::StringPtr fn, bool is_actor);  // as label_of
 
   Channel& io_;
   Ownership& ownership_;

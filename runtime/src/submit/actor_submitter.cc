@@ -48,6 +48,14 @@ void ActorSubmitter::send_creation(const std::shared_ptr<TaskSpec>& spec) {
   ca.setName(a->name);
   ca.setMaxConcurrency(static_cast<uint32_t>(a->max_concurrency));
   const auto& o = *spec->actor_options;
+  ca.setConcurrency(o.concurrency == Concurrency::kFibers ? wire::Concurrency::FIBERS : wire::Concurrency::THREADS);
+  auto groups = ca.initConcurrencyGroups(static_cast<unsigned>(o.groups.size()));
+  for (unsigned i = 0; i < o.groups.size(); ++i) {
+    groups[i].setName(o.groups[i].name);
+    groups[i].setMaxConcurrency(static_cast<uint32_t>(o.groups[i].max_concurrency));
+    auto ms = groups[i].initMethods(static_cast<unsigned>(o.groups[i].methods.size()));
+    for (unsigned k = 0; k < o.groups[i].methods.size(); ++k) ms.set(k, o.groups[i].methods[k]);
+  }
   ca.setMaxRestarts(o.max_restarts);
   ca.setStrategy(o.strategy);
   ca.setNodeId(o.node_id);
@@ -56,6 +64,7 @@ void ActorSubmitter::send_creation(const std::shared_ptr<TaskSpec>& spec) {
   ca.setPlacementGroup(o.placement_group);
   ca.setBundleIndex(o.bundle_index);
   ca.setDetached(o.detached);
+  if (o.infeasible_timeout != kForever) ca.setInfeasibleTimeoutMs(static_cast<uint64_t>(o.infeasible_timeout.count()));
   set_resources(ca.initResources(static_cast<unsigned>(o.resources.size())), o.resources);
   if (auto problem = args_.fill(ca.initArgs(static_cast<unsigned>(spec->args.size())), m, spec->args)) {
     dead(a, "constructor argument " + std::to_string(problem->index) + " is not available" +
@@ -71,26 +80,52 @@ void ActorSubmitter::send_creation(const std::shared_ptr<TaskSpec>& spec) {
                    dead(a, "creating the actor failed: " + err->message);
                    return;
                  }
-                 auto body = r->env().getBody();
-                 if (body.isError()) {
-                   auto e = body.getError();
-                   a->state = ActorState::State::kDead;
-                   a->death_cause = e.getMessage();
-                   if (e.getCode() == wire::ErrorCode::INFEASIBLE) {
-                     a->infeasible = true;
-                     auto q = std::move(a->queue);
-                     a->queue.clear();
-                     for (auto& s : q) fail_from_reply(store_, s->id, e);
-                     return;
-                   }
-                   dead(a, std::string("creating the actor failed: ") + e.getMessage().cStr());
-                   return;
-                 }
-                 a->address = body.getActorInfo().getAddress();
-                 a->state = ActorState::State::kAlive;
-                 flush(a);
+                 on_created(spec, *r);
                },
                kCreateTimeout);
+}
+
+// The head's answer to a creation: the actor is up, dead, or (a node that can hold it may still
+// join) waiting, when the creation is sent again and answered once it is up.
+void ActorSubmitter::on_created(const std::shared_ptr<TaskSpec>& spec, const InMessage& r) {
+  auto a = spec->actor;
+  auto body = r.env().getBody();
+  if (body.isError()) {
+    auto e = body.getError();
+    if (e.getCode() == wire::ErrorCode::INFEASIBLE) return infeasible(a, e.getMessage());
+    dead(a, std::string("creating the actor failed: ") + e.getMessage().cStr());
+    return;
+  }
+  auto info = body.getActorInfo();
+  std::string waiting = info.getWaiting();
+  if (info.getState() == wire::ActorState::DEAD) {
+    if (!waiting.empty()) return infeasible(a, info.getDeathCause());
+    dead(a, std::string("creating the actor failed: ") + info.getDeathCause().cStr());
+    return;
+  }
+  if (info.getState() != wire::ActorState::ALIVE || info.getAddress().size() == 0) {
+    if (!waiting.empty() && !a->warned) {
+      a->warned = true;
+      spdlog::warn("actor {} ({}) waits: {}; a node that can hold it may join (infeasible_timeout, or the "
+                   "cluster's [scheduling] infeasible = \"fail\", fails it instead)",
+                   a->id, a->class_name, waiting);
+    }
+    send_creation(spec);
+    return;
+  }
+  a->address = info.getAddress();
+  a->state = ActorState::State::kAlive;
+  flush(a);
+}
+
+// No node could hold it: it and its calls fail as InfeasibleError.
+void ActorSubmitter::infeasible(const ActorPtr& a, const std::string& why) {
+  a->state = ActorState::State::kDead;
+  a->death_cause = why;
+  a->infeasible = true;
+  auto q = std::move(a->queue);
+  a->queue.clear();
+  for (auto& s : q) fail_object(store_, s->id, wire::ErrorCode::INFEASIBLE, why);
 }
 
 ActorPtr ActorSubmitter::lookup(const std::string& name, const std::string& cls) {
@@ -168,9 +203,12 @@ void ActorSubmitter::lookup_address(const ActorPtr& a) {
                kCreateTimeout);
 }
 
-Holder ActorSubmitter::call(const ActorPtr& a, const std::string& method, std::vector<Arg> args) {
+Holder ActorSubmitter::call(const ActorPtr& a, const std::string& method, std::vector<Arg> args,
+                            const CallOptions& call) {
   auto spec = make_spec_(method, std::move(args));
   spec->actor = a;
+  spec->concurrency_group = call.group;
+  spec->name = call.name;
   auto holder = std::make_shared<ObjectHolder>(spec->id);
   // Queue first (keeps submission order), then let resolution release it: at once for a call
   // without ObjectRef arguments.

@@ -42,13 +42,15 @@ class ActorSubmitter {
   ActorPtr lookup(const std::string& name, const std::string& cls);
   // An actor known by id (received in a value): found on first use.
   ActorPtr from_id(const std::string& id, const std::string& cls);
-  Holder call(const ActorPtr& a, const std::string& method, std::vector<Arg> args);
+  Holder call(const ActorPtr& a, const std::string& method, std::vector<Arg> args, const CallOptions& call = {});
   // Ends the actor's process. Throws TimeoutError when the head does not answer.
   // Kills the actor (restart: its process only; the head restarts it within its budget).
   void kill(const ActorPtr& a, bool restart = false);
 
  private:
   void send_creation(const std::shared_ptr<TaskSpec>& spec);
+  void on_created(const std::shared_ptr<TaskSpec>& spec, const InMessage& r);
+  void infeasible(const ActorPtr& a, const std::string& why);
   // Loop thread: the calls made since the last time, queued on their actors and sent.
   void take_submitted();
   void flush(const ActorPtr& a);

@@ -75,9 +75,11 @@ bool CallGroup::write_call(wire::PushTask::Builder pt, OutMessage& m, TaskSpec& 
                            const std::string& to, const std::string& actor_id) {
   pt.setTaskId(kj::StringPtr(spec.id.c_str(), spec.id.size()));
   pt.setFunction(kj::StringPtr(spec.function.c_str(), spec.function.size()));
+  if (!spec.name.empty()) pt.setName(spec.name);
   if (!args.fill_task(pt, m, spec)) return false;
   if (actor_id.empty()) return true;
   pt.setActorId(kj::StringPtr(actor_id.c_str(), actor_id.size()));
+  if (!spec.concurrency_group.empty()) pt.setConcurrencyGroup(spec.concurrency_group);
   spec.sent_to = to;
   return true;
 }

@@ -64,6 +64,8 @@ class CallGroup {
   // of a group).
   static std::optional<size_t> words(const TaskSpec& spec, const std::string& actor_id) {
     size_t w = 8 + (spec.id.size() + spec.function.size() + actor_id.size()) / 8 + 3;
+    if (!spec.concurrency_group.empty()) w += spec.concurrency_group.size() / 8 + 2;
+    if (!spec.name.empty()) w += spec.name.size() / 8 + 2;
     for (auto& a : spec.args) {
       if (a.ref || !a.value) return std::nullopt;
       w += 3 + a.value->size() / 8 + 1;

@@ -27,6 +27,7 @@ class ActorState {
   std::string same_host_address;  // the address that answered from this host (shared memory)
   std::string death_cause;
   bool infeasible = false;  // it died because no node could ever hold it (calls fail as InfeasibleError)
+  bool warned = false;      // the log said it waits for a node that can hold it
   bool created_here = false;    // made by this process's create_actor (not looked up or received)
   bool creation_sent = false;   // its creation request has gone to the head
   bool kill_requested = false;
@@ -50,8 +51,12 @@ struct TaskSpec {
   uint64_t seq = 0;      // submission order in this process
   std::string shape;     // a task's resources, as a key (leases are per shape)
   std::string function;  // function, method or class name
+  std::string concurrency_group;  // an actor call's, when its caller named one
+  std::string name;               // the name its caller gave it ("": its function's)
   std::vector<Arg> args;
   int retries_left = 0;
+  // A task that no node can hold fails once this passes (TaskOptions::infeasible_timeout).
+  std::chrono::steady_clock::time_point infeasible_deadline = std::chrono::steady_clock::time_point::max();
   ActorPtr actor;        // set for actor calls and creation
   bool is_creation = false;
   std::unique_ptr<ActorOptions> actor_options;  // creation only (a queued call stays small)

@@ -11,6 +11,13 @@ constexpr int kPipelineUnmeasured = 16;  // per worker, before a service time is
 constexpr double kQueueBudgetUs = 5000;   // work queued on one worker once saturated
 constexpr int kPipelineMax = 1024;
 
+// "CPU: 100, GPU: 1"
+std::string res_text(const std::map<std::string, double>& r) {
+  std::string out;
+  for (auto& [k, v] : r) out += fmt::format("{}{}: {:g}", out.empty() ? "" : ", ", k, v);
+  return out;
+}
+
 bool same_shape(const TaskOptions& a, const TaskOptions& b) {
   return a.resources == b.resources && a.node_id == b.node_id && a.soft == b.soft && a.spread == b.spread &&
          a.placement_group == b.placement_group && a.bundle_index == b.bundle_index;
@@ -35,6 +42,7 @@ std::shared_ptr<const TaskSubmitter::ShapeSpec> TaskSubmitter::shape_of(const Ta
 
 void TaskSubmitter::submit(const std::shared_ptr<TaskSpec>& spec, const TaskOptions& o) {
   spec->retries_left = o.max_retries;
+  if (o.infeasible_timeout != kForever) spec->infeasible_deadline = std::chrono::steady_clock::now() + o.infeasible_timeout;
   auto shape = shape_of(o);
   spec->shape = shape->key;
   if (ArgumentResolver::ready_now(*spec)) {
@@ -253,12 +261,31 @@ void TaskSubmitter::on_lease(const std::string& key, const std::string& node, bo
     return;
   }
   auto lg = body.getLeaseGranted();
+  if (lg.getWaiting().size()) waiting_for_node(sh, lg.getWaiting());
   for (auto w : lg.getWorkers()) leases_.push_back(Lease{w.getWorkerId(), w.getAddress(), 0, node, key, r->same_host()});
   if (lg.getWorkers().size() == 0 && lg.getSpillback().size() == 0)
     sh.saturated_until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   if (lg.getSpillback().size() && !spilled && !sh.queue.empty())
     request_lease(key, lg.getSpillback(), true);  // one task per worker granted here, the rest waits for the spill
   pump();
+}
+
+// No node of the cluster can hold the shape's tasks: they wait for one that can (the node asks
+// again every second). The driver's log says so once; tasks past their infeasible_timeout fail.
+void TaskSubmitter::waiting_for_node(Shape& sh, const std::string& why) {
+  if (!sh.warned) {
+    sh.warned = true;
+    spdlog::warn("tasks needing {} wait: {}; a node that can hold them may join (infeasible_timeout, or the "
+                 "cluster's [scheduling] infeasible = \"fail\", fails them instead)",
+                 res_text(sh.need), why);
+  }
+  auto now = std::chrono::steady_clock::now();
+  std::erase_if(sh.queue, [&](const std::shared_ptr<TaskSpec>& s) {
+    if (s->infeasible_deadline > now) return false;
+    fail_object(store_, s->id, wire::ErrorCode::INFEASIBLE,
+                "task " + s->function + " needs " + res_text(sh.need) + ": " + why);
+    return true;
+  });
 }
 
 void TaskSubmitter::return_idle_leases() {

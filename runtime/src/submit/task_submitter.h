@@ -67,12 +67,14 @@ class TaskSubmitter {
     bool lease_in_flight = false, spill_in_flight = false;
     std::chrono::steady_clock::time_point saturated_until{};
     double service_us = 0;  // a task's time on a worker (moving average of reply spacing)
+    bool warned = false;    // the log said its tasks wait for a node that can hold them
   };
 
   // Loop thread: the tasks made since the last time, queued on their shapes and sent.
   void take_submitted();
   void enqueue(const std::shared_ptr<TaskSpec>& spec, const ShapeSpec& shape);
   void pump();
+  void waiting_for_node(Shape& sh, const std::string& why);
   // pump() once at the end of the loop's turn: the tasks a group of replies makes room for leave
   // together.
   void pump_soon();

@@ -127,6 +127,18 @@ void read_queue(const toml::table& root, AutoscaleConfig& c) {
   }
 }
 
+void read_scheduling(const toml::node& n, AutoscaleConfig& c) {
+  if (!n.is_table()) throw Bad{at("", "scheduling", "must be a table ([scheduling])")};
+  auto& t = *n.as_table();
+  known_keys(t, {"infeasible"}, "scheduling");
+  if (auto v = t.get("infeasible")) {
+    auto mode = text(*v, "scheduling.infeasible");
+    if (mode != "wait" && mode != "fail")
+      throw Bad{at("", "scheduling.infeasible", "'" + mode + "' is not a choice (wait or fail)")};
+    c.infeasible_fails = mode == "fail";
+  }
+}
+
 void read_local(const toml::node& n, AutoscaleConfig& c) {
   if (!n.is_table()) throw Bad{at("", "local", "must be a table ([local])")};
   auto& t = *n.as_table();
@@ -163,8 +175,10 @@ Result<AutoscaleConfig> parse_autoscale_config(const std::string& content, const
   AutoscaleConfig c;
   c.file = file;
   try {
-    known_keys(root, {"provider", "idle_timeout_s", "launch_timeout_s", "local", "slurm", "node_types", "queue", "teams"}, "");
+    known_keys(root, {"provider", "idle_timeout_s", "launch_timeout_s", "local", "slurm", "node_types", "queue", "teams",
+                      "scheduling"}, "");
     read_queue(root, c);
+    if (auto s = root.get("scheduling")) read_scheduling(*s, c);
     if (auto p = root.get("provider")) c.provider = text(*p, "provider");
     if (c.provider != "local" && c.provider != "slurm")
       throw Bad{at("", "provider", "'" + c.provider + "' is not a provider (local or slurm)")};

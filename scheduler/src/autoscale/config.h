@@ -36,6 +36,12 @@
 //   ceiling = { CPU = 8 }     # the most it may hold, borrowing included
 //   max_queued = 20           # the most jobs it may have waiting (0: no cap)
 //
+// and how requests that no node of the cluster could hold are treated:
+//
+//   [scheduling]
+//   infeasible = "wait"       # they wait for a node that can hold them (a node may join), and
+//                             # yard status says why; "fail": they fail at once (InfeasibleError)
+//
 // Anything else (an unknown key, a wrong type, min_nodes above max_nodes, a type that offers
 // nothing) is refused with the file, the key and the reason.
 #pragma once
@@ -71,6 +77,7 @@ struct AutoscaleConfig {
   double usage_half_life_s = 3600;
   double stop_grace_s = 60;
   double min_run_s = 0;
+  bool infeasible_fails = false;  // [scheduling] infeasible = "fail"
 };
 
 // `need_node_types`: the file is an autoscaler's (--autoscaler), not only the cluster's (--config).

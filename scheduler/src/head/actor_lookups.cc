@@ -14,6 +14,7 @@ void fill_actor_info(wire::ActorInfo::Builder b, const store::ActorRecord& a) {
   b.setDeathCause(a.cause);
   b.setNodeId(a.node);
   b.setNumRestarts(a.num_restarts);
+  b.setWaiting(a.waiting);
 }
 
 void ActorLookups::wait(const std::string& id, const Incoming& in, std::chrono::seconds wait) {

@@ -50,12 +50,12 @@ bool ActorManager::answer_repeated_creation(Incoming& in) {
       fill_actor_info(m.env().getBody().initActorInfo(), a);
     io_.reply(in.routing_id, m.finish());
   } else {
-    lookups_.wait(a.id, in, std::chrono::seconds(300));
+    lookups_.wait(a.id, in, kCreationWait);
   }
   return true;
 }
 
-std::optional<Rejection> ActorManager::check_new_actor(const Actor& a) {
+std::optional<Rejection> ActorManager::check_new_actor(Actor& a) {
   if (a.id.empty() || a.class_name.empty() || actors_.count(a.id))
     return Rejection{wire::ErrorCode::BAD_REQUEST, "actor id missing or already used"};
   if (!a.pg.empty()) {
@@ -70,10 +70,7 @@ std::optional<Rejection> ActorManager::check_new_actor(const Actor& a) {
       nodes_->refresh();  // a node that can take it may have joined a moment ago
       d = pick_node(a, nodes_->view());
     }
-    if (d.outcome == policy::Outcome::kInfeasible && a.affinity_node.empty() && could_add_node_ &&
-        could_add_node_(a.resources))
-      return check_name(a);  // waits for a node the autoscaler starts
-    if (d.outcome == policy::Outcome::kInfeasible)
+    if (d.outcome == policy::Outcome::kInfeasible && !wait_for_node(a, d.why))
       return Rejection{wire::ErrorCode::INFEASIBLE,
                        "actor " + a.class_name + " cannot be placed on any node (" + d.why + ")"};
   }
@@ -109,6 +106,7 @@ void ActorManager::on_create(Incoming& in) {
   a.pg = ca.getPlacementGroup();
   a.bundle = ca.getBundleIndex();
   a.detached = ca.getDetached();
+  if (auto ms = ca.getInfeasibleTimeoutMs()) a.infeasible_deadline = Clock::now() + std::chrono::milliseconds(ms);
   if (auto bad = read_resources(ca.getResources(), a.resources)) {
     reply_.error(in, wire::ErrorCode::BAD_REQUEST, *bad);
     return;
@@ -138,6 +136,7 @@ void ActorManager::on_create(Incoming& in) {
   tables_->actors.add(added, added.max_restarts != 0 ? actor_spec(added) : std::string());
   pending_actors_.push_back(id);
   process();
+  answer_waiting(added);
 }
 
 void ActorManager::process() {
@@ -167,6 +166,7 @@ void ActorManager::process() {
                               : a.strategy == policy::ActorStrategy::kDefault ? first_choice(a.caller_node, head_node_)
                                                                               : std::string();
       if (!preferred.empty() && d.node != preferred && nodes_->reread(preferred)) d = pick_node(a, nodes_->view());
+      if (d.outcome == policy::Outcome::kInfeasible && !a.wait_why) (void)wait_for_node(a, d.why);  // after a takeover
       if (d.outcome == policy::Outcome::kPlaced && !nodes_->reserve({{d.node, a.resources}})) {
         node = d.node;
         nodes_->count_placed(node);
@@ -176,6 +176,8 @@ void ActorManager::process() {
       ++it;  // waits for room (or for a feasible node to join); later ones that fit may go first
       continue;
     }
+    a.waiting.clear();
+    a.wait_why.reset();
     it = pending_actors_.erase(it);
     place_actor(a, node);
   }
@@ -212,6 +214,8 @@ void ActorManager::place_actor(Actor& a, const std::string& node) {
   ca.setClassName(a.class_name);
   ca.setName(a.name);
   ca.setMaxConcurrency(src.getMaxConcurrency());
+  ca.setConcurrency(src.getConcurrency());
+  ca.setConcurrencyGroups(src.getConcurrencyGroups());
   ca.setDetached(a.detached);
   auto args = ca.initArgs(src.getArgs().size());
   for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], a.create_msg->value(src.getArgs()[i]));
@@ -318,6 +322,10 @@ void ActorManager::actor_lost(Actor& a, const std::string& cause, bool count_res
 
 void ActorManager::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause) {
   free_actor_bundle(a);
+  if (code != wire::ErrorCode::INFEASIBLE) {  // `waiting` on a dead actor says it died of waiting
+    a.waiting.clear();
+    a.wait_why.reset();
+  }
   a.state = store::ActorState::kDead;
   a.dead_at = unix_time();
   a.cause = cause;
@@ -488,6 +496,7 @@ void ActorManager::tick() {
     auto a = actors_.find(id);
     return a == actors_.end() ? nullptr : &a->second;
   });
+  expire_waiting();
   auto now = Clock::now();
   if (now >= next_prune_) {
     next_prune_ = now + std::chrono::seconds(10);

@@ -23,6 +23,7 @@
 #include "head/job_table.h"
 #include "policy/autoscale.h"
 #include "policy/placement.h"
+#include "policy/waiting.h"
 #include "store/tables.h"
 
 namespace yard::sched {
@@ -46,11 +47,14 @@ class ActorManager {
     // Whether a node that holds `need` could be added (an autoscaler): an actor no running node
     // can hold then waits for one instead of being refused.
     std::function<bool(const Res&)> could_add_node = {};
+    // Whether an actor no node can hold waits for one to join (the cluster's [scheduling]
+    // infeasible setting) instead of being refused.
+    std::function<bool()> infeasible_waits = {};
   };
   explicit ActorManager(Context c)
       : io_(c.io), token_(c.token), reply_(c.reply), redis_(&c.redis), tables_(&c.tables), nodes_(&c.nodes),
         groups_(&c.groups), jobs_(&c.jobs), head_node_(c.head_node), publish(std::move(c.publish)),
-        could_add_node_(std::move(c.could_add_node)) {
+        could_add_node_(std::move(c.could_add_node)), infeasible_waits_(std::move(c.infeasible_waits)) {
     nodes_->count_actors_with([this](policy::ClusterView& v) { count_actors(v); });
   }
 
@@ -79,6 +83,8 @@ class ActorManager {
   // What the actors waiting for room need (those in placement groups wait for their group), for
   // the autoscaler.
   std::vector<policy::Demand> pending_demand() const;
+  // The actors waiting for a node that can hold them, for `yard status` ("waiting").
+  nlohmann::json waiting() const;
   // How many actors there are by (state, class).
   std::map<std::pair<std::string, std::string>, int> counts() const;
   // Every actor for `yard status` (with rows = false, none); `per_node` gets the live ones by node.
@@ -96,6 +102,9 @@ class ActorManager {
     std::string affinity_node, caller_node;
     bool soft = false, killed = false, placing = false;
     uint64_t epoch = 0;     // placement attempts: a late answer to an old one is ignored
+    std::optional<policy::Wait> wait_why;  // set with `waiting`: why no running node can hold it
+    Clock::time_point waiting_since{};
+    Clock::time_point infeasible_deadline = Clock::time_point::max();  // it dies waiting after this
     int place_failures = 0;
     int unreachable = 0;
     double dead_at = 0;
@@ -107,7 +116,18 @@ class ActorManager {
   // Why a new actor is refused at once (bad request, unknown group or name in use, nowhere it
   // could ever run), or nullopt.
   std::optional<Rejection> check_name(const Actor& a) const;  // a live actor has the name already
-  std::optional<Rejection> check_new_actor(const Actor& a);
+  // A creation sent again is answered once the actor is up or dead, or after this long with its
+  // state (its creator, which waits 120 s, then asks again).
+  static constexpr std::chrono::seconds kCreationWait{60};
+  std::optional<Rejection> check_new_actor(Actor& a);
+  // An actor no running node can hold (`why`) waits for a node that can when the autoscaler could
+  // start one or the cluster waits for one to join; true when it waits (the reason is set).
+  bool wait_for_node(Actor& a, const std::string& why);
+  // A new actor that waits for a node is answered at once, with why: its creator says so and asks
+  // again, answered when it is up (or dead).
+  void answer_waiting(Actor& a);
+  // Actors that waited past their infeasible_timeout die (InfeasibleError for their calls).
+  void expire_waiting();
   policy::Decision pick_node(const Actor& a, const policy::ClusterView& view) const;
   // Adds to a view of the nodes how many live actors each has (only SPREAD placement reads it).
   void count_actors(policy::ClusterView& view) const;
@@ -133,6 +153,7 @@ class ActorManager {
   const std::string& head_node_;
   std::function<void(const std::string&)> publish;
   std::function<bool(const Res&)> could_add_node_;
+  std::function<bool()> infeasible_waits_;
 
   std::map<std::string, Actor> actors_;
   // GetActor by id, answered once up (or moved, or dead), or at its deadline whatever the state.

@@ -35,6 +35,7 @@ void HeadService::start_autoscaler() {
     for (auto& t : autoscale_config_->types) types.push_back(t.resources);
   bool scaling = autoscale_config_ && !autoscale_config_->types.empty();  // a --config file may only hold teams
   tables_->cluster.set_autoscale_types(scaling ? types.dump() : "");
+  tables_->cluster.set_infeasible_fails(autoscale_config_ && autoscale_config_->infeasible_fails);
   if (!scaling) return;
   ProviderContext pc{io_->address(), token_, log_dir_, o_.heartbeat_timeout_s};
   auto provider = autoscale_config_->provider == "slurm" ? slurm_provider(pc, autoscale_config_->slurm)

@@ -39,6 +39,7 @@ constexpr const char* kMarkup = R"HTML(<script src="/static/chart.js"></script>
 <h2>Nodes</h2><table id="nodes"><thead><tr><th>node</th><th>address</th><th>state</th><th>resources used/total</th><th>workers</th><th>actors</th><th>heartbeat</th></tr></thead><tbody></tbody></table>
 <h2>Actors</h2><table id="actors"><thead><tr><th>actor</th><th>class</th><th>name</th><th>state</th><th>node</th><th>restarts</th><th>job</th></tr></thead><tbody></tbody></table>
 <h2>Placement groups</h2><table id="groups"><thead><tr><th>group</th><th>strategy</th><th>state</th><th>bundles</th><th>job</th></tr></thead><tbody></tbody></table>
+<h2>Waiting for nodes</h2><table id="waiting"><thead><tr><th>what</th><th>id</th><th>job</th><th>needs</th><th>waiting</th><th>why</th></tr></thead><tbody></tbody></table>
 <h2>Job queue</h2><table id="queue"><thead><tr><th>job</th><th>team</th><th>priority</th><th>status</th><th>replicas now/MIN:MAX</th><th>queued</th><th>why it waits, or what took its room</th></tr></thead><tbody></tbody></table>
 <h2>Jobs</h2><table id="jobs"><thead><tr><th>job</th><th>status</th><th>entrypoint</th><th>started</th></tr></thead><tbody></tbody></table>
 <h2>Job <span id="job-title">(none selected)</span></h2>
@@ -86,6 +87,9 @@ async function refresh() {
                                      `${cell(a.node)}${cell(a.restarts)}${cell(a.job)}</tr>`));
     fill("groups", (s.placement_groups || []).map(g => `<tr>${cell(g.placement_group_id)}${cell(g.strategy)}${cell(g.state, g.state)}` +
                                                         `${cell(JSON.stringify(g.bundles))}${cell(g.job)}</tr>`));
+    fill("waiting", (s.waiting || []).map(w => `<tr>${cell(`${w.kind} ${w.what}`)}${cell(w.id)}${cell(w.job)}` +
+                                              `${cell(JSON.stringify(w.needs))}${cell(w.for_s !== undefined ? `${Math.round(w.for_s)} s` : "")}` +
+                                              `${cell(`${w.reason.replace(/_/g, " ")}: ${w.detail}`)}</tr>`));
     fill("jobs", s.jobs.map(j => `<tr class="job" data-job="${esc(j.job_id)}">${cell(j.job_id)}${cell(j.status, j.status)}` +
                                  `${cell(j.entrypoint)}${cell(+j.start ? new Date(j.start * 1000).toLocaleString() : "")}</tr>`));
     const queue = (await getJSON("/api/jobs")).filter(j => "team" in j);

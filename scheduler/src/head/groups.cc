@@ -24,9 +24,8 @@ policy::Decision GroupManager::try_place(Group& g, bool check_feasible) {
   auto plan = policy::place_bundles(nodes_.view(), req);
   if (plan.outcome == policy::Outcome::kInfeasible && !checked && nodes_.refresh_if_joined())
     plan = policy::place_bundles(nodes_.view(), req);
-  if (plan.outcome == policy::Outcome::kInfeasible && could_add_nodes && could_add_nodes(req))
-    return policy::Decision::wait();  // the autoscaler starts nodes for it
-  if (plan.outcome == policy::Outcome::kInfeasible) return policy::Decision::infeasible(plan.why);
+  if (plan.outcome == policy::Outcome::kInfeasible) return wait_for_nodes(g, req, plan.why);
+  g.wait_why.reset();
   if (plan.outcome == policy::Outcome::kWait) return policy::Decision::wait();
   ClusterNodes::Items items;
   for (size_t i = 0; i < g.bundles.size(); ++i)
@@ -52,6 +51,21 @@ policy::Decision GroupManager::try_place(Group& g, bool check_feasible) {
   return policy::Decision::placed({});
 }
 
+// A group no arrangement of the running nodes can hold (`why`) waits for nodes that can (the
+// autoscaler starts them, or they join) unless the cluster fails such groups at once.
+policy::Decision GroupManager::wait_for_nodes(Group& g, const policy::GroupRequest& req, const std::string& why) {
+  using policy::WaitReason;
+  bool had = g.wait_why.has_value();
+  if (could_add_nodes && could_add_nodes(req))
+    g.wait_why = policy::Wait{WaitReason::kNodeStarting, "no arrangement of the running nodes can hold it, the autoscaler can start nodes (" + why + ")"};
+  else if (infeasible_waits && infeasible_waits())
+    g.wait_why = policy::Wait{WaitReason::kInfeasible, why};
+  else
+    return policy::Decision::infeasible(why);
+  if (!had) g.waiting_since = Clock::now();
+  return policy::Decision::wait();
+}
+
 void GroupManager::reply_info(const std::string& routing, uint64_t req, const Group& g) {
   OutMessage m(token_, req, true);
   auto info = m.env().getBody().initPlacementGroupInfo();
@@ -59,6 +73,7 @@ void GroupManager::reply_info(const std::string& routing, uint64_t req, const Gr
   info.setState(detail::to_wire(g.state));
   auto ns = info.initBundleNodes(static_cast<unsigned>(g.nodes.size()));
   for (unsigned i = 0; i < g.nodes.size(); ++i) ns.set(i, g.nodes[i]);
+  if (g.wait_why && g.state == store::GroupState::kPending) info.setWaiting(policy::text(*g.wait_why));
   io_.reply(routing, m.finish());
 }
 
@@ -125,6 +140,7 @@ void GroupManager::on_create(Incoming& in) {
                         "placement group " + g.id + " (" + policy::name(g.strategy) + ", " +
                             std::to_string(g.bundles.size()) + " bundles) cannot be placed: " + placed.why);
   if (g.state == store::GroupState::kPending) save(g);
+  if (g.wait_why) spdlog::warn("placement group {} waits: {}", g.id, policy::text(*g.wait_why));
   reply_info(in.routing_id, in.msg->env().getRequestId(), g);
   std::string id = g.id;
   groups_.emplace(id, std::move(g));
@@ -168,7 +184,9 @@ void GroupManager::tick() {
   for (auto it = groups_.begin(); it != groups_.end();)
     it = it->second.state == store::GroupState::kRemoved ? groups_.erase(it) : std::next(it);
   for (auto& [id, g] : groups_) {
-    if (g.state == store::GroupState::kPending || g.state == store::GroupState::kRescheduling) (void)try_place(g, false);
+    // A group waiting for nodes that can hold it is checked whole: its reason follows the nodes.
+    if (g.state == store::GroupState::kPending || g.state == store::GroupState::kRescheduling)
+      (void)try_place(g, g.wait_why.has_value());
     answer_waiters(g);
   }
 }
@@ -300,9 +318,23 @@ std::map<std::string, int> GroupManager::counts() const {
 
 nlohmann::json GroupManager::status() const {
   auto out = nlohmann::json::array();
-  for (auto& [id, g] : groups_)
+  for (auto& [id, g] : groups_) {
     out.push_back({{"placement_group_id", id}, {"name", g.name}, {"job", g.job}, {"strategy", policy::name(g.strategy)},
                    {"state", store::name(g.state)}, {"bundles", g.bundles}, {"bundle_nodes", g.nodes}});
+    if (g.wait_why) out.back()["waiting"] = policy::text(*g.wait_why);
+  }
+  return out;
+}
+
+nlohmann::json GroupManager::waiting() const {
+  auto out = nlohmann::json::array();
+  auto now = Clock::now();
+  for (auto& [id, g] : groups_) {
+    if (!g.wait_why || g.state != store::GroupState::kPending) continue;
+    out.push_back({{"kind", "placement_group"}, {"id", id}, {"what", g.name.empty() ? policy::name(g.strategy) : g.name},
+                   {"job", g.job}, {"needs", g.bundles}, {"reason", policy::name(g.wait_why->reason)},
+                   {"detail", g.wait_why->detail}, {"for_s", std::chrono::duration<double>(now - g.waiting_since).count()}});
+  }
   return out;
 }
 

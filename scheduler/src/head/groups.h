@@ -20,6 +20,7 @@
 #include "head/job_table.h"
 #include "policy/autoscale.h"
 #include "policy/placement.h"
+#include "policy/waiting.h"
 #include "store/tables.h"
 
 namespace yard::sched {
@@ -35,6 +36,9 @@ class GroupManager {
   // Whether nodes could be added that hold these bundles (an autoscaler): a new group the running
   // nodes cannot hold then waits for them instead of being refused.
   std::function<bool(const policy::GroupRequest&)> could_add_nodes;
+  // Whether a group no arrangement of the nodes can hold waits for nodes to join (the cluster's
+  // [scheduling] infeasible setting) instead of being refused.
+  std::function<bool()> infeasible_waits;
 
   void on_create(Incoming& in);
   void on_wait(Incoming& in);
@@ -58,6 +62,8 @@ class GroupManager {
 
   void rebuild();
   nlohmann::json status() const;
+  // The groups waiting for nodes that can hold them, for `yard status` ("waiting").
+  nlohmann::json waiting() const;
   // The unplaced bundles of pending groups, for the autoscaler: one demand per bundle (a
   // STRICT_PACK group's as one, its bundles summed).
   std::vector<policy::Demand> pending_demand() const;
@@ -69,10 +75,13 @@ class GroupManager {
     std::vector<Res> bundle_avail;
     std::vector<PendingReply> waiters;  // answered once CREATED or REMOVED, or at their deadline
     double created_at = 0;
+    std::optional<policy::Wait> wait_why;  // no arrangement of the running nodes can hold it
+    Clock::time_point waiting_since{};
   };
   // Places the group's unplaced bundles and reserves them: placed (the group is CREATED), wait,
   // or (check_feasible: a new group) infeasible with the reason.
   policy::Decision try_place(Group& g, bool check_feasible);
+  policy::Decision wait_for_nodes(Group& g, const policy::GroupRequest& req, const std::string& why);
   void answer_waiters(Group& g);
   void remove(Group& g, const std::string& why);
   void save(const Group& g) { tables_.groups.save(g); }

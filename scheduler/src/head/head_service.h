@@ -93,6 +93,9 @@ class HeadService {
   void on_status(Incoming& in);
   void on_status_summary(Incoming& in);
   nlohmann::json cluster_json();
+  // What waits for a node that can hold it (actors, placement groups, tasks at each node), why,
+  // and since when: `yard status` and the dashboard.
+  nlohmann::json waiting_json();
   void on_timeline(Incoming& in);
   void on_job_curves(Incoming& in);
   void publish(const std::string& event_json) const;

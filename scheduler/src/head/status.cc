@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
 
 #include "resources.h"
 #include "store/replication.h"
@@ -72,6 +73,24 @@ json HeadService::cluster_json() {
   return c;
 }
 
+json HeadService::waiting_json() {
+  json w = actors_->waiting();
+  for (auto& g : groups_->waiting()) w.push_back(std::move(g));
+  try {
+    for (auto& [node, text] : tables_->cluster.lease_demand()) {
+      auto d = json::parse(text, nullptr, false);
+      if (!d.is_array()) continue;
+      for (auto& e : d)
+        if (e.is_object() && e.contains("reason"))
+          w.push_back({{"kind", "tasks"}, {"id", node}, {"what", std::to_string(e.value("count", 0)) + " workers for tasks"},
+                       {"job", ""}, {"needs", e["need"]}, {"reason", e["reason"]}, {"detail", e.value("detail", "")}});
+    }
+  } catch (const std::exception& e) {
+    spdlog::debug("reading the nodes' waiting leases: {}", e.what());
+  }
+  return w;
+}
+
 // Every row: the head's own part copied here, the rest read and assembled by the status builder
 // while this loop goes on (status_builder.h).
 void HeadService::on_status(Incoming& in) {
@@ -85,6 +104,7 @@ void HeadService::on_status(Incoming& in) {
     s.cluster = cluster_json();
     s.actors = actors_->records();
     s.groups = groups_->status();
+    s.waiting = waiting_json();
     s.dead = nodes_->dead_ids();
     return s;
   });
@@ -119,6 +139,7 @@ void HeadService::on_status_summary(Incoming& in) {
     if (n_actors <= kSummaryRows) j["actors"] = actors;
   }
   if (n_groups <= kSummaryRows) j["placement_groups"] = groups_->status();
+  j["waiting"] = waiting_json();
   j["jobs"] = job_rows(*tables_, kSummaryRows);
   j["jobs_total"] = tables_->jobs.ids().size();
   OutMessage m(token_, in.msg->env().getRequestId(), true);

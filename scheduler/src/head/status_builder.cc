@@ -112,6 +112,7 @@ std::string StatusBuilder::build(Snapshot s) {
   j["nodes"] = node_rows(tables, per_node, s.dead);
   j["actors"] = std::move(actors);
   j["placement_groups"] = std::move(s.groups);
+  j["waiting"] = std::move(s.waiting);
   j["jobs"] = job_rows(tables, static_cast<size_t>(-1));
   return j.dump();
 }

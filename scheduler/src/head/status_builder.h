@@ -41,7 +41,7 @@ nlohmann::json job_rows(store::Tables& tables, size_t newest);
 class StatusBuilder {
  public:
   struct Snapshot {
-    nlohmann::json cluster, groups;
+    nlohmann::json cluster, groups, waiting;
     std::vector<store::ActorRecord> actors;
     std::set<std::string> dead;  // the nodes the head declared dead
   };

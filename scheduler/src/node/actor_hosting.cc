@@ -84,6 +84,8 @@ void ActorHosting::registered(WorkerPool::Worker& w) {
   ia.setClassName(src.getClassName());
   ia.setName(src.getName());
   ia.setMaxConcurrency(src.getMaxConcurrency());
+  ia.setConcurrency(src.getConcurrency());
+  ia.setConcurrencyGroups(src.getConcurrencyGroups());
   auto args = ia.initArgs(src.getArgs().size());
   for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], h.msg->value(src.getArgs()[i]));
   io_.request(w.address, rid, m.finish(),

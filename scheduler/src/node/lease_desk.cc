@@ -68,21 +68,30 @@ void LeaseDesk::give_held(const WorkerPool::Worker& w) {
     res_.give_bundle(w.bundle, w.held);
 }
 
-// The autoscaler's node types (a lease no running node holds waits when one of them could), and
-// the demand of this node's waiting leases for it to start nodes for; written when it changed.
+// The autoscaler's node types (a lease no running node holds waits when one of them could) and
+// whether such leases fail at once, and the demand of this node's waiting leases for the
+// autoscaler to start nodes for and `yard status` to show; written when it changed.
 void LeaseDesk::exchange_demand() {
-  auto types = tables_.cluster.autoscale_types();
-  if (types != autoscale_json_) {
-    autoscale_json_ = types;
+  auto settings = tables_.cluster.lease_settings();
+  if (settings.autoscale_types != autoscale_json_ || settings.infeasible_fails != infeasible_fails_) {
+    autoscale_json_ = settings.autoscale_types;
+    infeasible_fails_ = settings.infeasible_fails;
     autoscale_types_.clear();
-    auto j = nlohmann::json::parse(types.empty() ? "[]" : types, nullptr, false);
+    auto j = nlohmann::json::parse(autoscale_json_.empty() ? "[]" : autoscale_json_, nullptr, false);
     if (j.is_array())
       for (auto& t : j)
         if (t.is_object()) autoscale_types_.push_back({"", t.get<Res>(), 0, 1});
     queue_.process();  // waiting leases may now wait for a node rather than fail, or the reverse
   }
+  auto why = queue_.waiting_for_nodes();
   nlohmann::json d = nlohmann::json::array();
-  for (auto& [need, n] : queue_.waiting_demand()) d.push_back({{"need", need}, {"count", n}});
+  for (auto& [need, n] : queue_.waiting_demand()) {
+    d.push_back({{"need", need}, {"count", n}});
+    if (auto w = why.find(need); w != why.end()) {
+      d.back()["reason"] = policy::name(w->second.reason);
+      d.back()["detail"] = w->second.detail;
+    }
+  }
   std::string demand = d.empty() ? std::string() : d.dump();
   if (demand == demand_json_) return;
   tables_.cluster.set_lease_demand(node_id_, demand);
@@ -132,6 +141,7 @@ void LeaseDesk::grant(const LeaseQueue::Lease& l, const std::string& more_at) {
   OutMessage m(token_, l.req, true);
   auto lg = m.env().getBody().initLeaseGranted();
   if (!more_at.empty()) lg.setSpillback(more_at);
+  if (l.waiting) lg.setWaiting(policy::text(*l.waiting));
   auto ws = lg.initWorkers(static_cast<unsigned>(l.assigned.size()));
   for (unsigned i = 0; i < l.assigned.size(); ++i) {
     auto& w = workers_.at(l.assigned[i]);

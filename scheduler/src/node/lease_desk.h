@@ -44,7 +44,8 @@ class LeaseDesk final : private LeaseQueue::Node {
   void on_return(Incoming& in);
   // What a worker holds goes back to the node or to its bundle.
   void give_held(const WorkerPool::Worker& w);
-  // With every heartbeat: the autoscaler's node types read, this node's waiting leases written.
+  // With every heartbeat: the autoscaler's node types and the cluster's infeasible setting read,
+  // this node's waiting leases written (with why, for those no running node can hold).
   void exchange_demand();
   LeaseQueue& queue() { return queue_; }
 
@@ -54,6 +55,7 @@ class LeaseDesk final : private LeaseQueue::Node {
   std::string spill_target(const Res& need) override { return peers_.spill_target(node_id_, need); }
   std::optional<LeaseQueue::Group> group(const std::string& id) override;
   bool could_add_node(const Res& need) override { return policy::some_type_holds(autoscale_types_, need); }
+  bool infeasible_waits() override { return !infeasible_fails_; }
   std::pair<std::string, bool> worker(const LeaseQueue::Lease& l, const Res& need, const BundleRef& bundle,
                                       const WorkerPool::Devices& devices) override;
   void grant(const LeaseQueue::Lease& l, const std::string& more_at) override;
@@ -73,6 +75,7 @@ class LeaseDesk final : private LeaseQueue::Node {
   LeaseQueue queue_;
   std::vector<policy::NodeType> autoscale_types_;  // empty: the cluster has no autoscaler
   std::string autoscale_json_, demand_json_;       // as last read / written
+  bool infeasible_fails_ = false;                  // the cluster's [scheduling] infeasible = "fail"
 };
 
 }  // namespace yard::sched

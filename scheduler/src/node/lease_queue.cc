@@ -9,6 +9,7 @@ namespace yard::sched {
 
 void LeaseQueue::add(Lease l) {
   l.seq = ++seq_;
+  if (l.arrived == Clock::time_point{}) l.arrived = Clock::now();
   leases_.push_back(std::move(l));
   process();
 }
@@ -96,11 +97,8 @@ bool LeaseQueue::serve(Lease& l) {
   policy::LeaseRequest req{l.need, l.node_id, l.soft, l.spread, l.spilled};
   auto route = policy::route_lease(peers, res_.state(), req, spread_turn_);
   if (route.used_turn) ++spread_turn_;
-  if (route.kind == policy::LeaseRoute::Kind::kInfeasible) {
-    if (l.node_id.empty() && node_.could_add_node(l.need)) return false;  // waits for the node
-    node_.refuse(l, Refusal::kInfeasible, route.why);
-    return true;
-  }
+  if (route.kind == policy::LeaseRoute::Kind::kInfeasible) return !wait_for_node(l, route.why);
+  l.waiting.reset();
   if (route.kind == policy::LeaseRoute::Kind::kElsewhere) {
     node_.redirect(l, node_.address_of(route.node));
     return true;
@@ -145,6 +143,33 @@ bool LeaseQueue::serve(Lease& l) {
     return true;
   }
   return false;
+}
+
+// A lease no running node can hold (`why`) waits for a node that can, when the autoscaler could
+// start one or the cluster waits for one to join; else it is refused. True when it waits.
+bool LeaseQueue::wait_for_node(Lease& l, const std::string& why) {
+  if (!l.node_id.empty()) {  // a node affinity names a node that is gone or could never hold it
+    node_.refuse(l, Refusal::kInfeasible, why);
+    return false;
+  }
+  using policy::WaitReason;
+  if (node_.could_add_node(l.need))
+    l.waiting = policy::Wait{WaitReason::kNodeStarting, "no running node can hold it, the autoscaler can start one (" + why + ")"};
+  else if (node_.infeasible_waits())
+    l.waiting = policy::Wait{WaitReason::kInfeasible, why};
+  else {
+    node_.refuse(l, Refusal::kInfeasible, why);
+    return false;
+  }
+  l.deadline = std::min(l.deadline, l.arrived + kWaitingAnswer);
+  return true;
+}
+
+std::map<Res, policy::Wait> LeaseQueue::waiting_for_nodes() const {
+  std::map<Res, policy::Wait> out;
+  for (auto& l : leases_)
+    if (l.waiting) out.emplace(l.need, *l.waiting);
+  return out;
 }
 
 // A lease inside a placement group: served by the bundle's node, from the bundle's resources.

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -18,6 +19,7 @@
 
 #include "node/local_resources.h"
 #include "policy/placement.h"
+#include "policy/waiting.h"
 
 namespace yard::sched {
 
@@ -42,7 +44,11 @@ class LeaseQueue {
     bool soft = false, spread = false;
     std::string pg;  // placement group: served from a bundle's resources
     int bundle = -1;
+    std::optional<policy::Wait> waiting;  // no running node can hold it: why (it waits for one that can)
   };
+  // A lease that waits for a node that can hold it is answered (empty, with the reason) this soon,
+  // so that its submitter can say so and fail what has waited too long; it then asks again.
+  static constexpr std::chrono::seconds kWaitingAnswer{1};
   enum class Refusal { kInfeasible, kCannotStart, kStartupFailures, kJobEnded };
   // A placement group's bundles and the node each is placed on ("" while unplaced).
   struct Group {
@@ -65,6 +71,9 @@ class LeaseQueue {
     // Whether the cluster could add a node that holds `need` (it has an autoscaler with such a
     // node type): a lease no running node can hold then waits for it instead of being refused.
     virtual bool could_add_node(const Res& need) = 0;
+    // Whether a lease no node can hold waits for one that can (a node may join) rather than being
+    // refused: the cluster's [scheduling] infeasible setting.
+    virtual bool infeasible_waits() = 0;
     // A worker for the lease, holding `need` (from bundle `bundle` unless empty) and `devices`:
     // an idle worker of its job (first: false) or a new one (first: true, it registers later).
     // Throws when no process can be started.
@@ -96,6 +105,8 @@ class LeaseQueue {
   // What the waiting leases outside placement groups still need, per worker: the demand an
   // autoscaler may start nodes for (each shape at most `cap` times).
   std::vector<std::pair<Res, uint32_t>> waiting_demand(uint32_t cap = 100) const;
+  // Of those, the shapes no running node can hold, and why (the first lease's reason).
+  std::map<Res, policy::Wait> waiting_for_nodes() const;
 
  private:
   struct BundleRoute {
@@ -107,6 +118,7 @@ class LeaseQueue {
   // One lease's turn; true when it has been answered (it leaves the queue).
   bool serve(Lease& l);
   bool serve_in_bundle(Lease& l);
+  bool wait_for_node(Lease& l, const std::string& why);
   BundleRoute bundle_route(Lease& l);
   void answer(Lease& l);
   std::deque<Lease>::iterator find(uint64_t seq);

@@ -11,10 +11,12 @@ LeaseRoute elsewhere(std::string node, bool used_turn = false) {
 }
 LeaseRoute infeasible(std::string why) { return {LeaseRoute::Kind::kInfeasible, {}, std::move(why), false}; }
 
-std::string need_text(const Res& need) {
-  std::string what;
-  for (auto& [k, v] : need) what += (what.empty() ? "" : ", ") + k + ": " + std::to_string(v);
-  return what;
+// "no node can run a task that needs GPU: 4 (GPU: 4 wanted, the largest node has 2)"
+LeaseRoute nowhere(const ClusterView& peers, const NodeState& self, const Res& need) {
+  ClusterView all;
+  all.nodes = peers.nodes;
+  if (!peers.find(self.id)) all.nodes.push_back(self);
+  return infeasible("no node can run a task that needs " + res_text(need) + " (" + infeasible_reason(all, need) + ")");
 }
 
 }  // namespace
@@ -42,7 +44,7 @@ LeaseRoute route_lease(const ClusterView& peers, const NodeState& self, const Le
     // This node can never serve it: another node whose totals hold it, or a clear error.
     std::string target = req.spilled ? std::string() : spill_target(peers, self.id, req.need, true);
     if (!target.empty()) return elsewhere(target);
-    return infeasible("no node can run a task that needs " + need_text(req.need));
+    return nowhere(peers, self, req.need);
   }
   return {};
 }

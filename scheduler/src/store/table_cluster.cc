@@ -28,9 +28,14 @@ void ClusterInfo::set_autoscale_types(const std::string& json) {
   else s_.cmd({"HSET", keys::cluster(), "autoscale_types", json});
 }
 
-std::string ClusterInfo::autoscale_types() {
-  auto r = s_.cmd({"HGET", keys::cluster(), "autoscale_types"});
-  return r.is_nil() ? std::string() : r.str();
+void ClusterInfo::set_infeasible_fails(bool fails) {
+  if (fails) s_.cmd({"HSET", keys::cluster(), "infeasible", "fail"});
+  else s_.cmd({"HDEL", keys::cluster(), "infeasible"});
+}
+
+LeaseSettings ClusterInfo::lease_settings() {
+  auto r = s_.pipeline({{"HMGET", keys::cluster(), "autoscale_types", "infeasible"}});
+  return {r[0].at(0), r[0].at(1) == "fail"};
 }
 
 void ClusterInfo::set_lease_demand(const std::string& node, const std::string& json) {

@@ -104,6 +104,8 @@ struct ActorRecord {
   int bundle = -1;        // the bundle of `pg` it runs in
   int place_bundle = -1;  // the bundle it asked for (-1: any with room)
   bool detached = false;
+  std::string waiting;    // not stored: while pending, why no running node can hold it (and after
+                          // it died of waiting too long); "" otherwise
 };
 
 struct GroupRecord {
@@ -112,6 +114,12 @@ struct GroupRecord {
   GroupState state = GroupState::kPending;
   std::vector<Res> bundles;
   std::vector<std::string> nodes;  // per bundle; "" while unplaced
+};
+
+// How a node's lease queue treats a lease no running node can hold (ClusterInfo::lease_settings).
+struct LeaseSettings {
+  std::string autoscale_types;  // the autoscaler's node types, JSON ("" : no autoscaler)
+  bool infeasible_fails = false;
 };
 
 // What a node reports about itself with every heartbeat.
@@ -194,8 +202,13 @@ class ClusterInfo {
   std::map<std::string, std::string> fields();
   // The resources of the autoscaler's node types (JSON array of objects; "" : no autoscaler).
   void set_autoscale_types(const std::string& json);
-  std::string autoscale_types();
-  // Task leases waiting at a node for room (JSON [{"need": {...}, "count": n}], "" : none), and
+  // Whether requests no node could hold fail at once ([scheduling] infeasible = "fail") instead
+  // of waiting for a node that can.
+  void set_infeasible_fails(bool fails);
+  // Both, as node managers read them for their lease queues.
+  LeaseSettings lease_settings();
+  // Task leases waiting at a node for room (JSON [{"need": {...}, "count": n}], with "reason" and
+  // "detail" for those no running node can hold; "" : none), and
   // every node's, for the autoscaler.
   void set_lease_demand(const std::string& node, const std::string& json);
   std::map<std::string, std::string> lease_demand();
