@@ -474,6 +474,8 @@ int main(int argc, char** argv) {
     std::printf("wrote %d missing %zu errors %d\n", wrote, store->absent(keys).size(), errors);
     return 0;
   }
+  if (mode == "nap" && argc > 2)  // one task that marks its start, then holds its CPU a minute
+    return *yard::task(nap).remote(std::string(argv[2])).get(std::chrono::seconds(90)) == 1 ? 0 : 1;
   if (mode == "infeasible" && argc > 3) return infeasible(argv[2], std::atol(argv[3]));
   if (mode == "remote" && argc > 2) {
     auto h = yard::actor<Holder>().node_affinity(argv[2], true).max_restarts(1).remote();

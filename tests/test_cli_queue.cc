@@ -239,3 +239,36 @@ TEST_CASE("the teams' fair-share usage outlives a head killed and started again"
   sh(c.yard("stop-job " + b2));
   sh(c.yard("job cancel " + a2));
 }
+
+TEST_CASE("a team's tasks count against its ceiling as its actors do", "[cli][queue][teams]") {
+  Cluster c(false);
+  start_configured(c, "[teams.research]\nceiling = { CPU = 1 }\n");
+  auto cred = sh(c.yard("team-credential research"));
+  REQUIRE(cred.code == 0);
+  std::string as_research = "--team research --team-credential " + cred.out.substr(0, cred.out.find('\n')) + " ";
+  // Allotted half a CPU, the job's program runs a task that holds a whole one.
+  std::string mark = c.home + "/nap.started";
+  auto r1 = submit(c, "--replicas 1 --replica CPU=0.5 " + as_research + "-- " + probe_bin() + " nap " + mark);
+  REQUIRE(eventually([&] { return std::ifstream(mark).good(); }, 30s));
+  // Its node reports what the lease holds with its next heartbeat.
+  auto rec = yard::detail::latest_record();
+  REQUIRE(rec);
+  auto doc = json::parse(sh(c.yard("status --json")).out);
+  auto [rh, rp] = yard::detail::split_address(doc["cluster"]["redis"].get<std::string>());
+  yard::detail::Redis redis(rh, rp, yard::detail::read_token(rec->session_dir + "/redis/password"), 2s);
+  auto reported = [&] {
+    for (auto& [node, text] : redis.hgetall("yard:held")) {
+      auto held = json::parse(text, nullptr, false);
+      if (held.is_object() && held.contains(r1) && held[r1].value("CPU", 0.0) == 1.0) return true;
+    }
+    return false;
+  };
+  REQUIRE(eventually(reported, 10s));
+  // Half a CPU more would fit the allotments (0.5 + 0.5), not what the team holds (1 + 0.5).
+  auto r2 = submit(c, "--replicas 1 --replica CPU=0.5 " + as_research + "-- true");
+  CHECK(eventually([&] { return wait_reason(c, r2) == "team_ceiling"; }, 15s));
+  CHECK_THAT(job_row(c, r2)["waiting"].value("detail", ""), Catch::Contains("ceiling of CPU: 1"));
+  // The task's job ends: its lease goes back, and the second job runs.
+  REQUIRE(sh(c.yard("stop-job " + r1)).code == 0);
+  CHECK(eventually([&] { return has_status(c, r2, "SUCCEEDED"); }, 30s));
+}

@@ -112,12 +112,31 @@ policy::QueueInput JobQueue::input(const std::map<std::string, Res>& held) const
   return in;
 }
 
+// What each job holds: its actors and groups (the head's records, through the hook) and its task
+// leases (as the live nodes' managers report them), so that a team's tasks count as its actors do.
+std::map<std::string, Res> JobQueue::held_now() const {
+  std::map<std::string, Res> held;
+  if (hooks_.held) held = hooks_.held();
+  try {
+    for (auto& [node, text] : tables_.cluster.lease_holdings()) {
+      if (nodes_.dead(node) || !nodes_.find(node)) continue;
+      auto j = nlohmann::json::parse(text, nullptr, false);
+      if (!j.is_object()) continue;
+      for (auto& [job, res] : j.items())
+        if (res.is_object()) add(held[job], res.get<Res>());
+    }
+  } catch (const std::exception& e) {
+    spdlog::debug("reading the nodes' task leases: {}", e.what());  // counted at the next cycle
+  }
+  return held;
+}
+
 void JobQueue::cycle() {
   next_cycle_ = std::chrono::steady_clock::now() + kCycle;
   if (jobs_.empty()) return;
   std::map<std::string, Res> held;
   bool any_admitted = std::any_of(jobs_.begin(), jobs_.end(), [](auto& e) { return e.second.queue->admitted_at > 0; });
-  if (any_admitted && hooks_.held) held = hooks_.held();
+  if (any_admitted) held = held_now();
   // The pool's free room read now, after what the jobs hold: a replica seen gone there is seen
   // gone from its node too (the view is otherwise up to 250 ms old, and a job could be preempted
   // again for room already freed).
@@ -229,8 +248,7 @@ void JobQueue::enforce_stops(double now) {
 }
 
 void JobQueue::notice(const std::string& node, double deadline) {
-  std::map<std::string, Res> held;
-  if (hooks_.held) held = hooks_.held();
+  auto held = held_now();
   double now = now_s();
   auto plan = policy::plan_notice(input(held), node);
   std::string why = fmt::format("the notice on node {} (it goes at {:.0f})", node, deadline);

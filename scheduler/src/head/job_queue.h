@@ -101,6 +101,7 @@ class JobQueue {
   size_t size() const { return jobs_.size(); }
 
  private:
+  std::map<std::string, Res> held_now() const;
   policy::QueueInput input(const std::map<std::string, Res>& held) const;
   // Replicas asked to leave that have left (the job holds no more than its allotment): forgotten.
   void settle_releases(const std::map<std::string, Res>& held);

@@ -78,6 +78,7 @@ json HeadService::waiting_json() {
   for (auto& g : groups_->waiting()) w.push_back(std::move(g));
   try {
     for (auto& [node, text] : tables_->cluster.lease_demand()) {
+      if (nodes_->dead(node) || !nodes_->find(node)) continue;
       auto d = json::parse(text, nullptr, false);
       if (!d.is_array()) continue;
       for (auto& e : d)

@@ -93,9 +93,16 @@ void LeaseDesk::exchange_demand() {
     }
   }
   std::string demand = d.empty() ? std::string() : d.dump();
-  if (demand == demand_json_) return;
-  tables_.cluster.set_lease_demand(node_id_, demand);
-  demand_json_ = demand;
+  if (demand != demand_json_) {
+    tables_.cluster.set_lease_demand(node_id_, demand);
+    demand_json_ = demand;
+  }
+  // What the job's task leases hold here: its team's usage (the queue's quotas and fair shares).
+  auto by_job = workers_.leased_by_job();
+  std::string held = by_job.empty() ? std::string() : nlohmann::json(by_job).dump();
+  if (held == held_json_) return;
+  tables_.cluster.set_lease_holdings(node_id_, held);
+  held_json_ = held;
 }
 
 // ---- what the lease queue asks of the node ---------------------------------------------------

@@ -45,7 +45,8 @@ class LeaseDesk final : private LeaseQueue::Node {
   // What a worker holds goes back to the node or to its bundle.
   void give_held(const WorkerPool::Worker& w);
   // With every heartbeat: the autoscaler's node types and the cluster's infeasible setting read,
-  // this node's waiting leases written (with why, for those no running node can hold).
+  // this node's waiting leases written (with why, for those no running node can hold), and what
+  // its task leases hold by job.
   void exchange_demand();
   LeaseQueue& queue() { return queue_; }
 
@@ -74,7 +75,7 @@ class LeaseDesk final : private LeaseQueue::Node {
   std::function<void(const std::string&, double, size_t)> answered_;
   LeaseQueue queue_;
   std::vector<policy::NodeType> autoscale_types_;  // empty: the cluster has no autoscaler
-  std::string autoscale_json_, demand_json_;       // as last read / written
+  std::string autoscale_json_, demand_json_, held_json_;  // as last read / written
   bool infeasible_fails_ = false;                  // the cluster's [scheduling] infeasible = "fail"
 };
 

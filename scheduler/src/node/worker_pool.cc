@@ -69,6 +69,15 @@ long WorkerPool::leased() const {
   return std::count_if(workers_.begin(), workers_.end(), [](auto& kv) { return kv.second.state == State::kLeased; });
 }
 
+std::map<std::string, Res> WorkerPool::leased_by_job() const {
+  std::map<std::string, Res> out;
+  for (auto& [id, w] : workers_) {
+    bool for_lease = w.state == State::kLeased || (w.state == State::kStarting && w.lease != 0);
+    if (for_lease && w.actor_id.empty() && w.bundle.empty() && !w.held.empty()) add(out[w.job_id], w.held);
+  }
+  return out;
+}
+
 std::map<std::string, int> WorkerPool::by_state() const {
   static const char* names[] = {"starting", "idle", "leased", "actor"};
   std::map<std::string, int> n;

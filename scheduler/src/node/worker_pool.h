@@ -55,6 +55,8 @@ class WorkerPool {
   // Task workers of the job (idle, leased or starting).
   int task_workers_of(const std::string& job) const;
   long leased() const;
+  // What the task workers leased (or starting for a lease) hold outside placement groups, by job.
+  std::map<std::string, Res> leased_by_job() const;
   // Workers by state ("starting", "idle", "leased", "actor") and the pids of all of them.
   std::map<std::string, int> by_state() const;
   std::vector<pid_t> pids() const;

@@ -17,8 +17,8 @@ Res JobShape::total(int replicas) const {
   return r;
 }
 
-// A job counts against its team with what it was allotted, or what its actors and placement
-// groups hold where that is more (actors it made beyond its shape).
+// A job counts against its team with what it was allotted, or what its actors, placement groups
+// and task leases hold where that is more (what it runs beyond its shape).
 std::map<std::string, Res> team_usage(const std::vector<RunningJob>& running) {
   std::map<std::string, Res> u;
   for (auto& j : running) {

@@ -45,6 +45,13 @@ void ClusterInfo::set_lease_demand(const std::string& node, const std::string& j
 
 std::map<std::string, std::string> ClusterInfo::lease_demand() { return s_.hgetall(keys::demand()); }
 
+void ClusterInfo::set_lease_holdings(const std::string& node, const std::string& json) {
+  if (json.empty()) s_.cmd({"HDEL", keys::held(), node});
+  else s_.cmd({"HSET", keys::held(), node, json});
+}
+
+std::map<std::string, std::string> ClusterInfo::lease_holdings() { return s_.hgetall(keys::held()); }
+
 ActiveHead Heads::active() {
   auto reps = s_.pipeline({{"HMGET", keys::head(), "address", "holder", "epoch"}, {"EXISTS", keys::head_lease()}});
   ActiveHead a;

@@ -212,6 +212,10 @@ class ClusterInfo {
   // every node's, for the autoscaler.
   void set_lease_demand(const std::string& node, const std::string& json);
   std::map<std::string, std::string> lease_demand();
+  // What a node's task leases hold, per job (JSON {"job-1": {"CPU": 2}}, "" : nothing), and every
+  // node's: a team's tasks count against its quota as its actors do.
+  void set_lease_holdings(const std::string& node, const std::string& json);
+  std::map<std::string, std::string> lease_holdings();
 
  private:
   StoreLink& s_;

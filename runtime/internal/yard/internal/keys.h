@@ -58,6 +58,9 @@ inline std::string resources_free(std::string_view node_id) { return std::string
 // What waits for resources, per node (each node manager rewrites its own line every report).
 inline constexpr Table kDemandTable{"demand", Durability::kRebuilt};
 inline std::string demand() { return "yard:demand"; }
+// What task leases hold, per node and job (each node manager rewrites its own line when it changes).
+inline constexpr Table kHeldTable{"held", Durability::kRebuilt};
+inline std::string held() { return "yard:held"; }
 
 // ---- jobs -------------------------------------------------------------------------------------
 inline constexpr Table kJobTable{"jobs", Durability::kDurable};
