@@ -21,9 +21,12 @@ Redis& ControlClient::connection() {
   return *redis_;
 }
 
+// A write no replica holds may be lost in a failover: its caller hears so (and may write again),
+// rather than counting on it.
 void ControlClient::acknowledge(Redis& r) {
   if (!r.acknowledged(std::chrono::seconds(1)))
-    spdlog::warn("no replica of the control store at {} acknowledged a write within 1 s", r.address());
+    throw ConnectionError("no replica of the control store at " + r.address() +
+                          " acknowledged a write within 1 s (the primary may have failed over): it may be lost");
 }
 
 }  // namespace yard::detail

@@ -219,6 +219,7 @@ RedisReply Redis::cmd(const std::vector<std::string>& args) {
   for (;;) {
     ensure_connected();
     if (!args.empty()) check_fence(args[0]);
+    bool was_unacknowledged = unacknowledged_;
     if (!args.empty()) note_command(args[0]);
     auto* r = c_->command(args);
     if (!r) throw ConnectionError("Redis at " + address_ + " (" + args[0] + "): " + c_->error());
@@ -226,6 +227,7 @@ RedisReply Redis::cmd(const std::vector<std::string>& args) {
     std::string e(r->str, r->len);
     freeReplyObject(r);
     if (!moved(e)) throw Error("Redis at " + address_ + " refused " + args[0] + ": " + e);
+    unacknowledged_ = was_unacknowledged;  // refused: it did not run (sent again on the next connection)
     if (std::chrono::steady_clock::now() >= deadline)
       throw ConnectionError("Redis at " + address_ + " refused " + args[0] + " for " +
                             std::to_string(failover_.count() / 1000) + " s: " + e);
@@ -234,9 +236,13 @@ RedisReply Redis::cmd(const std::vector<std::string>& args) {
 }
 
 long long Redis::wait_replicas(int replicas, std::chrono::milliseconds timeout) {
+  bool pending = unacknowledged_;
   auto n = cmd({"WAIT", std::to_string(replicas), std::to_string(timeout.count())}).integer();
+  // A WAIT sent on a connection made after the writes (the primary failed over in between)
+  // counts the new primary's replicas, which never saw them.
+  bool gone = pending && written_on_ != reconnects_;
   unacknowledged_ = false;
-  return n;
+  return gone ? 0 : n;
 }
 
 namespace {
@@ -254,7 +260,10 @@ bool only_reads(const std::string& name) {
 }  // namespace
 
 void Redis::note_command(const std::string& name) {
-  if (replicated() && !unacknowledged_ && !only_reads(name)) unacknowledged_ = true;
+  if (replicated() && !unacknowledged_ && !only_reads(name)) {
+    unacknowledged_ = true;
+    written_on_ = reconnects_;
+  }
 }
 
 // As cmd(): a pipeline whose writes were all refused by a server that is not a writable primary is
@@ -266,6 +275,7 @@ std::vector<RedisReply> Redis::pipeline(const std::vector<std::vector<std::strin
     ensure_connected();
     for (auto& args : cmds)
       if (!args.empty()) check_fence(args[0]);
+    bool was_unacknowledged = unacknowledged_;
     for (auto& args : cmds) {
       if (!args.empty()) note_command(args[0]);
       if (!c_->append(args)) throw ConnectionError("Redis at " + address_ + ": " + c_->error());
@@ -285,6 +295,7 @@ std::vector<RedisReply> Redis::pipeline(const std::vector<std::vector<std::strin
       wrote |= !cmds[i].empty() && !only_reads(cmds[i][0]) && out[i].error().empty();
     if (wrote || std::chrono::steady_clock::now() >= deadline)
       throw ConnectionError("Redis at " + address_ + " refused a pipeline's writes: " + refused);
+    unacknowledged_ = was_unacknowledged;  // none of its writes ran: sent again whole
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }

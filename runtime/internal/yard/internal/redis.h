@@ -101,7 +101,8 @@ class Redis {
   // on: wait_replicas).
   bool replicated() const { return endpoint_.via_sentinel(); }
   // WAIT: how many replicas have acknowledged this connection's writes so far, waiting up to
-  // `timeout` for `replicas` of them.
+  // `timeout` for `replicas` of them. 0 when a write not yet waited on ran on a connection that
+  // has been made again since (a failover): the new primary's replicas never saw it.
   long long wait_replicas(int replicas, std::chrono::milliseconds timeout);
   // On a replicated connection on which a command that may write (anything but a known read) ran
   // since the last wait_replicas, waits up to `timeout` for one
@@ -146,6 +147,7 @@ class Redis {
   std::chrono::milliseconds timeout_{0}, failover_{0};
   bool stale_ = false;  // ask the Sentinels before the next command
   bool unacknowledged_ = false;
+  uint64_t written_on_ = 0;  // reconnects_ when the oldest write not yet waited on ran
   void note_command(const std::string& name);
   // Throws Fenced when the fence holds and `name` may write.
   void check_fence(const std::string& name);
