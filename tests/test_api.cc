@@ -121,6 +121,18 @@ int bump_all(std::vector<yard::ActorHandle<Counter>> cs, int by) {
 }
 YARD_REMOTE(bump_all);
 
+// An actor that makes a named, detached actor of its own.
+class Maker {
+ public:
+  Maker() = default;
+  int make(std::string name) {
+    auto h = yard::actor<Counter>(5).name(name).detached().remote();
+    return *h.call(&Counter::value).remote().get(std::chrono::seconds(30));
+  }
+  int pid() { return getpid(); }
+};
+YARD_ACTOR(Maker, yard::ctor<>, &Maker::make, &Maker::pid);
+
 class Picky {
  public:
   explicit Picky(int v) {
@@ -359,6 +371,17 @@ TEST_CASE("actor calls take refs as arguments", "[api][actors]") {
   auto c = yard::actor<Counter>(0).remote();
   auto x = yard::task(add).remote(3, 4);
   CHECK(*c.call(&Counter::incr).remote(x).get(30s) == 7);
+}
+
+TEST_CASE("a detached actor made by another actor outlives its maker and is found by name", "[api][actors]") {
+  auto maker = yard::actor<Maker>().remote();
+  int maker_pid = *maker.call(&Maker::pid).remote().get(30s);
+  REQUIRE(*maker.call(&Maker::make).remote(std::string("made-by-an-actor")).get(60s) == 5);
+  maker.kill();
+  REQUIRE(yard::test::eventually([&] { return kill(maker_pid, 0) != 0; }, 20s));
+  auto kept = yard::get_actor<Counter>("made-by-an-actor");
+  CHECK(*kept.call(&Counter::incr).remote(1).get(30s) == 6);
+  kept.kill();
 }
 
 TEST_CASE("named actors are found by name and checked by class", "[api][actors]") {
