@@ -377,3 +377,15 @@ TEST_CASE("a spot notice: replicas above MIN leave, at MIN they move where there
   CHECK(p.stop.empty());
   CHECK(p.move.size() == 2);
 }
+
+TEST_CASE("what no running node can hold waits for a node the autoscaler starts, or for one to join, or is refused") {
+  auto starting = wait_for_nodes(true, false, "GPU: 4 wanted");
+  REQUIRE(starting);
+  CHECK(starting->reason == WaitReason::kNodeStarting);
+  CHECK(starting->detail.find("GPU: 4 wanted") != std::string::npos);
+  auto joining = wait_for_nodes(false, true, "GPU: 4 wanted");
+  REQUIRE(joining);
+  CHECK(joining->reason == WaitReason::kInfeasible);
+  CHECK(text(*joining) == "infeasible: GPU: 4 wanted");
+  CHECK_FALSE(wait_for_nodes(false, false, "GPU: 4 wanted"));
+}

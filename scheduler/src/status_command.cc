@@ -120,14 +120,11 @@ void print_autoscaler(const json& a) {
 // What waits for a node that can hold it, and why: "  actor a-1 (Big) job j-1  for 12 s: infeasible: ..."
 void print_waiting(const json& waiting) {
   std::cout << "\nWaiting for nodes that can hold them (" << waiting.size() << ")\n";
-  for (auto& w : waiting) {
-    std::string reason = w.value("reason", "");
-    for (auto& ch : reason) ch = ch == '_' ? ' ' : ch;
-    std::cout << fmt::format("  {} {} ({}){}{}: {}: {}\n", w.value("kind", ""), w.value("id", ""), w.value("what", ""),
+  for (auto& w : waiting)
+    std::cout << fmt::format("  {} {} ({}){}{}: {}\n", w.value("kind", ""), w.value("id", ""), w.value("what", ""),
                              w.value("job", "").empty() ? "" : " job " + w.value("job", ""),
-                             w.contains("for_s") ? fmt::format(" for {:.0f} s", w.value("for_s", 0.0)) : "", reason,
-                             w.value("detail", ""));
-  }
+                             w.contains("for_s") ? fmt::format(" for {:.0f} s", w.value("for_s", 0.0)) : "",
+                             w.value("text", ""));
 }
 
 }  // namespace

@@ -379,6 +379,14 @@ const TaskExecutor::Callee& TaskExecutor::callee_of(kj::StringPtr fn, bool is_ac
   return c;
 }
 
+// Copied out under the lock on pool threads: another call may find another callee meanwhile.
+TaskExecutor::Target TaskExecutor::target_of(kj::StringPtr fn, bool is_actor) {
+  std::unique_lock<std::mutex> lock(s_->callee_mu, std::defer_lock);
+  if (s_->threads) lock.lock();
+  const Callee& c = callee_of(fn, is_actor);
+  return {c.label, c.method, c.function};
+}
+
 void TaskExecutor::execute(IoLoop::Incoming& in) {
   auto pt = in.push_task();
   kj::StringPtr fn = pt.getFunction();
@@ -390,14 +398,8 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
     if (given.size()) what = std::string(given.cStr()) + " (" + what + ")";
     return what + s_->location_suffix;
   };
-  // Copied out: a concurrent call on another fiber or thread may find another callee meanwhile.
-  std::unique_lock<std::mutex> callee_lock(s_->callee_mu, std::defer_lock);
-  if (s_->threads) callee_lock.lock();
-  const Callee& callee = callee_of(fn, is_actor);
-  const Label& label = *callee.label;
-  const MethodInvoker* method = callee.method;
-  const Invoker* function = callee.function;
-  if (callee_lock.owns_lock()) callee_lock.unlock();
+  auto [label_of_call, method, function] = target_of(fn, is_actor);
+  const Label& label = *label_of_call;
   TaskRecord record(label.label, label.series, is_actor);
   if (given.size() && label.series) record.named = given.cStr();
   if (auto d = testing_delay(record.label); d.count() > 0) boost::this_fiber::sleep_for(d);

@@ -81,6 +81,13 @@ class TaskExecutor {
     const Invoker* function = nullptr;      // a task's function; null when none is registered
   };
   const Callee& callee_of(kj::StringPtr fn, bool is_actor);  // as label_of
+  // What a call runs, found through callee_of (under State::callee_mu on pool threads): any thread.
+  struct Target {
+    const Label* label;
+    const MethodInvoker* method;
+    const Invoker* function;
+  };
+  Target target_of(kj::StringPtr fn, bool is_actor);
 
   Channel& io_;
   Ownership& ownership_;

@@ -11,14 +11,9 @@ using namespace detail;
 
 bool ActorManager::wait_for_node(Actor& a, const std::string& why) {
   if (!a.affinity_node.empty()) return false;  // the node it names is gone or could never hold it
-  std::string what = "actor " + a.class_name + " needs " + res_text(a.resources) + ": ";
-  if (could_add_node_ && could_add_node_(a.resources))
-    a.wait_why = policy::Wait{policy::WaitReason::kNodeStarting,
-                              what + "no running node can hold it, the autoscaler can start one (" + why + ")"};
-  else if (infeasible_waits_ && infeasible_waits_())
-    a.wait_why = policy::Wait{policy::WaitReason::kInfeasible, what + why};
-  else
-    return false;
+  a.wait_why = policy::wait_for_nodes(could_add_node_ && could_add_node_(a.resources), infeasible_waits_ && infeasible_waits_(),
+                                      "actor " + a.class_name + " needs " + res_text(a.resources) + ": " + why);
+  if (!a.wait_why) return false;
   a.waiting = policy::text(*a.wait_why);
   a.waiting_since = Clock::now();
   return true;
@@ -52,7 +47,7 @@ nlohmann::json ActorManager::waiting() const {
   for (auto& [id, a] : actors_) {
     if (!a.wait_why || a.waiting.empty() || a.state != store::ActorState::kPending) continue;
     out.push_back({{"kind", "actor"}, {"id", a.id}, {"what", a.class_name}, {"job", a.job}, {"needs", a.resources},
-                   {"reason", policy::name(a.wait_why->reason)}, {"detail", a.wait_why->detail},
+                   {"reason", policy::name(a.wait_why->reason)}, {"detail", a.wait_why->detail}, {"text", a.waiting},
                    {"for_s", std::chrono::duration<double>(now - a.waiting_since).count()}});
   }
   return out;

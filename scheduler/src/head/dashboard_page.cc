@@ -89,7 +89,7 @@ async function refresh() {
                                                         `${cell(JSON.stringify(g.bundles))}${cell(g.job)}</tr>`));
     fill("waiting", (s.waiting || []).map(w => `<tr>${cell(`${w.kind} ${w.what}`)}${cell(w.id)}${cell(w.job)}` +
                                               `${cell(JSON.stringify(w.needs))}${cell(w.for_s !== undefined ? `${Math.round(w.for_s)} s` : "")}` +
-                                              `${cell(`${w.reason.replace(/_/g, " ")}: ${w.detail}`)}</tr>`));
+                                              `${cell(w.text)}</tr>`));
     fill("jobs", s.jobs.map(j => `<tr class="job" data-job="${esc(j.job_id)}">${cell(j.job_id)}${cell(j.status, j.status)}` +
                                  `${cell(j.entrypoint)}${cell(+j.start ? new Date(j.start * 1000).toLocaleString() : "")}</tr>`));
     const queue = (await getJSON("/api/jobs")).filter(j => "team" in j);

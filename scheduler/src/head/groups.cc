@@ -54,14 +54,9 @@ policy::Decision GroupManager::try_place(Group& g, bool check_feasible) {
 // A group no arrangement of the running nodes can hold (`why`) waits for nodes that can (the
 // autoscaler starts them, or they join) unless the cluster fails such groups at once.
 policy::Decision GroupManager::wait_for_nodes(Group& g, const policy::GroupRequest& req, const std::string& why) {
-  using policy::WaitReason;
   bool had = g.wait_why.has_value();
-  if (could_add_nodes && could_add_nodes(req))
-    g.wait_why = policy::Wait{WaitReason::kNodeStarting, "no arrangement of the running nodes can hold it, the autoscaler can start nodes (" + why + ")"};
-  else if (infeasible_waits && infeasible_waits())
-    g.wait_why = policy::Wait{WaitReason::kInfeasible, why};
-  else
-    return policy::Decision::infeasible(why);
+  g.wait_why = policy::wait_for_nodes(could_add_nodes && could_add_nodes(req), infeasible_waits && infeasible_waits(), why);
+  if (!g.wait_why) return policy::Decision::infeasible(why);
   if (!had) g.waiting_since = Clock::now();
   return policy::Decision::wait();
 }
@@ -333,7 +328,7 @@ nlohmann::json GroupManager::waiting() const {
     if (!g.wait_why || g.state != store::GroupState::kPending) continue;
     out.push_back({{"kind", "placement_group"}, {"id", id}, {"what", g.name.empty() ? policy::name(g.strategy) : g.name},
                    {"job", g.job}, {"needs", g.bundles}, {"reason", policy::name(g.wait_why->reason)},
-                   {"detail", g.wait_why->detail}, {"for_s", std::chrono::duration<double>(now - g.waiting_since).count()}});
+                   {"detail", g.wait_why->detail}, {"text", policy::text(*g.wait_why)}, {"for_s", std::chrono::duration<double>(now - g.waiting_since).count()}});
   }
   return out;
 }

@@ -152,8 +152,8 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
       io_, token_, reply_, *redis_, *tables_, *nodes_, *groups_, *jobs_, head_node_,
       [this](const std::string& ev) { publish(ev); },
       [this](const Res& need) { return autoscaler_ && autoscaler_->wait_for_node(need); },
-      [this] { return !(autoscale_config_ && autoscale_config_->infeasible_fails); }});
-  groups_->infeasible_waits = [this] { return !(autoscale_config_ && autoscale_config_->infeasible_fails); };
+      [this] { return infeasible_waits(); }});
+  groups_->infeasible_waits = [this] { return infeasible_waits(); };
   groups_->could_add_nodes = [this](const policy::GroupRequest& g) { return autoscaler_ && autoscaler_->wait_for_nodes(g); };
   groups_->on_removed = [this](const std::string& g, const std::string& why) { actors_->group_removed(g, why); };
   groups_->on_placed = [this] { actors_->process(); };

@@ -177,6 +177,8 @@ class HeadService {
   };
   std::vector<Drain> drains_;
   std::optional<AutoscaleConfig> autoscale_config_;
+  // Requests no node can hold wait for one (the cluster's [scheduling] infeasible is not "fail").
+  bool infeasible_waits() const { return !(autoscale_config_ && autoscale_config_->infeasible_fails); }
   std::unique_ptr<Autoscaler> autoscaler_;  // with --autoscaler
   std::unique_ptr<HeadMetrics> metrics_;  // with --metrics-port
   std::unique_ptr<StatusBuilder> status_builder_;  // made by the first full status; after io_: goes first

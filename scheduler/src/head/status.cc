@@ -84,7 +84,8 @@ json HeadService::waiting_json() {
       for (auto& e : d)
         if (e.is_object() && e.contains("reason"))
           w.push_back({{"kind", "tasks"}, {"id", node}, {"what", std::to_string(e.value("count", 0)) + " workers for tasks"},
-                       {"job", ""}, {"needs", e["need"]}, {"reason", e["reason"]}, {"detail", e.value("detail", "")}});
+                       {"job", ""}, {"needs", e["need"]}, {"reason", e["reason"]}, {"detail", e.value("detail", "")},
+                       {"text", e.value("text", "")}});
     }
   } catch (const std::exception& e) {
     spdlog::debug("reading the nodes' waiting leases: {}", e.what());

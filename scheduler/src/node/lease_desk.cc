@@ -90,6 +90,7 @@ void LeaseDesk::exchange_demand() {
     if (auto w = why.find(need); w != why.end()) {
       d.back()["reason"] = policy::name(w->second.reason);
       d.back()["detail"] = w->second.detail;
+      d.back()["text"] = policy::text(w->second);
     }
   }
   std::string demand = d.empty() ? std::string() : d.dump();

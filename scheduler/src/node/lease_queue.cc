@@ -152,12 +152,8 @@ bool LeaseQueue::wait_for_node(Lease& l, const std::string& why) {
     node_.refuse(l, Refusal::kInfeasible, why);
     return false;
   }
-  using policy::WaitReason;
-  if (node_.could_add_node(l.need))
-    l.waiting = policy::Wait{WaitReason::kNodeStarting, "no running node can hold it, the autoscaler can start one (" + why + ")"};
-  else if (node_.infeasible_waits())
-    l.waiting = policy::Wait{WaitReason::kInfeasible, why};
-  else {
+  l.waiting = policy::wait_for_nodes(node_.could_add_node(l.need), node_.infeasible_waits(), why);
+  if (!l.waiting) {
     node_.refuse(l, Refusal::kInfeasible, why);
     return false;
   }

@@ -16,6 +16,12 @@ const char* name(WaitReason r) {
   return "?";
 }
 
+std::optional<Wait> wait_for_nodes(bool could_add, bool infeasible_waits, const std::string& why) {
+  if (could_add) return Wait{WaitReason::kNodeStarting, "no running node can hold it, the autoscaler can start one (" + why + ")"};
+  if (infeasible_waits) return Wait{WaitReason::kInfeasible, why};
+  return std::nullopt;
+}
+
 std::string text(const Wait& w) {
   std::string s = name(w.reason);
   for (auto& c : s) c = c == '_' ? ' ' : c;

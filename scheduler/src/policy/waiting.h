@@ -3,6 +3,7 @@
 // dashboard say it the same way. Pure: no I/O.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace yard::sched::policy {
@@ -22,6 +23,11 @@ struct Wait {
   WaitReason reason = WaitReason::kNoRoom;
   std::string detail;  // what and where: "team research at its ceiling of CPU: 8"
 };
+
+// Whether a request no running node can hold (`why`) waits, and why: for a node the autoscaler
+// can start (`could_add`), else for one to join when the cluster waits for such nodes
+// (`infeasible_waits`: its [scheduling] infeasible setting); nullopt: it is refused.
+std::optional<Wait> wait_for_nodes(bool could_add, bool infeasible_waits, const std::string& why);
 
 // The reason's name as shown in `--json` output ("no_room", "team_ceiling", ...).
 const char* name(WaitReason r);
