@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "fuzz_support.h"
-#include "sealed_link.h"
+#include "yard/internal/messaging.h"
 
 using namespace yard::detail;
 

@@ -9,7 +9,7 @@
 #include <capnp/schema.h>
 
 #include "fuzz_support.h"
-#include "wire.h"
+#include "yard/internal/messaging.h"
 
 using namespace yard::detail;
 namespace wire = yard::wire;

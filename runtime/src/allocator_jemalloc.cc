@@ -14,7 +14,7 @@
 #include <map>
 #include <string>
 
-#include "allocator.h"
+#include "yard/internal/allocator.h"
 #include "yard/process.h"
 
 // Read by jemalloc when it starts (before main). Large buffers (objects, tensors) come and go at

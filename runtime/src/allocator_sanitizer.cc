@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "allocator.h"
+#include "yard/internal/allocator.h"
 #include "yard/process.h"
 
 // The sanitizers' allocator interface (every sanitizer runtime exports it; GCC installs no header

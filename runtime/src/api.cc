@@ -11,13 +11,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include "allocator.h"
+#include "yard/internal/allocator.h"
 #include "core_worker.h"
 #include "link_limits.h"
 #include "link_security.h"
 #include "submit/pending_calls.h"
 #include "yard/process.h"
-#include "session.h"
+#include "yard/internal/session.h"
 #include "yard/internal/control_client.h"
 #include "yard/yard.h"
 

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <thread>
 
-#include "allocator.h"
+#include "yard/internal/allocator.h"
 #include "metrics/metrics_registry.h"
 #include "metrics/task_events.h"
 

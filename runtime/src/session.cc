@@ -1,4 +1,4 @@
-#include "session.h"
+#include "yard/internal/session.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

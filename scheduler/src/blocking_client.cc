@@ -1,6 +1,6 @@
 #include "blocking_client.h"
 
-#include "session.h"
+#include "yard/internal/session.h"
 #include "yard/errors.h"
 
 namespace yard::sched {

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "io_loop.h"
+#include "yard/internal/messaging.h"
 #include "yard/errors.h"
 
 namespace yard::sched {

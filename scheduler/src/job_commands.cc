@@ -9,8 +9,8 @@
 #include <filesystem>
 
 #include "common/credentials.h"
-#include "session.h"
-#include "wire.h"
+#include "yard/internal/session.h"
+#include "yard/internal/messaging.h"
 #include "yard/errors.h"
 #include "yard/process.h"
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "blocking_client.h"
-#include "session.h"
+#include "yard/internal/session.h"
 
 namespace yard::sched {
 

@@ -15,7 +15,7 @@
 
 #include "blocking_client.h"
 #include "head/store_servers.h"
-#include "session.h"
+#include "yard/internal/session.h"
 #include "yard/errors.h"
 #include "yard/process.h"
 

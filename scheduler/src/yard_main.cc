@@ -27,8 +27,8 @@
 #include "autoscale/config.h"
 #include "daemon.h"
 #include "yard/process.h"
-#include "link_security.h"
-#include "session.h"
+#include "yard/internal/messaging.h"
+#include "yard/internal/session.h"
 #include "yard/errors.h"
 
 using json = nlohmann::json;
@@ -43,7 +43,7 @@ sched::BlockingClient connect(const std::string& address, const std::string& tok
   return sched::BlockingClient(ep.address, ep.token);
 }
 
-int start(sched::DaemonOptions o, bool block) {
+int start(sched::StartOptions o, bool block) {
   if (block) return sched::run_daemon(o);
   int fds[2];
   if (pipe(fds) != 0) throw Error("pipe failed");
@@ -245,7 +245,7 @@ int follow_logs(sched::BlockingClient& c, const std::string& job, bool follow) {
 // Everything the command line can say, filled by CLI11.
 struct Args {
   std::string address, token;
-  sched::DaemonOptions dopts;
+  sched::StartOptions dopts;
   bool head = false, block = false, standby = false;
   std::string resources_json, join;
   bool as_json = false, verbose = false;

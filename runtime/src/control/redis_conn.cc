@@ -19,7 +19,7 @@
 
 #include <hiredis/hiredis.h>
 
-#include "session.h"
+#include "yard/internal/session.h"
 #include "yard/errors.h"
 
 namespace yard::sys {

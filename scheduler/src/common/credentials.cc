@@ -6,7 +6,7 @@
 
 #include <filesystem>
 
-#include "session.h"
+#include "yard/internal/session.h"
 #include "yard/errors.h"
 
 namespace yard::sched {

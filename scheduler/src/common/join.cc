@@ -1,6 +1,6 @@
 #include "common/join.h"
 
-#include "session.h"
+#include "yard/internal/session.h"
 #include "yard/errors.h"
 #include "yard/process.h"
 #include "yard/internal/redis.h"

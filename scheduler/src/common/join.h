@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "messenger.h"
+#include "yard/internal/messaging.h"
 #include "yard/internal/control_client.h"
 
 namespace yard::sched {

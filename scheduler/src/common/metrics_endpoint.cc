@@ -10,7 +10,7 @@
 #include <httplib.h>
 #include <prometheus/text_serializer.h>
 
-#include "link_security.h"
+#include "yard/internal/messaging.h"
 #include "yard/errors.h"
 
 namespace yard::sched {

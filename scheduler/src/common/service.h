@@ -11,10 +11,9 @@
 #include <optional>
 #include <string>
 
-#include "messenger.h"
+#include "yard/internal/messaging.h"
 #include "policy/res.h"
 #include "result.h"
-#include "wire.h"
 
 namespace yard::sched {
 

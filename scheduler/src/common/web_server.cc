@@ -7,7 +7,7 @@
 #include <httplib.h>
 
 #include "yard/internal/tls_identity.h"
-#include "session.h"
+#include "yard/internal/session.h"
 #include "yard/errors.h"
 
 namespace yard::sched {

@@ -41,16 +41,4 @@ void ActorManager::expire_waiting() {
   }
 }
 
-nlohmann::json ActorManager::waiting() const {
-  auto out = nlohmann::json::array();
-  auto now = Clock::now();
-  for (auto& [id, a] : actors_) {
-    if (!a.wait_why || a.waiting.empty() || a.state != store::ActorState::kPending) continue;
-    out.push_back({{"kind", "actor"}, {"id", a.id}, {"what", a.class_name}, {"job", a.job}, {"needs", a.resources},
-                   {"reason", policy::name(a.wait_why->reason)}, {"detail", a.wait_why->detail}, {"text", a.waiting},
-                   {"for_s", std::chrono::duration<double>(now - a.waiting_since).count()}});
-  }
-  return out;
-}
-
 }  // namespace yard::sched

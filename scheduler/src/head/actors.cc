@@ -479,7 +479,6 @@ void ActorManager::on_lost(Incoming& in) {
   process();
 }
 
-
 void ActorManager::count_actors(policy::ClusterView& view) const {
   std::unordered_map<std::string_view, int> count;
   count.reserve(view.nodes.size());
@@ -531,13 +530,6 @@ void ActorManager::move_off(const std::string& node) {
   }
 }
 
-std::vector<std::string> ActorManager::on_node(const std::string& node) const {
-  std::vector<std::string> out;
-  for (auto& [aid, a] : actors_)
-    if (a.node == node && (a.state == store::ActorState::kAlive || a.placing)) out.push_back(aid);
-  return out;
-}
-
 void ActorManager::stop(const std::string& id, const std::string& cause) {
   auto it = actors_.find(id);
   if (it == actors_.end()) return;
@@ -552,46 +544,6 @@ void ActorManager::job_ended(const std::string& job) {
       kill_actor_process(a);
       actor_failed(a, wire::ErrorCode::ACTOR_DIED, "its job " + job + " ended");
     }
-}
-
-bool ActorManager::uses_bundle(const std::string& group, int bundle) const {
-  for (auto& [aid, a] : actors_)
-    if (a.pg == group && a.bundle == bundle && a.state != store::ActorState::kDead) return true;
-  return false;
-}
-
-std::map<std::pair<std::string, std::string>, int> ActorManager::counts() const {
-  std::map<std::pair<store::ActorState, std::string_view>, int> by;  // no string made per actor
-  for (auto& [id, a] : actors_) ++by[{a.state, a.class_name}];
-  std::map<std::pair<std::string, std::string>, int> n;
-  for (auto& [k, c] : by) n[{store::name(k.first), std::string(k.second)}] += c;
-  return n;
-}
-
-nlohmann::json actor_row(const store::ActorRecord& a, std::map<std::string, nlohmann::json>& per_node) {
-  if (a.state == store::ActorState::kAlive) per_node[a.node].push_back(a.id);
-  return {{"actor_id", a.id}, {"class", a.class_name}, {"name", a.name}, {"state", store::name(a.state)},
-          {"job", a.job}, {"node", a.node}, {"address", a.address}, {"death_cause", a.cause},
-          {"restarts", a.num_restarts}, {"max_restarts", a.max_restarts}, {"resources", a.resources},
-          {"placement_group", a.pg}, {"detached", a.detached}};
-}
-
-nlohmann::json ActorManager::status(std::map<std::string, nlohmann::json>& per_node, bool rows) const {
-  auto out = nlohmann::json::array();
-  for (auto& [id, a] : actors_) {
-    if (rows)
-      out.push_back(actor_row(a, per_node));
-    else if (a.state == store::ActorState::kAlive)
-      per_node[a.node].push_back(id);
-  }
-  return out;
-}
-
-std::vector<store::ActorRecord> ActorManager::records() const {
-  std::vector<store::ActorRecord> out;
-  out.reserve(actors_.size());
-  for (auto& [id, a] : actors_) out.push_back(a);
-  return out;
 }
 
 }  // namespace yard::sched

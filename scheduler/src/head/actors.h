@@ -31,6 +31,39 @@ namespace yard::sched {
 // An actor's row in `yard status`; `per_node` gets its id under its node when it is alive.
 nlohmann::json actor_row(const store::ActorRecord& a, std::map<std::string, nlohmann::json>& per_node);
 
+// An actor as the head keeps it: its record, and what placing and answering it needs.
+struct HeadActor : store::ActorRecord {
+  std::shared_ptr<detail::InMessage> create_msg;  // kept while it may still be (re)started
+  std::string creator_routing;
+  uint64_t creator_req = 0;
+  bool replied = false;
+  policy::ActorStrategy strategy = policy::ActorStrategy::kDefault;
+  std::string affinity_node, caller_node;
+  bool soft = false, killed = false, placing = false;
+  uint64_t epoch = 0;     // placement attempts: a late answer to an old one is ignored
+  std::optional<policy::Wait> wait_why;  // set with `waiting`: why no running node can hold it
+  Clock::time_point waiting_since{};
+  Clock::time_point infeasible_deadline = Clock::time_point::max();  // it dies waiting after this
+  int place_failures = 0;
+  int unreachable = 0;
+  double dead_at = 0;
+};
+using ActorMap = std::map<std::string, HeadActor>;
+
+// Views of the head's actors (actor_views.cc): pure functions of ActorManager::all().
+// The actors alive (or being placed) on the node.
+std::vector<std::string> actors_on_node(const ActorMap& actors, const std::string& node);
+// Whether a live actor runs in the placement group's bundle.
+bool bundle_in_use(const ActorMap& actors, const std::string& group, int bundle);
+// How many actors there are by (state, class).
+std::map<std::pair<std::string, std::string>, int> actor_counts(const ActorMap& actors);
+// Every actor for `yard status` (with rows = false, none); `per_node` gets the live ones by node.
+nlohmann::json actor_rows(const ActorMap& actors, std::map<std::string, nlohmann::json>& per_node, bool rows);
+// A copy of every actor's record (the full status builds its rows from it, off the loop).
+std::vector<store::ActorRecord> actor_records(const ActorMap& actors);
+// The actors waiting for a node that can hold them, for `yard status` ("waiting").
+nlohmann::json waiting_actors(const ActorMap& actors);
+
 class ActorManager {
  public:
   struct Context {
@@ -70,45 +103,20 @@ class ActorManager {
   void node_died(const std::string& node);
   // Actors on a draining node that may restart move now (a move does not use up a restart).
   void move_off(const std::string& node);
-  // The actors alive (or being placed) on the node.
-  std::vector<std::string> on_node(const std::string& node) const;
   // Stops an actor for good (a drain that ran out of time).
   void stop(const std::string& id, const std::string& cause);
   void job_ended(const std::string& job);
   void group_removed(const std::string& group, const std::string& why);
-  bool uses_bundle(const std::string& group, int bundle) const;
   // After a takeover: the actors the records hold (rebuild.cc).
   void rebuild();
-  size_t size() const { return actors_.size(); }
   // What the actors waiting for room need (those in placement groups wait for their group), for
   // the autoscaler.
   std::vector<policy::Demand> pending_demand() const;
-  // The actors waiting for a node that can hold them, for `yard status` ("waiting").
-  nlohmann::json waiting() const;
-  // How many actors there are by (state, class).
-  std::map<std::pair<std::string, std::string>, int> counts() const;
-  // Every actor for `yard status` (with rows = false, none); `per_node` gets the live ones by node.
-  nlohmann::json status(std::map<std::string, nlohmann::json>& per_node, bool rows) const;
-  // A copy of every actor's record (the full status builds its rows from it, off the loop).
-  std::vector<store::ActorRecord> records() const;
+  // Every actor the head knows, by id (actor_views.h's functions read it).
+  const ActorMap& all() const { return actors_; }
 
  private:
-  struct Actor : store::ActorRecord {
-    std::shared_ptr<detail::InMessage> create_msg;  // kept while it may still be (re)started
-    std::string creator_routing;
-    uint64_t creator_req = 0;
-    bool replied = false;
-    policy::ActorStrategy strategy = policy::ActorStrategy::kDefault;
-    std::string affinity_node, caller_node;
-    bool soft = false, killed = false, placing = false;
-    uint64_t epoch = 0;     // placement attempts: a late answer to an old one is ignored
-    std::optional<policy::Wait> wait_why;  // set with `waiting`: why no running node can hold it
-    Clock::time_point waiting_since{};
-    Clock::time_point infeasible_deadline = Clock::time_point::max();  // it dies waiting after this
-    int place_failures = 0;
-    int unreachable = 0;
-    double dead_at = 0;
-  };
+  using Actor = HeadActor;
 
   // A creation sent again (its first answer was lost with a head that restarted) is answered as
   // the same actor; true when `in` was one.

@@ -55,8 +55,8 @@ void HeadService::start_autoscaler() {
         }
         return d;
       },
-      [this](const std::string& node) { return actors_->on_node(node).empty(); },
-      [this](const std::string& node) { drain(node, std::chrono::minutes(10), false, "", 0); },
+      [this](const std::string& node) { return actors_on_node(actors_->all(), node).empty(); },
+      [this](const std::string& node) { watch_->drain(node, std::chrono::minutes(10), false, "", 0); },
       [this](const std::string& ev) { publish(ev); }};
   autoscaler_ = std::make_unique<Autoscaler>(*autoscale_config_, std::move(provider), std::move(c));
   std::string names;

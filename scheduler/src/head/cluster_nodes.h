@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "messenger.h"
+#include "yard/internal/messaging.h"
 #include "policy/placement.h"
 #include "result.h"
 #include "store/tables.h"

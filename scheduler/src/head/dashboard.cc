@@ -9,7 +9,7 @@
 
 #include "blocking_client.h"
 #include "job_commands.h"
-#include "link_security.h"
+#include "yard/internal/messaging.h"
 #include "yard/errors.h"
 
 namespace yard::sched {

@@ -17,13 +17,12 @@
 #include <spdlog/spdlog.h>
 
 #include "yard/process.h"
-#include "allocator.h"
+#include "yard/internal/allocator.h"
 #include "common/credentials.h"
 #include "store/format.h"
-#include "link_limits.h"
-#include "link_security.h"
+#include "yard/internal/messaging.h"
 #include "yard/internal/tls_identity.h"
-#include "session.h"
+#include "yard/internal/session.h"
 #include "yard/errors.h"
 
 namespace fs = std::filesystem;
@@ -34,52 +33,6 @@ namespace yard::sched {
 using namespace detail;
 
 // ---- start-up ---------------------------------------------------------------------------------
-
-// A head started where a killed head left its cluster (same address, its Redis still up) takes
-// the cluster over instead of starting a new one: the address and pid of that Redis, or nullopt.
-std::optional<HeadService::Takeover> HeadService::find_takeover() {
-  if (!o_.redis_address.empty() || o_.embedded || o_.port == 0) return std::nullopt;
-  auto rec = record_for(o_.host + ":" + std::to_string(o_.port));
-  if (!rec || !process_dead(rec->pid)) return std::nullopt;
-  std::ifstream f(rec->session_dir + "/redis.address");
-  std::string addr;
-  long rpid = 0;
-  if (!(f >> addr >> rpid)) return std::nullopt;
-  Takeover t;
-  t.redis_address = addr;
-  t.redis_pid = static_cast<pid_t>(rpid);
-  try {
-    auto at = sys::RedisEndpoint::parse(addr);
-    t.redis_password = read_token(rec->session_dir + "/redis/password");
-    if (std::ifstream cert(rec->session_dir + "/redis/tls.crt"); cert) {
-      t.redis_tls_cert.assign(std::istreambuf_iterator<char>(cert), std::istreambuf_iterator<char>());
-      sys::trust_redis_tls(addr, t.redis_tls_cert);
-    }
-    // A Redis whose process still runs is waited for (a large cluster's can be busy for a while,
-    // rewriting its log; a replicated one may be failing over): starting a new cluster beside it
-    // would lose the old one's state.
-    auto running = [&] {
-      for (auto& [pid, role] : StoreServers::recorded(rec->session_dir))
-        if (pid_alive(pid)) return true;
-      return pid_alive(t.redis_pid);
-    };
-    auto deadline = Clock::now() + std::chrono::seconds(30);
-    for (;;) {
-      try {
-        Redis probe(at, t.redis_password, std::chrono::seconds(2), std::chrono::seconds(2));
-        break;
-      } catch (const std::exception& e) {
-        if (!running() || Clock::now() > deadline) throw;
-        spdlog::warn("the killed head's Redis at {} (pid {}) does not answer yet: {}; waiting for it", addr,
-                     t.redis_pid, e.what());
-      }
-    }
-  } catch (const std::exception&) {
-    return std::nullopt;  // its Redis is gone too: a new cluster
-  }
-  o_.session_dir = rec->session_dir;
-  return t;
-}
 
 // The session's folders, the log and the cluster token.
 void HeadService::open_session(bool taking_over) {
@@ -93,7 +46,7 @@ void HeadService::open_session(bool taking_over) {
   heap_for_daemon();
   token_file_ = o_.session_dir + "/token";
   if (!o_.standby_of.empty()) {  // a standby serves the cluster whose token it was given
-    token_ = o_.join_token;
+    token_ = o_.standby_token;
     write_private_file(token_file_, token_);
   } else {
     token_ = taking_over ? read_token(token_file_) : create_token(token_file_);
@@ -109,7 +62,7 @@ void HeadService::open_session(bool taking_over) {
 // other) that the head hands to the cluster's processes in its (encrypted) replies.
 void HeadService::start_redis() {
   servers_ = std::make_unique<StoreServers>(
-      StoreServers::Settings{o_.session_dir, log_dir_, o_.host, o_.embedded, o_.control_replicas});
+      StoreServers::Settings{o_.session_dir, log_dir_, o_.host, o_.presence->tied_to_parent(), o_.control_replicas});
   servers_->start();
   redis_password_ = servers_->password();
   redis_tls_cert_ = servers_->tls_cert();
@@ -159,7 +112,7 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   groups_->on_placed = [this] { actors_->process(); };
   JobQueue::Hooks hooks;
   hooks.start = [this](const store::JobRecord& j, const nlohmann::json& sub) { job_requests_->start_queued(j, sub); };
-  hooks.held = [this] { return held_by_jobs(actors_->records(), groups_->status()); };
+  hooks.held = [this] { return held_by_jobs(actor_records(actors_->all()), groups_->status()); };
   hooks.stop = [this](const std::string& id) { job_requests_->stop_program(id); };
   hooks.publish = [this](const std::string& ev) { publish(ev); };
   queue_ = std::make_unique<JobQueue>(*tables_, *nodes_, std::move(hooks));
@@ -168,6 +121,13 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   job_requests_ = std::make_unique<JobRequests>(JobRequests::Context{
       io_, token_, reply_, *tables_, *nodes_, *jobs_, *queue_, *actors_, *groups_, head_node_, team_key_,
       [this](const std::string& ev) { publish(ev); }});
+  watch_ = std::make_unique<NodeWatch>(NodeWatch::Context{
+      io_, token_, reply_, *redis_, *tables_, *nodes_, *actors_, *groups_, *queue_, *job_requests_, head_node_,
+      o_.heartbeat_timeout_s, [this] { return lease_->valid(); }, [this](const std::string& ev) { publish(ev); },
+      [this](const std::string& id) {
+        if (metrics_) metrics_->heartbeat_missed(id);
+      },
+      [this](const std::string& address) { ask_to_stop(address); }});
   blobs_ = std::make_unique<BlobStore>(o_.session_dir + "/blobs", tables_->blobs, io_, token_, reply_);
   tables_->link.gather_writes();
 }
@@ -235,8 +195,8 @@ void HeadService::begin_serving() {
   io_->post([this] {
     nodes_->refresh();
     io_->every(std::chrono::milliseconds(50), [this] { periodic(); });
-    liveness_.begin(Clock::now());
-    io_->every(kCheckPeriod, [this] { check_nodes(); });
+    watch_->begin(Clock::now());
+    io_->every(NodeWatch::kCheckPeriod, [this] { watch_->check(); });
     io_->every(std::chrono::minutes(10), [this] { sweep_blobs(); });
     io_->every(lease_->timing().renew_every, [this] { renew_lease(); });
     if (metrics_) io_->every(std::chrono::seconds(1), [this] { update_metrics(); });
@@ -285,11 +245,11 @@ void HeadService::start_head_node() {
     argv.insert(argv.end(), {"--metrics-port", std::to_string(o_.metrics_port == 0 ? 0 : o_.metrics_port + 1)});
   if (o_.object_store_bytes > 0) argv.insert(argv.end(), {"--object-store-memory", std::to_string(o_.object_store_bytes)});
   if (!o_.resources.empty()) argv.insert(argv.end(), {"--resources", json(o_.resources).dump()});
-  if (o_.embedded) argv.push_back("--embedded");
+  if (o_.presence->tied_to_parent()) argv.push_back("--embedded");
   SpawnOptions so;
   so.env["YARD_TOKEN"] = token_;
   so.stdout_path = log_dir_ + "/node.out";
-  if (o_.embedded) {
+  if (o_.presence->tied_to_parent()) {
     so.death_signal = SIGTERM;
     so.env["YARD_PARENT_PID"] = std::to_string(getpid());
   } else {
@@ -420,14 +380,14 @@ int HeadService::run() {
     begin_serving();
     start_head_node();
     ClusterRecord rec{io_->address(), o_.session_dir, log_dir_, token_file_, getpid()};
-    if (!o_.embedded) write_record(rec, true);
+    o_.presence->announce(rec);
     spdlog::info("head listening on {}, redis at {}, its node {} (pid {}), session {}", io_->address(), o_.redis_address,
                  head_node_, head_node_pid_, o_.session_dir);
     report_ready(o_.ready_fd, io_->address() + " " + token_file_);
     wait_for_stop(parent_pid_);
     if (stepped_down_) {
       io_->stop();
-      if (!o_.embedded) remove_record(rec);
+      o_.presence->withdraw(rec);
       spdlog::info("stopped (stepped down)");
       return 0;
     }
@@ -438,7 +398,7 @@ int HeadService::run() {
     });
     stop_head_node();
     io_->stop();
-    if (!o_.embedded) remove_record(rec);
+    o_.presence->withdraw(rec);
     if (servers_) servers_->stop();
     spdlog::info("stopped");
     return 0;
@@ -492,15 +452,15 @@ void HeadService::handle_head_request(Incoming& in) {
     case B::HAS_BLOB:
     case B::PUT_BLOB:
     case B::GET_BLOB: return blobs_->handle(in);
-    case B::DRAIN_NODE: return on_drain(in);
+    case B::DRAIN_NODE: return watch_->on_drain(in);
     case B::SUBMIT_JOB: return job_requests_->on_submit_job(in);
     case B::JOB_LOGS: return job_requests_->on_job_logs(in);
     case B::STOP_JOB: return job_requests_->on_stop_job(in, in.msg->env().getBody().getStopJob());
     case B::JOB_CONTROL: return job_requests_->on_job_control(in);
     case B::STATUS: return on_status(in);
     case B::STATUS_SUMMARY: return on_status_summary(in);
-    case B::TIMELINE: return on_timeline(in);
-    case B::JOB_CURVES: return on_job_curves(in);
+    case B::TIMELINE: return job_requests_->on_timeline(in);
+    case B::JOB_CURVES: return job_requests_->on_job_curves(in);
     case B::GET_CONTROL_STORE: return on_get_control_store(in);
     case B::WHERE_IS_HEAD: return on_where_is_head(in);
     case B::LIST_JOBS: return job_requests_->on_list_jobs(in);
@@ -533,7 +493,7 @@ void HeadService::on_get_control_store(Incoming& in) {
 void HeadService::update_metrics() {
   HeadMetrics::Sample s;
   s.nodes = nodes_->by_state();
-  s.actors = actors_->counts();
+  s.actors = actor_counts(actors_->all());
   s.groups = groups_->counts();
   s.jobs = jobs_->counts();
   s.store_reconnects = redis_->reconnects();

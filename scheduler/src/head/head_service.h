@@ -11,8 +11,9 @@
 //  * ActorManager (actors.h): placement across nodes, restarts, lookups, names;
 //  * GroupManager (groups.h): placement groups;
 //  * JobQueue (job_queue.h): jobs with a shape wait there until they are admitted;
-// and the service itself: start-up and takeover, the failure detector and drains (nodes.cc),
-// status, events, the control store's address. One I/O thread.
+//  * NodeWatch (node_watch.h): the failure detector and drains;
+// and the service itself: start-up and takeover, status, events, the control store's address.
+// One I/O thread.
 #pragma once
 
 #include <atomic>
@@ -40,6 +41,7 @@
 #include "head/job_queue.h"
 #include "head/job_requests.h"
 #include "head/job_table.h"
+#include "head/node_watch.h"
 #include "head/store_servers.h"
 #include "policy/liveness.h"
 #include "policy/placement.h"
@@ -51,9 +53,7 @@ namespace yard::sched {
 
 class HeadService {
  public:
-  explicit HeadService(DaemonOptions o)
-      : o_(std::move(o)),
-        liveness_(std::chrono::milliseconds(static_cast<long>(o_.heartbeat_timeout_s * 1000)), kCheckPeriod) {}
+  explicit HeadService(HeadOptions o) : o_(std::move(o)) {}
   int run();
 
  private:
@@ -69,7 +69,6 @@ class HeadService {
   };
 
   // Start-up and shut-down (head_service.cc).
-  std::optional<Takeover> find_takeover();
   void open_session(bool taking_over);
   void start_redis();
   void connect_control_store(const std::optional<Takeover>& takeover);
@@ -96,14 +95,14 @@ class HeadService {
   // What waits for a node that can hold it (actors, placement groups, tasks at each node), why,
   // and since when: `yard status` and the dashboard.
   nlohmann::json waiting_json();
-  void on_timeline(Incoming& in);
-  void on_job_curves(Incoming& in);
   void publish(const std::string& event_json) const;
 
   // The autoscaler, with --autoscaler (autoscaling.cc).
   void start_autoscaler();
 
-  // Taking over from a killed head (rebuild.cc).
+  // Taking over from a killed head (rebuild.cc): the cluster it left at this address (nullopt:
+  // none, or its control store is gone too), and its state read back.
+  std::optional<Takeover> find_takeover();
   void rebuild();
 
   // The lease (standby.cc). A standby waits until the active head's lease is free and takes it
@@ -123,18 +122,7 @@ class HeadService {
   std::string active_elsewhere_;  // a standby's or stepped-down head's: the active head's address
   bool lease_unreachable_logged_ = false;
 
-  // Nodes: the failure detector and drains (nodes.cc).
-  void check_nodes();
-  void node_died(const std::string& id);
-  void on_drain(Incoming& in);
-  // Nothing new goes to the node, its actors move, it is stopped once idle (or at the timeout
-  // with `force`). `routing` "" : nobody waits for the answer.
-  void drain(const std::string& id, std::chrono::milliseconds timeout, bool force, const std::string& routing,
-             uint64_t req);
-  void move_off(const std::string& node);
-  void check_drains();
-
-  DaemonOptions o_;
+  HeadOptions o_;
   std::string token_, token_file_, log_dir_;
   std::string team_key_;  // what team credentials are derived from (common/credentials.h)
   detail::Channel io_;  // opened by start()
@@ -159,23 +147,13 @@ class HeadService {
 
   std::unique_ptr<JobTable> jobs_;  // over tables_
   std::unique_ptr<ClusterNodes> nodes_;  // over tables_
-  static constexpr std::chrono::milliseconds kCheckPeriod{250};  // the failure detector's
-  uint64_t seen_reconnects_ = 0;
-  policy::Liveness liveness_;  // whether silent nodes may be judged now
-  Clock::time_point last_refresh_{};  // the nodes' resources last read in full
   Clock::time_point records_retry_at_{};  // after a failed write_records, its next try
   std::unique_ptr<ActorManager> actors_;  // over nodes_, groups_ and jobs_
   std::unique_ptr<GroupManager> groups_;  // over nodes_ and jobs_
   std::unique_ptr<JobQueue> queue_;       // over nodes_
   std::unique_ptr<JobRequests> job_requests_;  // over all of the above
   std::unique_ptr<BlobStore> blobs_;
-  struct Drain {
-    std::string node, routing;
-    uint64_t req;
-    Clock::time_point deadline;
-    bool force;
-  };
-  std::vector<Drain> drains_;
+  std::unique_ptr<NodeWatch> watch_;          // over all of the above
   std::optional<AutoscaleConfig> autoscale_config_;
   // Requests no node can hold wait for one (the cluster's [scheduling] infeasible is not "fail").
   bool infeasible_waits() const { return !(autoscale_config_ && autoscale_config_->infeasible_fails); }

@@ -55,6 +55,9 @@ class JobRequests {
   void on_job_logs(Incoming& in);
   void on_stop_job(Incoming& in, const std::string& id);
   void on_list_jobs(Incoming& in);
+  // A job's timeline (Chrome's trace format) and the points of its own gauges (job_views.cc).
+  void on_timeline(Incoming& in);
+  void on_job_curves(Incoming& in);
   // `yard job cancel|hold|release|priority` (queue_requests.cc).
   void on_job_control(Incoming& in);
   // The job queue's hooks: an admitted job's program started on the driver node; a job's program

@@ -8,7 +8,7 @@
 #include "common/credentials.h"
 #include "common/join.h"
 #include "head/head_service.h"
-#include "session.h"
+#include "yard/internal/session.h"
 #include "yard/errors.h"
 
 namespace fs = std::filesystem;

@@ -4,7 +4,6 @@
 // the cluster's size.
 #include "head/head_service.h"
 #include "head/status_builder.h"
-#include "head/timeline.h"
 
 #include <unistd.h>
 
@@ -22,30 +21,6 @@ namespace yard::sched {
 using namespace detail;
 
 // ---- status -----------------------------------------------------------------------------------
-
-void HeadService::on_timeline(Incoming& in) {
-  std::string job = in.msg->env().getBody().getTimeline();
-  if (job.empty()) {
-    auto ids = tables_->jobs.ids();
-    if (ids.empty()) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no jobs yet");
-    job = ids.back();
-  }
-  if (!tables_->jobs.get(job)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + job);
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  m.env().getBody().setTimelineReply(chrome_trace(job, tables_->journals.timeline(job)));
-  io_->reply(in.routing_id, m.finish());
-}
-
-// The points of a job's own gauges, oldest first, as one JSON array.
-void HeadService::on_job_curves(Incoming& in) {
-  std::string job = in.msg->env().getBody().getJobCurves();
-  if (!tables_->jobs.get(job)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no job " + job);
-  std::string out = "[";
-  for (auto& p : tables_->journals.curves(job)) out += (out.size() > 1 ? "," : "") + p;
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  m.env().getBody().setStatusReply(out + "]");
-  io_->reply(in.routing_id, m.finish());
-}
 
 namespace {
 constexpr size_t kSummaryRows = 20;  // a summary lists nodes and actors up to this many of each
@@ -74,7 +49,7 @@ json HeadService::cluster_json() {
 }
 
 json HeadService::waiting_json() {
-  json w = actors_->waiting();
+  json w = waiting_actors(actors_->all());
   for (auto& g : groups_->waiting()) w.push_back(std::move(g));
   try {
     for (auto& [node, text] : tables_->cluster.lease_demand()) {
@@ -104,7 +79,7 @@ void HeadService::on_status(Incoming& in) {
   status_builder_->request(in.routing_id, in.msg->env().getRequestId(), [this] {
     StatusBuilder::Snapshot s;
     s.cluster = cluster_json();
-    s.actors = actors_->records();
+    s.actors = actor_records(actors_->all());
     s.groups = groups_->status();
     s.waiting = waiting_json();
     s.dead = nodes_->dead_ids();
@@ -127,16 +102,16 @@ void HeadService::on_status_summary(Incoming& in) {
   j["resources_total"] = total;
   j["resources_available"] = avail;
   // Counted, not listed: a summary costs the head nothing per actor or group beyond a count.
-  std::map<std::string, int> actor_counts;
+  std::map<std::string, int> by_state;
   size_t n_actors = 0, n_groups = 0;
-  for (auto& [state_class, n] : actors_->counts()) actor_counts[state_class.first] += n, n_actors += size_t(n);
+  for (auto& [state_class, n] : actor_counts(actors_->all())) by_state[state_class.first] += n, n_actors += size_t(n);
   auto group_counts = groups_->counts();
   for (auto& [state, n] : group_counts) n_groups += size_t(n);
-  j["actor_counts"] = actor_counts;
+  j["actor_counts"] = by_state;
   j["placement_group_counts"] = group_counts;
   if (nodes_->all().size() <= kSummaryRows || n_actors <= kSummaryRows) {
     std::map<std::string, json> per_node;
-    json actors = actors_->status(per_node, n_actors <= kSummaryRows);
+    json actors = actor_rows(actors_->all(), per_node, n_actors <= kSummaryRows);
     if (nodes_->all().size() <= kSummaryRows) j["nodes"] = node_rows(*tables_, per_node, nodes_->dead_ids());
     if (n_actors <= kSummaryRows) j["actors"] = actors;
   }

@@ -3,9 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "head/actors.h"
-#include "messenger.h"
+#include "yard/internal/messaging.h"
 #include "resources.h"
-#include "wire.h"
 
 using json = nlohmann::json;
 

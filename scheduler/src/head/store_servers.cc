@@ -9,8 +9,8 @@
 #include <spdlog/spdlog.h>
 
 #include "common/service.h"
-#include "link_security.h"
-#include "session.h"
+#include "yard/internal/messaging.h"
+#include "yard/internal/session.h"
 #include "yard/errors.h"
 #include "yard/internal/tls_identity.h"
 #include "yard/process.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "messenger.h"
+#include "yard/internal/messaging.h"
 #include "result.h"
 
 namespace yard::sched {

@@ -14,13 +14,12 @@
 #include <spdlog/spdlog.h>
 
 #include "common/join.h"
-#include "allocator.h"
-#include "link_limits.h"
-#include "objects/local_copies.h"
+#include "yard/internal/allocator.h"
+#include "yard/internal/messaging.h"
+#include "yard/internal/node_objects.h"
 
 #include "yard/process.h"
-#include "session.h"
-#include "objects/shm_store.h"
+#include "yard/internal/session.h"
 #include "yard/errors.h"
 
 namespace fs = std::filesystem;
@@ -44,7 +43,7 @@ void NodeManager::open_session() {
   heap_for_daemon();
   token_file_ = o_.session_dir + "/token";
   token_ = o_.join_token;
-  if (!o_.head_node) {
+  if (o_.role == NodeRole::kJoined) {  // the head's node shares the head's token file
     int fd = ::open(token_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) throw Error("cannot write " + token_file_);
     (void)!::write(fd, token_.data(), token_.size());
@@ -76,11 +75,11 @@ void NodeManager::measure_resources() {
 void NodeManager::join() {
   auto access = ask_control_store(io_, o_.join_address, token_);
   o_.join_address = access.head;  // of a head and its standbys, the one that serves
-  o_.redis_address = access.address;
+  redis_address_ = access.address;
   redis_password_ = access.password;
   // Beyond loopback the cluster's web endpoints speak HTTPS, all with the head's web identity.
   web_ = store_web_identity(o_.session_dir + "/node-web", access.web_tls_key, access.web_tls_cert);
-  redis_ = std::make_unique<Redis>(sys::RedisEndpoint::parse(o_.redis_address), redis_password_, std::chrono::seconds(3));
+  redis_ = std::make_unique<Redis>(sys::RedisEndpoint::parse(redis_address_), redis_password_, std::chrono::seconds(3));
   tables_ = std::make_unique<store::Tables>(*redis_);
 }
 
@@ -120,7 +119,7 @@ void NodeManager::begin_serving() {
   ledger_ = control_store_ledger(*redis_);
   res_ = std::make_unique<LocalResources>(*ledger_, node_id_, measured_, gpu_devices_);
   res_->reopen();
-  JobRunner::Setting js{node_id_, o_.session_dir, log_dir_, o_.join_address, token_, o_.head_node};
+  JobRunner::Setting js{node_id_, o_.session_dir, log_dir_, o_.join_address, token_, o_.role == NodeRole::kHeadNode};
   jobs_ = std::make_unique<JobRunner>(*tables_, blobs_, js, [this](const Job& j) {
     workers_.stop_job(j.id);  // detached actors stay
     leases_->queue().refuse_job(j.id, "job " + j.id + " ended");
@@ -137,8 +136,8 @@ void NodeManager::begin_serving() {
   hosting_ = std::make_unique<ActorHosting>(io_, token_, node_id_, workers_, *res_, static_cast<ActorHosting::Node&>(*this));
   last_contact_ = Clock::now();
   save_node();
-  tables_->nodes.add(node_id_, o_.head_node ? "head" : "node");
-  if (o_.head_node) tables_->cluster.set_head_node(node_id_);
+  tables_->nodes.add(node_id_, o_.role == NodeRole::kHeadNode ? "head" : "node");
+  if (o_.role == NodeRole::kHeadNode) tables_->cluster.set_head_node(node_id_);
   io_->post([this] { io_->every(std::chrono::milliseconds(50), [this] { periodic(); }); });
   io_->post([this] {
     io_->every(beat_period(), [this] { save_node(); });
@@ -158,12 +157,10 @@ int NodeManager::run() {
     join();
     begin_serving();
     ClusterRecord rec{io_->address(), o_.session_dir, log_dir_, token_file_, getpid()};
-    if (!o_.embedded && !o_.head_node) write_record(rec, false);
-    // `yard stop` finds the head's node manager here when the head service is gone.
-    if (o_.head_node) std::ofstream(o_.session_dir + "/head-node.pid") << getpid() << "\n";
+    o_.presence->announce(rec);
     spdlog::info("node {} listening on {}{}, head at {}, redis at {}, {} CPUs, session {}", node_id_, io_->address(),
                  io_->data_link() ? " (data link " + io_->data_link()->address + ")" : std::string(), o_.join_address,
-                 o_.redis_address, measured_["CPU"], o_.session_dir);
+                 redis_address_, measured_["CPU"], o_.session_dir);
     report_ready(o_.ready_fd, io_->address() + " " + token_file_);
     wait_for_stop(parent_pid_);
 
@@ -175,8 +172,7 @@ int NodeManager::run() {
     });
     f.wait_for(std::chrono::seconds(10));
     io_->stop();
-    if (!o_.embedded && !o_.head_node) remove_record(rec);
-    if (o_.head_node) fs::remove(o_.session_dir + "/head-node.pid");
+    o_.presence->withdraw(rec);
     memory_.reset();
     std::error_code ec;
     if (!spill_dir_.empty()) fs::remove_all(spill_dir_, ec);
@@ -247,7 +243,7 @@ void NodeManager::save_node() {
     if (o_.head_timeout_s > 0 && !gave_up_ && now - last_contact_ > std::chrono::duration<double>(o_.head_timeout_s)) {
       spdlog::error("the cluster's control store at {} has not been reachable for {:g} s (--head-timeout): stopping this "
                     "node and its workers",
-                    o_.redis_address, o_.head_timeout_s);
+                    redis_address_, o_.head_timeout_s);
       gave_up_ = true;
       request_stop();
     }

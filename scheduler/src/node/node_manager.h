@@ -29,7 +29,7 @@
 #include "node/lease_desk.h"
 #include "node/node_metrics.h"
 #include "node/local_resources.h"
-#include "objects/node_memory.h"
+#include "yard/internal/node_objects.h"
 #include "node/peers.h"
 #include "node/worker_pool.h"
 #include "policy/gpus.h"
@@ -42,7 +42,7 @@ namespace yard::sched {
 
 class NodeManager : private ActorHosting::Node {
  public:
-  explicit NodeManager(DaemonOptions o) : o_(std::move(o)) {}
+  explicit NodeManager(NodeOptions o) : o_(std::move(o)) {}
   int run();
 
  private:
@@ -102,7 +102,8 @@ class NodeManager : private ActorHosting::Node {
     jobs_->with_job(job_id, std::move(k));
   }
 
-  DaemonOptions o_;
+  NodeOptions o_;
+  std::string redis_address_;  // the control store's, as the head said at join
   std::string token_, token_file_, log_dir_, node_id_;
   detail::Channel io_;  // opened by start()
   Replies reply_{io_, token_};

@@ -7,7 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "objects/shm_store.h"
+#include "yard/internal/node_objects.h"
 #include "yard/process.h"
 
 namespace fs = std::filesystem;

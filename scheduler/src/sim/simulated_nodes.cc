@@ -11,10 +11,10 @@
 #include <spdlog/spdlog.h>
 
 #include "common/join.h"
-#include "allocator.h"
-#include "link_limits.h"
+#include "yard/internal/allocator.h"
+#include "yard/internal/messaging.h"
 #include "resources.h"
-#include "session.h"
+#include "yard/internal/session.h"
 #include "yard/errors.h"
 #include "yard/process.h"
 #include "yard/simulated.h"  // registers the class simulated nodes host whatever the driver
@@ -59,7 +59,7 @@ void SimulatedNodes::join() {
 void SimulatedNodes::add_nodes() {
   std::set<std::string> ids;
   auto ctx = make_io_context(2);  // the nodes' loops share its I/O threads
-  for (int i = 0; i < o_.simulate; ++i) {
+  for (int i = 0; i < o_.count; ++i) {
     std::string id;
     do id = "node-" + random_hex(4);
     while (!ids.insert(id).second);

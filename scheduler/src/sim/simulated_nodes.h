@@ -18,7 +18,7 @@ namespace yard::sched::sim {
 
 class SimulatedNodes {
  public:
-  explicit SimulatedNodes(DaemonOptions o) : o_(std::move(o)) {}
+  explicit SimulatedNodes(SimulatedNodesOptions o) : o_(std::move(o)) {}
   // Joins, serves until stopped (a signal, its parent gone, or every node asked to leave), and
   // takes its nodes out of the cluster. The process exit code.
   int run();
@@ -32,7 +32,7 @@ class SimulatedNodes {
   void beat_locked();  // store_.mu held
   void leave_all();
 
-  DaemonOptions o_;
+  SimulatedNodesOptions o_;
   std::string token_, token_file_, log_dir_;
   double start_time_ = 0;
   Res per_node_;
