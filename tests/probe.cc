@@ -212,7 +212,12 @@ int main(int argc, char** argv) {
     zmq_ctx_term(ctx);
     return 0;
   }
-  yard::init(argc, argv);
+  try {
+    yard::init(argc, argv);
+  } catch (const yard::Error& e) {
+    std::printf("init: %s\n", e.what());
+    return 5;
+  }
   std::string mode = argc > 1 ? argv[1] : "";
   if (mode == "embedded") {
     std::printf("ready %s\n", yard::cluster_address().c_str());
@@ -396,8 +401,20 @@ int main(int argc, char** argv) {
     auto h = yard::actor<Holder>().name(argv[2]).detached().remote();
     return *h.call(&Holder::ping).remote().get(std::chrono::seconds(60)) == 1 ? 0 : 1;
   }
+  // NAME with the job's default lifetime, and NAME-own that chooses to end with the job.
+  if (mode == "default-lifetime" && argc > 2) {
+    auto h = yard::actor<Holder>().name(argv[2]).remote();
+    auto own = yard::actor<Holder>().name(std::string(argv[2]) + "-own").lifetime(yard::Lifetime::kNonDetached).remote();
+    return *h.call(&Holder::ping).remote().get(std::chrono::seconds(60)) + *own.call(&Holder::ping).remote().get(std::chrono::seconds(60)) == 2 ? 0 : 1;
+  }
   if (mode == "use" && argc > 2) {
-    auto h = yard::get_actor<Holder>(argv[2]);
+    yard::ActorHandle<Holder> h;
+    try {
+      h = yard::get_actor<Holder>(argv[2]);
+    } catch (const yard::NotFoundError& e) {
+      std::printf("not found: %s\n", e.what());
+      return 4;
+    }
     std::printf("found %s on %s\n", argv[2], h.call(&Holder::where).remote().get(std::chrono::seconds(60))->c_str());
     h.kill();
     return 0;

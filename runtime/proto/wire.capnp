@@ -101,6 +101,8 @@ struct RegisterJob {
   pid @3 :Int32;           # driver pid: the job ends when it exits
   submissionId @4 :Text;   # set when started by `yard submit`
   binaryDigest @5 :Text;   # sha256 of the binary, uploaded to the head (hasBlob/putBlob) first
+  namespace @6 :Text;      # where its actors' and groups' names live ("" : its own, named by its id)
+  detachedActors @7 :Bool; # its actors that do not choose a lifetime outlive it
 }
 
 # Part of an object, for a borrower on another host: a large object crosses hosts in parts,
@@ -201,6 +203,8 @@ struct CreateActor {
   infeasibleTimeoutMs @15 :UInt64; # fails after waiting this long for a node that can hold it (0: waits)
   concurrency @16 :Concurrency;    # how concurrent calls run (max_concurrency above 1, or groups)
   concurrencyGroups @17 :List(ConcurrencyGroup);
+  namespace @18 :Text;       # where its name lives ("" : its job's namespace)
+  lifetimeChosen @19 :Bool;  # `detached` is the creator's choice; else its job's default decides
 }
 
 # How a concurrent actor's calls run: each on a thread of a pool (Ray's max_concurrency), or each
@@ -251,6 +255,7 @@ struct CreatePlacementGroup {
   strategy @2 :PlacementStrategy;
   bundles @3 :List(Bundle);
   name @4 :Text;
+  namespace @5 :Text;      # where its name lives ("" : its job's namespace)
 }
 
 struct WaitPlacementGroup {
@@ -282,6 +287,8 @@ struct GetActor {
   name @0 :Text;       # by name, or
   actorId @1 :Text;    # by id (a handle received as a value); answered once the actor is up
   lostAddress @2 :Text; # the caller lost the actor's process here: answer once it has moved
+  namespace @3 :Text;   # where the name is looked up ("" : the name of an actor of any namespace
+                        # made before namespaces existed)
 }
 
 struct KillActor {

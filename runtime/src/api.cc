@@ -43,6 +43,17 @@ CoreWorker& rt() {
 }
 
 // Starts `yard start --head --block` as a child that dies with this process; returns its address.
+// Whether the job's actors that choose no lifetime outlive it: as the program says, else as
+// YARD_DEFAULT_ACTOR_LIFETIME says; an unknown value there is refused.
+bool default_detached(Lifetime given) {
+  if (given != Lifetime::kJobDefault) return given == Lifetime::kDetached;
+  const char* e = getenv("YARD_DEFAULT_ACTOR_LIFETIME");
+  std::string v = e ? e : "";
+  if (v.empty() || v == "non_detached") return false;
+  if (v == "detached") return true;
+  throw InvalidArgument("YARD_DEFAULT_ACTOR_LIFETIME is '" + v + "': say detached or non_detached");
+}
+
 std::string start_embedded(const InitOptions& o) {
   std::string yard_bin = find_yard_binary();
   std::filesystem::create_directories(yard_home());
@@ -100,8 +111,8 @@ std::vector<Bytes> get_all_bytes(const std::vector<std::string>& ids, Duration t
 ActorPtr create_actor(const std::string& class_name, std::vector<Arg> args, const ActorOptions& options) {
   return rt().create_actor(class_name, std::move(args), options);
 }
-ActorPtr lookup_actor(const std::string& name, const std::string& class_name) {
-  return rt().lookup_actor(name, class_name);
+ActorPtr lookup_actor(const std::string& name, const std::string& class_name, const std::string& name_space) {
+  return rt().lookup_actor(name, class_name, name_space);
 }
 Holder submit_actor_call(const ActorPtr& actor, const std::string& method, std::vector<Arg> args,
                          const CallOptions& call) {
@@ -138,6 +149,7 @@ void init(const InitOptions& options, int argc, char** argv) {
     cfg.node_address = env("YARD_NODE_ADDRESS");
     cfg.token = env("YARD_TOKEN");
     cfg.job_id = env("YARD_JOB_ID");
+    cfg.name_space = env("YARD_NAMESPACE");
     cfg.worker_id = env("YARD_WORKER_ID");
     cfg.actor_id = env("YARD_ACTOR_ID");
     cfg.head_address = env("YARD_HEAD_ADDRESS");
@@ -152,6 +164,8 @@ void init(const InitOptions& options, int argc, char** argv) {
     g_current.store(w_ptr);
     w_ptr->run();  // never returns
   }
+  // Checked before a cluster is started or joined.
+  bool detached_actors = default_detached(options.default_lifetime);
   std::string address = options.address;
   std::string token = options.token;
   if (address.empty())
@@ -164,12 +178,15 @@ void init(const InitOptions& options, int argc, char** argv) {
     if (token.empty()) token = read_token(token_file);
   }
   Endpoint ep = resolve_endpoint(address, token);
+  std::string name_space = options.name_space;
+  if (name_space.empty())
+    if (const char* n = getenv("YARD_NAMESPACE"); n && *n) name_space = n;
   try {
     // A head and its standbys: the first that registers the driver (a standby refuses).
     auto heads = address_list(ep.address);
     for (size_t k = 0; !g_worker; ++k) {
       try {
-        g_worker = std::make_unique<Driver>(heads.at(k), ep.token, options.timeout);
+        g_worker = std::make_unique<Driver>(heads.at(k), ep.token, options.timeout, name_space, detached_actors);
         ep.address = heads[k];
       } catch (const ConnectionError&) {
         if (k + 1 >= heads.size()) throw;
@@ -238,6 +255,7 @@ LinkSettings link_settings(const std::string& purpose) {
 
 std::string node_id() { return detail::rt().node_id(); }
 std::string job_id() { return detail::rt().job_id(); }
+std::string get_namespace() { return detail::rt().name_space(); }
 
 void exit_actor() {
   const char* id = getenv("YARD_ACTOR_ID");

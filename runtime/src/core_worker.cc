@@ -204,7 +204,9 @@ ActorPtr CoreWorker::create_actor(const std::string& cls, std::vector<Arg> args,
   count_submitted(cls, "create");
   return actors_.create(cls, std::move(args), o);
 }
-ActorPtr CoreWorker::lookup_actor(const std::string& name, const std::string& cls) { return actors_.lookup(name, cls); }
+ActorPtr CoreWorker::lookup_actor(const std::string& name, const std::string& cls, const std::string& name_space) {
+  return actors_.lookup(name, cls, name_space);
+}
 ActorPtr CoreWorker::actor_from_id(const std::string& id, const std::string& cls) { return actors_.from_id(id, cls); }
 Holder CoreWorker::submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args,
                                      const CallOptions& call) {
@@ -215,8 +217,10 @@ void CoreWorker::kill_actor(const ActorPtr& a, bool restart) { actors_.kill(a, r
 
 // ---- the two kinds of process -----------------------------------------------------------------
 
-Driver::Driver(const std::string& address, const std::string& token, std::chrono::milliseconds timeout)
+Driver::Driver(const std::string& address, const std::string& token, std::chrono::milliseconds timeout,
+               const std::string& name_space, bool detached_actors)
     : CoreWorker(token, address, address, "", "") {
+  name_space_ = name_space;
   // Reachable from the cluster: loopback for a local head, else the interface toward the head
   // (YARD_HOST overrides).
   const char* host_env = getenv("YARD_HOST");
@@ -227,8 +231,9 @@ Driver::Driver(const std::string& address, const std::string& token, std::chrono
     set_error(m.env(), wire::ErrorCode::NOT_FOUND, "a driver serves only its objects");
     io_.reply(in.routing_id, m.finish());
   }));
-  auto reg = head_client_.register_driver(timeout);
+  auto reg = head_client_.register_driver(timeout, detached_actors);
   job_id_ = reg.job_id;
+  if (name_space_.empty()) name_space_ = job_id_;  // the job's own
   node_id_ = reg.node_id;
   // Leases go to the node manager the head named; actors, groups and the job's end to the head.
   if (!reg.node_address.empty()) lease_address_ = reg.node_address;
@@ -248,6 +253,7 @@ Worker::Worker(WorkerConfig cfg)
                  cfg.node_id, cfg.job_id),
       cfg_(std::move(cfg)) {
   process_label_ = cfg_.worker_id;
+  name_space_ = cfg_.name_space.empty() ? cfg_.job_id : cfg_.name_space;
 }
 
 void Worker::run() {

@@ -40,7 +40,7 @@ class CoreWorker {
   std::vector<Bytes> get_all(const std::vector<std::string>& ids, std::chrono::milliseconds timeout);
   std::vector<size_t> wait(const std::vector<std::string>& ids, size_t num, std::chrono::milliseconds t);
   ActorPtr create_actor(const std::string& cls, std::vector<Arg> args, const ActorOptions& o);
-  ActorPtr lookup_actor(const std::string& name, const std::string& cls);
+  ActorPtr lookup_actor(const std::string& name, const std::string& cls, const std::string& name_space);
   ActorPtr actor_from_id(const std::string& id, const std::string& cls);
   Holder submit_actor_call(const ActorPtr& a, const std::string& method, std::vector<Arg> args,
                            const CallOptions& call);
@@ -48,6 +48,7 @@ class CoreWorker {
   HeadClient& head() { return head_client_; }
   const std::string& node_id() const { return node_id_; }
   const std::string& job_id() const { return job_id_; }
+  const std::string& name_space() const { return name_space_; }
   const std::string& token() const { return token_; }
   // host:port where this process's I/O loop listens for other processes.
   const std::string& listen_address() const { return io_->address(); }
@@ -83,6 +84,8 @@ class CoreWorker {
   HeadAddress head_address_;   // the cluster's head service
   std::string node_id_;
   std::string job_id_;
+  // Where this job's names live: its driver's choice, else the job's id (set once registered).
+  std::string name_space_;
   std::string id_prefix_;
   std::atomic<uint64_t> id_seq_{0};
   MemoryStore store_;
@@ -93,15 +96,18 @@ class CoreWorker {
   ActorSubmitter actors_{store_, io_, args_, [this](std::string fn, std::vector<Arg> args) {
                            return make_spec(std::move(fn), std::move(args));
                          },
-                         token_, head_address_, lease_address_, job_id_, node_id_};
-  HeadClient head_client_{io_, token_, head_address_, lease_address_, job_id_};
+                         token_, head_address_, lease_address_, job_id_, name_space_, node_id_};
+  HeadClient head_client_{io_, token_, head_address_, lease_address_, job_id_, name_space_};
 };
 
 // A user program connected to a cluster.
 class Driver final : public CoreWorker {
  public:
   // Connects to the head at `address` and registers a job. Throws ConnectionError/AuthError.
-  Driver(const std::string& address, const std::string& token, std::chrono::milliseconds timeout);
+  // `name_space`: where the job's names live ("": the job's own); `detached_actors`: the job's
+  // actors that choose no lifetime outlive it.
+  Driver(const std::string& address, const std::string& token, std::chrono::milliseconds timeout,
+         const std::string& name_space = {}, bool detached_actors = false);
   ~Driver() override { disconnect(); }
   void disconnect() override;
 };

@@ -43,7 +43,7 @@ std::string HeadClient::upload_binary(std::chrono::milliseconds timeout) {
   return {};
 }
 
-HeadClient::Registration HeadClient::register_driver(std::chrono::milliseconds timeout) {
+HeadClient::Registration HeadClient::register_driver(std::chrono::milliseconds timeout, bool detached_actors) {
   std::unique_ptr<InMessage> r;
   try {
     // The binary goes to the cluster once, content-addressed: nodes without a shared file system
@@ -56,6 +56,8 @@ HeadClient::Registration HeadClient::register_driver(std::chrono::milliseconds t
     rj.setBinaryDigest(digest);
     rj.setPid(getpid());
     if (const char* s = getenv("YARD_SUBMISSION_ID")) rj.setSubmissionId(s);
+    rj.setNamespace(name_space_);
+    rj.setDetachedActors(detached_actors);
     char cwd[4096];
     if (getcwd(cwd, sizeof cwd)) rj.setCwd(cwd);
     r = io_.call(head_.get(), m, rid, timeout);
@@ -96,6 +98,7 @@ bool HeadClient::create_placement_group(const std::string& id, wire::PlacementSt
   auto c = m.env().getBody().initCreatePlacementGroup();
   c.setGroupId(id);
   c.setJobId(job_id_);
+  c.setNamespace(name_space_);
   c.setStrategy(strategy);
   c.setName(name);
   auto bs = c.initBundles(static_cast<unsigned>(bundles.size()));

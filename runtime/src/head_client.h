@@ -19,16 +19,19 @@ namespace yard::detail {
 class HeadClient {
  public:
   // `node`: the node manager asked where the head is when it does not answer.
+  // `name_space`: the process's (a driver's as it was given, "" : the job's own, until it has
+  // registered).
   HeadClient(Messenger& io, const std::string& token, HeadAddress& head, const std::string& node,
-             const std::string& job_id)
-      : io_(io), token_(token), head_(head), node_(node), job_id_(job_id) {}
+             const std::string& job_id, const std::string& name_space)
+      : io_(io), token_(token), head_(head), node_(node), job_id_(job_id), name_space_(name_space) {}
 
   struct Registration {
     std::string job_id, node_id, node_address;  // node_address: where its leases go
   };
   // Uploads this program unless the head has it, then registers a job for it. Throws
   // ConnectionError (unreachable, refused) or AuthError (wrong token).
-  Registration register_driver(std::chrono::milliseconds timeout);
+  // `detached_actors`: the job's actors that choose no lifetime outlive it.
+  Registration register_driver(std::chrono::milliseconds timeout, bool detached_actors = false);
   // The driver is done: the head ends its job (its actors and workers stop).
   void finish_job();
 
@@ -56,6 +59,7 @@ class HeadClient {
   HeadAddress& head_;
   const std::string& node_;
   const std::string& job_id_;
+  const std::string& name_space_;
 };
 
 }  // namespace yard::detail

@@ -45,10 +45,17 @@ void print_nodes(const json& nodes) {
   }
 }
 
+// " 'name'", with its namespace when it is not its job's own; "" for an actor without a name.
+std::string actor_name(const json& a) {
+  std::string name = a.value("name", ""), ns = a.value("namespace", "");
+  if (name.empty()) return "";
+  return " '" + name + "'" + (ns.empty() || ns == a.value("job", "") ? "" : " in " + ns);
+}
+
 void print_actors(const json& actors) {
   for (auto& a : actors)
     std::cout << fmt::format("  {}  {}{}  {}  {}  node {}{}{}\n", a.value("actor_id", ""), a.value("class", ""),
-                             a.value("name", "").empty() ? "" : " '" + a.value("name", "") + "'", a.value("state", ""),
+                             actor_name(a), a.value("state", ""),
                              a.value("job", ""), a.value("node", "").empty() ? "-" : a.value("node", ""),
                              a.value("restarts", 0) ? fmt::format("  restarts {}", a.value("restarts", 0)) : "",
                              a.value("death_cause", "").empty() ? "" : "  (" + a.value("death_cause", "") + ")");

@@ -250,6 +250,7 @@ struct Args {
   std::string resources_json, join;
   bool as_json = false, verbose = false;
   std::vector<std::string> entry, env_kv;
+  std::string name_space;  // yard submit --namespace
   bool no_wait = false;
   std::string working_dir, job_id;
   std::string team;  // yard team-credential TEAM
@@ -355,6 +356,9 @@ Commands define_cli(CLI::App& app, Args& a) {
   c.submit->add_flag("--no-wait", a.no_wait, "print the job id and return at once");
   // One value per --env (repeat it), so that a `--` after it still starts the program's arguments.
   c.submit->add_option("--env", a.env_kv, "extra KEY=VALUE for the job's environment; repeat it")->allow_extra_args(false);
+  c.submit->add_option("--namespace", a.name_space,
+                       "where the job's actor and placement-group names live (YARD_NAMESPACE); jobs that share "
+                       "detached actors by name give the same one (default: the job's own)");
   c.submit->add_option("--max-retries", a.max_retries,
                        "run the program again, up to this many times, when its process dies by a signal (a crash, "
                        "kill -9, the OOM killer); YARD_JOB_ATTEMPT tells it which attempt it is")
@@ -486,8 +490,10 @@ int cmd_submit(const Args& a) {
     sj.setWorkingDir(wd_digest);
     sj.setMaxRetries(a.max_retries);
     sched::set_shape(sj, a.shape);
-    auto e = sj.initEnv(static_cast<unsigned>(a.env_kv.size()));
-    for (unsigned i = 0; i < a.env_kv.size(); ++i) e.set(i, a.env_kv[i]);
+    auto env_kv = a.env_kv;
+    if (!a.name_space.empty()) env_kv.push_back("YARD_NAMESPACE=" + a.name_space);
+    auto e = sj.initEnv(static_cast<unsigned>(env_kv.size()));
+    for (unsigned i = 0; i < env_kv.size(); ++i) e.set(i, env_kv[i]);
   });
   auto info = r->env().getBody().getJobInfo();
   std::string id = info.getJobId();

@@ -87,6 +87,10 @@ bool ready_in_time(yard::ObjectRef<int> r) {
 }
 YARD_REMOTE(deref, pass_on, ready_in_time);
 
+// A worker's namespace is its job's.
+std::string namespace_here() { return yard::get_namespace(); }
+YARD_REMOTE(namespace_here);
+
 class Counter;
 int bump_via(yard::ActorHandle<Counter> c, int by);
 
@@ -391,6 +395,31 @@ TEST_CASE("named actors are found by name and checked by class", "[api][actors]"
   CHECK(*again.call(&Counter::value).remote().get(30s) == 6);
   CHECK_THROWS_AS(yard::get_actor<Counter>("nobody"), yard::NotFoundError);
   CHECK_THROWS_AS(yard::get_actor<Picky>("the-counter"), yard::NotFoundError);
+}
+
+TEST_CASE("names live in namespaces: the job's own by default, or one that is named", "[api][actors][namespaces]") {
+  // The job's own namespace is named by its id, in the driver and in its workers alike.
+  CHECK(yard::get_namespace() == yard::job_id());
+  CHECK(*yard::task(namespace_here).remote().get(30s) == yard::job_id());
+  // One name in two namespaces names two actors; a lookup finds the one of the namespace asked.
+  auto in_a = yard::actor<Counter>(1).name("twin", "ns-a").remote();
+  auto in_b = yard::actor<Counter>(2).name("twin", "ns-b").remote();
+  CHECK(*yard::get_actor<Counter>("twin", "ns-a").call(&Counter::value).remote().get(30s) == 1);
+  CHECK(*yard::get_actor<Counter>("twin", "ns-b").call(&Counter::value).remote().get(30s) == 2);
+  // Not in the job's own namespace, nor in another.
+  CHECK_THROWS_AS(yard::get_actor<Counter>("twin"), yard::NotFoundError);
+  CHECK_THROWS_AS(yard::get_actor<Counter>("twin", "ns-c"), yard::NotFoundError);
+  // Within one namespace a live actor's name is its own.
+  auto taken = yard::actor<Counter>(3).name("twin", "ns-a").remote();
+  CHECK_THROWS_WITH(taken.call(&Counter::value).remote().get(30s), Catch::Contains("namespace 'ns-a'"));
+  // A placement group's name is looked up in the namespace it was made in.
+  auto g = yard::placement_group({{{"CPU", 0.25}}}, yard::PlacementStrategy::kPack, "ns-group");
+  CHECK(yard::get_placement_group("ns-group").has_value());
+  CHECK(yard::get_placement_group("ns-group", yard::job_id()).has_value());
+  CHECK_FALSE(yard::get_placement_group("ns-group", "ns-a").has_value());
+  g.remove();
+  in_a.kill();
+  in_b.kill();
 }
 
 TEST_CASE("the cluster's nodes, their addresses, resources and liveness, from code", "[api]") {

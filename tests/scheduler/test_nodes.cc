@@ -284,20 +284,61 @@ TEST_CASE("yard submit --working-dir: the job and its workers on other nodes run
   CHECK(bad.code != 0);
 }
 
-TEST_CASE("a detached actor outlives the job that made it", "[nodes][detached]") {
+TEST_CASE("a detached actor outlives the job that made it, found by jobs of its namespace", "[nodes][detached]") {
   auto& c = cluster();
   auto yard = [&](const std::string& args) {
     return yard_bin() + " " + args + " --address " + c.head_addr + " --token " + c.token;
   };
   auto probe = std::string(getenv("PROBE_BIN"));
-  auto made = sh(yard("submit") + " -- " + probe + " detach keeper-of-the-line");
+  auto made = sh(yard("submit --namespace line-keepers") + " -- " + probe + " detach keeper-of-the-line");
   INFO(made.out);
   REQUIRE(made.code == 0);
-  // Its job has ended; the actor has not.
-  auto used = sh(yard("submit") + " -- " + probe + " use keeper-of-the-line");
+  // Another job sees only its own namespace's names.
+  auto elsewhere = sh(yard("submit") + " -- " + probe + " use keeper-of-the-line");
+  INFO(elsewhere.out);
+  CHECK(elsewhere.code != 0);
+  CHECK_THAT(elsewhere.out, Catch::Contains("not found") && Catch::Contains("in namespace"));
+  // `yard status` shows the namespace its name lives in.
+  auto shown = sh(yard("status --verbose"));
+  CHECK_THAT(shown.out, Catch::Contains("'keeper-of-the-line' in line-keepers"));
+  // Its job has ended; the actor has not, and a job of its namespace finds it.
+  auto used = sh(yard("submit --namespace line-keepers") + " -- " + probe + " use keeper-of-the-line");
   INFO(used.out);
   CHECK(used.code == 0);
   CHECK_THAT(used.out, Catch::Contains("found keeper-of-the-line on node-"));
+  CHECK(eventually([&] { return c.all_free(); }, 20s));
+}
+
+TEST_CASE("a job's default actor lifetime: detached when the job says so, unless an actor chooses", "[nodes][detached]") {
+  auto& c = cluster();
+  auto yard = [&](const std::string& args) {
+    return yard_bin() + " " + args + " --address " + c.head_addr + " --token " + c.token + " --namespace lifetimes";
+  };
+  auto probe = std::string(getenv("PROBE_BIN"));
+  // A job whose default is detached: its actor outlives it; the one that chose not to does not.
+  auto made = sh(yard("submit --env YARD_DEFAULT_ACTOR_LIFETIME=detached") + " -- " + probe + " default-lifetime kept");
+  INFO(made.out);
+  REQUIRE(made.code == 0);
+  auto found = sh(yard("submit") + " -- " + probe + " use kept");
+  INFO(found.out);
+  CHECK(found.code == 0);
+  CHECK_THAT(found.out, Catch::Contains("found kept on node-"));
+  auto own = sh(yard("submit") + " -- " + probe + " use kept-own");
+  INFO(own.out);
+  CHECK(own.code != 0);
+  CHECK_THAT(own.out, Catch::Contains("not found"));
+  // A job without the setting: its actors end with it (Ray's default).
+  auto plain = sh(yard("submit") + " -- " + probe + " default-lifetime gone");
+  INFO(plain.out);
+  REQUIRE(plain.code == 0);
+  auto gone = sh(yard("submit") + " -- " + probe + " use gone");
+  INFO(gone.out);
+  CHECK(gone.code != 0);
+  // A value the runtime does not know is refused before the job starts anything.
+  auto bad = sh(yard("submit --env YARD_DEFAULT_ACTOR_LIFETIME=forever") + " -- " + probe + " default-lifetime never");
+  INFO(bad.out);
+  CHECK(bad.code != 0);
+  CHECK_THAT(bad.out, Catch::Contains("YARD_DEFAULT_ACTOR_LIFETIME is 'forever'"));
   CHECK(eventually([&] { return c.all_free(); }, 20s));
 }
 

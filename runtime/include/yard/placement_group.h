@@ -22,6 +22,7 @@ class PlacementGroup;
 // A placement group as the cluster records it.
 struct PlacementGroupInfo {
   std::string id, name, job;
+  std::string name_space;           // where its name lives (its job's namespace)
   PlacementStrategy strategy = PlacementStrategy::kPack;
   std::string state;                // PENDING, CREATED or RESCHEDULING (a node of it was lost)
   std::vector<Bundle> bundles;
@@ -29,9 +30,10 @@ struct PlacementGroupInfo {
 };
 // The cluster's live placement groups, of every job (a removed group is gone). Needs yard::init.
 std::vector<PlacementGroupInfo> placement_groups();
-// This job's live group of that name (names are one live group's in a job), or the live group of
-// that id: nullopt when there is none.
-std::optional<PlacementGroup> get_placement_group(const std::string& name);
+// The live group of that name in a namespace (this process's, get_namespace(), when none is
+// given; a name is one live group's in a namespace), or the live group of that id: nullopt when
+// there is none.
+std::optional<PlacementGroup> get_placement_group(const std::string& name, const std::string& name_space = {});
 std::optional<PlacementGroup> placement_group_by_id(const std::string& id);
 
 class PlacementGroup {
@@ -51,7 +53,7 @@ class PlacementGroup {
  private:
   friend PlacementGroup placement_group(std::vector<Bundle>, PlacementStrategy, const std::string&);
   friend std::optional<PlacementGroup> placement_group_by_id(const std::string&);
-  friend std::optional<PlacementGroup> get_placement_group(const std::string&);
+  friend std::optional<PlacementGroup> get_placement_group(const std::string&, const std::string&);
   std::string id_;
   std::vector<Bundle> bundles_;
   std::shared_ptr<std::atomic<bool>> created_;  // known created: wait() needs no round trip

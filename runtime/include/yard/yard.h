@@ -33,6 +33,11 @@
 
 namespace yard {
 
+// How long an actor lives: as long as its job (non-detached: it stops when the job ends), or
+// until it is killed or ends itself (detached: it outlives its job). kJobDefault: what its job
+// says (InitOptions::default_lifetime), as Ray's JobConfig default_actor_lifetime.
+enum class Lifetime { kJobDefault, kNonDetached, kDetached };
+
 struct InitOptions {
   // host:port of a head. Empty: YARD_ADDRESS, and if that is unset an embedded local cluster.
   std::string address;
@@ -46,6 +51,13 @@ struct InitOptions {
   // waits for one to finish. 0: YARD_MAX_PENDING_TASKS, else 2,000,000 (a small task costs its
   // driver about 0.7 KB beyond its arguments while pending).
   size_t max_pending_tasks = 0;
+  // Where this job's actor and placement-group names live (Ray's namespace). Empty:
+  // YARD_NAMESPACE (what `yard submit --namespace` sets), else the job's own, named by its id,
+  // which no other job sees. Jobs that share detached actors by name name one namespace.
+  std::string name_space;
+  // The lifetime of this job's actors that do not choose one (ActorCreator::lifetime). kJobDefault:
+  // YARD_DEFAULT_ACTOR_LIFETIME ("detached" or "non_detached"), else non-detached.
+  Lifetime default_lifetime = Lifetime::kJobDefault;
 };
 
 // Connects this process to a cluster (or, in a worker process, serves calls and never returns).
@@ -73,6 +85,9 @@ LinkSettings link_settings(const std::string& purpose);
 std::string node_id();
 // The job this process works for: its driver's (as `yard status` names it).
 std::string job_id();
+// The namespace this process's names live in: its job's (InitOptions::name_space), in the driver
+// and in every worker of the job.
+std::string get_namespace();
 // How many times this actor's process has been restarted (0 in its first life, in a driver, and
 // in a task worker). An actor uses it to know that it must restore its state.
 int restart_count();
@@ -115,6 +130,7 @@ struct ConcurrencyGroup {
 
 struct ActorOptions {
   std::string name;
+  std::string name_space;  // of the name ("": the creator's namespace)
   std::map<std::string, double> resources;
   int max_concurrency = 1;
   Concurrency concurrency = Concurrency::kThreads;
@@ -125,7 +141,7 @@ struct ActorOptions {
   bool soft = false;
   std::string placement_group;
   int bundle_index = -1;
-  bool detached = false;
+  Lifetime lifetime = Lifetime::kJobDefault;
   Duration infeasible_timeout = kForever;
 };
 
@@ -135,7 +151,8 @@ using ActorPtr = std::shared_ptr<ActorState>;
 Holder submit_task(const std::string& function, std::vector<Arg> args, const TaskOptions& options);
 ActorPtr create_actor(const std::string& class_name, std::vector<Arg> args,
                       const ActorOptions& options);
-ActorPtr lookup_actor(const std::string& name, const std::string& class_name);
+// The live actor of that name in `name_space` ("": this process's namespace).
+ActorPtr lookup_actor(const std::string& name, const std::string& class_name, const std::string& name_space = {});
 // What one actor call may say of itself.
 struct CallOptions {
   std::string group;  // the concurrency group it runs in ("": its method's, else the default one)
@@ -339,8 +356,11 @@ template <class T>
 class ActorCreator {
  public:
   explicit ActorCreator(std::vector<detail::Arg> args) : args_(std::move(args)) {}
-  ActorCreator& name(std::string n) {
+  // A name, unique among the live actors of a namespace: this process's (get_namespace()), or
+  // the one given (Ray's SetName(name, namespace)).
+  ActorCreator& name(std::string n, std::string name_space = {}) {
     opts_.name = std::move(n);
+    opts_.name_space = std::move(name_space);
     return *this;
   }
   // What the actor holds while it lives (checked as a task's are).
@@ -393,9 +413,11 @@ class ActorCreator {
     opts_.bundle_index = bundle_index;
     return *this;
   }
-  // Outlive the job that creates it (stop it with kill()).
-  ActorCreator& detached() {
-    opts_.detached = true;
+  // Outlive the job that creates it (stop it with kill()): lifetime(Lifetime::kDetached).
+  ActorCreator& detached() { return lifetime(Lifetime::kDetached); }
+  // Live as long as the job (kNonDetached) or beyond it (kDetached); by default, as its job says.
+  ActorCreator& lifetime(Lifetime l) {
+    opts_.lifetime = l;
     return *this;
   }
   // An actor no node can hold waits for one that can; after this long it is dead and its calls
@@ -423,12 +445,13 @@ ActorCreator<T> actor(A&&... ctor_args) {
   return ActorCreator<T>(std::move(args));
 }
 
-// Looks up a named actor. Throws NotFoundError if there is none, or if it has another class.
+// Looks up a named actor in a namespace (this process's when none is given). Throws
+// NotFoundError if there is none there, or if it has another class.
 template <class T>
-ActorHandle<T> get_actor(const std::string& name) {
+ActorHandle<T> get_actor(const std::string& name, const std::string& name_space = {}) {
   const auto* cls = Registry::global().actor_class(typeid(T));
   if (!cls) throw NotFoundError("actor class is not registered with YARD_ACTOR");
-  return ActorHandle<T>(detail::lookup_actor(name, cls->name));
+  return ActorHandle<T>(detail::lookup_actor(name, cls->name, name_space));
 }
 
 template <class T>

@@ -1,5 +1,5 @@
 // Placement groups as the control store records them (yard:pg:<id>, written by the head): listed,
-// and found by name in the caller's job or by id.
+// and found by name in a namespace or by id.
 #include <nlohmann/json.hpp>
 
 #include "yard/internal/control_client.h"
@@ -19,12 +19,13 @@ PlacementStrategy strategy_of(const std::string& s) {
 
 // A record's fields as the group; nullopt when it is not a live group's (removed, unreadable).
 std::optional<PlacementGroupInfo> info_of(const std::string& id, const std::vector<std::string>& f) {
-  // f: name, job, strategy, state, bundles, nodes
-  if (f.size() != 6 || f[3].empty() || f[3] == "REMOVED") return std::nullopt;
+  // f: name, job, strategy, state, bundles, nodes, namespace
+  if (f.size() != 7 || f[3].empty() || f[3] == "REMOVED") return std::nullopt;
   PlacementGroupInfo g;
   g.id = id;
   g.name = f[0];
   g.job = f[1];
+  g.name_space = f[6].empty() ? g.job : f[6];  // a record from before namespaces: its job's
   g.strategy = strategy_of(f[2]);
   g.state = f[3];
   auto bundles = nlohmann::json::parse(f[4], nullptr, false);
@@ -55,7 +56,7 @@ std::vector<PlacementGroupInfo> read_groups(const std::vector<std::string>& only
     }
     std::vector<std::vector<std::string>> cmds;
     for (auto& id : ids)
-      cmds.push_back({"HMGET", keys::placement_group(id), "name", "job", "strategy", "state", "bundles", "nodes"});
+      cmds.push_back({"HMGET", keys::placement_group(id), "name", "job", "strategy", "state", "bundles", "nodes", "namespace"});
     auto reps = r.pipeline(cmds);
     std::vector<PlacementGroupInfo> out;
     for (size_t i = 0; i < ids.size(); ++i)
@@ -79,10 +80,10 @@ std::optional<PlacementGroup> placement_group_by_id(const std::string& id) {
   return g;
 }
 
-std::optional<PlacementGroup> get_placement_group(const std::string& name) {
-  std::string job = job_id();
+std::optional<PlacementGroup> get_placement_group(const std::string& name, const std::string& name_space) {
+  const std::string ns = name_space.empty() ? get_namespace() : name_space;
   for (auto& info : placement_groups())
-    if (info.name == name && info.job == job) return placement_group_by_id(info.id);
+    if (info.name == name && info.name_space == ns) return placement_group_by_id(info.id);
   return std::nullopt;
 }
 

@@ -46,6 +46,7 @@ void ActorSubmitter::send_creation(const std::shared_ptr<TaskSpec>& spec) {
   ca.setJobId(job_id_);
   ca.setClassName(a->class_name);
   ca.setName(a->name);
+  ca.setNamespace(spec->actor_options->name_space.empty() ? name_space_ : spec->actor_options->name_space);
   ca.setMaxConcurrency(static_cast<uint32_t>(a->max_concurrency));
   const auto& o = *spec->actor_options;
   ca.setConcurrency(o.concurrency == Concurrency::kFibers ? wire::Concurrency::FIBERS : wire::Concurrency::THREADS);
@@ -63,7 +64,8 @@ void ActorSubmitter::send_creation(const std::shared_ptr<TaskSpec>& spec) {
   ca.setCallerNode(node_id_);
   ca.setPlacementGroup(o.placement_group);
   ca.setBundleIndex(o.bundle_index);
-  ca.setDetached(o.detached);
+  ca.setDetached(o.lifetime == Lifetime::kDetached);
+  ca.setLifetimeChosen(o.lifetime != Lifetime::kJobDefault);
   if (o.infeasible_timeout != kForever) ca.setInfeasibleTimeoutMs(static_cast<uint64_t>(o.infeasible_timeout.count()));
   set_resources(ca.initResources(static_cast<unsigned>(o.resources.size())), o.resources);
   if (auto problem = args_.fill(ca.initArgs(static_cast<unsigned>(spec->args.size())), m, spec->args)) {
@@ -128,10 +130,12 @@ void ActorSubmitter::infeasible(const ActorPtr& a, const std::string& why) {
   for (auto& s : q) fail_object(store_, s->id, wire::ErrorCode::INFEASIBLE, why);
 }
 
-ActorPtr ActorSubmitter::lookup(const std::string& name, const std::string& cls) {
+ActorPtr ActorSubmitter::lookup(const std::string& name, const std::string& cls, const std::string& name_space) {
   uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
-  m.env().getBody().initGetActor().setName(name);
+  auto ga = m.env().getBody().initGetActor();
+  ga.setName(name);
+  ga.setNamespace(name_space.empty() ? name_space_ : name_space);
   auto r = io_.call(head_.get(), m, rid, kControlTimeout);
   auto body = r->env().getBody();
   if (body.isError()) throw_reply_error(body.getError());

@@ -28,18 +28,19 @@ namespace yard::detail {
 class ActorSubmitter {
  public:
   using MakeSpec = std::function<std::shared_ptr<TaskSpec>(std::string, std::vector<Arg>)>;
-  // The strings are the process's own (token, the head's address, its job and node), read when
-  // used: a driver learns its job and node after this is made.
+  // The strings are the process's own (token, the head's address, its job, namespace and node),
+  // read when used: a driver learns its job, namespace and node after this is made.
   // `node`: the node manager asked where the head is when it does not answer.
   ActorSubmitter(MemoryStore& store, Messenger& io, ArgumentResolver& args, MakeSpec make_spec,
                  const std::string& token, HeadAddress& head, const std::string& node, const std::string& job_id,
-                 const std::string& node_id)
+                 const std::string& name_space, const std::string& node_id)
       : store_(store), io_(io), args_(args), make_spec_(std::move(make_spec)), token_(token), head_(head),
-        node_(node), job_id_(job_id), node_id_(node_id) {}
+        node_(node), job_id_(job_id), name_space_(name_space), node_id_(node_id) {}
 
   ActorPtr create(const std::string& cls, std::vector<Arg> args, const ActorOptions& o);
-  // A named actor, asked of the head now. Throws NotFoundError or ActorDied.
-  ActorPtr lookup(const std::string& name, const std::string& cls);
+  // A named actor in a namespace ("": this process's), asked of the head now. Throws
+  // NotFoundError or ActorDied.
+  ActorPtr lookup(const std::string& name, const std::string& cls, const std::string& name_space);
   // An actor known by id (received in a value): found on first use.
   ActorPtr from_id(const std::string& id, const std::string& cls);
   Holder call(const ActorPtr& a, const std::string& method, std::vector<Arg> args, const CallOptions& call = {});
@@ -72,6 +73,7 @@ class ActorSubmitter {
   HeadAddress& head_;
   const std::string& node_;
   const std::string& job_id_;
+  const std::string& name_space_;
   const std::string& node_id_;
 
   struct Submitted {

@@ -69,6 +69,7 @@ struct WorkerConfig {
   std::string node_address;  // the node manager this worker belongs to
   std::string token;
   std::string job_id;
+  std::string name_space;    // the job's namespace ("": its id)
   std::string worker_id;
   std::string actor_id;      // set for a dedicated actor worker
   std::string head_address;  // the cluster's head (actors, placement groups)

@@ -88,7 +88,7 @@ void ActorManager::rebuild() {
         tables_->actors.save(a);
       }
     }
-    if (!a.name.empty() && a.state != store::ActorState::kDead) actor_names_[a.name] = id;
+    if (!a.name.empty() && a.state != store::ActorState::kDead) actor_names_[{a.ns, a.name}] = id;
     actors_.emplace(id, std::move(a));
   }
 }

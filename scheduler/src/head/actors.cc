@@ -79,12 +79,16 @@ std::optional<Rejection> ActorManager::check_new_actor(Actor& a) {
 
 std::optional<Rejection> ActorManager::check_name(const Actor& a) const {
   if (!a.name.empty()) {
-    auto n = actor_names_.find(a.name);
+    auto n = actor_names_.find({a.ns, a.name});
     if (n != actor_names_.end() && actors_.count(n->second) && actors_.at(n->second).state != store::ActorState::kDead)
-      return Rejection{wire::ErrorCode::BAD_REQUEST, "an actor named '" + a.name + "' already exists"};
+      return Rejection{wire::ErrorCode::BAD_REQUEST,
+                       "an actor named '" + a.name + "' already exists in namespace '" + a.ns + "' (" + n->second + ")"};
   }
   return std::nullopt;
 }
+
+// Where an actor's name is recorded in the control store (yard:actor_names, for people who look).
+std::string ActorManager::name_field(const Actor& a) { return a.ns + "/" + a.name; }
 
 void ActorManager::on_create(Incoming& in) {
   auto ca = in.msg->env().getBody().getCreateActor();
@@ -99,13 +103,18 @@ void ActorManager::on_create(Incoming& in) {
   a.class_name = ca.getClassName();
   a.name = ca.getName();
   a.job = job;
+  a.ns = ca.getNamespace();
+  if (a.ns.empty()) a.ns = job;  // a creator from before namespaces: its job's own
   a.max_restarts = ca.getMaxRestarts();
   a.affinity_node = ca.getNodeId();
   a.soft = ca.getSoft();
   a.caller_node = ca.getCallerNode();
   a.pg = ca.getPlacementGroup();
   a.bundle = ca.getBundleIndex();
+  // Its creator's choice, else its job's default lifetime.
   a.detached = ca.getDetached();
+  if (!ca.getLifetimeChosen() && !a.detached)
+    if (auto* j = jobs_->find(job)) a.detached = j->detached_actors;
   if (auto ms = ca.getInfeasibleTimeoutMs()) a.infeasible_deadline = Clock::now() + std::chrono::milliseconds(ms);
   if (auto bad = read_resources(ca.getResources(), a.resources)) {
     reply_.error(in, wire::ErrorCode::BAD_REQUEST, *bad);
@@ -123,8 +132,8 @@ void ActorManager::on_create(Incoming& in) {
     return;
   }
   if (!a.name.empty()) {
-    actor_names_[a.name] = a.id;
-    tables_->actors.name(a.name, a.id);
+    actor_names_[{a.ns, a.name}] = a.id;
+    tables_->actors.name(name_field(a), a.id);
   }
   a.creator_routing = in.routing_id;
   a.creator_req = in.msg->env().getRequestId();
@@ -334,14 +343,14 @@ void ActorManager::actor_failed(Actor& a, wire::ErrorCode code, const std::strin
   spdlog::warn("actor {} ({}) is dead: {}", a.id, a.class_name, cause);
   // Its name is free from now on: a lookup finds nothing, a new actor may take it.
   bool unnamed = false;
-  if (auto n = actor_names_.find(a.name); !a.name.empty() && n != actor_names_.end() && n->second == a.id) {
+  if (auto n = actor_names_.find({a.ns, a.name}); !a.name.empty() && n != actor_names_.end() && n->second == a.id) {
     actor_names_.erase(n);
     unnamed = true;
   }
   try {
     tables_->actors.save(a);
     tables_->actors.drop_spec(a.id);
-    if (unnamed) tables_->actors.unname(a.name);
+    if (unnamed) tables_->actors.unname(name_field(a));
   } catch (...) {
   }
   if (!a.replied) {
@@ -369,10 +378,10 @@ void ActorManager::prune_dead_actors() {
     auto& a = actors_.at(id);
     std::string name;
     if (!a.name.empty()) {
-      auto n = actor_names_.find(a.name);
+      auto n = actor_names_.find({a.ns, a.name});
       if (n != actor_names_.end() && n->second == id) {
         actor_names_.erase(n);
-        name = a.name;
+        name = name_field(a);
       }
     }
     forget.emplace_back(id, name);
@@ -433,10 +442,10 @@ void ActorManager::on_get(Incoming& in) {
     io_.reply(in.routing_id, m.finish());
     return;
   }
-  std::string name = ga.getName();
-  auto n = actor_names_.find(name);
+  std::string name = ga.getName(), ns = ga.getNamespace();
+  auto n = actor_names_.find({ns, name});
   if (n == actor_names_.end() || !actors_.count(n->second)) {
-    reply_.error(in, wire::ErrorCode::NOT_FOUND, "no actor named '" + name + "'");
+    reply_.error(in, wire::ErrorCode::NOT_FOUND, "no actor named '" + name + "' in namespace '" + ns + "'");
     return;
   }
   // A named actor still starting is found too: its handle learns the address on first use (a

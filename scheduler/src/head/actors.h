@@ -123,7 +123,8 @@ class ActorManager {
   bool answer_repeated_creation(Incoming& in);
   // Why a new actor is refused at once (bad request, unknown group or name in use, nowhere it
   // could ever run), or nullopt.
-  std::optional<Rejection> check_name(const Actor& a) const;  // a live actor has the name already
+  std::optional<Rejection> check_name(const Actor& a) const;  // a live actor of its namespace has the name
+  static std::string name_field(const Actor& a);
   // A creation sent again is answered once the actor is up or dead, or after this long with its
   // state (its creator, which waits 120 s, then asks again).
   static constexpr std::chrono::seconds kCreationWait{60};
@@ -167,7 +168,7 @@ class ActorManager {
   // GetActor by id, answered once up (or moved, or dead), or at its deadline whatever the state.
   ActorLookups lookups_{io_, token_};
   std::deque<std::string> pending_actors_;
-  std::map<std::string, std::string> actor_names_;
+  std::map<std::pair<std::string, std::string>, std::string> actor_names_;  // (namespace, name) -> id
   Clock::time_point next_prune_{};
 };
 

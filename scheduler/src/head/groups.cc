@@ -104,6 +104,8 @@ void GroupManager::on_create(Incoming& in) {
   g.id = c.getGroupId();
   g.job = c.getJobId();
   g.name = c.getName();
+  g.ns = c.getNamespace();
+  if (g.ns.empty()) g.ns = g.job;  // a creator from before namespaces: its job's own
   auto parsed = bundle_strategy(c.getStrategy());
   if (!parsed)
     return reply_.error(in, wire::ErrorCode::BAD_REQUEST,
@@ -113,12 +115,13 @@ void GroupManager::on_create(Incoming& in) {
   if (g.id.empty() || groups_.count(g.id))
     return reply_.error(in, wire::ErrorCode::BAD_REQUEST, "placement group id missing or already used");
   if (!jobs_.running(g.job)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "job " + g.job + " is not running");
-  // A name names one live group of the job (Ray's: unique in its namespace, the job's own).
+  // A name names one live group of its namespace (as Ray's).
   if (!g.name.empty())
     for (auto& [id, other] : groups_)
-      if (other.name == g.name && other.job == g.job && other.state != store::GroupState::kRemoved)
-        return reply_.error(in, wire::ErrorCode::BAD_REQUEST,
-                            "a placement group named '" + g.name + "' exists already (" + id + "); remove it first");
+      if (other.name == g.name && other.ns == g.ns && other.state != store::GroupState::kRemoved)
+        return reply_.error(in, wire::ErrorCode::BAD_REQUEST, "a placement group named '" + g.name +
+                                                                  "' exists already in namespace '" + g.ns + "' (" + id +
+                                                                  "); remove it first");
   if (c.getBundles().size() == 0)
     return reply_.error(in, wire::ErrorCode::BAD_REQUEST, "a placement group needs at least one bundle");
   for (auto b : c.getBundles()) {
@@ -314,7 +317,7 @@ std::map<std::string, int> GroupManager::counts() const {
 nlohmann::json GroupManager::status() const {
   auto out = nlohmann::json::array();
   for (auto& [id, g] : groups_) {
-    out.push_back({{"placement_group_id", id}, {"name", g.name}, {"job", g.job}, {"strategy", policy::name(g.strategy)},
+    out.push_back({{"placement_group_id", id}, {"name", g.name}, {"job", g.job}, {"namespace", g.ns}, {"strategy", policy::name(g.strategy)},
                    {"state", store::name(g.state)}, {"bundles", g.bundles}, {"bundle_nodes", g.nodes}});
     if (g.wait_why) out.back()["waiting"] = policy::text(*g.wait_why);
   }

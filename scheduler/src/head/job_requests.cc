@@ -36,6 +36,9 @@ void JobRequests::on_register_job(Incoming& in) {
   j->digest = rj.getBinaryDigest();
   j->cwd = rj.getCwd();
   j->driver_pid = rj.getPid();
+  j->ns = rj.getNamespace();
+  if (j->ns.empty()) j->ns = j->id;  // the job's own: no other job sees its names
+  j->detached_actors = rj.getDetachedActors();
   jobs_->save(*j);
   spdlog::info("job {} registered: driver pid {}, binary {}, leases from node {}", j->id, j->driver_pid, j->binary, node);
   double cpus = 0;

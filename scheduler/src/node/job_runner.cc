@@ -242,6 +242,7 @@ JobRunner::Job* JobRunner::make(const std::string& id, const store::JobRecord& r
   j.binary = binary;
   if (!j.runs_here) j.cwd = fs::is_directory(rec.cwd) ? rec.cwd : s_.session_dir;
   j.entrypoint = rec.entrypoint;
+  j.ns = rec.ns;
   if (rec.queue) j.requeues = rec.queue->requeues;
   if (j.start == 0) j.start = unix_time();
   spdlog::info("job {} runs workers here: {}", id, binary);

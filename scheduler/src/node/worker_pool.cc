@@ -29,7 +29,7 @@ std::string WorkerPool::start(const Launch& l) {
   w.log = log_dir_ + "/" + w.id + ".log";
   sys::SpawnOptions so;
   so.env = env_;
-  so.env.insert({{"YARD_WORKER", "1"}, {"YARD_JOB_ID", l.job_id}, {"YARD_WORKER_ID", w.id}, {"YARD_ACTOR_ID", l.actor_id},
+  so.env.insert({{"YARD_WORKER", "1"}, {"YARD_JOB_ID", l.job_id}, {"YARD_WORKER_ID", w.id}, {"YARD_ACTOR_ID", l.actor_id}, {"YARD_NAMESPACE", l.name_space},
                  {"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"},
                  {"YARD_ACTOR_RESTARTS", std::to_string(l.restarts)}});
   // A worker sees exactly the devices it was given (none: an empty list hides them all).

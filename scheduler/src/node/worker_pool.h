@@ -34,7 +34,7 @@ class WorkerPool {
     BundleRef bundle;        // held comes from this placement-group bundle, not from the node
   };
   struct Launch {
-    std::string job_id, binary, cwd, actor_id;
+    std::string job_id, binary, cwd, name_space, actor_id;
     uint64_t lease = 0;
     uint32_t restarts = 0;
     Devices gpus;

@@ -17,7 +17,7 @@ std::string NodeManager::spawn_worker(const std::string& job_id, const std::stri
                                       uint32_t restarts, const Devices& gpus) {
   auto* j = jobs_->live(job_id);
   if (!j) throw Error("job " + job_id + " has ended");
-  return workers_.start({job_id, j->binary, j->cwd, actor_id, lease, restarts, gpus});
+  return workers_.start({job_id, j->binary, j->cwd, j->ns, actor_id, lease, restarts, gpus});
 }
 
 void NodeManager::on_register_worker(Incoming& in) {

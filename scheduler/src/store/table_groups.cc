@@ -14,7 +14,7 @@ namespace yard::sched::store {
 std::string Groups::key(const std::string& id) { return keys::placement_group(id); }
 
 std::vector<std::string> Groups::fields_of(const GroupRecord& g) {
-  return {key(g.id), "name", g.name, "job", g.job, "strategy", policy::name(g.strategy), "state", name(g.state),
+  return {key(g.id), "name", g.name, "job", g.job, "namespace", g.ns, "strategy", policy::name(g.strategy), "state", name(g.state),
           "bundles", json(g.bundles).dump(), "nodes", json(g.nodes).dump()};
 }
 
@@ -44,6 +44,8 @@ std::optional<GroupRecord> Groups::get(const std::string& id) {
   g.id = id;
   g.name = text(f, "name");
   g.job = text(f, "job");
+  g.ns = text(f, "namespace");
+  if (g.ns.empty()) g.ns = g.job;
   g.strategy = policy::parse_bundle_strategy(text(f, "strategy")).value_or(policy::BundleStrategy::kPack);
   g.state = *state;
   try {

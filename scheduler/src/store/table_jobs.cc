@@ -75,6 +75,10 @@ std::vector<std::string> job_hset(const JobRecord& j) {
           j.log_path, "driver_pid", std::to_string(j.driver_pid), "node", j.node, "submitted", j.submitted ? "1" : "0",
           "proc_pid", std::to_string(j.proc_pid), "binary", j.binary, "binary_digest", j.digest, "workdir_digest",
           j.workdir, "cwd", j.cwd};
+  // Its driver's registration sets it; a writer that never read it (a node running the job's
+  // program) leaves it as it is.
+  if (!j.ns.empty()) c.insert(c.end(), {"namespace", j.ns});
+  if (j.detached_actors) c.insert(c.end(), {"detached_actors", "1"});
   if (j.queue) add_queue_fields(c, *j.queue);
   return c;
 }
@@ -183,6 +187,8 @@ std::optional<JobRecord> Jobs::get(const std::string& id) {
   j.digest = text(f, "binary_digest");
   j.workdir = text(f, "workdir_digest");
   j.cwd = text(f, "cwd");
+  j.ns = text(f, "namespace");
+  j.detached_actors = text(f, "detached_actors") == "1";
   if (f.count("shape")) j.queue = queue_entry(f);
   return j;
 }

@@ -15,7 +15,7 @@
 //   yard:actors                  set     actor ids
 //   yard:actor:<id>              hash    ActorRecord
 //   yard:actor:<id>:spec         string  the creation message (arguments included), for restarts
-//   yard:actor_names             hash    name -> actor id
+//   yard:actor_names             hash    namespace/name -> actor id (shown, never read back)
 //   yard:pg:<id>                 hash    GroupRecord (found by SCAN: no set to keep)
 //   yard:blob:<digest>, yard:blobs string, zset: job binaries and working directories, last use
 //   yard:events / :events:log    channel / list of the last 10,000 events
@@ -87,6 +87,10 @@ struct QueueEntry {
 
 struct JobRecord {
   std::string id, entrypoint, log_path, node, binary, digest, workdir, cwd;
+  // Where its actors' and placement groups' names live: the one its driver named, else its own
+  // (its id). Empty until its driver registers, and in a record from before namespaces: its id.
+  std::string ns;
+  bool detached_actors = false;  // its actors that choose no lifetime outlive it (set at registration)
   JobStatus status = JobStatus::kRunning;
   int exit_code = 0;
   double start = 0, end = 0;
@@ -97,6 +101,7 @@ struct JobRecord {
 
 struct ActorRecord {
   std::string id, class_name, name, job, address, worker, node, cause, pg;
+  std::string ns;  // where its name lives (a record from before namespaces: its job's id)
   ActorState state = ActorState::kPending;
   Res resources;
   int max_restarts = 0;
@@ -110,6 +115,7 @@ struct ActorRecord {
 
 struct GroupRecord {
   std::string id, name, job;
+  std::string ns;  // where its name lives (a record from before namespaces: its job's id)
   policy::BundleStrategy strategy = policy::BundleStrategy::kPack;
   GroupState state = GroupState::kPending;
   std::vector<Res> bundles;
