@@ -223,6 +223,13 @@ struct ConcurrencyGroup {
 }
 
 # Head -> node manager: start a worker for this actor and construct it there.
+# The lines a node's workers wrote for an actor or a task (yard::log tags each with it).
+struct FindLogLines {
+  actorId @0 :Text;        # an actor's lines, or
+  taskId @1 :Text;         # a task's (its result's object id)
+  maxLines @2 :UInt32;     # the newest this many
+}
+
 struct HostActor {
   create @0 :CreateActor;
   numRestarts @1 :UInt32;
@@ -509,6 +516,8 @@ struct Envelope {
     whereIsHead @61 :Void;     # to a node manager: the cluster's active head now (headIs), which
                                # it follows in the control store; asked when a head is lost
     headIs @62 :Text;          # host:port of the active head
+    findLogLines @63 :FindLogLines;  # to a node manager: its workers' log lines of an actor or a
+                               # task (yard/log.h tags them), answered with statusReply (text)
   }
   senderHost @35 :Text;      # hostname/boot-id: equal hosts may pass large values in shared memory
   headEpoch @60 :UInt64;     # from a head: the epoch of its lease (0 from anyone else); a node

@@ -26,6 +26,7 @@
 #include "common/web_server.h"
 #include "autoscale/config.h"
 #include "daemon.h"
+#include "log_command.h"
 #include "yard/process.h"
 #include "yard/internal/messaging.h"
 #include "yard/internal/session.h"
@@ -251,6 +252,7 @@ struct Args {
   bool as_json = false, verbose = false;
   std::vector<std::string> entry, env_kv;
   std::string name_space;  // yard submit --namespace
+  sched::LogTarget log_target;  // yard logs --actor | --task
   bool no_wait = false;
   std::string working_dir, job_id;
   std::string team;  // yard team-credential TEAM
@@ -374,9 +376,13 @@ Commands define_cli(CLI::App& app, Args& a) {
   c.job = add_conn(sched::define_job_command(app, a.job));
   c.team_credential = app.add_subcommand("team-credential", "print a team's credential (on the head's machine; give it to the team)");
   c.team_credential->add_option("team", a.team, "the team's name in the cluster's configuration")->required();
-  c.logs = add_conn(app.add_subcommand("logs", "print a job's output"));
-  c.logs->add_option("job", a.job_id, "job id")->required();
+  c.logs = add_conn(app.add_subcommand("logs", "print a job's output, or what an actor's or a task's code logged"));
+  c.logs->add_option("job", a.job_id, "job id");
   c.logs->add_flag("-f,--follow", a.follow, "keep printing until the job ends");
+  c.logs->add_option("--actor", a.log_target.actor, "an actor's lines (yard::log), by id or name, from every live node");
+  c.logs->add_option("--namespace", a.log_target.name_space, "the namespace of the --actor name");
+  c.logs->add_option("--task", a.log_target.task, "a task's lines (yard::log), by its result's ObjectRef id");
+  c.logs->add_option("-n,--lines", a.log_target.max_lines, "the newest this many lines per node")->default_val(1000);
   c.stop_job = add_conn(app.add_subcommand("stop-job", "stop a running job"));
   c.stop_job->add_option("job", a.job_id, "job id")->required();
   c.drain = add_conn(app.add_subcommand("drain", "take a node out of the cluster without failures: no new work goes "
@@ -564,6 +570,12 @@ int main(int argc, char** argv) {
       return sched::job_command(conn, a.job);
     }
     if (c.logs->parsed()) {
+      int given = !a.job_id.empty() + !a.log_target.actor.empty() + !a.log_target.task.empty();
+      if (given != 1) {
+        std::cerr << "yard: say one of: a job id, --actor NAME_OR_ID, --task ID\n";
+        return 2;
+      }
+      if (a.job_id.empty()) return sched::print_target_logs(a.address, a.token, a.log_target);
       auto conn = connect(a.address, a.token);
       int code = follow_logs(conn, a.job_id, a.follow);
       return a.follow ? code : 0;

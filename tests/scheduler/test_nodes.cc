@@ -63,6 +63,22 @@ std::string task_devices() {
 }
 YARD_REMOTE(node_of_task, task_devices);
 
+// What actors and tasks write with yard::log, found again by `yard logs --actor | --task`.
+class Chatty {
+ public:
+  Chatty() { yard::log_info("chatty is made"); }
+  int say(std::string s) {
+    yard::log_info("chatty says " + s);
+    return 1;
+  }
+};
+YARD_ACTOR(Chatty, yard::ctor<>, &Chatty::say);
+int chatty_task(std::string s) {
+  yard::log_warning("the task says " + s);
+  return 2;
+}
+YARD_REMOTE(chatty_task);
+
 std::string yard_bin() { return getenv("YARD_BIN"); }
 
 // Starts `yard start ... --block` tied to this process; (pid, its address).
@@ -340,6 +356,40 @@ TEST_CASE("a job's default actor lifetime: detached when the job says so, unless
   CHECK(bad.code != 0);
   CHECK_THAT(bad.out, Catch::Contains("YARD_DEFAULT_ACTOR_LIFETIME is 'forever'"));
   CHECK(eventually([&] { return c.all_free(); }, 20s));
+}
+
+TEST_CASE("what an actor's or a task's code logs is found by yard logs --actor and --task", "[nodes][logs]") {
+  auto& c = cluster();
+  auto yard = [&](const std::string& args) {
+    return yard_bin() + " " + args + " --address " + c.head_addr + " --token " + c.token;
+  };
+  auto a = yard::actor<Chatty>().name("chatty", "talkers").remote();
+  REQUIRE(*a.call(&Chatty::say).remote(std::string("hello")).get(60s) == 1);
+  auto t = yard::task(chatty_task).remote(std::string("there"));
+  REQUIRE(*t.get(60s) == 2);
+  // By name (in the one namespace that has it), with the constructor's line first.
+  auto by_name = sh(yard("logs --actor chatty"));
+  INFO(by_name.out);
+  CHECK(by_name.code == 0);
+  CHECK_THAT(by_name.out, Catch::Contains("[actor " + a.id() + " Chatty 'chatty'] chatty says hello"));
+  CHECK(by_name.out.find("chatty is made") < by_name.out.find("chatty says hello"));
+  CHECK_THAT(by_name.out, !Catch::Contains("the task says"));
+  // By id and namespace alike.
+  CHECK_THAT(sh(yard("logs --actor " + a.id())).out, Catch::Contains("chatty says hello"));
+  CHECK_THAT(sh(yard("logs --actor chatty --namespace talkers")).out, Catch::Contains("chatty says hello"));
+  // A task's lines, by its result's id, and nothing of the actor's.
+  auto by_task = sh(yard("logs --task " + t.id()));
+  INFO(by_task.out);
+  CHECK(by_task.code == 0);
+  CHECK_THAT(by_task.out, Catch::Contains("[task " + t.id() + " chatty_task] the task says there"));
+  CHECK_THAT(by_task.out, !Catch::Contains("chatty says"));
+  // An actor nobody made, one named in another namespace, and a request naming two things.
+  auto nobody = sh(yard("logs --actor nobody"));
+  CHECK(nobody.code != 0);
+  CHECK_THAT(nobody.out, Catch::Contains("no actor 'nobody'"));
+  CHECK(sh(yard("logs --actor chatty --namespace elsewhere")).code != 0);
+  CHECK(sh(yard("logs --actor chatty --task " + t.id())).code == 2);
+  a.kill();
 }
 
 TEST_CASE("the head forgets old dead actors, keeping the most recent", "[nodes][actors]") {

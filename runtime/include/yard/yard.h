@@ -28,6 +28,7 @@
 #include "yard/object_ref.h"
 #include "yard/metrics.h"
 #include "yard/errors.h"
+#include "yard/log.h"
 #include "yard/placement_group.h"
 #include "yard/registry.h"
 

@@ -8,12 +8,14 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unistd.h>
 
 #include <boost/fiber/all.hpp>
 #include <spdlog/spdlog.h>
 
 #include "core_worker.h"
+#include "execute/call_log.h"
 #include "execute/call_pools.h"
 #include "objects/memory_store.h"
 #include "objects/shm_store.h"
@@ -284,6 +286,7 @@ void TaskExecutor::instantiate(IoLoop::Incoming& in) {
     reply_error(in, wire::ErrorCode::NOT_FOUND, "actor class " + cls_name + " is not registered in " + self_exe());
     return;
   }
+  set_log_actor(ca.getActorId(), cls_name, ca.getName());  // the constructor's lines are the actor's too
   try {
     std::vector<Bytes> args;
     for (auto v : ca.getArgs()) args.push_back(in.msg->value(v));
@@ -403,6 +406,8 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
   TaskRecord record(label.label, label.series, is_actor);
   if (given.size() && label.series) record.named = given.cStr();
   if (auto d = testing_delay(record.label); d.count() > 0) boost::this_fiber::sleep_for(d);
+  std::optional<TaskLogScope> log_scope;  // a task's lines are tagged with it (an actor's, with the actor)
+  if (!is_actor) log_scope.emplace(std::string_view(pt.getTaskId().cStr(), pt.getTaskId().size()), fn.cStr());
   Bytes result;
   try {
     std::vector<Bytes> args;

@@ -1,4 +1,5 @@
 #include "node/node_manager.h"
+#include "node/worker_logs.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -301,6 +302,17 @@ void NodeManager::handle(Incoming in) {
         OutMessage m(token_, in.msg->env().getRequestId(), true);
         m.env().getBody().setHeadIs(o_.join_address);
         return io_->reply(in.routing_id, m.finish());
+      }
+      case B::FIND_LOG_LINES: {  // `yard logs --actor | --task`: its workers' lines here
+        auto f = in.msg->env().getBody().getFindLogLines();
+        LogQuery q{f.getActorId(), f.getTaskId(), f.getMaxLines() ? f.getMaxLines() : 1000u};
+        // Read off the loop: the logs may be large.
+        std::thread([this, q, routing = in.routing_id, req = in.msg->env().getRequestId()] {
+          OutMessage m(token_, req, true);
+          m.env().getBody().setStatusReply(find_log_lines(log_dir_, q));
+          io_->reply(routing, m.finish());
+        }).detach();
+        return;
       }
       case B::SHUTDOWN:
         spdlog::info("shutdown requested");
