@@ -134,8 +134,12 @@ class Maker {
     return *h.call(&Counter::value).remote().get(std::chrono::seconds(30));
   }
   int pid() { return getpid(); }
+  // Returns the handle at once; the creation leaves only once its argument is ready, `ms` later.
+  yard::ActorHandle<Counter> make_later(int ms) {
+    return yard::actor<Counter>(yard::task(slow_echo).remote(7, ms)).remote();
+  }
 };
-YARD_ACTOR(Maker, yard::ctor<>, &Maker::make, &Maker::pid);
+YARD_ACTOR(Maker, yard::ctor<>, &Maker::make, &Maker::pid, &Maker::make_later);
 
 class Picky {
  public:
@@ -386,6 +390,15 @@ TEST_CASE("a detached actor made by another actor outlives its maker and is foun
   auto kept = yard::get_actor<Counter>("made-by-an-actor");
   CHECK(*kept.call(&Counter::incr).remote(1).get(30s) == 6);
   kept.kill();
+}
+
+TEST_CASE("an actor's handle that reaches a caller before its creation reaches the head works", "[api][actors]") {
+  auto maker = yard::actor<Maker>().remote();
+  auto made = *maker.call(&Maker::make_later).remote(1500).get(30s);
+  // The head has not heard of it yet: the call waits for it rather than finding it dead.
+  CHECK(*made.call(&Counter::incr).remote(1).get(60s) == 8);
+  made.kill();
+  maker.kill();
 }
 
 TEST_CASE("named actors are found by name and checked by class", "[api][actors]") {

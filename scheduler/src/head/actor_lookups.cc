@@ -1,5 +1,7 @@
 #include "head/actor_lookups.h"
 
+#include <algorithm>
+
 namespace yard::sched {
 
 using namespace detail;
@@ -19,6 +21,12 @@ void fill_actor_info(wire::ActorInfo::Builder b, const store::ActorRecord& a) {
 
 void ActorLookups::wait(const std::string& id, const Incoming& in, std::chrono::seconds wait) {
   waiting_[id].push_back({in.routing_id, in.msg->env().getRequestId(), Clock::now() + wait});
+}
+
+void ActorLookups::extend(const std::string& id, std::chrono::seconds wait) {
+  auto w = waiting_.find(id);
+  if (w == waiting_.end()) return;
+  for (auto& p : w->second) p.deadline = std::max(p.deadline, Clock::now() + wait);
 }
 
 void ActorLookups::answer(const store::ActorRecord& a, bool expired_only) {
@@ -42,9 +50,24 @@ void ActorLookups::answer(const store::ActorRecord& a, bool expired_only) {
 void ActorLookups::expire(const std::function<const store::ActorRecord*(const std::string&)>& find) {
   std::vector<std::string> ids;
   for (auto& [id, list] : waiting_) ids.push_back(id);
+  auto now = Clock::now();
   for (auto& id : ids) {
-    if (const store::ActorRecord* a = find(id)) answer(*a, true);
-    else waiting_.erase(id);
+    if (const store::ActorRecord* a = find(id)) {
+      answer(*a, true);
+      continue;
+    }
+    auto& list = waiting_[id];
+    for (auto it = list.begin(); it != list.end();) {
+      if (it->deadline > now) {
+        ++it;
+        continue;
+      }
+      OutMessage m(token_, it->req, true);
+      set_error(m.env(), wire::ErrorCode::NOT_FOUND, "no actor " + id);
+      io_.reply(it->routing, m.finish());
+      it = list.erase(it);
+    }
+    if (list.empty()) waiting_.erase(id);
   }
 }
 

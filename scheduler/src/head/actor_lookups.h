@@ -26,8 +26,11 @@ class ActorLookups {
   // deadline).
   void answer(const store::ActorRecord& a, bool expired_only = false);
   bool waiting(const std::string& id) const { return waiting_.count(id) > 0; }
-  // Lookups past their deadline answered; `find` gives an actor's record (null: it is forgotten,
-  // and its lookups are dropped).
+  // The actor's creation arrived: its lookups (asked before it did) wait `wait` from now for it
+  // to come up, as lookups of a known actor do.
+  void extend(const std::string& id, std::chrono::seconds wait);
+  // Lookups past their deadline answered; `find` gives an actor's record (null: none by that id,
+  // not even one whose creation was in flight when it was asked: NOT_FOUND).
   void expire(const std::function<const store::ActorRecord*(const std::string&)>& find);
 
  private:

@@ -142,6 +142,7 @@ void ActorManager::on_create(Incoming& in) {
   a.bundle = -1;
   std::string id = a.id;
   auto& added = actors_.emplace(id, std::move(a)).first->second;
+  lookups_.extend(id, std::chrono::seconds(300));  // its handle came to a caller before it came here
   tables_->actors.add(added, added.max_restarts != 0 ? actor_spec(added) : std::string());
   pending_actors_.push_back(id);
   process();
@@ -425,7 +426,9 @@ void ActorManager::on_get(Incoming& in) {
   if (ga.getActorId().size()) {
     auto it = actors_.find(ga.getActorId());
     if (it == actors_.end()) {
-      reply_.error(in, wire::ErrorCode::NOT_FOUND, "no actor " + std::string(ga.getActorId()));
+      // A handle can travel faster than its actor's creation: an actor that made another and
+      // returned its handle at once may not have sent the creation yet. The lookup waits for it.
+      lookups_.wait(ga.getActorId(), in, kUnknownWait);
       return;
     }
     auto& a = it->second;

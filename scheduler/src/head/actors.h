@@ -128,6 +128,8 @@ class ActorManager {
   // A creation sent again is answered once the actor is up or dead, or after this long with its
   // state (its creator, which waits 120 s, then asks again).
   static constexpr std::chrono::seconds kCreationWait{60};
+  // How long a lookup by id of an actor the head has not heard of waits for its creation.
+  static constexpr std::chrono::seconds kUnknownWait{20};
   std::optional<Rejection> check_new_actor(Actor& a);
   // An actor no running node can hold (`why`) waits for a node that can when the autoscaler could
   // start one or the cluster waits for one to join; true when it waits (the reason is set).
