@@ -205,6 +205,8 @@ struct CreateActor {
   concurrencyGroups @17 :List(ConcurrencyGroup);
   namespace @18 :Text;       # where its name lives ("" : its job's namespace)
   lifetimeChosen @19 :Bool;  # `detached` is the creator's choice; else its job's default decides
+  ownerActor @20 :Text;      # the actor whose code made it ("" : a driver or a task): a
+                             # non-detached actor dies with its owner's process (Ray's fate-sharing)
 }
 
 # How a concurrent actor's calls run: each on a thread of a pool (Ray's max_concurrency), or each

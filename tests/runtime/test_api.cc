@@ -401,6 +401,24 @@ TEST_CASE("an actor's handle that reaches a caller before its creation reaches t
   maker.kill();
 }
 
+TEST_CASE("an actor made by another dies with its maker's process, unless made detached", "[api][actors]") {
+  auto maker = yard::actor<Maker>().remote();
+  auto made = *maker.call(&Maker::make_later).remote(0).get(30s);
+  REQUIRE(*made.call(&Counter::incr).remote(1).get(60s) == 8);
+  maker.kill();
+  std::string why;
+  CHECK(yard::test::eventually([&] {
+    try {
+      made.call(&Counter::value).remote().get(30s);
+      return false;
+    } catch (const yard::ActorDied& e) {
+      why = e.what();
+      return true;
+    }
+  }, 30s));
+  CHECK_THAT(why, Catch::Contains("its owner, actor " + maker.id()));
+}
+
 TEST_CASE("named actors are found by name and checked by class", "[api][actors]") {
   auto c = yard::actor<Counter>(5).name("the-counter").remote();
   CHECK(*c.call(&Counter::incr).remote(1).get(30s) == 6);

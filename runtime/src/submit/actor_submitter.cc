@@ -66,6 +66,12 @@ void ActorSubmitter::send_creation(const std::shared_ptr<TaskSpec>& spec) {
   ca.setBundleIndex(o.bundle_index);
   ca.setDetached(o.lifetime == Lifetime::kDetached);
   ca.setLifetimeChosen(o.lifetime != Lifetime::kJobDefault);
+  // Made by an actor's code: it owns the new one.
+  static const std::string owner = [] {
+    const char* id = getenv("YARD_ACTOR_ID");
+    return std::string(id ? id : "");
+  }();
+  ca.setOwnerActor(owner);
   if (o.infeasible_timeout != kForever) ca.setInfeasibleTimeoutMs(static_cast<uint64_t>(o.infeasible_timeout.count()));
   set_resources(ca.initResources(static_cast<unsigned>(o.resources.size())), o.resources);
   if (auto problem = args_.fill(ca.initArgs(static_cast<unsigned>(spec->args.size())), m, spec->args)) {

@@ -32,7 +32,7 @@ nlohmann::json actor_row(const store::ActorRecord& a, std::map<std::string, nloh
   return {{"actor_id", a.id}, {"class", a.class_name}, {"name", a.name}, {"state", store::name(a.state)},
           {"job", a.job}, {"node", a.node}, {"address", a.address}, {"death_cause", a.cause},
           {"restarts", a.num_restarts}, {"max_restarts", a.max_restarts}, {"resources", a.resources},
-          {"placement_group", a.pg}, {"detached", a.detached}, {"namespace", a.ns}};
+          {"placement_group", a.pg}, {"detached", a.detached}, {"namespace", a.ns}, {"owner", a.owner}};
 }
 
 nlohmann::json actor_rows(const ActorMap& actors, std::map<std::string, nlohmann::json>& per_node, bool rows) {

@@ -105,6 +105,7 @@ void ActorManager::on_create(Incoming& in) {
   a.job = job;
   a.ns = ca.getNamespace();
   if (a.ns.empty()) a.ns = job;  // a creator from before namespaces: its job's own
+  a.owner = ca.getOwnerActor();
   a.max_restarts = ca.getMaxRestarts();
   a.affinity_node = ca.getNodeId();
   a.soft = ca.getSoft();
@@ -328,6 +329,22 @@ void ActorManager::actor_lost(Actor& a, const std::string& cause, bool count_res
   publish(json{{"type", "actor_restarting"}, {"actor_id", a.id}, {"cause", cause}, {"restarts", a.num_restarts},
                {"time", unix_time()}}.dump());
   pending_actors_.push_back(a.id);
+  if (count_restart) bury_owned(a, "lost its process (" + cause + ")");
+}
+
+// Ray's fate-sharing: the non-detached actors an actor's code made end with that actor's
+// process (its restart is a new process, which owns none of them).
+void ActorManager::bury_owned(const Actor& owner, const std::string& what) {
+  std::vector<Actor*> owned;
+  for (auto& [id, c] : actors_)
+    if (c.owner == owner.id && !c.detached && c.state != store::ActorState::kDead) owned.push_back(&c);
+  for (Actor* c : owned) {
+    c->killed = true;
+    kill_actor_process(*c);
+    actor_failed(*c, wire::ErrorCode::ACTOR_DIED,
+                 "its owner, actor " + owner.id + " (" + owner.class_name + "), " + what +
+                     "; an actor made by another lives only as long as it unless made detached");
+  }
 }
 
 void ActorManager::actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause) {
@@ -359,6 +376,7 @@ void ActorManager::actor_failed(Actor& a, wire::ErrorCode code, const std::strin
     reply_.error(a.creator_routing, a.creator_req, code, cause);
   }
   lookups_.answer(a);
+  bury_owned(a, "is dead");
 }
 
 // The head keeps the most recent dead actors (for status and late lookups) and forgets older

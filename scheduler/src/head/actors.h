@@ -148,6 +148,8 @@ class ActorManager {
   void actor_up(Actor& a, const detail::InMessage& info);
   void actor_lost(Actor& a, const std::string& cause, bool count_restart);
   void actor_failed(Actor& a, wire::ErrorCode code, const std::string& cause);
+  // The non-detached actors `owner`'s code made die with it (`what`: what became of it).
+  void bury_owned(const Actor& owner, const std::string& what);
   void free_actor_bundle(Actor& a);
   void kill_actor_process(Actor& a);
   std::string actor_spec(const Actor& a);  // the creation message it restarts from (arguments too)

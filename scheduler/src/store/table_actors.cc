@@ -18,7 +18,7 @@ std::vector<std::string> actor_hset(const ActorRecord& a) {
           "worker", a.worker, "job", a.job, "node", a.node, "death_cause", a.cause, "resources", json(a.resources).dump(),
           "max_restarts", std::to_string(a.max_restarts), "num_restarts", std::to_string(a.num_restarts),
           "placement_group", a.pg, "bundle", std::to_string(a.bundle), "place_bundle", std::to_string(a.place_bundle),
-          "detached", a.detached ? "1" : "0", "namespace", a.ns};
+          "detached", a.detached ? "1" : "0", "namespace", a.ns, "owner", a.owner};
 }
 }  // namespace
 
@@ -59,6 +59,7 @@ std::optional<ActorRecord> Actors::get(const std::string& id) {
   a.place_bundle = static_cast<int>(num(f, "place_bundle", -1));
   a.detached = text(f, "detached") == "1";
   a.ns = text(f, "namespace");
+  a.owner = text(f, "owner");
   if (a.ns.empty()) a.ns = a.job;
   return a;
 }

@@ -102,6 +102,7 @@ struct JobRecord {
 struct ActorRecord {
   std::string id, class_name, name, job, address, worker, node, cause, pg;
   std::string ns;  // where its name lives (a record from before namespaces: its job's id)
+  std::string owner;  // the actor that made it ("" : a driver or a task); it dies with it unless detached
   ActorState state = ActorState::kPending;
   Res resources;
   int max_restarts = 0;
