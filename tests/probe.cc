@@ -71,7 +71,12 @@ int twice(int x) {
   return 2 * x;
 }
 int my_pid() { return int(getpid()); }
-YARD_REMOTE(nap, sample_sum, twice, my_pid);
+// A variable of this process's environment, and where it runs.
+std::string env_here(std::string name) {
+  const char* v = getenv(name.c_str());
+  return std::string(v ? v : "<unset>") + " in " + std::filesystem::current_path().string();
+}
+YARD_REMOTE(nap, sample_sum, twice, my_pid, env_here);
 
 struct Pid {
   int pid() { return int(getpid()); }
@@ -120,6 +125,7 @@ class Holder {
     kept_ = {};
     return 1;
   }
+  std::string env(std::string name) { return env_here(std::move(name)); }
   std::string read(std::string file) {
     std::ifstream f(file);
     std::string s;
@@ -132,7 +138,7 @@ class Holder {
 };
 YARD_ACTOR(Holder, &Holder::ping, &Holder::where, &Holder::read, &Holder::nap, &Holder::sample, &Holder::make,
            &Holder::hold, &Holder::drop, &Holder::pattern, &Holder::echo,
-           &Holder::pattern_value, &Holder::repeat);
+           &Holder::pattern_value, &Holder::repeat, &Holder::env);
 
 // One rank of a two-rank collective group of the cluster: an allreduce (max) of 5 MB of `mark`
 // over and over, an allreduce (sum) of doubles and a broadcast of `mark` from rank 1. Returns
@@ -400,6 +406,20 @@ int main(int argc, char** argv) {
   if (mode == "detach" && argc > 2) {
     auto h = yard::actor<Holder>().name(argv[2]).detached().remote();
     return *h.call(&Holder::ping).remote().get(std::chrono::seconds(60)) == 1 ? 0 : 1;
+  }
+  // A variable as the driver, a task, an actor and an actor with a runtime_env of its own see it.
+  if (mode == "env" && argc > 2) {
+    std::string name = argv[2];
+    yard::RuntimeEnv own;
+    own.env_vars[name] = "the-actor's-own";
+    own.working_dir = "/tmp";
+    auto plain = yard::actor<Holder>().remote();
+    auto with_own = yard::actor<Holder>().runtime_env(own).remote();
+    std::printf("driver: %s\n", env_here(name).c_str());
+    std::printf("task: %s\n", yard::task(env_here).remote(name).get(std::chrono::seconds(60))->c_str());
+    std::printf("actor: %s\n", plain.call(&Holder::env).remote(name).get(std::chrono::seconds(60))->c_str());
+    std::printf("own: %s\n", with_own.call(&Holder::env).remote(name).get(std::chrono::seconds(60))->c_str());
+    return 0;
   }
   // NAME with the job's default lifetime, and NAME-own that chooses to end with the job.
   if (mode == "default-lifetime" && argc > 2) {

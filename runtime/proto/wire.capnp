@@ -207,6 +207,8 @@ struct CreateActor {
   lifetimeChosen @19 :Bool;  # `detached` is the creator's choice; else its job's default decides
   ownerActor @20 :Text;      # the actor whose code made it ("" : a driver or a task): a
                              # non-detached actor dies with its owner's process (Ray's fate-sharing)
+  runtimeEnv @21 :Text;      # its process's variables and working directory beyond its job's
+                             # (yard/runtime_env.h's JSON; "" : none)
 }
 
 # How a concurrent actor's calls run: each on a thread of a pool (Ray's max_concurrency), or each

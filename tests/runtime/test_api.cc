@@ -419,6 +419,16 @@ TEST_CASE("an actor made by another dies with its maker's process, unless made d
   CHECK_THAT(why, Catch::Contains("its owner, actor " + maker.id()));
 }
 
+TEST_CASE("an actor's runtime_env: refused when it cannot work, and said so when its node lacks it", "[api][actors]") {
+  yard::RuntimeEnv bad;
+  bad.env_vars["YARD_TOKEN"] = "mine";
+  CHECK_THROWS_AS(yard::actor<Counter>(1).runtime_env(bad), yard::InvalidArgument);
+  yard::RuntimeEnv elsewhere;
+  elsewhere.working_dir = "/no/such/dir/here";
+  auto a = yard::actor<Counter>(1).runtime_env(elsewhere).remote();
+  CHECK_THROWS_WITH(a.call(&Counter::value).remote().get(60s), Catch::Contains("/no/such/dir/here is not on node"));
+}
+
 TEST_CASE("named actors are found by name and checked by class", "[api][actors]") {
   auto c = yard::actor<Counter>(5).name("the-counter").remote();
   CHECK(*c.call(&Counter::incr).remote(1).get(30s) == 6);

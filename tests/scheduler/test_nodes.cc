@@ -392,6 +392,21 @@ TEST_CASE("what an actor's or a task's code logs is found by yard logs --actor a
   a.kill();
 }
 
+TEST_CASE("a job's variables reach its workers on every node; an actor's runtime_env adds to them", "[nodes][env]") {
+  auto& c = cluster();
+  auto yard = [&](const std::string& args) {
+    return yard_bin() + " " + args + " --address " + c.head_addr + " --token " + c.token;
+  };
+  auto probe = std::string(getenv("PROBE_BIN"));
+  auto run = sh(yard("submit --env SY_PROBE_VAR=from-submit") + " -- " + probe + " env SY_PROBE_VAR");
+  INFO(run.out);
+  REQUIRE(run.code == 0);
+  CHECK_THAT(run.out, Catch::Contains("driver: from-submit"));
+  CHECK_THAT(run.out, Catch::Contains("task: from-submit"));
+  CHECK_THAT(run.out, Catch::Contains("actor: from-submit"));
+  CHECK_THAT(run.out, Catch::Contains("own: the-actor's-own in /tmp"));
+}
+
 TEST_CASE("the head forgets old dead actors, keeping the most recent", "[nodes][actors]") {
   auto& c = cluster();
   std::vector<yard::ActorHandle<Where>> many;

@@ -29,6 +29,7 @@
 #include "yard/metrics.h"
 #include "yard/errors.h"
 #include "yard/log.h"
+#include "yard/runtime_env.h"
 #include "yard/placement_group.h"
 #include "yard/registry.h"
 
@@ -144,6 +145,7 @@ struct ActorOptions {
   int bundle_index = -1;
   Lifetime lifetime = Lifetime::kJobDefault;
   Duration infeasible_timeout = kForever;
+  RuntimeEnv runtime_env;      // added to its job's environment
 };
 
 class ActorState;  // defined by the runtime
@@ -425,6 +427,13 @@ class ActorCreator {
   // fail with InfeasibleError (as a task's infeasible_timeout).
   ActorCreator& infeasible_timeout(Duration d) {
     opts_.infeasible_timeout = d;
+    return *this;
+  }
+  // Its process's variables and working directory, beyond its job's (yard/runtime_env.h).
+  // Throws InvalidArgument for one RuntimeEnv::check refuses.
+  ActorCreator& runtime_env(RuntimeEnv env) {
+    env.check();
+    opts_.runtime_env = std::move(env);
     return *this;
   }
   // Starts the actor. Returns at once; calls made before it is up wait for it.

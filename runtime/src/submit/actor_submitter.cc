@@ -72,6 +72,7 @@ void ActorSubmitter::send_creation(const std::shared_ptr<TaskSpec>& spec) {
     return std::string(id ? id : "");
   }();
   ca.setOwnerActor(owner);
+  if (!o.runtime_env.empty()) ca.setRuntimeEnv(o.runtime_env.to_json());
   if (o.infeasible_timeout != kForever) ca.setInfeasibleTimeoutMs(static_cast<uint64_t>(o.infeasible_timeout.count()));
   set_resources(ca.initResources(static_cast<unsigned>(o.resources.size())), o.resources);
   if (auto problem = args_.fill(ca.initArgs(static_cast<unsigned>(spec->args.size())), m, spec->args)) {

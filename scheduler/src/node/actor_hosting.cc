@@ -57,7 +57,7 @@ void ActorHosting::start(const std::string& aid, const Res& release, Result<JobR
   }
   std::string wid;
   try {
-    wid = node_.spawn_actor_worker(job.value()->id, aid, c.getNumRestarts(), devices);
+    wid = node_.spawn_actor_worker(job.value()->id, aid, c.getNumRestarts(), devices, c.getCreate().getRuntimeEnv());
   } catch (const std::exception& e) {
     res_.give_gpus(devices);
     return fail(wire::ErrorCode::INTERNAL, std::string("cannot start its worker on node ") + node_id_ + ": " + e.what());

@@ -24,8 +24,10 @@ class ActorHosting {
     virtual ~Node() = default;
     virtual void with_job(const std::string& job_id, std::function<void(Result<JobRunner::Job*>)> k) = 0;
     // Starts the actor's worker; its id. Throws when the process cannot be started.
+    // `runtime_env`: the actor's own (yard/runtime_env.h's JSON, "" : none). Throws yard::Error
+    // saying why it cannot start (its working directory is not on this node, for one).
     virtual std::string spawn_actor_worker(const std::string& job_id, const std::string& actor_id, uint32_t restarts,
-                                           const WorkerPool::Devices& devices) = 0;
+                                           const WorkerPool::Devices& devices, const std::string& runtime_env) = 0;
     // The head hears that a constructed actor's process is gone.
     virtual void actor_lost(const std::string& actor_id, const std::string& cause) = 0;
   };

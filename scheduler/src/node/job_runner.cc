@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "common/service.h"
@@ -236,6 +237,26 @@ JobRunner::Job* JobRunner::live(const std::string& id) {
   return it == jobs_.end() || it->second.ended ? nullptr : &it->second;
 }
 
+// The variables the job was submitted with (`yard submit --env`), from its submission record;
+// none for a driver started by hand, or a record that cannot be read.
+std::map<std::string, std::string> JobRunner::submitted_env(const std::string& id) {
+  std::map<std::string, std::string> env;
+  try {
+    auto sub = tables_.jobs.submission(id);
+    auto s = sub ? nlohmann::json::parse(*sub, nullptr, false) : nlohmann::json();
+    if (!s.is_object() || !s.contains("env") || !s["env"].is_array()) return env;
+    for (auto& e : s["env"]) {
+      if (!e.is_string()) continue;
+      auto kv = e.get<std::string>();
+      auto eq = kv.find('=');
+      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+  } catch (const std::exception& e) {
+    spdlog::warn("job {}: its submitted variables cannot be read: {}", id, e.what());
+  }
+  return env;
+}
+
 JobRunner::Job* JobRunner::make(const std::string& id, const store::JobRecord& rec, const std::string& binary) {
   auto& j = jobs_[id];
   j.id = id;
@@ -243,6 +264,7 @@ JobRunner::Job* JobRunner::make(const std::string& id, const store::JobRecord& r
   if (!j.runs_here) j.cwd = fs::is_directory(rec.cwd) ? rec.cwd : s_.session_dir;
   j.entrypoint = rec.entrypoint;
   j.ns = rec.ns;
+  if (j.env.empty()) j.env = submitted_env(id);  // its program runs elsewhere: its workers here get it too
   if (rec.queue) j.requeues = rec.queue->requeues;
   if (j.start == 0) j.start = unix_time();
   spdlog::info("job {} runs workers here: {}", id, binary);

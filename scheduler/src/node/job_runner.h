@@ -90,6 +90,7 @@ class JobRunner {
   void abandon_all();
 
  private:
+  std::map<std::string, std::string> submitted_env(const std::string& id);
   // The job's workers here stop and its leases are refused; `status` set: it has ended with it.
   void end(Job& j, std::optional<store::JobStatus> status, int exit_code);
   void save(const Job& j);

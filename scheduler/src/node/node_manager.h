@@ -75,9 +75,7 @@ class NodeManager : private ActorHosting::Node {
 
   // Hosting actors (hosting.cc): what ActorHosting asks of the node, and the head told.
   std::string spawn_actor_worker(const std::string& job_id, const std::string& actor_id, uint32_t restarts,
-                                 const Devices& devices) override {
-    return spawn_worker(job_id, actor_id, 0, restarts, devices);
-  }
+                                 const Devices& devices, const std::string& runtime_env) override;
   void actor_lost(const std::string& actor_id, const std::string& cause) override;
   // Sends the head a request `fill` writes, again every 500 ms for about a minute while the head
   // is unreachable or restarting; `what` names it in the log when it never arrives.

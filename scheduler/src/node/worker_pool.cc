@@ -36,6 +36,8 @@ std::string WorkerPool::start(const Launch& l) {
   std::string visible;
   for (auto& [dev, share] : l.gpus) visible += (visible.empty() ? "" : ",") + std::to_string(dev);
   if (gpus_ || !l.gpus.empty()) so.env["CUDA_VISIBLE_DEVICES"] = visible;
+  for (auto& [k, v] : l.env)
+    if (k.rfind("YARD_", 0) != 0) so.env[k] = v;
   w.gpus = l.gpus;
   so.cwd = l.cwd;
   so.stdout_path = w.log;

@@ -35,6 +35,9 @@ class WorkerPool {
   };
   struct Launch {
     std::string job_id, binary, cwd, name_space, actor_id;
+    // The job's variables (yard submit --env) and an actor's (its runtime_env) over the node's;
+    // Switchyard's own (YARD_*) are not overridden.
+    std::map<std::string, std::string> env;
     uint64_t lease = 0;
     uint32_t restarts = 0;
     Devices gpus;

@@ -3,11 +3,13 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <filesystem>
 
 #include <spdlog/spdlog.h>
 
 #include "yard/errors.h"
 #include "yard/process.h"
+#include "yard/runtime_env.h"
 
 namespace yard::sched {
 
@@ -17,7 +19,24 @@ std::string NodeManager::spawn_worker(const std::string& job_id, const std::stri
                                       uint32_t restarts, const Devices& gpus) {
   auto* j = jobs_->live(job_id);
   if (!j) throw Error("job " + job_id + " has ended");
-  return workers_.start({job_id, j->binary, j->cwd, j->ns, actor_id, lease, restarts, gpus});
+  return workers_.start({job_id, j->binary, j->cwd, j->ns, actor_id, j->env, lease, restarts, gpus});
+}
+
+std::string NodeManager::spawn_actor_worker(const std::string& job_id, const std::string& actor_id, uint32_t restarts,
+                                            const Devices& gpus, const std::string& runtime_env) {
+  auto* j = jobs_->live(job_id);
+  if (!j) throw Error("job " + job_id + " has ended");
+  WorkerPool::Launch l{job_id, j->binary, j->cwd, j->ns, actor_id, j->env, 0, restarts, gpus};
+  if (!runtime_env.empty()) {
+    auto e = RuntimeEnv::from_json(runtime_env);  // checked by its creator already
+    for (auto& [k, v] : e.env_vars) l.env[k] = v;
+    if (!e.working_dir.empty()) {
+      if (!std::filesystem::is_directory(e.working_dir))
+        throw Error("its runtime_env's working directory " + e.working_dir + " is not on node " + node_id_);
+      l.cwd = e.working_dir;
+    }
+  }
+  return workers_.start(l);
 }
 
 void NodeManager::on_register_worker(Incoming& in) {
