@@ -427,6 +427,16 @@ int main(int argc, char** argv) {
     auto own = yard::actor<Holder>().name(std::string(argv[2]) + "-own").lifetime(yard::Lifetime::kNonDetached).remote();
     return *h.call(&Holder::ping).remote().get(std::chrono::seconds(60)) + *own.call(&Holder::ping).remote().get(std::chrono::seconds(60)) == 2 ? 0 : 1;
   }
+  // 0 when a live actor of that name is in this job's namespace, 4 when there is none.
+  if (mode == "find" && argc > 2) {
+    try {
+      auto h = yard::get_actor<Holder>(argv[2]);
+      return *h.call(&Holder::ping).remote().get(std::chrono::seconds(60)) == 1 ? 0 : 1;
+    } catch (const yard::Error& e) {
+      std::printf("not found: %s\n", e.what());
+      return 4;
+    }
+  }
   if (mode == "use" && argc > 2) {
     yard::ActorHandle<Holder> h;
     try {

@@ -160,6 +160,8 @@ struct RequestLease {
   spread @8 :Bool;         # SPREAD: the node with the most free CPUs, this one included
   placementGroup @9 :Text; # lease inside this placement group's bundle ...
   bundleIndex @10 :Int32;  # ... with this index (-1: any bundle with room)
+  requester @11 :Text;     # the asking process's worker id ("" : a driver): the workers leased to
+                           # it go back when its process exits on this node
 }
 
 struct LeasedWorker {

@@ -125,6 +125,17 @@ int bump_all(std::vector<yard::ActorHandle<Counter>> cs, int by) {
 }
 YARD_REMOTE(bump_all);
 
+// An actor whose creation waits for its argument.
+class Late {
+ public:
+  explicit Late(yard::ObjectRef<int> r) : v_(*r.get(std::chrono::seconds(30))) {}
+  int incr(int by) { return v_ += by; }
+
+ private:
+  int v_;
+};
+YARD_ACTOR(Late, yard::ctor<yard::ObjectRef<int>>, &Late::incr);
+
 // An actor that makes a named, detached actor of its own.
 class Maker {
  public:
@@ -135,11 +146,11 @@ class Maker {
   }
   int pid() { return getpid(); }
   // Returns the handle at once; the creation leaves only once its argument is ready, `ms` later.
-  yard::ActorHandle<Counter> make_later(int ms) {
-    return yard::actor<Counter>(yard::task(slow_echo).remote(7, ms)).remote();
-  }
+  yard::ActorHandle<Late> make_later(int ms) { return yard::actor<Late>(yard::task(slow_echo).remote(7, ms)).remote(); }
+  // A task of its own: a worker is leased to this process (and kept a moment for the next).
+  int run_task() { return *yard::task(slow_echo).remote(7, 0).get(std::chrono::seconds(30)); }
 };
-YARD_ACTOR(Maker, yard::ctor<>, &Maker::make, &Maker::pid, &Maker::make_later);
+YARD_ACTOR(Maker, yard::ctor<>, &Maker::make, &Maker::pid, &Maker::make_later, &Maker::run_task);
 
 class Picky {
  public:
@@ -396,7 +407,7 @@ TEST_CASE("an actor's handle that reaches a caller before its creation reaches t
   auto maker = yard::actor<Maker>().remote();
   auto made = *maker.call(&Maker::make_later).remote(1500).get(30s);
   // The head has not heard of it yet: the call waits for it rather than finding it dead.
-  CHECK(*made.call(&Counter::incr).remote(1).get(60s) == 8);
+  CHECK(*made.call(&Late::incr).remote(1).get(60s) == 8);
   made.kill();
   maker.kill();
 }
@@ -404,12 +415,12 @@ TEST_CASE("an actor's handle that reaches a caller before its creation reaches t
 TEST_CASE("an actor made by another dies with its maker's process, unless made detached", "[api][actors]") {
   auto maker = yard::actor<Maker>().remote();
   auto made = *maker.call(&Maker::make_later).remote(0).get(30s);
-  REQUIRE(*made.call(&Counter::incr).remote(1).get(60s) == 8);
+  REQUIRE(*made.call(&Late::incr).remote(1).get(60s) == 8);
   maker.kill();
   std::string why;
   CHECK(yard::test::eventually([&] {
     try {
-      made.call(&Counter::value).remote().get(30s);
+      made.call(&Late::incr).remote(0).get(30s);
       return false;
     } catch (const yard::ActorDied& e) {
       why = e.what();
@@ -436,6 +447,21 @@ TEST_CASE("named actors are found by name and checked by class", "[api][actors]"
   CHECK(*again.call(&Counter::value).remote().get(30s) == 6);
   CHECK_THROWS_AS(yard::get_actor<Counter>("nobody"), yard::NotFoundError);
   CHECK_THROWS_AS(yard::get_actor<Picky>("the-counter"), yard::NotFoundError);
+}
+
+TEST_CASE("workers leased to an actor's process come back when it is killed", "[api][actors]") {
+  // More kills than the cluster has CPUs, each right after the actor's task: a worker leased to a
+  // dead process would be lost for good.
+  for (int i = 0; i < 4; ++i) {
+    auto m = yard::actor<Maker>().remote();
+    REQUIRE(*m.call(&Maker::run_task).remote().get(60s) == 7);
+    m.kill();
+  }
+  std::vector<yard::ObjectRef<int>> refs;
+  for (int i = 0; i < 4; ++i) refs.push_back(yard::task(slow_echo).remote(i, 100));
+  int sum = 0;
+  for (auto& v : yard::get(refs, 60s)) sum += *v;
+  CHECK(sum == 6);
 }
 
 TEST_CASE("names live in namespaces: the job's own by default, or one that is named", "[api][actors][namespaces]") {

@@ -215,6 +215,11 @@ void TaskSubmitter::request_lease(const std::string& key, const std::string& nod
   OutMessage m(token_, rid, false);
   auto rl = m.env().getBody().initRequestLease();
   rl.setJobId(job_id_);
+  static const std::string requester = [] {
+    const char* w = getenv("YARD_WORKER_ID");
+    return std::string(w ? w : "");
+  }();
+  rl.setRequester(requester);
   // SPREAD asks for one worker at a time, so each may come from another node.
   rl.setCount(sh.spread ? 1 : static_cast<uint32_t>(std::min<size_t>(sh.queue.size(), 64)));
   rl.setNodeId(sh.node_id);

@@ -228,6 +228,9 @@ void ActorManager::place_actor(Actor& a, const std::string& node) {
   ca.setConcurrency(src.getConcurrency());
   ca.setConcurrencyGroups(src.getConcurrencyGroups());
   ca.setDetached(a.detached);
+  ca.setNamespace(a.ns);
+  ca.setOwnerActor(a.owner);
+  ca.setRuntimeEnv(src.getRuntimeEnv());
   auto args = ca.initArgs(src.getArgs().size());
   for (unsigned i = 0; i < src.getArgs().size(); ++i) m.set_value(args[i], a.create_msg->value(src.getArgs()[i]));
   set_resources(ha.initResources(static_cast<unsigned>(a.resources.size())), a.resources);

@@ -33,6 +33,7 @@ void LeaseDesk::on_request(Incoming& in) {
   l.routing = in.routing_id;
   l.req = in.msg->env().getRequestId();
   l.job = rl.getJobId();
+  l.requester = rl.getRequester();
   l.count = std::max<uint32_t>(1, rl.getCount());
   l.arrived = Clock::now();
   l.deadline = l.arrived + std::chrono::milliseconds(std::max<uint32_t>(1000, rl.getTimeoutMs()) - 500);
@@ -45,19 +46,32 @@ void LeaseDesk::on_request(Incoming& in) {
 
 void LeaseDesk::on_return(Incoming& in) {
   auto rl = in.msg->env().getBody().getReturnLease();
-  for (auto id : rl.getWorkerIds()) {
-    auto* w = workers_.find(id);
-    if (!w || w->state != WorkerPool::State::kLeased) continue;
-    if (w->dedicated) {
-      kill(w->pid, SIGKILL);  // its exit gives back its resources and devices
-      continue;
-    }
-    give_held(*w);
-    w->held.clear();
-    w->bundle = {};
-    w->state = WorkerPool::State::kIdle;
-  }
+  for (auto id : rl.getWorkerIds())
+    if (auto* w = workers_.find(id); w && w->state == WorkerPool::State::kLeased) release(*w);
   reply_.ok(in);
+}
+
+void LeaseDesk::lessee_gone(const std::string& worker_id) {
+  std::vector<WorkerPool::Worker*> leased;
+  workers_.each([&](WorkerPool::Worker& w) {
+    if (w.state == WorkerPool::State::kLeased && w.lessee == worker_id) leased.push_back(&w);
+  });
+  for (auto* w : leased) {
+    spdlog::info("{} was leased to {}, whose process exited: it comes back", w->id, worker_id);
+    release(*w);
+  }
+}
+
+void LeaseDesk::release(WorkerPool::Worker& w) {
+  w.lessee.clear();
+  if (w.dedicated) {
+    kill(w.pid, SIGKILL);  // its exit gives back its resources and devices
+    return;
+  }
+  give_held(w);
+  w.held.clear();
+  w.bundle = {};
+  w.state = WorkerPool::State::kIdle;
   queue_.process();
 }
 
@@ -140,6 +154,7 @@ std::pair<std::string, bool> LeaseDesk::worker(const LeaseQueue::Lease& l, const
   }
   w->held = need;
   w->bundle = bundle;
+  w->lessee = l.requester;
   return {w->id, started};
 }
 

@@ -42,6 +42,8 @@ class LeaseDesk final : private LeaseQueue::Node {
 
   void on_request(Incoming& in);
   void on_return(Incoming& in);
+  // The process of this node's worker `worker_id` exited: what was leased to it comes back.
+  void lessee_gone(const std::string& worker_id);
   // What a worker holds goes back to the node or to its bundle.
   void give_held(const WorkerPool::Worker& w);
   // With every heartbeat: the autoscaler's node types and the cluster's infeasible setting read,
@@ -51,6 +53,7 @@ class LeaseDesk final : private LeaseQueue::Node {
   LeaseQueue& queue() { return queue_; }
 
  private:
+  void release(WorkerPool::Worker& w);  // a leased worker back to the pool (a dedicated one exits)
   const policy::ClusterView& peers(bool fresh) override;
   std::string address_of(const std::string& id) override { return peers_.address(id); }
   std::string spill_target(const Res& need) override { return peers_.spill_target(node_id_, need); }

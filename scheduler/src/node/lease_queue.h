@@ -33,6 +33,7 @@ class LeaseQueue {
     std::string routing;  // who asked, for the answer
     uint64_t req = 0;
     std::string job;
+    std::string requester;  // the asking worker's id ("" : a driver, or asked on another node)
     uint32_t count = 1;
     Clock::time_point arrived, deadline;
     std::vector<std::string> assigned;  // worker ids

@@ -369,6 +369,7 @@ void NodeManager::reap() {
 // actor's loss, a lease waiting for it is told, the pool keeps its size (unless the node is fenced).
 void NodeManager::worker_exited(const Worker& w, int status) {
   leases_->give_held(w);
+  leases_->lessee_gone(w.id);
   res_->give_gpus(w.gpus);
   Job* job = jobs_->live(w.job_id);
   bool job_live = job != nullptr;

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -32,6 +33,7 @@ class WorkerPool {
     Devices gpus;            // assigned to it
     bool dedicated = false;  // started for one lease (GPUs): it exits when the lease is returned
     BundleRef bundle;        // held comes from this placement-group bundle, not from the node
+    std::string lessee;      // leased to this worker of the node ("" : a driver, or a process elsewhere)
   };
   struct Launch {
     std::string job_id, binary, cwd, name_space, actor_id;
@@ -52,6 +54,10 @@ class WorkerPool {
   std::string start(const Launch& l);
 
   Worker* find(const std::string& id);
+  // Every worker of the pool, in turn.
+  void each(const std::function<void(Worker&)>& f) {
+    for (auto& [id, w] : workers_) f(w);
+  }
   Worker& at(const std::string& id) { return workers_.at(id); }
   // An idle task worker of the job, or nullptr.
   Worker* idle_of(const std::string& job);
