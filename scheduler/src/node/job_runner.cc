@@ -139,8 +139,9 @@ Problem JobRunner::stop(const std::string& id) {
 void JobRunner::ended_elsewhere(const std::string& id) {
   auto it = jobs_.find(id);
   if (it == jobs_.end() || it->second.ended) return;
-  bool running = it->second.runs_here && pid_alive(static_cast<pid_t>(it->second.proc_pid));
-  if (running)
+  // Its program, when it runs here, ends the job with its own exit code once the node reaps it
+  // (asking whether it is alive would reap it here and lose that code).
+  if (it->second.runs_here)
     end(it->second, std::nullopt, 0);
   else
     end(it->second, store::JobStatus::kSucceeded, 0);
