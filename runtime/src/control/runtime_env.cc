@@ -1,6 +1,8 @@
 // RuntimeEnv (yard/runtime_env.h): its checks and its JSON form.
 #include "yard/runtime_env.h"
 
+#include <cctype>
+
 #include <nlohmann/json.hpp>
 
 #include "yard/errors.h"

@@ -68,14 +68,17 @@ class NodeManager : private ActorHosting::Node {
   void worker_exited(const Worker& w, int status);
 
   // Workers (workers.cc).
+  // `runtime_env`: an actor's own (yard/runtime_env.h's JSON, "" : none), over its job's.
   std::string spawn_worker(const std::string& job_id, const std::string& actor_id, uint64_t lease,
-                           uint32_t restarts = 0, const Devices& gpus = {});
+                           uint32_t restarts = 0, const Devices& gpus = {}, const std::string& runtime_env = {});
   void on_register_worker(Incoming& in);
   void on_warm_pool(Incoming& in);
 
   // Hosting actors (hosting.cc): what ActorHosting asks of the node, and the head told.
   std::string spawn_actor_worker(const std::string& job_id, const std::string& actor_id, uint32_t restarts,
-                                 const Devices& devices, const std::string& runtime_env) override;
+                                 const Devices& devices, const std::string& runtime_env) override {
+    return spawn_worker(job_id, actor_id, 0, restarts, devices, runtime_env);
+  }
   void actor_lost(const std::string& actor_id, const std::string& cause) override;
   // Sends the head a request `fill` writes, again every 500 ms for about a minute while the head
   // is unreachable or restarting; `what` names it in the log when it never arrives.
