@@ -91,7 +91,7 @@ void serve(CallPort& port, int n, const std::function<void()>& run = [] {}) {
     else if (!port.next(in))
       continue;
     have_next = i + 1 < n && port.next(next, false);
-    REQUIRE(in.direct);
+    REQUIRE(in.reply_to == &port);
     port.call_begins();
     run();
     port.call_ends();
@@ -99,9 +99,9 @@ void serve(CallPort& port, int n, const std::function<void()>& run = [] {}) {
     if (i % 5 == 4) {  // a reply that travels alone, after the group held
       OutMessage m(kToken, in.request_id(), true);
       m.env().getBody().initActorInfo().setActorId(task);
-      port.reply(in.routing_id, m);
+      port.reply(in, m, have_next);
     } else {
-      port.group_reply(in.routing_id, in.request_id()).getBody().initActorInfo().setActorId(task);
+      port.group_reply(in).getBody().initActorInfo().setActorId(task);
       port.replied(have_next);
     }
     ++i;

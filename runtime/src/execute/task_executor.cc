@@ -78,8 +78,7 @@ struct TaskExecutor::State {
   boost::fibers::buffered_channel<IoLoop::Incoming> channel{4096};
   std::shared_ptr<void> actor;
   const ActorClass* cls = nullptr;
-  std::unique_ptr<CallPools> pools;  // a concurrent actor's: its calls run there
-  bool threads = false;              // ... on threads (calls find their callee under callee_mu)
+  bool threads = false;  // a concurrent actor's calls run on threads (they find their callee under callee_mu)
   std::mutex callee_mu;
   std::string location_suffix;  // " on worker W (pid P, host H)", in every error's location
 };
@@ -90,6 +89,7 @@ TaskExecutor::TaskExecutor(Channel& io, Ownership& ownership, std::string token,
       node_address_(cfg.node_address), bind_host_(cfg.bind_host.empty() ? "127.0.0.1" : cfg.bind_host),
       s_(std::make_unique<State>()) {
   s_->location_suffix = " on worker " + worker_id_ + " (pid " + std::to_string(getpid()) + ", host " + hostname() + ")";
+  runner_ = std::make_unique<InlineCalls>([this](IoLoop::Incoming& c) { execute(c); });
 }
 
 TaskExecutor::~TaskExecutor() = default;
@@ -102,59 +102,16 @@ void TaskExecutor::handle(IoLoop::Incoming in) {
     case wire::Envelope::Body::PUSH_TASKS:
     case wire::Envelope::Body::INSTANTIATE_ACTOR:
     case wire::Envelope::Body::SHUTDOWN:
+      in.reply_to = &grouped_;  // answered by the executor's thread
       s_->channel.push(std::move(in));
       channel_items_.fetch_add(1);  // seq_cst: ordered before the look at port_ below
       // An executor asleep on its call port looks at the channel when woken.
       if (auto* p = port_.load()) p->wake();
       return;
     default:
+      in.reply_to = &loop_replies_;
       reply_error(in, wire::ErrorCode::BAD_REQUEST, "a worker does not serve this request");
   }
-}
-
-void TaskExecutor::answer(IoLoop::Incoming& in, OutMessage& m) {
-  if (in.direct) {
-    port_.load()->reply(in.routing_id, m);
-    return;
-  }
-  answer(in, m.finish());
-}
-
-bool TaskExecutor::groupable(const IoLoop::Incoming& in) const {
-  return in.direct || (!s_->pools && !io_->in_loop());
-}
-
-wire::Envelope::Builder TaskExecutor::group_reply(IoLoop::Incoming& in) {
-  if (in.direct) return port_.load()->group_reply(in.routing_id, in.request_id());
-  if (held_.must_leave_for(in.routing_id)) flush_group(true);
-  return held_.add(in.routing_id, in.request_id());
-}
-
-void TaskExecutor::grouped(IoLoop::Incoming& in) {
-  if (in.direct) return port_.load()->replied(more_queued_);
-  if (held_.must_leave_after(more_queued_)) flush_group(more_queued_);
-}
-
-void TaskExecutor::flush_group(bool soon) {
-  if (held_.empty()) return;
-  auto [to, group] = held_.take();
-  Frames frames;
-  frames.push_back(std::move(group));
-  // With more calls queued, the group may still leave with other replies (IoLoop::reply_soon).
-  if (soon)
-    io_->reply_soon(std::move(to), std::move(frames));
-  else
-    io_->reply(std::move(to), std::move(frames));
-}
-
-void TaskExecutor::answer(IoLoop::Incoming& in, Frames frames) {
-  bool executor = !io_->in_loop();
-  if (executor) flush_group(more_queued_);  // the replies held go first
-  // With more calls queued behind this one, its reply may join theirs (IoLoop::reply_soon).
-  if (more_queued_ && executor)
-    io_->reply_soon(std::move(in.routing_id), std::move(frames));
-  else
-    io_->reply(std::move(in.routing_id), std::move(frames));
 }
 
 void TaskExecutor::reply_ok(IoLoop::Incoming& in) {
@@ -165,9 +122,9 @@ void TaskExecutor::reply_ok(IoLoop::Incoming& in) {
 
 void TaskExecutor::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg,
                                const std::string& type, const std::string& location) {
-  if (groupable(in) && msg.size() + type.size() + location.size() <= grouped_bytes()) {
-    set_error(group_reply(in), code, msg, type, location);
-    grouped(in);
+  if (in.reply_to->groups() && msg.size() + type.size() + location.size() <= grouped_bytes()) {
+    set_error(in.reply_to->group_reply(in), code, msg, type, location);
+    in.reply_to->replied(more_queued_);
     return;
   }
   OutMessage m(token_, in.request_id(), true);
@@ -175,10 +132,7 @@ void TaskExecutor::reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const
   answer(in, m);
 }
 
-void TaskExecutor::run(std::function<void()> housekeeping) {
-  MemoryStore::mark_fiber_thread();  // a concurrent actor's calls may run on fibers of this thread
-  io_.open(std::make_unique<IoLoop>(bind_host_, 0, token_, [this](IoLoop::Incoming in) { handle(std::move(in)); }));
-  io_->post([this, housekeeping] { io_->every(std::chrono::milliseconds(50), housekeeping); });
+void TaskExecutor::register_worker() {
   uint64_t rid = io_->next_request_id();
   OutMessage reg(token_, rid, false);
   auto rw = reg.env().getBody().initRegisterWorker();
@@ -195,9 +149,17 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
     spdlog::error("worker {} cannot register with {}: {}", worker_id_, node_address_, e.what());
     _exit(3);
   }
+}
+
+void TaskExecutor::run(std::function<void()> housekeeping) {
+  MemoryStore::mark_fiber_thread();  // a concurrent actor's calls may run on fibers of this thread
+  io_.open(std::make_unique<IoLoop>(bind_host_, 0, token_, [this](IoLoop::Incoming in) { handle(std::move(in)); }));
+  io_->post([this, housekeeping] { io_->every(std::chrono::milliseconds(50), housekeeping); });
+  register_worker();
   // One call of look-ahead: whether another is queued behind the one that runs.
   IoLoop::Incoming item, next;
   bool have_next = false;
+  ReplySink* last = &grouped_;  // the sink of the call before
   for (;;) {
     if (have_next)
       item = std::move(next);
@@ -205,33 +167,26 @@ void TaskExecutor::run(std::function<void()> housekeeping) {
       break;
     have_next = next_request(next, false);
     // Replies held for a requester leave before the executor turns to another source of calls.
-    if (auto* port = port_.load(); port && !item.direct) port->flush();
-    if (item.direct) flush_group();
+    if (item.reply_to != last) {
+      last->flush();
+      last = item.reply_to;
+    }
     // Written only while no call runs beside this thread (a concurrent actor's stays false).
-    if (!s_->pools) more_queued_ = have_next;
+    if (runner_->serial()) more_queued_ = have_next;
     auto which = item.msg->env().getBody().which();
     if (which == wire::Envelope::Body::SHUTDOWN) {
       more_queued_ = false;
       reply_ok(item);
       break;
     }
-    if (which == wire::Envelope::Body::INSTANTIATE_ACTOR) {
+    if (which == wire::Envelope::Body::INSTANTIATE_ACTOR)
       instantiate(item);
-      continue;
-    }
-    if (s_->pools) {
-      concurrent(std::move(item));
-    } else if (item.direct) {
-      auto* port = port_.load();
-      port->call_begins();  // meanwhile the port answers probes (a long call is not a frozen worker)
-      execute(item);
-      port->call_ends();
-    } else {
-      execute(item);
-    }
+    else
+      runner_->run(item);
     item = {};
   }
-  flush_group();
+  last->flush();
+  grouped_.flush();
   io_->stop();  // flushes nothing more; replies already handed to the loop were sent
   _exit(0);
 }
@@ -252,22 +207,7 @@ bool TaskExecutor::next_request(IoLoop::Incoming& out, bool wait) {
   }
 }
 
-// A concurrent actor's call goes to its group's pool (call_pools.h); one naming a group the actor
-// does not have is refused.
-void TaskExecutor::concurrent(IoLoop::Incoming call) {
-  auto pt = call.push_task();
-  std::string group = pt.getConcurrencyGroup(), method = pt.getFunction();
-  if (!pt.hasActorId()) {
-    reply_error(call, wire::ErrorCode::BAD_REQUEST, "a worker hosting an actor runs only its calls");
-    return;
-  }
-  if (s_->pools->submit(call, group, method)) return;
-  reply_error(call, wire::ErrorCode::NOT_FOUND,
-              "actor class " + s_->cls->name + " has no concurrency group '" + group + "' (its call of " + method + ")");
-}
-
 std::string TaskExecutor::open_call_port() {
-  if (s_->pools) return {};  // its calls run in pools, fed by the channel
   try {
     port_owner_ = std::make_unique<CallPort>(io_.loop(), bind_host_);
   } catch (const std::exception& e) {
@@ -292,7 +232,7 @@ void TaskExecutor::instantiate(IoLoop::Incoming& in) {
     for (auto v : ca.getArgs()) args.push_back(in.msg->value(v));
     s_->actor = cls->factory(args);
     s_->cls = cls;
-    make_pools(ca);
+    choose_runner(ca);
   } catch (const std::exception& e) {
     reply_error(in, wire::ErrorCode::TASK_ERROR,
                 "the constructor of " + cls_name + " threw " + demangle(typeid(e).name()) + ": " + e.what(),
@@ -300,18 +240,17 @@ void TaskExecutor::instantiate(IoLoop::Incoming& in) {
     return;
   }
   // The actor's address is its call port's when it has one.
-  std::string port = open_call_port();
-  if (port.empty()) {
+  if (!port_.load()) {
     reply_ok(in);
     return;
   }
   OutMessage m(token_, in.request_id(), true);
-  m.env().getBody().initActorInfo().setAddress(port);
+  m.env().getBody().initActorInfo().setAddress(port_.load()->address());
   answer(in, m);
 }
 
-// An actor with max_concurrency above 1 or concurrency groups runs its calls in pools.
-void TaskExecutor::make_pools(wire::CreateActor::Reader ca) {
+void TaskExecutor::choose_runner(wire::CreateActor::Reader ca) {
+  auto execute = [this](IoLoop::Incoming& c) { this->execute(c); };
   int max_concurrency = std::max<int>(1, static_cast<int>(ca.getMaxConcurrency()));
   std::vector<ConcurrencyGroup> groups;
   for (auto g : ca.getConcurrencyGroups()) {
@@ -319,11 +258,16 @@ void TaskExecutor::make_pools(wire::CreateActor::Reader ca) {
     for (auto m : g.getMethods()) cg.methods.emplace_back(m);
     groups.push_back(std::move(cg));
   }
-  if (max_concurrency == 1 && groups.empty()) return;
-  auto how = ca.getConcurrency() == wire::Concurrency::FIBERS ? Concurrency::kFibers : Concurrency::kThreads;
-  more_queued_ = false;  // from now on calls run beside this thread: it stays false
-  s_->threads = how == Concurrency::kThreads;
-  s_->pools = std::make_unique<CallPools>(how, max_concurrency, groups, [this](IoLoop::Incoming& c) { execute(c); });
+  if (max_concurrency > 1 || !groups.empty()) {  // its calls run in pools, fed by the channel
+    auto how = ca.getConcurrency() == wire::Concurrency::FIBERS ? Concurrency::kFibers : Concurrency::kThreads;
+    more_queued_ = false;  // from now on calls run beside this thread: it stays false
+    s_->threads = how == Concurrency::kThreads;
+    auto refuse = [this](IoLoop::Incoming& c, wire::ErrorCode code, const std::string& why) { reply_error(c, code, why); };
+    runner_ = std::make_unique<PooledCalls>(std::make_unique<CallPools>(how, max_concurrency, groups, execute),
+                                            loop_replies_, s_->cls->name, refuse);
+    return;
+  }
+  if (!open_call_port().empty()) runner_ = std::make_unique<PortCalls>(*port_.load(), execute);
 }
 
 namespace {
@@ -445,10 +389,10 @@ void TaskExecutor::execute(IoLoop::Incoming& in) {
     return;
   }
   record.ok = true;
-  if (groupable(in) && result->size() <= grouped_bytes()) {  // most results: in a group of replies
-    auto v = group_reply(in).getBody().initTaskReply().initResult();
+  if (in.reply_to->groups() && result->size() <= grouped_bytes()) {  // most results: in a group of replies
+    auto v = in.reply_to->group_reply(in).getBody().initTaskReply().initResult();
     v.setInline(kj::arrayPtr(reinterpret_cast<const kj::byte*>(result->data()), result->size()));
-    grouped(in);
+    in.reply_to->replied(more_queued_);
     return;
   }
   OutMessage m(token_, in.request_id(), true);

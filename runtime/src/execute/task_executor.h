@@ -1,7 +1,8 @@
 // The worker side of a Switchyard process: it registers with its node manager, then runs the
 // tasks, actor constructions and actor calls pushed to it, one at a time on the main thread, or,
 // for a concurrent actor, in the pools of its concurrency groups (call_pools.h: threads, or fibers
-// of the main thread). The I/O thread feeds it through a fiber channel, so a call on a fiber
+// of the main thread): how is a runner chosen once (call_runners.h), and where a reply goes is the
+// sink of the path its call came by (reply_sink.h). The I/O thread feeds it through a fiber channel, so a call on a fiber
 // blocked in get() suspends only its own fiber; the process's submitter (nested tasks) shares the
 // same I/O loop.
 #pragma once
@@ -14,6 +15,8 @@
 #include <unordered_map>
 
 #include "call_port.h"
+#include "execute/call_runners.h"
+#include "execute/loop_replies.h"
 #include "messenger.h"
 #include "metrics/metrics_registry.h"
 #include "objects/ownership.h"
@@ -40,6 +43,8 @@ class TaskExecutor {
 
  private:
   void handle(IoLoop::Incoming in);  // I/O thread
+  // Sends RegisterWorker to the node manager; exits the process (status 3) when refused.
+  void register_worker();
   // Executor thread: the next request to run, from the I/O thread or the call port; with `wait`,
   // waits for one (false when the channel is closed).
   bool next_request(IoLoop::Incoming& out, bool wait);
@@ -47,20 +52,13 @@ class TaskExecutor {
   // Its address, or empty when it has none.
   std::string open_call_port();
   void instantiate(IoLoop::Incoming& in);
-  void make_pools(wire::CreateActor::Reader ca);
-  void concurrent(IoLoop::Incoming call);
+  // The runner of an actor's calls (call_runners.h), chosen once it is made: in pools when it has
+  // max_concurrency above 1 or concurrency groups, else on its call port, else as tasks run.
+  void choose_runner(wire::CreateActor::Reader ca);
   void execute(IoLoop::Incoming& in);
-  void answer(IoLoop::Incoming& in, Frames frames);
-  void answer(IoLoop::Incoming& in, OutMessage& m);
-  // Executor thread, a call that runs alone (not on a fiber): the envelope of its reply in the
-  // group held for its requester (wire.h's ReplyGroup: the call port's for a call that came there,
-  // else the executor's own, handed to the I/O loop), for the caller to set a small body; then
-  // grouped(in).
-  bool groupable(const IoLoop::Incoming& in) const;
-  wire::Envelope::Builder group_reply(IoLoop::Incoming& in);
-  void grouped(IoLoop::Incoming& in);
-  // Executor thread: hands the loop the replies held for it (`soon`: they may wait for company).
-  void flush_group(bool soon = false);
+  // Each call is answered through the sink of the path it came by (its reply_to); `more_queued_`
+  // lets a reply wait for the one to the call queued behind it.
+  void answer(IoLoop::Incoming& in, OutMessage& m) { in.reply_to->reply(in, m, more_queued_); }
   void reply_ok(IoLoop::Incoming& in);
   void reply_error(IoLoop::Incoming& in, wire::ErrorCode code, const std::string& msg, const std::string& type = {},
                    const std::string& location = {});
@@ -99,8 +97,12 @@ class TaskExecutor {
   std::unique_ptr<CallPort> port_owner_;   // executor thread
   std::atomic<CallPort*> port_{nullptr};  // read by the I/O thread
   std::atomic<int> channel_items_{0};     // what the I/O thread put in the channel, not yet taken
-  bool more_queued_ = false;  // executor thread: another call is queued behind the running one
-  HeldReplies held_{token_, batch_cap()};  // executor thread: replies held for the loop
+  // Executor thread: another call is queued behind the running one (false while calls run beside
+  // this thread, in pools).
+  bool more_queued_ = false;
+  GroupedReplies grouped_{io_, token_};  // the executor thread's replies to what the loop handed it
+  LoopReplies loop_replies_{io_};        // replies from the I/O thread and the pools
+  std::unique_ptr<CallRunner> runner_;   // how calls run (call_runners.h)
   std::unordered_map<std::string, Label> function_labels_, method_labels_;  // executor thread only
   Callee last_callee_;  // executor thread only
 };

@@ -59,20 +59,20 @@ bool CallPort::next(IoLoop::Incoming& out, bool wait) {
   }
 }
 
-wire::Envelope::Builder CallPort::group_reply(const std::string& routing_id, uint64_t request_id) {
-  if (held_.must_leave_for(routing_id)) flush();
-  return held_.add(routing_id, request_id);
+wire::Envelope::Builder CallPort::group_reply(const Incoming& call) {
+  if (held_.must_leave_for(call.routing_id)) flush();
+  return held_.add(call.routing_id, call.request_id());
 }
 
 void CallPort::replied(bool more) {
   if (held_.must_leave_after(more)) flush();
 }
 
-void CallPort::reply(const std::string& routing_id, OutMessage& m) {
+void CallPort::reply(const Incoming& call, OutMessage& m, bool) {
   flush();
   auto frames = within_limit(m.finish(), io_.token());
   std::lock_guard<std::mutex> l(mu_);
-  send(routing_id, frames);
+  send(call.routing_id, frames);
 }
 
 void CallPort::flush() {
@@ -162,14 +162,14 @@ void CallPort::queue_calls(const std::string& routing, const std::string& from, 
     auto body = shared->env().getBody();
     if (body.isPushTask()) {
       if (!body.getPushTask().hasActorId()) return refuse_call(id);
-      calls_.push_back(IoLoop::Incoming{routing, shared, true, -1, {}});
+      calls_.push_back(IoLoop::Incoming{routing, shared, this, -1, {}});
       return;
     }
     if (!body.isPushTasks() || body.getPushTasks().size() == 0) return refuse_call(id);
     auto list = body.getPushTasks();
     for (unsigned i = 0; i < list.size(); ++i) {
       if (list[i].hasActorId())
-        calls_.push_back(IoLoop::Incoming{routing, shared, true, static_cast<int32_t>(i), list[i]});
+        calls_.push_back(IoLoop::Incoming{routing, shared, this, static_cast<int32_t>(i), list[i]});
       else
         refuse_call(list[i].getRequestId());
     }

@@ -21,36 +21,35 @@
 #include <thread>
 
 #include "io_loop.h"
+#include "reply_sink.h"
 
 namespace yard::detail {
 
-class CallPort {
+class CallPort final : public ReplySink {
  public:
   static constexpr auto kWatchTick = std::chrono::milliseconds(100);
   // Listens beside `io` (same host, same security, a port of its own). Throws ConnectionError.
   CallPort(IoLoop& io, const std::string& host);
-  ~CallPort();
+  ~CallPort() override;
   CallPort(const CallPort&) = delete;
   CallPort& operator=(const CallPort&) = delete;
 
   const std::string& address() const { return address_; }
-  // Executor thread: the next call, in arrival order, marked `direct` (its reply goes back by
-  // reply()). With `wait`, waits until one comes or until wake() was called (false then).
+  // Executor thread: the next call, in arrival order, answered through this port (its
+  // reply_to). With `wait`, waits until one comes or until wake() was called (false then).
   bool next(IoLoop::Incoming& out, bool wait = true);
   // Any thread: next() returns (with false if it has no call).
   void wake();
-  // Executor thread: the envelope of the reply to a call that next() gave, in the group of
-  // replies held for its requester (wire.h's ReplyGroup): the caller sets its body (a small one),
-  // then calls replied().
-  wire::Envelope::Builder group_reply(const std::string& routing_id, uint64_t request_id);
-  // With `more` (another call is waiting already), the group may wait for the next replies.
-  void replied(bool more);
-  // Executor thread: a reply that travels alone (a large one, or one with values beside it),
-  // after the replies held.
-  void reply(const std::string& routing_id, OutMessage& m);
-  // Executor thread: sends the replies held (before the executor turns to anything
-  // else: its process may end there).
-  void flush();
+  // The port's replies (reply_sink.h), on the executor thread: small ones join the group held for
+  // their requester (wire.h's ReplyGroup), which leaves before one to another requester, when
+  // full, or when no other call waits; one that travels alone leaves after the group.
+  bool groups() const override { return true; }
+  wire::Envelope::Builder group_reply(const Incoming& call) override;
+  void replied(bool more) override;
+  void reply(const Incoming& call, OutMessage& m, bool more) override;
+  // Sends the replies held (before the executor turns to anything else: its process may end
+  // there).
+  void flush() override;
   // Executor thread, around running a call: the watcher may take the socket meanwhile.
   void call_begins();
   void call_ends();

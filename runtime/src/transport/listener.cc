@@ -193,7 +193,7 @@ void Listener::take_request(const std::string& routing, const std::string& from,
   }
   auto handle = [&](int32_t call) {
     try {
-      handler_(Incoming{routing, shared, false, call, call < 0 ? wire::PushTask::Reader() : list[unsigned(call)]});
+      handler_(Incoming{routing, shared, nullptr, call, call < 0 ? wire::PushTask::Reader() : list[unsigned(call)]});
     } catch (const std::exception& e) {
       spdlog::error("request handler failed: {}", e.what());
     } catch (const kj::Exception& e) {

@@ -19,6 +19,7 @@
 #include "link_limits.h"
 #include "link_security.h"
 #include "links.h"
+#include "reply_sink.h"
 #include "sealed_link.h"
 
 namespace yard::detail {
@@ -27,7 +28,7 @@ namespace yard::detail {
 struct Incoming {
   std::string routing_id;
   std::shared_ptr<InMessage> msg;  // shared by the calls of one pushTasks
-  bool direct = false;  // came in on a call port (call_port.h), answered there
+  ReplySink* reply_to = nullptr;  // where its reply goes (reply_sink.h): set where it is queued
   int32_t call = -1;    // a pushTasks' call: its index (the message is one request otherwise)
   // That call, read once where the list was (each reading of a list counts all of it toward
   // the message's traversal limit).

@@ -388,6 +388,7 @@ const char* code_name(wire::ErrorCode c) {
     case wire::ErrorCode::INTERNAL: return "internal";
     case wire::ErrorCode::ACTOR_RESTARTING: return "actor restarting";
     case wire::ErrorCode::OWNER_DIED: return "owner died";
+    case wire::ErrorCode::STALE_EPOCH: return "stale epoch";
   }
   return "unknown";
 }

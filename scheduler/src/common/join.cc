@@ -40,8 +40,11 @@ ControlStoreAccess ask_one(Messenger& io, const std::string& head, const std::st
     throw ConnectionError("the head at " + head + " does not serve: " + describe(body.getError()));
   if (body.isError()) throw AuthError("the head at " + head + " refused this node: " + describe(body.getError()));
   auto cs = body.getControlStore();
-  ControlStoreAccess a{{std::string(cs.getAddress()), std::string(cs.getPassword())}, std::string(cs.getWebTlsKey()),
-                       std::string(cs.getWebTlsCert())};
+  ControlStoreAccess a;
+  a.address = cs.getAddress();
+  a.password = cs.getPassword();
+  a.web_tls_key = cs.getWebTlsKey();
+  a.web_tls_cert = cs.getWebTlsCert();
   auto at = sys::RedisEndpoint::parse(a.address);
   auto [jh, jp] = split_address(head);
   if (!at.via_sentinel() && (at.host == "127.0.0.1" || at.host == "0.0.0.0") && jh != "127.0.0.1" && jh != "localhost")
