@@ -419,6 +419,11 @@ int main(int argc, char** argv) {
     std::printf("task: %s\n", yard::task(env_here).remote(name).get(std::chrono::seconds(60))->c_str());
     std::printf("actor: %s\n", plain.call(&Holder::env).remote(name).get(std::chrono::seconds(60))->c_str());
     std::printf("own: %s\n", with_own.call(&Holder::env).remote(name).get(std::chrono::seconds(60))->c_str());
+    // A task of its own environment runs in a worker started with it; the job's other tasks not.
+    auto own_task = yard::task(env_here).runtime_env(own).remote(name);
+    auto plain_task = yard::task(env_here).remote(name);
+    std::printf("task-own: %s\n", own_task.get(std::chrono::seconds(60))->c_str());
+    std::printf("task-after: %s\n", plain_task.get(std::chrono::seconds(60))->c_str());
     return 0;
   }
   // NAME with the job's default lifetime, and NAME-own that chooses to end with the job.

@@ -162,6 +162,8 @@ struct RequestLease {
   bundleIndex @10 :Int32;  # ... with this index (-1: any bundle with room)
   requester @11 :Text;     # the asking process's worker id ("" : a driver): the workers leased to
                            # it go back when its process exits on this node
+  runtimeEnv @12 :Text;    # the workers' variables and directory beyond the job's (yard/runtime_env.h
+                           # as JSON; "": the job's own): only workers started with it are leased
 }
 
 struct LeasedWorker {
@@ -345,6 +347,8 @@ struct SubmitJob {
   teamCredential @9 :Text;   # with teams configured: the team's credential (`yard team-credential`)
   attempt @10 :UInt32;       # head -> node: the run's attempt (YARD_JOB_ATTEMPT; 0 means 1); a requeued job's next
   timeLimit @11 :Float64;    # seconds it may run once admitted (0: none); then it is stopped
+  # The program runs on a node that has these (the head's node when it does; none: the head's).
+  entrypointResources @12 :List(Resource);
 }
 
 struct JobShape {
@@ -387,6 +391,7 @@ struct JobInfo {
   waitReason @14 :Text;      # while queued: the reason's name ("no_room", "held", ...)
   waitDetail @15 :Text;      # and what and where
   preempted @16 :Text;       # the latest preemption it gave way to ("1 replica on N for job-3"), or ""
+  nodeId @17 :Text;          # the node its program runs (or ran) on; its driver's node for one started by hand
 }
 
 struct JobLogs {

@@ -438,6 +438,10 @@ TEST_CASE("an actor's runtime_env: refused when it cannot work, and said so when
   elsewhere.working_dir = "/no/such/dir/here";
   auto a = yard::actor<Counter>(1).runtime_env(elsewhere).remote();
   CHECK_THROWS_WITH(a.call(&Counter::value).remote().get(60s), Catch::Contains("/no/such/dir/here is not on node"));
+  // A task's, the same way.
+  CHECK_THROWS_AS(yard::task(add).runtime_env(bad), yard::InvalidArgument);
+  CHECK_THROWS_WITH(yard::task(add).runtime_env(elsewhere).remote(1, 2).get(60s),
+                    Catch::Contains("/no/such/dir/here is not on node"));
 }
 
 TEST_CASE("named actors are found by name and checked by class", "[api][actors]") {
@@ -514,6 +518,17 @@ TEST_CASE("a parameter declared as a ref receives the ref; one declared as a val
   auto back = *yard::task(pass_on).remote(put).get(30s);
   CHECK(*back.get(30s) == 4);
   CHECK(*yard::task(add).remote(made, 1).get(30s) == 8);  // a value parameter: resolved first
+}
+
+TEST_CASE("an actor's constructor takes a ref as its parameter is declared: the value or the ref", "[api][refs][actors]") {
+  auto made = yard::task(add).remote(2, 5);  // a task's result, maybe not ready yet
+  // Counter(int): the ref is resolved and its value passed.
+  auto counter = yard::actor<Counter>(made).remote();
+  CHECK(*counter.call(&Counter::incr).remote(1).get(30s) == 8);
+  CHECK(*yard::actor<Counter>(yard::put(40)).remote().call(&Counter::value).remote().get(30s) == 40);
+  // Late(ObjectRef<int>): the ref itself, which the constructor gets.
+  auto late = yard::actor<Late>(made).remote();
+  CHECK(*late.call(&Late::incr).remote(2).get(30s) == 9);
 }
 
 TEST_CASE("kill with no_restart = false restarts an actor within its budget", "[api][actors]") {

@@ -391,7 +391,8 @@ TEST_CASE("what an actor's or a task's code logs is found by yard logs --actor a
   a.kill();
 }
 
-TEST_CASE("a job's variables reach its workers on every node; an actor's runtime_env adds to them", "[nodes][env]") {
+TEST_CASE("a job's variables reach its workers on every node; an actor's or a task's runtime_env adds to them",
+          "[nodes][env]") {
   auto& c = cluster();
   auto yard = [&](const std::string& args) {
     return yard_bin() + " " + args + " --address " + c.head_addr + " --token " + c.token;
@@ -404,6 +405,8 @@ TEST_CASE("a job's variables reach its workers on every node; an actor's runtime
   CHECK_THAT(run.out, Catch::Contains("task: from-submit"));
   CHECK_THAT(run.out, Catch::Contains("actor: from-submit"));
   CHECK_THAT(run.out, Catch::Contains("own: the-actor's-own in /tmp"));
+  CHECK_THAT(run.out, Catch::Contains("task-own: the-actor's-own in /tmp"));
+  CHECK_THAT(run.out, Catch::Contains("task-after: from-submit"));
 }
 
 TEST_CASE("the head forgets old dead actors, keeping the most recent", "[nodes][actors]") {

@@ -142,6 +142,20 @@ Arg make_arg(A&& a) {
   }
 }
 
+// A constructor's argument: the actor class's registration says whether its parameter takes a ref
+// (`takes_ref`), which the caller of yard::actor<T>(...) cannot see. A ref passed for a parameter
+// of value type is resolved first; any other argument is passed as its own type.
+template <class A>
+Arg make_ctor_arg(A&& a, bool takes_ref) {
+  using D = std::decay_t<A>;
+  if constexpr (is_object_ref<D>::value) {
+    if (takes_ref) return Arg{Codec<D>::encode(a), a.holder()};
+    return Arg{nullptr, a.holder()};
+  } else {
+    return make_arg<D>(std::forward<A>(a));
+  }
+}
+
 template <class Params, class... A, size_t... I>
 std::vector<Arg> make_args(std::index_sequence<I...>, A&&... a) {
   return {make_arg<std::tuple_element_t<I, Params>>(std::forward<A>(a))...};

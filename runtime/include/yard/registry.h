@@ -17,6 +17,7 @@
 
 #include "yard/codec.h"
 #include "yard/errors.h"
+#include "yard/object_ref.h"
 
 namespace yard {
 
@@ -38,6 +39,9 @@ struct ActorClass {
   Factory factory;
   std::map<std::string, MethodInvoker> methods;
   std::map<std::string, std::string> method_by_key;  // member-pointer bytes -> method name
+  // Whether each constructor parameter is an ObjectRef (it receives the ref; any other receives
+  // the value of a ref passed for it), for yard::actor<T>(...) to pass each argument as it is taken.
+  std::vector<bool> ref_params;
 };
 
 template <class T>
@@ -145,6 +149,7 @@ class Registry {
                   "YARD_ACTOR: after the class (and its yard::ctor<...>) come its methods, as &Class::method");
     detail::ActorClass cls;
     cls.name = name;
+    cls.ref_params = {detail::is_object_ref<std::decay_t<CtorArgs>>::value...};
     cls.factory = [](const std::vector<detail::Bytes>& args) -> std::shared_ptr<void> {
       auto p = detail::decode_all<std::tuple<std::decay_t<CtorArgs>...>>(args);
       return std::apply([](auto&&... a) { return std::make_shared<T>(std::move(a)...); },

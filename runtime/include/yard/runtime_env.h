@@ -1,13 +1,16 @@
 // A process's environment beyond its job's (Ray's runtime_env): environment variables and a
-// working directory for an actor's process.
+// working directory for an actor's process, or for the workers that run a task.
 //
 //   yard::RuntimeEnv env;
 //   env.env_vars["OMP_NUM_THREADS"] = "4";
 //   env.working_dir = "/data/run-7";
 //   auto a = yard::actor<Trainer>().runtime_env(env).remote();
+//   auto r = yard::task(preprocess).runtime_env(env).remote(shard);
 //
 // A job's own environment reaches every worker of the job on every node: `yard submit --env
-// K=V` and `--working-dir DIR`. An actor's adds to it (its variables win over the job's).
+// K=V` and `--working-dir DIR`. An actor's or a task's adds to it (its variables win over the
+// job's); a task runs in a worker started with its environment, which runs only tasks that ask
+// for the same one.
 // Switchyard's own variables (YARD_*) are not the user's to set.
 #pragma once
 

@@ -121,6 +121,7 @@ struct TaskOptions {
   int bundle_index = -1;
   Duration infeasible_timeout = kForever;  // how long it may wait for a node that can hold it
   std::string name;  // shown in the timeline and in its errors ("": its function's)
+  RuntimeEnv runtime_env;  // added to its job's environment in the worker that runs it
 };
 
 // A named pool of an actor's calls with its own limit (ActorCreator::concurrency_group).
@@ -218,6 +219,14 @@ class TaskCaller {
   // The task's name in the timeline (`yard timeline`) and in its errors, instead of its function's.
   TaskCaller& name(std::string n) {
     opts_.name = std::move(n);
+    return *this;
+  }
+  // Its worker's variables and working directory, beyond its job's (yard/runtime_env.h): it runs
+  // in a worker started with them, which runs only tasks that ask for the same. Throws
+  // InvalidArgument for one RuntimeEnv::check refuses.
+  TaskCaller& runtime_env(RuntimeEnv env) {
+    env.check();
+    opts_.runtime_env = std::move(env);
     return *this;
   }
   template <class... A>
@@ -450,8 +459,13 @@ class ActorCreator {
 
 template <class T, class... A>
 ActorCreator<T> actor(A&&... ctor_args) {
-  std::vector<detail::Arg> args{
-      detail::make_arg<std::decay_t<A>>(std::forward<A>(ctor_args))...};
+  const auto* cls = Registry::global().actor_class(typeid(T));
+  size_t i = 0;
+  auto takes_ref = [&] {  // the next parameter's (in order: a braced list is evaluated in order)
+    size_t k = i++;
+    return !cls || k >= cls->ref_params.size() || cls->ref_params[k];
+  };
+  std::vector<detail::Arg> args{detail::make_ctor_arg(std::forward<A>(ctor_args), takes_ref())...};
   return ActorCreator<T>(std::move(args));
 }
 

@@ -20,7 +20,7 @@ std::string res_text(const std::map<std::string, double>& r) {
 
 bool same_shape(const TaskOptions& a, const TaskOptions& b) {
   return a.resources == b.resources && a.node_id == b.node_id && a.soft == b.soft && a.spread == b.spread &&
-         a.placement_group == b.placement_group && a.bundle_index == b.bundle_index;
+         a.placement_group == b.placement_group && a.bundle_index == b.bundle_index && a.runtime_env == b.runtime_env;
 }
 }  // namespace
 
@@ -36,6 +36,7 @@ std::shared_ptr<const TaskSubmitter::ShapeSpec> TaskSubmitter::shape_of(const Ta
   if (!o.node_id.empty()) s->key += "@" + o.node_id + (o.soft ? "~" : "");
   if (o.spread) s->key += "*";
   if (!o.placement_group.empty()) s->key += "#" + o.placement_group + ":" + std::to_string(o.bundle_index);
+  if (!o.runtime_env.empty()) s->key += "%" + o.runtime_env.to_json();
   last = s;
   return s;
 }
@@ -82,6 +83,7 @@ void TaskSubmitter::enqueue(const std::shared_ptr<TaskSpec>& spec, const ShapeSp
     sh.spread = shape.options.spread;
     sh.placement_group = shape.options.placement_group;
     sh.bundle_index = shape.options.bundle_index;
+    if (!shape.options.runtime_env.empty()) sh.runtime_env = shape.options.runtime_env.to_json();
   }
   sh.queue.push_back(spec);
 }
@@ -227,6 +229,7 @@ void TaskSubmitter::request_lease(const std::string& key, const std::string& nod
   rl.setSpread(sh.spread);
   rl.setPlacementGroup(sh.placement_group);
   rl.setBundleIndex(sh.bundle_index);
+  rl.setRuntimeEnv(sh.runtime_env);
   rl.setTimeoutMs(spilled ? 2000 : 60000);  // a node that turns out busy answers soon
   rl.setSpilled(spilled);
   rl.setNoWait(!spilled && have);

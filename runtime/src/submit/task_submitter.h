@@ -63,6 +63,7 @@ class TaskSubmitter {
     bool soft = false, spread = false;
     std::string placement_group;
     int bundle_index = -1;
+    std::string runtime_env;  // as JSON ("": the job's environment)
     std::deque<std::shared_ptr<TaskSpec>> queue;
     bool lease_in_flight = false, spill_in_flight = false;
     std::chrono::steady_clock::time_point saturated_until{};

@@ -34,6 +34,7 @@ void LeaseDesk::on_request(Incoming& in) {
   l.req = in.msg->env().getRequestId();
   l.job = rl.getJobId();
   l.requester = rl.getRequester();
+  l.runtime_env = rl.getRuntimeEnv();
   l.count = std::max<uint32_t>(1, rl.getCount());
   l.arrived = Clock::now();
   l.deadline = l.arrived + std::chrono::milliseconds(std::max<uint32_t>(1000, rl.getTimeoutMs()) - 500);
@@ -144,10 +145,10 @@ std::optional<LeaseQueue::Group> LeaseDesk::group(const std::string& id) {
 std::pair<std::string, bool> LeaseDesk::worker(const LeaseQueue::Lease& l, const Res& need, const BundleRef& bundle,
                                                const WorkerPool::Devices& devices) {
   bool gpu = !devices.empty();
-  WorkerPool::Worker* w = gpu ? nullptr : workers_.idle_of(l.job);
+  WorkerPool::Worker* w = gpu ? nullptr : workers_.idle_of(l.job, l.runtime_env);
   bool started = !w;
   if (started) {
-    w = &workers_.at(spawn_(l.job, l.seq, devices));
+    w = &workers_.at(spawn_(l.job, l.seq, devices, l.runtime_env));
     w->dedicated = gpu;
   } else {
     w->state = WorkerPool::State::kLeased;

@@ -34,7 +34,10 @@ class LeaseDesk final : private LeaseQueue::Node {
     Peers& peers;
     JobRunner& jobs;
     // Starts a task worker of `job` for lease `seq` with `devices`; its id. Throws when it cannot.
-    std::function<std::string(const std::string& job, uint64_t seq, const WorkerPool::Devices& devices)> spawn;
+    // Starts a worker of the job for lease `seq`, with these devices and runtime environment.
+    std::function<std::string(const std::string& job, uint64_t seq, const WorkerPool::Devices& devices,
+                              const std::string& runtime_env)>
+        spawn;
     // A lease answered with `workers` workers after `waited` seconds (metrics, the job's timeline).
     std::function<void(const std::string& job, double waited, size_t workers)> answered;
   };
@@ -74,7 +77,7 @@ class LeaseDesk final : private LeaseQueue::Node {
   LocalResources& res_;
   Peers& peers_;
   JobRunner& jobs_;
-  std::function<std::string(const std::string&, uint64_t, const WorkerPool::Devices&)> spawn_;
+  std::function<std::string(const std::string&, uint64_t, const WorkerPool::Devices&, const std::string&)> spawn_;
   std::function<void(const std::string&, double, size_t)> answered_;
   LeaseQueue queue_;
   std::vector<policy::NodeType> autoscale_types_;  // empty: the cluster has no autoscaler

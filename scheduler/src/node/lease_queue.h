@@ -45,6 +45,7 @@ class LeaseQueue {
     bool soft = false, spread = false;
     std::string pg;  // placement group: served from a bundle's resources
     int bundle = -1;
+    std::string runtime_env;  // its workers' environment beyond the job's (JSON; "": the job's)
     std::optional<policy::Wait> waiting;  // no running node can hold it: why (it waits for one that can)
   };
   // A lease that waits for a node that can hold it is answered (empty, with the reason) this soon,

@@ -128,7 +128,9 @@ void NodeManager::begin_serving() {
   });
   leases_ = std::make_unique<LeaseDesk>(LeaseDesk::Context{
       io_, token_, node_id_, *tables_, workers_, *res_, peers_, *jobs_,
-      [this](const std::string& job, uint64_t seq, const Devices& devices) { return spawn_worker(job, "", seq, 0, devices); },
+      [this](const std::string& job, uint64_t seq, const Devices& devices, const std::string& runtime_env) {
+        return spawn_worker(job, "", seq, 0, devices, runtime_env);
+      },
       [this](const std::string& job, double waited, size_t n) {
         if (metrics_) metrics_->lease_answered(waited, n);
         lease_span(job, waited, n);

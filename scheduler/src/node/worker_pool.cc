@@ -26,6 +26,7 @@ std::string WorkerPool::start(const Launch& l) {
   w.job_id = l.job_id;
   w.actor_id = l.actor_id;
   w.lease = l.lease;
+  w.runtime_env = l.runtime_env;
   w.log = log_dir_ + "/" + w.id + ".log";
   sys::SpawnOptions so;
   so.env = env_;
@@ -55,9 +56,9 @@ WorkerPool::Worker* WorkerPool::find(const std::string& id) {
   return it == workers_.end() ? nullptr : &it->second;
 }
 
-WorkerPool::Worker* WorkerPool::idle_of(const std::string& job) {
+WorkerPool::Worker* WorkerPool::idle_of(const std::string& job, const std::string& runtime_env) {
   for (auto& [id, w] : workers_)
-    if (w.state == State::kIdle && w.job_id == job) return &w;
+    if (w.state == State::kIdle && w.job_id == job && w.runtime_env == runtime_env) return &w;
   return nullptr;
 }
 

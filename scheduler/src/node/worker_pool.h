@@ -34,6 +34,7 @@ class WorkerPool {
     bool dedicated = false;  // started for one lease (GPUs): it exits when the lease is returned
     BundleRef bundle;        // held comes from this placement-group bundle, not from the node
     std::string lessee;      // leased to this worker of the node ("" : a driver, or a process elsewhere)
+    std::string runtime_env;  // what it was started with beyond its job's (JSON; "": the job's)
   };
   struct Launch {
     std::string job_id, binary, cwd, name_space, actor_id;
@@ -43,6 +44,7 @@ class WorkerPool {
     uint64_t lease = 0;
     uint32_t restarts = 0;
     Devices gpus;
+    std::string runtime_env;  // as given (JSON): the worker is leased only for the same
   };
 
   // What every worker's environment says about this node (its address, token, id, the head),
@@ -60,7 +62,7 @@ class WorkerPool {
   }
   Worker& at(const std::string& id) { return workers_.at(id); }
   // An idle task worker of the job, or nullptr.
-  Worker* idle_of(const std::string& job);
+  Worker* idle_of(const std::string& job, const std::string& runtime_env = {});
   // Task workers of the job (idle, leased or starting).
   int task_workers_of(const std::string& job) const;
   long leased() const;

@@ -19,7 +19,7 @@ std::string NodeManager::spawn_worker(const std::string& job_id, const std::stri
                                       uint32_t restarts, const Devices& gpus, const std::string& runtime_env) {
   auto* j = jobs_->live(job_id);
   if (!j) throw Error("job " + job_id + " has ended");
-  WorkerPool::Launch l{job_id, j->binary, j->cwd, j->ns, actor_id, j->env, lease, restarts, gpus};
+  WorkerPool::Launch l{job_id, j->binary, j->cwd, j->ns, actor_id, j->env, lease, restarts, gpus, runtime_env};
   if (!runtime_env.empty()) {
     auto e = RuntimeEnv::from_json(runtime_env);  // checked by its creator already
     for (auto& [k, v] : e.env_vars) l.env[k] = v;
