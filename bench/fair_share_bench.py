@@ -4,13 +4,21 @@ queue. A head of 8 CPU slots; three teams with weights 1:1:2 keep one-replica jo
 a program that holds its slot for 4 s) queued, each with a backlog of at least 12, so that every
 team is saturated for the whole run.
 
-Usage: fair_share_bench.py YARD [SECONDS]   (SECONDS default 150)
+Then, on a head of its own, a team that was idle returns: teams a and b (no guarantee) fill the
+8 slots with jobs that hold them 60 s while team c (guarantee CPU=4) has nothing queued; then c
+submits 4 one-slot jobs at once.
+
+Usage: fair_share_bench.py YARD [SECONDS]   (SECONDS default 150; 0: only the returning team)
 Cases:
-  fair_share_error  every 10 s, the last 60 s's share of each team in the slot-seconds its jobs'
-                    programs ran, against its weighted share (1/4, 1/4, 1/2); value: the largest
-                    deviation over the windows that end after the first 60 s (the queue's usage
-                    counts start at zero). Target <= 0.05. Settings: each team's share over the
-                    measured time, and the admissions per second.
+  fair_share_error      every 10 s, the last 60 s's share of each team in the slot-seconds its jobs'
+                        programs ran, against its weighted share (1/4, 1/4, 1/2); value: the largest
+                        deviation over the windows that end after the first 60 s (the queue's usage
+                        counts start at zero). Target <= 0.05. Settings: each team's share over the
+                        measured time, and the admissions per second.
+  idle_team_reclaim_s   c's submission -> all 4 of its programs running: its guarantee taken back
+                        from the borrowers (each stopped at MIN: its program, which cannot hear a
+                        request to stop, gets SIGTERM after stop_grace_s = 1, the least allowed,
+                        and is requeued). Settings: how many borrowers were stopped.
 """
 import json
 import os
@@ -64,6 +72,60 @@ def submit(team, n, credential):
                     "--replica", "CPU=1", "--", "sh", "-c", program], env=env, capture_output=True, check=True)
 
 
+def started_since(team, since):
+    try:
+        lines = open(LOG).read().split("\n")
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in lines:
+        m = re.match(r"(\w+) (\d+) start ([\d.]+)$", line)
+        if m and m.group(1) == team and float(m.group(3)) >= since:
+            out.append(float(m.group(3)))
+    return out
+
+
+def start_head(config):
+    with open(work + "/cluster.toml", "w") as f:
+        f.write(config)
+    out = sh("start", "--head", "--port", "0", "--num-cpus", str(SLOTS), "--config", work + "/cluster.toml")
+    env["YARD_ADDRESS"] = re.search(r"started at (\S+)", out).group(1).rstrip(",")
+    return {t: sh("team-credential", t).strip() for t in TEAMS}
+
+
+def reclaim():
+    """A returning idle team's guarantee taken back (idle_team_reclaim_s)."""
+    global HOLD_S
+    config = ("[queue]\nstarvation_s = 100000\nstop_grace_s = 1\n\n[teams.a]\nweight = 1\nmax_queued = 1000\n\n"
+              "[teams.b]\nweight = 1\nmax_queued = 1000\n\n[teams.c]\nweight = 2\nmax_queued = 1000\n"
+              "guarantee = { CPU = 4 }\n")
+    credentials = start_head(config)
+    HOLD_S = 60
+    n = 0
+    for i in range(SLOTS + 4):  # more than the pool holds: a and b borrow c's idle guarantee
+        submit("a" if i % 2 == 0 else "b", 1000 + i, credentials["a" if i % 2 == 0 else "b"])
+    deadline = time.time() + 60
+    while time.time() < deadline and len(started_since("a", 0)) + len(started_since("b", 0)) < SLOTS:
+        time.sleep(0.1)
+    borrowers = len(started_since("a", 0)) + len(started_since("b", 0))
+    t_submit = time.time()
+    for i in range(4):
+        submit("c", 2000 + i, credentials["c"])
+    deadline = time.time() + 60
+    while time.time() < deadline and len(started_since("c", 0)) < 4:
+        time.sleep(0.05)
+    starts = started_since("c", 0)
+    reclaimed = max(starts) - t_submit if len(starts) == 4 else None
+    stopped = len(started_since("a", t_submit)) + len(started_since("b", t_submit))  # requeued and run again
+    print(json.dumps({"suite": "shortage", "case": "idle_team_reclaim_s",
+                      "value": round(reclaimed, 3) if reclaimed is not None else None, "unit": "s",
+                      "settings": {"pool": f"a head of {SLOTS} CPU slots", "borrowers_running": borrowers,
+                                   "teams": "a, b (no guarantee) fill the pool; c (guarantee CPU=4) returns with 4 one-slot jobs",
+                                   "stop_grace_s": 1, "c_programs_started": len(starts),
+                                   "submission": "4 `yard submit --no-wait` one after the other, from the first",
+                                   "borrowers_started_again_after": stopped}}), flush=True)
+
+
 def shares(done, since, until):
     held = {t: 0.0 for t in TEAMS}
     for team, a, b in done:
@@ -72,12 +134,8 @@ def shares(done, since, until):
     return {t: held[t] / total for t in TEAMS} if total else None
 
 
-try:
-    with open(work + "/cluster.toml", "w") as f:
-        f.write(CONFIG)
-    out = sh("start", "--head", "--port", "0", "--num-cpus", str(SLOTS), "--config", work + "/cluster.toml")
-    env["YARD_ADDRESS"] = re.search(r"started at (\S+)", out).group(1).rstrip(",")
-    credentials = {t: sh("team-credential", t).strip() for t in TEAMS}
+def fair():
+    credentials = start_head(CONFIG)
     submitted = {t: 0 for t in TEAMS}
     t0 = time.time()
     while time.time() - t0 < seconds:
@@ -112,6 +170,14 @@ try:
                                    "shares": {t: round(v, 4) for t, v in (overall or {}).items()},
                                    "admissions_per_s": round(admitted / max(1e-9, t_end - HOLD_S - 1 - t0 - WINDOW_S), 2)}}),
           flush=True)
+
+
+try:
+    if seconds > 0:
+        fair()
+        subprocess.run([yard, "stop"], env=env, capture_output=True)
+        os.rename(LOG, LOG + ".fair")
+    reclaim()
 finally:
     subprocess.run([yard, "stop"], env=env, capture_output=True)
     if not os.environ.get("YARD_BENCH_KEEP"):

@@ -59,6 +59,11 @@ std::string wait_text(const std::string& reason, const std::string& detail) {
 }  // namespace
 
 void add_shape_options(CLI::App* submit, ShapeArgs& s) {
+  submit->add_option("--entrypoint-resources", s.entrypoint_resources,
+                     "run the program on a node that has these resources, NAME=AMOUNT[,...] (the head's node when "
+                     "it has them); they are not held while it runs");
+  submit->add_option("--entrypoint-num-cpus", s.entrypoint_cpus, "as --entrypoint-resources CPU=N")
+      ->check(CLI::NonNegativeNumber);
   const char* g = "The job queue";
   submit->add_option("--replicas", s.replicas,
                      "the job's elastic replicas, MIN:MAX (or N): it waits in the queue until its fixed parts and MIN "
@@ -82,6 +87,9 @@ void add_shape_options(CLI::App* submit, ShapeArgs& s) {
 }
 
 void set_shape(wire::SubmitJob::Builder sj, const ShapeArgs& s) {
+  std::map<std::string, double> entry = s.entrypoint_resources.empty() ? std::map<std::string, double>{} : parse_res(s.entrypoint_resources, "--entrypoint-resources");
+  if (s.entrypoint_cpus > 0) entry["CPU"] = s.entrypoint_cpus;
+  detail::set_resources(sj.initEntrypointResources(static_cast<unsigned>(entry.size())), entry);
   if (s.replicas.empty()) {
     if (!s.team.empty() || s.priority != 0 || !s.fixed.empty() || s.time_limit > 0)
       throw Error("--team, --priority, --fixed and --time-limit need --replicas MIN:MAX (the job's shape, which the "
@@ -160,7 +168,8 @@ nlohmann::json job_list_json(BlockingClient& c) {
   auto out = nlohmann::json::array();
   for (auto j : r->env().getBody().getJobList()) {
     nlohmann::json row{{"job_id", j.getJobId().cStr()}, {"status", j.getStatus().cStr()}, {"exit_code", j.getExitCode()},
-                       {"entrypoint", j.getEntrypoint().cStr()}, {"start_time", j.getStartTime()}, {"end_time", j.getEndTime()}};
+                       {"entrypoint", j.getEntrypoint().cStr()}, {"start_time", j.getStartTime()}, {"end_time", j.getEndTime()},
+                       {"node", j.getNodeId().cStr()}};
     if (j.getShaped()) {
       row.update({{"team", j.getTeam().cStr()}, {"priority", j.getPriority()}, {"replicas", j.getReplicas()},
                   {"min_replicas", j.getMinReplicas()}, {"max_replicas", j.getMaxReplicas()}, {"queued_at", j.getQueuedAt()}});

@@ -18,10 +18,13 @@ struct ShapeArgs {
   int priority = 0;
   double time_limit = 0;
   std::vector<std::string> fixed;
+  // Where the program runs (shape or none): a node that has these resources.
+  std::string entrypoint_resources;
+  double entrypoint_cpus = 0;
 };
 void add_shape_options(CLI::App* submit, ShapeArgs& s);
-// Puts the shape in a SubmitJob (nothing without --replicas). Throws yard::Error for a bad one,
-// saying which option and why.
+// Puts the shape in a SubmitJob (nothing without --replicas), and the entrypoint's resources.
+// Throws yard::Error for a bad one, saying which option and why.
 void set_shape(wire::SubmitJob::Builder sj, const ShapeArgs& s);
 
 struct JobArgs {

@@ -272,3 +272,56 @@ TEST_CASE("a team's tasks count against its ceiling as its actors do", "[cli][qu
   REQUIRE(sh(c.yard("stop-job " + r1)).code == 0);
   CHECK(eventually([&] { return has_status(c, r2, "SUCCEEDED"); }, 30s));
 }
+
+namespace {
+// The id of the node whose resources name `resource` ("" when none does).
+std::string node_with(const Cluster& c, const std::string& resource) {
+  auto st = json::parse(sh(c.yard("status --json")).out, nullptr, false);
+  if (!st.is_object() || !st["nodes"].is_array()) return "";
+  for (auto& n : st["nodes"])
+    if (n.value("alive", false) && n["resources_total"].contains(resource)) return n.value("node_id", "");
+  return "";
+}
+}  // namespace
+
+TEST_CASE("a job's program runs on a node that has its --entrypoint-resources; a simulated node hosts one without a process",
+          "[cli][queue][entrypoint]") {
+  Cluster c;
+  std::vector<int> pids;
+  KillAtEnd stop_them{pids};
+  auto [addr, pid] = join_node(c, "--num-cpus 1 --resources '{\"camera\": 1}'");
+  pids.push_back(pid);
+  std::string camera = node_with(c, "camera");
+  REQUIRE(!camera.empty());
+
+  auto on_camera = submit(c, "--entrypoint-resources camera=1 -- sh -c 'echo on camera'");
+  auto anywhere = submit(c, "-- true");
+  REQUIRE(eventually([&] { return has_status(c, on_camera, "SUCCEEDED") && has_status(c, anywhere, "SUCCEEDED"); }, 30s));
+  CHECK(job_row(c, on_camera).value("node", "") == camera);
+  CHECK(job_row(c, anywhere).value("node", "") != camera);  // the head's node
+  CHECK_THAT(sh(c.yard("logs " + on_camera)).out, Catch::Contains("on camera"));
+  // No node has them: refused, saying so.
+  auto none = sh(c.yard("submit --no-wait --entrypoint-resources lidar=1 -- true"));
+  CHECK(none.code != 0);
+  CHECK_THAT(none.out, Catch::Contains("no live node has the job's entrypoint resources lidar: 1"));
+  auto bad = sh(c.yard("submit --no-wait --entrypoint-resources lidar -- true"));
+  CHECK(bad.code != 0);
+  CHECK_THAT(bad.out, Catch::Contains("--entrypoint-resources 'lidar'"));
+
+  // Simulated nodes: a queued job admitted there runs no process, and ends when cancelled.
+  auto sim = sh(c.yard("start --address " + c.addr + " --simulate 2 --num-cpus 1 --resources '{\"sim\": 4}'"));
+  INFO(sim.out);
+  REQUIRE(sim.code == 0);
+  auto at = sim.out.find("(pid ");
+  REQUIRE(at != std::string::npos);
+  pids.push_back(std::stoi(sim.out.substr(at + 5)));
+  REQUIRE(eventually([&] { return !node_with(c, "sim").empty(); }, 20s));
+  auto simulated = submit(c, "--replicas 1 --replica sim=1 --entrypoint-resources sim=1 -- no-such-program");
+  REQUIRE(eventually([&] { return has_status(c, simulated, "RUNNING"); }, 20s));
+  auto row = job_row(c, simulated);
+  CHECK(row.value("node", "").size() > 0);
+  CHECK(row.value("node", "") != camera);
+  CHECK(row.value("replicas", 0) == 1);
+  REQUIRE(sh(c.yard("job cancel " + simulated)).code == 0);
+  CHECK(eventually([&] { return has_status(c, simulated, "STOPPED"); }, 20s));
+}

@@ -20,6 +20,7 @@
 #include "head/actor_lookups.h"
 #include "head/cluster_nodes.h"
 #include "head/groups.h"
+#include "head/head_wiring.h"
 #include "head/job_table.h"
 #include "policy/autoscale.h"
 #include "policy/placement.h"
@@ -66,16 +67,9 @@ nlohmann::json waiting_actors(const ActorMap& actors);
 
 class ActorManager {
  public:
-  struct Context {
-    detail::Messenger& io;
-    const std::string& token;
-    const Replies& reply;
-    detail::Redis& redis;
-    store::Tables& tables;
-    ClusterNodes& nodes;
+  struct Context : HeadWiring {  // (its head node: where callers without a node are)
     GroupManager& groups;
     JobTable& jobs;
-    const std::string& head_node;                       // where callers without a node are
     std::function<void(const std::string&)> publish;    // an event on yard:events
     // Whether a node that holds `need` could be added (an autoscaler): an actor no running node
     // can hold then waits for one instead of being refused.

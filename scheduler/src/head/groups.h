@@ -17,6 +17,7 @@
 
 #include "common/service.h"
 #include "head/cluster_nodes.h"
+#include "head/head_wiring.h"
 #include "head/job_table.h"
 #include "policy/autoscale.h"
 #include "policy/placement.h"
@@ -27,9 +28,8 @@ namespace yard::sched {
 
 class GroupManager {
  public:
-  GroupManager(detail::Messenger& io, const std::string& token, const Replies& reply,
-               detail::Redis& redis, store::Tables& tables, ClusterNodes& nodes, JobTable& jobs)
-      : io_(io), token_(token), reply_(reply), redis_(redis), tables_(tables), nodes_(nodes), jobs_(jobs) {}
+  GroupManager(const HeadWiring& w, JobTable& jobs)
+      : io_(w.io), token_(w.token), reply_(w.reply), redis_(w.redis), tables_(w.tables), nodes_(w.nodes), jobs_(jobs) {}
 
   std::function<void(const std::string& group, const std::string& why)> on_removed;  // its actors die
   std::function<void()> on_placed;  // actors waiting for a bundle may go

@@ -100,9 +100,10 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   if (auto migrated = store::settle_format(tables_->link, o_.redis_address); !migrated.empty()) spdlog::warn("{}", migrated);
   jobs_ = std::make_unique<JobTable>(*tables_);
   nodes_ = std::make_unique<ClusterNodes>(*redis_, *tables_, io_);
-  groups_ = std::make_unique<GroupManager>(io_, token_, reply_, *redis_, *tables_, *nodes_, *jobs_);
+  HeadWiring wiring{io_, token_, reply_, *redis_, *tables_, *nodes_, head_node_};
+  groups_ = std::make_unique<GroupManager>(wiring, *jobs_);
   actors_ = std::make_unique<ActorManager>(ActorManager::Context{
-      io_, token_, reply_, *redis_, *tables_, *nodes_, *groups_, *jobs_, head_node_,
+      wiring, *groups_, *jobs_,
       [this](const std::string& ev) { publish(ev); },
       [this](const Res& need) { return autoscaler_ && autoscaler_->wait_for_node(need); },
       [this] { return infeasible_waits(); }});
@@ -119,11 +120,10 @@ void HeadService::connect_control_store(const std::optional<Takeover>& takeover)
   if (auto& c = autoscale_config_)
     queue_->configure({c->teams, c->starvation_s, c->usage_half_life_s, c->stop_grace_s, c->min_run_s, c->types});
   job_requests_ = std::make_unique<JobRequests>(JobRequests::Context{
-      io_, token_, reply_, *tables_, *nodes_, *jobs_, *queue_, *actors_, *groups_, head_node_, team_key_,
+      wiring, *jobs_, *queue_, *actors_, *groups_, team_key_,
       [this](const std::string& ev) { publish(ev); }});
   watch_ = std::make_unique<NodeWatch>(NodeWatch::Context{
-      io_, token_, reply_, *redis_, *tables_, *nodes_, *actors_, *groups_, *queue_, *job_requests_, head_node_,
-      o_.heartbeat_timeout_s, [this] { return lease_->valid(); }, [this](const std::string& ev) { publish(ev); },
+      wiring, *actors_, *groups_, *queue_, *job_requests_, o_.heartbeat_timeout_s, [this] { return lease_->valid(); }, [this](const std::string& ev) { publish(ev); },
       [this](const std::string& id) {
         if (metrics_) metrics_->heartbeat_missed(id);
       },

@@ -16,27 +16,39 @@ namespace {
 
 double now_s() { return sys::unix_time(); }
 
-// Takes from `pool` what a job was promised and does not hold yet: its bundles, at the nodes
-// admission put them, until what it holds now is accounted for.
-void take_unheld(policy::ClusterView& pool, const store::QueueEntry& q, Res held) {
+// Adds to `unheld` (by node) what a job was promised and does not hold yet: its bundles, at the
+// nodes admission put them, until what it holds now (`held`, null: nothing) is accounted for.
+void add_unheld(std::map<std::string, Res>& unheld, const store::QueueEntry& q, const Res* held) {
+  Res left = held ? *held : Res{};
   auto take = [&](const std::string& node, const Res& bundle) {
-    Res rest;
+    Res* to = nullptr;
     for (auto& [k, v] : bundle) {
-      double h = std::max(0.0, held[k]);
-      double used = std::min(h, v);
-      held[k] = h - used;
-      if (v - used > 1e-9) rest[k] = v - used;
+      double used = 0;
+      if (!left.empty()) {
+        auto it = left.find(k);
+        double h = it == left.end() ? 0.0 : std::max(0.0, it->second);
+        used = std::min(h, v);
+        if (it != left.end()) it->second = h - used;
+      }
+      if (v - used <= 1e-9) continue;
+      if (!to) to = &unheld[node];
+      (*to)[k] += v - used;
     }
-    if (rest.empty()) return;
+  };
+  for (size_t i = 0; i < q.fixed_nodes.size() && i < q.shape.fixed.size(); ++i) take(q.fixed_nodes[i], q.shape.fixed[i]);
+  for (auto& n : q.replica_nodes) take(n, q.shape.replica);
+}
+
+// Takes what admitted jobs were promised and do not hold yet from the pool, once per node.
+void take_unheld(policy::ClusterView& pool, const std::map<std::string, Res>& unheld) {
+  for (auto& [node, rest] : unheld) {
     const policy::NodeState* n = pool.find(node);
-    if (!n) return;
+    if (!n) continue;
     auto i = static_cast<size_t>(n - pool.nodes.data());
     Res a = pool.nodes[i].avail;
     sub(a, rest);
     pool.set_avail(i, std::move(a));
-  };
-  for (size_t i = 0; i < q.fixed_nodes.size() && i < q.shape.fixed.size(); ++i) take(q.fixed_nodes[i], q.shape.fixed[i]);
-  for (auto& n : q.replica_nodes) take(n, q.shape.replica);
+  }
 }
 
 }  // namespace
@@ -57,8 +69,10 @@ std::map<std::string, Res> held_by_jobs(const std::vector<store::ActorRecord>& a
 
 Result<std::string> JobQueue::submit(store::QueueEntry entry, const std::string& entrypoint, const nlohmann::json& submission) {
   using R = Result<std::string>;
-  int team_queued = 0;
-  for (auto& [id, j] : jobs_) team_queued += j.queue->team == entry.team && j.queue->admitted_at == 0;
+  int team_queued = 0;  // counted only against a cap
+  auto team = std::find_if(settings_.teams.begin(), settings_.teams.end(), [&](auto& t) { return t.name == entry.team; });
+  if (team != settings_.teams.end() && team->max_queued > 0)
+    for (auto& [id, j] : jobs_) team_queued += j.queue->team == entry.team && j.queue->admitted_at == 0;
   if (auto no = policy::check_submission(settings_.teams, entry.team, entry.priority, entry.shape, team_queued)) return R::fail(no->message);
   store::JobRecord j;
   j.id = tables_.jobs.new_id();
@@ -73,6 +87,7 @@ Result<std::string> JobQueue::submit(store::QueueEntry entry, const std::string&
                j.queue->shape.min, j.queue->shape.max, res_text(j.queue->shape.replica));
   std::string id = j.id;
   jobs_.emplace(id, std::move(j));
+  submissions_[id] = submission;  // read from the store again only after a rebuild
   next_cycle_ = {};
   return R::ok(id);
 }
@@ -84,6 +99,7 @@ policy::QueueInput JobQueue::input(const std::map<std::string, Res>& held) const
   in.node_types = settings_.node_types;
   in.now = now_s();
   in.pool = nodes_.view();
+  std::map<std::string, Res> unheld;  // by node
   for (auto& [id, j] : jobs_) {
     auto& q = *j.queue;
     if (q.admitted_at == 0) {
@@ -107,8 +123,9 @@ policy::QueueInput JobQueue::input(const std::map<std::string, Res>& held) const
     auto h = held.find(id);
     if (h != held.end()) r.held = h->second;
     in.running.push_back(std::move(r));
-    take_unheld(in.pool, q, h == held.end() ? Res{} : h->second);
+    add_unheld(unheld, q, h == held.end() ? nullptr : &h->second);
   }
+  take_unheld(in.pool, unheld);
   return in;
 }
 
@@ -132,8 +149,20 @@ std::map<std::string, Res> JobQueue::held_now() const {
 }
 
 void JobQueue::cycle() {
-  next_cycle_ = std::chrono::steady_clock::now() + kCycle;
+  auto t0 = std::chrono::steady_clock::now();
+  next_cycle_ = t0 + kCycle;
   if (jobs_.empty()) return;
+  decide();
+  // A slow cycle delays every decision and every request the head serves meanwhile: said at most
+  // every 10 s, with the queue's size.
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (ms > kSlowCycleMs && t0 >= slow_said_until_) {
+    slow_said_until_ = t0 + std::chrono::seconds(10);
+    spdlog::warn("the job queue's cycle took {:.1f} ms for {} jobs", ms, jobs_.size());
+  }
+}
+
+void JobQueue::decide() {
   std::map<std::string, Res> held;
   bool any_admitted = std::any_of(jobs_.begin(), jobs_.end(), [](auto& e) { return e.second.queue->admitted_at > 0; });
   if (any_admitted) held = held_now();
@@ -344,7 +373,12 @@ void JobQueue::admit(const policy::Admit& a, double now) {
   q.replica_nodes = a.replica_nodes;
   j.status = store::JobStatus::kRunning;
   nlohmann::json sub;
-  if (auto text = tables_.jobs.submission(j.id)) sub = nlohmann::json::parse(*text, nullptr, false);
+  if (auto kept = submissions_.find(j.id); kept != submissions_.end()) {
+    sub = std::move(kept->second);
+    submissions_.erase(kept);
+  } else if (auto text = tables_.jobs.submission(j.id)) {
+    sub = nlohmann::json::parse(*text, nullptr, false);
+  }
   if (!sub.is_object()) {
     spdlog::error("job {}: what it asked to run is missing from the control store; it fails", j.id);
     j.status = store::JobStatus::kFailed;
@@ -361,6 +395,7 @@ void JobQueue::admit(const policy::Admit& a, double now) {
 }
 
 void JobQueue::ended(const std::string& id) {
+  submissions_.erase(id);
   if (!jobs_.erase(id)) return;
   waiting_.erase(id);
   release_asked_.erase(id);
@@ -438,6 +473,7 @@ std::optional<policy::Waiting> JobQueue::waiting(const std::string& id) const {
 
 void JobQueue::rebuild() {
   jobs_.clear();
+  submissions_.clear();
   waiting_.clear();
   // The teams' usage as the last head left it. The first cycle brings it up to date: it decays
   // over the time there was no head, and what the running jobs hold counts for that time.

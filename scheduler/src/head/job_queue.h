@@ -101,6 +101,9 @@ class JobQueue {
   size_t size() const { return jobs_.size(); }
 
  private:
+  static constexpr double kSlowCycleMs = 50;
+  // One cycle's decisions, carried out (cycle() times it).
+  void decide();
   std::map<std::string, Res> held_now() const;
   policy::QueueInput input(const std::map<std::string, Res>& held) const;
   // Replicas asked to leave that have left (the job holds no more than its allotment): forgotten.
@@ -132,8 +135,10 @@ class JobQueue {
   static constexpr double kUsageSaveS = 2;
   std::map<std::string, std::chrono::steady_clock::time_point> release_asked_;  // jobs giving up replicas: since
   std::map<std::string, store::JobRecord> jobs_;  // in the queue: waiting, or admitted and running
+  std::map<std::string, nlohmann::json> submissions_;  // what jobs submitted here asked to run, until admitted
   std::map<std::string, policy::Waiting> waiting_;
   std::chrono::steady_clock::time_point next_cycle_{};
+  std::chrono::steady_clock::time_point slow_said_until_{};  // a slow cycle was logged; quiet until then
 };
 
 }  // namespace yard::sched

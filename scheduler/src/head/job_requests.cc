@@ -17,13 +17,45 @@ namespace yard::sched {
 
 using namespace detail;
 
-std::pair<std::string, std::string> JobRequests::driver_node() {
+std::pair<std::string, std::string> JobRequests::driver_node(const Res& needs) {
   if (!nodes_->find(head_node_)) nodes_->refresh();  // it joined a moment ago
   auto* h = nodes_->find(head_node_);
-  if (h && h->alive) return {h->id, h->address};
-  for (auto& [id, n] : nodes_->all())
-    if (n.alive) return {id, n.address};
+  if (h && h->alive && fits(needs, h->total)) return {h->id, h->address};
+  // Else the live node that has them, with the most of them free (the first in its list when
+  // nothing is asked). None in the view: read again, a node that has them may have just joined.
+  auto pick = [&]() -> const ClusterNodes::Node* {
+    const ClusterNodes::Node* best = nullptr;
+    double best_free = -1;
+    for (auto& [id, n] : nodes_->all()) {
+      if (!n.alive || !fits(needs, n.total)) continue;
+      if (needs.empty()) return &n;
+      double free = 0;
+      for (auto& [k, v] : needs) free += n.avail.count(k) ? n.avail.at(k) / std::max(v, 1e-9) : 0;
+      if (free > best_free) best = &n, best_free = free;
+    }
+    return best;
+  };
+  const ClusterNodes::Node* best = pick();
+  if (!best && !needs.empty()) {
+    nodes_->refresh();
+    best = pick();
+  }
+  if (best) return {best->id, best->address};
   return {};
+}
+
+Res entrypoint_resources(const nlohmann::json& sub) {
+  Res r;
+  auto e = sub.find("entrypoint_resources");
+  if (e != sub.end() && e->is_object())
+    for (auto& [k, v] : e->items())
+      if (v.is_number()) r[k] = v.get<double>();
+  return r;
+}
+
+std::string no_driver_node(const Res& needs) {
+  return needs.empty() ? "no node is alive to run the job's program"
+                       : "no live node has the job's entrypoint resources " + res_text(needs);
 }
 
 void JobRequests::on_register_job(Incoming& in) {
@@ -140,16 +172,18 @@ void JobRequests::end_job(Job& j, std::optional<store::JobStatus> status) {
 
 void JobRequests::on_submit_job(Incoming& in) {
   if (in.msg->env().getBody().getSubmitJob().getShape().getMaxReplicas() > 0) return submit_queued(in);
-  auto [node, address] = driver_node();
+  auto submission = submission_of(in.msg->env().getBody().getSubmitJob());
+  Res needs = entrypoint_resources(submission);
+  auto [node, address] = driver_node(needs);
   if (address.empty()) {
-    reply_.error(in, wire::ErrorCode::UNAVAILABLE, "no node is alive to run the job; retry");
+    reply_.error(in, wire::ErrorCode::UNAVAILABLE, no_driver_node(needs) + "; retry");
     return;
   }
   uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   m.env().getBody().setSubmitJob(in.msg->env().getBody().getSubmitJob());
   // Kept, so that the program runs again elsewhere when its node is lost (node_lost).
-  std::string sub = submission_of(in.msg->env().getBody().getSubmitJob()).dump();
+  std::string sub = submission.dump();
   forward(in, address, m.finish(), rid, [this, sub](const InMessage& r) {
     if (!r.env().getBody().isJobInfo()) return;
     std::string id = r.env().getBody().getJobInfo().getJobId();
@@ -222,6 +256,7 @@ void JobRequests::on_list_jobs(Incoming& in) {
     list[i].setStartTime(jobs[i].start);
     list[i].setEndTime(jobs[i].end);
     list[i].setLogPath(jobs[i].log_path);
+    list[i].setNodeId(jobs[i].node);
     if (auto& q = jobs[i].queue) {
       list[i].setShaped(true);
       list[i].setTeam(q->team);

@@ -25,26 +25,24 @@ namespace yard::sched {
 
 // What `yard submit` asked to run (argv, env, cwd, working_dir, max_retries), as kept with the job.
 nlohmann::json submission_of(wire::SubmitJob::Reader sj);
+// What a submission's program asks of the node it runs on (`yard submit --entrypoint-resources`).
+Res entrypoint_resources(const nlohmann::json& submission);
+// Why no node can run a program that asks for `needs`.
+std::string no_driver_node(const Res& needs);
 
 class JobRequests {
  public:
   using Job = JobTable::Job;
-  struct Context {
-    detail::Messenger& io;
-    std::string token;
-    const Replies& reply;
-    store::Tables& tables;
-    ClusterNodes& nodes;
+  struct Context : HeadWiring {
     JobTable& jobs;
     JobQueue& queue;
     ActorManager& actors;
     GroupManager& groups;
-    const std::string& head_node;                     // where drivers' leases are served
     std::string team_key;                             // team credentials are checked against it
     std::function<void(const std::string&)> publish;  // an event on yard:events
   };
   explicit JobRequests(Context c)
-      : io_(c.io), token_(std::move(c.token)), reply_(c.reply), tables_(&c.tables), nodes_(&c.nodes), jobs_(&c.jobs),
+      : io_(c.io), token_(c.token), reply_(c.reply), tables_(&c.tables), nodes_(&c.nodes), jobs_(&c.jobs),
         queue_(&c.queue), actors_(&c.actors), groups_(&c.groups), head_node_(c.head_node), team_key_(std::move(c.team_key)),
         publish(std::move(c.publish)) {}
 
@@ -71,12 +69,15 @@ class JobRequests {
   // The job ended (`status`), or its driver did (nullopt: the program `yard submit` started
   // still runs, and its node says when it ends): its actors and groups go, its nodes are told.
   void end_job(Job& j, std::optional<store::JobStatus> status);
-  // The node whose manager serves a driver's leases: the head's node, else any live node.
-  std::pair<std::string, std::string> driver_node();
+  // The node whose manager runs a job's program and serves its driver's leases: the head's node
+  // when it has `needs` (a submission's entrypoint resources), else the live node that has them
+  // with the most of them free. Empty when none has them.
+  std::pair<std::string, std::string> driver_node(const Res& needs = {});
 
  private:
-  // A job with a shape joins the queue (queue_requests.cc).
+  // A job with a shape joins the queue (queue_requests.cc), decided at the turn's end.
   void submit_queued(Incoming& in);
+  void decide_submissions();
   // A preempted job's program exited: it waits in the queue again.
   void requeue_job(Job& j);
   void tell_nodes_job_ended(const std::string& id);
@@ -90,6 +91,13 @@ class JobRequests {
   void forward(Incoming& in, const std::string& address, detail::Frames request, uint64_t rid,
                std::function<void(const detail::InMessage&)> then = {});
 
+  // Jobs submitted to the queue this turn, answered once its cycle has decided them.
+  struct Undecided {
+    std::string routing_id;
+    uint64_t request_id;
+    std::string job, entrypoint;
+  };
+  std::vector<Undecided> undecided_;
   detail::Messenger& io_;
   std::string token_;
   const Replies& reply_;

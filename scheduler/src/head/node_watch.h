@@ -14,6 +14,7 @@
 #include "head/actors.h"
 #include "head/cluster_nodes.h"
 #include "head/groups.h"
+#include "head/head_wiring.h"
 #include "head/job_queue.h"
 #include "head/job_requests.h"
 #include "policy/liveness.h"
@@ -24,18 +25,11 @@ namespace yard::sched {
 class NodeWatch {
  public:
   static constexpr std::chrono::milliseconds kCheckPeriod{250};
-  struct Context {
-    detail::Messenger& io;
-    const std::string& token;
-    const Replies& reply;
-    detail::Redis& redis;
-    store::Tables& tables;
-    ClusterNodes& nodes;
+  struct Context : HeadWiring {
     ActorManager& actors;
     GroupManager& groups;
     JobQueue& queue;
     JobRequests& job_requests;
-    const std::string& head_node;  // the head's own node: it is not drained
     double heartbeat_timeout_s;
     std::function<bool()> may_act;                      // this head holds a valid lease
     std::function<void(const std::string&)> publish;    // an event on yard:events

@@ -37,6 +37,8 @@ nlohmann::json submission_of(wire::SubmitJob::Reader sj) {
   for (auto a : sj.getEntrypoint()) s["argv"].push_back(a.cStr());
   s["env"] = nlohmann::json::array();
   for (auto e : sj.getEnv()) s["env"].push_back(e.cStr());
+  if (sj.hasEntrypointResources() && sj.getEntrypointResources().size() > 0)
+    s["entrypoint_resources"] = res_of(sj.getEntrypointResources());
   return s;
 }
 
@@ -64,19 +66,29 @@ void JobRequests::submit_queued(Incoming& in) {
   if (ep.empty()) return reply_.error(in, wire::ErrorCode::BAD_REQUEST, "empty entrypoint");
   auto id = queue_->submit(std::move(e), ep, submission_of(sj));
   if (!id) return reply_.error(in, wire::ErrorCode::BAD_REQUEST, id.why());
-  queue_->cycle();  // admitted at once when it fits
-  OutMessage m(token_, in.msg->env().getRequestId(), true);
-  auto ji = m.env().getBody().initJobInfo();
-  ji.setJobId(id.value());
-  ji.setEntrypoint(ep);
-  const store::JobRecord* j = queue_->find(id.value());
-  ji.setStatus(store::name(j ? j->status : store::JobStatus::kQueued));
-  ji.setShaped(true);
-  if (auto w = queue_->waiting(id.value())) {
-    ji.setWaitReason(policy::name(w->why.reason));
-    ji.setWaitDetail(w->why.detail);
+  // The submissions of one turn are decided together, by one cycle at its end (admitted at once
+  // when they fit), and each is answered with its decision.
+  if (undecided_.empty()) io_.at_turn_end([this] { decide_submissions(); });
+  undecided_.push_back({in.routing_id, in.msg->env().getRequestId(), id.value(), ep});
+}
+
+void JobRequests::decide_submissions() {
+  queue_->cycle();
+  for (auto& u : undecided_) {
+    OutMessage m(token_, u.request_id, true);
+    auto ji = m.env().getBody().initJobInfo();
+    ji.setJobId(u.job);
+    ji.setEntrypoint(u.entrypoint);
+    const store::JobRecord* j = queue_->find(u.job);
+    ji.setStatus(store::name(j ? j->status : store::JobStatus::kQueued));
+    ji.setShaped(true);
+    if (auto w = queue_->waiting(u.job)) {
+      ji.setWaitReason(policy::name(w->why.reason));
+      ji.setWaitDetail(w->why.detail);
+    }
+    io_.reply(std::move(u.routing_id), m.finish());
   }
-  io_.reply(in.routing_id, m.finish());
+  undecided_.clear();
 }
 
 void JobRequests::on_job_control(Incoming& in) {
@@ -123,8 +135,9 @@ void JobRequests::start_queued(const store::JobRecord& j, const nlohmann::json& 
 
 void JobRequests::start_program(const std::string& id, const nlohmann::json& sub, uint32_t attempt,
                                 std::function<void(const std::string&)> fail) {
-  auto [node, address] = driver_node();
-  if (address.empty()) return fail("no node is alive to run its program");
+  Res needs = entrypoint_resources(sub);
+  auto [node, address] = driver_node(needs);
+  if (address.empty()) return fail(no_driver_node(needs));
   uint64_t rid = io_.next_request_id();
   OutMessage m(token_, rid, false);
   auto sj = m.env().getBody().initSubmitJob();

@@ -10,8 +10,8 @@ using namespace detail;
 using B = wire::Envelope::Body;
 
 SimNode::SimNode(SimStore& store, std::string id, const std::string& host, const std::string& token, Res total,
-                 std::shared_ptr<zmq::context_t> ctx)
-    : store_(store), id_(std::move(id)), token_(token), total_(std::move(total)) {
+                 std::shared_ptr<zmq::context_t> ctx, std::string head)
+    : store_(store), id_(std::move(id)), token_(token), total_(std::move(total)), head_(std::move(head)) {
   io_.open(std::make_unique<IoLoop>(host, 0, token_, [this](Incoming in) { handle(std::move(in)); }, std::move(ctx)));
 }
 
@@ -30,6 +30,8 @@ void SimNode::handle(Incoming in) {
       case B::RETURN_LEASE: return return_lease(in);
       case B::KILL_HOSTED: return kill_hosted(in);
       case B::JOB_ENDED: return job_ended(in);
+      case B::SUBMIT_JOB: return start_program(in);
+      case B::STOP_JOB: return stop_program(in);
       case B::SHUTDOWN: return leave(in);
       default:
         reply_.error(in, wire::ErrorCode::BAD_REQUEST, "node " + id_ + " is a simulated node manager, not the head");
@@ -172,9 +174,58 @@ void SimNode::job_ended(Incoming& in) {
   reply_.ok(in);
 }
 
+void SimNode::start_program(Incoming& in) {
+  auto sj = in.msg->env().getBody().getSubmitJob();
+  std::string id = sj.getJobId();
+  if (id.empty())
+    return reply_.error(in, wire::ErrorCode::BAD_REQUEST,
+                        "node " + id_ + " is simulated: it runs only the programs of jobs the head's queue admitted");
+  std::optional<store::JobRecord> rec;
+  {
+    std::lock_guard lock(store_.mu);
+    rec = store_.tables->jobs.get(id);
+    if (rec) {
+      rec->node = id_;
+      rec->status = store::JobStatus::kRunning;
+      rec->start = unix_time();
+      store_.tables->jobs.save(*rec);
+    }
+  }
+  if (!rec) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "job " + id + " has no record in the control store");
+  programs_.insert(id);
+  OutMessage m(token_, in.msg->env().getRequestId(), true);
+  auto ji = m.env().getBody().initJobInfo();
+  ji.setJobId(id);
+  ji.setEntrypoint(rec->entrypoint);
+  ji.setStatus(store::name(rec->status));
+  ji.setStartTime(rec->start);
+  io_->reply(in.routing_id, m.finish());
+}
+
+// The program "exits" at once, as by SIGTERM, and the head hears that its job ended.
+void SimNode::stop_program(Incoming& in) {
+  std::string id = in.msg->env().getBody().getStopJob();
+  if (!programs_.erase(id)) return reply_.error(in, wire::ErrorCode::NOT_FOUND, "no program of job " + id + " runs on node " + id_);
+  {
+    std::lock_guard lock(store_.mu);
+    if (auto rec = store_.tables->jobs.get(id)) {
+      rec->status = store::JobStatus::kStopped;
+      rec->exit_code = 128 + 15;
+      rec->end = unix_time();
+      store_.tables->jobs.save(*rec);
+    }
+  }
+  reply_.ok(in);
+  uint64_t rid = io_->next_request_id();
+  OutMessage m(token_, rid, false);
+  m.env().getBody().setFinishJob(id);
+  notify(io_, head_, m.finish(), rid);
+}
+
 void SimNode::leave(Incoming& in) {
   reply_.ok(in);
   actors_.clear();
+  programs_.clear();
   leased_.clear();
   count_.store(0);
   left_.store(true);
@@ -191,6 +242,7 @@ void SimNode::rejoin() {
   io_->post([this] {
     actors_.clear();
     leased_.clear();
+    programs_.clear();  // the head runs them again elsewhere (or fails them)
     count_.store(0);
     std::lock_guard lock(store_.mu);
     store_.ledger->open(id_, total_);

@@ -4,7 +4,9 @@
 // calls answered here; task leases take the node's resources as a real node's do and the tasks
 // pushed to its leased workers run here (any function registered in this binary);
 // ReturnLease, KillHosted, JobEnded and Shutdown are honoured, and what its actors and leases held
-// is given back to the node's resources in the control store through the same scripts. Unlike a
+// is given back to the node's resources in the control store through the same scripts. A job's
+// program the head's queue starts here (SubmitJob) runs no process: its record says it runs here
+// until it is stopped (StopJob), and the head is told that it ended. Unlike a
 // real node, a lease that does not fit now is answered at once with no workers (the driver asks
 // again), and leases inside placement groups are refused.
 //
@@ -17,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "common/service.h"
@@ -37,8 +40,9 @@ struct SimStore {
 
 class SimNode {
  public:
+  // `head`: where a job's end is told.
   SimNode(SimStore& store, std::string id, const std::string& host, const std::string& token, Res total,
-          std::shared_ptr<zmq::context_t> ctx);
+          std::shared_ptr<zmq::context_t> ctx, std::string head);
   ~SimNode();
   SimNode(const SimNode&) = delete;
   SimNode& operator=(const SimNode&) = delete;
@@ -75,6 +79,8 @@ class SimNode {
   void return_lease(Incoming& in);
   void kill_hosted(Incoming& in);
   void job_ended(Incoming& in);
+  void start_program(Incoming& in);
+  void stop_program(Incoming& in);
   void leave(Incoming& in);
   // Drops an actor, giving back what it held.
   void drop(std::map<std::string, Hosted>::iterator it);
@@ -87,6 +93,8 @@ class SimNode {
   Replies reply_{io_, token_};
   std::map<std::string, Hosted> actors_;  // I/O thread only
   std::map<std::string, Leased> leased_;  // by worker id; I/O thread only
+  std::set<std::string> programs_;        // jobs whose program "runs" here; I/O thread only
+  const std::string head_;
   std::atomic<size_t> count_{0};
   std::atomic<bool> left_{false};
 };

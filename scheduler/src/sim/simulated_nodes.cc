@@ -50,6 +50,7 @@ void SimulatedNodes::join() {
   Channel io;
   io.open(std::make_unique<IoLoop>(o_.host, 0, token_, [](IoLoop::Incoming) {}));
   auto access = ask_control_store(io, o_.join_address, token_);
+  head_ = access.head;
   store_.redis = std::make_unique<Redis>(sys::RedisEndpoint::parse(access.address), access.password, std::chrono::seconds(5));
   store_.tables = std::make_unique<store::Tables>(*store_.redis);
   store_.ledger = control_store_ledger(*store_.redis);
@@ -63,7 +64,7 @@ void SimulatedNodes::add_nodes() {
     std::string id;
     do id = "node-" + random_hex(4);
     while (!ids.insert(id).second);
-    nodes_.push_back(std::make_unique<SimNode>(store_, id, o_.host, token_, per_node_, ctx));
+    nodes_.push_back(std::make_unique<SimNode>(store_, id, o_.host, token_, per_node_, ctx, head_));
   }
   std::lock_guard lock(store_.mu);
   for (auto& n : nodes_) store_.ledger->open(n->id(), n->total());

@@ -34,6 +34,7 @@ class SimulatedNodes {
 
   SimulatedNodesOptions o_;
   std::string token_, token_file_, log_dir_;
+  std::string head_;  // the head that answered the join
   double start_time_ = 0;
   Res per_node_;
   SimStore store_;
