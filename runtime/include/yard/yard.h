@@ -459,9 +459,10 @@ class ActorCreator {
 
 template <class T, class... A>
 ActorCreator<T> actor(A&&... ctor_args) {
-  const auto* cls = Registry::global().actor_class(typeid(T));
-  size_t i = 0;
-  auto takes_ref = [&] {  // the next parameter's (in order: a braced list is evaluated in order)
+  [[maybe_unused]] const auto* cls = Registry::global().actor_class(typeid(T));
+  [[maybe_unused]] size_t i = 0;
+  // Whether the next parameter takes a ref (a braced list is evaluated in order).
+  [[maybe_unused]] auto takes_ref = [&] {
     size_t k = i++;
     return !cls || k >= cls->ref_params.size() || cls->ref_params[k];
   };
