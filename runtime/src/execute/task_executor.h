@@ -1,10 +1,10 @@
 // The worker side of a Switchyard process: it registers with its node manager, then runs the
 // tasks, actor constructions and actor calls pushed to it, one at a time on the main thread, or,
 // for a concurrent actor, in the pools of its concurrency groups (call_pools.h: threads, or fibers
-// of the main thread): how is a runner chosen once (call_runners.h), and where a reply goes is the
-// sink of the path its call came by (reply_sink.h). The I/O thread feeds it through a fiber channel, so a call on a fiber
-// blocked in get() suspends only its own fiber; the process's submitter (nested tasks) shares the
-// same I/O loop.
+// of the main thread). How calls run is a runner chosen once (call_runners.h); where a reply goes
+// is the sink of the path its call came by (reply_sink.h). The I/O thread feeds it through a fiber
+// channel, so a call on a fiber blocked in get() suspends only its own fiber; the process's
+// submitter (nested tasks) shares the same I/O loop.
 #pragma once
 
 #include <atomic>

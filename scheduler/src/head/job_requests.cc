@@ -45,12 +45,8 @@ std::pair<std::string, std::string> JobRequests::driver_node(const Res& needs) {
 }
 
 Res entrypoint_resources(const nlohmann::json& sub) {
-  Res r;
-  auto e = sub.find("entrypoint_resources");
-  if (e != sub.end() && e->is_object())
-    for (auto& [k, v] : e->items())
-      if (v.is_number()) r[k] = v.get<double>();
-  return r;
+  auto e = sub.find("entrypoint_resources");  // written by submission_of
+  return e != sub.end() && e->is_object() ? e->get<Res>() : Res{};
 }
 
 std::string no_driver_node(const Res& needs) {
